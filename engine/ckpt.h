@@ -1,0 +1,46 @@
+/* An assembled checkpoint: base transformer (diffusers or native layout), optional VDN linear
+ * branch, every PEFT adapter folded in. The forward reads tensors from here by their canonical
+ * (diffusers) names, e.g. "transformer_blocks.3.attn.to_q.weight",
+ * "transformer_blocks.3.attn.linear_attention.alpha.A_log". Native-layout checkpoints are
+ * converted at load (per-head fused QKV split, fc1 [gate; up] -> [up; gate]) so the forward
+ * never sees the native names.
+ *
+ * Values are exposed as float32 arrays holding exactly the values the released stack computes
+ * with: a bf16 tensor is widened; a LoRA-merged bf16 tensor is bf16(W + (B A) * alpha / r) with the
+ * delta computed in fp32. `vdn_ckpt_dtype` tells the stored dtype (fp32 modules stay fp32). */
+#ifndef VDN_CKPT_H
+#define VDN_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+typedef enum { VDN_DT_F32 = 0, VDN_DT_BF16, VDN_DT_F16, VDN_DT_I64, VDN_DT_I32, VDN_DT_U8 } vdn_dtype;
+
+typedef struct vdn_ckpt vdn_ckpt;
+
+/* dir: a diffusers base dir (config.json + diffusion_pytorch_model*.safetensors [+ index]), a
+ * pipeline dir with transformer/, a native dir, or a VDN checkpoint dir (model_spec.json,
+ * linear_branch/, adapters/<name>/). extra_adapters: more PEFT adapter dirs/files to fold. */
+vdn_ckpt *vdn_ckpt_open(const char *dir, const char *const *extra_adapters, int n_extra,
+                        char *err, size_t errlen);
+void vdn_ckpt_close(vdn_ckpt *ck);
+
+const vdn_config *vdn_ckpt_config(const vdn_ckpt *ck);
+
+/* Canonical tensor as float32, shape-checked (ndim/shape must match exactly; the error names
+ * the checkpoint file and tensor). The pointer lives as long as the checkpoint. */
+const float *vdn_ckpt_f32(vdn_ckpt *ck, const char *name, int ndim, const int64_t *shape,
+                          char *err, size_t errlen);
+int vdn_ckpt_has(const vdn_ckpt *ck, const char *name);
+vdn_dtype vdn_ckpt_dtype(const vdn_ckpt *ck, const char *name);
+
+/* Identity for run records and worker READY: sha256 over the safetensors headers and config
+ * files (cheap), plus the names of folded adapters. */
+const char *vdn_ckpt_identity(const vdn_ckpt *ck);
+const char *vdn_ckpt_layout(const vdn_ckpt *ck); /* "diffusers" | "native" */
+int vdn_ckpt_adapter_count(const vdn_ckpt *ck);
+const char *vdn_ckpt_adapter_name(const vdn_ckpt *ck, int i);
+
+#endif

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Install every Debian package (and the one npm package) that vdn's build and tests need on a
+# fresh Debian 12 machine. Idempotent; safe to re-run. Needs root (or sudo).
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+PKGS=(
+  # build
+  build-essential cmake pkg-config clang libclang-rt-14-dev
+  # libraries
+  libcjson-dev libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libcurl4-openssl-dev
+  libsqlite3-dev sqlite3 libpng-dev zlib1g-dev
+  # test references and tools
+  python3 python3-numpy python3-scipy python3-skimage python3-opencv
+  awscli nodejs npm chromium procps curl
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "install-deps: all Debian packages present"
+fi
+
+# A real S3 server for the object-store tests, on loopback only.
+here="$(cd "$(dirname "$0")" && pwd)"
+if [ ! -x "$here/node/node_modules/.bin/s3rver" ]; then
+  echo "install-deps: installing s3rver (npm) into ops/node"
+  mkdir -p "$here/node"
+  (cd "$here/node" && npm install --no-audit --no-fund --silent s3rver@3 >/dev/null)
+fi
+echo "install-deps: done"

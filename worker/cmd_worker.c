@@ -1,0 +1,9 @@
+/* Placeholder until the owning capability lands. */
+#include <stdio.h>
+#include "commands.h"
+int vdn_cmd_worker(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "vdn worker: not built yet\n");
+    return 2;
+}
