@@ -61,12 +61,6 @@ int vdn_cmd_drain(int argc, char **argv) {
     fprintf(stderr, "vdn drain: not built yet\n");
     return 2;
 }
-int vdn_cmd_up(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vdn up: not built yet\n");
-    return 2;
-}
 int vdn_cmd_keygen(int argc, char **argv) {
     (void)argc;
     (void)argv;
