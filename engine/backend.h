@@ -1,0 +1,135 @@
+/* A backend computes ONE MODEL EVALUATION of MiniMax-H3 / VDN-H3 on one packed sequence:
+ * (patch features, tags, RoPE positions, per-row timesteps, text) -> (video, audio) velocities.
+ *
+ * Everything around the model is shared and lives in engine/ (never in a backend): building the
+ * packed sequence (seq.h), RoPE positions, per-row timesteps, the sigma grid and the Euler update
+ * (sched.h), noise, patchify/unpatchify, I/O and run records (render.c). So a backend is exactly
+ * "the forward of spec/H3-VDN-ARCH.md sections 2-5", and two backends given the same
+ * vdn_step_inputs must return the same velocities up to their precision.
+ *
+ * Lifecycle, as the engine drives it:
+ *
+ *   be = ops->create(ckpt, cfg, threads)      once per engine: read/upload every weight once
+ *   per render:
+ *     ops->reserve(be, &layout)               sizes of this render (scratch may grow here)
+ *     ops->set_text(be, embeds, n_text, tags) condition_proj + 2-layer token refiner, ONCE per
+ *                                             render (the refiner has no adaLN and no timestep);
+ *                                             the backend keeps the refined rows for forward()
+ *     per NFE: ops->forward(be, &step, video_v, audio_v)
+ *   ops->destroy(be)
+ *
+ * The CPU backend (engine/cpu_backend.c, "cpu") is the numerical oracle. A CUDA backend lives in
+ * kernels/ and registers itself (see vdn_backend_register below) so that engine/ never depends on
+ * CUDA.
+ *
+ * Row layout of the packed sequence (spec 1.2), batch 1, no padding:
+ *
+ *   [ text (n_text) | conditioning (n_cond = n_keyframes * S) | audio (2*La) | video (F*S) ]
+ *
+ * text rows: prompt_embeds rows (tags from text_token_tags: 1 text, 0 for a keyframe's vision-block
+ * rows); conditioning rows: keyframe latent frames, patchified like video (tag 0); audio rows:
+ * channel-major (left channel times 0..La-1, then right), 32 features each (tag 2); video rows:
+ * t-major then (hp, wp) row-major, 96 features each in (c, ph, pw) order (tag 0).
+ */
+#ifndef VDN_BACKEND_H
+#define VDN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt.h"
+#include "config.h"
+
+/* Where each row group sits in the packed sequence, and the video geometry. */
+typedef struct {
+    int n_rows;           /* n_text + n_cond + n_audio + n_video */
+    int n_text;           /* rows [0, n_text) */
+    int cond_start;       /* = n_text */
+    int n_cond;           /* keyframes * tokens_per_frame */
+    int audio_start;      /* = cond_start + n_cond */
+    int n_audio;          /* 2 * audio latents (channel-major) */
+    int video_start;      /* = audio_start + n_audio; video rows run to n_rows */
+    int n_video;          /* frames * tokens_per_frame */
+    int frames;           /* F: target latent frames */
+    int grid_h, grid_w;   /* patch grid of one frame: (H/16)/patch_h, (W/16)/patch_w */
+    int tokens_per_frame; /* S = grid_h * grid_w */
+} vdn_layout;
+
+/* What the attention of every DiT block does for this evaluation, resolved once from the
+ * requested variant (vdn_attn_mode), the checkpoint and F by vdn_attn_plan_make (model.h).
+ * A backend follows these flags; it never re-derives them. */
+typedef struct {
+    vdn_attn_mode mode; /* the variant asked for (for records / logs) */
+    int window;         /* 1: chunk-window mask on target-video x target-video pairs */
+    int anchors;        /* 1: frames 0 and F-1 are dense rows and columns (anchor "both") */
+    int softmax_gate;   /* 1: o_s *= sigmoid(W_sg x + b_sg) per head, on ALL rows */
+    int linear;         /* 1: VDA linear branch on target video rows, + to_out_linear */
+    int skip_ends;      /* 1: linear branch drops frames 0 and F-1 (input and output) */
+    int additive;       /* 1: SANA-style rule S <- S Diag(a)(I - A/S) + B/sqrt(S) */
+    int bypass;         /* 1: the window covers the clip (F <= 10): dense + gate, no linear */
+} vdn_attn_plan;
+
+/* Inputs of one model evaluation. Arrays are host memory, row-major, owned by the caller and
+ * valid only during forward(). Timesteps follow the contract: t = 1 - sigma in [0,1], 1 = clean. */
+typedef struct {
+    const vdn_layout *layout;
+    const float *video_x;  /* (n_video, in_channels*patch_t*patch_h*patch_w) noisy patch rows */
+    const float *cond_x;   /* (n_cond, same width) keyframe patch rows, or NULL when n_cond = 0 */
+    const float *audio_x;  /* (n_audio, audio_channels) noisy audio rows */
+    const int8_t *tags;    /* (n_rows) 0 video, 1 text, 2 audio; adaLN row = t_index*3 + tag */
+    const double *pos;     /* (n_rows, 3) RoPE positions (t, h, w), float64 as the contract */
+    const int *t_index;    /* (n_rows) index into t_values */
+    const float *t_values; /* (n_t) unique timesteps, ascending */
+    int n_t;
+    vdn_attn_plan plan;
+} vdn_step_inputs;
+
+typedef struct vdn_backend vdn_backend; /* a backend's private state */
+
+typedef struct {
+    const char *name; /* "cpu", "cuda" */
+    /* 1 when this backend can run here (e.g. a GPU is present); 0 with a reason in err. */
+    int (*available)(char *err, size_t errlen);
+    /* Read every tensor the forward needs from ck (canonical diffusers names, float32, LoRA
+     * merged: ckpt.h) and keep/upload it. threads: CPU worker threads (0 = default). */
+    vdn_backend *(*create)(vdn_ckpt *ck, const vdn_config *cfg, int threads, char *err,
+                           size_t errlen);
+    /* Sizes of the coming render; called before set_text/forward of every render. */
+    int (*reserve)(vdn_backend *be, const vdn_layout *layout, char *err, size_t errlen);
+    /* prompt_embeds (n_text, text_dim) -> condition_proj -> token refiner -> final norm, kept
+     * inside the backend as the text rows' initial residual stream for every forward(). */
+    int (*set_text)(vdn_backend *be, const float *prompt_embeds, int n_text, char *err,
+                    size_t errlen);
+    /* One evaluation. video_v: (n_video, patch width) velocities of the target video rows;
+     * audio_v: (n_audio, audio_channels) velocities of the audio rows. Data-ward convention:
+     * x0_hat = x + sigma * v. Conditioning rows' outputs are not returned. */
+    int (*forward)(vdn_backend *be, const vdn_step_inputs *in, float *video_v, float *audio_v,
+                   char *err, size_t errlen);
+    void (*destroy)(vdn_backend *be);
+} vdn_backend_ops;
+
+/* Shared rules every backend follows (engine/attention_plan.c). */
+
+/* Resolve the variant for this clip: dense when the checkpoint has no branch or mode is DENSE;
+ * bypass (dense + softmax gate, no linear branch) when the window covers all F frames. */
+vdn_attn_plan vdn_attn_plan_make(const vdn_config *cfg, vdn_attn_mode mode, int frames);
+/* Unclamped window [lo, hi] of target frame t (0-based), spec 5.2: chunk c = t / chunk,
+ * lo = (c - radius) * chunk, hi = (c + radius + 1) * chunk - 1. */
+void vdn_window_bounds(const vdn_config *cfg, int t, int *lo, int *hi);
+/* 1 when the softmax branch keeps the pair (query row qr, key row kr) under plan (spec 5.2). */
+int vdn_attn_keep(const vdn_config *cfg, const vdn_attn_plan *plan, const vdn_layout *lay, int qr,
+                  int kr);
+/* Parse "dense" | "vdn" | "vdn-no-anchors" | "window-only" | "vdn-additive"; -1 if unknown. */
+int vdn_attn_mode_parse(const char *name, vdn_attn_mode *mode);
+const char *vdn_attn_mode_name(vdn_attn_mode mode);
+
+/* Registry. The CPU backend is always registered. Another backend registers itself before the
+ * engine opens (e.g. kernels/ calls vdn_backend_register(&vdn_cuda_ops) from vdn's main or a
+ * constructor in an object linked whole). As a second route that needs no call at all, engine/
+ * also looks up a weak symbol `vdn_cuda_backend_ops` (a const vdn_backend_ops) which a CUDA object
+ * may define; when it is linked in, it is used for "cuda". */
+int vdn_backend_register(const vdn_backend_ops *ops); /* 0, or -1 when the table is full */
+const vdn_backend_ops *vdn_backend_find(const char *name);
+const vdn_backend_ops *vdn_cpu_backend_ops(void);
+
+#endif
