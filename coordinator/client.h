@@ -64,10 +64,12 @@ void vdn_job_spec_to_proto(const vdn_job_spec *spec, Vdn__RenderRequest *out); /
 
 /* ------------------------------------------------------------------ where the coordinator is */
 
-/* DIR/vdn.conf, written by `vdn up DIR`, read by every client command given --dir DIR.
- * Lines "key = value"; '#' starts a comment. Keys: client_endpoint, worker_endpoint, db, store,
- * keys (coordinator --keys dir), key (this client's NAME.key), coordinator_key (coordinator.pub).
- */
+/* DIR/vdn.conf, written by `vdn up DIR` (worker/conf.h has the writer and the general parser),
+ * read here by every client command given --dir DIR. Lines "key = value", '#' comments.
+ * Keys the client reads: client_endpoint (the coordinator's --client-bind; "coordinator" is
+ * accepted as an alias), worker_endpoint (--bind), db (SQLite file, for `status --db`),
+ * store, keys (coordinator --keys dir), key (this client's NAME.key), coordinator_key
+ * (coordinator.pub). Other keys are ignored here. */
 typedef struct {
     char client_endpoint[256];
     char worker_endpoint[256];
@@ -76,10 +78,9 @@ typedef struct {
     char keys[1024];
     char key[1024];
     char coordinator_key[1024];
-} vdn_conf;
+} vdn_client_conf;
 
-int vdn_conf_read(const char *path, vdn_conf *conf, char *err, size_t errlen);
-int vdn_conf_write(const char *path, const vdn_conf *conf, char *err, size_t errlen);
+int vdn_client_conf_read(const char *path, vdn_client_conf *conf, char *err, size_t errlen);
 
 typedef struct {
     const char *endpoint;        /* the coordinator's client endpoint, e.g. tcp://127.0.0.1:5556 */
@@ -92,8 +93,8 @@ typedef struct {
  * --coordinator-key), $VDN_COORDINATOR / $VDN_KEY / $VDN_COORDINATOR_KEY, DIR/vdn.conf from
  * --dir or $VDN_DIR, then tcp://127.0.0.1:5556. Strings point into *conf. */
 int vdn_client_resolve(const char *coordinator_flag, const char *dir_flag, const char *key_flag,
-                       const char *coordinator_key_flag, vdn_conf *conf, vdn_client_opts *opts,
-                       char *err, size_t errlen);
+                       const char *coordinator_key_flag, vdn_client_conf *conf,
+                       vdn_client_opts *opts, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------ requests */
 
