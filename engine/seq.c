@@ -1,0 +1,187 @@
+/* Packed sequence builder; see seq.h and spec sections 1.2-1.5. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "seq.h"
+#include "vdn_util.h"
+
+static const int frame_pattern[5] = {1, 4, 4, 4, 4}; /* pixel frames per latent in a VAE chunk */
+
+double vdn_frame_time(int k) {
+    double t = 0.0;
+    for (int j = 0; j < k; j++)
+        t += (5.0 / 3.0) * frame_pattern[j % 5];
+    return t;
+}
+
+void vdn_rope_grid(double *out, int D, int patch, int lat_h, int lat_w) {
+    int num = D / patch;
+    double ratio = D / sqrt((double)lat_h * lat_w);
+    double left = (1.0 - ratio) / 2.0, stop = left + ratio;
+    double step = (stop - left) / num; /* numpy: delta / div, then i*step + start */
+    for (int i = 0; i < num; i++)
+        out[i] = (i * step + left) * 32.0;
+}
+
+int vdn_seq_build(vdn_seq *s, const vdn_config *cfg, const int8_t *text_tags, int n_text,
+                  int frames, int lat_h, int lat_w, int audio_latents, int n_keyframes,
+                  const int *kf_anchor, char *err, size_t errlen) {
+    memset(s, 0, sizeof *s);
+    if (cfg->patch_t != 1)
+        return vdn_fail(err, errlen, "config: patch_t = %d, expected 1", cfg->patch_t);
+    if (n_text < 1) return vdn_fail(err, errlen, "prompt: no text rows (expected L >= 1)");
+    if (frames < 1 || lat_h < cfg->patch_h || lat_w < cfg->patch_w || lat_h % cfg->patch_h ||
+        lat_w % cfg->patch_w)
+        return vdn_fail(err, errlen,
+                        "request: latent size %d x %d x %d is not a positive multiple of the "
+                        "patch %d x %d",
+                        frames, lat_h, lat_w, cfg->patch_h, cfg->patch_w);
+    if (n_keyframes < 0 || n_keyframes > 8)
+        return vdn_fail(err, errlen, "request: %d keyframes, expected 0..8", n_keyframes);
+    vdn_layout *L = &s->lay;
+    L->frames = frames;
+    L->grid_h = lat_h / cfg->patch_h;
+    L->grid_w = lat_w / cfg->patch_w;
+    L->tokens_per_frame = L->grid_h * L->grid_w;
+    L->n_text = n_text;
+    L->cond_start = n_text;
+    L->n_cond = n_keyframes * L->tokens_per_frame;
+    L->audio_start = L->cond_start + L->n_cond;
+    L->n_audio = 2 * audio_latents;
+    L->video_start = L->audio_start + L->n_audio;
+    L->n_video = frames * L->tokens_per_frame;
+    L->n_rows = L->video_start + L->n_video;
+    s->n_keyframes = n_keyframes;
+    for (int i = 0; i < n_keyframes; i++)
+        s->kf_anchor[i] = kf_anchor[i];
+
+    s->tags = vdn_xmalloc((size_t)L->n_rows);
+    s->pos = vdn_xcalloc((size_t)L->n_rows * 3, sizeof(double));
+    s->t_index = vdn_xcalloc((size_t)L->n_rows, sizeof(int));
+    double *gh = vdn_xmalloc(sizeof(double) * L->grid_h),
+           *gw = vdn_xmalloc(sizeof(double) * L->grid_w);
+    vdn_rope_grid(gh, lat_h, cfg->patch_h, lat_h, lat_w);
+    vdn_rope_grid(gw, lat_w, cfg->patch_w, lat_h, lat_w);
+    const double origin = n_text;
+    const int S = L->tokens_per_frame;
+
+    for (int i = 0; i < n_text; i++) { /* text row i: (i, 0, 0) */
+        s->tags[i] = text_tags[i];
+        s->pos[3 * i] = i;
+    }
+    for (int k = 0; k < n_keyframes; k++) { /* keyframe rows: first at origin, last at span - 5/3 */
+        double t =
+            kf_anchor[k] == VDN_KF_LAST ? origin + vdn_frame_time(frames) - 5.0 / 3.0 : origin;
+        for (int r = 0; r < S; r++) {
+            size_t row = (size_t)L->cond_start + (size_t)k * S + r;
+            s->tags[row] = VDN_TAG_VIDEO;
+            s->pos[3 * row] = t;
+            s->pos[3 * row + 1] = gh[r / L->grid_w];
+            s->pos[3 * row + 2] = gw[r % L->grid_w];
+        }
+    }
+    for (int c = 0; c < 2; c++) /* audio: channel-major, one rotary unit per latent */
+        for (int a = 0; a < audio_latents; a++) {
+            size_t row = (size_t)L->audio_start + (size_t)c * audio_latents + a;
+            s->tags[row] = VDN_TAG_AUDIO;
+            s->pos[3 * row] = origin + a;
+            s->pos[3 * row + 1] = 0.0;
+            s->pos[3 * row + 2] = c == 0 ? gw[0] : gw[L->grid_w - 1];
+        }
+    for (int f = 0; f < frames; f++) {
+        double t = origin + vdn_frame_time(f);
+        for (int r = 0; r < S; r++) {
+            size_t row = (size_t)L->video_start + (size_t)f * S + r;
+            s->tags[row] = VDN_TAG_VIDEO;
+            s->pos[3 * row] = t;
+            s->pos[3 * row + 1] = gh[r / L->grid_w];
+            s->pos[3 * row + 2] = gw[r % L->grid_w];
+        }
+    }
+    free(gh);
+    free(gw);
+    return 0;
+}
+
+void vdn_seq_timesteps(vdn_seq *s, float t_v, float t_a) {
+    const vdn_layout *L = &s->lay;
+    float t_kf = t_v > 0.999f ? t_v : 0.999f;
+    float cand[3] = {t_v, t_kf, t_a};
+    int used[3] = {1, L->n_cond > 0, L->n_audio > 0};
+    s->n_t = 0;
+    for (int i = 0; i < 3; i++) { /* unique ascending values */
+        if (!used[i]) continue;
+        int dup = 0;
+        for (int j = 0; j < s->n_t; j++)
+            dup |= s->t_values[j] == cand[i];
+        if (!dup) s->t_values[s->n_t++] = cand[i];
+    }
+    for (int i = 1; i < s->n_t; i++)
+        for (int j = i; j > 0 && s->t_values[j - 1] > s->t_values[j]; j--) {
+            float tmp = s->t_values[j];
+            s->t_values[j] = s->t_values[j - 1];
+            s->t_values[j - 1] = tmp;
+        }
+    int idx[3];
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < s->n_t; j++)
+            if (s->t_values[j] == cand[i]) idx[i] = j;
+    for (int r = 0; r < L->n_rows; r++) {
+        int which = 0;
+        if (r >= L->cond_start && r < L->audio_start)
+            which = 1;
+        else if (r >= L->audio_start && r < L->video_start)
+            which = 2;
+        s->t_index[r] = idx[which];
+    }
+}
+
+void vdn_seq_free(vdn_seq *s) {
+    free(s->tags);
+    free(s->pos);
+    free(s->t_index);
+    memset(s, 0, sizeof *s);
+}
+
+void vdn_patchify(float *rows, const float *lat, int C, int F, int H, int W, int ph, int pw) {
+    int hp = H / ph, wp = W / pw, feat = C * ph * pw;
+    for (int f = 0; f < F; f++)
+        for (int y = 0; y < hp; y++)
+            for (int x = 0; x < wp; x++) {
+                float *r = rows + (((size_t)f * hp + y) * wp + x) * feat;
+                for (int c = 0; c < C; c++)
+                    for (int i = 0; i < ph; i++)
+                        for (int j = 0; j < pw; j++)
+                            r[(c * ph + i) * pw + j] =
+                                lat[(((size_t)c * F + f) * H + y * ph + i) * W + x * pw + j];
+            }
+}
+
+void vdn_unpatchify(float *lat, const float *rows, int C, int F, int H, int W, int ph, int pw) {
+    int hp = H / ph, wp = W / pw, feat = C * ph * pw;
+    for (int f = 0; f < F; f++)
+        for (int y = 0; y < hp; y++)
+            for (int x = 0; x < wp; x++) {
+                const float *r = rows + (((size_t)f * hp + y) * wp + x) * feat;
+                for (int c = 0; c < C; c++)
+                    for (int i = 0; i < ph; i++)
+                        for (int j = 0; j < pw; j++)
+                            lat[(((size_t)c * F + f) * H + y * ph + i) * W + x * pw + j] =
+                                r[(c * ph + i) * pw + j];
+            }
+}
+
+void vdn_audio_to_rows(float *rows, const float *audio, int ch, int La) {
+    for (int c = 0; c < 2; c++)
+        for (int t = 0; t < La; t++)
+            for (int k = 0; k < ch; k++)
+                rows[((size_t)c * La + t) * ch + k] = audio[((size_t)c * ch + k) * La + t];
+}
+
+void vdn_rows_to_audio(float *audio, const float *rows, int ch, int La) {
+    for (int c = 0; c < 2; c++)
+        for (int t = 0; t < La; t++)
+            for (int k = 0; k < ch; k++)
+                audio[((size_t)c * ch + k) * La + t] = rows[((size_t)c * La + t) * ch + k];
+}

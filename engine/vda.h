@@ -1,0 +1,69 @@
+/* Video Delta Attention: the VDN-H3 linear branch (spec 5.3, paper section 3 and appendix A.4),
+ * CPU reference. State matrices are float64, row-major [d_v][d_k]: the readout is r = S q, a frame
+ * update is S <- S T_f + J_f with T_f = Diag(alpha_f) M_f (row l of M scaled by alpha_l).
+ * The pieces are exported separately so the tests can check each against an independent form. */
+#ifndef VDN_VDA_H
+#define VDN_VDA_H
+
+#include "backend.h"
+#include "config.h"
+
+/* One block's branch weights, canonical names under transformer_blocks.{i}.attn.linear_attention.
+ */
+typedef struct {
+    const float *k_sp, *v_sp; /* short_conv.{k,v}_sp.weight (C, 1, ks, ks) */
+    const float *k_tm, *v_tm; /* short_conv.{k,v}_tm.weight (C, 1, kt) */
+    const float *beta_w;      /* beta_proj.weight (H, hidden) */
+    const float *alpha_down;  /* alpha.down.weight (R, hidden) */
+    const float *alpha_up;    /* alpha.up.weight (C, R) */
+    const float *A_log;       /* alpha.A_log (H) */
+    const float *dt_bias;     /* alpha.dt_bias (C) */
+    const float *gate_down;   /* output_gate.down.weight (G, hidden) */
+    const float *gate_up;     /* output_gate.up.weight (C, G) */
+    const float *gate_up_b;   /* output_gate.up.bias (C) */
+    const float *norm_w;      /* norm.weight (d) */
+} vdn_vda_weights;
+
+/* Depthwise spatial conv over each frame's (gh, gw) grid, zero padding ks/2, cross-correlation
+ * like torch conv2d. in/out: (frames*gh*gw, C) rows, t-major then row-major (h, w). */
+void vdn_vda_conv_spatial(float *out, const float *in, const float *w, int frames, int gh, int gw,
+                          int C, int ks);
+/* Depthwise temporal conv: out[t] = sum_d w[d] in[t + d - kt/2], zero padded. rows (frames*S, C).
+ */
+void vdn_vda_conv_temporal(float *out, const float *in, const float *w, int frames, int S, int C,
+                           int kt);
+
+/* A_h = sum_r beta_rh k_rh k_rh^T (symmetrised), B_h = sum_r beta_rh v_rh k_rh^T over n rows.
+ * k, v: (n, H*d) rows; beta: (n, H). A, B: (H, d, d). */
+void vdn_vda_stats(double *A, double *B, const float *k, const float *v, const float *beta, int n,
+                   int H, int d);
+
+/* M = (I + A)^{-1} for symmetric PSD A (d x d) by Cholesky: L = chol(I + A), M = L^-T L^-1.
+ * Returns -1 when I + A is not positive definite (only possible with bad inputs). */
+int vdn_chol_inverse(double *M, const double *A, int d);
+
+/* Per frame/head transition and injection. solve: T = Diag(a)(I+A)^-1, J = B (I+A)^-1.
+ * additive (SANA): T = Diag(a)(I - A/S), J = B/sqrt(S). alpha: (H, d) for this frame. */
+int vdn_vda_transition(double *T, double *J, const double *A, const double *B, const double *alpha,
+                       int d, int additive, int S);
+
+/* Forward P_t = P_{t-1} T_t + J_t from P_{-1} = S0; reverse R_t = R_{t+1} T_t + J_t from
+ * R_{F} = S0. T, J, P, R: (F, H, d, d); S0: (H, d, d). */
+void vdn_vda_scans(double *P, double *R, const double *T, const double *J, const double *S0, int F,
+                   int H, int d);
+
+/* Boundary gather with the alpha bridge (spec 5.3) for query frame t (0..F-1) with rebased,
+ * unclamped window [lo, hi]: S = P_{lo-1} (or S0) * prod_{max(lo,0)..t} alpha
+ *                               + R_{hi+1} (or S0) * prod_{t..min(hi,F-1)} alpha (along d_k).
+ * alpha: (F, H, d). out: (H, d, d). */
+void vdn_vda_gather(double *out, const double *P, const double *R, const double *S0,
+                    const double *alpha, int F, int H, int d, int t, int lo, int hi);
+
+/* The whole branch for one block. x: modulated attention input (n_rows, hidden); q/k/v_raw:
+ * pre-norm, pre-RoPE projections (n_rows, H*d). out: (n_video, H*d) gated, normed readout (before
+ * to_out_linear); rows of skipped anchor frames are exact zeros. */
+int vdn_vda_branch(float *out, const float *x, const float *q_raw, const float *k_raw,
+                   const float *v_raw, const vdn_layout *lay, const vdn_attn_plan *plan,
+                   const vdn_config *cfg, const vdn_vda_weights *w, char *err, size_t errlen);
+
+#endif
