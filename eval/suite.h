@@ -1,0 +1,59 @@
+/* An evaluation suite: a JSONL manifest, one prompt per line.
+ *
+ *   {"id": "p001", "mode": "fl2va", "prompt": "A red kite ...",
+ *    "prompt_cache": "caches/p001.safetensors", "keyframes": "caches/p001.safetensors",
+ *    "seed": 1001, "frames": 22, "height": 32, "width": 32}
+ *
+ * id: 1..63 characters of [A-Za-z0-9._-], unique (it becomes part of store keys).
+ * mode: t2va | i2va | l2va | fl2va. prompt: the text (may be empty; the cache is what renders).
+ * prompt_cache: safetensors path (relative to the manifest's folder) or store URI
+ *   ("scheme://..."), holding prompt_embeds (L, text_dim) and text_token_tags (L,) exactly as the
+ *   official Qwen3-VL caches do. keyframes: file with tensor "keyframe_latents" (K, C, 1, h, w),
+ *   K = 1 for i2va / l2va, 2 for fl2va; optional (default: the prompt cache); refused for t2va.
+ * seed: integer 0..2^53. frames: pixel frames >= 1. height, width: positive multiples of 32.
+ * Unknown fields are errors (a typo must not silently fall back to a default). */
+#ifndef VDN_EVAL_SUITE_H
+#define VDN_EVAL_SUITE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { VDN_MODE_T2VA = 0, VDN_MODE_I2VA, VDN_MODE_L2VA, VDN_MODE_FL2VA } vdn_suite_mode;
+
+typedef struct {
+    char id[64];
+    vdn_suite_mode mode;
+    char *prompt;
+    char *prompt_cache; /* as written */
+    char *keyframes;    /* as written, NULL when absent */
+    uint64_t seed;
+    int frames, height, width;
+    int line; /* 1-based line in the manifest */
+} vdn_suite_item;
+
+typedef struct {
+    char *path;     /* manifest path as opened ("<memory>" for text) */
+    char *base_dir; /* folder relative paths resolve against */
+    vdn_suite_item *items;
+    int n;
+} vdn_suite;
+
+const char *vdn_suite_mode_name(vdn_suite_mode m);
+/* Keyframes a mode conditions on (0, 1 or 2). */
+int vdn_suite_mode_keyframes(vdn_suite_mode m);
+
+/* Parse manifest text. 0, or -1 with "PATH:LINE: field 'x': expected ..., got ..." in err
+ * (the first problem). Blank lines and lines starting with '#' are skipped. */
+int vdn_suite_parse(const char *text, size_t len, const char *path, vdn_suite *s, char *err,
+                    size_t errlen);
+int vdn_suite_load(const char *path, vdn_suite *s, char *err, size_t errlen);
+void vdn_suite_free(vdn_suite *s);
+
+/* A manifest path resolved against the suite folder (URIs and absolute paths unchanged).
+ * malloc'd. */
+char *vdn_suite_resolve(const vdn_suite *s, const char *p);
+
+/* One manifest line for item (no trailing newline), malloc'd; used by `suite init`. */
+char *vdn_suite_item_json(const vdn_suite_item *it);
+
+#endif
