@@ -43,4 +43,19 @@ const char *vdn_ckpt_layout(const vdn_ckpt *ck); /* "diffusers" | "native" */
 int vdn_ckpt_adapter_count(const vdn_ckpt *ck);
 const char *vdn_ckpt_adapter_name(const vdn_ckpt *ck, int i);
 
+/* ---- added by the checkpoint code (e1) ---- */
+/* Every canonical tensor, sorted by name (for `vdn inspect`, uploads, tests). */
+int vdn_ckpt_count(const vdn_ckpt *ck);
+const char *vdn_ckpt_name(const vdn_ckpt *ck, int i);
+/* ndim (shape filled, up to 8 dims) or -1 if the tensor is absent. */
+int vdn_ckpt_shape(const vdn_ckpt *ck, const char *name, int64_t shape[8]);
+/* Drop the float32 copy made by vdn_ckpt_f32 (e.g. once uploaded to a GPU); asking again
+ * rebuilds it. */
+void vdn_ckpt_release(vdn_ckpt *ck, const char *name);
+/* Folded adapter i: rank (default r of its JSON, or the most common pair rank) and targets. */
+int vdn_ckpt_adapter_rank(const vdn_ckpt *ck, int i);
+int vdn_ckpt_adapter_targets(const vdn_ckpt *ck, int i);
+/* Stored bytes by dtype over all canonical tensors (index = vdn_dtype). */
+void vdn_ckpt_bytes_by_dtype(const vdn_ckpt *ck, uint64_t bytes[6]);
+
 #endif
