@@ -1,0 +1,305 @@
+#include "attempt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void vdn_assignment_free(vdn_assignment *s) {
+    free(s->prompt_cache);
+    free(s->variant);
+    free(s->noise_file);
+    free(s->store_uri);
+    free(s->output_prefix);
+    for (int i = 0; i < s->nkeys; i++)
+        free(s->keys[i]);
+    free(s->keys);
+    memset(s, 0, sizeof *s);
+}
+
+void vdn_worker_stores_close(vdn_worker_stores *c) {
+    if (c->dflt) vdn_store_close(c->dflt);
+    if (c->other) vdn_store_close(c->other);
+    free(c->default_uri);
+    free(c->other_uri);
+    memset(c, 0, sizeof *c);
+}
+
+/* The store for uri (NULL/"" = the worker's default), opened on first use. */
+static vdn_store *store_for(vdn_worker_stores *c, const char *uri, char *err, size_t errlen) {
+    if (!uri || !*uri) {
+        if (!c->default_uri)
+            return vdn_fail(err, errlen, "the job names no store and the worker has no --store"),
+                   NULL;
+        if (!c->dflt) c->dflt = vdn_store_open(c->default_uri, NULL, err, errlen);
+        return c->dflt;
+    }
+    if (c->default_uri && !strcmp(uri, c->default_uri)) return store_for(c, NULL, err, errlen);
+    if (c->other_uri && !strcmp(uri, c->other_uri) && c->other) return c->other;
+    if (c->other) vdn_store_close(c->other);
+    free(c->other_uri);
+    c->other_uri = vdn_xstrdup(uri);
+    c->other = vdn_store_open(uri, NULL, err, errlen);
+    return c->other;
+}
+
+static void wake(vdn_attempt *j) {
+    uint64_t one = 1;
+    while (write(j->efd, &one, sizeof one) < 0 && errno == EINTR) {
+    }
+}
+
+static int on_progress(void *user, int nfe_done, int nfe_total, double nfe_seconds) {
+    vdn_attempt *j = user;
+    if (j->nfe_delay_ms > 0) {
+        struct timespec ts = {j->nfe_delay_ms / 1000, (long)(j->nfe_delay_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+        }
+    }
+    pthread_mutex_lock(&j->mu);
+    if (nfe_done > j->nfe_cap) {
+        int cap = nfe_total > nfe_done ? nfe_total : nfe_done;
+        double *p = realloc(j->nfe_seconds, (size_t)cap * sizeof *p);
+        VDN_ASSERT(p);
+        for (int i = j->nfe_cap; i < cap; i++)
+            p[i] = 0;
+        j->nfe_seconds = p;
+        j->nfe_cap = cap;
+    }
+    if (nfe_done >= 1) j->nfe_seconds[nfe_done - 1] = nfe_seconds;
+    j->nfe_done = nfe_done;
+    j->nfe_total = nfe_total;
+    pthread_mutex_unlock(&j->mu);
+    wake(j);
+    return atomic_load(&j->cancel);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void finish(vdn_attempt *j, int ok, int retryable, const char *reason) {
+    pthread_mutex_lock(&j->mu);
+    j->ok = ok;
+    j->retryable = retryable;
+    snprintf(j->reason, sizeof j->reason, "%s", reason ? reason : "");
+    j->phase = VDN_ATTEMPT_FINISHED;
+    pthread_mutex_unlock(&j->mu);
+    wake(j);
+}
+
+/* Where the prompt cache is on this machine; downloads it into the scratch dir when it lives
+ * in a store. Sets *retryable for failures another try might not have. */
+static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, int *retryable,
+                                char *err, size_t errlen) {
+    const char *pc = j->spec.prompt_cache;
+    *retryable = 0;
+    if (!pc || !*pc) return vdn_fail(err, errlen, "ASSIGN request.prompt_cache: empty");
+    if (!strncmp(pc, "file://", 7)) pc += 7;
+    int is_s3 = !strncmp(pc, "s3://", 5);
+    if (!is_s3 && access(pc, R_OK) == 0) {
+        snprintf(path, pathlen, "%s", pc);
+        return 0;
+    }
+    /* s3://bucket/dir/key -> store s3://bucket, key dir/key; a bare key -> the job's store. */
+    char uri[1024] = "", key[1024];
+    const char *store_uri = j->spec.store_uri;
+    if (is_s3) {
+        const char *slash = strchr(pc + 5, '/');
+        if (!slash || !slash[1])
+            return vdn_fail(err, errlen, "prompt cache '%s': expected s3://BUCKET/KEY", pc);
+        snprintf(uri, sizeof uri, "%.*s", (int)(slash - pc), pc);
+        snprintf(key, sizeof key, "%s", slash + 1);
+        store_uri = uri;
+    } else if (pc[0] == '/' || (!j->stores->default_uri && !(store_uri && *store_uri))) {
+        return vdn_fail(err, errlen, "prompt cache '%s': no such file on this worker (%s)", pc,
+                        strerror(errno));
+    } else {
+        snprintf(key, sizeof key, "%s", pc);
+    }
+    char serr[VDN_ERR_LEN];
+    vdn_store *st = store_for(j->stores, store_uri, serr, sizeof serr);
+    if (!st) return vdn_fail(err, errlen, "prompt cache '%s': %s", pc, serr);
+    int have = vdn_store_exists(st, key, NULL, serr, sizeof serr);
+    if (have < 0) {
+        *retryable = 1;
+        return vdn_fail(err, errlen, "prompt cache '%s': %s", pc, serr);
+    }
+    if (have == 0)
+        return vdn_fail(err, errlen, "prompt cache '%s': not a local file and no key '%s' in %s",
+                        pc, key, vdn_store_uri(st));
+    snprintf(path, pathlen, "%s/prompt.safetensors", j->scratch);
+    if (vdn_store_get_file(st, key, path, serr, sizeof serr)) {
+        *retryable = 1;
+        return vdn_fail(err, errlen, "prompt cache '%s': download failed: %s", pc, serr);
+    }
+    return 0;
+}
+
+/* An engine failure is a property of the request (bad prompt cache, bad size) unless it smells
+ * of the machine: memory or the GPU. Those another worker may not hit. */
+static int engine_error_retryable(const char *msg) {
+    static const char *machine[] = {"out of memory", "CUDA", "cuda", "cuBLAS", "ENOMEM", "mmap"};
+    for (size_t i = 0; i < sizeof machine / sizeof *machine; i++)
+        if (strstr(msg, machine[i])) return 1;
+    return 0;
+}
+
+static int upload(vdn_attempt *j, vdn_store *st, const char *key, const char *local, char *err,
+                  size_t errlen) {
+    double delay = 1.0;
+    for (int attempt = 1;; attempt++) {
+        if (vdn_store_put_file(st, key, local, err, errlen) == 0) return 0;
+        if (attempt >= j->upload_attempts || atomic_load(&j->cancel)) return -1;
+        VDN_WARN("job %llu attempt %llu: upload of %s failed (%s); whole-upload retry %d/%d in "
+                 "%.0f s",
+                 (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id, key,
+                 err, attempt, j->upload_attempts - 1, delay);
+        for (double t = 0; t < delay && !atomic_load(&j->cancel); t += 0.1)
+            usleep(100000);
+        delay = delay * 2 > 30 ? 30 : delay * 2;
+    }
+}
+
+static void *job_main(void *arg) {
+    vdn_attempt *j = arg;
+    char err[VDN_ERR_LEN], msg[VDN_ERR_LEN + 256];
+    int retryable = 0;
+    char pc_path[4096], prefix[4200], local[4300], keybuf[2200];
+    const char *latents_key, *record_key;
+
+    if (vdn_attempt_output_keys(&j->spec, &latents_key, &record_key, keybuf, sizeof keybuf, err,
+                                sizeof err)) {
+        finish(j, 0, 0, err);
+        return NULL;
+    }
+    if (resolve_prompt_cache(j, pc_path, sizeof pc_path, &retryable, err, sizeof err)) {
+        finish(j, 0, retryable, err);
+        return NULL;
+    }
+
+    snprintf(prefix, sizeof prefix, "%s/out", j->scratch);
+    vdn_render_request req = {
+        .prompt_cache = pc_path,
+        .frames = j->spec.frames,
+        .height = j->spec.height,
+        .width = j->spec.width,
+        .steps = j->spec.steps,
+        .seed = j->spec.seed,
+        .variant = j->spec.variant,
+        .video_shift = j->spec.video_shift,
+        .audio_shift = j->spec.audio_shift,
+        .noise_file = j->spec.noise_file,
+        .out_prefix = prefix,
+    };
+    if (vdn_engine_render(j->eng, &req, on_progress, j, err, sizeof err)) {
+        int cancelled = atomic_load(&j->cancel);
+        snprintf(msg, sizeof msg, "%s%s", cancelled ? "cancelled: " : "render failed: ", err);
+        finish(j, 0, cancelled ? 1 : engine_error_retryable(err), msg);
+        return NULL;
+    }
+
+    pthread_mutex_lock(&j->mu);
+    j->phase = VDN_ATTEMPT_UPLOADING;
+    pthread_mutex_unlock(&j->mu);
+    wake(j);
+
+    vdn_store *st = store_for(j->stores, j->spec.store_uri, err, sizeof err);
+    if (!st) {
+        snprintf(msg, sizeof msg, "output store: %s", err);
+        finish(j, 0, 1, msg);
+        return NULL;
+    }
+    snprintf(local, sizeof local, "%s.safetensors", prefix);
+    if (upload(j, st, latents_key, local, err, sizeof err)) {
+        snprintf(msg, sizeof msg, "upload of %s to %s failed: %s", latents_key, vdn_store_uri(st),
+                 err);
+        finish(j, 0, 1, msg);
+        return NULL;
+    }
+    snprintf(local, sizeof local, "%s.json", prefix);
+    size_t rlen = 0;
+    char *record = vdn_read_file(local, &rlen, err, sizeof err);
+    if (!record) {
+        snprintf(msg, sizeof msg, "engine wrote no run record: %s", err);
+        finish(j, 0, 0, msg);
+        return NULL;
+    }
+    if (upload(j, st, record_key, local, err, sizeof err)) {
+        free(record);
+        snprintf(msg, sizeof msg, "upload of %s to %s failed: %s", record_key, vdn_store_uri(st),
+                 err);
+        finish(j, 0, 1, msg);
+        return NULL;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->record_json = record;
+    j->object_keys = vdn_xcalloc(2, sizeof *j->object_keys);
+    j->object_keys[0] = vdn_xstrdup(latents_key);
+    j->object_keys[1] = vdn_xstrdup(record_key);
+    j->n_object_keys = 2;
+    pthread_mutex_unlock(&j->mu);
+    finish(j, 1, 0, NULL);
+    return NULL;
+}
+
+vdn_attempt *vdn_attempt_start(vdn_assignment *spec, vdn_engine *eng, vdn_worker_stores *stores,
+                               const char *scratch_root, int upload_attempts, char *err,
+                               size_t errlen) {
+    vdn_attempt *j = vdn_xcalloc(1, sizeof *j);
+    j->spec = *spec;
+    memset(spec, 0, sizeof *spec);
+    j->eng = eng;
+    j->stores = stores;
+    j->upload_attempts = upload_attempts > 0 ? upload_attempts : 1;
+    const char *delay = getenv("VDN_TEST_NFE_DELAY_MS");
+    j->nfe_delay_ms = delay ? atoi(delay) : 0;
+    j->started = vdn_now();
+    pthread_mutex_init(&j->mu, NULL);
+    atomic_init(&j->cancel, 0);
+    j->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    snprintf(j->scratch, sizeof j->scratch, "%s/a%llu", scratch_root,
+             (unsigned long long)j->spec.attempt_id);
+    if (j->efd < 0) {
+        vdn_fail(err, errlen, "eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    /* A leftover dir from a killed earlier run of this attempt is stale: start clean. */
+    nftw(j->scratch, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (vdn_mkdir_p(j->scratch, err, errlen)) goto fail;
+    if (pthread_create(&j->thread, NULL, job_main, j)) {
+        vdn_fail(err, errlen, "cannot start the render thread");
+        goto fail;
+    }
+    return j;
+fail:
+    if (j->efd >= 0) close(j->efd);
+    vdn_assignment_free(&j->spec);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+    return NULL;
+}
+
+void vdn_attempt_free(vdn_attempt *j) {
+    if (!j) return;
+    pthread_join(j->thread, NULL);
+    nftw(j->scratch, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    close(j->efd);
+    pthread_mutex_destroy(&j->mu);
+    vdn_assignment_free(&j->spec);
+    free(j->nfe_seconds);
+    free(j->record_json);
+    for (int i = 0; i < j->n_object_keys; i++)
+        free(j->object_keys[i]);
+    free(j->object_keys);
+    free(j);
+}

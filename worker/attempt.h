@@ -1,0 +1,89 @@
+/* One attempt of one job, run on its own thread: fetch the prompt cache, render with the engine,
+ * upload the outputs through the store. The worker's main loop owns the ZeroMQ socket; this thread
+ * never touches it. It publishes progress and its outcome under a mutex and wakes the main loop
+ * through an eventfd that zmq_poll watches. */
+#ifndef VDN_WORKER_ATTEMPT_H
+#define VDN_WORKER_ATTEMPT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "store.h"
+#include "vdn_util.h"
+
+/* What the coordinator asked for, copied out of the ASSIGN so the envelope can be freed. */
+typedef struct {
+    uint64_t job_id, attempt_id, batch_id;
+    char *prompt_cache;  /* local path, file:// or s3:// URI, or a key in the job's store */
+    char *variant;       /* NULL = engine default */
+    char *noise_file;    /* NULL = none */
+    char *store_uri;     /* NULL = the worker's --store */
+    char *output_prefix; /* used to name keys when the coordinator sent none */
+    char **keys;         /* output keys: one ending .json (run record), one .safetensors */
+    int nkeys;
+    int frames, height, width, steps;
+    uint64_t seed;
+    float video_shift, audio_shift;
+} vdn_assignment;
+
+void vdn_assignment_free(vdn_assignment *s);
+
+typedef enum {
+    VDN_ATTEMPT_RENDERING = 0,
+    VDN_ATTEMPT_UPLOADING,
+    VDN_ATTEMPT_FINISHED
+} vdn_attempt_phase;
+
+/* Store handles kept across jobs (opening an s3:// store is cheap but not free). Touched only
+ * by job threads, which never overlap. */
+typedef struct {
+    char *default_uri;
+    vdn_store *dflt;
+    char *other_uri;
+    vdn_store *other;
+} vdn_worker_stores;
+
+void vdn_worker_stores_close(vdn_worker_stores *c);
+
+typedef struct {
+    vdn_assignment spec;
+    vdn_engine *eng; /* shared, used by one job at a time */
+    vdn_worker_stores *stores;
+    char scratch[2048];  /* this attempt's private directory, removed at the end */
+    int upload_attempts; /* whole-upload retries on top of the store's own retries */
+    int nfe_delay_ms;    /* test hook: sleep after each NFE so tests can hit a live render */
+
+    pthread_t thread;
+    int efd;           /* eventfd: written whenever the state below changes */
+    atomic_int cancel; /* set by the main loop (CANCEL, stale, second SIGTERM) */
+    double started;    /* vdn_now() at start */
+
+    pthread_mutex_t mu; /* guards everything below */
+    vdn_attempt_phase phase;
+    int nfe_done, nfe_total;
+    double *nfe_seconds; /* per NFE, grown as the engine reports */
+    int nfe_cap;
+    int ok, retryable;
+    char reason[VDN_ERR_LEN];
+    char *record_json;  /* on success */
+    char **object_keys; /* on success: the keys written */
+    int n_object_keys;
+} vdn_attempt;
+
+/* Starts the thread. Takes ownership of spec. NULL with err on failure (spec then freed). */
+vdn_attempt *vdn_attempt_start(vdn_assignment *spec, vdn_engine *eng, vdn_worker_stores *stores,
+                               const char *scratch_root, int upload_attempts, char *err,
+                               size_t errlen);
+/* Joins the thread (call once the phase is FINISHED, or after setting cancel) and frees. */
+void vdn_attempt_free(vdn_attempt *j);
+
+/* Resolves the output keys of a spec: the coordinator's keys when given, else PREFIX.safetensors
+ * and PREFIX.json. Picks which is the record (.json) and which the latents (.safetensors).
+ * -1 with an error when the keys do not name exactly one of each. */
+int vdn_attempt_output_keys(const vdn_assignment *s, const char **latents_key,
+                            const char **record_key, char *buf, size_t buflen, char *err,
+                            size_t errlen);
+
+#endif

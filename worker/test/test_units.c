@@ -1,0 +1,168 @@
+/* Unit tests of the worker's parsers: --gpus specs, nvidia-smi output, the cluster config file,
+ * and the choice of output keys. Expected values are written out by hand from the formats'
+ * definitions, and every malformed input must give an error naming what was wrong. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "attempt.h"
+#include "conf.h"
+#include "gpus.h"
+#include "vdn_util.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond);                        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+static void test_gpu_spec(void) {
+    int sel[64];
+    char err[VDN_ERR_LEN];
+    CHECK(vdn_parse_gpu_spec("0-7", sel, 64, err, sizeof err) == 8, "0-7");
+    for (int i = 0; i < 8; i++)
+        CHECK(sel[i] == i, "0-7 [%d] = %d", i, sel[i]);
+    CHECK(vdn_parse_gpu_spec("5,1-2,1", sel, 64, err, sizeof err) == 3, "dedupe");
+    CHECK(sel[0] == 1 && sel[1] == 2 && sel[2] == 5, "sorted %d %d %d", sel[0], sel[1], sel[2]);
+    CHECK(vdn_parse_gpu_spec("none", sel, 64, err, sizeof err) == 0, "none");
+    CHECK(vdn_parse_gpu_spec("", sel, 64, err, sizeof err) == 0, "empty");
+    const char *bad[] = {"a", "0-", "-1", "3-1", "0,,1", "0;1", "1-2-3", "99999999", "0-100"};
+    const char *want[] = {"expected a GPU index", "end of a range",       "expected a GPU index",
+                          "runs backwards",       "expected a GPU index", "unexpected ';'",
+                          "unexpected '-'",       "expected a GPU index", "more than 64"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = 0;
+        int n = vdn_parse_gpu_spec(bad[i], sel, 64, err, sizeof err);
+        CHECK(n == -1, "'%s' accepted (%d)", bad[i], n);
+        CHECK(strstr(err, want[i]) && strstr(err, bad[i]), "'%s': error '%s' lacks '%s'", bad[i],
+              err, want[i]);
+    }
+}
+
+static void test_nvidia_smi(void) {
+    vdn_gpu_list l;
+    char err[VDN_ERR_LEN];
+    const char *ok = "0, NVIDIA H200, 143771\n1, NVIDIA H200, 143771\n\n";
+    CHECK(vdn_parse_nvidia_smi(ok, &l, err, sizeof err) == 0, "%s", err);
+    CHECK(l.n == 2, "n = %d", l.n);
+    CHECK(l.gpu[1].index == 1 && l.gpu[1].memory_mib == 143771, "gpu1 %d %llu", l.gpu[1].index,
+          (unsigned long long)l.gpu[1].memory_mib);
+    CHECK(!strcmp(l.gpu[0].name, "NVIDIA H200"), "name '%s'", l.gpu[0].name);
+    const char *bad[] = {"0, H200\n", "x, H200, 10\n", "0, H200, lots\n", "0, H200, -5\n",
+                         "0 H200 10\n"};
+    const char *want[] = {"expected 'index, name, memory.total'", "index 'x'",
+                          "memory.total 'lots'", "memory.total '-5'", "expected 'index, name"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = 0;
+        CHECK(vdn_parse_nvidia_smi(bad[i], &l, err, sizeof err) == -1, "'%s' accepted", bad[i]);
+        CHECK(strstr(err, want[i]) && strstr(err, "line 1"), "error '%s' lacks '%s'", err, want[i]);
+    }
+}
+
+static void test_conf(void) {
+    vdn_conf c;
+    char err[VDN_ERR_LEN];
+    const char *ok = "# comment\n\nworker_endpoint = tcp://10.0.0.1:5555\r\n"
+                     "  store=s3://b/p  \nworker = gpu01 gpus=0-7\nworker = gpu02\n";
+    CHECK(vdn_conf_parse(&c, "x.conf", ok, err, sizeof err) == 0, "%s", err);
+    CHECK(c.n == 4, "n = %d", c.n);
+    CHECK(!strcmp(vdn_conf_get(&c, "worker_endpoint"), "tcp://10.0.0.1:5555"), "endpoint '%s'",
+          vdn_conf_get(&c, "worker_endpoint"));
+    CHECK(!strcmp(vdn_conf_get(&c, "store"), "s3://b/p"), "store '%s'", vdn_conf_get(&c, "store"));
+    CHECK(!strcmp(vdn_conf_get_nth(&c, "worker", 1), "gpu02"), "worker 1");
+    CHECK(vdn_conf_get_nth(&c, "worker", 2) == NULL, "worker 2");
+    CHECK(vdn_conf_get(&c, "db") == NULL, "db");
+    vdn_conf_free(&c);
+
+    struct {
+        const char *text, *want;
+    } bad[] = {
+        {"store\n", "x.conf:1: expected 'key = value'"},
+        {"\n= v\n", "x.conf:2: missing key"},
+        {"Store = a\n", "x.conf:1: key 'Store': expected lowercase"},
+        {"stor = a\n", "x.conf:1: unknown key 'stor'"},
+        {"db =\n", "x.conf:1: key 'db' has an empty value"},
+        {"db = a\ndb = b\n", "x.conf:2: key 'db' given again (first on line 1)"},
+        {"db = a\x01\n", "x.conf:1: control character 0x01"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = 0;
+        CHECK(vdn_conf_parse(&c, "x.conf", bad[i].text, err, sizeof err) == -1, "case %zu accepted",
+              i);
+        CHECK(strstr(err, bad[i].want), "case %zu: error '%s' lacks '%s'", i, err, bad[i].want);
+    }
+    char *longline = vdn_xmalloc(6000);
+    memset(longline, 'a', 5999);
+    longline[5999] = 0;
+    CHECK(vdn_conf_parse(&c, "x.conf", longline, err, sizeof err) == -1 &&
+              strstr(err, "x.conf:1: line longer"),
+          "long line: '%s'", err);
+    free(longline);
+
+    /* Round trip through the writer `vdn up` uses. */
+    char path[] = "/tmp/vdn-test-conf-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    close(fd);
+    const char *k[] = {"client_endpoint", "db"}, *v[] = {"tcp://127.0.0.1:1", "/a b/vdn.db"};
+    CHECK(vdn_conf_write(path, k, v, 2, err, sizeof err) == 0, "%s", err);
+    CHECK(vdn_conf_load(&c, path, err, sizeof err) == 0, "%s", err);
+    CHECK(c.n == 2 && !strcmp(vdn_conf_get(&c, "db"), "/a b/vdn.db"), "round trip");
+    vdn_conf_free(&c);
+    unlink(path);
+}
+
+static void test_output_keys(void) {
+    char buf[2200], err[VDN_ERR_LEN];
+    const char *lat, *rec;
+    vdn_assignment s = {0};
+    s.job_id = 34;
+    CHECK(vdn_attempt_output_keys(&s, &lat, &rec, buf, sizeof buf, err, sizeof err) == 0, "%s",
+          err);
+    CHECK(!strcmp(lat, "jobs/34/out.safetensors") && !strcmp(rec, "jobs/34/out.json"), "%s %s", lat,
+          rec);
+    s.output_prefix = "b1/j2/clip";
+    CHECK(vdn_attempt_output_keys(&s, &lat, &rec, buf, sizeof buf, err, sizeof err) == 0, "%s",
+          err);
+    CHECK(!strcmp(lat, "b1/j2/clip.safetensors") && !strcmp(rec, "b1/j2/clip.json"), "%s %s", lat,
+          rec);
+    char *keys[] = {"x/run.json", "x/lat.safetensors"};
+    s.keys = keys;
+    s.nkeys = 2;
+    CHECK(vdn_attempt_output_keys(&s, &lat, &rec, buf, sizeof buf, err, sizeof err) == 0, "%s",
+          err);
+    CHECK(lat == keys[1] && rec == keys[0], "keys by suffix");
+    char *bad1[] = {"x/run.json", "x/out.mp4"}, *bad2[] = {"a.json", "b.json"},
+         *bad3[] = {"a.json"};
+    s.keys = bad1;
+    CHECK(vdn_attempt_output_keys(&s, &lat, &rec, buf, sizeof buf, err, sizeof err) == -1 &&
+              strstr(err, "output_keys[1] 'x/out.mp4'"),
+          "mp4: %s", err);
+    s.keys = bad2;
+    CHECK(vdn_attempt_output_keys(&s, &lat, &rec, buf, sizeof buf, err, sizeof err) == -1 &&
+              strstr(err, "name the same output"),
+          "two json: %s", err);
+    s.keys = bad3;
+    s.nkeys = 1;
+    CHECK(vdn_attempt_output_keys(&s, &lat, &rec, buf, sizeof buf, err, sizeof err) == -1 &&
+              strstr(err, "expected one .safetensors and one .json"),
+          "one key: %s", err);
+}
+
+int main(void) {
+    test_gpu_spec();
+    test_nvidia_smi();
+    test_conf();
+    test_output_keys();
+    if (failures)
+        fprintf(stderr, "test_worker_units: %d failure(s)\n", failures);
+    else
+        printf("test_worker_units: all passed\n");
+    return failures ? 1 : 0;
+}

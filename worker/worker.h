@@ -1,0 +1,35 @@
+/* The worker daemon: one process drives one engine (all of its GPUs) and runs one job at a time.
+ * The main loop (loop.c) is the only thread that touches the ZeroMQ socket; the render runs on a
+ * job thread (job.c). See docs/protocol.md for the conversation and docs/cluster.md to deploy. */
+#ifndef VDN_WORKER_H
+#define VDN_WORKER_H
+
+#include "gpus.h"
+
+typedef struct {
+    const char *connect;         /* coordinator worker endpoint, tcp://HOST:5555 */
+    const char *checkpoint;      /* checkpoint dir, loaded once at start */
+    const char *checkpoint_name; /* what READY calls it; default: the dir as given */
+    const char *store;           /* default store for outputs (an ASSIGN may name another) */
+    const char *id;              /* worker id; default HOST-gSPEC or HOST-cpu */
+    const char *key;             /* CURVE: this worker's secret key file (NAME.key) */
+    const char *server_key;      /* CURVE: the coordinator's public key file */
+    const char *scratch;         /* private dir for downloads and outputs before upload */
+    const char *adapters[16];    /* extra PEFT adapters folded at load */
+    int n_adapters;
+    int cpu;                /* force the CPU backend and report no GPUs */
+    int sel[64];            /* --gpus selection */
+    int nsel;               /* -1 = every GPU nvidia-smi lists */
+    double heartbeat_s;     /* seconds between heartbeats */
+    int liveness;           /* heartbeats of silence before the coordinator counts as gone */
+    double reconnect_max_s; /* cap on the reconnect backoff */
+    int upload_attempts;    /* whole-upload retries on top of the store's own */
+} vdn_worker_opts;
+
+/* Parses argv (argv[0] = "worker"). 0 ok, 1 = --help printed, -1 = error printed to err. */
+int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, size_t errlen);
+
+/* Runs until SIGTERM/SIGINT (see loop.c). Returns the process exit code. */
+int vdn_worker_run(const vdn_worker_opts *o);
+
+#endif
