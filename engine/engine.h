@@ -37,6 +37,9 @@ const vdn_config *vdn_engine_config(const vdn_engine *eng);
 const char *vdn_engine_identity(const vdn_engine *eng); /* checkpoint identity hash */
 const char *vdn_engine_backend_name(const vdn_engine *eng); /* "cpu" | "cuda" */
 
+/* CPU worker threads for the cpu backend's big products (0 = default 2). Call before open. */
+void vdn_engine_set_threads(int threads);
+
 /* 0 on success; -1 with a message in err. Safe to call repeatedly on one engine. */
 int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progress_fn progress,
                       void *user, char *err, size_t errlen);
