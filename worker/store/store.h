@@ -44,4 +44,11 @@ int vdn_store_list(vdn_store *st, const char *prefix,
                    size_t errlen);
 int vdn_store_delete(vdn_store *st, const char *key, char *err, size_t errlen);
 
+/* Added by the store owner (additive). 0 if key is a valid object key, else -1 and a message
+ * saying what is wrong: relative '/'-separated path, no empty/"."/".." segments, no leading
+ * '/', no control bytes or backslashes, at most 1024 bytes, not under ".vdn-tmp/". */
+int vdn_store_check_key(const char *key, char *err, size_t errlen);
+/* Same rules for a list prefix, which may also be "" or end with '/'. */
+int vdn_store_check_prefix(const char *prefix, char *err, size_t errlen);
+
 #endif

@@ -1,0 +1,419 @@
+/* file://DIR backend: one file per key under DIR. A put writes DIR/.vdn-tmp/put-XXXXXX (same
+ * filesystem), fsyncs it and renames it over DIR/KEY, so a reader sees the old object or the
+ * new one, never a half one; a failed put unlinks its temp file and leaves the key untouched. */
+#include "store_impl.h"
+#include "vdn_util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct {
+    char *root;
+} file_store;
+
+static char *join(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    char *p = vdn_xmalloc(la + lb + 2);
+    memcpy(p, a, la);
+    p[la] = '/';
+    memcpy(p + la + 1, b, lb + 1);
+    return p;
+}
+
+void *vdn_store_file_open(const char *dir, char *err, size_t errlen) {
+    char sub[VDN_ERR_LEN];
+    if (vdn_mkdir_p(dir, sub, sizeof sub) != 0) {
+        vdn_fail(err, errlen, "file store '%s': cannot create the directory: %s", dir, sub);
+        return NULL;
+    }
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        vdn_fail(err, errlen, "file store '%s': not a directory", dir);
+        return NULL;
+    }
+    file_store *fs = vdn_xcalloc(1, sizeof *fs);
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        n--; /* "dir/" and "dir" are the same store */
+    fs->root = vdn_xmalloc(n + 1);
+    memcpy(fs->root, dir, n);
+    fs->root[n] = 0;
+    char *tmp = join(fs->root, VDN_STORE_TMP_DIR);
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
+        vdn_fail(err, errlen, "file store '%s': cannot create %s: %s", dir, tmp, strerror(errno));
+        free(tmp);
+        free(fs->root);
+        free(fs);
+        return NULL;
+    }
+    free(tmp);
+    return fs;
+}
+
+static void file_close(void *be) {
+    file_store *fs = be;
+    free(fs->root);
+    free(fs);
+}
+
+/* mkdir -p for the folders of a key (not the last segment). */
+static int make_parents(file_store *fs, const char *key, char *err, size_t errlen) {
+    const char *slash = strrchr(key, '/');
+    if (!slash) return 0;
+    char *rel = vdn_xmalloc((size_t)(slash - key) + 1);
+    memcpy(rel, key, (size_t)(slash - key));
+    rel[slash - key] = 0;
+    char *dir = join(fs->root, rel);
+    char sub[VDN_ERR_LEN];
+    int rc = vdn_mkdir_p(dir, sub, sizeof sub);
+    if (rc) vdn_fail(err, errlen, "file store %s: put %s: %s", fs->root, key, sub);
+    free(dir);
+    free(rel);
+    return rc;
+}
+
+typedef int (*fill_fn)(void *user, int fd, char *err, size_t errlen);
+
+/* The one way anything lands under a key: temp file, fsync, rename. */
+static int publish(file_store *fs, const char *key, fill_fn fill, void *user, char *err,
+                   size_t errlen) {
+    char *tmpl = join(fs->root, VDN_STORE_TMP_DIR "/put-XXXXXX");
+    int fd = mkstemp(tmpl);
+    if (fd < 0) {
+        vdn_fail(err, errlen, "file store %s: put %s: cannot create a temp file %s: %s", fs->root,
+                 key, tmpl, strerror(errno));
+        free(tmpl);
+        return -1;
+    }
+    fchmod(fd, 0644);
+    char *dest = join(fs->root, key);
+    int rc = fill(user, fd, err, errlen);
+    if (rc == 0 && fsync(fd) != 0)
+        rc = vdn_fail(err, errlen, "file store %s: put %s: fsync failed: %s", fs->root, key,
+                      strerror(errno));
+    if (close(fd) != 0 && rc == 0)
+        rc = vdn_fail(err, errlen, "file store %s: put %s: close failed: %s", fs->root, key,
+                      strerror(errno));
+    /* A concurrent delete may remove an emptied parent folder between mkdir and rename. */
+    for (int attempt = 0; rc == 0; attempt++) {
+        rc = make_parents(fs, key, err, errlen);
+        if (rc) break;
+        if (rename(tmpl, dest) == 0) break;
+        if (errno == ENOENT && attempt < 3) continue;
+        if (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST)
+            rc = vdn_fail(err, errlen, "file store %s: put %s: a folder of that name exists",
+                          fs->root, key);
+        else if (errno == ENOTDIR)
+            rc = vdn_fail(err, errlen,
+                          "file store %s: put %s: a parent of the key is an object, not a "
+                          "folder",
+                          fs->root, key);
+        else
+            rc = vdn_fail(err, errlen, "file store %s: put %s: rename into place failed: %s",
+                          fs->root, key, strerror(errno));
+    }
+    if (rc != 0) {
+        unlink(tmpl);
+    } else {
+        char *slash = strrchr(dest, '/');
+        *slash = 0;
+        int dfd = open(dest, O_RDONLY | O_DIRECTORY);
+        if (dfd >= 0) {
+            fsync(dfd); /* make the rename durable; best effort */
+            close(dfd);
+        }
+    }
+    free(dest);
+    free(tmpl);
+    return rc;
+}
+
+typedef struct {
+    int src;
+    const char *src_path;
+    const char *key;
+} copy_job;
+
+/* Copy src to fd; errors name the side that failed. */
+static int copy_fd(int src, int dst, const char *src_path, const char *dst_what, char *err,
+                   size_t errlen) {
+    char *buf = vdn_xmalloc(1 << 20);
+    int rc = 0;
+    for (;;) {
+        ssize_t r = read(src, buf, 1 << 20);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            rc = vdn_fail(err, errlen, "%s: read failed: %s", src_path, strerror(errno));
+            break;
+        }
+        if (r == 0) break;
+        if (vdn_store_write_all(dst, buf, (size_t)r) != 0) {
+            rc = vdn_fail(err, errlen, "%s: write failed: %s", dst_what, strerror(errno));
+            break;
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+static int fill_from_file(void *user, int fd, char *err, size_t errlen) {
+    copy_job *j = user;
+    char what[1200];
+    snprintf(what, sizeof what, "temp file for key %s", j->key);
+    return copy_fd(j->src, fd, j->src_path, what, err, errlen);
+}
+
+static int file_put_file(void *be, const char *key, const char *local_path, char *err,
+                         size_t errlen) {
+    file_store *fs = be;
+    int src = open(local_path, O_RDONLY);
+    if (src < 0)
+        return vdn_fail(err, errlen, "put %s: cannot open local file %s: %s", key, local_path,
+                        strerror(errno));
+    struct stat sb;
+    if (fstat(src, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        close(src);
+        return vdn_fail(err, errlen, "put %s: local path %s is a directory, not a file", key,
+                        local_path);
+    }
+    copy_job j = {src, local_path, key};
+    int rc = publish(fs, key, fill_from_file, &j, err, errlen);
+    close(src);
+    return rc;
+}
+
+typedef struct {
+    const void *data;
+    size_t len;
+    const char *key;
+} bytes_job;
+
+static int fill_from_bytes(void *user, int fd, char *err, size_t errlen) {
+    bytes_job *j = user;
+    if (vdn_store_write_all(fd, j->data, j->len) != 0)
+        return vdn_fail(err, errlen, "put %s: write to temp file failed: %s", j->key,
+                        strerror(errno));
+    return 0;
+}
+
+static int file_put_bytes(void *be, const char *key, const void *data, size_t len, char *err,
+                          size_t errlen) {
+    bytes_job j = {data, len, key};
+    return publish(be, key, fill_from_bytes, &j, err, errlen);
+}
+
+/* Open DIR/KEY for reading; a missing key is an error that says so. */
+static int open_object(file_store *fs, const char *key, const char *op, char *err, size_t errlen) {
+    char *path = join(fs->root, key);
+    int fd = open(path, O_RDONLY);
+    int e = errno;
+    struct stat sb;
+    if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+        close(fd);
+        fd = -1;
+        e = ENOENT;
+    }
+    if (fd < 0) {
+        if (e == ENOENT || e == ENOTDIR)
+            vdn_fail(err, errlen, "file store %s: %s %s: no such key", fs->root, op, key);
+        else
+            vdn_fail(err, errlen, "file store %s: %s %s: cannot open %s: %s", fs->root, op, key,
+                     path, strerror(e));
+    }
+    free(path);
+    return fd;
+}
+
+static int fill_copy(void *user, int fd, char *err, size_t errlen) {
+    copy_job *j = user;
+    return copy_fd(j->src, fd, j->src_path, "local temp file", err, errlen);
+}
+
+static int file_get_file(void *be, const char *key, const char *local_path, char *err,
+                         size_t errlen) {
+    file_store *fs = be;
+    int src = open_object(fs, key, "get", err, errlen);
+    if (src < 0) return -1;
+    char *path = join(fs->root, key);
+    copy_job j = {src, path, key};
+    int rc = vdn_store_write_local_atomic(local_path, fill_copy, &j, err, errlen);
+    free(path);
+    close(src);
+    return rc;
+}
+
+static int file_get_bytes(void *be, const char *key, void **data, size_t *len, char *err,
+                          size_t errlen) {
+    file_store *fs = be;
+    int fd = open_object(fs, key, "get", err, errlen);
+    if (fd < 0) return -1;
+    struct stat sb;
+    fstat(fd, &sb);
+    size_t cap = (size_t)sb.st_size + 1, n = 0;
+    char *buf = vdn_xmalloc(cap);
+    for (;;) {
+        if (n == cap) {
+            cap *= 2;
+            char *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                close(fd);
+                return vdn_fail(err, errlen, "get %s: out of memory", key);
+            }
+            buf = nb;
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            return vdn_fail(err, errlen, "file store %s: get %s: read failed: %s", fs->root, key,
+                            strerror(e));
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+    }
+    close(fd);
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+static int file_exists(void *be, const char *key, uint64_t *size, char *err, size_t errlen) {
+    file_store *fs = be;
+    char *path = join(fs->root, key);
+    struct stat sb;
+    int rc;
+    if (stat(path, &sb) == 0) {
+        rc = S_ISREG(sb.st_mode) ? 1 : 0;
+        if (rc) *size = (uint64_t)sb.st_size;
+    } else if (errno == ENOENT || errno == ENOTDIR) {
+        rc = 0;
+    } else {
+        rc = vdn_fail(err, errlen, "file store %s: exists %s: stat %s: %s", fs->root, key, path,
+                      strerror(errno));
+    }
+    free(path);
+    return rc;
+}
+
+typedef struct {
+    char *key;
+    uint64_t size;
+} entry;
+
+typedef struct {
+    entry *v;
+    size_t n, cap;
+} entries;
+
+static void push(entries *es, const char *key, uint64_t size) {
+    if (es->n == es->cap) {
+        es->cap = es->cap ? es->cap * 2 : 64;
+        es->v = realloc(es->v, es->cap * sizeof *es->v);
+        VDN_ASSERT(es->v);
+    }
+    es->v[es->n].key = vdn_xstrdup(key);
+    es->v[es->n].size = size;
+    es->n++;
+}
+
+/* Walk root/rel recursively, collecting regular files whose key starts with prefix. */
+static int walk(file_store *fs, const char *rel, const char *prefix, entries *es, char *err,
+                size_t errlen) {
+    char *dir = *rel ? join(fs->root, rel) : vdn_xstrdup(fs->root);
+    DIR *d = opendir(dir);
+    if (!d) {
+        int e = errno;
+        free(dir);
+        if (e == ENOENT || e == ENOTDIR) return 0; /* nothing under that prefix */
+        return vdn_fail(err, errlen, "file store %s: list: cannot open folder %s: %s", fs->root,
+                        rel, strerror(e));
+    }
+    int rc = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        const char *name = de->d_name;
+        if (!strcmp(name, ".") || !strcmp(name, "..")) continue;
+        if (!*rel && !strcmp(name, VDN_STORE_TMP_DIR)) continue; /* in-flight puts */
+        char *key = *rel ? join(rel, name) : vdn_xstrdup(name);
+        size_t kl = strlen(key), pl = strlen(prefix);
+        /* Descend only where keys under this folder can still match the prefix. */
+        int could_match = strncmp(key, prefix, kl < pl ? kl : pl) == 0;
+        if (could_match) {
+            char *path = join(fs->root, key);
+            struct stat sb;
+            if (lstat(path, &sb) == 0) {
+                if (S_ISDIR(sb.st_mode))
+                    rc = walk(fs, key, prefix, es, err, errlen);
+                else if (S_ISREG(sb.st_mode) && kl >= pl)
+                    push(es, key, (uint64_t)sb.st_size);
+            }
+            free(path);
+        }
+        free(key);
+        if (rc) break;
+    }
+    closedir(d);
+    free(dir);
+    return rc;
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    return strcmp(((const entry *)a)->key, ((const entry *)b)->key);
+}
+
+static int file_list(void *be, const char *prefix, vdn_store_list_fn fn, void *user, char *err,
+                     size_t errlen) {
+    file_store *fs = be;
+    entries es = {0};
+    int rc = walk(fs, "", prefix, &es, err, errlen);
+    if (rc == 0) {
+        qsort(es.v, es.n, sizeof *es.v, cmp_entry);
+        for (size_t i = 0; i < es.n; i++)
+            if (fn(user, es.v[i].key, es.v[i].size)) break;
+    }
+    for (size_t i = 0; i < es.n; i++)
+        free(es.v[i].key);
+    free(es.v);
+    return rc;
+}
+
+static int file_delete(void *be, const char *key, char *err, size_t errlen) {
+    file_store *fs = be;
+    char *path = join(fs->root, key);
+    int rc = 0;
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        rc = vdn_fail(err, errlen, "file store %s: delete %s: that is a folder, not an object",
+                      fs->root, key);
+    } else if (unlink(path) != 0 && errno != ENOENT && errno != ENOTDIR) {
+        rc = vdn_fail(err, errlen, "file store %s: delete %s: %s", fs->root, key, strerror(errno));
+    }
+    /* Drop folders the delete emptied, like S3 where folders do not exist on their own. */
+    for (char *slash = strrchr(path, '/'); rc == 0 && slash && slash > path + strlen(fs->root);
+         slash = strrchr(path, '/')) {
+        *slash = 0;
+        if (rmdir(path) != 0) break;
+    }
+    free(path);
+    return rc;
+}
+
+const vdn_store_backend vdn_store_file_backend = {
+    .scheme = "file",
+    .close = file_close,
+    .put_file = file_put_file,
+    .put_bytes = file_put_bytes,
+    .get_file = file_get_file,
+    .get_bytes = file_get_bytes,
+    .exists = file_exists,
+    .list = file_list,
+    .del = file_delete,
+};

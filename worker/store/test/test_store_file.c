@@ -1,0 +1,433 @@
+/* The store API on the file:// backend, the key rules every backend shares, URI and option
+ * errors, and "a failed put leaves nothing under the key" with a real mid-write failure
+ * (RLIMIT_FSIZE makes write(2) fail with EFBIG part-way through the copy). Also the S3
+ * backend's error text on a dead endpoint: it names endpoint and key, never the secret. */
+#include "store.h"
+#include "vdn_util.h"
+#include "check.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static char root[4096];
+
+static void rm_rf(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return;
+    if (S_ISDIR(sb.st_mode)) {
+        DIR *d = opendir(path);
+        struct dirent *de;
+        while (d && (de = readdir(d)) != NULL) {
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+            char sub[4096];
+            snprintf(sub, sizeof sub, "%s/%s", path, de->d_name);
+            rm_rf(sub);
+        }
+        if (d) closedir(d);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+static void write_local(const char *path, const void *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(data, 1, len, f) == len);
+    if (f) fclose(f);
+}
+
+static unsigned char *random_bytes(size_t n, unsigned seed) {
+    unsigned char *p = malloc(n);
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        p[i] = (unsigned char)x;
+    }
+    return p;
+}
+
+static int count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+typedef struct {
+    char keys[32][64];
+    uint64_t sizes[32];
+    int n, stop_after;
+} listing;
+
+static int collect(void *user, const char *key, uint64_t size) {
+    listing *l = user;
+    if (l->n < 32) {
+        snprintf(l->keys[l->n], sizeof l->keys[0], "%s", key);
+        l->sizes[l->n] = size;
+    }
+    l->n++;
+    return l->stop_after && l->n >= l->stop_after;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char **)a, *(char **)b);
+}
+
+static void test_roundtrip(vdn_store *st) {
+    char err[VDN_ERR_LEN];
+    /* bytes */
+    CHECK(vdn_store_put_bytes(st, "hello.txt", "hi there", 8, err, sizeof err) == 0);
+    void *data = NULL;
+    size_t len = 0;
+    CHECK(vdn_store_get_bytes(st, "hello.txt", &data, &len, err, sizeof err) == 0);
+    CHECK(len == 8 && data && !memcmp(data, "hi there", 8));
+    free(data);
+    /* empty object */
+    CHECK(vdn_store_put_bytes(st, "empty", NULL, 0, err, sizeof err) == 0);
+    uint64_t size = 99;
+    CHECK(vdn_store_exists(st, "empty", &size, err, sizeof err) == 1 && size == 0);
+    CHECK(vdn_store_get_bytes(st, "empty", &data, &len, err, sizeof err) == 0 && len == 0);
+    free(data);
+    /* a 3 MiB file through put_file/get_file, compared byte for byte */
+    size_t big = 3u << 20;
+    unsigned char *content = random_bytes(big, 7);
+    char src[4200], dst[4200];
+    snprintf(src, sizeof src, "%s.src", root);
+    snprintf(dst, sizeof dst, "%s.dst", root);
+    write_local(src, content, big);
+    CHECK(vdn_store_put_file(st, "batches/b1/job2/out.bin", src, err, sizeof err) == 0);
+    CHECK(vdn_store_exists(st, "batches/b1/job2/out.bin", &size, err, sizeof err) == 1);
+    CHECK(size == big);
+    CHECK(vdn_store_get_file(st, "batches/b1/job2/out.bin", dst, err, sizeof err) == 0);
+    FILE *f = fopen(dst, "rb");
+    unsigned char *back = malloc(big + 1);
+    size_t got = f ? fread(back, 1, big + 1, f) : 0;
+    if (f) fclose(f);
+    CHECK(got == big && !memcmp(back, content, big));
+    /* overwrite replaces */
+    CHECK(vdn_store_put_bytes(st, "batches/b1/job2/out.bin", "v2", 2, err, sizeof err) == 0);
+    CHECK(vdn_store_get_bytes(st, "batches/b1/job2/out.bin", &data, &len, err, sizeof err) == 0);
+    CHECK(len == 2 && !memcmp(data, "v2", 2));
+    free(data);
+    /* absent keys */
+    CHECK(vdn_store_exists(st, "nope", &size, err, sizeof err) == 0);
+    CHECK(vdn_store_exists(st, "batches", &size, err, sizeof err) == 0); /* a folder */
+    CHECK(vdn_store_exists(st, "hello.txt/x", &size, err, sizeof err) == 0);
+    int rc = vdn_store_get_bytes(st, "nope", &data, &len, err, sizeof err);
+    CHECK_ERR(rc, err, "no such key");
+    CHECK(strstr(err, "nope") != NULL);
+    /* a failed get leaves an existing local file alone */
+    write_local(dst, "keep", 4);
+    rc = vdn_store_get_file(st, "nope", dst, err, sizeof err);
+    CHECK_ERR(rc, err, "no such key");
+    f = fopen(dst, "rb");
+    got = f ? fread(back, 1, 16, f) : 0;
+    if (f) fclose(f);
+    CHECK(got == 4 && !memcmp(back, "keep", 4));
+    /* local-side errors name the local path */
+    rc = vdn_store_put_file(st, "x", "/nonexistent/dir/file.bin", err, sizeof err);
+    CHECK_ERR(rc, err, "/nonexistent/dir/file.bin");
+    rc = vdn_store_put_file(st, "x", root, err, sizeof err);
+    CHECK_ERR(rc, err, "is a directory");
+    /* an object cannot also be a folder */
+    rc = vdn_store_put_bytes(st, "hello.txt/child", "x", 1, err, sizeof err);
+    CHECK_ERR(rc, err, "hello.txt/child");
+    rc = vdn_store_put_bytes(st, "batches/b1", "x", 1, err, sizeof err);
+    CHECK_ERR(rc, err, "folder");
+    unlink(src);
+    unlink(dst);
+    free(content);
+    free(back);
+}
+
+static void test_list_delete(void) {
+    char err[VDN_ERR_LEN];
+    const char *keys[] = {"ba", "b/y/z", "a", "b/x", "b-c", "c/d/e/f", "B"};
+    size_t nk = sizeof keys / sizeof *keys;
+    vdn_store *sub = NULL;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "file://%s/listing", root);
+    sub = vdn_store_open(dir, NULL, err, sizeof err);
+    CHECK(sub != NULL);
+    if (!sub) return;
+    for (size_t i = 0; i < nk; i++)
+        CHECK(vdn_store_put_bytes(sub, keys[i], keys[i], strlen(keys[i]), err, sizeof err) == 0);
+    /* A stray temp file of an in-flight put is never listed. */
+    char stray[4300];
+    snprintf(stray, sizeof stray, "%s/listing/.vdn-tmp/put-abc123", root);
+    write_local(stray, "half", 4);
+
+    /* Expected order: byte order of the keys (what S3 returns), computed independently. */
+    const char *sorted[16];
+    memcpy(sorted, keys, sizeof keys);
+    qsort(sorted, nk, sizeof *sorted, cmp_str);
+    listing l = {0};
+    CHECK(vdn_store_list(sub, "", collect, &l, err, sizeof err) == 0);
+    CHECK(l.n == (int)nk);
+    for (size_t i = 0; i < nk && i < (size_t)l.n; i++) {
+        CHECK(!strcmp(l.keys[i], sorted[i]));
+        CHECK(l.sizes[i] == strlen(sorted[i]));
+    }
+    static const struct {
+        const char *prefix;
+        const char *want[8];
+    } cases[] = {
+        {"b/", {"b/x", "b/y/z"}}, {"b", {"b-c", "b/x", "b/y/z", "ba"}},
+        {"b/y/", {"b/y/z"}},      {"c/d/e/f", {"c/d/e/f"}},
+        {"zz", {NULL}},           {"a/", {NULL}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        listing m = {0};
+        CHECK(vdn_store_list(sub, cases[c].prefix, collect, &m, err, sizeof err) == 0);
+        int want_n = 0;
+        while (want_n < 8 && cases[c].want[want_n])
+            want_n++;
+        CHECK(m.n == want_n);
+        for (int i = 0; i < want_n && i < m.n; i++)
+            CHECK(!strcmp(m.keys[i], cases[c].want[i]));
+    }
+    /* The callback can stop the walk. */
+    listing s = {.stop_after = 2};
+    CHECK(vdn_store_list(sub, "", collect, &s, err, sizeof err) == 0 && s.n == 2);
+
+    /* delete: gone, emptied folders gone too, absent keys are fine. */
+    CHECK(vdn_store_delete(sub, "c/d/e/f", err, sizeof err) == 0);
+    uint64_t size;
+    CHECK(vdn_store_exists(sub, "c/d/e/f", &size, err, sizeof err) == 0);
+    char cdir[4300];
+    snprintf(cdir, sizeof cdir, "%s/listing/c", root);
+    struct stat sb;
+    CHECK(stat(cdir, &sb) != 0 && errno == ENOENT);
+    CHECK(vdn_store_delete(sub, "c/d/e/f", err, sizeof err) == 0);
+    CHECK(vdn_store_delete(sub, "b/y/z", err, sizeof err) == 0);
+    CHECK(vdn_store_exists(sub, "b/x", &size, err, sizeof err) == 1); /* sibling untouched */
+    int rc = vdn_store_delete(sub, "b", err, sizeof err);
+    CHECK_ERR(rc, err, "folder");
+    listing after = {0};
+    CHECK(vdn_store_list(sub, "", collect, &after, err, sizeof err) == 0);
+    CHECK(after.n == (int)nk - 2);
+    vdn_store_close(sub);
+}
+
+static void test_key_rules(vdn_store *st) {
+    static const struct {
+        const char *key, *want;
+    } bad[] = {
+        {"", "empty"},
+        {"/abs", "starts with '/'"},
+        {"a//b", "empty segment"},
+        {"a/", "ends with '/'"},
+        {"../x", "'..' segment"},
+        {"a/../../x", "'..' segment"},
+        {"a/./b", "'.' segment"},
+        {".", "'.' segment"},
+        {"a\\b", "backslash"},
+        {"a\nb", "control byte 0x0a"},
+        {".vdn-tmp/x", "reserved"},
+        {".vdn-tmp", "reserved"},
+    };
+    char err[VDN_ERR_LEN];
+    uint64_t size;
+    void *data;
+    size_t len;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rc = vdn_store_put_bytes(st, bad[i].key, "x", 1, err, sizeof err);
+        CHECK_ERR(rc, err, bad[i].want);
+        CHECK(strstr(err, "key") != NULL);
+        rc = vdn_store_get_bytes(st, bad[i].key, &data, &len, err, sizeof err);
+        CHECK_ERR(rc, err, bad[i].want);
+        rc = vdn_store_exists(st, bad[i].key, &size, err, sizeof err);
+        CHECK_ERR(rc, err, bad[i].want);
+        rc = vdn_store_delete(st, bad[i].key, err, sizeof err);
+        CHECK_ERR(rc, err, bad[i].want);
+        rc = vdn_store_check_key(bad[i].key, err, sizeof err);
+        CHECK_ERR(rc, err, bad[i].want);
+    }
+    char longkey[1100];
+    memset(longkey, 'k', 1025);
+    longkey[1025] = 0;
+    int rc = vdn_store_check_key(longkey, err, sizeof err);
+    CHECK_ERR(rc, err, "at most 1024");
+    /* Nothing escaped the store: the parent of root has no file named x. */
+    char outside[4200];
+    snprintf(outside, sizeof outside, "%s/../x", root);
+    struct stat sb;
+    CHECK(stat(outside, &sb) != 0);
+    /* Good keys and prefixes. */
+    CHECK(vdn_store_check_key("a", err, sizeof err) == 0);
+    CHECK(vdn_store_check_key("a.b/..c/d..", err, sizeof err) == 0);
+    CHECK(vdn_store_check_key(".hidden/x", err, sizeof err) == 0);
+    CHECK(vdn_store_check_prefix("", err, sizeof err) == 0);
+    CHECK(vdn_store_check_prefix("a/", err, sizeof err) == 0);
+    CHECK(vdn_store_check_prefix("a/b", err, sizeof err) == 0);
+    listing l = {0};
+    rc = vdn_store_list(st, "../", collect, &l, err, sizeof err);
+    CHECK_ERR(rc, err, "'..' segment");
+    rc = vdn_store_list(st, "a//", collect, &l, err, sizeof err);
+    CHECK_ERR(rc, err, "empty segment");
+}
+
+/* A put whose copy fails part-way must leave nothing under the key (and keep an older version
+ * intact), and clean up its temp file. */
+static void test_no_half_object(vdn_store *st) {
+    char err[VDN_ERR_LEN], src[4200], tmpdir[4200];
+    size_t big = 4u << 20;
+    unsigned char *content = random_bytes(big, 3);
+    snprintf(src, sizeof src, "%s.big", root);
+    write_local(src, content, big);
+    snprintf(tmpdir, sizeof tmpdir, "%s/.vdn-tmp", root);
+    CHECK(vdn_store_put_bytes(st, "keep/old.bin", "old", 3, err, sizeof err) == 0);
+
+    struct rlimit saved, lim;
+    getrlimit(RLIMIT_FSIZE, &saved);
+    lim = saved;
+    lim.rlim_cur = 1u << 20; /* 1 MiB: the 4 MiB copy fails after its first megabyte */
+    signal(SIGXFSZ, SIG_IGN);
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    int rc1 = vdn_store_put_file(st, "new/obj.bin", src, err, sizeof err);
+    char err1[VDN_ERR_LEN];
+    memcpy(err1, err, sizeof err1);
+    int rc2 = vdn_store_put_file(st, "keep/old.bin", src, err, sizeof err);
+    int rc3 = vdn_store_put_bytes(st, "new/bytes.bin", content, big, err, sizeof err);
+    setrlimit(RLIMIT_FSIZE, &saved);
+
+    CHECK_ERR(rc1, err1, "new/obj.bin");
+    CHECK(strstr(err1, "File too large") != NULL);
+    CHECK(rc2 == -1 && rc3 == -1);
+    uint64_t size;
+    CHECK(vdn_store_exists(st, "new/obj.bin", &size, err, sizeof err) == 0);
+    CHECK(vdn_store_exists(st, "new/bytes.bin", &size, err, sizeof err) == 0);
+    void *data;
+    size_t len;
+    CHECK(vdn_store_get_bytes(st, "keep/old.bin", &data, &len, err, sizeof err) == 0);
+    CHECK(len == 3 && !memcmp(data, "old", 3));
+    free(data);
+    CHECK(count_entries(tmpdir) == 0); /* temp files cleaned up */
+    listing l = {0};
+    CHECK(vdn_store_list(st, "new", collect, &l, err, sizeof err) == 0 && l.n == 0);
+    /* And after the limit is lifted the same put succeeds. */
+    CHECK(vdn_store_put_file(st, "new/obj.bin", src, err, sizeof err) == 0);
+    CHECK(vdn_store_exists(st, "new/obj.bin", &size, err, sizeof err) == 1 && size == big);
+    unlink(src);
+    free(content);
+}
+
+static void test_open_errors(void) {
+    char err[VDN_ERR_LEN];
+    vdn_store *st = vdn_store_open("", NULL, err, sizeof err);
+    CHECK_ERR(st ? 0 : -1, err, "empty");
+    st = vdn_store_open("ftp://host/x", NULL, err, sizeof err);
+    CHECK_ERR(st ? 0 : -1, err, "unknown scheme");
+    st = vdn_store_open("file://", NULL, err, sizeof err);
+    CHECK_ERR(st ? 0 : -1, err, "names no directory");
+    char file_as_dir[4300];
+    snprintf(file_as_dir, sizeof file_as_dir, "%s/hello.txt", root);
+    st = vdn_store_open(file_as_dir, NULL, err, sizeof err);
+    CHECK_ERR(st ? 0 : -1, err, "hello.txt");
+    st = vdn_store_open("s3://", NULL, err, sizeof err);
+    CHECK_ERR(st ? 0 : -1, err, "expected s3://BUCKET");
+    st = vdn_store_open("s3:///prefix", NULL, err, sizeof err);
+    CHECK_ERR(st ? 0 : -1, err, "expected s3://BUCKET");
+    st = vdn_store_open("s3://bu cket/x", NULL, err, sizeof err);
+    CHECK_ERR(st ? 0 : -1, err, "bucket name has ' '");
+    st = vdn_store_open("s3://b/../x", NULL, err, sizeof err);
+    CHECK_ERR(st ? 0 : -1, err, "bad prefix");
+    vdn_store_opts o = {.endpoint = "127.0.0.1:9", .access_key = "A", .secret_key = "S"};
+    st = vdn_store_open("s3://b/p", &o, err, sizeof err);
+    CHECK_ERR(st ? 0 : -1, err, "must start with http");
+    vdn_store_opts o2 = {.endpoint = "http://127.0.0.1:9",
+                         .access_key = "A",
+                         .secret_key = "S",
+                         .multipart_threshold = 1 << 20};
+    st = vdn_store_open("s3://b/p", &o2, err, sizeof err);
+    CHECK_ERR(st ? 0 : -1, err, "5 MiB");
+    unsetenv("AWS_SECRET_ACCESS_KEY");
+    vdn_store_opts o3 = {.endpoint = "http://127.0.0.1:9", .access_key = "AKIDONLY"};
+    st = vdn_store_open("s3://b/p", &o3, err, sizeof err);
+    CHECK_ERR(st ? 0 : -1, err, "credentials incomplete");
+    vdn_store_opts o4 = {.endpoint = "http://127.0.0.1:9",
+                         .region = "us east",
+                         .access_key = "A",
+                         .secret_key = "S"};
+    st = vdn_store_open("s3://b/p", &o4, err, sizeof err);
+    CHECK_ERR(st ? 0 : -1, err, "region");
+    /* Opening a plain path and file:// of it give the same store. */
+    st = vdn_store_open(root, NULL, err, sizeof err);
+    CHECK(st != NULL && !strcmp(vdn_store_uri(st), root));
+    uint64_t size;
+    CHECK(st && vdn_store_exists(st, "hello.txt", &size, err, sizeof err) == 1);
+    vdn_store_close(st);
+}
+
+/* No S3 server needed: a port nothing listens on. The error must name endpoint and key, say
+ * it retried, and never contain the secret. */
+static void test_dead_endpoint(void) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    CHECK(bind(s, (struct sockaddr *)&a, sizeof a) == 0);
+    getsockname(s, (struct sockaddr *)&a, &al);
+    int port = ntohs(a.sin_port);
+    close(s); /* now nothing listens there */
+    char ep[64], err[VDN_ERR_LEN];
+    snprintf(ep, sizeof ep, "http://127.0.0.1:%d", port);
+    const char *secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzzSECRET";
+    vdn_store_opts o = {
+        .endpoint = ep, .access_key = "AKIAEXAMPLE", .secret_key = secret, .max_retries = 2};
+    vdn_store *st = vdn_store_open("s3://bucket/pre", &o, err, sizeof err);
+    CHECK(st != NULL);
+    if (!st) return;
+    double t0 = (double)time(NULL);
+    int rc = vdn_store_put_bytes(st, "dir/obj.bin", "abc", 3, err, sizeof err);
+    CHECK_ERR(rc, err, ep);
+    CHECK(strstr(err, "dir/obj.bin") != NULL);
+    CHECK(strstr(err, "after 3 attempts") != NULL);
+    CHECK(strstr(err, secret) == NULL);
+    CHECK(strstr(err, "SECRET") == NULL);
+    CHECK((double)time(NULL) - t0 < 30);
+    uint64_t size;
+    rc = vdn_store_exists(st, "dir/obj.bin", &size, err, sizeof err);
+    CHECK_ERR(rc, err, "Couldn't connect");
+    CHECK(strstr(err, secret) == NULL);
+    vdn_store_close(st);
+}
+
+int main(void) {
+    const char *tmp = getenv("TMPDIR");
+    snprintf(root, sizeof root, "%s/vdn-store-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(root)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    char uri[4200], err[VDN_ERR_LEN];
+    snprintf(uri, sizeof uri, "file://%s", root);
+    vdn_store *st = vdn_store_open(uri, NULL, err, sizeof err);
+    CHECK(st != NULL);
+    if (st) {
+        CHECK(!strcmp(vdn_store_uri(st), uri));
+        test_roundtrip(st);
+        test_list_delete();
+        test_key_rules(st);
+        test_no_half_object(st);
+        vdn_store_close(st);
+    }
+    test_open_errors();
+    test_dead_endpoint();
+    rm_rf(root);
+    return check_report("test_store_file");
+}
