@@ -1,0 +1,238 @@
+/* vdn_engine_render: one request from prompt cache to PREFIX.safetensors + PREFIX.json.
+ * Shared by every backend: sequence, noise, sampler loop and I/O live here (backend.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "engine_internal.h"
+#include "prompt.h"
+#include "record.h"
+#include "safetensors.h"
+#include "sampler.h"
+#include "seq.h"
+#include "vdn_util.h"
+
+/* Optional noise file: noise_video (24,F,H,W), noise_audio (2La,32) [, noise_keyframes
+ * (K,24,1,h,w)]. */
+static int load_noise(const char *path, float *video, size_t nv, const int64_t *vshape,
+                      float *audio, size_t na, const int64_t *ashape, float *kf, int nk, int lh,
+                      int lw, char *err, size_t errlen) {
+    vdn_st_file *f = vdn_st_open(path, err, errlen);
+    if (!f) return -1;
+    int rc = 0;
+    struct {
+        const char *name;
+        float *dst;
+        int ndim;
+        int64_t shape[5];
+        int optional;
+    } want[3] = {{"noise_video", video, 4, {vshape[0], vshape[1], vshape[2], vshape[3]}, 0},
+                 {"noise_audio", audio, 2, {ashape[0], ashape[1]}, 0},
+                 {"noise_keyframes", kf, 5, {nk, 24, 1, lh, lw}, 1}};
+    (void)nv, (void)na;
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        if (i == 2 && nk == 0) break;
+        const vdn_st_entry *e = vdn_st_find(f, want[i].name);
+        if (!e) {
+            if (want[i].optional) continue; /* keyframe noise then comes from the seed */
+            rc = vdn_fail(err, errlen, "%s: no tensor '%s' (expected shape of %d dims)", path,
+                          want[i].name, want[i].ndim);
+            break;
+        }
+        rc = vdn_st_check_shape(f, e, want[i].ndim, want[i].shape, err, errlen);
+        if (rc == 0) rc = vdn_st_to_f32(f, e, want[i].dst, err, errlen);
+    }
+    vdn_st_close(f);
+    return rc;
+}
+
+int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progress_fn progress,
+                      void *user, char *err, size_t errlen) {
+    const vdn_config *c = &eng->cfg;
+    double wall_start = vdn_wall(), t_start = vdn_now();
+    if (!req->out_prefix || !req->out_prefix[0])
+        return vdn_fail(err, errlen, "request: out_prefix is empty (expected PREFIX)");
+    if (!req->prompt_cache) return vdn_fail(err, errlen, "request: prompt_cache is missing");
+    if (req->frames < 1 || req->frames > 100000)
+        return vdn_fail(err, errlen, "request: frames = %d, expected a positive pixel frame count",
+                        req->frames);
+    if (req->height < 32 || req->width < 32 || req->height % 32 || req->width % 32 ||
+        req->height > 16384 || req->width > 16384)
+        return vdn_fail(err, errlen,
+                        "request: height x width = %d x %d, expected multiples of 32 (>= 32)",
+                        req->height, req->width);
+    if (req->steps < 1 || req->steps > 1000)
+        return vdn_fail(err, errlen, "request: steps = %d, expected 1..1000 model evaluations",
+                        req->steps);
+    vdn_attn_mode mode = c->has_vdn ? VDN_ATTN_HYBRID : VDN_ATTN_DENSE;
+    if (req->variant && req->variant[0] && vdn_attn_mode_parse(req->variant, &mode) != 0)
+        return vdn_fail(err, errlen,
+                        "request: variant '%s' unknown, expected dense, vdn, vdn-no-anchors, "
+                        "window-only or vdn-additive",
+                        req->variant);
+    if (mode != VDN_ATTN_DENSE && !c->has_vdn)
+        return vdn_fail(err, errlen,
+                        "request: variant '%s' needs a VDN checkpoint (this one has no linear "
+                        "branch); use dense",
+                        vdn_attn_mode_name(mode));
+
+    const int px = vdn_snap_frames(req->frames), F = vdn_latent_frames(req->frames);
+    const int La = vdn_audio_latents(req->frames), lh = req->height / 16, lw = req->width / 16;
+    const int Cv = c->in_channels, Ca = c->audio_channels;
+    vdn_prompt pr;
+    if (vdn_prompt_load(req->prompt_cache, c->text_dim, &pr, err, errlen) != 0) return -1;
+    if (pr.n_keyframes && (pr.kf_h != lh || pr.kf_w != lw)) {
+        vdn_fail(err, errlen,
+                 "%s: keyframes are %d x %d latents, the request needs %d x %d (%d x %d px)",
+                 req->prompt_cache, pr.kf_h, pr.kf_w, lh, lw, req->height, req->width);
+        vdn_prompt_free(&pr);
+        return -1;
+    }
+    int8_t *tags = vdn_xmalloc((size_t)pr.n_text);
+    for (int i = 0; i < pr.n_text; i++)
+        tags[i] = (int8_t)pr.tags[i];
+    int anchors[2] = {pr.anchor_last[0] ? VDN_KF_LAST : VDN_KF_FIRST,
+                      pr.anchor_last[1] ? VDN_KF_LAST : VDN_KF_FIRST};
+    vdn_seq seq;
+    int rc = vdn_seq_build(&seq, c, tags, pr.n_text, F, lh, lw, La, pr.n_keyframes, anchors, err,
+                           errlen);
+    free(tags);
+    if (rc != 0) {
+        vdn_prompt_free(&pr);
+        return -1;
+    }
+    const vdn_layout *L = &seq.lay;
+    const int pf = Cv * c->patch_t * c->patch_h * c->patch_w;
+    const size_t nv = (size_t)Cv * F * lh * lw, na = (size_t)2 * La * Ca;
+    const size_t nkf = (size_t)pr.n_keyframes * Cv * lh * lw;
+    float *video = vdn_xmalloc(sizeof(float) * nv), *audio_rows = vdn_xmalloc(sizeof(float) * na);
+    float *kf_noise = vdn_xmalloc(sizeof(float) * (nkf + 1));
+    /* noise: seeded stream in the official draw order (keyframes, video, audio), or a file */
+    vdn_rng rng;
+    vdn_rng_seed(&rng, req->seed);
+    vdn_rng_normal(&rng, kf_noise, nkf);
+    vdn_rng_normal(&rng, video, nv);
+    vdn_rng_normal(&rng, audio_rows, na);
+    if (req->noise_file) {
+        int64_t vs[4] = {Cv, F, lh, lw}, as[2] = {2 * La, Ca};
+        if (load_noise(req->noise_file, video, nv, vs, audio_rows, na, as, kf_noise, pr.n_keyframes,
+                       lh, lw, err, errlen) != 0)
+            rc = -1;
+    }
+    float *vx = vdn_xmalloc(sizeof(float) * L->n_video * pf);
+    float *vv = vdn_xmalloc(sizeof(float) * L->n_video * pf);
+    float *av = vdn_xmalloc(sizeof(float) * (na + 1));
+    float *cond = L->n_cond ? vdn_xmalloc(sizeof(float) * L->n_cond * pf) : NULL;
+    if (L->n_cond) { /* keyframes noised to t = 0.999: x = 0.999 x0 + 0.001 eps, never stepped */
+        float *tmp = vdn_xmalloc(sizeof(float) * nkf);
+        for (size_t i = 0; i < nkf; i++)
+            tmp[i] = 0.999f * pr.keyframes[i] + 0.001f * kf_noise[i];
+        for (int k = 0; k < pr.n_keyframes; k++)
+            vdn_patchify(cond + (size_t)k * L->tokens_per_frame * pf,
+                         tmp + (size_t)k * Cv * lh * lw, Cv, 1, lh, lw, c->patch_h, c->patch_w);
+        free(tmp);
+    }
+    vdn_patchify(vx, video, Cv, F, lh, lw, c->patch_h, c->patch_w);
+
+    float vshift =
+        req->video_shift > 0 ? req->video_shift : (c->video_shift > 0 ? c->video_shift : 12.0f);
+    float ashift =
+        req->audio_shift > 0 ? req->audio_shift : (c->audio_shift > 0 ? c->audio_shift : 3.0f);
+    float *sv = vdn_xmalloc(sizeof(float) * (req->steps + 1));
+    float *sa = vdn_xmalloc(sizeof(float) * (req->steps + 1));
+    int nsv = vdn_sigma_grid(sv, req->steps + 1, vshift),
+        nsa = vdn_sigma_grid(sa, req->steps + 1, ashift);
+    if (rc == 0 && (nsv != req->steps + 1 || nsa != req->steps + 1))
+        rc =
+            vdn_fail(err, errlen,
+                     "request: %d steps collapse the shifted sigma grid (video %d, audio %d unique "
+                     "points of %d); use fewer steps",
+                     req->steps, nsv, nsa, req->steps + 1);
+    vdn_attn_plan plan = vdn_attn_plan_make(c, mode, F);
+    double *nfe_s = vdn_xcalloc((size_t)req->steps, sizeof(double));
+    int done = 0;
+    if (rc == 0) rc = eng->ops->reserve(eng->be, L, err, errlen);
+    if (rc == 0) rc = eng->ops->set_text(eng->be, pr.embeds, pr.n_text, err, errlen);
+    for (int k = 0; k < req->steps && rc == 0; k++) {
+        double t0 = vdn_now();
+        float tv = 1.0f - sv[k], ta = 1.0f - sa[k];
+        vdn_seq_timesteps(&seq, tv, ta);
+        vdn_step_inputs in = {L,       vx,          cond,         audio_rows, seq.tags,
+                              seq.pos, seq.t_index, seq.t_values, seq.n_t,    plan};
+        rc = eng->ops->forward(eng->be, &in, vv, av, err, errlen);
+        if (rc != 0) break;
+        vdn_euler_step(vx, vv, (size_t)L->n_video * pf, tv, sv[k], sv[k + 1]);
+        vdn_euler_step(audio_rows, av, na, ta, sa[k], sa[k + 1]);
+        nfe_s[k] = vdn_now() - t0;
+        done = k + 1;
+        if (progress && progress(user, k + 1, req->steps, nfe_s[k]) != 0)
+            rc = vdn_fail(err, errlen, "cancelled after %d of %d model evaluations", k + 1,
+                          req->steps);
+    }
+    if (rc == 0) { /* outputs: video (24,F,H,W), audio (2,32,La) float32; then the record */
+        float *audio = vdn_xmalloc(sizeof(float) * na);
+        vdn_unpatchify(video, vx, Cv, F, lh, lw, c->patch_h, c->patch_w);
+        vdn_rows_to_audio(audio, audio_rows, Ca, La);
+        size_t plen = strlen(req->out_prefix) + 32;
+        char *st_path = vdn_xmalloc(plen), *js_path = vdn_xmalloc(plen);
+        snprintf(st_path, plen, "%s.safetensors", req->out_prefix);
+        snprintf(js_path, plen, "%s.json", req->out_prefix);
+        vdn_st_tensor t[2] = {{"video", VDN_DT_F32, 4, {Cv, F, lh, lw}, video},
+                              {"audio", VDN_DT_F32, 3, {2, Ca, La}, audio}};
+        vdn_st_kv meta[2] = {{"engine", "vdn " VDN_ENGINE_VERSION},
+                             {"variant", vdn_attn_mode_name(mode)}};
+        rc = vdn_st_write(st_path, t, 2, meta, 2, err, errlen);
+        if (rc == 0) {
+            int nad = vdn_ckpt_adapter_count(eng->ck);
+            const char **ad = vdn_xcalloc((size_t)nad + 1, sizeof(char *));
+            for (int i = 0; i < nad; i++)
+                ad[i] = vdn_ckpt_adapter_name(eng->ck, i);
+            vdn_record rec = {.backend = eng->ops->name,
+                              .ckpt_identity = vdn_ckpt_identity(eng->ck),
+                              .ckpt_layout = vdn_ckpt_layout(eng->ck),
+                              .n_adapters = nad,
+                              .adapters = ad,
+                              .cfg = c,
+                              .req = req,
+                              .pixel_frames = px,
+                              .latent_frames = F,
+                              .audio_latents = La,
+                              .lat_h = lh,
+                              .lat_w = lw,
+                              .n_text = pr.n_text,
+                              .n_keyframes = pr.n_keyframes,
+                              .plan = &plan,
+                              .noise_source = req->noise_file ? req->noise_file : "seed",
+                              .video_shift = vshift,
+                              .audio_shift = ashift,
+                              .sigma_video = sv,
+                              .sigma_audio = sa,
+                              .n_sigma = req->steps + 1,
+                              .nfe_seconds = nfe_s,
+                              .n_nfe = done,
+                              .total_seconds = vdn_now() - t_start,
+                              .wall_start = wall_start,
+                              .wall_end = vdn_wall(),
+                              .output = st_path};
+            rc = vdn_record_write(js_path, &rec, err, errlen);
+            free(ad);
+        }
+        free(audio);
+        free(st_path);
+        free(js_path);
+    }
+    free(video);
+    free(audio_rows);
+    free(kf_noise);
+    free(vx);
+    free(vv);
+    free(av);
+    free(cond);
+    free(sv);
+    free(sa);
+    free(nfe_s);
+    vdn_seq_free(&seq);
+    vdn_prompt_free(&pr);
+    return rc;
+}
