@@ -155,7 +155,18 @@ static void test_output_keys(void) {
           "one key: %s", err);
 }
 
-int main(void) {
+/* The shipped example must parse, or the docs lead users into an error. */
+static void test_example(const char *path) {
+    vdn_conf c;
+    char err[VDN_ERR_LEN];
+    CHECK(vdn_conf_load(&c, path, err, sizeof err) == 0, "%s", err);
+    CHECK(vdn_conf_get(&c, "worker_endpoint") && vdn_conf_get(&c, "store"), "%s lacks keys", path);
+    CHECK(vdn_conf_get_nth(&c, "worker", 2) != NULL, "%s: expected 3 worker lines", path);
+    vdn_conf_free(&c);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) test_example(argv[1]);
     test_gpu_spec();
     test_nvidia_smi();
     test_conf();

@@ -1,0 +1,304 @@
+"""Process-level test harness: a real coordinator and real workers (our `vdn` binary) on loopback,
+a file:// or s3:// store, and the coordinator's SQLite database read back read-only.
+
+Every process a test starts is recorded here and killed by its pid at the end (never by name).
+Each wait has a deadline, so a hung farm fails the test instead of hanging CI.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77
+
+# Tiny renders: 56 pixel frames = 17 latent frames, so the VDN branch runs (F > 10).
+FRAMES = 56
+
+
+def log(*a):
+    print("[e2e %s]" % time.strftime("%H:%M:%S"), *a, flush=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class TestFailure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise TestFailure(msg)
+
+
+class Farm:
+    """One coordinator + workers in a temp dir. Use as a context manager."""
+
+    def __init__(self, vdn, name, store=None, lease=3.0, heartbeat=0.5, max_attempts=20,
+                 steps=2, size=32, keep=False):
+        self.vdn = os.path.abspath(vdn)
+        self.dir = tempfile.mkdtemp(prefix="vdn-e2e-%s-" % name)
+        self.name = name
+        self.store = store or "file://%s/store" % self.dir
+        self.lease, self.heartbeat, self.max_attempts = lease, heartbeat, max_attempts
+        self.steps, self.size = steps, size
+        self.keep = keep
+        self.procs = {}  # name -> Popen
+        self.logs = {}
+        self.env = dict(os.environ)
+        self.env.setdefault("VDN_LOG_LEVEL", "info")
+        self.worker_ep = "tcp://127.0.0.1:%d" % free_port()
+        self.client_ep = "tcp://127.0.0.1:%d" % free_port()
+        self.db = os.path.join(self.dir, "vdn.db")
+        self.ckpt = os.path.join(self.dir, "ckpt")
+        self.failed = False
+
+    # ------------------------------------------------------------------ set-up
+    def __enter__(self):
+        os.makedirs(os.path.join(self.dir, "logs"), exist_ok=True)
+        t = time.time()
+        self.run(["ckpt", "init", "--preset", "tiny", "--vdn", "--out", self.ckpt], timeout=120)
+        log("tiny checkpoint in %.1f s: %s" % (time.time() - t, self.ckpt))
+        self.prompt = os.path.join(self.ckpt, "prompt.safetensors")
+        check(os.path.exists(self.prompt), "vdn ckpt init wrote no prompt.safetensors")
+        return self
+
+    def __exit__(self, et, ev, tb):
+        failed = et is not None or self.failed
+        for name in list(self.procs):
+            self.kill(name, signal.SIGKILL, quiet=True)
+        if failed:
+            for name, path in self.logs.items():
+                try:
+                    with open(path, errors="replace") as f:
+                        lines = f.readlines()
+                    sys.stdout.write("----- last lines of %s log -----\n" % name)
+                    sys.stdout.writelines(lines[-40:])
+                except OSError:
+                    pass
+        if not failed and not self.keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        else:
+            log("left %s for inspection" % self.dir)
+        return False
+
+    def run(self, args, timeout=60, check_rc=True, env=None):
+        r = subprocess.run([self.vdn] + args, capture_output=True, text=True, timeout=timeout,
+                           env=env or self.env)
+        if check_rc and r.returncode != 0:
+            raise TestFailure("vdn %s exited %d:\n%s%s" % (" ".join(args), r.returncode,
+                                                          r.stdout, r.stderr))
+        return r
+
+    def spawn(self, name, args, env=None):
+        path = os.path.join(self.dir, "logs", "%s.log" % name)
+        f = open(path, "ab")
+        p = subprocess.Popen([self.vdn] + args, stdout=f, stderr=subprocess.STDOUT,
+                             env=env or self.env)
+        f.close()
+        self.procs[name] = p
+        self.logs[name] = path
+        return p
+
+    def start_coordinator(self):
+        return self.spawn("coordinator", [
+            "coordinator", "--db", self.db, "--bind", self.worker_ep,
+            "--client-bind", self.client_ep, "--store", self.store,
+            "--lease-seconds", str(self.lease), "--heartbeat-seconds", str(self.heartbeat),
+            "--max-attempts", str(self.max_attempts)])
+
+    def start_worker(self, wid, nfe_delay_ms=0, extra_env=None, extra_args=()):
+        env = dict(self.env)
+        if nfe_delay_ms:
+            env["VDN_TEST_NFE_DELAY_MS"] = str(nfe_delay_ms)
+        env.update(extra_env or {})
+        return self.spawn(wid, [
+            "worker", "--connect", self.worker_ep, "--checkpoint", self.ckpt, "--store", self.store,
+            "--id", wid, "--cpu", "--scratch", os.path.join(self.dir, "scratch"),
+            "--heartbeat-seconds", str(self.heartbeat)] + list(extra_args), env=env)
+
+    def kill(self, name, sig=signal.SIGKILL, quiet=False):
+        p = self.procs.get(name)
+        if p is None or p.poll() is not None:
+            self.procs.pop(name, None)
+            return
+        if not quiet:
+            log("signal %s -> %s (pid %d)" % (signal.Signals(sig).name, name, p.pid))
+        os.kill(p.pid, sig)  # SIGKILL also ends a stopped process
+        if sig == signal.SIGKILL:
+            p.wait(timeout=10)
+            self.procs.pop(name, None)
+
+    def wait_exit(self, name, timeout):
+        """Exit status of a process we started, or a failure after timeout seconds."""
+        try:
+            rc = self.procs[name].wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.failed = True
+            raise TestFailure("%s still running after %d s" % (name, timeout))
+        self.procs.pop(name, None)
+        return rc
+
+    # ------------------------------------------------------------------ requests
+    def write_requests(self, n, seed0=1, fname="requests.jsonl"):
+        path = os.path.join(self.dir, fname)
+        with open(path, "w") as f:
+            for i in range(n):
+                f.write(json.dumps({"prompt_cache": self.prompt, "frames": FRAMES,
+                                    "height": self.size, "width": self.size,
+                                    "steps": self.steps, "seed": seed0 + i}) + "\n")
+        return path
+
+    def submit(self, n, **kw):
+        path = self.write_requests(n, **kw)
+        r = self.run(["submit", path, "--coordinator", self.client_ep, "--json"], timeout=60)
+        m = re.search(r'"batch_id"\s*:\s*(\d+)', r.stdout) or re.search(r"\bb(\d+)\b", r.stdout)
+        check(m, "vdn submit printed no batch id: %r" % r.stdout)
+        batch = int(m.group(1))
+        log("submitted %d jobs as batch %d" % (n, batch))
+        return batch
+
+    # ------------------------------------------------------------------ database (read-only)
+    def q(self, sql, *args):
+        for _ in range(50):
+            try:
+                con = sqlite3.connect("file:%s?mode=ro" % self.db, uri=True, timeout=5)
+                try:
+                    return con.execute(sql, args).fetchall()
+                finally:
+                    con.close()
+            except sqlite3.OperationalError as e:  # busy or not created yet
+                last = e
+                time.sleep(0.1)
+        raise TestFailure("database %s: %s" % (self.db, last))
+
+    def counts(self, batch):
+        rows = self.q("SELECT state, count(*) FROM jobs WHERE batch_id=? GROUP BY state", batch)
+        return dict(rows)
+
+    def wait_batch(self, batch, n, timeout, on_tick=None):
+        t0 = time.time()
+        last = None
+        while time.time() - t0 < timeout:
+            c = self.counts(batch)
+            if c != last:
+                log("batch %d: %s" % (batch, c))
+                last = c
+            if c.get("done", 0) + c.get("failed", 0) + c.get("cancelled", 0) == n:
+                return c
+            if on_tick:
+                on_tick()
+            time.sleep(0.2)
+        self.failed = True
+        raise TestFailure("batch %d not finished after %d s: %s" % (batch, timeout, last))
+
+    def running_attempts(self):
+        return self.q("SELECT id, job_id, worker_id FROM attempts WHERE state='running'")
+
+    # ------------------------------------------------------------------ invariants
+    def check_exactly_once(self, batch, n):
+        """Every job done once: one 'done' attempt, one 'done' event, keys recorded."""
+        c = self.counts(batch)
+        check(c == {"done": n}, "batch %d: expected %d done jobs, got %s" % (batch, n, c))
+        per_job = self.q(
+            "SELECT j.id, (SELECT count(*) FROM attempts a WHERE a.job_id=j.id AND a.state='done'),"
+            " (SELECT count(*) FROM events e WHERE e.job_id=j.id AND e.kind='done'),"
+            " j.current_attempt, (SELECT a.id FROM attempts a WHERE a.job_id=j.id AND "
+            " a.state='done') FROM jobs j WHERE j.batch_id=?", batch)
+        check(len(per_job) == n, "batch %d has %d jobs, expected %d" % (batch, len(per_job), n))
+        for job, n_done_att, n_done_ev, cur, done_att in per_job:
+            check(n_done_att == 1, "job %d: %d attempts accepted (expected 1)" % (job, n_done_att))
+            check(n_done_ev == 1, "job %d: %d 'done' events (expected 1)" % (job, n_done_ev))
+            check(cur == done_att, "job %d: current attempt %s but the done one is %s"
+                  % (job, cur, done_att))
+
+    def job_keys(self, batch):
+        keys = {}
+        for job, ok in self.q("SELECT id, object_keys FROM jobs WHERE batch_id=?", batch):
+            check(ok, "job %d: no object_keys recorded" % job)
+            ks = json.loads(ok) if ok.startswith("[") else ok.split("\n")
+            keys[job] = ks
+        return keys
+
+    def store_dir(self):
+        check(self.store.startswith("file://"), "not a file store")
+        return self.store[len("file://"):]
+
+    def check_store_matches(self, batch, listing=None):
+        """The objects in the store are exactly the keys the DB names, each a well-formed
+        safetensors file or run record. listing: {key: bytes-or-path} for non-file stores."""
+        keys = self.job_keys(batch)
+        want = sorted(k for ks in keys.values() for k in ks)
+        check(len(want) == len(set(want)), "two jobs name the same object key")
+        if listing is None:
+            root = self.store_dir()
+            have = []
+            for d, _, files in os.walk(root):
+                for fn in files:
+                    have.append(os.path.relpath(os.path.join(d, fn), root))
+            have.sort()
+            check(have == want, "store holds %d objects, DB names %d; extra %s, missing %s" % (
+                len(have), len(want), sorted(set(have) - set(want))[:5],
+                sorted(set(want) - set(have))[:5]))
+            get = lambda k: open(os.path.join(root, k), "rb").read()
+        else:
+            have = sorted(listing)
+            check(have == want, "store holds %s, DB names %s" % (have[:5], want[:5]))
+            get = lambda k: listing[k]
+        for k in want:
+            data = get(k)
+            if k.endswith(".json"):
+                json.loads(data)
+            else:
+                check_safetensors(data, k)
+
+
+def check_safetensors(data, what):
+    """Independent reader: 8-byte little-endian header length, JSON header, offsets in range."""
+    check(len(data) >= 8, "%s: %d bytes, too short for safetensors" % (what, len(data)))
+    (hl,) = struct.unpack("<Q", data[:8])
+    check(8 + hl <= len(data), "%s: header length %d past the end" % (what, hl))
+    hdr = json.loads(data[8:8 + hl])
+    body = len(data) - 8 - hl
+    tensors = [k for k in hdr if k != "__metadata__"]
+    check(tensors, "%s: no tensors" % what)
+    for k in tensors:
+        a, b = hdr[k]["data_offsets"]
+        check(0 <= a <= b <= body, "%s: tensor %s offsets %d..%d outside %d" % (what, k, a, b, body))
+
+
+def main(test_fn):
+    """Runs test_fn(vdn_path, args) with the skip/exit-code convention ctest expects."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--vdn", required=True)
+    ap.add_argument("--source", default=os.path.join(os.path.dirname(__file__), "..", ".."))
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    t0 = time.time()
+    try:
+        test_fn(args)
+    except TestFailure as e:
+        log("FAIL after %.1f s: %s" % (time.time() - t0, e))
+        sys.exit(1)
+    except SkipTest as e:
+        log("SKIP: %s" % e)
+        sys.exit(SKIP)
+    log("PASS in %.1f s" % (time.time() - t0))
+
+
+class SkipTest(Exception):
+    pass

@@ -1,0 +1,118 @@
+"""`vdn up DIR --detach`: one directory holds a whole farm; the client commands find it through
+DIR/vdn.conf; `vdn up DIR --stop` stops every process it started."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import FRAMES, check, check_safetensors, log, main, TestFailure
+
+
+def conf(path):
+    out = {}
+    for line in open(path):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is not alive; /proc says so
+    try:
+        return open("/proc/%d/stat" % pid).read().split(")")[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def children_of(pid):
+    kids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                st = open("/proc/%s/stat" % d).read()
+                if int(st.split(")")[1].split()[1]) == pid:
+                    kids.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return kids
+
+
+def test(args):
+    vdn = os.path.abspath(args.vdn)
+    d = tempfile.mkdtemp(prefix="vdn-e2e-up-")
+    ok = False
+    pid = None
+    try:
+        r = subprocess.run([vdn, "up", d, "--detach", "--cpu", "--workers", "2"],
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0, "vdn up --detach exited %d: %s%s" % (r.returncode, r.stdout,
+                                                                      r.stderr))
+        c = conf(os.path.join(d, "vdn.conf"))
+        pid = int(c["pid"])
+        check(alive(pid), "supervisor pid %d not running" % pid)
+        kids = children_of(pid)
+        check(len(kids) == 3, "expected coordinator + 2 workers under pid %d, got %s" % (pid, kids))
+        for k in ("client_endpoint", "worker_endpoint", "db", "store", "checkpoint"):
+            check(k in c, "vdn.conf lacks %s: %s" % (k, c))
+        r2 = subprocess.run([vdn, "up", d, "--detach", "--cpu"], capture_output=True, text=True,
+                            timeout=60)
+        check(r2.returncode != 0 and "already runs" in r2.stderr,
+              "a second vdn up on the same dir must refuse: %d %s" % (r2.returncode, r2.stderr))
+        prompt = os.path.join(c["checkpoint"], "prompt.safetensors")
+        req = os.path.join(d, "requests.jsonl")
+        with open(req, "w") as f:
+            for i in range(4):
+                f.write(json.dumps({"prompt_cache": prompt, "frames": FRAMES, "height": 32,
+                                    "width": 32, "steps": 2, "seed": 10 + i}) + "\n")
+        r = subprocess.run([vdn, "submit", req, "--dir", d], capture_output=True, text=True,
+                           timeout=60)
+        check(r.returncode == 0, "vdn submit --dir: %s%s" % (r.stdout, r.stderr))
+        import re
+        m = re.search(r"\bb?(\d+)\b", r.stdout)
+        check(m, "no batch id in %r" % r.stdout)
+        w = subprocess.run([vdn, "watch", "b" + m.group(1), "--dir", d], capture_output=True,
+                           text=True, timeout=120)
+        check(w.returncode == 0, "vdn watch: %d %s%s" % (w.returncode, w.stdout[-2000:], w.stderr))
+        store = c["store"][len("file://"):]
+        objs = []
+        for root, _, files in os.walk(store):
+            objs += [os.path.join(root, f) for f in files]
+        check(len(objs) == 8, "expected 8 objects (4 latents + 4 records), found %d" % len(objs))
+        for o in objs:
+            data = open(o, "rb").read()
+            if o.endswith(".json"):
+                json.loads(data)
+            else:
+                check_safetensors(data, o)
+        r = subprocess.run([vdn, "up", d, "--stop"], capture_output=True, text=True, timeout=90)
+        check(r.returncode == 0, "vdn up --stop: %s%s" % (r.stdout, r.stderr))
+        check(not alive(pid), "supervisor still alive after --stop")
+        for k in kids:
+            check(not alive(k), "child %d still alive after --stop" % k)
+        for name in ("coordinator", "worker-1", "worker-2"):
+            check(os.path.getsize(os.path.join(d, "logs", name + ".log")) > 0,
+                  "empty log for %s" % name)
+        ok = True
+    finally:
+        if pid and alive(pid):
+            for k in children_of(pid):
+                os.kill(k, 9)
+            os.kill(pid, 9)
+        if ok and not args.keep:
+            shutil.rmtree(d, ignore_errors=True)
+        else:
+            log("left %s" % d)
+
+
+if __name__ == "__main__":
+    main(test)
