@@ -13,40 +13,6 @@
 #include "seq.h"
 #include "vdn_util.h"
 
-/* Optional noise file: noise_video (24,F,H,W), noise_audio (2La,32) [, noise_keyframes
- * (K,24,1,h,w)]. */
-static int load_noise(const char *path, float *video, size_t nv, const int64_t *vshape,
-                      float *audio, size_t na, const int64_t *ashape, float *kf, int nk, int lh,
-                      int lw, char *err, size_t errlen) {
-    vdn_st_file *f = vdn_st_open(path, err, errlen);
-    if (!f) return -1;
-    int rc = 0;
-    struct {
-        const char *name;
-        float *dst;
-        int ndim;
-        int64_t shape[5];
-        int optional;
-    } want[3] = {{"noise_video", video, 4, {vshape[0], vshape[1], vshape[2], vshape[3]}, 0},
-                 {"noise_audio", audio, 2, {ashape[0], ashape[1]}, 0},
-                 {"noise_keyframes", kf, 5, {nk, 24, 1, lh, lw}, 1}};
-    (void)nv, (void)na;
-    for (int i = 0; i < 3 && rc == 0; i++) {
-        if (i == 2 && nk == 0) break;
-        const vdn_st_entry *e = vdn_st_find(f, want[i].name);
-        if (!e) {
-            if (want[i].optional) continue; /* keyframe noise then comes from the seed */
-            rc = vdn_fail(err, errlen, "%s: no tensor '%s' (expected shape of %d dims)", path,
-                          want[i].name, want[i].ndim);
-            break;
-        }
-        rc = vdn_st_check_shape(f, e, want[i].ndim, want[i].shape, err, errlen);
-        if (rc == 0) rc = vdn_st_to_f32(f, e, want[i].dst, err, errlen);
-    }
-    vdn_st_close(f);
-    return rc;
-}
-
 int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progress_fn progress,
                       void *user, char *err, size_t errlen) {
     const vdn_config *c = &eng->cfg;
@@ -115,10 +81,11 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
     vdn_rng_normal(&rng, video, nv);
     vdn_rng_normal(&rng, audio_rows, na);
     if (req->noise_file) {
-        int64_t vs[4] = {Cv, F, lh, lw}, as[2] = {2 * La, Ca};
-        if (load_noise(req->noise_file, video, nv, vs, audio_rows, na, as, kf_noise, pr.n_keyframes,
-                       lh, lw, err, errlen) != 0)
+        vdn_st_file *nf = vdn_st_open(req->noise_file, err, errlen);
+        if (!nf || vdn_noise_read(nf, Cv, F, lh, lw, La, Ca, pr.n_keyframes, video, audio_rows,
+                                  kf_noise, NULL, err, errlen) != 0)
             rc = -1;
+        vdn_st_close(nf);
     }
     float *vx = vdn_xmalloc(sizeof(float) * L->n_video * pf);
     float *vv = vdn_xmalloc(sizeof(float) * L->n_video * pf);

@@ -1,7 +1,11 @@
 /* Scheduler and noise; see sched.h. */
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
+#include "safetensors.h"
 #include "sampler.h"
+#include "vdn_util.h"
 
 void vdn_linspace_f32(float *out, float start, float end, int n) {
     if (n == 1) {
@@ -87,4 +91,44 @@ void vdn_rng_normal(vdn_rng *r, float *out, size_t n) {
         r->spare = rad * sin(th);
         r->has_spare = 1;
     }
+}
+
+int vdn_noise_read(const struct vdn_st_file *f, int C, int F, int h, int w, int La, int ach, int nk,
+                   float *video, float *audio, float *kf, int *have_kf, char *err, size_t errlen) {
+    struct {
+        const char *name;
+        float *dst;
+        int ndim;
+        int64_t shape[5];
+        int required;
+    } want[3] = {{"noise_video", video, 4, {C, F, h, w}, 1},
+                 {"noise_audio", audio, 2, {2 * (int64_t)La, ach}, 1},
+                 {"noise_keyframes", kf, 5, {nk, C, 1, h, w}, 0}};
+    if (have_kf) *have_kf = 0;
+    for (int i = 0; i < 3; i++) {
+        char shape[128] = "";
+        for (int d = 0; d < want[i].ndim; d++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? ", " : "",
+                     (long long)want[i].shape[d]);
+        const vdn_st_entry *e = vdn_st_find(f, want[i].name);
+        if (!e) {
+            if (!want[i].required) continue;
+            return vdn_fail(err, errlen, "%s: no tensor '%s' (expected float [%s])", vdn_st_path(f),
+                            want[i].name, shape);
+        }
+        if (i == 2 && nk == 0)
+            return vdn_fail(err, errlen, "%s: tensor '%s' given but the prompt has no keyframes",
+                            vdn_st_path(f), want[i].name);
+        if (!vdn_dtype_is_float(e->dtype))
+            return vdn_fail(err, errlen, "%s: tensor '%s' has dtype %s, expected F32, BF16 or F16",
+                            vdn_st_path(f), want[i].name, vdn_dtype_name(e->dtype));
+        if (vdn_st_check_shape(f, e, want[i].ndim, want[i].shape, err, errlen) != 0) return -1;
+        if (vdn_st_to_f32(f, e, want[i].dst, err, errlen) != 0) return -1;
+        for (int64_t j = 0; j < e->numel; j++)
+            if (!isfinite(want[i].dst[j]))
+                return vdn_fail(err, errlen, "%s: tensor '%s' holds a non-finite value at %lld",
+                                vdn_st_path(f), want[i].name, (long long)j);
+        if (i == 2 && have_kf) *have_kf = 1;
+    }
+    return 0;
 }

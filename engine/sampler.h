@@ -30,4 +30,13 @@ typedef struct {
 void vdn_rng_seed(vdn_rng *r, uint64_t seed);
 void vdn_rng_normal(vdn_rng *r, float *out, size_t n);
 
+/* Noise from a safetensors file (vdn render --noise): noise_video (C, F, h, w) and noise_audio
+ * (2*La, ach) are required, noise_keyframes (nk, C, 1, h, w) optional (when absent, kf is left as
+ * it is: the seeded draw). Any float dtype; shapes must match exactly. -1 with a message naming
+ * the file, the tensor and the expected shape. *have_kf (optional) says whether keyframe noise was
+ * read. */
+struct vdn_st_file;
+int vdn_noise_read(const struct vdn_st_file *f, int C, int F, int h, int w, int La, int ach, int nk,
+                   float *video, float *audio, float *kf, int *have_kf, char *err, size_t errlen);
+
 #endif
