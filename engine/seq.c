@@ -15,6 +15,44 @@ double vdn_frame_time(int k) {
     return t;
 }
 
+/* numpy's pairwise summation of a float64 array (the add.reduce inner loop): blocks of 8
+ * accumulators up to 128 elements, halves (rounded to a multiple of 8) above. */
+static double np_pairwise(const double *a, long n) {
+    if (n < 8) {
+        double r = -0.0;
+        for (long i = 0; i < n; i++)
+            r += a[i];
+        return r;
+    }
+    if (n <= 128) {
+        double r[8];
+        long i;
+        for (int j = 0; j < 8; j++)
+            r[j] = a[j];
+        for (i = 8; i < n - (n % 8); i += 8)
+            for (int j = 0; j < 8; j++)
+                r[j] += a[i + j];
+        double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++)
+            res += a[i];
+        return res;
+    }
+    long n2 = n / 2;
+    n2 -= n2 % 8;
+    return np_pairwise(a, n2) + np_pairwise(a + n2, n - n2);
+}
+
+double vdn_frame_span(int frames) {
+    if (frames < 1) return 0.0;
+    double *s = vdn_xmalloc(sizeof(double) * frames);
+    for (int j = 0; j < frames; j++)
+        s[j] = (5.0 / 3.0) * frame_pattern[j % 5];
+    /* np.sum over a contiguous float64 array: one pairwise pass over all elements */
+    double r = np_pairwise(s, frames);
+    free(s);
+    return r;
+}
+
 void vdn_rope_grid(double *out, int D, int patch, int lat_h, int lat_w) {
     int num = D / patch;
     double ratio = D / sqrt((double)lat_h * lat_w);
@@ -72,7 +110,7 @@ int vdn_seq_build(vdn_seq *s, const vdn_config *cfg, const int8_t *text_tags, in
     }
     for (int k = 0; k < n_keyframes; k++) { /* keyframe rows: first at origin, last at span - 5/3 */
         double t =
-            kf_anchor[k] == VDN_KF_LAST ? origin + vdn_frame_time(frames) - 5.0 / 3.0 : origin;
+            kf_anchor[k] == VDN_KF_LAST ? origin + vdn_frame_span(frames) - 5.0 / 3.0 : origin;
         for (int r = 0; r < S; r++) {
             size_t row = (size_t)L->cond_start + (size_t)k * S + r;
             s->tags[row] = VDN_TAG_VIDEO;

@@ -36,6 +36,9 @@ void vdn_seq_free(vdn_seq *s);
 /* Time of target latent frame k after the media origin: sum_{j<k} (5/3) p[j mod 5], p=(1,4,4,4,4).
  */
 double vdn_frame_time(int k);
+/* Total rotary time of `frames` latent frames, summed as numpy does (pairwise): the "last"
+ * keyframe sits at L_text + span - 5/3 and the reference's summation order shows from 16 frames. */
+double vdn_frame_span(int frames);
 /* Spatial RoPE grid of an axis of latent length D against the other axis: D/patch points of
  * np.linspace(left, left + ratio, D/patch, endpoint=False) * 32, ratio = D / sqrt(lat_h*lat_w). */
 void vdn_rope_grid(double *out, int D, int patch, int lat_h, int lat_w);
