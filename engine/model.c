@@ -21,6 +21,21 @@ static int keep_pair(const void *user, int qi, int kj) {
     return vdn_attn_keep(m->cfg, m->plan, m->lay, qi, kj);
 }
 
+typedef struct {
+    float *o;
+    const float *q, *k, *v;
+    int n, C, d;
+    vdn_keep_fn keep;
+    const void *mask;
+} sdpa_job;
+
+static void sdpa_one_head(void *ctx, int h) {
+    const sdpa_job *j = ctx;
+    size_t off = (size_t)h * j->d;
+    vdn_sdpa_head(j->o + off, j->q + off, j->k + off, j->v + off, j->n, 0, j->n, j->C, j->d,
+                  1.0 / sqrt((double)j->d), j->keep, j->mask);
+}
+
 /* Per-head QK RMSNorm (before RoPE) and, when pos is given, partial RoPE; in place. */
 static void qk_prepare(float *x, int n, const float *norm_w, const double *pos, const double *inv,
                        const vdn_config *c) {
@@ -58,11 +73,8 @@ static int attention(float *out, const float *h, int n, const vdn_block_weights 
     qk_prepare(q, n, b->norm_q, pos, inv, c);
     qk_prepare(k, n, b->norm_k, pos, inv, c);
     mask_ctx m = {c, plan, lay};
-    int masked = plan && plan->window;
-    for (int hh = 0; hh < H; hh++)
-        vdn_sdpa_head(o + (size_t)hh * d, q + (size_t)hh * d, k + (size_t)hh * d,
-                      v + (size_t)hh * d, n, 0, n, C, d, 1.0 / sqrt((double)d),
-                      masked ? keep_pair : NULL, &m);
+    sdpa_job job = {o, q, k, v, n, C, d, (plan && plan->window) ? keep_pair : NULL, &m};
+    vdn_parallel_for(H, sdpa_one_head, &job);
     if (plan && plan->softmax_gate) { /* per-head sigmoid gate on every row */
         float *g = vdn_xmalloc(sizeof(float) * n * H);
         vdn_linear(g, h, b->sg_w, b->sg_b, n, hid, H);

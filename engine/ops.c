@@ -17,6 +17,39 @@ int vdn_ops_threads(void) {
 }
 
 typedef struct {
+    void (*fn)(void *, int);
+    void *ctx;
+    int i0, i1;
+} pfor_job;
+
+static void *pfor_thread(void *arg) {
+    pfor_job *j = arg;
+    for (int i = j->i0; i < j->i1; i++)
+        j->fn(j->ctx, i);
+    return NULL;
+}
+
+void vdn_parallel_for(int n, void (*fn)(void *ctx, int i), void *ctx) {
+    int nt = g_threads < n ? g_threads : n;
+    if (nt <= 1) {
+        for (int i = 0; i < n; i++)
+            fn(ctx, i);
+        return;
+    }
+    pthread_t th[64];
+    pfor_job jobs[64];
+    int started[64] = {0};
+    for (int t = 0; t < nt; t++) {
+        jobs[t] = (pfor_job){fn, ctx, (int)((long)n * t / nt), (int)((long)n * (t + 1) / nt)};
+        if (t > 0) started[t] = pthread_create(&th[t], NULL, pfor_thread, &jobs[t]) == 0;
+        if (t > 0 && !started[t]) pfor_thread(&jobs[t]);
+    }
+    pfor_thread(&jobs[0]);
+    for (int t = 1; t < nt; t++)
+        if (started[t]) pthread_join(th[t], NULL);
+}
+
+typedef struct {
     float *y;
     const float *x, *w, *b;
     int r0, r1, in, out;

@@ -12,6 +12,10 @@
 void vdn_ops_set_threads(int n);
 int vdn_ops_threads(void);
 
+/* Run fn(ctx, i) for i in [0, n) on up to vdn_ops_threads() threads (contiguous ranges); the
+ * calls must be independent. Results do not depend on the thread count. */
+void vdn_parallel_for(int n, void (*fn)(void *ctx, int i), void *ctx);
+
 /* y[n][o] = sum_i x[n][i] * w[o][i] + (b ? b[o] : 0); w is (out, in) like torch.nn.Linear. */
 void vdn_linear(float *y, const float *x, const float *w, const float *b, int n, int in, int out);
 

@@ -216,6 +216,68 @@ static void beta_rows(float *beta, const float *x, const float *w, int n, int hi
         beta[i] = vdn_sigmoid(beta[i]);
 }
 
+/* Shared state of one branch evaluation, for the per-frame jobs run by vdn_parallel_for. */
+typedef struct {
+    double *A, *B, *T, *J, *P, *R;
+    const double *S0, *alpha;
+    const float *k, *v, *q, *beta, *g, *norm_w;
+    float *out;
+    const vdn_config *cfg;
+    int S, H, d, C, f0, Fp, additive;
+    int *fail;
+} branch_job;
+
+static void stats_frame(void *ctx, int f) {
+    branch_job *j = ctx;
+    size_t fs = (size_t)j->H * j->d * j->d;
+    vdn_vda_stats(j->A + f * fs, j->B + f * fs, j->k + (size_t)f * j->S * j->C,
+                  j->v + (size_t)f * j->S * j->C, j->beta + (size_t)f * j->S * j->H, j->S, j->H,
+                  j->d);
+}
+
+static void transition_fh(void *ctx, int i) {
+    branch_job *j = ctx;
+    size_t dd = (size_t)j->d * j->d, at = (size_t)i * dd;
+    int f = i / j->H, h = i % j->H;
+    j->fail[i] = vdn_vda_transition(j->T + at, j->J + at, j->A + at, j->B + at,
+                                    j->alpha + (size_t)f * j->C + (size_t)h * j->d, j->d,
+                                    j->additive, j->S) != 0;
+}
+
+/* gather the frame's state, read it with each query, RMSNorm, gate */
+static void readout_frame(void *ctx, int t) {
+    branch_job *j = ctx;
+    const int H = j->H, d = j->d, C = j->C, S = j->S;
+    const size_t dd = (size_t)d * d;
+    double *St = vdn_xmalloc(sizeof(double) * H * dd), *r = vdn_xmalloc(sizeof(double) * d);
+    int lo, hi;
+    vdn_window_bounds(j->cfg, t + j->f0, &lo, &hi);
+    vdn_vda_gather(St, j->P, j->R, j->S0, j->alpha, j->Fp, H, d, t, lo - j->f0, hi - j->f0);
+    for (int s = 0; s < S; s++) {
+        size_t row = (size_t)t * S + s;
+        float *o = j->out + ((size_t)(t + j->f0) * S + s) * C;
+        for (int h = 0; h < H; h++) {
+            const float *qh = j->q + row * C + (size_t)h * d;
+            const double *Sh = St + h * dd;
+            double ss = 0.0;
+            for (int i = 0; i < d; i++) {
+                double a = 0.0;
+                for (int k = 0; k < d; k++)
+                    a += Sh[(size_t)i * d + k] * qh[k];
+                r[i] = a;
+                ss += a * a;
+            }
+            double inv = 1.0 / sqrt(ss / d + (double)j->cfg->linear_norm_eps);
+            for (int i = 0; i < d; i++) {
+                double gi = 1.0 / (1.0 + exp(-(double)j->g[row * C + (size_t)h * d + i]));
+                o[(size_t)h * d + i] = (float)(r[i] * inv * j->norm_w[i] * gi);
+            }
+        }
+    }
+    free(St);
+    free(r);
+}
+
 int vdn_vda_branch(float *out, const float *x, const float *q_raw, const float *k_raw,
                    const float *v_raw, const vdn_layout *lay, const vdn_attn_plan *plan,
                    const vdn_config *cfg, const vdn_vda_weights *w, char *err, size_t errlen) {
@@ -269,9 +331,20 @@ int vdn_vda_branch(float *out, const float *x, const float *q_raw, const float *
     }
 
     double *A = vdn_xmalloc(sizeof(double) * Fp * fs), *B = vdn_xmalloc(sizeof(double) * Fp * fs);
-    for (int f = 0; f < Fp; f++)
-        vdn_vda_stats(A + f * fs, B + f * fs, k + (size_t)f * S * C, v + (size_t)f * S * C,
-                      beta + (size_t)f * S * H, S, H, d);
+    branch_job job = {.A = A,
+                      .B = B,
+                      .k = k,
+                      .v = v,
+                      .beta = beta,
+                      .alpha = alpha,
+                      .S = S,
+                      .H = H,
+                      .d = d,
+                      .C = C,
+                      .f0 = f0,
+                      .Fp = Fp,
+                      .additive = plan->additive};
+    vdn_parallel_for(Fp, stats_frame, &job);
 
     /* text state S0 = scale * S_text, S_text = B_text (I + A_text)^-1 over all prompt rows */
     double *S0 = vdn_xcalloc(fs, sizeof(double));
@@ -307,62 +380,33 @@ int vdn_vda_branch(float *out, const float *x, const float *q_raw, const float *
 
     double *T = vdn_xmalloc(sizeof(double) * Fp * fs), *J = vdn_xmalloc(sizeof(double) * Fp * fs);
     int rc = 0;
-    for (int f = 0; f < Fp && rc == 0; f++)
-        for (int h = 0; h < H; h++)
-            if (vdn_vda_transition(T + f * fs + h * dd, J + f * fs + h * dd, A + f * fs + h * dd,
-                                   B + f * fs + h * dd, alpha + (size_t)f * C + (size_t)h * d, d,
-                                   plan->additive, S) != 0) {
-                rc = vdn_fail(err, errlen,
-                              "VDA: I + A is not positive definite at frame %d head %d "
-                              "(non-finite activations?)",
-                              f + f0, h);
-                break;
-            }
+    job.T = T, job.J = J, job.fail = vdn_xcalloc((size_t)Fp * H, sizeof(int));
+    vdn_parallel_for(Fp * H, transition_fh, &job);
+    for (int i = 0; i < Fp * H && rc == 0; i++)
+        if (job.fail[i])
+            rc = vdn_fail(err, errlen,
+                          "VDA: I + A is not positive definite at frame %d head %d "
+                          "(non-finite activations?)",
+                          i / H + f0, i % H);
+    free(job.fail);
     free(A);
     free(B);
     if (rc == 0) {
         double *P = vdn_xmalloc(sizeof(double) * Fp * fs),
                *R = vdn_xmalloc(sizeof(double) * Fp * fs);
-        double *St = vdn_xmalloc(sizeof(double) * fs);
         vdn_vda_scans(P, R, T, J, S0, Fp, H, d);
         /* output gate g = sigmoid(W_gup W_gdown x + b) */
         float *gd = vdn_xmalloc(sizeof(float) * n * cfg->gate_rank);
         float *g = vdn_xmalloc(sizeof(float) * n * C);
         vdn_linear(gd, xv, w->gate_down, NULL, n, hid, cfg->gate_rank);
         vdn_linear(g, gd, w->gate_up, w->gate_up_b, n, cfg->gate_rank, C);
-        double *r = vdn_xmalloc(sizeof(double) * d);
-        for (int t = 0; t < Fp; t++) {
-            int lo, hi;
-            vdn_window_bounds(cfg, t + f0, &lo, &hi);
-            vdn_vda_gather(St, P, R, S0, alpha, Fp, H, d, t, lo - f0, hi - f0);
-            for (int s = 0; s < S; s++) {
-                size_t row = (size_t)t * S + s;
-                float *o = out + ((size_t)(t + f0) * S + s) * C;
-                for (int h = 0; h < H; h++) {
-                    const float *qh = q + row * C + (size_t)h * d;
-                    const double *Sh = St + h * dd;
-                    double ss = 0.0;
-                    for (int i = 0; i < d; i++) {
-                        double a = 0.0;
-                        for (int j = 0; j < d; j++)
-                            a += Sh[(size_t)i * d + j] * qh[j];
-                        r[i] = a;
-                        ss += a * a;
-                    }
-                    double inv = 1.0 / sqrt(ss / d + (double)cfg->linear_norm_eps);
-                    for (int i = 0; i < d; i++) {
-                        double gi = 1.0 / (1.0 + exp(-(double)g[row * C + (size_t)h * d + i]));
-                        o[(size_t)h * d + i] = (float)(r[i] * inv * w->norm_w[i] * gi);
-                    }
-                }
-            }
-        }
+        job.P = P, job.R = R, job.S0 = S0, job.q = q, job.g = g, job.out = out, job.cfg = cfg;
+        job.norm_w = w->norm_w;
+        vdn_parallel_for(Fp, readout_frame, &job);
         free(P);
         free(R);
-        free(St);
         free(gd);
         free(g);
-        free(r);
     }
     free(T);
     free(J);
