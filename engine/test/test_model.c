@@ -293,6 +293,10 @@ static void test_variants(void) {
         run_variant(again, aa, &w, &c, &s, text, vx, ax, VDN_ATTN_HYBRID);
         CHECK(memcmp(again, out[VDN_ATTN_HYBRID], sizeof(float) * nv) == 0,
               "forward not deterministic");
+        vdn_ops_set_threads(2); /* the threaded forward must give the same bits */
+        run_variant(again, aa, &w, &c, &s, text, vx, ax, VDN_ATTN_HYBRID);
+        vdn_ops_set_threads(1);
+        CHECK(memcmp(again, out[VDN_ATTN_HYBRID], sizeof(float) * nv) == 0, "2 threads differ");
         for (int a = 0; a < 5; a++)
             for (int b2 = a + 1; b2 < 5; b2++) {
                 int same = memcmp(out[a], out[b2], sizeof(float) * nv) == 0;
