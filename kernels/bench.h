@@ -1,0 +1,25 @@
+/* `vdn bench` options and the CUDA entry point (bench.cu). */
+#ifndef VDN_BENCH_H
+#define VDN_BENCH_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int frames;       /* latent frames (102 = 345 pixel frames) */
+    int text;         /* text rows (512) */
+    int audio;        /* audio rows (1150 = 2 x 575) */
+    int gh, gw;       /* patch grid of a frame (24 x 42 = 1008 tokens) */
+    int reps;         /* timed repeats of each small op (median reported) */
+    int attn_reps;    /* timed repeats of each attention (median) */
+    const char *json; /* write results here, or NULL */
+} vdn_bench_opts;
+
+/* Runs the benchmark on GPU 0; 0 on success, -1 with a message on stderr. */
+int vdn_bench_cuda(const vdn_bench_opts *o);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,140 @@
+/* Linear layers through cuBLASLt: bf16 operands, fp32 accumulation, optional fused bias and
+ * accumulate-into-output. Row-major Y = X W^T is the column-major product Y^T = W X^T, so W is
+ * passed transposed as cuBLAS's A and X as its B. The heuristic's choice is cached per shape. */
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_util.cuh"
+
+#define LT_CHECK(call)                                                                             \
+    do {                                                                                           \
+        cublasStatus_t s_ = (call);                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+            fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call, (int)s_);  \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+typedef struct {
+    int rows, n, k, ldx, ldw, ldy, bias, acc;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+} plan;
+
+struct vdn_gemm_ctx {
+    cublasLtHandle_t lt;
+    void *ws;
+    size_t ws_bytes;
+    plan plans[64];
+    int n_plans;
+};
+
+extern "C" vdn_gemm_ctx *vdn_gemm_create(size_t workspace_bytes) {
+    vdn_gemm_ctx *g = (vdn_gemm_ctx *)calloc(1, sizeof *g);
+    if (!g) return NULL;
+    if (cublasLtCreate(&g->lt) != CUBLAS_STATUS_SUCCESS ||
+        cudaMalloc(&g->ws, workspace_bytes) != cudaSuccess) {
+        fprintf(stderr, "vdn_gemm_create: cuBLASLt handle or %zu-byte workspace failed\n",
+                workspace_bytes);
+        free(g);
+        return NULL;
+    }
+    g->ws_bytes = workspace_bytes;
+    return g;
+}
+
+extern "C" void vdn_gemm_destroy(vdn_gemm_ctx *g) {
+    if (!g) return;
+    for (int i = 0; i < g->n_plans; i++) {
+        cublasLtMatmulDescDestroy(g->plans[i].op);
+        cublasLtMatrixLayoutDestroy(g->plans[i].a);
+        cublasLtMatrixLayoutDestroy(g->plans[i].b);
+        cublasLtMatrixLayoutDestroy(g->plans[i].c);
+    }
+    cudaFree(g->ws);
+    cublasLtDestroy(g->lt);
+    free(g);
+}
+
+static int make_plan(vdn_gemm_ctx *g, plan *p) {
+    LT_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (p->bias) {
+        cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+        cudaDataType_t bt = CUDA_R_16BF;
+        LT_CHECK(
+            cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                                sizeof bt));
+    }
+    /* A = W as stored: column-major k x n (ld = ldw), transposed by the op */
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, p->k, p->n, p->ldw));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, p->k, p->rows, p->ldx));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_16BF, p->n, p->rows, p->ldy));
+    cublasLtMatmulPreference_t pref;
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &g->ws_bytes, sizeof g->ws_bytes));
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    cublasStatus_t s =
+        cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
+        fprintf(stderr, "vdn_gemm: no cuBLASLt algorithm for rows %d n %d k %d (status %d)\n",
+                p->rows, p->n, p->k, (int)s);
+        return -1;
+    }
+    p->algo = res.algo;
+    return 0;
+}
+
+extern "C" int vdn_gemm_bf16(vdn_gemm_ctx *g, const void *X, int ldx, const void *W, int ldw,
+                             void *Y, int ldy, int rows, int n_out, int k, const void *bias,
+                             int accumulate, vdn_stream st) {
+    plan key;
+    memset(&key, 0, sizeof key);
+    key.rows = rows, key.n = n_out, key.k = k, key.ldx = ldx, key.ldw = ldw, key.ldy = ldy;
+    key.bias = bias != NULL, key.acc = accumulate != 0;
+    plan *p = NULL;
+    for (int i = 0; i < g->n_plans; i++) {
+        plan *q = &g->plans[i];
+        if (q->rows == key.rows && q->n == key.n && q->k == key.k && q->ldx == key.ldx &&
+            q->ldw == key.ldw && q->ldy == key.ldy && q->bias == key.bias && q->acc == key.acc) {
+            p = q;
+            break;
+        }
+    }
+    if (!p) {
+        if (g->n_plans == (int)(sizeof g->plans / sizeof g->plans[0])) {
+            fprintf(stderr, "vdn_gemm: plan cache full (64 shapes)\n");
+            return -1;
+        }
+        p = &g->plans[g->n_plans];
+        *p = key;
+        if (make_plan(g, p)) return -1;
+        g->n_plans++;
+    }
+    if (bias)
+        LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                sizeof bias));
+    float one = 1.f, beta = accumulate ? 1.f : 0.f;
+    LT_CHECK(cublasLtMatmul(g->lt, p->op, &one, W, p->a, X, p->b, &beta, Y, p->c, Y, p->c, &p->algo,
+                            g->ws, g->ws_bytes, S_(st)));
+    return 0;
+}
+
+extern "C" int vdn_sgemm_f32(void *cublas, const float *x, const float *W, float *y, int rows,
+                             int n, int k, vdn_stream st) {
+    cublasHandle_t h = (cublasHandle_t)cublas;
+    LT_CHECK(cublasSetStream(h, S_(st)));
+    float one = 1.f, zero = 0.f;
+    /* y^T (n x rows) = W (col-major k x n, transposed) * x^T (col-major k x rows) */
+    LT_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, W, k, x, k, &zero, y, n));
+    return 0;
+}

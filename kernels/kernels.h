@@ -1,0 +1,98 @@
+/* Host launchers of the CUDA kernels, callable from C. Device pointers are plain `void *`
+ * (bf16 = 16-bit words, fp32 = float); every launcher checks its launch and returns 0, or -1
+ * after printing which kernel failed and why. The CPU twin of each family is in twin.h and the
+ * layouts are the same. Head dimension is 128 wherever a kernel says "hd". */
+#ifndef VDN_KERNELS_H
+#define VDN_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct CUstream_st *vdn_stream; /* = cudaStream_t */
+
+/* ---- random fill (bench weights and test inputs made on the GPU) ---- */
+int vdn_k_randn_bf16(void *dst, size_t n, uint64_t seed, float scale, vdn_stream st);
+int vdn_k_randn_f32(float *dst, size_t n, uint64_t seed, float scale, float offset, vdn_stream st);
+int vdn_k_rand_uniform_f32(float *dst, size_t n, uint64_t seed, float lo, float hi, vdn_stream st);
+
+/* ---- GEMM through cuBLASLt: Y[rows, n_out] (stride ldy) = X[rows, k] W^T (+ bias) (+ Y if
+ * accumulate), W row-major [n_out, k] as torch stores a Linear. bf16 in/out, fp32 accumulate. */
+typedef struct vdn_gemm_ctx vdn_gemm_ctx;
+vdn_gemm_ctx *vdn_gemm_create(size_t workspace_bytes);
+void vdn_gemm_destroy(vdn_gemm_ctx *g);
+int vdn_gemm_bf16(vdn_gemm_ctx *g, const void *X, int ldx, const void *W, int ldw, void *Y, int ldy,
+                  int rows, int n_out, int k, const void *bias, int accumulate, vdn_stream st);
+
+/* ---- per-row kernels (twin_norm.c) ---- */
+int vdn_k_rmsnorm_modulate(const void *x, const void *w, const void *shift, const void *scale,
+                           const int *idx, int tstride, int rows, int width, float eps, void *out,
+                           vdn_stream st);
+int vdn_k_gate_residual(void *x, const void *y, const void *gate, const int *idx, int tstride,
+                        int rows, int width, vdn_stream st);
+int vdn_k_swiglu(const void *h, int rows, int width, void *out, vdn_stream st);
+/* q and k of one layer in one launch: inputs at qin/kin (stride ld_in), outputs qout/kout
+ * (stride ld_out); pos [rows, 3] float64; inv_freq [16] fp32; wq/wk [128] bf16. */
+int vdn_k_qknorm_rope(const void *qin, const void *kin, int ld_in, const double *pos,
+                      const float *inv_freq, const void *wq, const void *wk, int rows, int heads,
+                      float eps, void *qout, void *kout, int ld_out, vdn_stream st);
+
+/* ---- block-sparse flash attention (twin_attn.c), bf16, hd 128, fp32 accumulation.
+ * lohi: device int [rows][2] per-row window; tiles: device ints from vdn_attn_tiles_make with
+ * bm = VDN_ATTN_BM; gate: device fp32 [rows, heads] multiplied into the output, or NULL. */
+#define VDN_ATTN_BM 128
+int vdn_k_attention(const void *q, const void *k, const void *v, int ld_qkv, int rows, int heads,
+                    const int *lohi, int head_end, int tail_start, const int *tiles, int n_tiles,
+                    float scale, const float *gate, void *out, int ld_o, vdn_stream st);
+
+/* ---- VDA (twin_vda.c), hd 128 ---- */
+/* spatial depthwise 5x5 over each frame's (gh, gw) grid: out bf16 [frames*S, C] */
+int vdn_k_vda_sconv(const void *in, int ld, int frames, int gh, int gw, int C, const void *w,
+                    void *out, vdn_stream st);
+/* temporal 5-tap (wtm != NULL) + SiLU (+ L2 for k, q) + beta, to FHSD bf16 outputs. Any of the
+ * three inputs may be NULL to skip it. beta fp32 [frames*S, heads]. */
+int vdn_k_vda_act(const void *kin, int ldk, const void *vin, int ldv, const void *qin, int ldq,
+                  const void *wtm_k, const void *wtm_v, const float *beta, int frames, int S,
+                  int heads, void *kt, void *kb, void *vt, void *qt, vdn_stream st);
+/* A = sym(kb^T kt), B = vt^T kb per (frame, head) through batched cuBLAS; fp32 outputs. */
+int vdn_k_vda_stats(void *cublas, const void *kt, const void *kb, const void *vt, int nmat, int S,
+                    float *A, float *B, vdn_stream st);
+/* M = (I + A)^-1 (Gauss-Jordan in shared memory), T = Diag(alpha) M (alpha NULL = 1, T NULL =
+ * skip), J = B M. */
+int vdn_k_vda_solve(const float *A, const float *B, const float *alpha, int nmat, float *T,
+                    float *J, vdn_stream st);
+/* both scans; S0 [heads, 128, 128] or NULL (zero); P, R [frames, heads, 128, 128]. */
+int vdn_k_vda_scans(const float *T, const float *J, const float *S0, int frames, int heads,
+                    float *P, float *R, vdn_stream st);
+/* gather + alpha bridge; win: device int [frames][2] (lo, hi) rebased; Slin bf16. */
+int vdn_k_vda_gather(const float *P, const float *R, const float *S0, const float *alpha,
+                     const int *win, int frames, int heads, void *Slin, vdn_stream st);
+/* r[f,h,s,:] = Slin(f,h) qt[f,h,s,:] (batched cuBLAS, fp32 out). */
+int vdn_k_vda_readout(void *cublas, const void *Slin, const void *qt, int nmat, int S, float *r,
+                      vdn_stream st);
+/* out[row, h*128+i] = RMSNorm(r)(eps) * wn[i] * sigmoid(gpre[row, h*128+i]), bf16. */
+int vdn_k_vda_epilogue(const float *r, const void *wn, float eps, const void *gpre, int ld_g,
+                       int frames, int S, int heads, void *out, int ld_out, vdn_stream st);
+/* frame means of x (bf16 [frames*S, hidden]) -> fp32 [frames, hidden] */
+int vdn_k_frame_means(const void *x, int ld, int frames, int S, int hidden, float *m,
+                      vdn_stream st);
+/* alpha = exp(-exp(A_log[c/128]) softplus(u + dt_bias)), u fp32 [frames, C] -> alpha fp32 */
+int vdn_k_alpha_finish(const float *u, const float *dt_bias, const float *A_log, int frames, int C,
+                       float *alpha, vdn_stream st);
+/* y fp32 [rows, n] = x fp32 [rows, k] W^T, W fp32 [n, k]: the small fp32 projections of alpha. */
+int vdn_sgemm_f32(void *cublas, const float *x, const float *W, float *y, int rows, int n, int k,
+                  vdn_stream st);
+/* fp32 -> sigmoid(fp32) of a bf16 matrix's columns [c0, c0+n) (beta, softmax gate) */
+int vdn_k_sigmoid_cols(const void *x, int ld, int c0, int n, int rows, const float *bias,
+                       float *out, vdn_stream st);
+
+void *vdn_cublas_create(void);
+void vdn_cublas_destroy(void *h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,365 @@
+/* Every CUDA kernel against its CPU twin (twin.h) on fresh random inputs, outputs poisoned with
+ * NaN first so an unwritten element fails. Relative RMS error ||twin - gpu|| / ||twin||: bf16
+ * paths <= 1e-2, fp32 paths <= 1e-4. Skips (exit 77) on a machine without a GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "attn_tiles.h"
+#include "cuda_util.cuh"
+#include "twin.h"
+extern "C" {
+#include "vdn_util.h"
+}
+
+typedef std::vector<float> vf;
+static int failures;
+static uint64_t rng = 0x2545F4914F6CDD1Dull ^ 0x1234567ull;
+
+static double urand() {
+    rng ^= rng >> 12, rng ^= rng << 25, rng ^= rng >> 27;
+    return (double)((rng * 2685821657736338717ull) >> 11) / 9007199254740992.0;
+}
+static float nrand() {
+    double u = urand() + 1e-12, v = urand();
+    return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+}
+static vf randv(size_t n, float sc, float off = 0.f) {
+    vf a(n);
+    for (auto &x : a)
+        x = vdn_round_bf16(nrand() * sc + off);
+    return a;
+}
+static vf unifv(size_t n, float lo, float hi) {
+    vf a(n);
+    for (auto &x : a)
+        x = (float)(lo + (hi - lo) * urand());
+    return a;
+}
+
+#define CK(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define OK(call)                                                                                   \
+    do {                                                                                           \
+        if ((call) != 0) {                                                                         \
+            fprintf(stderr, "%s:%d: %s failed\n", __FILE__, __LINE__, #call);                      \
+            exit(1);                                                                               \
+        }                                                                                          \
+        CK(cudaDeviceSynchronize());                                                               \
+    } while (0)
+
+static void *up_bf16(const vf &a) {
+    std::vector<uint16_t> h(a.size());
+    for (size_t i = 0; i < a.size(); i++)
+        h[i] = vdn_f32_to_bf16(a[i]);
+    void *d;
+    CK(cudaMalloc(&d, h.size() * 2 + 16));
+    CK(cudaMemcpy(d, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+    return d;
+}
+static float *up_f32(const vf &a) {
+    float *d;
+    CK(cudaMalloc(&d, a.size() * 4 + 16));
+    CK(cudaMemcpy(d, a.data(), a.size() * 4, cudaMemcpyHostToDevice));
+    return d;
+}
+static void *poisoned(size_t bytes) { /* 0xFF.. is NaN in bf16 and fp32 */
+    void *d;
+    CK(cudaMalloc(&d, bytes + 16));
+    CK(cudaMemset(d, 0xFF, bytes));
+    return d;
+}
+static vf down_bf16(const void *d, size_t n) {
+    std::vector<uint16_t> h(n);
+    CK(cudaMemcpy(h.data(), d, n * 2, cudaMemcpyDeviceToHost));
+    vf a(n);
+    for (size_t i = 0; i < n; i++)
+        a[i] = vdn_bf16_to_f32(h[i]);
+    return a;
+}
+static vf down_f32(const float *d, size_t n) {
+    vf a(n);
+    CK(cudaMemcpy(a.data(), d, n * 4, cudaMemcpyDeviceToHost));
+    return a;
+}
+static void check(const char *what, const vf &ref, const vf &out, double tol) {
+    double num = 0, den = 0;
+    int bad = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        if (!isfinite(out[i])) bad++;
+        num += ((double)out[i] - ref[i]) * ((double)out[i] - ref[i]);
+        den += (double)ref[i] * ref[i];
+    }
+    double err = bad ? INFINITY : sqrt(num / (den > 0 ? den : 1e-300));
+    bool ok = err <= tol;
+    printf("%-44s rel err %.3e (tol %.0e)%s %s\n", what, err, tol, bad ? " NON-FINITE" : "",
+           ok ? "ok" : "FAIL");
+    if (!ok) failures++;
+}
+
+static void test_rows() {
+    const int rows = 301, W = 1024, T = 4, ts = 6 * W;
+    vf x = randv((size_t)rows * W, 1.5f), w = randv(W, 1.f), tab = randv((size_t)T * ts, .3f);
+    std::vector<int> idx(rows);
+    for (auto &i : idx)
+        i = (int)(urand() * T);
+    void *dx = up_bf16(x), *dw = up_bf16(w), *dt = up_bf16(tab);
+    int *di;
+    CK(cudaMalloc(&di, rows * 4));
+    CK(cudaMemcpy(di, idx.data(), rows * 4, cudaMemcpyHostToDevice));
+    void *dout = poisoned((size_t)rows * W * 2);
+    OK(vdn_k_rmsnorm_modulate(dx, dw, dt, (uint16_t *)dt + W, di, ts, rows, W, 1e-5f, dout, 0));
+    vf ref((size_t)rows * W);
+    twin_rmsnorm_modulate(x.data(), w.data(), tab.data(), tab.data() + W, idx.data(), ts, rows, W,
+                          1e-5f, ref.data());
+    check("rmsnorm + adaLN modulate", ref, down_bf16(dout, ref.size()), 1e-2);
+
+    vf yv = randv((size_t)rows * W, 1.f);
+    void *dy = up_bf16(yv);
+    OK(vdn_k_gate_residual(dx, dy, (uint16_t *)dt + 2 * W, di, ts, rows, W, 0));
+    vf xr = x;
+    twin_gate_residual(xr.data(), yv.data(), tab.data() + 2 * W, idx.data(), ts, rows, W);
+    check("gate + residual", xr, down_bf16(dx, xr.size()), 1e-2);
+
+    vf h = randv((size_t)rows * 2 * W, 2.f);
+    void *dh = up_bf16(h), *ds = poisoned((size_t)rows * W * 2);
+    OK(vdn_k_swiglu(dh, rows, W, ds, 0));
+    twin_swiglu(h.data(), rows, W, ref.data());
+    check("swiglu", ref, down_bf16(ds, ref.size()), 1e-2);
+
+    const int H = 5, ld = 3 * H * 128 + 8;
+    vf qkv = randv((size_t)rows * ld, 1.f), wq = randv(128, 1.f), wk = randv(128, 1.f);
+    std::vector<double> pos((size_t)rows * 3);
+    for (auto &p : pos)
+        p = urand() * 700 - 60;
+    vf invf(16);
+    for (int j = 0; j < 16; j++)
+        invf[j] = (float)pow(10000.0, -2.0 * j / 32.0);
+    void *dq = up_bf16(qkv), *dwq = up_bf16(wq), *dwk = up_bf16(wk);
+    float *dinv = up_f32(invf);
+    double *dpos;
+    CK(cudaMalloc(&dpos, pos.size() * 8));
+    CK(cudaMemcpy(dpos, pos.data(), pos.size() * 8, cudaMemcpyHostToDevice));
+    void *qo = poisoned((size_t)rows * H * 128 * 2), *ko = poisoned((size_t)rows * H * 128 * 2);
+    OK(vdn_k_qknorm_rope(dq, (uint16_t *)dq + H * 128, ld, dpos, dinv, dwq, dwk, rows, H, 1e-5f, qo,
+                         ko, H * 128, 0));
+    vf rq((size_t)rows * H * 128), rk(rq.size());
+    twin_qknorm_rope(qkv.data(), ld, pos.data(), invf.data(), 16, wq.data(), rows, H, 128, 1e-5f,
+                     rq.data(), H * 128);
+    twin_qknorm_rope(qkv.data() + H * 128, ld, pos.data(), invf.data(), 16, wk.data(), rows, H, 128,
+                     1e-5f, rk.data(), H * 128);
+    check("qk-norm + rope: q", rq, down_bf16(qo, rq.size()), 1e-2);
+    check("qk-norm + rope: k", rk, down_bf16(ko, rk.size()), 1e-2);
+
+    /* GEMM with bias and accumulate, against float64 */
+    const int M = 300, Nn = 264, K = 520;
+    vf X = randv((size_t)M * K, 1.f), Wt = randv((size_t)Nn * K, .05f), bias = randv(Nn, .5f),
+       Y0 = randv((size_t)M * Nn, 1.f);
+    void *dX = up_bf16(X), *dW = up_bf16(Wt), *db = up_bf16(bias), *dY = up_bf16(Y0);
+    vdn_gemm_ctx *g = vdn_gemm_create(8 << 20);
+    OK(vdn_gemm_bf16(g, dX, K, dW, K, dY, Nn, M, Nn, K, db, 1, 0));
+    vf ry((size_t)M * Nn);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < Nn; j++) {
+            double a = Y0[(size_t)i * Nn + j] + bias[j];
+            for (int k = 0; k < K; k++)
+                a += (double)X[(size_t)i * K + k] * Wt[(size_t)j * K + k];
+            ry[(size_t)i * Nn + j] = (float)a;
+        }
+    check("gemm bf16 (bias, accumulate) vs float64", ry, down_bf16(dY, ry.size()), 1e-2);
+    vdn_gemm_destroy(g);
+}
+
+static void test_attention() {
+    const int G = 200, F = 13, S = 100, H = 2, D = 128, N = G + F * S, ld = 3 * H * D + 16;
+    vf qkv = randv((size_t)N * ld, 1.f), gate = unifv((size_t)N * H, 0.f, 1.f);
+    void *dq = up_bf16(qkv);
+    float *dg = up_f32(gate);
+    const char *names[3] = {"attention dense", "attention window+anchors, gate",
+                            "attention window, no anchors"};
+    for (int v = 0; v < 3; v++) {
+        vdn_attn_rows ar;
+        if (vdn_attn_rows_make(&ar, G, F, S, v > 0, v == 1, 5, 1)) exit(1);
+        int nt;
+        int *tl = vdn_attn_tiles_make(&ar, VDN_ATTN_BM, &nt);
+        std::vector<int> lohi((size_t)N * 2);
+        for (int r = 0; r < N; r++)
+            lohi[2 * r] = ar.lo[r], lohi[2 * r + 1] = ar.hi[r];
+        int *dl, *dt;
+        CK(cudaMalloc(&dl, lohi.size() * 4));
+        CK(cudaMalloc(&dt, (size_t)nt * VDN_TILE_INTS * 4));
+        CK(cudaMemcpy(dl, lohi.data(), lohi.size() * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dt, tl, (size_t)nt * VDN_TILE_INTS * 4, cudaMemcpyHostToDevice));
+        void *dout = poisoned((size_t)N * H * D * 2);
+        const float *gp = v == 1 ? dg : NULL;
+        float sc = 1.f / sqrtf((float)D);
+        OK(vdn_k_attention(dq, (uint16_t *)dq + H * D, (uint16_t *)dq + 2 * H * D, ld, N, H, dl,
+                           ar.head_end, ar.tail_start, dt, nt, sc, gp, dout, H * D, 0));
+        vf ref((size_t)N * H * D);
+        twin_attention(qkv.data(), qkv.data() + H * D, qkv.data() + 2 * H * D, ld, N, H, D, &ar, sc,
+                       v == 1 ? gate.data() : NULL, ref.data(), H * D);
+        check(names[v], ref, down_bf16(dout, ref.size()), 1e-2);
+        cudaFree(dl), cudaFree(dt), cudaFree(dout), free(tl);
+        vdn_attn_rows_free(&ar);
+    }
+}
+
+static void test_vda() {
+    vdn_vda_shape sh = {12, 6, 7, 2, 128};
+    const int F = sh.frames, S = 42, H = 2, D = 128, C = H * D, ld = 3 * C + 8;
+    const size_t nr = (size_t)F * S, fhsd = nr * C, mats = (size_t)F * H * D * D;
+    vf qkv = randv(nr * ld, 1.f), wsk = randv((size_t)C * 25, .2f),
+       wsv = randv((size_t)C * 25, .2f);
+    vf wtk = randv((size_t)C * 5, .45f), wtv = randv((size_t)C * 5, .45f),
+       beta = unifv(nr * H, 0.f, 1.f);
+    void *dq = up_bf16(qkv), *dsk = up_bf16(wsk), *dsv = up_bf16(wsv), *dtk = up_bf16(wtk),
+         *dtv = up_bf16(wtv);
+    float *db = up_f32(beta);
+    void *spk = poisoned(fhsd * 2), *spv = poisoned(fhsd * 2);
+    void *kt = poisoned(fhsd * 2), *kb = poisoned(fhsd * 2), *vt = poisoned(fhsd * 2),
+         *qt = poisoned(fhsd * 2);
+    OK(vdn_k_vda_sconv((uint16_t *)dq + C, ld, F, 6, 7, C, dsk, spk, 0));
+    OK(vdn_k_vda_sconv((uint16_t *)dq + 2 * C, ld, F, 6, 7, C, dsv, spv, 0));
+    OK(vdn_k_vda_act(spk, C, spv, C, dq, ld, dtk, dtv, db, F, S, H, kt, kb, vt, qt, 0));
+    vf rkt(fhsd), rkb(fhsd), rvt(fhsd), rqt(fhsd);
+    twin_vda_prep(&sh, qkv.data() + C, qkv.data() + 2 * C, qkv.data(), ld, wsk.data(), wtk.data(),
+                  wsv.data(), wtv.data(), beta.data(), rkt.data(), rkb.data(), rvt.data(),
+                  rqt.data());
+    vf gkt = down_bf16(kt, fhsd), gkb = down_bf16(kb, fhsd), gvt = down_bf16(vt, fhsd),
+       gqt = down_bf16(qt, fhsd);
+    check("vda prep: k (conv, silu, l2)", rkt, gkt, 1e-2);
+    check("vda prep: beta k", rkb, gkb, 1e-2);
+    check("vda prep: v (conv, silu)", rvt, gvt, 1e-2);
+    check("vda prep: q (silu, l2)", rqt, gqt, 1e-2);
+
+    void *cb = vdn_cublas_create();
+    float *A = (float *)poisoned(mats * 4), *B = (float *)poisoned(mats * 4);
+    OK(vdn_k_vda_stats(cb, kt, kb, vt, F * H, S, A, B, 0));
+    vf ra(mats), rbm(mats);
+    twin_vda_stats(&sh, gkt.data(), gkb.data(), gvt.data(), ra.data(), rbm.data());
+    vf ga = down_f32(A, mats), gb = down_f32(B, mats);
+    for (int m = 0; m < F * H; m++) /* the GPU leaves A unsymmetrised: the solve does it */
+        for (int i = 0; i < D; i++)
+            for (int j = 0; j < i; j++) {
+                float *p = ga.data() + (size_t)m * D * D;
+                float t = 0.5f * (p[i * D + j] + p[j * D + i]);
+                p[i * D + j] = p[j * D + i] = t;
+            }
+    check("vda stats A", ra, ga, 1e-4);
+    check("vda stats B", rbm, gb, 1e-4);
+
+    vf alpha = unifv((size_t)F * C, 0.5f, 1.f);
+    float *dal = up_f32(alpha), *T = (float *)poisoned(mats * 4), *J = (float *)poisoned(mats * 4);
+    OK(vdn_k_vda_solve(A, B, dal, F * H, T, J, 0));
+    vf rT(mats), rJ(mats);
+    twin_vda_solve(F * H, D, ga.data(), gb.data(), alpha.data(), rT.data(), rJ.data());
+    vf gT = down_f32(T, mats), gJ = down_f32(J, mats);
+    check("vda solve T = Diag(a)(I+A)^-1", rT, gT, 1e-4);
+    check("vda solve J = B (I+A)^-1", rJ, gJ, 1e-4);
+
+    vf s0 = randv((size_t)H * D * D, .5f);
+    float *dS0 = up_f32(s0), *P = (float *)poisoned(mats * 4), *R = (float *)poisoned(mats * 4);
+    OK(vdn_k_vda_scans(T, J, dS0, F, H, P, R, 0));
+    vf rP(mats), rR(mats);
+    twin_vda_scans(&sh, gT.data(), gJ.data(), s0.data(), rP.data(), rR.data());
+    vf gP = down_f32(P, mats), gR = down_f32(R, mats);
+    check("vda forward scan", rP, gP, 1e-4);
+    check("vda reverse scan", rR, gR, 1e-4);
+
+    std::vector<int> wl(F), wh(F), w2(2 * F);
+    vdn_vda_windows(F + 2, 1, 5, 1, wl.data(), wh.data());
+    for (int t = 0; t < F; t++)
+        w2[2 * t] = wl[t], w2[2 * t + 1] = wh[t];
+    int *dw;
+    CK(cudaMalloc(&dw, 2 * F * 4));
+    CK(cudaMemcpy(dw, w2.data(), 2 * F * 4, cudaMemcpyHostToDevice));
+    void *Sl = poisoned(mats * 2);
+    OK(vdn_k_vda_gather(P, R, dS0, dal, dw, F, H, Sl, 0));
+    vf rS(mats);
+    twin_vda_gather(&sh, gP.data(), gR.data(), s0.data(), alpha.data(), wl.data(), wh.data(),
+                    rS.data());
+    vf gS = down_bf16(Sl, mats);
+    check("vda gather + alpha bridge (bf16 out)", rS, gS, 1e-2);
+
+    vf gpre = randv(nr * C, 1.f), wn = randv(D, 1.f);
+    void *dgp = up_bf16(gpre), *dwn = up_bf16(wn), *dout = poisoned(nr * C * 2);
+    float *rr = (float *)poisoned(fhsd * 4);
+    OK(vdn_k_vda_readout(cb, Sl, qt, F * H, S, rr, 0));
+    OK(vdn_k_vda_epilogue(rr, dwn, 1e-6f, dgp, C, F, S, H, dout, C, 0));
+    vf ro(nr * C);
+    twin_vda_readout(&sh, gS.data(), gqt.data(), wn.data(), 1e-6f, gpre.data(), C, ro.data());
+    check("vda readout + epilogue", ro, down_bf16(dout, ro.size()), 1e-2);
+
+    /* text state: no conv, one "frame" of all text rows, J only */
+    vdn_vda_shape ts = {1, 1, 37, 2, 128};
+    void *tkt = poisoned((size_t)37 * C * 2), *tkb = poisoned((size_t)37 * C * 2),
+         *tvt = poisoned((size_t)37 * C * 2);
+    OK(vdn_k_vda_act((uint16_t *)dq + C, ld, (uint16_t *)dq + 2 * C, ld, NULL, 0, NULL, NULL, db, 1,
+                     37, H, tkt, tkb, tvt, NULL, 0));
+    vf tk((size_t)37 * C), tb(tk.size()), tv(tk.size());
+    twin_vda_prep(&ts, qkv.data() + C, qkv.data() + 2 * C, NULL, ld, NULL, NULL, NULL, NULL,
+                  beta.data(), tk.data(), tb.data(), tv.data(), NULL);
+    vf gtk = down_bf16(tkt, tk.size()), gtb = down_bf16(tkb, tk.size()),
+       gtv = down_bf16(tvt, tk.size());
+    check("text state prep: k", tk, gtk, 1e-2);
+    check("text state prep: v", tv, gtv, 1e-2);
+    OK(vdn_k_vda_stats(cb, tkt, tkb, tvt, H, 37, A, B, 0));
+    float *St = (float *)poisoned((size_t)H * D * D * 4);
+    OK(vdn_k_vda_solve(A, B, NULL, H, NULL, St, 0));
+    vf ta((size_t)H * D * D), tbm(ta.size()), tJ(ta.size());
+    twin_vda_stats(&ts, gtk.data(), gtb.data(), gtv.data(), ta.data(), tbm.data());
+    twin_vda_solve(H, D, ta.data(), tbm.data(), NULL, NULL, tJ.data());
+    check("text state S = B (I+A)^-1", tJ, down_f32(St, tJ.size()), 1e-4);
+
+    /* alpha from frame means */
+    const int hidden = 512, rank = 32;
+    vf xh = randv(nr * hidden, 1.f), wd = randv((size_t)rank * hidden, .1f),
+       wu = randv((size_t)C * rank, .2f);
+    vf alog = randv(H, .5f, .5f), dtb = randv(C, 1.f, -2.f);
+    void *dx = up_bf16(xh);
+    float *dwd = up_f32(wd), *dwu = up_f32(wu), *dlg = up_f32(alog), *ddt = up_f32(dtb);
+    float *mm = (float *)poisoned(nr * hidden * 4), *dv = (float *)poisoned((size_t)F * rank * 4);
+    float *uu = (float *)poisoned((size_t)F * C * 4), *aa = (float *)poisoned((size_t)F * C * 4);
+    OK(vdn_k_frame_means(dx, hidden, F, S, hidden, mm, 0));
+    OK(vdn_sgemm_f32(cb, mm, dwd, dv, F, rank, hidden, 0));
+    OK(vdn_sgemm_f32(cb, dv, dwu, uu, F, C, rank, 0));
+    OK(vdn_k_alpha_finish(uu, ddt, dlg, F, C, aa, 0));
+    vf ral((size_t)F * C);
+    twin_vda_alpha(&sh, xh.data(), hidden, wd.data(), rank, wu.data(), alog.data(), dtb.data(),
+                   ral.data());
+    check("vda alpha (means, projections, decay)", ral, down_f32(aa, ral.size()), 1e-4);
+    vdn_cublas_destroy(cb);
+}
+
+int main() {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        printf("SKIP: no CUDA GPU visible on this machine; the GPU kernel tests need one\n");
+        return 77;
+    }
+    cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, 0));
+    if (p.major < 9) {
+        printf("SKIP: %s is sm_%d%d; these kernels are built for sm_90a (Hopper)\n", p.name,
+               p.major, p.minor);
+        return 77;
+    }
+    printf("GPU: %s\n", p.name);
+    test_rows();
+    test_attention();
+    test_vda();
+    if (failures) {
+        printf("%d GPU check(s) FAILED\n", failures);
+        return 1;
+    }
+    printf("all GPU kernel checks passed\n");
+    return 0;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# One device run: build the kernels, their GPU tests and `vdn bench` with nvcc/gcc directly (the
+# device machine lacks the render system's Debian -dev libraries), check every kernel against its
+# CPU twin, benchmark the H3 workload, run the PyTorch peers in the same run, print a summary.
+#   OUT=dir bash ops/device/kernels.sh [peers.py]        (run from the repository root)
+set -uo pipefail
+OUT=${OUT:-/tmp/vdn-out}
+PEERS=${1:-.devcarry/h3_peers.py}
+mkdir -p "$OUT"
+B=$(mktemp -d)
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
+cat "$OUT/gpu.txt"
+
+CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Ikernels -Iengine -Iops/cli"
+NVFLAGS="-gencode=arch=compute_90a,code=sm_90a -O3 --use_fast_math -std=c++17 -lineinfo -Ikernels -Iengine -Iops/cli"
+t0=$(date +%s)
+{
+  for f in engine/vdn_util.c kernels/twin_norm.c kernels/twin_attn.c kernels/twin_vda.c kernels/attn_tiles.c; do
+    gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o" &
+  done
+  gcc $CFLAGS -DVDN_HAVE_CUDA=1 -c kernels/cmd_bench.c -o "$B/cmd_bench.o" &
+  gcc $CFLAGS -c ops/bench/bench_main.c -o "$B/bench_main.o" &
+  for f in kernels/*.cu kernels/test/test_gpu.cu; do
+    nvcc $NVFLAGS -Xptxas=-v -c "$f" -o "$B/$(basename "$f" .cu).cu.o" &
+  done
+  wait
+} > "$OUT/build.log" 2>&1
+LIBOBJ=$(ls $B/*.o | grep -v -e test_gpu -e bench_main -e cmd_bench)
+nvcc -o "$B/test_gpu" $LIBOBJ "$B/test_gpu.cu.o" -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
+nvcc -o "$B/vdn_bench" $LIBOBJ "$B/cmd_bench.o" "$B/bench_main.o" -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
+gcc $CFLAGS kernels/test/test_twins.c kernels/twin_*.c kernels/attn_tiles.c engine/vdn_util.c -lm -o "$B/test_twins" >> "$OUT/build.log" 2>&1
+echo "build: $(( $(date +%s) - t0 )) s"
+grep -E "error|registers|spill" "$OUT/build.log" | grep -E "error|attn_k|solve_k|scan_k|act_k|sconv_k|spill stores [1-9]" | head -20
+if [ ! -x "$B/test_gpu" ] || [ ! -x "$B/vdn_bench" ]; then
+  echo "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1
+fi
+
+"$B/test_twins" > "$OUT/test.log" 2>&1; tw=$?
+"$B/test_gpu" >> "$OUT/test.log" 2>&1; tg=$?
+cat "$OUT/test.log"
+
+"$B/vdn_bench" ${BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"; tb=${PIPESTATUS[0]}
+
+tp=skip
+if [ -f "$PEERS" ]; then
+  PYTHONUNBUFFERED=1 PEERS_JSON="$OUT/peers.json" timeout 300 python3 "$PEERS" 2>&1 | tee "$OUT/peers.log"; tp=${PIPESTATUS[0]}
+fi
+
+if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
+  timeout 120 compute-sanitizer --tool memcheck --print-limit 20 "$B/test_gpu" > "$OUT/sanitizer.log" 2>&1
+  echo "memcheck: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer.log") clean summaries)"
+  grep -E "ERROR SUMMARY|Invalid" "$OUT/sanitizer.log" | head -5
+fi
+echo "== summary: twins rc=$tw  gpu tests rc=$tg  bench rc=$tb  peers rc=$tp =="
+grep -E "FAIL|NON-FINITE" "$OUT/test.log" | head
+grep -E "^(gemm|block|attention|stats|solve|scans|gather|readout|prep|dense|VDN|text|alpha)" "$OUT/bench.log"
+grep -E "ms " "$OUT/peers.log" 2>/dev/null
