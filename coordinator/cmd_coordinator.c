@@ -1,69 +1,263 @@
-/* Placeholder until the owning capability lands. */
+/* `vdn coordinator`: options, sockets, and the main loop (the database's only writer). */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
 #include "commands.h"
+#include "coord.h"
+#include "curve.h"
+#include "db.h"
+#include "vdn_util.h"
+#include "wire.h"
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+static void usage(FILE *f) {
+    fprintf(
+        f,
+        "usage: vdn coordinator --db FILE [--bind tcp://127.0.0.1:5555]\n"
+        "                       [--client-bind tcp://127.0.0.1:5556] [--store URI]\n"
+        "                       [--lease-seconds 60] [--heartbeat-seconds 5]\n"
+        "                       [--max-attempts 3] [--blocklist-failures 3]\n"
+        "                       [--blocklist-seconds 300] [--keys DIR]\n"
+        "\n"
+        "Keeps every job in SQLite (WAL) and hands them to workers over ZeroMQ.\n"
+        "--keys DIR turns on CURVE: DIR/coordinator.key (+ .pub), DIR/authorized_workers/*.pub,\n"
+        "DIR/authorized_clients/*.pub (make keys with `vdn keygen`). Without --keys only\n"
+        "loopback endpoints are allowed.\n");
+}
+
+static int parse_num(const char *flag, const char *v, double lo, double hi, double *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "vdn coordinator: %s: expected a number in %g..%g, got '%s'\n", flag, lo,
+                hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* Receives one multipart message from a ROUTER: [identity][(empty)][body]. */
+static int recv_routed(void *sock, zmq_msg_t *id, zmq_msg_t *body, int *delimited) {
+    zmq_msg_t parts[4];
+    int n = 0, more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&m);
+            for (int i = 0; i < n; i++)
+                zmq_msg_close(&parts[i]);
+            return -1;
+        }
+        more = zmq_msg_more(&m);
+        if (n < 4)
+            parts[n++] = m;
+        else
+            zmq_msg_close(&m); /* extra frames are dropped; the body is checked below */
+    }
+    if (n < 2) {
+        for (int i = 0; i < n; i++)
+            zmq_msg_close(&parts[i]);
+        return 0;
+    }
+    *delimited = n == 3 && zmq_msg_size(&parts[1]) == 0;
+    zmq_msg_init(id);
+    zmq_msg_init(body);
+    zmq_msg_move(id, &parts[0]);
+    zmq_msg_move(body, &parts[n - 1]);
+    for (int i = 0; i < n; i++)
+        zmq_msg_close(&parts[i]);
+    return 1;
+}
+
+static void *make_router(coord *c, const char *ep, const char *domain, char *err, size_t errlen) {
+    void *s = zmq_socket(c->ctx, ZMQ_ROUTER);
+    int one = 1, zero = 0;
+    zmq_setsockopt(s, ZMQ_ROUTER_MANDATORY, &one, sizeof one);
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    /* a new connection with a known routing id takes over (worker reconnects) */
+    zmq_setsockopt(s, ZMQ_ROUTER_HANDOVER, &one, sizeof one);
+    int64_t maxmsg = VDN_MAX_FRAME;
+    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    if (c->curve) {
+        char key[4096];
+        snprintf(key, sizeof key, "%s/coordinator.key", c->o.keys_dir);
+        if (vdn_curve_server_setup(s, key, domain, err, errlen)) {
+            zmq_close(s);
+            return NULL;
+        }
+    }
+    if (zmq_bind(s, ep) != 0) {
+        vdn_fail(err, errlen, "cannot bind %s: %s", ep, zmq_strerror(zmq_errno()));
+        zmq_close(s);
+        return NULL;
+    }
+    return s;
+}
+
 int vdn_cmd_coordinator(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vdn coordinator: not built yet\n");
-    return 2;
-}
-int vdn_cmd_submit(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vdn submit: not built yet\n");
-    return 2;
-}
-int vdn_cmd_status(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vdn status: not built yet\n");
-    return 2;
-}
-int vdn_cmd_ls(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vdn ls: not built yet\n");
-    return 2;
-}
-int vdn_cmd_watch(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vdn watch: not built yet\n");
-    return 2;
-}
-int vdn_cmd_cancel(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vdn cancel: not built yet\n");
-    return 2;
-}
-int vdn_cmd_retry(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vdn retry: not built yet\n");
-    return 2;
-}
-int vdn_cmd_logs(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vdn logs: not built yet\n");
-    return 2;
-}
-int vdn_cmd_workers(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vdn workers: not built yet\n");
-    return 2;
-}
-int vdn_cmd_drain(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vdn drain: not built yet\n");
-    return 2;
-}
-int vdn_cmd_keygen(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vdn keygen: not built yet\n");
-    return 2;
+    coord c;
+    memset(&c, 0, sizeof c);
+    coord_opts *o = &c.o;
+    o->bind = "tcp://127.0.0.1:5555";
+    o->client_bind = "tcp://127.0.0.1:5556";
+    o->lease_seconds = 60;
+    o->heartbeat_seconds = 5;
+    o->max_attempts = 3;
+    o->blocklist_failures = 3;
+    o->blocklist_seconds = 300;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "vdn coordinator: %s needs a value (or is unknown)\n", a);
+            usage(stderr);
+            return 2;
+        }
+        const char *v = argv[++i];
+        double x;
+        if (!strcmp(a, "--db"))
+            o->db_path = v;
+        else if (!strcmp(a, "--bind"))
+            o->bind = v;
+        else if (!strcmp(a, "--client-bind"))
+            o->client_bind = v;
+        else if (!strcmp(a, "--store"))
+            o->store_uri = v;
+        else if (!strcmp(a, "--keys"))
+            o->keys_dir = v;
+        else if (!strcmp(a, "--lease-seconds")) {
+            if (parse_num(a, v, 0.1, 86400 * 7, &o->lease_seconds)) return 2;
+        } else if (!strcmp(a, "--heartbeat-seconds")) {
+            if (parse_num(a, v, 0.05, 3600, &o->heartbeat_seconds)) return 2;
+        } else if (!strcmp(a, "--max-attempts")) {
+            if (parse_num(a, v, 1, 1000, &x)) return 2;
+            o->max_attempts = (int)x;
+        } else if (!strcmp(a, "--blocklist-failures")) {
+            if (parse_num(a, v, 1, 1000, &x)) return 2;
+            o->blocklist_failures = (int)x;
+        } else if (!strcmp(a, "--blocklist-seconds")) {
+            if (parse_num(a, v, 0, 86400 * 7, &o->blocklist_seconds)) return 2;
+        } else {
+            fprintf(stderr, "vdn coordinator: unknown option %s\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!o->db_path) {
+        fprintf(stderr, "vdn coordinator: --db FILE is required\n");
+        usage(stderr);
+        return 2;
+    }
+    char err[VDN_ERR_LEN];
+    if (o->keys_dir) {
+        if (!vdn_curve_available()) {
+            fprintf(stderr, "vdn coordinator: --keys given but this libzmq has no CURVE "
+                            "(zmq_has(\"curve\") = 0)\n");
+            return 2;
+        }
+        c.curve = 1;
+    } else {
+        const char *eps[2] = {o->bind, o->client_bind};
+        for (int i = 0; i < 2; i++)
+            if (!vdn_endpoint_is_loopback(eps[i])) {
+                fprintf(stderr,
+                        "vdn coordinator: refusing to bind %s without --keys: unauthenticated "
+                        "endpoints are loopback-only (make keys with `vdn keygen`)\n",
+                        eps[i]);
+                return 2;
+            }
+        VDN_WARN("no --keys: CURVE is off, endpoints bound to loopback only");
+    }
+    c.db = cdb_open(o->db_path, 0, err, sizeof err);
+    if (!c.db) {
+        fprintf(stderr, "vdn coordinator: %s\n", err);
+        return 1;
+    }
+    coord_recover(&c);
+    c.ctx = zmq_ctx_new();
+    zap_handler *zap = NULL;
+    int rc = 1;
+    if (c.curve && !(zap = zap_start(c.ctx, o->keys_dir, err, sizeof err))) {
+        fprintf(stderr, "vdn coordinator: %s\n", err);
+        goto out;
+    }
+    if (!(c.wsock = make_router(&c, o->bind, "workers", err, sizeof err)) ||
+        !(c.csock = make_router(&c, o->client_bind, "clients", err, sizeof err))) {
+        fprintf(stderr, "vdn coordinator: %s\n", err);
+        goto out;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    VDN_INFO("coordinator up: workers %s, clients %s, db %s (lease %.1f s, heartbeat %.1f s)",
+             o->bind, o->client_bind, o->db_path, o->lease_seconds, o->heartbeat_seconds);
+    /* stdout line for scripts and `vdn up`: the endpoints are bound and the db is open */
+    printf("ready workers=%s clients=%s\n", o->bind, o->client_bind);
+    fflush(stdout);
+
+    double tick = o->heartbeat_seconds / 2 < 1 ? o->heartbeat_seconds / 2 : 1;
+    if (tick > o->lease_seconds / 4) tick = o->lease_seconds / 4;
+    double next_tick = vdn_now();
+    while (!stop_requested) {
+        zmq_pollitem_t items[2] = {{c.wsock, 0, ZMQ_POLLIN, 0}, {c.csock, 0, ZMQ_POLLIN, 0}};
+        double wait = next_tick - vdn_now();
+        long ms = wait > 0 ? (long)(wait * 1000) + 1 : 0;
+        if (zmq_poll(items, 2, ms) < 0) {
+            if (zmq_errno() == EINTR) continue;
+            VDN_ERROR("zmq_poll: %s", zmq_strerror(zmq_errno()));
+            break;
+        }
+        /* drain each socket; a bounded batch per turn keeps the other one served */
+        for (int k = 0; k < 2; k++) {
+            if (!(items[k].revents & ZMQ_POLLIN)) continue;
+            for (int n = 0; n < 256; n++) {
+                zmq_msg_t id, body;
+                int delim = 0;
+                int got = recv_routed(items[k].socket, &id, &body, &delim);
+                if (got < 0) break;
+                if (got == 0) continue;
+                if (k == 0)
+                    coord_on_worker_frame(&c, zmq_msg_data(&id), zmq_msg_size(&id),
+                                          zmq_msg_data(&body), zmq_msg_size(&body));
+                else
+                    coord_on_client_frames(&c, zmq_msg_data(&id), zmq_msg_size(&id), delim,
+                                           zmq_msg_data(&body), zmq_msg_size(&body));
+                zmq_msg_close(&id);
+                zmq_msg_close(&body);
+            }
+        }
+        if (vdn_now() >= next_tick) {
+            coord_tick(&c);
+            next_tick = vdn_now() + tick;
+        }
+    }
+    VDN_INFO("coordinator stopping");
+    rc = 0;
+out:
+    if (c.wsock) zmq_close(c.wsock);
+    if (c.csock) zmq_close(c.csock);
+    zmq_ctx_shutdown(c.ctx);
+    zap_stop(zap);
+    zmq_ctx_term(c.ctx);
+    free(c.w);
+    cdb_close(c.db);
+    return rc;
 }

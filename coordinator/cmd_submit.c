@@ -1,0 +1,101 @@
+/* `vdn submit FILE.jsonl [--tag T] [--priority P]`: every line checked first (all problems
+ * reported with their line numbers), then one all-or-nothing batch. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "vdn_util.h"
+
+typedef struct {
+    const char *tag;
+    int priority;
+    int check_files;
+    int bad;
+} submit_opts;
+
+static int own(void *user, int argc, char **argv, int i) {
+    submit_opts *o = user;
+    if (!strcmp(argv[i], "--tag") || !strcmp(argv[i], "--priority")) {
+        if (i + 1 >= argc) {
+            fprintf(stderr, "vdn submit: %s needs a value\n", argv[i]);
+            return -1;
+        }
+        if (argv[i][2] == 't') {
+            o->tag = argv[i + 1];
+            return 2;
+        }
+        char *end;
+        long p = strtol(argv[i + 1], &end, 10);
+        if (*end || end == argv[i + 1] || p < -1000000 || p > 1000000) {
+            fprintf(stderr,
+                    "vdn submit: --priority: expected an integer in -1000000..1000000, "
+                    "got '%s'\n",
+                    argv[i + 1]);
+            return -1;
+        }
+        o->priority = (int)p;
+        return 2;
+    }
+    if (!strcmp(argv[i], "--no-check-files")) {
+        o->check_files = 0;
+        return 1;
+    }
+    return 0;
+}
+
+int vdn_cmd_submit(int argc, char **argv) {
+    submit_opts so = {NULL, 0, 1, 0};
+    cli_args a;
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: vdn submit FILE.jsonl [--tag T] [--priority P] [--no-check-files]\n"
+               "       [--coordinator EP | --dir DIR] [--key NAME.key --coordinator-key PUB] "
+               "[--json]\n\n"
+               "One render per line (official requests.jsonl fields accepted). Every bad line is\n"
+               "reported with its number; nothing is submitted unless all lines are good.\n");
+        return 0;
+    }
+    if (cli_parse("submit", argc, argv, &a, own, &so)) return VDN_EXIT_USAGE;
+    if (a.npos != 1) {
+        fprintf(stderr, "usage: vdn submit FILE.jsonl [--tag T] [--priority P]\n");
+        return VDN_EXIT_USAGE;
+    }
+    vdn_job_spec *jobs;
+    int n;
+    vdn_errlist errs = {0};
+    if (vdn_jsonl_parse_file(a.pos[0], so.check_files, &jobs, &n, &errs)) {
+        for (int i = 0; i < errs.n; i++)
+            fprintf(stderr, "%s\n", errs.lines[i]);
+        fprintf(stderr, "vdn submit: %d problem(s) in %s; nothing submitted\n", errs.n, a.pos[0]);
+        vdn_errlist_free(&errs);
+        return VDN_EXIT_INVALID;
+    }
+    vdn_client *c = cli_connect("submit", &a);
+    if (!c) {
+        vdn_jobs_free(jobs, n);
+        return VDN_EXIT_UNREACHABLE;
+    }
+    char err[VDN_ERR_LEN];
+    uint64_t batch;
+    uint64_t *ids = vdn_xcalloc((size_t)n, sizeof *ids);
+    int rc = VDN_EXIT_OK;
+    if (vdn_client_submit(c, jobs, n, so.tag, so.priority, a.pos[0], &batch, ids, err,
+                          sizeof err)) {
+        rc = cli_fail("submit", c, err);
+        if (rc == VDN_EXIT_INVALID) fprintf(stderr, "vdn submit: nothing submitted\n");
+    } else if (a.json) {
+        printf("{\"batch\": \"b%llu\", \"batch_id\": %llu, \"jobs\": [", (unsigned long long)batch,
+               (unsigned long long)batch);
+        for (int i = 0; i < n; i++)
+            printf("%s{\"job\": \"j%llu\", \"line\": %d}", i ? ", " : "",
+                   (unsigned long long)ids[i], jobs[i].line_no);
+        printf("]}\n");
+    } else {
+        printf("submitted batch b%llu: %d job(s) (j%llu..j%llu)\n", (unsigned long long)batch, n,
+               (unsigned long long)ids[0], (unsigned long long)ids[n - 1]);
+    }
+    free(ids);
+    vdn_jobs_free(jobs, n);
+    vdn_client_close(c);
+    return rc;
+}

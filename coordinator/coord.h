@@ -1,0 +1,71 @@
+/* The coordinator daemon's state: options, the database, the two ROUTER sockets and the workers
+ * connected now. One thread (the main loop) does all of it; the ZAP handler is the only other
+ * thread and touches nothing here but the key lists. */
+#ifndef VDN_COORD_H
+#define VDN_COORD_H
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdint.h>
+
+#include "vdn.pb-c.h"
+
+typedef struct {
+    const char *db_path;
+    const char *bind;        /* workers' ROUTER */
+    const char *client_bind; /* clients' ROUTER */
+    const char *store_uri;   /* sent in ASSIGN; NULL = the worker's own --store */
+    const char *keys_dir;    /* NULL = no CURVE (loopback only) */
+    double lease_seconds;
+    double heartbeat_seconds;
+    int max_attempts;
+    int blocklist_failures; /* consecutive failed/expired attempts before a time-out */
+    double blocklist_seconds;
+} coord_opts;
+
+typedef struct {
+    char id[128];
+    uint8_t ident[256]; /* ZeroMQ routing id of its DEALER */
+    size_t ident_len;
+    int ngpus;
+    uint64_t gpu_memory; /* smallest GPU */
+    char checkpoint[256];
+    char identity[160];
+    int64_t attempt;    /* attempt it holds (0 = idle); may already be cancelled in the DB */
+    double cancel_sent; /* when we told it to stop `attempt`, 0 = not */
+    double last_seen;   /* monotonic */
+    double last_hb_sent;
+    double blocked_until; /* wall clock */
+    int draining;
+    int connected;
+} cworker;
+
+typedef struct coord {
+    coord_opts o;
+    sqlite3 *db;
+    void *ctx, *wsock, *csock;
+    cworker *w;
+    int nw;
+    int curve;
+} coord;
+
+/* coord_worker.c */
+void coord_on_worker_frame(coord *c, const uint8_t *ident, size_t ident_len, const void *body,
+                           size_t len);
+void coord_tick(coord *c);
+void coord_schedule(coord *c);
+void coord_recover(coord *c); /* at start: requeue running attempts whose lease is past */
+cworker *coord_worker_by_id(coord *c, const char *id);
+void coord_send_cancel(coord *c, int64_t attempt, const char *worker_id, const char *reason);
+void coord_worker_save(coord *c, cworker *w);
+
+/* coord_api.c */
+void coord_on_client_frames(coord *c, const uint8_t *ident, size_t ident_len, int delimited,
+                            const void *body, size_t len);
+
+/* zap.c: starts the ZAP handler for `ctx` with the keys under keys_dir. */
+typedef struct zap_handler zap_handler;
+zap_handler *zap_start(void *ctx, const char *keys_dir, char *err, size_t errlen);
+void zap_stop(zap_handler *z); /* after zmq_ctx_shutdown */
+
+#endif

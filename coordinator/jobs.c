@@ -1,0 +1,372 @@
+/* Job and attempt transitions; see jobs.h. Every function is one transaction: a crash between
+ * two statements can never leave a job running without its attempt or the other way round. */
+#include "jobs.h"
+
+#include <cjson/cJSON.h>
+#include <string.h>
+
+#include "db.h"
+#include "spec.h"
+#include "vdn_util.h"
+
+void job_claim_free(job_claim *c) {
+    free(c->request_json);
+    free(c->output_prefix);
+    memset(c, 0, sizeof *c);
+}
+
+int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, int64_t *batch, int64_t **job_ids,
+                vdn_errlist *errs) {
+    char err[VDN_ERR_LEN];
+    *job_ids = NULL;
+    if (req->n_jobs == 0) {
+        vdn_errlist_add(errs, "submit: no jobs in the batch");
+        return -1;
+    }
+    if (req->n_job_priorities && req->n_job_priorities != req->n_jobs)
+        vdn_errlist_add(errs, "submit: %zu job_priorities for %zu jobs", req->n_job_priorities,
+                        req->n_jobs);
+    if (req->n_job_tags && req->n_job_tags != req->n_jobs)
+        vdn_errlist_add(errs, "submit: %zu job_tags for %zu jobs", req->n_job_tags, req->n_jobs);
+    vdn_job_spec *specs = vdn_xcalloc(req->n_jobs, sizeof *specs);
+    for (size_t i = 0; i < req->n_jobs; i++) {
+        char where[64];
+        snprintf(where, sizeof where, "job %zu of the batch", i + 1);
+        vdn_job_spec_from_proto(req->jobs[i], &specs[i]);
+        vdn_job_spec_validate(&specs[i], errs, where);
+    }
+    int64_t *ids = vdn_xcalloc(req->n_jobs, sizeof *ids);
+    int rc = -1;
+    if (errs->n) goto out;
+    if (cdb_begin(db, err, sizeof err)) goto dberr;
+    double now = vdn_wall();
+    int prio = req->has_priority ? req->priority : 0;
+    if (cdb_run(db, err, sizeof err,
+                "INSERT INTO batches(tag,priority,source,submitted_at) VALUES(?,?,?,?)", "sisd",
+                req->tag, (int64_t)prio, req->source, now))
+        goto rollback;
+    *batch = sqlite3_last_insert_rowid(db);
+    for (size_t i = 0; i < req->n_jobs; i++) {
+        vdn_job_spec *s = &specs[i];
+        int jp = req->n_job_priorities ? req->job_priorities[i] : prio;
+        const char *tag = req->n_job_tags && req->job_tags[i][0] ? req->job_tags[i] : req->tag;
+        char *json = vdn_job_spec_to_json(s);
+        int bad = cdb_run(db, err, sizeof err,
+                          "INSERT INTO jobs(batch_id,state,priority,tag,request,checkpoint,gpus,"
+                          "min_gpu_memory,output_prefix,submitted_at) "
+                          "VALUES(?,'queued',?,?,?,?,?,?,'',?)",
+                          "iisssiid", *batch, (int64_t)jp, tag, json, s->checkpoint,
+                          (int64_t)(s->gpus ? s->gpus : 1), (int64_t)s->min_gpu_memory, now);
+        free(json);
+        if (bad) goto rollback;
+        ids[i] = sqlite3_last_insert_rowid(db);
+        char prefix[512];
+        if (s->output_prefix)
+            snprintf(prefix, sizeof prefix, "%s", s->output_prefix);
+        else
+            snprintf(prefix, sizeof prefix, "batches/b%lld/j%lld/out", (long long)*batch,
+                     (long long)ids[i]);
+        if (cdb_run(db, err, sizeof err, "UPDATE jobs SET output_prefix=? WHERE id=?", "si", prefix,
+                    ids[i]))
+            goto rollback;
+    }
+    char detail[128];
+    snprintf(detail, sizeof detail, "%zu jobs, priority %d", req->n_jobs, prio);
+    cdb_event(db, *batch, 0, 0, NULL, "submitted", detail);
+    if (cdb_commit(db, err, sizeof err)) goto rollback;
+    *job_ids = ids;
+    ids = NULL;
+    rc = 0;
+    goto out;
+rollback:
+    cdb_rollback(db);
+dberr:
+    vdn_errlist_add(errs, "database: %s", err);
+out:
+    for (size_t i = 0; i < req->n_jobs; i++)
+        vdn_job_spec_free(&specs[i]);
+    free(specs);
+    free(ids);
+    return rc;
+}
+
+int jobs_claim(sqlite3 *db, const job_caps *caps, double lease, job_claim *out, char *err,
+               size_t errlen) {
+    memset(out, 0, sizeof *out);
+    if (cdb_begin(db, err, errlen)) return -1;
+    sqlite3_stmt *st =
+        cdb_prep(db,
+                 "SELECT id, batch_id, request, output_prefix FROM jobs WHERE state='queued' "
+                 "AND gpus <= ? AND min_gpu_memory <= ? "
+                 "AND (checkpoint IS NULL OR checkpoint = ? OR checkpoint = ?) "
+                 "ORDER BY priority DESC, submitted_at, id LIMIT 1",
+                 "iiss", (int64_t)caps->ngpus, (int64_t)caps->gpu_memory,
+                 caps->checkpoint ? caps->checkpoint : "",
+                 caps->checkpoint_identity ? caps->checkpoint_identity : "");
+    if (!st) {
+        cdb_rollback(db);
+        return vdn_fail(err, errlen, "claim: %s", sqlite3_errmsg(db));
+    }
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        sqlite3_finalize(st);
+        cdb_rollback(db);
+        return rc == SQLITE_DONE ? 0 : vdn_fail(err, errlen, "claim: %s", sqlite3_errmsg(db));
+    }
+    out->job = sqlite3_column_int64(st, 0);
+    out->batch = sqlite3_column_int64(st, 1);
+    out->request_json = cdb_col_str(st, 2);
+    out->output_prefix = cdb_col_str(st, 3);
+    sqlite3_finalize(st);
+    double now = vdn_wall();
+    if (cdb_run(db, err, errlen,
+                "INSERT INTO attempts(job_id,worker_id,state,started_at,lease_until) "
+                "VALUES(?,?,'running',?,?)",
+                "isdd", out->job, caps->worker_id, now, now + lease))
+        goto fail;
+    out->attempt = sqlite3_last_insert_rowid(db);
+    if (cdb_run(db, err, errlen,
+                "UPDATE jobs SET state='running', current_attempt=?, attempts=attempts+1, "
+                "nfe_done=0, nfe_total=0, nfe_seconds=0, elapsed_seconds=0 WHERE id=?",
+                "ii", out->attempt, out->job))
+        goto fail;
+    cdb_event(db, out->batch, out->job, out->attempt, caps->worker_id, "assigned", NULL);
+    if (cdb_commit(db, err, errlen)) goto fail;
+    return 1;
+fail:
+    cdb_rollback(db);
+    job_claim_free(out);
+    return -1;
+}
+
+int jobs_attempt(sqlite3 *db, int64_t attempt, attempt_info *o) {
+    memset(o, 0, sizeof *o);
+    sqlite3_stmt *st = cdb_prep(db,
+                                "SELECT a.job_id, j.batch_id, a.state, j.state, a.worker_id, "
+                                "j.current_attempt = a.id FROM attempts a JOIN jobs j ON "
+                                "j.id = a.job_id WHERE a.id = ?",
+                                "i", attempt);
+    if (!st) return 0;
+    int found = sqlite3_step(st) == SQLITE_ROW;
+    if (found) {
+        o->job = sqlite3_column_int64(st, 0);
+        o->batch = sqlite3_column_int64(st, 1);
+        snprintf(o->state, sizeof o->state, "%s", sqlite3_column_text(st, 2));
+        snprintf(o->job_state, sizeof o->job_state, "%s", sqlite3_column_text(st, 3));
+        snprintf(o->worker, sizeof o->worker, "%s", sqlite3_column_text(st, 4));
+        o->current = sqlite3_column_int(st, 5) && !strcmp(o->state, "running") &&
+                     !strcmp(o->job_state, "running");
+    }
+    sqlite3_finalize(st);
+    return found;
+}
+
+int jobs_renew(sqlite3 *db, int64_t attempt, double lease_until) {
+    char err[VDN_ERR_LEN];
+    return cdb_run(db, err, sizeof err,
+                   "UPDATE attempts SET lease_until=max(lease_until, ?) WHERE id=? AND "
+                   "state='running'",
+                   "di", lease_until, attempt);
+}
+
+int jobs_progress(sqlite3 *db, int64_t attempt, int nfe_done, int nfe_total, double nfe_seconds,
+                  double elapsed, double lease_until) {
+    char err[VDN_ERR_LEN];
+    if (cdb_begin(db, err, sizeof err)) return -1;
+    if (cdb_run(db, err, sizeof err,
+                "UPDATE jobs SET nfe_done=?, nfe_total=?, nfe_seconds=?, elapsed_seconds=? "
+                "WHERE current_attempt=? AND state='running'",
+                "iiddi", (int64_t)nfe_done, (int64_t)nfe_total, nfe_seconds, elapsed, attempt) ||
+        cdb_run(db, err, sizeof err,
+                "UPDATE attempts SET lease_until=max(lease_until, ?) WHERE id=? AND "
+                "state='running'",
+                "di", lease_until, attempt)) {
+        cdb_rollback(db);
+        VDN_ERROR("progress: %s", err);
+        return -1;
+    }
+    return cdb_commit(db, err, sizeof err);
+}
+
+int jobs_complete(sqlite3 *db, int64_t attempt, char **keys, size_t nkeys, const char *record,
+                  char *err, size_t errlen) {
+    attempt_info a;
+    if (!jobs_attempt(db, attempt, &a) || !a.current)
+        return vdn_fail(err, errlen, "attempt %lld is not current", (long long)attempt);
+    cJSON *arr = cJSON_CreateArray();
+    for (size_t i = 0; i < nkeys; i++)
+        cJSON_AddItemToArray(arr, cJSON_CreateString(keys[i]));
+    char *keys_json = cJSON_PrintUnformatted(arr);
+    cJSON_Delete(arr);
+    double now = vdn_wall();
+    int rc = -1;
+    if (cdb_begin(db, err, errlen)) goto out;
+    if (cdb_run(db, err, errlen, "UPDATE attempts SET state='done', finished_at=? WHERE id=?", "di",
+                now, attempt) ||
+        cdb_run(db, err, errlen,
+                "UPDATE jobs SET state='done', finished_at=?, object_keys=?, run_record=?, "
+                "nfe_done=max(nfe_done, nfe_total) WHERE id=?",
+                "dssi", now, keys_json, record, a.job) ||
+        cdb_run(db, err, errlen, "UPDATE workers SET failures=0 WHERE id=?", "s", a.worker)) {
+        cdb_rollback(db);
+        goto out;
+    }
+    char detail[64];
+    snprintf(detail, sizeof detail, "%zu objects", nkeys);
+    cdb_event(db, a.batch, a.job, attempt, a.worker, "done", detail);
+    rc = cdb_commit(db, err, errlen);
+    if (rc) cdb_rollback(db);
+out:
+    free(keys_json);
+    return rc;
+}
+
+int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, const char *reason,
+                     int retryable, int max_attempts, char job_state_out[16], char *err,
+                     size_t errlen) {
+    attempt_info a;
+    if (!jobs_attempt(db, attempt, &a) || !a.current)
+        return vdn_fail(err, errlen, "attempt %lld is not current", (long long)attempt);
+    double now = vdn_wall();
+    if (cdb_begin(db, err, errlen)) return -1;
+    int64_t used = cdb_int(db, 0, "SELECT attempts FROM jobs WHERE id=?", "i", a.job);
+    int final = !retryable || used >= max_attempts;
+    const char *js = final ? "failed" : "queued";
+    char line[VDN_ERR_LEN];
+    snprintf(line, sizeof line, "attempt %lld on %s %s: %s", (long long)attempt, a.worker,
+             attempt_state, reason ? reason : "(no reason)");
+    /* last_error keeps every attempt's reason, newest last, so a failed job explains itself */
+    if (cdb_run(db, err, errlen, "UPDATE attempts SET state=?, finished_at=?, reason=? WHERE id=?",
+                "sdsi", attempt_state, now, reason, attempt) ||
+        cdb_run(db, err, errlen,
+                "UPDATE jobs SET state=?, current_attempt=NULL, finished_at=?, "
+                "last_error = CASE WHEN last_error IS NULL THEN ? ELSE last_error || char(10) || ? "
+                "END WHERE id=?",
+                "sdssi", js, final ? now : 0.0, line, line, a.job) ||
+        cdb_run(db, err, errlen, "UPDATE workers SET failures=failures+1 WHERE id=?", "s",
+                a.worker)) {
+        cdb_rollback(db);
+        return -1;
+    }
+    if (!final) cdb_run(db, err, errlen, "UPDATE jobs SET finished_at=NULL WHERE id=?", "i", a.job);
+    cdb_event(db, a.batch, a.job, attempt, a.worker, attempt_state, reason);
+    char detail[96];
+    snprintf(detail, sizeof detail, "after %lld of %d attempts%s", (long long)used, max_attempts,
+             retryable ? "" : " (not retryable)");
+    cdb_event(db, a.batch, a.job, attempt, a.worker, final ? "failed" : "requeued", detail);
+    if (cdb_commit(db, err, errlen)) {
+        cdb_rollback(db);
+        return -1;
+    }
+    snprintf(job_state_out, 16, "%s", js);
+    return 0;
+}
+
+static const char *target_where(char kind) {
+    return kind == 'b' ? "batch_id = ?" : "id = ?";
+}
+
+int jobs_cancel(sqlite3 *db, char kind, int64_t id, int *count,
+                void (*on_running)(void *user, int64_t attempt, const char *worker), void *user,
+                char *err, size_t errlen) {
+    *count = 0;
+    char sql[512];
+    if (cdb_begin(db, err, errlen)) return -1;
+    double now = vdn_wall();
+    snprintf(
+        sql, sizeof sql,
+        "SELECT j.id, j.batch_id, j.current_attempt, a.worker_id FROM jobs j LEFT JOIN "
+        "attempts a ON a.id = j.current_attempt WHERE j.state IN ('queued','running') AND j.%s",
+        target_where(kind));
+    sqlite3_stmt *st = cdb_prep(db, sql, "i", id);
+    if (!st) goto fail;
+    typedef struct {
+        int64_t job, batch, attempt;
+        char *worker;
+    } row;
+    row *rows = NULL;
+    int n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        rows = realloc(rows, sizeof *rows * (size_t)(n + 1));
+        VDN_ASSERT(rows);
+        rows[n].job = sqlite3_column_int64(st, 0);
+        rows[n].batch = sqlite3_column_int64(st, 1);
+        rows[n].attempt = sqlite3_column_int64(st, 2);
+        rows[n].worker = cdb_col_str(st, 3);
+        n++;
+    }
+    sqlite3_finalize(st);
+    int bad = 0;
+    for (int i = 0; i < n && !bad; i++) {
+        bad |= cdb_run(db, err, errlen,
+                       "UPDATE jobs SET state='cancelled', current_attempt=NULL, finished_at=? "
+                       "WHERE id=?",
+                       "di", now, rows[i].job);
+        if (rows[i].attempt)
+            bad |= cdb_run(db, err, errlen,
+                           "UPDATE attempts SET state='cancelled', finished_at=?, "
+                           "reason='cancelled by user' WHERE id=? AND state='running'",
+                           "di", now, rows[i].attempt);
+        cdb_event(db, rows[i].batch, rows[i].job, rows[i].attempt, rows[i].worker, "cancelled",
+                  rows[i].attempt ? "running attempt cancelled" : "was queued");
+    }
+    if (bad || cdb_commit(db, err, errlen)) {
+        for (int i = 0; i < n; i++)
+            free(rows[i].worker);
+        free(rows);
+        goto fail;
+    }
+    for (int i = 0; i < n; i++) {
+        if (rows[i].attempt && on_running) on_running(user, rows[i].attempt, rows[i].worker);
+        free(rows[i].worker);
+    }
+    free(rows);
+    *count = n;
+    return 0;
+fail:
+    if (!err[0]) vdn_fail(err, errlen, "cancel: %s", sqlite3_errmsg(db));
+    cdb_rollback(db);
+    return -1;
+}
+
+int jobs_retry(sqlite3 *db, char kind, int64_t id, int *count, char *err, size_t errlen) {
+    char sql[512];
+    if (cdb_begin(db, err, errlen)) return -1;
+    snprintf(sql, sizeof sql,
+             "INSERT INTO events(at,batch_id,job_id,kind,detail) SELECT ?, batch_id, id, "
+             "'retried', 'was ' || state FROM jobs WHERE state IN ('failed','cancelled') AND %s",
+             target_where(kind));
+    if (cdb_run(db, err, errlen, sql, "di", vdn_wall(), id)) goto fail;
+    snprintf(sql, sizeof sql,
+             "UPDATE jobs SET state='queued', attempts=0, finished_at=NULL, current_attempt=NULL "
+             "WHERE state IN ('failed','cancelled') AND %s",
+             target_where(kind));
+    if (cdb_run(db, err, errlen, sql, "i", id)) goto fail;
+    *count = sqlite3_changes(db);
+    if (cdb_commit(db, err, errlen)) goto fail;
+    return 0;
+fail:
+    cdb_rollback(db);
+    return -1;
+}
+
+int jobs_each_expired(sqlite3 *db, double now, void (*fn)(void *user, int64_t attempt),
+                      void *user) {
+    sqlite3_stmt *st = cdb_prep(db,
+                                "SELECT id FROM attempts WHERE state='running' AND lease_until < ? "
+                                "ORDER BY id",
+                                "d", now);
+    if (!st) return -1;
+    int64_t *ids = NULL;
+    int n = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        ids = realloc(ids, sizeof *ids * (size_t)(n + 1));
+        VDN_ASSERT(ids);
+        ids[n++] = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_finalize(st);
+    for (int i = 0; i < n; i++)
+        fn(user, ids[i]);
+    free(ids);
+    return n;
+}

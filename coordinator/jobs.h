@@ -1,0 +1,70 @@
+/* Job and attempt state transitions, each one SQLite transaction (BEGIN IMMEDIATE) with its
+ * events row. States: docs/protocol.md "Job state machine". */
+#ifndef VDN_COORD_JOBS_H
+#define VDN_COORD_JOBS_H
+
+#include <sqlite3.h>
+#include <stdint.h>
+
+#include "client.h"
+#include "vdn.pb-c.h"
+
+/* What a worker offers, for matching. */
+typedef struct {
+    const char *worker_id;
+    int ngpus;
+    uint64_t gpu_memory; /* the smallest GPU's memory, bytes */
+    const char *checkpoint;
+    const char *checkpoint_identity;
+} job_caps;
+
+typedef struct {
+    int64_t job, batch, attempt;
+    char *request_json; /* normalized request (jsonl.c) */
+    char *output_prefix;
+} job_claim;
+void job_claim_free(job_claim *c);
+
+/* Validates every job (errs gets one line per problem) and inserts all or nothing. */
+int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, int64_t *batch, int64_t **job_ids,
+                vdn_errlist *errs);
+
+/* Best queued job for these capabilities (priority desc, then submit time), made running under a
+ * new attempt with lease_until = now + lease. 1 claimed, 0 nothing fits, -1 error. */
+int jobs_claim(sqlite3 *db, const job_caps *caps, double lease, job_claim *out, char *err,
+               size_t errlen);
+
+typedef struct {
+    int64_t job, batch;
+    char state[16]; /* the attempt's state */
+    char job_state[16];
+    char worker[128];
+    int current; /* the job's current attempt and still running */
+} attempt_info;
+/* 1 found, 0 no such attempt. */
+int jobs_attempt(sqlite3 *db, int64_t attempt, attempt_info *out);
+
+int jobs_renew(sqlite3 *db, int64_t attempt, double lease_until);
+int jobs_progress(sqlite3 *db, int64_t attempt, int nfe_done, int nfe_total, double nfe_seconds,
+                  double elapsed, double lease_until);
+int jobs_complete(sqlite3 *db, int64_t attempt, char **keys, size_t nkeys, const char *record,
+                  char *err, size_t errlen);
+/* Ends a running attempt as attempt_state ("failed", "expired") and requeues the job, or fails
+ * it when not retryable or out of attempts. job_state_out gets the job's new state. */
+int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, const char *reason,
+                     int retryable, int max_attempts, char job_state_out[16], char *err,
+                     size_t errlen);
+
+/* Cancel: queued jobs -> cancelled; running ones -> cancelled with their attempt 'cancelled';
+ * on_running(user, attempt, worker) is called for each so the worker can be told. */
+int jobs_cancel(sqlite3 *db, char kind, int64_t id, int *count,
+                void (*on_running)(void *user, int64_t attempt, const char *worker), void *user,
+                char *err, size_t errlen);
+/* Retry: failed/cancelled jobs -> queued with a fresh attempt budget. */
+int jobs_retry(sqlite3 *db, char kind, int64_t id, int *count, char *err, size_t errlen);
+
+/* Attempts still 'running' whose lease is past `now`: fn called for each (the caller ends
+ * them). Returns how many. */
+int jobs_each_expired(sqlite3 *db, double now, void (*fn)(void *user, int64_t attempt), void *user);
+
+#endif

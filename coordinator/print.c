@@ -1,0 +1,140 @@
+/* Tables for humans; `--json` bypasses all of this. */
+#include "print.h"
+
+#include <string.h>
+
+#include "cli_common.h"
+
+const char *fmt_duration(double s, char *buf, size_t n) {
+    if (s < 0) s = 0;
+    if (s < 60)
+        snprintf(buf, n, "%.1f s", s);
+    else if (s < 3600)
+        snprintf(buf, n, "%d m %02d s", (int)s / 60, (int)s % 60);
+    else
+        snprintf(buf, n, "%d h %02d m", (int)s / 3600, (int)s % 3600 / 60);
+    return buf;
+}
+
+void print_batches(FILE *f, Vdn__BatchInfo **b, size_t n) {
+    if (!n) {
+        fprintf(f, "no batches\n");
+        return;
+    }
+    fprintf(f, "%-8s %-10s %5s %5s %7s %7s %5s %6s %9s  %-21s %s\n", "BATCH", "STATE", "PRIO",
+            "JOBS", "QUEUED", "RUNNING", "DONE", "FAILED", "CANCELLED", "SUBMITTED", "TAG");
+    for (size_t i = 0; i < n; i++) {
+        char id[24], t[40];
+        snprintf(id, sizeof id, "b%llu", (unsigned long long)b[i]->batch_id);
+        fprintf(f, "%-8s %-10s %5d %5d %7d %7d %5d %6d %9d  %-21s %s\n", id, b[i]->state,
+                b[i]->priority, b[i]->n_jobs, b[i]->n_queued, b[i]->n_running, b[i]->n_done,
+                b[i]->n_failed, b[i]->n_cancelled, cli_time(b[i]->submitted_at, t, sizeof t),
+                b[i]->tag ? b[i]->tag : "");
+    }
+}
+
+static const char *last_line(const char *s) {
+    if (!s) return "";
+    const char *nl = strrchr(s, '\n');
+    return nl ? nl + 1 : s;
+}
+
+void print_jobs(FILE *f, Vdn__JobInfo **j, size_t n) {
+    fprintf(f, "%-8s %-10s %4s %-16s %-9s %-10s %s\n", "JOB", "STATE", "TRY", "WORKER", "NFE",
+            "ELAPSED", "OUTPUT / ERROR");
+    for (size_t i = 0; i < n; i++) {
+        char id[24], nfe[24], el[24];
+        snprintf(id, sizeof id, "j%llu", (unsigned long long)j[i]->job_id);
+        if (j[i]->nfe_total)
+            snprintf(nfe, sizeof nfe, "%d/%d", j[i]->nfe_done, j[i]->nfe_total);
+        else
+            snprintf(nfe, sizeof nfe, "-");
+        const char *what = "";
+        if (!strcmp(j[i]->state, "done") && j[i]->n_object_keys)
+            what = j[i]->object_keys[0];
+        else if (j[i]->last_error)
+            what = last_line(j[i]->last_error);
+        else if (j[i]->request && j[i]->request->output_prefix)
+            what = j[i]->request->output_prefix;
+        fprintf(f, "%-8s %-10s %4d %-16s %-9s %-10s %s\n", id, j[i]->state, j[i]->attempts,
+                j[i]->worker_id ? j[i]->worker_id : "-", nfe,
+                j[i]->elapsed_seconds > 0 ? fmt_duration(j[i]->elapsed_seconds, el, sizeof el)
+                                          : "-",
+                what);
+    }
+}
+
+void print_job_detail(FILE *f, const Vdn__JobInfo *j) {
+    char t[40], t2[40];
+    fprintf(f, "job j%llu (batch b%llu): %s\n", (unsigned long long)j->job_id,
+            (unsigned long long)j->batch_id, j->state);
+    fprintf(f, "  priority %d, attempts %d%s%s\n", j->priority, j->attempts,
+            j->worker_id ? ", on " : "", j->worker_id ? j->worker_id : "");
+    if (j->tag) fprintf(f, "  tag        %s\n", j->tag);
+    if (j->request) {
+        const Vdn__RenderRequest *r = j->request;
+        fprintf(f, "  prompt     %s\n", r->prompt_cache ? r->prompt_cache : "");
+        fprintf(f, "  render     %d frames, %dx%d, %d steps, seed %s%llu, variant %s\n", r->frames,
+                r->width, r->height, r->steps, r->has_seed ? "" : "(default) ",
+                (unsigned long long)r->seed, r->variant ? r->variant : "vdn");
+        if (r->output_prefix) fprintf(f, "  output     %s\n", r->output_prefix);
+    }
+    if (j->nfe_total)
+        fprintf(f, "  progress   %d/%d NFE, last NFE %.2f s\n", j->nfe_done, j->nfe_total,
+                j->nfe_seconds);
+    fprintf(f, "  submitted  %s, finished %s\n", cli_time(j->submitted_at, t, sizeof t),
+            j->has_finished_at ? cli_time(j->finished_at, t2, sizeof t2) : "-");
+    for (size_t i = 0; i < j->n_object_keys; i++)
+        fprintf(f, "  object     %s\n", j->object_keys[i]);
+    if (j->last_error) {
+        fprintf(f, "  errors:\n");
+        const char *s = j->last_error;
+        while (*s) {
+            const char *nl = strchr(s, '\n');
+            int len = nl ? (int)(nl - s) : (int)strlen(s);
+            fprintf(f, "    %.*s\n", len, s);
+            s += len + (nl ? 1 : 0);
+        }
+    }
+}
+
+void print_workers(FILE *f, Vdn__WorkerInfo **w, size_t n) {
+    if (!n) {
+        fprintf(f, "no workers\n");
+        return;
+    }
+    fprintf(f, "%-16s %-9s %4s %-10s %-8s %-21s %s\n", "WORKER", "STATE", "GPUS", "JOB", "FAILS",
+            "LAST SEEN", "CHECKPOINT");
+    for (size_t i = 0; i < n; i++) {
+        char job[24], t[40];
+        if (w[i]->has_running_job)
+            snprintf(job, sizeof job, "j%llu", (unsigned long long)w[i]->running_job);
+        else
+            snprintf(job, sizeof job, "-");
+        fprintf(f, "%-16s %-9s %4zu %-10s %-8d %-21s %s\n", w[i]->worker_id, w[i]->state,
+                w[i]->n_gpus, job, w[i]->failures, cli_time(w[i]->last_seen, t, sizeof t),
+                w[i]->checkpoint ? w[i]->checkpoint : "");
+    }
+}
+
+void print_logs(FILE *f, const Vdn__LogsReply *r) {
+    if (r->job) print_job_detail(f, r->job);
+    fprintf(f, "\nattempts:\n");
+    for (size_t i = 0; i < r->n_attempts; i++) {
+        const Vdn__AttemptInfo *a = r->attempts[i];
+        char t[40], d[24];
+        fprintf(f, "  %-6llu %-10s %-16s %s  %s  %s\n", (unsigned long long)a->attempt_id, a->state,
+                a->worker_id ? a->worker_id : "", cli_time(a->started_at, t, sizeof t),
+                a->has_finished_at ? fmt_duration(a->finished_at - a->started_at, d, sizeof d) : "",
+                a->reason ? a->reason : "");
+    }
+    fprintf(f, "\nevents:\n");
+    for (size_t i = 0; i < r->n_events; i++) {
+        const Vdn__EventInfo *e = r->events[i];
+        char t[40], att[32] = "";
+        if (e->has_attempt_id)
+            snprintf(att, sizeof att, "attempt %llu", (unsigned long long)e->attempt_id);
+        fprintf(f, "  %s  %-13s %-12s %-16s %s\n", cli_time(e->at, t, sizeof t), e->kind, att,
+                e->worker_id ? e->worker_id : "", e->detail ? e->detail : "");
+    }
+}

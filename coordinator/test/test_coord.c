@@ -1,0 +1,553 @@
+/* The coordinator as a real process on loopback, driven by fake workers that speak the wire
+ * protocol directly and by the client library: assignment and matching, leases and requeue
+ * with a new attempt id, fencing of stale attempts, max attempts with every reason kept,
+ * blocklisting, cancel reaching a running job, drain, priorities, malformed frames on both
+ * endpoints, restart from the database. Usage: test_coord PATH/TO/vdn-coord-test */
+#include <cjson/cJSON.h>
+#include <sqlite3.h>
+
+#include "client.h"
+#include "harness.h"
+
+static char wep[128], cep[128];
+
+static vdn_client *client(void) {
+    vdn_client_opts o = {cep, NULL, NULL, 3000};
+    char err[VDN_ERR_LEN];
+    vdn_client *c = vdn_client_open(&o, err, sizeof err);
+    REQUIRE(c);
+    return c;
+}
+
+static uint64_t submit(vdn_client *c, int n, int priority, const char *checkpoint, int gpus,
+                       uint64_t *ids) {
+    vdn_job_spec s[8];
+    memset(s, 0, sizeof s);
+    for (int i = 0; i < n; i++) {
+        s[i].prompt_cache = "/data/prompt.safetensors";
+        s[i].steps = 4;
+        s[i].frames = 22;
+        s[i].height = 64;
+        s[i].width = 64;
+        s[i].seed = 7 + (uint64_t)i;
+        s[i].has_seed = 1;
+        s[i].checkpoint = (char *)checkpoint;
+        s[i].gpus = gpus;
+    }
+    uint64_t batch = 0;
+    char err[VDN_ERR_LEN];
+    int rc =
+        vdn_client_submit(c, s, n, "test", priority, "test_coord", &batch, ids, err, sizeof err);
+    if (rc) fprintf(stderr, "submit: %s\n", err);
+    REQUIRE(rc == 0);
+    return batch;
+}
+
+static Vdn__JobInfo *job(vdn_client *c, uint64_t id, Vdn__StatusReply **hold) {
+    char t[32], err[VDN_ERR_LEN];
+    snprintf(t, sizeof t, "j%llu", (unsigned long long)id);
+    *hold = vdn_client_status(c, t, err, sizeof err);
+    REQUIRE(*hold && (*hold)->n_jobs == 1);
+    return (*hold)->jobs[0];
+}
+
+static int job_is(vdn_client *c, uint64_t id, const char *state) {
+    Vdn__StatusReply *h;
+    int ok = !strcmp(job(c, id, &h)->state, state);
+    vdn_client_free(h);
+    return ok;
+}
+
+static Vdn__Envelope *expect_assign(fake_worker *w, double timeout) {
+    Vdn__Envelope *e = fw_expect(w, VDN__ENVELOPE__PAYLOAD_ASSIGN, timeout);
+    if (e) w->attempt = e->assign->attempt_id;
+    return e;
+}
+
+static void start(pid_t *pid, const char *db, const char *lease, const char *maxatt,
+                  const char *blockf) {
+    *pid = start_coordinator("--db", db, "--bind", wep, "--client-bind", cep, "--lease-seconds",
+                             lease, "--heartbeat-seconds", "0.3", "--max-attempts", maxatt,
+                             "--blocklist-failures", blockf, "--blocklist-seconds", "60", "--store",
+                             "file:///tmp/store", NULL);
+}
+
+/* assignment, matching, lease loss, requeue with a new attempt, fencing */
+static void test_lease_and_fencing(void) {
+    char db[300];
+    snprintf(db, sizeof db, "%s/a.db", h_tmp);
+    pid_t pid;
+    start(&pid, db, "30", "3", "10");
+    vdn_client *c = client();
+    uint64_t ids[1];
+    submit(c, 1, 0, "tiny", 0, ids);
+    CHECK(job_is(c, ids[0], "queued"));
+
+    fake_worker other, w1, w2;
+    fw_open(&other, wep, "w-other");
+    fw_ready(&other, "big", 1, 80ull << 30, 0);
+    Vdn__Envelope *e = expect_assign(&other, 0.8);
+    CHECK(e == NULL); /* wrong checkpoint: not for this worker */
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+
+    fw_open(&w1, wep, "w1");
+    fw_ready(&w1, "tiny", 1, 80ull << 30, 0);
+    e = expect_assign(&w1, 3);
+    REQUIRE(e);
+    uint64_t a1 = e->assign->attempt_id;
+    const Vdn__RenderRequest *r = e->assign->request;
+    CHECK(e->assign->job_id == ids[0]);
+    CHECK(r && !strcmp(r->prompt_cache, "/data/prompt.safetensors") && r->steps == 4 &&
+          r->frames == 22 && r->seed == 7 && r->n_output_keys == 2 &&
+          strstr(r->output_keys[0], ".safetensors") && strstr(r->output_keys[1], ".json"));
+    CHECK(e->assign->store_uri && !strcmp(e->assign->store_uri, "file:///tmp/store"));
+    vdn__envelope__free_unpacked(e, NULL);
+    CHECK(job_is(c, ids[0], "running"));
+
+    fw_progress(&w1, a1, 1, 4);
+    sleep_s(0.3);
+    Vdn__StatusReply *h;
+    Vdn__JobInfo *j = job(c, ids[0], &h);
+    CHECK(j->nfe_done == 1 && j->nfe_total == 4 && j->worker_id && !strcmp(j->worker_id, "w1"));
+    vdn_client_free(h);
+
+    /* w1 goes silent: after 3 missed heartbeats its attempt is requeued */
+    w1.alive = 0;
+    fw_open(&w2, wep, "w2");
+    fw_ready(&w2, "tiny", 1, 80ull << 30, 0);
+    e = expect_assign(&w2, 5);
+    REQUIRE(e);
+    uint64_t a2 = e->assign->attempt_id;
+    CHECK(e->assign->job_id == ids[0] && a2 != a1);
+    vdn__envelope__free_unpacked(e, NULL);
+
+    /* w1 comes back still running a1: told to cancel it; its RESULT and PROGRESS are refused */
+    w1.alive = 1;
+    fw_ready(&w1, "tiny", 1, 80ull << 30, a1);
+    e = fw_expect(&w1, VDN__ENVELOPE__PAYLOAD_CANCEL, 3);
+    CHECK(e && e->cancel->attempt_id == a1);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    fw_progress(&w1, a1, 2, 4);
+    e = fw_expect(&w1, VDN__ENVELOPE__PAYLOAD_ERROR, 3);
+    CHECK(e && e->error->code == VDN__ERROR__CODE__STALE_ATTEMPT && e->error->attempt_id == a1);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    fw_result(&w1, a1, "stale/out.safetensors");
+    e = fw_expect(&w1, VDN__ENVELOPE__PAYLOAD_ERROR, 3);
+    CHECK(e && e->error->code == VDN__ERROR__CODE__STALE_ATTEMPT && e->error->attempt_id == a1);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    CHECK(job_is(c, ids[0], "running"));
+
+    /* the current attempt's result counts */
+    fw_progress(&w2, a2, 4, 4);
+    fw_result(&w2, a2, "batches/x/out.safetensors");
+    e = fw_expect(&w2, VDN__ENVELOPE__PAYLOAD_ACK, 3);
+    CHECK(e && e->ack->attempt_id == a2);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    j = job(c, ids[0], &h);
+    CHECK(!strcmp(j->state, "done") && j->attempts == 2 && j->n_object_keys == 1 &&
+          !strcmp(j->object_keys[0], "batches/x/out.safetensors"));
+    vdn_client_free(h);
+
+    /* a RESULT after done (duplicate delivery) is refused too: completed once */
+    fw_result(&w2, a2, "again.safetensors");
+    e = fw_expect(&w2, VDN__ENVELOPE__PAYLOAD_ERROR, 3);
+    CHECK(e && e->error->code == VDN__ERROR__CODE__STALE_ATTEMPT);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+
+    char err[VDN_ERR_LEN], t[32];
+    snprintf(t, sizeof t, "j%llu", (unsigned long long)ids[0]);
+    Vdn__LogsReply *lg = vdn_client_logs(c, t, err, sizeof err);
+    REQUIRE(lg);
+    int expired = 0, requeued = 0, stale = 0, done = 0;
+    for (size_t i = 0; i < lg->n_events; i++) {
+        expired += !strcmp(lg->events[i]->kind, "expired");
+        requeued += !strcmp(lg->events[i]->kind, "requeued");
+        stale += !strcmp(lg->events[i]->kind, "stale_refused");
+        done += !strcmp(lg->events[i]->kind, "done");
+    }
+    CHECK(expired == 1 && requeued == 1 && stale >= 2 && done == 1);
+    CHECK(lg->n_attempts == 2 && !strcmp(lg->attempts[0]->state, "expired") &&
+          !strcmp(lg->attempts[1]->state, "done"));
+    vdn_client_free(lg);
+    fw_close(&w1);
+    fw_close(&w2);
+    fw_close(&other);
+    vdn_client_close(c);
+    CHECK(WIFEXITED(stop_coordinator(pid, SIGTERM)));
+}
+
+/* FAIL handling: retries up to max attempts keeping every reason; non-retryable fails at once;
+ * a worker that keeps failing is blocklisted; retry requeues. Also GPU-count matching. */
+static void test_failures(void) {
+    char db[300], err[VDN_ERR_LEN];
+    snprintf(db, sizeof db, "%s/b.db", h_tmp);
+    pid_t pid;
+    start(&pid, db, "30", "2", "3");
+    vdn_client *c = client();
+    uint64_t ids[1], ids2[1], ids3[1];
+    submit(c, 1, 0, NULL, 0, ids);
+    fake_worker w;
+    fw_open(&w, wep, "w3");
+    fw_ready(&w, "tiny", 1, 80ull << 30, 0);
+    Vdn__Envelope *e = expect_assign(&w, 3);
+    REQUIRE(e);
+    uint64_t a1 = e->assign->attempt_id;
+    vdn__envelope__free_unpacked(e, NULL);
+    fw_fail(&w, a1, "out of memory (first)", 1);
+    e = expect_assign(&w, 3);
+    REQUIRE(e);
+    uint64_t a2 = e->assign->attempt_id;
+    CHECK(a2 != a1 && e->assign->job_id == ids[0]);
+    vdn__envelope__free_unpacked(e, NULL);
+    w.attempt = 0;
+    fw_fail(&w, a2, "out of memory (second)", 1);
+    sleep_s(0.4);
+    Vdn__StatusReply *h;
+    Vdn__JobInfo *j = job(c, ids[0], &h);
+    CHECK(!strcmp(j->state, "failed") && j->attempts == 2);
+    CHECK(j->last_error && strstr(j->last_error, "(first)") && strstr(j->last_error, "(second)"));
+    vdn_client_free(h);
+
+    /* non-retryable: failed after one attempt */
+    submit(c, 1, 0, NULL, 0, ids2);
+    e = expect_assign(&w, 3);
+    REQUIRE(e);
+    uint64_t a3 = e->assign->attempt_id;
+    vdn__envelope__free_unpacked(e, NULL);
+    w.attempt = 0;
+    fw_fail(&w, a3, "prompt cache is corrupt", 0);
+    sleep_s(0.4);
+    j = job(c, ids2[0], &h);
+    CHECK(!strcmp(j->state, "failed") && j->attempts == 1);
+    vdn_client_free(h);
+
+    /* three failures in a row: w3 is blocklisted, the next job waits */
+    submit(c, 1, 0, NULL, 0, ids3);
+    e = expect_assign(&w, 1.0);
+    CHECK(e == NULL);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    Vdn__WorkersReply *wr = vdn_client_workers(c, err, sizeof err);
+    REQUIRE(wr && wr->n_workers == 1);
+    CHECK(!strcmp(wr->workers[0]->state, "blocked") && wr->workers[0]->blocked_until > vdn_wall());
+    vdn_client_free(wr);
+
+    /* a two-GPU job goes to a two-GPU worker only */
+    uint64_t big[1];
+    submit(c, 1, 10, NULL, 2, big);
+    fake_worker one, two;
+    fw_open(&one, wep, "w-1gpu");
+    fw_ready(&one, "tiny", 1, 80ull << 30, 0);
+    e = expect_assign(&one, 3);
+    CHECK(e &&
+          e->assign->job_id == ids3[0]); /* the 1-GPU job, although the 2-GPU one ranks higher */
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    fw_open(&two, wep, "w-2gpu");
+    fw_ready(&two, "tiny", 2, 80ull << 30, 0);
+    e = expect_assign(&two, 3);
+    CHECK(e && e->assign->job_id == big[0]);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+
+    /* retry: the failed jobs are queued again with a fresh budget */
+    char t[32];
+    int n = -1;
+    snprintf(t, sizeof t, "j%llu", (unsigned long long)ids[0]);
+    CHECK(vdn_client_retry(c, t, &n, err, sizeof err) == 0 && n == 1);
+    CHECK(vdn_client_retry(c, t, &n, err, sizeof err) == 0 && n == 0); /* no longer failed */
+    CHECK(vdn_client_retry(c, "j999999", &n, err, sizeof err) == -1 &&
+          vdn_client_error_code(c) == VDN__ERROR__CODE__NOT_FOUND && strstr(err, "j999999"));
+    fw_close(&w);
+    fw_close(&one);
+    fw_close(&two);
+    vdn_client_close(c);
+    stop_coordinator(pid, SIGTERM);
+}
+
+/* priorities, cancel reaching a running job, drain and undo */
+static void test_cancel_drain(void) {
+    char db[300], err[VDN_ERR_LEN];
+    snprintf(db, sizeof db, "%s/c.db", h_tmp);
+    pid_t pid;
+    start(&pid, db, "30", "3", "10");
+    vdn_client *c = client();
+    uint64_t low[2], high[1];
+    submit(c, 2, 0, NULL, 0, low);
+    submit(c, 1, 5, NULL, 0, high);
+    fake_worker w;
+    fw_open(&w, wep, "w5");
+    fw_ready(&w, "tiny", 1, 80ull << 30, 0);
+    Vdn__Envelope *e = expect_assign(&w, 3);
+    REQUIRE(e);
+    CHECK(e->assign->job_id == high[0]); /* priority first */
+    uint64_t a = e->assign->attempt_id;
+    vdn__envelope__free_unpacked(e, NULL);
+    char t[32];
+    snprintf(t, sizeof t, "j%llu", (unsigned long long)high[0]);
+    int n = 0;
+    CHECK(vdn_client_cancel(c, t, &n, err, sizeof err) == 0 && n == 1);
+    e = fw_expect(&w, VDN__ENVELOPE__PAYLOAD_CANCEL, 3);
+    CHECK(e && e->cancel->attempt_id == a);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    CHECK(job_is(c, high[0], "cancelled"));
+    /* the worker stops and says so; then it gets the next job (oldest of equal priority) */
+    w.attempt = 0;
+    fw_fail(&w, a, "cancelled", 0);
+    e = expect_assign(&w, 3);
+    REQUIRE(e);
+    CHECK(e->assign->job_id == low[0]);
+    uint64_t a2 = e->assign->attempt_id;
+    vdn__envelope__free_unpacked(e, NULL);
+    /* drain: finishes this job, takes no more */
+    CHECK(vdn_client_drain(c, "w5", 0, err, sizeof err) == 0);
+    CHECK(vdn_client_drain(c, "nobody", 0, err, sizeof err) == -1 &&
+          vdn_client_error_code(c) == VDN__ERROR__CODE__NOT_FOUND);
+    fw_result(&w, a2, "k");
+    w.attempt = 0;
+    e = expect_assign(&w, 1.0);
+    CHECK(e == NULL);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    CHECK(job_is(c, low[0], "done") && job_is(c, low[1], "queued"));
+    Vdn__WorkersReply *wr = vdn_client_workers(c, err, sizeof err);
+    CHECK(wr && wr->n_workers == 1 && !strcmp(wr->workers[0]->state, "drained"));
+    vdn_client_free(wr);
+    CHECK(vdn_client_drain(c, "w5", 1, err, sizeof err) == 0);
+    e = expect_assign(&w, 3);
+    CHECK(e && e->assign->job_id == low[1]);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    /* cancel a whole batch: the queued-or-running job counts */
+    char b[32];
+    Vdn__StatusReply *h;
+    job(c, low[1], &h);
+    snprintf(b, sizeof b, "b%llu", (unsigned long long)h->jobs[0]->batch_id);
+    vdn_client_free(h);
+    CHECK(vdn_client_cancel(c, b, &n, err, sizeof err) == 0 && n == 1);
+    fw_close(&w);
+    vdn_client_close(c);
+    stop_coordinator(pid, SIGTERM);
+}
+
+/* malformed and wrong-version frames on both endpoints: clear ERROR, service continues */
+static void test_malformed(void) {
+    char db[300], err[VDN_ERR_LEN];
+    snprintf(db, sizeof db, "%s/d.db", h_tmp);
+    pid_t pid;
+    start(&pid, db, "30", "3", "10");
+    fake_worker w, cl;
+    fw_open(&w, wep, "w-raw");
+    w.alive = 0;
+    fw_open(&cl, cep, "client-raw");
+    cl.alive = 0;
+    static const struct {
+        const char *bytes;
+        size_t len;
+        int code;
+    } bad[] = {
+        {"\x08\x02\x5a\x00", 4, VDN__ERROR__CODE__BAD_VERSION},   /* version 2 heartbeat */
+        {"\x5a\x00", 2, VDN__ERROR__CODE__BAD_VERSION},           /* no version */
+        {"\x08", 1, VDN__ERROR__CODE__MALFORMED},                 /* truncated varint */
+        {"\x08\x01\x52\x10\x0a", 5, VDN__ERROR__CODE__MALFORMED}, /* length past the end */
+        {"\x08\x01", 2, VDN__ERROR__CODE__MALFORMED},             /* no payload */
+        {"GET / HTTP/1.1\r\n\r\n", 18, VDN__ERROR__CODE__MALFORMED},
+    };
+    fake_worker *socks[2] = {&w, &cl};
+    for (int s = 0; s < 2; s++)
+        for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+            fw_send_raw(socks[s], bad[i].bytes, bad[i].len);
+            Vdn__Envelope *e = fw_recv(socks[s], 3);
+            CHECK(e && e->payload_case == VDN__ENVELOPE__PAYLOAD_ERROR &&
+                  (int)e->error->code == bad[i].code && e->error->message &&
+                  strlen(e->error->message) > 10);
+            if (e && bad[i].code == VDN__ERROR__CODE__BAD_VERSION && bad[i].len == 4)
+                CHECK(strstr(e->error->message, "protocol_version 2") != NULL);
+            if (e) vdn__envelope__free_unpacked(e, NULL);
+        }
+    /* messages on the wrong endpoint, and before READY */
+    fw_heartbeat(&w, 0);
+    Vdn__Envelope *e = fw_recv(&w, 3);
+    CHECK(e && e->payload_case == VDN__ENVELOPE__PAYLOAD_ERROR &&
+          e->error->code == VDN__ERROR__CODE__UNKNOWN_WORKER);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    fw_ready(&cl, "tiny", 1, 1, 0);
+    e = fw_recv(&cl, 3);
+    CHECK(e && e->payload_case == VDN__ENVELOPE__PAYLOAD_ERROR &&
+          e->error->code == VDN__ERROR__CODE__UNEXPECTED);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    /* a READY without a worker id is refused with the field named */
+    Vdn__Ready r = VDN__READY__INIT;
+    Vdn__Envelope env = VDN__ENVELOPE__INIT;
+    env.payload_case = VDN__ENVELOPE__PAYLOAD_READY;
+    env.ready = &r;
+    fw_send(&w, &env);
+    e = fw_recv(&w, 3);
+    CHECK(e && e->payload_case == VDN__ENVELOPE__PAYLOAD_ERROR &&
+          e->error->code == VDN__ERROR__CODE__INVALID && strstr(e->error->message, "worker_id"));
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    /* an invalid job over the wire is refused whole, each problem named */
+    vdn_client *c = client();
+    vdn_job_spec s[2];
+    memset(s, 0, sizeof s);
+    s[0].prompt_cache = "/p";
+    s[1].prompt_cache = NULL;
+    s[1].height = 65;
+    s[1].variant = "bogus";
+    uint64_t batch;
+    CHECK(vdn_client_submit(c, s, 2, NULL, 0, NULL, &batch, NULL, err, sizeof err) == -1);
+    CHECK(vdn_client_error_code(c) == VDN__ERROR__CODE__INVALID && strstr(err, "job 2") &&
+          strstr(err, "prompt_cache") && strstr(err, "height") && strstr(err, "variant"));
+    Vdn__ListReply *l = vdn_client_list(c, NULL, 0, err, sizeof err);
+    CHECK(l && l->n_batches == 0); /* nothing submitted */
+    vdn_client_free(l);
+    CHECK(vdn_client_status(c, "b77", err, sizeof err) == NULL &&
+          vdn_client_error_code(c) == VDN__ERROR__CODE__NOT_FOUND);
+    /* a REQ socket (with its empty delimiter frame) is served as well */
+    void *req = zmq_socket(cl.ctx, ZMQ_REQ);
+    int zero = 0;
+    zmq_setsockopt(req, ZMQ_LINGER, &zero, sizeof zero);
+    REQUIRE(zmq_connect(req, cep) == 0);
+    Vdn__WorkersRequest wq = VDN__WORKERS_REQUEST__INIT;
+    Vdn__Envelope q = VDN__ENVELOPE__INIT;
+    q.payload_case = VDN__ENVELOPE__PAYLOAD_WORKERS;
+    q.workers = &wq;
+    CHECK(vdn_wire_send(req, NULL, 0, &q, err, sizeof err) == 0);
+    zmq_pollitem_t it = {req, 0, ZMQ_POLLIN, 0};
+    CHECK(zmq_poll(&it, 1, 3000) == 1);
+    char buf[4096];
+    int got = zmq_recv(req, buf, sizeof buf, ZMQ_DONTWAIT);
+    int code;
+    e = got > 0 ? vdn_wire_decode(buf, (size_t)got, &code, err, sizeof err) : NULL;
+    CHECK(e && e->payload_case == VDN__ENVELOPE__PAYLOAD_WORKERS_REPLY);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    zmq_close(req);
+    vdn_client_close(c);
+    fw_close(&w);
+    fw_close(&cl);
+    kill(pid, 0);
+    CHECK(kill(pid, 0) == 0); /* still running after all that */
+    stop_coordinator(pid, SIGTERM);
+}
+
+/* restart: a killed coordinator resumes from the database; a worker that reconnects with its
+ * still-current attempt finishes it (completed once); an attempt whose lease passed while the
+ * coordinator was down is requeued with a new attempt id. */
+static void test_restart(void) {
+    char db[300];
+    snprintf(db, sizeof db, "%s/e.db", h_tmp);
+    pid_t pid;
+    start(&pid, db, "2", "3", "10");
+    vdn_client *c = client();
+    uint64_t ids[2];
+    submit(c, 2, 0, NULL, 0, ids);
+    fake_worker w;
+    fw_open(&w, wep, "w6");
+    fw_ready(&w, "tiny", 1, 80ull << 30, 0);
+    Vdn__Envelope *e = expect_assign(&w, 3);
+    REQUIRE(e);
+    uint64_t a1 = e->assign->attempt_id;
+    vdn__envelope__free_unpacked(e, NULL);
+    stop_coordinator(pid, SIGKILL);
+    start(&pid, db, "2", "3", "10");
+    /* the worker's heartbeats now reach a coordinator that does not know it */
+    e = fw_expect(&w, VDN__ENVELOPE__PAYLOAD_ERROR, 5);
+    CHECK(e && e->error->code == VDN__ERROR__CODE__UNKNOWN_WORKER);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    fw_ready(&w, "tiny", 1, 80ull << 30, a1);
+    e = fw_recv(&w, 0.8);
+    CHECK(e == NULL || e->payload_case != VDN__ENVELOPE__PAYLOAD_CANCEL);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    fw_result(&w, a1, "restart/out.safetensors");
+    e = fw_expect(&w, VDN__ENVELOPE__PAYLOAD_ACK, 3);
+    CHECK(e && e->ack->attempt_id == a1);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    w.attempt = 0;
+    e = expect_assign(&w, 3);
+    REQUIRE(e);
+    CHECK(e->assign->job_id == ids[1]);
+    uint64_t a2 = e->assign->attempt_id;
+    vdn__envelope__free_unpacked(e, NULL);
+    vdn_client_close(c);
+    /* down longer than the lease */
+    stop_coordinator(pid, SIGKILL);
+    w.alive = 0;
+    sleep_s(2.5);
+    start(&pid, db, "2", "3", "10");
+    w.alive = 1;
+    c = client();
+    CHECK(job_is(c, ids[1], "queued"));
+    fw_ready(&w, "tiny", 1, 80ull << 30, a2);
+    e = fw_expect(&w, VDN__ENVELOPE__PAYLOAD_CANCEL, 3);
+    CHECK(e && e->cancel->attempt_id == a2);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    w.attempt = 0;
+    fw_fail(&w, a2, "cancelled", 0); /* stale: refused, and the worker is free */
+    e = expect_assign(&w, 3);
+    REQUIRE(e);
+    uint64_t a3 = e->assign->attempt_id;
+    CHECK(e->assign->job_id == ids[1] && a3 != a2);
+    vdn__envelope__free_unpacked(e, NULL);
+    fw_result(&w, a3, "restart/out2.safetensors");
+    e = fw_expect(&w, VDN__ENVELOPE__PAYLOAD_ACK, 3);
+    CHECK(e != NULL);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    CHECK(job_is(c, ids[0], "done") && job_is(c, ids[1], "done"));
+    vdn_client_close(c);
+    fw_close(&w);
+    stop_coordinator(pid, SIGTERM);
+
+    /* offline status straight from the database, as JSON, checked against SQLite itself */
+    char out[65536];
+    CHECK(run_cli(out, sizeof out, "status --db %s --json", db) == 0);
+    cJSON *j = cJSON_Parse(out);
+    CHECK(j != NULL);
+    const cJSON *b = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "batches"), 0);
+    CHECK(b && cJSON_GetObjectItem(b, "n_done")->valueint == 2 &&
+          !strcmp(cJSON_GetObjectItem(b, "state")->valuestring, "done"));
+    cJSON_Delete(j);
+    char t[32];
+    snprintf(t, sizeof t, "j%llu", (unsigned long long)ids[0]);
+    CHECK(run_cli(out, sizeof out, "status --db %s %s", db, t) == 0 && strstr(out, "done") &&
+          strstr(out, "restart/out.safetensors"));
+    /* exactly one 'done' event and one done attempt per job: nothing completed twice */
+    sqlite3 *dbh;
+    REQUIRE(sqlite3_open_v2(db, &dbh, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    sqlite3_stmt *st;
+    REQUIRE(sqlite3_prepare_v2(dbh,
+                               "SELECT (SELECT count(*) FROM events WHERE kind='done'), "
+                               "(SELECT count(*) FROM attempts WHERE state='done'), "
+                               "(SELECT count(*) FROM attempts WHERE state='running')",
+                               -1, &st, NULL) == SQLITE_OK);
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    CHECK(sqlite3_column_int(st, 0) == 2 && sqlite3_column_int(st, 1) == 2 &&
+          sqlite3_column_int(st, 2) == 0);
+    sqlite3_finalize(st);
+    sqlite3_close(dbh);
+    CHECK(run_cli(out, sizeof out, "status --db %s/missing.db", h_tmp) == 6 &&
+          strstr(out, "missing.db"));
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_coord PATH/TO/vdn-coord-test\n");
+        return 2;
+    }
+    harness_init(argv[1]);
+    snprintf(wep, sizeof wep, "tcp://127.0.0.1:%d", h_port(0));
+    snprintf(cep, sizeof cep, "tcp://127.0.0.1:%d", h_port(1));
+    double t0 = vdn_now();
+    test_lease_and_fencing();
+    fprintf(stderr, "lease/fencing done (%.1f s)\n", vdn_now() - t0);
+    test_failures();
+    fprintf(stderr, "failures done (%.1f s)\n", vdn_now() - t0);
+    test_cancel_drain();
+    fprintf(stderr, "cancel/drain done (%.1f s)\n", vdn_now() - t0);
+    test_malformed();
+    fprintf(stderr, "malformed done (%.1f s)\n", vdn_now() - t0);
+    test_restart();
+    fprintf(stderr, "restart done (%.1f s)\n", vdn_now() - t0);
+    if (failures) {
+        harness_dump_log();
+        fprintf(stderr, "%d checks failed\n", failures);
+    }
+    harness_cleanup();
+    if (failures) return 1;
+    printf("coordinator: all checks passed (%.1f s)\n", vdn_now() - t0);
+    return 0;
+}
