@@ -352,12 +352,17 @@ int vdn_config_parse_shift(const char *label, const char *text, size_t len, floa
                            size_t errlen) {
     cJSON *root = parse_json(label, text, len, err, errlen);
     if (!root) return -1;
-    const cJSON *s = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "shift") : NULL;
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return vdn_fail(err, errlen, "%s: expected a JSON object", label);
+    }
+    /* a scheduler config without "shift" keeps the default (the key name is all we read) */
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, "shift");
     double v = 0;
     int rc = 0;
-    if (!s || number_in(s, K_FLOAT, 1e-6, 1e6, &v) != 0)
+    if (s && number_in(s, K_FLOAT, 1e-6, 1e6, &v) != 0)
         rc = vdn_fail(err, errlen, "%s: key \"shift\": expected a positive number", label);
-    else
+    else if (s)
         *shift = (float)v;
     cJSON_Delete(root);
     return rc;

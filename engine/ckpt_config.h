@@ -30,7 +30,8 @@ int vdn_config_parse_base(const char *label, const char *text, size_t len, vdn_c
 int vdn_config_parse_transform(const char *label, const char *text, size_t len, vdn_config *cfg,
                                char *err, size_t errlen);
 
-/* Scheduler config (scheduler/scheduler_config.json): its "shift" (positive number). */
+/* Scheduler config (scheduler/scheduler_config.json): its "shift" (positive number) when
+ * present; *shift is left alone when the key is absent. */
 int vdn_config_parse_shift(const char *label, const char *text, size_t len, float *shift, char *err,
                            size_t errlen);
 
