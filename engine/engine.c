@@ -39,23 +39,6 @@ const vdn_backend_ops *vdn_backend_find(const char *name) {
     return NULL;
 }
 
-/* ---- frame arithmetic (DIFF-MP) ---- */
-
-int vdn_snap_frames(int pixel_frames) {
-    if (pixel_frames <= 5) return 5;
-    int n = (pixel_frames - 5 + 16) / 17; /* round up to 17n + 5 */
-    return 17 * n + 5;
-}
-
-int vdn_latent_frames(int pixel_frames) {
-    int f = vdn_snap_frames(pixel_frames);
-    return (f - 5) / 17 * 5 + 2;
-}
-
-int vdn_audio_latents(int pixel_frames) {
-    return (int)llround(vdn_snap_frames(pixel_frames) / 24.0 * 40.0);
-}
-
 /* ---- engine ---- */
 
 static int g_threads = 0;

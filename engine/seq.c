@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine.h"
 #include "seq.h"
 #include "vdn_util.h"
 
@@ -222,4 +223,21 @@ void vdn_rows_to_audio(float *audio, const float *rows, int ch, int La) {
         for (int t = 0; t < La; t++)
             for (int k = 0; k < ch; k++)
                 audio[((size_t)c * ch + k) * La + t] = rows[((size_t)c * La + t) * ch + k];
+}
+
+/* ---- frame arithmetic (DIFF-MP align_num_frames etc.; declared in engine.h) ---- */
+
+int vdn_snap_frames(int pixel_frames) {
+    if (pixel_frames <= 5) return 5;
+    int n = (pixel_frames - 5 + 16) / 17; /* round up to 17n + 5 */
+    return 17 * n + 5;
+}
+
+int vdn_latent_frames(int pixel_frames) {
+    int f = vdn_snap_frames(pixel_frames);
+    return (f - 5) / 17 * 5 + 2;
+}
+
+int vdn_audio_latents(int pixel_frames) {
+    return (int)llround(vdn_snap_frames(pixel_frames) / 24.0 * 40.0);
 }

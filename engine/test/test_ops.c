@@ -5,6 +5,7 @@
 #include "check.h"
 #include "ops.h"
 #include "sampler.h"
+#include "engine.h"
 #include "seq.h"
 
 static void test_linear(void) {
@@ -285,7 +286,23 @@ static void test_sigma_grid(void) {
     CHECK(fabs(mean) < 0.03 && fabs(var - 1) < 0.05, "noise moments %g %g", mean, var);
 }
 
+/* DIFF-MP: snap up to 17n+5 (loop as the reference), latent (n-5)//17*5+2, audio round(n/24*40) */
+static void test_frames(void) {
+    for (int f = 1; f <= 400; f++) {
+        int snap = f;
+        while (snap % 17 != 5)
+            snap++;
+        CHECK(vdn_snap_frames(f) == snap, "snap(%d) = %d, expected %d", f, vdn_snap_frames(f),
+              snap);
+        CHECK(vdn_latent_frames(f) == (snap - 5) / 17 * 5 + 2, "latent(%d)", f);
+        CHECK(vdn_audio_latents(f) == (int)lround(snap / 24.0 * 40.0), "audio(%d)", f);
+    }
+    CHECK(vdn_latent_frames(345) == 102 && vdn_audio_latents(345) == 575, "345 -> 102, 575");
+    CHECK(vdn_latent_frames(56) == 17, "56 -> 17 latent frames");
+}
+
 int main(void) {
+    test_frames();
     test_linear();
     test_rmsnorm_modulate();
     test_swiglu_silu();
