@@ -123,11 +123,15 @@ int vdn_attn_keep(const vdn_config *cfg, const vdn_attn_plan *plan, const vdn_la
 int vdn_attn_mode_parse(const char *name, vdn_attn_mode *mode);
 const char *vdn_attn_mode_name(vdn_attn_mode mode);
 
-/* Registry. The CPU backend is always registered. Another backend registers itself before the
- * engine opens (e.g. kernels/ calls vdn_backend_register(&vdn_cuda_ops) from vdn's main or a
- * constructor in an object linked whole). As a second route that needs no call at all, engine/
- * also looks up a weak symbol `vdn_cuda_backend_ops` (a const vdn_backend_ops) which a CUDA object
- * may define; when it is linked in, it is used for "cuda". */
+/* Registry. The CPU backend is always available. Two ways for kernels/ to provide "cuda"
+ * without engine/ depending on CUDA:
+ *  1. define `const vdn_backend_ops vdn_cuda_backend_ops = {"cuda", ...};` (C linkage) in an
+ *     object that is linked into the binary. engine.c refers to it weakly, so the linker does NOT
+ *     pull it out of a static archive by itself: link that object directly (an OBJECT library,
+ *     or $<LINK_LIBRARY:WHOLE_ARCHIVE,vdn_cuda>), or reference it from code that is linked;
+ *  2. call vdn_backend_register(&ops) before vdn_engine_open (a later registration of the same
+ *     name replaces the earlier one).
+ * VDN_BACKEND_AUTO then picks "cuda" when found and its available() says yes, else "cpu". */
 int vdn_backend_register(const vdn_backend_ops *ops); /* 0, or -1 when the table is full */
 const vdn_backend_ops *vdn_backend_find(const char *name);
 const vdn_backend_ops *vdn_cpu_backend_ops(void);
