@@ -8,8 +8,10 @@
  * mode: t2va | i2va | l2va | fl2va. prompt: the text (may be empty; the cache is what renders).
  * prompt_cache: safetensors path (relative to the manifest's folder) or store URI
  *   ("scheme://..."), holding prompt_embeds (L, text_dim) and text_token_tags (L,) exactly as the
- *   official Qwen3-VL caches do. keyframes: file with tensor "keyframe_latents" (K, C, 1, h, w),
- *   K = 1 for i2va / l2va, 2 for fl2va; optional (default: the prompt cache); refused for t2va.
+ *   official Qwen3-VL caches do (engine/prompt.h). keyframes: a safetensors file holding the
+ *   conditioning latents "keyframe_first" and/or "keyframe_last" ((24,1,h,w) or (1,24,1,h,w),
+ *   the prompt-cache names): i2va needs first, l2va last, fl2va both; optional (default: the
+ *   prompt cache itself, where the engine reads them); refused for t2va.
  * seed: integer 0..2^53. frames: pixel frames >= 1. height, width: positive multiples of 32.
  * Unknown fields are errors (a typo must not silently fall back to a default). */
 #ifndef VDN_EVAL_SUITE_H

@@ -1,0 +1,455 @@
+/* `vdn eval report`: read a sweep's outputs back from the object store, compute the metrics of
+ * every (prompt, variant) output, run the configured external scorers, and hand the results to
+ * report.c. A missing or damaged output is an error for that output only: the report still
+ * comes out, with the error listed and the pair left out of the statistics. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metrics.h"
+#include "results.h"
+#include "safetensors.h"
+#include "scorer.h"
+#include "store.h"
+#include "suite.h"
+#include "sweep.h"
+#include "vdn_util.h"
+
+#define PSNR_CAP 100.0 /* identical outputs give +inf; capped so they still count in the means */
+
+typedef struct {
+    float *video; /* (C, F, H, W) */
+    int C, F, H, W;
+    char *local_video, *local_record;
+} output;
+
+static void usage(FILE *f) {
+    fprintf(
+        f,
+        "usage: vdn eval report SWEEP.json --out DIR [--scorers CONF.json] [--strips N]\n"
+        "                       [--resamples N] [--seed S] [--title TEXT]\n"
+        "Reads every output of the sweep from its store, computes the metrics (docs/eval.md),\n"
+        "paired statistics against the baseline, and writes DIR/report.html + DIR/report.json.\n");
+}
+
+static double cap(double x) {
+    return x > PSNR_CAP ? PSNR_CAP : x;
+}
+
+/* Video tensor of an output file: float, 4-D (C, F, H, W). */
+static int load_video(const char *path, output *o, char *err, size_t errlen) {
+    vdn_st_file *f = vdn_st_open(path, err, errlen);
+    if (!f) return -1;
+    const vdn_st_entry *e = vdn_st_find(f, "video");
+    int rc = -1;
+    if (!e) {
+        vdn_fail(err, errlen, "%s: no tensor 'video'; expected (24, F, H, W) float32", path);
+    } else if (e->ndim != 4 || e->shape[0] < 1 || e->shape[1] < 1 || e->shape[2] < 1 ||
+               e->shape[3] < 1 || e->shape[0] > 4096 || e->shape[1] > 100000 ||
+               e->shape[2] > 4096 || e->shape[3] > 4096) {
+        vdn_fail(err, errlen, "%s: tensor 'video': expected 4 dims (C, F, H, W), got %d", path,
+                 e->ndim);
+    } else {
+        o->C = (int)e->shape[0];
+        o->F = (int)e->shape[1];
+        o->H = (int)e->shape[2];
+        o->W = (int)e->shape[3];
+        o->video = vdn_xmalloc((size_t)e->numel * sizeof(float));
+        rc = vdn_st_to_f32(f, e, o->video, err, errlen);
+        if (rc) {
+            free(o->video);
+            o->video = NULL;
+        } else {
+            for (int64_t i = 0; i < e->numel; i++)
+                if (!isfinite(o->video[i])) {
+                    rc = vdn_fail(err, errlen, "%s: tensor 'video': element %lld is not finite",
+                                  path, (long long)i);
+                    free(o->video);
+                    o->video = NULL;
+                    break;
+                }
+        }
+    }
+    vdn_st_close(f);
+    return rc;
+}
+
+/* Seconds per model evaluation (mean of timing.nfe_seconds) and end-to-end seconds. */
+static int load_timing(const char *path, double *spn, double *total, char *err, size_t errlen) {
+    size_t len;
+    *spn = *total = NAN;
+    char *text = vdn_read_file(path, &len, err, errlen);
+    if (!text) return -1;
+    cJSON *o = cJSON_ParseWithLength(text, len);
+    free(text);
+    const cJSON *t = o ? cJSON_GetObjectItemCaseSensitive(o, "timing") : NULL;
+    const cJSON *ns = t ? cJSON_GetObjectItemCaseSensitive(t, "nfe_seconds") : NULL;
+    const cJSON *ts = t ? cJSON_GetObjectItemCaseSensitive(t, "total_seconds") : NULL;
+    int rc = 0;
+    if (!o || !cJSON_IsObject(o)) {
+        rc = vdn_fail(err, errlen, "%s: run record is not a JSON object", path);
+    } else if (!cJSON_IsArray(ns) || !cJSON_IsNumber(ts)) {
+        rc = vdn_fail(
+            err, errlen,
+            "%s: run record: expected timing.nfe_seconds (array) and timing.total_seconds (number)",
+            path);
+    } else {
+        double s = 0;
+        int n = 0;
+        for (const cJSON *x = ns->child; x; x = x->next)
+            if (cJSON_IsNumber(x)) s += x->valuedouble, n++;
+        *spn = n ? s / n : NAN;
+        *total = ts->valuedouble;
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
+/* Keyframe latent "keyframe_first" / "keyframe_last": (C,1,h,w) or (1,C,1,h,w). */
+static float *load_keyframe(const char *path, const char *name, int C, int H, int W, char *err,
+                            size_t errlen) {
+    vdn_st_file *f = vdn_st_open(path, err, errlen);
+    if (!f) return NULL;
+    const vdn_st_entry *e = vdn_st_find(f, name);
+    float *out = NULL;
+    int off = e && e->ndim == 5 ? 1 : 0;
+    if (!e) {
+        vdn_fail(err, errlen, "%s: no tensor '%s' (the mode needs it for endpoint fidelity)", path,
+                 name);
+    } else if ((e->ndim != 4 && e->ndim != 5) || (off && e->shape[0] != 1) || e->shape[off] != C ||
+               e->shape[off + 1] != 1 || e->shape[off + 2] != H || e->shape[off + 3] != W) {
+        vdn_fail(err, errlen, "%s: tensor '%s': expected shape (%d, 1, %d, %d) to match the output",
+                 path, name, C, H, W);
+    } else {
+        out = vdn_xmalloc((size_t)e->numel * sizeof *out);
+        if (vdn_st_to_f32(f, e, out, err, errlen)) {
+            free(out);
+            out = NULL;
+        }
+    }
+    vdn_st_close(f);
+    return out;
+}
+
+/* Endpoint fidelity: preview of generated frame `frame` against the keyframe's preview. */
+static void endpoint_scores(const output *o, const float *kf, int frame, double *psnr,
+                            double *ssim) {
+    int s = VDN_PREVIEW_SCALE, h = o->H * s, w = o->W * s;
+    double *a = vdn_xmalloc((size_t)h * w * sizeof *a), *b = vdn_xmalloc((size_t)h * w * sizeof *b);
+    vdn_latent_preview(kf, o->C, 1, o->H, o->W, 0, s, a, NULL);
+    vdn_latent_preview(o->video, o->C, o->F, o->H, o->W, frame, s, b, NULL);
+    *psnr = cap(vdn_psnr(a, b, (size_t)h * w, 1.0));
+    *ssim = vdn_ssim(a, b, h, w, 1.0);
+    free(a);
+    free(b);
+}
+
+static int cmp_mode_first(const vdn_suite *s, int p) {
+    return (int)s->items[p].mode;
+}
+
+int vdn_eval_report_main(int argc, char **argv) {
+    const char *sweep_path = NULL, *out_dir = NULL, *scorers_path = NULL, *title = NULL;
+    int n_strips = 4, resamples = 10000;
+    unsigned long long seed = 20261120ull;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (a[0] == '-' && a[1] == '-') {
+            if (!v) {
+                fprintf(stderr, "vdn eval report: %s needs a value\n", a);
+                return 2;
+            }
+            i++;
+            if (!strcmp(a, "--out"))
+                out_dir = v;
+            else if (!strcmp(a, "--scorers"))
+                scorers_path = v;
+            else if (!strcmp(a, "--title"))
+                title = v;
+            else if (!strcmp(a, "--strips"))
+                n_strips = atoi(v);
+            else if (!strcmp(a, "--resamples"))
+                resamples = atoi(v);
+            else if (!strcmp(a, "--seed"))
+                seed = strtoull(v, NULL, 10);
+            else {
+                fprintf(stderr, "vdn eval report: unknown option %s\n", a);
+                usage(stderr);
+                return 2;
+            }
+        } else if (!sweep_path) {
+            sweep_path = a;
+        } else {
+            fprintf(stderr, "vdn eval report: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!sweep_path || !out_dir) {
+        usage(stderr);
+        return 2;
+    }
+    if (resamples < 100 || resamples > 10000000 || n_strips < 0 || n_strips > 1000) {
+        fprintf(stderr, "vdn eval report: --resamples expects 100..1e7, --strips 0..1000\n");
+        return 2;
+    }
+    char err[VDN_ERR_LEN];
+    vdn_sweep sw;
+    if (vdn_sweep_load(sweep_path, &sw, err, sizeof err)) {
+        fprintf(stderr, "vdn eval report: %s\n", err);
+        return 1;
+    }
+    vdn_suite suite;
+    if (vdn_suite_load(sw.suite, &suite, err, sizeof err)) {
+        fprintf(stderr, "vdn eval report: %s\n", err);
+        vdn_sweep_free(&sw);
+        return 1;
+    }
+    vdn_scorer_set scorers = {0};
+    if (scorers_path && vdn_scorers_load(scorers_path, &scorers, err, sizeof err)) {
+        fprintf(stderr, "vdn eval report: %s\n", err);
+        vdn_suite_free(&suite);
+        vdn_sweep_free(&sw);
+        return 1;
+    }
+    vdn_store *st = vdn_store_open(sw.store, NULL, err, sizeof err);
+    if (!st) {
+        fprintf(stderr, "vdn eval report: store %s: %s\n", sw.store, err);
+        vdn_scorers_free(&scorers);
+        vdn_suite_free(&suite);
+        vdn_sweep_free(&sw);
+        return 1;
+    }
+    char cache_dir[4096];
+    snprintf(cache_dir, sizeof cache_dir, "%s/outputs", out_dir);
+    if (vdn_mkdir_p(cache_dir, err, sizeof err)) {
+        fprintf(stderr, "vdn eval report: %s\n", err);
+        return 1;
+    }
+
+    int np = suite.n, nv = sw.n_variants;
+    vdn_results r;
+    vdn_results_init(&r, np, nv, 0);
+    for (int v = 0; v < nv; v++) {
+        r.variants[v] = vdn_xstrdup(sw.variants[v].name);
+        if (!strcmp(sw.variants[v].name, sw.baseline)) r.baseline = v;
+    }
+    for (int p = 0; p < np; p++) {
+        r.prompt_ids[p] = vdn_xstrdup(suite.items[p].id);
+        r.prompt_modes[p] = vdn_xstrdup(vdn_suite_mode_name(suite.items[p].mode));
+        r.prompt_texts[p] = vdn_xstrdup(suite.items[p].prompt);
+    }
+    r.title = vdn_xstrdup(title ? title : "vdn evaluation report");
+    r.sweep_path = vdn_xstrdup(sweep_path);
+    r.store_uri = vdn_xstrdup(sw.store);
+    r.suite_path = vdn_xstrdup(sw.suite);
+    if (sw.checkpoint) r.checkpoint = vdn_xstrdup(sw.checkpoint);
+    r.resamples = resamples;
+    r.seed = seed;
+    int m_l2 = vdn_results_add_metric(&r, "fidelity_rel_l2", "Rel. L2 to baseline (latent)", "", -1,
+                                      VDN_METRIC_REFERENCE);
+    int m_fp = vdn_results_add_metric(&r, "fidelity_psnr", "PSNR to baseline (latent)", "dB", 1,
+                                      VDN_METRIC_REFERENCE);
+    int m_ep = vdn_results_add_metric(&r, "endpoint_psnr", "Endpoint PSNR (keyframe modes)", "dB",
+                                      1, VDN_METRIC_PAIRED);
+    int m_es = vdn_results_add_metric(&r, "endpoint_ssim", "Endpoint SSIM (keyframe modes)", "", 1,
+                                      VDN_METRIC_PAIRED);
+    int m_mo = vdn_results_add_metric(&r, "motion_flow", "Mean ILK flow", "latent px", 0,
+                                      VDN_METRIC_PAIRED);
+    int m_td = vdn_results_add_metric(&r, "temporal_diff", "Frame-to-frame RMS change", "", 0,
+                                      VDN_METRIC_PAIRED);
+    int m_tv = vdn_results_add_metric(&r, "temporal_diff_var", "Variance of frame-to-frame change",
+                                      "", 0, VDN_METRIC_PAIRED);
+
+    /* strips: the first prompt of each mode, then the next prompts in order */
+    int *strip_of = vdn_xcalloc((size_t)np + 1, sizeof *strip_of), chosen = 0;
+    for (int mode = 0; mode < 4 && chosen < n_strips; mode++)
+        for (int p = 0; p < np; p++)
+            if (cmp_mode_first(&suite, p) == mode) {
+                strip_of[p] = 1;
+                chosen++;
+                break;
+            }
+    for (int p = 0; p < np && chosen < n_strips; p++)
+        if (!strip_of[p]) strip_of[p] = 1, chosen++;
+    r.strips = vdn_xcalloc((size_t)chosen + 1, sizeof *r.strips);
+
+    output *outs = vdn_xcalloc((size_t)nv, sizeof *outs);
+    int n_ok = 0;
+    for (int p = 0; p < np; p++) {
+        const vdn_suite_item *it = &suite.items[p];
+        for (int v = 0; v < nv; v++) {
+            output *o = &outs[v];
+            memset(o, 0, sizeof *o);
+            const vdn_sweep_pair *q = vdn_sweep_find(&sw, it->id, sw.variants[v].name);
+            if (!q) {
+                vdn_results_set_error(&r, v, p,
+                                      "the sweep manifest has no pair for this prompt and variant");
+                continue;
+            }
+            char lv[4300], lr[4300];
+            snprintf(lv, sizeof lv, "%s/%s_%s.safetensors", cache_dir, it->id, sw.variants[v].key);
+            snprintf(lr, sizeof lr, "%s/%s_%s.json", cache_dir, it->id, sw.variants[v].key);
+            if (vdn_store_get_file(st, q->video_key, lv, err, sizeof err) ||
+                load_video(lv, o, err, sizeof err)) {
+                vdn_results_set_error(&r, v, p, "%s", err);
+                continue;
+            }
+            o->local_video = vdn_xstrdup(lv);
+            double spn, tot;
+            if (vdn_store_get_file(st, q->record_key, lr, err, sizeof err) ||
+                load_timing(lr, &spn, &tot, err, sizeof err)) {
+                vdn_results_set_error(&r, v, p, "%s", err);
+            } else {
+                o->local_record = vdn_xstrdup(lr);
+                r.s_per_nfe[(size_t)v * np + p] = spn;
+                r.seconds_total[(size_t)v * np + p] = tot;
+            }
+            n_ok++;
+            *vdn_results_at(&r, m_mo, v, p) =
+                vdn_motion_mean_flow(o->video, o->C, o->F, o->H, o->W);
+            double tm, tvv;
+            vdn_temporal_diff(o->video, o->C, o->F, o->H, o->W, &tm, &tvv);
+            *vdn_results_at(&r, m_td, v, p) = tm;
+            *vdn_results_at(&r, m_tv, v, p) = tvv;
+            int nk = vdn_suite_mode_keyframes(it->mode);
+            if (nk) {
+                char *kpath =
+                    vdn_suite_resolve(&suite, it->keyframes ? it->keyframes : it->prompt_cache);
+                double ps = 0, ss = 0;
+                int got = 0;
+                const char *names[2] = {"keyframe_first", "keyframe_last"};
+                for (int k = 0; k < 2; k++) {
+                    if (k == 0 && it->mode == VDN_MODE_L2VA) continue;
+                    if (k == 1 && it->mode == VDN_MODE_I2VA) continue;
+                    float *kf = load_keyframe(kpath, names[k], o->C, o->H, o->W, err, sizeof err);
+                    if (!kf) {
+                        vdn_results_set_error(&r, v, p, "%s", err);
+                        continue;
+                    }
+                    double a, b;
+                    endpoint_scores(o, kf, k == 0 ? 0 : o->F - 1, &a, &b);
+                    ps += a;
+                    ss += b;
+                    got++;
+                    free(kf);
+                }
+                if (got == nk) {
+                    *vdn_results_at(&r, m_ep, v, p) = ps / got;
+                    *vdn_results_at(&r, m_es, v, p) = ss / got;
+                }
+                free(kpath);
+            }
+            for (int s = 0; s < scorers.n; s++) {
+                vdn_scorer_args sa = {o->local_video, o->local_record, it->prompt, it->id,
+                                      sw.variants[v].name};
+                char **keys;
+                double *vals;
+                int nsc;
+                if (vdn_scorer_run(&scorers.s[s], &sa, &keys, &vals, &nsc, err, sizeof err)) {
+                    vdn_results_set_error(&r, v, p, "%s", err);
+                    continue;
+                }
+                for (int k = 0; k < nsc; k++) {
+                    char name[128];
+                    snprintf(name, sizeof name, "%s.%s", scorers.s[s].name, keys[k]);
+                    int m = vdn_results_find_metric(&r, name);
+                    if (m < 0)
+                        m = vdn_results_add_metric(&r, name, name, "",
+                                                   scorers.s[s].higher_is_better ? 1 : -1,
+                                                   VDN_METRIC_PAIRED);
+                    *vdn_results_at(&r, m, v, p) = vals[k];
+                }
+                vdn_scores_free(keys, vals, nsc);
+            }
+        }
+        /* fidelity against the baseline output of the same prompt (same seed, same noise) */
+        const output *b = &outs[r.baseline];
+        for (int v = 0; v < nv; v++) {
+            const output *o = &outs[v];
+            if (v == r.baseline || !o->video || !b->video) continue;
+            if (o->C != b->C || o->F != b->F || o->H != b->H || o->W != b->W) {
+                vdn_results_set_error(
+                    &r, v, p, "video shape (%d,%d,%d,%d) differs from the baseline's (%d,%d,%d,%d)",
+                    o->C, o->F, o->H, o->W, b->C, b->F, b->H, b->W);
+                continue;
+            }
+            size_t n = (size_t)o->C * o->F * o->H * o->W;
+            *vdn_results_at(&r, m_l2, v, p) = vdn_rel_l2(b->video, o->video, n);
+            *vdn_results_at(&r, m_fp, v, p) = cap(vdn_latent_psnr(b->video, o->video, n));
+            size_t i = (size_t)v * np + p, plane = (size_t)o->H * o->W;
+            r.frame_count[i] = o->F;
+            r.frame_rel_l2[i] = vdn_xmalloc((size_t)o->F * sizeof(double));
+            for (int f = 0; f < o->F; f++) { /* gather frame f of every channel */
+                double num = 0, den = 0;
+                for (int c = 0; c < o->C; c++) {
+                    const float *x = o->video + ((size_t)c * o->F + f) * plane,
+                                *y = b->video + ((size_t)c * b->F + f) * plane;
+                    for (size_t k = 0; k < plane; k++) {
+                        double d = (double)x[k] - y[k];
+                        num += d * d;
+                        den += (double)y[k] * y[k];
+                    }
+                }
+                r.frame_rel_l2[i][f] = den > 0 ? sqrt(num / den) : NAN;
+            }
+        }
+        if (strip_of[p]) {
+            vdn_strip *sp = &r.strips[r.n_strips++];
+            sp->prompt = p;
+            sp->rgb = vdn_xcalloc((size_t)nv, sizeof *sp->rgb);
+            const output *ref = b->video ? b : NULL;
+            for (int v = 0; v < nv && !ref; v++)
+                if (outs[v].video) ref = &outs[v];
+            if (ref) {
+                int cols = ref->F < 6 ? ref->F : 6;
+                int scale = 96 / ref->H;
+                scale = scale < 1 ? 1 : scale > 8 ? 8 : scale;
+                sp->frames = cols;
+                sp->tile_w = ref->W * scale;
+                sp->tile_h = ref->H * scale;
+                size_t tile = (size_t)sp->tile_w * sp->tile_h * 3;
+                uint8_t *t = vdn_xmalloc(tile);
+                for (int v = 0; v < nv; v++) {
+                    const output *o = &outs[v];
+                    if (!o->video || o->H != ref->H || o->W != ref->W) continue;
+                    int rw = sp->tile_w * cols;
+                    sp->rgb[v] = vdn_xcalloc((size_t)rw * sp->tile_h * 3, 1);
+                    for (int k = 0; k < cols; k++) {
+                        int f = cols > 1 ? (int)lround((double)k * (o->F - 1) / (cols - 1)) : 0;
+                        vdn_latent_preview(o->video, o->C, o->F, o->H, o->W, f, scale, NULL, t);
+                        for (int y = 0; y < sp->tile_h; y++)
+                            memcpy(sp->rgb[v] + ((size_t)y * rw + (size_t)k * sp->tile_w) * 3,
+                                   t + (size_t)y * sp->tile_w * 3, (size_t)sp->tile_w * 3);
+                    }
+                }
+                free(t);
+            }
+        }
+        for (int v = 0; v < nv; v++) {
+            free(outs[v].video);
+            free(outs[v].local_video);
+            free(outs[v].local_record);
+        }
+        if ((p + 1) % 10 == 0 || p + 1 == np)
+            fprintf(stderr, "eval report: %d/%d prompts read\n", p + 1, np);
+    }
+    free(outs);
+    free(strip_of);
+    int rc = vdn_report_write(&r, out_dir, err, sizeof err);
+    if (rc)
+        fprintf(stderr, "vdn eval report: %s\n", err);
+    else
+        printf("report: %s/report.html (%d of %d outputs read; numbers in %s/report.json)\n",
+               out_dir, n_ok, np * nv, out_dir);
+    vdn_results_free(&r);
+    vdn_store_close(st);
+    vdn_scorers_free(&scorers);
+    vdn_suite_free(&suite);
+    vdn_sweep_free(&sw);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,51 @@
+/* A sweep: every (prompt, variant) pair of a suite rendered through the coordinator as one
+ * tagged batch, outputs in the object store under
+ *   eval/TAG/PROMPT/VARIANT_KEY/out.safetensors   (video (24,F,H,W), audio (2,32,L) float32)
+ *   eval/TAG/PROMPT/VARIANT_KEY/out.json          (run record)
+ * The sweep manifest (JSON) names the suite, checkpoint, store, tag, batches and every pair with
+ * its keys; `vdn eval report` reads only it, the suite and the store. Re-running the same sweep
+ * submits only pairs with no output in the store and no job still queued or running. */
+#ifndef VDN_EVAL_SWEEP_H
+#define VDN_EVAL_SWEEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "variants.h"
+
+typedef struct {
+    char *prompt;              /* suite id */
+    char *variant;             /* variant name, e.g. "vdn@8" */
+    char *video_key;           /* PREFIX.safetensors */
+    char *record_key;          /* PREFIX.json */
+    uint64_t batch_id, job_id; /* 0 when not submitted by this manifest's runs */
+} vdn_sweep_pair;
+
+typedef struct {
+    char *path;       /* the manifest file */
+    char *suite;      /* absolute suite manifest path */
+    char *checkpoint; /* as given */
+    char *store;      /* store URI */
+    char *tag;
+    char *baseline;     /* variant name */
+    int steps_override; /* 0 = none */
+    vdn_variant *variants;
+    int n_variants;
+    uint64_t *batches;
+    int n_batches;
+    vdn_sweep_pair *pairs;
+    int n_pairs;
+} vdn_sweep;
+
+int vdn_sweep_parse(const char *text, size_t len, const char *path, vdn_sweep *s, char *err,
+                    size_t errlen);
+int vdn_sweep_load(const char *path, vdn_sweep *s, char *err, size_t errlen);
+int vdn_sweep_save(const vdn_sweep *s, char *err, size_t errlen); /* atomic, to s->path */
+void vdn_sweep_free(vdn_sweep *s);
+const vdn_sweep_pair *vdn_sweep_find(const vdn_sweep *s, const char *prompt, const char *variant);
+
+/* `vdn eval sweep` and `vdn eval report` (argv[0] = "sweep" / "report"). */
+int vdn_eval_sweep_main(int argc, char **argv);
+int vdn_eval_report_main(int argc, char **argv);
+
+#endif
