@@ -255,6 +255,7 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
     }
     int before = c->bad;
     int seen_prompt = 0, seen_frames = 0, seen_steps = 0, seen_out = 0;
+    const char *prompt_key = "prompt_cache"; /* messages name the field as the user wrote it */
     for (const cJSON *v = o->child; v; v = v->next) {
         const char *k = v->string;
         for (const cJSON *w = o->child; w != v; w = w->next)
@@ -262,6 +263,7 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
         long long x;
         if (!strcmp(k, "prompt_cache") || !strcmp(k, "prompt_file")) {
             if (seen_prompt++) bad(c, k, "prompt_cache and prompt_file both given; use one");
+            prompt_key = !strcmp(k, "prompt_file") ? "prompt_file" : "prompt_cache";
             get_str(c, v, k, &s->prompt_cache);
         } else if (!strcmp(k, "frames") || !strcmp(k, "num_frames")) {
             if (seen_frames++) bad(c, k, "frames and num_frames both given; use one");
@@ -327,7 +329,7 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
     /* Local prompt caches and noise files resolve against the JSONL file's folder and must exist
      * now: a missing file is this line's error, not a worker failure an hour later. */
     char **files[2] = {&s->prompt_cache, &s->noise_file};
-    const char *fields[2] = {"prompt_cache", "noise_file"};
+    const char *fields[2] = {prompt_key, "noise_file"};
     for (int i = 0; i < 2 && c->bad == before; i++) {
         char **pp = files[i];
         if (!*pp || is_uri(*pp)) continue;

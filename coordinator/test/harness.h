@@ -38,26 +38,26 @@ static char h_tmp[256];
 static char h_bin[1024];
 static char h_log[512];
 
-static void harness_dump_log(void) {
+static inline void harness_dump_log(void) {
     char cmd[700];
     snprintf(cmd, sizeof cmd, "echo '--- coordinator log:'; tail -n 40 %s 1>&2", h_log);
     if (h_log[0] && system(cmd)) {
     }
 }
 
-static void sleep_s(double s) {
+static inline void sleep_s(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (long)s) * 1e9)};
     nanosleep(&ts, NULL);
 }
 
-static void harness_init(const char *bin) {
+static inline void harness_init(const char *bin) {
     snprintf(h_bin, sizeof h_bin, "%s", bin);
     snprintf(h_tmp, sizeof h_tmp, "/tmp/vdn_coord_test_XXXXXX");
     REQUIRE(mkdtemp(h_tmp) != NULL);
     snprintf(h_log, sizeof h_log, "%s/coordinator.log", h_tmp);
 }
 
-static void harness_cleanup(void) {
+static inline void harness_cleanup(void) {
     if (failures) {
         fprintf(stderr, "keeping %s for inspection\n", h_tmp);
         return;
@@ -69,12 +69,12 @@ static void harness_cleanup(void) {
 }
 
 /* Two loopback ports unlikely to collide with parallel tests. */
-static int h_port(int k) {
+static inline int h_port(int k) {
     return 20000 + (int)(getpid() % 15000) * 2 + k;
 }
 
 /* Starts `BIN coordinator ARGS...` (NULL-terminated), waits for its "ready" line. */
-static pid_t start_coordinator(const char *first, ...) {
+static inline pid_t start_coordinator(const char *first, ...) {
     const char *args[40];
     int n = 0;
     args[n++] = h_bin;
@@ -120,7 +120,7 @@ static pid_t start_coordinator(const char *first, ...) {
     return pid;
 }
 
-static int stop_coordinator(pid_t pid, int sig) {
+static inline int stop_coordinator(pid_t pid, int sig) {
     kill(pid, sig);
     int st = 0;
     waitpid(pid, &st, 0);
@@ -128,7 +128,7 @@ static int stop_coordinator(pid_t pid, int sig) {
 }
 
 /* Runs BIN with a shell command line; stdout+stderr captured to out; returns exit code. */
-static int run_cli(char *out, size_t outlen, const char *fmt, ...) {
+static inline int run_cli(char *out, size_t outlen, const char *fmt, ...) {
     char cmd[4096];
     int off = snprintf(cmd, sizeof cmd, "%s ", h_bin);
     va_list ap;
@@ -154,9 +154,9 @@ typedef struct {
     double last_hb;
 } fake_worker;
 
-static void fw_heartbeat(fake_worker *w, uint64_t attempt);
+static inline void fw_heartbeat(fake_worker *w, uint64_t attempt);
 
-static void fw_open(fake_worker *w, const char *endpoint, const char *id) {
+static inline void fw_open(fake_worker *w, const char *endpoint, const char *id) {
     memset(w, 0, sizeof *w);
     w->alive = 1;
     snprintf(w->id, sizeof w->id, "%s", id);
@@ -167,22 +167,22 @@ static void fw_open(fake_worker *w, const char *endpoint, const char *id) {
     REQUIRE(zmq_connect(w->sock, endpoint) == 0);
 }
 
-static void fw_close(fake_worker *w) {
+static inline void fw_close(fake_worker *w) {
     zmq_close(w->sock);
     zmq_ctx_term(w->ctx);
 }
 
-static void fw_send(fake_worker *w, Vdn__Envelope *env) {
+static inline void fw_send(fake_worker *w, Vdn__Envelope *env) {
     char err[VDN_ERR_LEN];
     REQUIRE(vdn_wire_send(w->sock, NULL, 0, env, err, sizeof err) == 0);
 }
 
-static void fw_send_raw(fake_worker *w, const void *buf, size_t len) {
+static inline void fw_send_raw(fake_worker *w, const void *buf, size_t len) {
     REQUIRE(zmq_send(w->sock, buf, len, 0) == (int)len);
 }
 
 /* Next envelope that is not a HEARTBEAT, or NULL after timeout seconds. */
-static Vdn__Envelope *fw_recv(fake_worker *w, double timeout) {
+static inline Vdn__Envelope *fw_recv(fake_worker *w, double timeout) {
     double deadline = vdn_now() + timeout;
     for (;;) {
         double left = deadline - vdn_now();
@@ -215,7 +215,7 @@ static Vdn__Envelope *fw_recv(fake_worker *w, double timeout) {
 }
 
 /* Waits for a message of one kind, skipping others (returns NULL on timeout). */
-static Vdn__Envelope *fw_expect(fake_worker *w, int payload, double timeout) {
+static inline Vdn__Envelope *fw_expect(fake_worker *w, int payload, double timeout) {
     double deadline = vdn_now() + timeout;
     for (;;) {
         double left = deadline - vdn_now();
@@ -227,8 +227,8 @@ static Vdn__Envelope *fw_expect(fake_worker *w, int payload, double timeout) {
     }
 }
 
-static void fw_ready(fake_worker *w, const char *checkpoint, int ngpus, uint64_t mem,
-                     uint64_t running) {
+static inline void fw_ready(fake_worker *w, const char *checkpoint, int ngpus, uint64_t mem,
+                            uint64_t running) {
     Vdn__Gpu g[8], *gp[8];
     for (int i = 0; i < ngpus; i++) {
         vdn__gpu__init(&g[i]);
@@ -250,7 +250,7 @@ static void fw_ready(fake_worker *w, const char *checkpoint, int ngpus, uint64_t
     fw_send(w, &env);
 }
 
-static void fw_heartbeat(fake_worker *w, uint64_t attempt) {
+static inline void fw_heartbeat(fake_worker *w, uint64_t attempt) {
     Vdn__Heartbeat h = VDN__HEARTBEAT__INIT;
     if (attempt) h.has_attempt_id = 1, h.attempt_id = attempt;
     Vdn__Envelope env = VDN__ENVELOPE__INIT;
@@ -259,7 +259,7 @@ static void fw_heartbeat(fake_worker *w, uint64_t attempt) {
     fw_send(w, &env);
 }
 
-static void fw_progress(fake_worker *w, uint64_t attempt, int done, int total) {
+static inline void fw_progress(fake_worker *w, uint64_t attempt, int done, int total) {
     Vdn__Progress p = VDN__PROGRESS__INIT;
     p.has_attempt_id = p.has_nfe_done = p.has_nfe_total = p.has_nfe_seconds = 1;
     p.attempt_id = attempt, p.nfe_done = done, p.nfe_total = total, p.nfe_seconds = 0.5;
@@ -269,7 +269,7 @@ static void fw_progress(fake_worker *w, uint64_t attempt, int done, int total) {
     fw_send(w, &env);
 }
 
-static void fw_result(fake_worker *w, uint64_t attempt, const char *key) {
+static inline void fw_result(fake_worker *w, uint64_t attempt, const char *key) {
     char *keys[1] = {(char *)key};
     Vdn__Result r = VDN__RESULT__INIT;
     r.has_attempt_id = 1, r.attempt_id = attempt;
@@ -281,7 +281,7 @@ static void fw_result(fake_worker *w, uint64_t attempt, const char *key) {
     fw_send(w, &env);
 }
 
-static void fw_fail(fake_worker *w, uint64_t attempt, const char *reason, int retryable) {
+static inline void fw_fail(fake_worker *w, uint64_t attempt, const char *reason, int retryable) {
     Vdn__Fail f = VDN__FAIL__INIT;
     f.has_attempt_id = f.has_retryable = 1;
     f.attempt_id = attempt, f.retryable = retryable, f.reason = (char *)reason;

@@ -1,0 +1,229 @@
+/* The client commands as a user runs them, against a real coordinator: submit (good file,
+ * many bad lines, missing prompt cache), status/ls/logs/workers in human and --json form,
+ * cancel/retry, watch without a TTY, exit codes; keygen and CURVE (a listed client key works,
+ * an unlisted one is refused); the loopback-only rule without keys.
+ * Usage: test_cli PATH/TO/vdn-coord-test */
+#include <cjson/cJSON.h>
+#include <sys/stat.h>
+
+#include "client.h"
+#include "harness.h"
+
+static char out[65536];
+
+static void write_text(const char *path, const char *text) {
+    char err[VDN_ERR_LEN];
+    REQUIRE(vdn_write_file_atomic(path, text, strlen(text), err, sizeof err) == 0);
+}
+
+static void test_plain(void) {
+    char wep[64], cep[64], db[300], cache[300], good[300], bad[300], text[2048];
+    snprintf(wep, sizeof wep, "tcp://127.0.0.1:%d", h_port(0));
+    snprintf(cep, sizeof cep, "tcp://127.0.0.1:%d", h_port(1));
+    snprintf(db, sizeof db, "%s/cli.db", h_tmp);
+    snprintf(cache, sizeof cache, "%s/cat.safetensors", h_tmp);
+    snprintf(good, sizeof good, "%s/good.jsonl", h_tmp);
+    snprintf(bad, sizeof bad, "%s/bad.jsonl", h_tmp);
+    write_text(cache, "not really safetensors, the coordinator never opens it");
+    write_text(good, "{\"prompt_file\": \"cat.safetensors\", \"num_steps\": 4, \"seed\": 1}\n"
+                     "{\"prompt_cache\": \"cat.safetensors\", \"steps\": 4, \"variant\": "
+                     "\"dense\", \"out\": \"runs/cat-dense\"}\n");
+    snprintf(text, sizeof text,
+             "{\"prompt_cache\": \"cat.safetensors\", \"steps\": 4}\n"
+             "{\"prompt_cache\": \"dog.safetensors\"}\n"
+             "{\"prompt_cache\": \"cat.safetensors\", \"height\": 33}\n"
+             "{oops}\n");
+    write_text(bad, text);
+
+    /* unreachable coordinator: exit 3 with the endpoint named */
+    CHECK(run_cli(out, sizeof out, "ls --coordinator %s --timeout 0.5", cep) == 3 &&
+          strstr(out, cep));
+    pid_t pid = start_coordinator("--db", db, "--bind", wep, "--client-bind", cep,
+                                  "--heartbeat-seconds", "0.3", NULL);
+    setenv("VDN_COORDINATOR", cep, 1);
+
+    int rc = run_cli(out, sizeof out, "submit %s", bad);
+    CHECK(rc == 5);
+    CHECK(strstr(out, "bad.jsonl:2: field 'prompt_cache'") && strstr(out, "dog.safetensors"));
+    CHECK(strstr(out, "bad.jsonl:3: field 'height'"));
+    CHECK(strstr(out, "bad.jsonl:4:") && strstr(out, "nothing submitted"));
+    CHECK(!strstr(out, "bad.jsonl:1:"));
+    CHECK(run_cli(out, sizeof out, "ls --json") == 0);
+    cJSON *j = cJSON_Parse(out);
+    CHECK(j && cJSON_GetArraySize(cJSON_GetObjectItem(j, "batches")) == 0);
+    cJSON_Delete(j);
+
+    CHECK(run_cli(out, sizeof out, "submit %s --tag smoke --priority 3 --json", good) == 0);
+    j = cJSON_Parse(out);
+    CHECK(j && !strcmp(cJSON_GetObjectItem(j, "batch")->valuestring, "b1") &&
+          cJSON_GetArraySize(cJSON_GetObjectItem(j, "jobs")) == 2);
+    cJSON_Delete(j);
+    CHECK(run_cli(out, sizeof out, "status") == 0 && strstr(out, "b1") && strstr(out, "smoke") &&
+          strstr(out, "queued"));
+    CHECK(run_cli(out, sizeof out, "status b1") == 0 && strstr(out, "j1") && strstr(out, "j2") &&
+          strstr(out, "runs/cat-dense"));
+    CHECK(run_cli(out, sizeof out, "status j1 --json") == 0);
+    j = cJSON_Parse(out);
+    const cJSON *job = j ? cJSON_GetArrayItem(cJSON_GetObjectItem(j, "jobs"), 0) : NULL;
+    const cJSON *req = job ? cJSON_GetObjectItem(job, "request") : NULL;
+    CHECK(req && !strcmp(cJSON_GetObjectItem(req, "prompt_cache")->valuestring, cache) &&
+          cJSON_GetObjectItem(req, "steps")->valueint == 4 &&
+          cJSON_GetObjectItem(job, "priority")->valueint == 3);
+    cJSON_Delete(j);
+    CHECK(run_cli(out, sizeof out, "status j99") == 4 && strstr(out, "j99"));
+    CHECK(run_cli(out, sizeof out, "status 5") == 2 && strstr(out, "ambiguous"));
+    CHECK(run_cli(out, sizeof out, "ls --tag smoke") == 0 && strstr(out, "b1"));
+    CHECK(run_cli(out, sizeof out, "ls --tag other --json") == 0 && !strstr(out, "\"b1\""));
+
+    /* a worker takes j1; cancel the batch; watch (no TTY) prints lines and exits 1 */
+    fake_worker w;
+    char wid[32] = "cli-w";
+    fw_open(&w, wep, wid);
+    fw_ready(&w, "", 1, 1ull << 30, 0);
+    Vdn__Envelope *e = fw_expect(&w, VDN__ENVELOPE__PAYLOAD_ASSIGN, 3);
+    REQUIRE(e);
+    uint64_t a = e->assign->attempt_id;
+    w.attempt = a;
+    vdn__envelope__free_unpacked(e, NULL);
+    fw_progress(&w, a, 2, 4);
+    sleep_s(0.3);
+    CHECK(run_cli(out, sizeof out, "workers") == 0 && strstr(out, "cli-w") && strstr(out, "busy"));
+    CHECK(run_cli(out, sizeof out, "watch b1 --interval 0.2 --timeout 2 & sleep 0.6; %s cancel b1",
+                  h_bin) == 0);
+    CHECK(strstr(out, "2/4 NFE") && strstr(out, "cancelled 2 job(s) of b1"));
+    e = fw_expect(&w, VDN__ENVELOPE__PAYLOAD_CANCEL, 3);
+    CHECK(e && e->cancel->attempt_id == a);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    CHECK(run_cli(out, sizeof out, "watch b1") == 1 && strstr(out, "2 cancelled"));
+    CHECK(run_cli(out, sizeof out, "logs j1") == 0 && strstr(out, "assigned") &&
+          strstr(out, "cancelled") && strstr(out, "cli-w"));
+    CHECK(run_cli(out, sizeof out, "logs b1") == 2);
+    CHECK(run_cli(out, sizeof out, "retry b1") == 0 && strstr(out, "requeued 2 job(s)"));
+    CHECK(run_cli(out, sizeof out, "drain nobody") == 4);
+    CHECK(run_cli(out, sizeof out, "drain cli-w") == 0 && strstr(out, "draining"));
+    CHECK(run_cli(out, sizeof out, "status --bogus") == 2);
+    fw_close(&w);
+    unsetenv("VDN_COORDINATOR");
+    /* --dir DIR/vdn.conf finds the coordinator, as `vdn up` writes it */
+    char conf[400], cdir[300];
+    snprintf(cdir, sizeof cdir, "%s/farm", h_tmp);
+    mkdir(cdir, 0755);
+    snprintf(conf, sizeof conf, "%s/vdn.conf", cdir);
+    snprintf(text, sizeof text, "client_endpoint = %s\nworker_endpoint = %s\n", cep, wep);
+    write_text(conf, text);
+    CHECK(run_cli(out, sizeof out, "ls --dir %s", cdir) == 0 && strstr(out, "b1"));
+    stop_coordinator(pid, SIGTERM);
+    CHECK(run_cli(out, sizeof out, "status --db %s b1", db) == 0 && strstr(out, "j2"));
+    CHECK(run_cli(out, sizeof out, "logs j1 --db %s", db) == 0 && strstr(out, "retried"));
+}
+
+static void test_curve(void) {
+    char keys[300], aw[320], ac[320], cmd[2048], db[300], wep[64], cep[64];
+    snprintf(keys, sizeof keys, "%s/keys", h_tmp);
+    snprintf(aw, sizeof aw, "%s/authorized_workers", keys);
+    snprintf(ac, sizeof ac, "%s/authorized_clients", keys);
+    snprintf(db, sizeof db, "%s/curve.db", h_tmp);
+    snprintf(wep, sizeof wep, "tcp://127.0.0.1:%d", h_port(0));
+    snprintf(cep, sizeof cep, "tcp://127.0.0.1:%d", h_port(1));
+    CHECK(run_cli(out, sizeof out, "keygen --out %s/coordinator", keys) == 0);
+    CHECK(run_cli(out, sizeof out, "keygen --out %s/alice", h_tmp) == 0);
+    CHECK(run_cli(out, sizeof out, "keygen --out %s/mallory", h_tmp) == 0);
+    CHECK(run_cli(out, sizeof out, "keygen --out %s/w1", h_tmp) == 0);
+    CHECK(run_cli(out, sizeof out, "keygen --out %s/alice", h_tmp) == 6 && strstr(out, "refusing"));
+    struct stat st;
+    char p[400];
+    snprintf(p, sizeof p, "%s/alice.key", h_tmp);
+    CHECK(stat(p, &st) == 0 && (st.st_mode & 0777) == 0600);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s %s && cp %s/alice.pub %s/ && cp %s/w1.pub %s/", aw, ac,
+             h_tmp, ac, h_tmp, aw);
+    REQUIRE(system(cmd) == 0);
+    pid_t pid =
+        start_coordinator("--db", db, "--bind", wep, "--client-bind", cep, "--keys", keys, NULL);
+    CHECK(run_cli(out, sizeof out,
+                  "ls --coordinator %s --key %s/alice.key --coordinator-key %s/coordinator.pub",
+                  cep, h_tmp, keys) == 0 &&
+          strstr(out, "no batches"));
+    CHECK(run_cli(out, sizeof out,
+                  "ls --coordinator %s --key %s/mallory.key --coordinator-key %s/coordinator.pub "
+                  "--timeout 1",
+                  cep, h_tmp, keys) == 3);
+    /* no key at all: CURVE handshake never completes */
+    CHECK(run_cli(out, sizeof out, "ls --coordinator %s --timeout 1", cep) == 3);
+    /* a worker key is not a client key */
+    CHECK(run_cli(out, sizeof out,
+                  "ls --coordinator %s --key %s/w1.key --coordinator-key %s/coordinator.pub "
+                  "--timeout 1",
+                  cep, h_tmp, keys) == 3);
+    /* the library's view: alice works, mallory gets the unreachable code */
+    char ak[400], mk[400], ck[400], err[VDN_ERR_LEN];
+    snprintf(ak, sizeof ak, "%s/alice.key", h_tmp);
+    snprintf(mk, sizeof mk, "%s/mallory.key", h_tmp);
+    snprintf(ck, sizeof ck, "%s/coordinator.pub", keys);
+    vdn_client_opts o = {cep, ak, ck, 2000};
+    vdn_client *c = vdn_client_open(&o, err, sizeof err);
+    REQUIRE(c);
+    Vdn__WorkersReply *wr = vdn_client_workers(c, err, sizeof err);
+    CHECK(wr != NULL);
+    vdn_client_free(wr);
+    vdn_client_close(c);
+    o.key = mk;
+    o.timeout_ms = 800;
+    c = vdn_client_open(&o, err, sizeof err);
+    REQUIRE(c);
+    CHECK(vdn_client_workers(c, err, sizeof err) == NULL &&
+          vdn_client_error_code(c) == VDN_CLIENT_E_UNREACHABLE);
+    vdn_client_close(c);
+    stop_coordinator(pid, SIGTERM);
+    /* the refusal was logged with the offending public key, never a secret key */
+    char logtext[65536];
+    size_t len;
+    char *lt = vdn_read_file(h_log, &len, err, sizeof err);
+    REQUIRE(lt);
+    snprintf(logtext, sizeof logtext, "%s", lt);
+    free(lt);
+    char sec[64], pub[64];
+    snprintf(p, sizeof p, "%s/mallory.pub", h_tmp);
+    lt = vdn_read_file(p, &len, err, sizeof err);
+    snprintf(pub, sizeof pub, "%.40s", lt ? lt : "");
+    free(lt);
+    CHECK(strstr(logtext, "refused") && strstr(logtext, pub));
+    const char *secrets[] = {"coordinator.key", "alice.key", "mallory.key"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", i ? h_tmp : keys, secrets[i]);
+        lt = vdn_read_file(p, &len, err, sizeof err);
+        snprintf(sec, sizeof sec, "%.40s", lt ? lt : "");
+        free(lt);
+        CHECK(strlen(sec) == 40 && !strstr(logtext, sec));
+    }
+    /* without keys, a non-loopback bind is refused */
+    CHECK(run_cli(out, sizeof out, "coordinator --db %s --bind tcp://0.0.0.0:%d", db, h_port(0)) ==
+              2 &&
+          strstr(out, "loopback"));
+    /* a keys folder without the authorized folders is a clear error */
+    snprintf(cmd, sizeof cmd, "rm -rf %s", aw);
+    REQUIRE(system(cmd) == 0);
+    CHECK(run_cli(out, sizeof out, "coordinator --db %s --bind %s --client-bind %s --keys %s", db,
+                  wep, cep, keys) != 0 &&
+          strstr(out, "authorized_workers"));
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_cli PATH/TO/vdn-coord-test\n");
+        return 2;
+    }
+    harness_init(argv[1]);
+    double t0 = vdn_now();
+    test_plain();
+    fprintf(stderr, "cli done (%.1f s)\n", vdn_now() - t0);
+    test_curve();
+    fprintf(stderr, "curve done (%.1f s)\n", vdn_now() - t0);
+    if (failures) {
+        harness_dump_log();
+        fprintf(stderr, "%d checks failed\n", failures);
+    }
+    harness_cleanup();
+    if (failures) return 1;
+    printf("cli: all checks passed (%.1f s)\n", vdn_now() - t0);
+    return 0;
+}

@@ -1,0 +1,99 @@
+/* Schema and migrations: a fresh database reaches the current version with WAL on; an older
+ * database is migrated forward keeping its rows; a newer one is refused with a clear message;
+ * read-only opens refuse files that are not vdn databases. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "db.h"
+#include "vdn_util.h"
+
+static int failures;
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static int64_t q(sqlite3 *db, const char *sql) {
+    return cdb_int(db, -1, sql, "");
+}
+
+int main(void) {
+    char dir[] = "/tmp/vdn_db_XXXXXX", path[128], err[VDN_ERR_LEN];
+    if (!mkdtemp(dir)) return 1;
+    snprintf(path, sizeof path, "%s/c.db", dir);
+
+    sqlite3 *db = cdb_open(path, 0, err, sizeof err);
+    CHECK(db != NULL);
+    if (!db) return 1;
+    CHECK(cdb_schema_version(db) == CDB_SCHEMA_VERSION);
+    sqlite3_stmt *st = cdb_prep(db, "PRAGMA journal_mode", "");
+    CHECK(st && sqlite3_step(st) == SQLITE_ROW &&
+          !strcmp((const char *)sqlite3_column_text(st, 0), "wal"));
+    sqlite3_finalize(st);
+    const char *tables[] = {"batches", "jobs", "attempts", "workers", "events", "schema_version"};
+    for (size_t i = 0; i < sizeof tables / sizeof *tables; i++)
+        CHECK(cdb_int(db, 0, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name=?",
+                      "s", tables[i]) == 1);
+    /* constraints hold: a job in an unknown state is rejected by the database itself */
+    CHECK(cdb_run(db, err, sizeof err,
+                  "INSERT INTO batches(tag,priority,submitted_at) VALUES('t',0,1)", "") == 0);
+    CHECK(cdb_run(db, err, sizeof err,
+                  "INSERT INTO jobs(batch_id,state,request,output_prefix,submitted_at) "
+                  "VALUES(1,'weird','{}','o',1)",
+                  "") == -1);
+    CHECK(cdb_run(db, err, sizeof err,
+                  "INSERT INTO jobs(batch_id,state,request,output_prefix,submitted_at) "
+                  "VALUES(1,'queued','{}','o',1)",
+                  "") == 0);
+    /* pretend this database predates migration 2: the reopen applies it again, rows survive */
+    CHECK(cdb_run(db, err, sizeof err, "DELETE FROM schema_version WHERE version = 2", "") == 0);
+    CHECK(cdb_run(db, err, sizeof err, "DROP INDEX events_job", "") == 0);
+    CHECK(cdb_run(db, err, sizeof err, "DROP INDEX attempts_job", "") == 0);
+    CHECK(cdb_run(db, err, sizeof err, "DROP INDEX attempts_running", "") == 0);
+    cdb_close(db);
+    db = cdb_open(path, 0, err, sizeof err);
+    CHECK(db && cdb_schema_version(db) == 2);
+    CHECK(db &&
+          q(db, "SELECT count(*) FROM sqlite_master WHERE type='index' AND name='events_job'") ==
+              1);
+    CHECK(db && q(db, "SELECT count(*) FROM jobs") == 1);
+    /* a database from a newer vdn is refused, not modified */
+    CHECK(cdb_run(db, err, sizeof err, "INSERT INTO schema_version VALUES(99)", "") == 0);
+    cdb_close(db);
+    CHECK(cdb_open(path, 0, err, sizeof err) == NULL && strstr(err, "schema version 99") &&
+          strstr(err, path));
+    CHECK(cdb_open(path, 1, err, sizeof err) == NULL && strstr(err, "99"));
+
+    /* read-only: a missing file and a non-vdn file are clear errors */
+    char other[128];
+    snprintf(other, sizeof other, "%s/missing.db", dir);
+    CHECK(cdb_open(other, 1, err, sizeof err) == NULL && strstr(err, other));
+    CHECK(access(other, F_OK) != 0); /* read-only open created nothing */
+    snprintf(other, sizeof other, "%s/text.db", dir);
+    CHECK(vdn_write_file_atomic(other, "hello, not sqlite\n", 18, err, sizeof err) == 0);
+    CHECK(cdb_open(other, 1, err, sizeof err) == NULL && strstr(err, other));
+    CHECK(cdb_open(other, 0, err, sizeof err) == NULL && strstr(err, other));
+    snprintf(other, sizeof other, "%s/plain.db", dir);
+    sqlite3 *p;
+    sqlite3_open(other, &p);
+    sqlite3_exec(p, "CREATE TABLE t(x)", NULL, NULL, NULL);
+    sqlite3_close(p);
+    CHECK(cdb_open(other, 1, err, sizeof err) == NULL &&
+          strstr(err, "not a vdn coordinator database"));
+
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) {
+    }
+    if (failures) {
+        fprintf(stderr, "%d checks failed\n", failures);
+        return 1;
+    }
+    printf("db: all checks passed\n");
+    return 0;
+}
