@@ -1,15 +1,215 @@
-/* Placeholder until the owning capability lands. */
+/* `vdn ckpt init ...` and `vdn inspect CKPT [--json]`. */
+#include <cjson/cJSON.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt.h"
+#include "ckpt_init.h"
 #include "commands.h"
-int vdn_cmd_ckpt(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vdn ckpt: not built yet\n");
-    return 2;
+#include "safetensors.h"
+#include "vdn_util.h"
+
+static void ckpt_usage(FILE *f) {
+    fprintf(f, "usage: vdn ckpt init --preset tiny|h3 --out DIR [--seed S] [--vdn]\n"
+               "                     [--adapters default,turbo|none] [--layout diffusers|native]\n"
+               "                     [--layers N] [--shard-mb MB] [--prompt-tokens L]\n"
+               "Writes a random checkpoint in the released layouts (docs/formats.md) plus\n"
+               "DIR/prompt.safetensors and DIR/prompt_fl2va.safetensors.\n");
 }
+
+static int parse_u64(const char *flag, const char *s, uint64_t *out) {
+    char *end;
+    unsigned long long v = strtoull(s ? s : "", &end, 10);
+    if (!s || !*s || *end || s[0] == '-') {
+        fprintf(stderr, "vdn ckpt init: %s \"%s\": expected a non-negative integer\n", flag,
+                s ? s : "");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int vdn_cmd_ckpt(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "init") != 0) {
+        ckpt_usage(argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? stdout
+                                                                                       : stderr);
+        return argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? 0 : 2;
+    }
+    vdn_ckpt_init_opts o = {0};
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t n;
+        if (!strcmp(a, "--vdn")) {
+            o.vdn = 1;
+            continue;
+        }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            ckpt_usage(stdout);
+            return 0;
+        }
+        if (!v) {
+            fprintf(stderr, "vdn ckpt init: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--preset")) {
+            o.preset = v;
+        } else if (!strcmp(a, "--out")) {
+            o.out = v;
+        } else if (!strcmp(a, "--seed")) {
+            if (parse_u64(a, v, &o.seed)) return 2;
+        } else if (!strcmp(a, "--adapters")) {
+            o.adapters = v;
+        } else if (!strcmp(a, "--layout")) {
+            if (strcmp(v, "diffusers") && strcmp(v, "native")) {
+                fprintf(stderr, "vdn ckpt init: --layout \"%s\": expected diffusers or native\n",
+                        v);
+                return 2;
+            }
+            o.native = !strcmp(v, "native");
+        } else if (!strcmp(a, "--layers")) {
+            if (parse_u64(a, v, &n) || n < 1 || n > 4096) {
+                fprintf(stderr, "vdn ckpt init: --layers: expected 1..4096\n");
+                return 2;
+            }
+            o.layers = (int)n;
+        } else if (!strcmp(a, "--shard-mb")) {
+            char *end;
+            o.shard_mb = strtod(v, &end);
+            if (*end || !(o.shard_mb > 0)) {
+                fprintf(stderr, "vdn ckpt init: --shard-mb \"%s\": expected a positive number\n",
+                        v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--prompt-tokens")) {
+            if (parse_u64(a, v, &n) || n < 1 || n > 65536) {
+                fprintf(stderr, "vdn ckpt init: --prompt-tokens: expected 1..65536\n");
+                return 2;
+            }
+            o.prompt_tokens = (int)n;
+        } else {
+            fprintf(stderr, "vdn ckpt init: unknown option %s\n", a);
+            ckpt_usage(stderr);
+            return 2;
+        }
+    }
+    if (!o.preset || !o.out) {
+        ckpt_usage(stderr);
+        return 2;
+    }
+    if (o.adapters && !o.vdn) {
+        fprintf(stderr, "vdn ckpt init: --adapters needs --vdn (adapters live in a VDN "
+                        "checkpoint directory)\n");
+        return 2;
+    }
+    char err[VDN_ERR_LEN];
+    if (vdn_ckpt_init(&o, err, sizeof err)) {
+        fprintf(stderr, "vdn ckpt init: %s\n", err);
+        return 1;
+    }
+    printf("wrote %s checkpoint (%s layout%s) to %s\n", o.preset, o.native ? "native" : "diffusers",
+           o.vdn ? ", VDN" : "", o.out);
+    return 0;
+}
+
+/* ---- inspect ---- */
+
 int vdn_cmd_inspect(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vdn inspect: not built yet\n");
-    return 2;
+    const char *dir = NULL;
+    int json = 0;
+    const char *extra[64];
+    int n_extra = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--adapter") && i + 1 < argc && n_extra < 64)
+            extra[n_extra++] = argv[++i];
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: vdn inspect CKPT [--json] [--adapter PATH]...\n");
+            return 0;
+        } else if (argv[i][0] == '-' || dir) {
+            fprintf(stderr, "usage: vdn inspect CKPT [--json] [--adapter PATH]...\n");
+            return 2;
+        } else
+            dir = argv[i];
+    }
+    if (!dir) {
+        fprintf(stderr, "usage: vdn inspect CKPT [--json] [--adapter PATH]...\n");
+        return 2;
+    }
+    char err[VDN_ERR_LEN];
+    vdn_ckpt *ck = vdn_ckpt_open(dir, extra, n_extra, err, sizeof err);
+    if (!ck) {
+        fprintf(stderr, "vdn inspect: %s\n", err);
+        return 1;
+    }
+    const vdn_config *c = vdn_ckpt_config(ck);
+    uint64_t bytes[6];
+    vdn_ckpt_bytes_by_dtype(ck, bytes);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "path", dir);
+    cJSON_AddStringToObject(j, "layout", vdn_ckpt_layout(ck));
+    cJSON_AddBoolToObject(j, "vdn", c->has_vdn);
+    cJSON_AddStringToObject(j, "identity", vdn_ckpt_identity(ck));
+    cJSON_AddNumberToObject(j, "tensors", vdn_ckpt_count(ck));
+    cJSON *bj = cJSON_AddObjectToObject(j, "bytes_by_dtype");
+    for (int d = 0; d < 6; d++)
+        if (bytes[d]) cJSON_AddNumberToObject(bj, vdn_dtype_name((vdn_dtype)d), (double)bytes[d]);
+    cJSON *cj = cJSON_AddObjectToObject(j, "config");
+#define I(k, v) cJSON_AddNumberToObject(cj, k, v)
+    I("hidden", c->hidden), I("heads", c->heads), I("head_dim", c->head_dim), I("ffn", c->ffn);
+    I("layers", c->layers), I("refiner_layers", c->refiner_layers), I("text_dim", c->text_dim);
+    I("in_channels", c->in_channels), I("audio_channels", c->audio_channels);
+    I("freq_dim", c->freq_dim), I("time_embed_dim", c->time_embed_dim);
+    I("time_hidden", c->time_hidden), I("rope_freq_dim", c->rope_freq_dim);
+    I("rope_theta", c->rope_theta), I("norm_eps", c->norm_eps);
+    I("video_shift", c->video_shift), I("audio_shift", c->audio_shift);
+    if (c->has_vdn) {
+        I("chunk", c->chunk), I("radius", c->radius), I("linear_head_dim", c->linear_head_dim);
+        I("alpha_rank", c->alpha_rank), I("gate_rank", c->gate_rank);
+        I("conv_spatial", c->conv_spatial), I("conv_temporal", c->conv_temporal);
+        cJSON_AddBoolToObject(cj, "anchors_both", c->anchors_both);
+        cJSON_AddBoolToObject(cj, "softmax_gate", c->softmax_gate);
+        cJSON_AddBoolToObject(cj, "text_state", c->text_state);
+    }
+#undef I
+    cJSON *aj = cJSON_AddArrayToObject(j, "adapters");
+    for (int i = 0; i < vdn_ckpt_adapter_count(ck); i++) {
+        cJSON *a = cJSON_CreateObject();
+        cJSON_AddStringToObject(a, "name", vdn_ckpt_adapter_name(ck, i));
+        cJSON_AddNumberToObject(a, "rank", vdn_ckpt_adapter_rank(ck, i));
+        cJSON_AddNumberToObject(a, "targets", vdn_ckpt_adapter_targets(ck, i));
+        cJSON_AddItemToArray(aj, a);
+    }
+    if (json) {
+        char *s = cJSON_Print(j);
+        printf("%s\n", s);
+        cJSON_free(s);
+    } else {
+        printf("checkpoint  %s\nlayout      %s%s\nidentity    %s\ntensors     %d\n", dir,
+               vdn_ckpt_layout(ck), c->has_vdn ? " + VDN hybrid" : "", vdn_ckpt_identity(ck),
+               vdn_ckpt_count(ck));
+        for (int d = 0; d < 6; d++)
+            if (bytes[d])
+                printf("bytes %-5s %" PRIu64 " (%.3f GB)\n", vdn_dtype_name((vdn_dtype)d), bytes[d],
+                       bytes[d] / 1e9);
+        printf("config      hidden %d, heads %d x %d, ffn %d, layers %d (+%d refiner), text %d, "
+               "rope %d/axis\n",
+               c->hidden, c->heads, c->head_dim, c->ffn, c->layers, c->refiner_layers, c->text_dim,
+               c->rope_freq_dim);
+        if (c->has_vdn)
+            printf("vdn         chunk %d, radius %d, anchors %s, gate %s, text state %s, "
+                   "alpha/gate rank %d/%d, conv %dx%d/%d\n",
+                   c->chunk, c->radius, c->anchors_both ? "both" : "none",
+                   c->softmax_gate ? "on" : "off", c->text_state ? "on" : "off", c->alpha_rank,
+                   c->gate_rank, c->conv_spatial, c->conv_spatial, c->conv_temporal);
+        for (int i = 0; i < vdn_ckpt_adapter_count(ck); i++)
+            printf("adapter     %s: rank %d, %d targets\n", vdn_ckpt_adapter_name(ck, i),
+                   vdn_ckpt_adapter_rank(ck, i), vdn_ckpt_adapter_targets(ck, i));
+    }
+    cJSON_Delete(j);
+    vdn_ckpt_close(ck);
+    return 0;
 }

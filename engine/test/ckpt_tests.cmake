@@ -1,5 +1,5 @@
 # Checkpoints, file formats, prompt caches, LoRA (owner: e1). Included from engine/CMakeLists.txt.
-set(VDN_CKPT_SOURCES safetensors.c prompt.c ckpt_config.c ckpt_names.c lora.c ckpt.c)
+set(VDN_CKPT_SOURCES safetensors.c prompt.c ckpt_config.c ckpt_names.c lora.c ckpt.c ckpt_init.c)
 target_sources(vdn_engine PRIVATE ${VDN_CKPT_SOURCES})
 # Paths are built in fixed buffers and checked where it matters; GCC's guesses are noise here.
 set_source_files_properties(${VDN_CKPT_SOURCES} PROPERTIES COMPILE_OPTIONS -Wno-format-truncation)
