@@ -98,6 +98,25 @@ static void widen(const uint8_t *p, vdn_dtype dt, int64_t n, float *out) {
     }
 }
 
+/* Identity of one safetensors file: sha256 of its header and the first MiB of its data (the
+ * reference stamps data too, so two exports with the same names but different weights differ;
+ * reading a MiB per file keeps it cheap on a 66 GB checkpoint). */
+static void file_digest(strbuf *id, const vdn_st_file *f) {
+    size_t hl, data = 0;
+    const char *h = vdn_st_header(f, &hl);
+    for (int i = 0; i < vdn_st_count(f); i++)
+        data += vdn_st_at(f, i)->nbytes;
+    if (data > (1u << 20)) data = 1u << 20;
+    char *buf = vdn_xmalloc(hl + data + 1);
+    memcpy(buf, h, hl);
+    /* the data region is contiguous (validated), starting at the first tensor */
+    if (data) memcpy(buf + hl, vdn_st_at(f, 0)->data, data);
+    char hex[65];
+    vdn_sha256_hex(buf, hl + data, hex);
+    free(buf);
+    sb_str(id, "file", hex);
+}
+
 static ck_tensor *find(const vdn_ckpt *ck, const char *name) {
     int lo = 0, hi = ck->n - 1;
     while (lo <= hi) {
@@ -214,11 +233,8 @@ static int open_base(vdn_ckpt *ck, const char *dir, strbuf *id, char *err, size_
     ck->base = vdn_st_set_open(path, err, errlen);
     if (!ck->base) return -1;
     sb_str(id, "base-index", vdn_st_set_index_text(ck->base));
-    for (int i = 0; i < vdn_st_set_file_count(ck->base); i++) {
-        size_t hl;
-        const char *h = vdn_st_header(vdn_st_set_file(ck->base, i), &hl);
-        sb_add(id, h, hl);
-    }
+    for (int i = 0; i < vdn_st_set_file_count(ck->base); i++)
+        file_digest(id, vdn_st_set_file(ck->base, i));
     if (load_base_tensors(ck, err, errlen)) return -1;
 
     /* sampler shifts from the pipeline's scheduler configs when they are there */
@@ -303,9 +319,7 @@ static int load_branch(vdn_ckpt *ck, const char *dir, strbuf *id, char *err, siz
     snprintf(path, sizeof path, "%s/linear_branch/model.safetensors", dir);
     ck->branch = vdn_st_set_open(path, err, errlen);
     if (!ck->branch) return -1;
-    size_t hl;
-    const char *h = vdn_st_header(vdn_st_set_file(ck->branch, 0), &hl);
-    sb_add(id, h, hl);
+    file_digest(id, vdn_st_set_file(ck->branch, 0));
     const vdn_st_file *f = vdn_st_set_file(ck->branch, 0);
     for (int i = 0; i < vdn_st_set_count(ck->branch); i++) {
         const vdn_st_entry *e = vdn_st_set_at(ck->branch, i, NULL);
@@ -351,7 +365,7 @@ static int open_adapter(vdn_ckpt *ck, const char *path, const char *name, strbuf
     ck->n_ad++;
     sb_str(id, "adapter", l->name);
     sb_str(id, "adapter-json", l->json_text);
-    sb_str(id, "adapter-header", l->header_sha);
+    file_digest(id, l->file);
     return 0;
 }
 

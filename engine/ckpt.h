@@ -36,8 +36,8 @@ const float *vdn_ckpt_f32(vdn_ckpt *ck, const char *name, int ndim, const int64_
 int vdn_ckpt_has(const vdn_ckpt *ck, const char *name);
 vdn_dtype vdn_ckpt_dtype(const vdn_ckpt *ck, const char *name);
 
-/* Identity for run records and worker READY: sha256 over the safetensors headers and config
- * files (cheap), plus the names of folded adapters. */
+/* Identity for run records and worker READY: sha256 over the config files, each safetensors
+ * file's header and first MiB of data (cheap), the layout, and the folded adapters. */
 const char *vdn_ckpt_identity(const vdn_ckpt *ck);
 const char *vdn_ckpt_layout(const vdn_ckpt *ck); /* "diffusers" | "native" */
 int vdn_ckpt_adapter_count(const vdn_ckpt *ck);

@@ -7,3 +7,7 @@ set_source_files_properties(${VDN_CKPT_SOURCES} PROPERTIES COMPILE_OPTIONS -Wno-
 add_executable(ckpt_test_formats test/ckpt_test_formats.c)
 target_link_libraries(ckpt_test_formats vdn_engine)
 add_test(NAME ckpt_formats COMMAND ckpt_test_formats ${CMAKE_CURRENT_BINARY_DIR}/ckpt_formats_tmp)
+
+add_executable(ckpt_test_load test/ckpt_test_load.c)
+target_link_libraries(ckpt_test_load vdn_engine)
+add_test(NAME ckpt_load COMMAND ckpt_test_load ${CMAKE_CURRENT_BINARY_DIR}/ckpt_load_tmp)
