@@ -132,12 +132,9 @@ static char *build_url(s3_conn *c, s3_req *r) {
 }
 
 /* One attempt. Returns the CURLcode; fills r->status etc. */
-static CURLcode attempt(s3_conn *c, s3_req *r, const char *url, const char *payload_sha,
+static CURLcode attempt(s3_conn *c, CURL *h, s3_req *r, const char *url, const char *payload_sha,
                         char *curl_err) {
-    pthread_once(&curl_once, curl_init_once);
-    if (!c->curl) c->curl = curl_easy_init();
-    if (!c->curl) return CURLE_FAILED_INIT;
-    CURL *h = c->curl;
+    if (!h) return CURLE_FAILED_INIT;
     curl_easy_reset(h);
     xfer x = {r, h, 0, 0};
     r->status = 0;
@@ -211,11 +208,24 @@ static void sleep_seconds(double s) {
 }
 
 int s3_perform(s3_conn *c, s3_req *r, char *err, size_t errlen) {
+    pthread_once(&curl_once, curl_init_once);
+    /* Take the cached handle if free, else a private one for this request. */
+    CURL *h = NULL;
+    int shared = pthread_mutex_trylock(&c->curl_lock) == 0;
+    if (shared) {
+        if (!c->curl) c->curl = curl_easy_init();
+        h = c->curl;
+    } else {
+        h = curl_easy_init();
+    }
+    uint64_t rng = c->rng_seed ^ (__atomic_fetch_add(&c->rng_counter, 1, __ATOMIC_RELAXED) *
+                                  0x9e3779b97f4a7c15ull);
     char payload_sha[65];
     vdn_sha256_hex(r->body ? r->body : "", r->body ? r->body_len : 0, payload_sha);
     char *url = build_url(c, r);
     char curl_err[CURL_ERROR_SIZE];
     double slept = 0;
+    int max_retries = r->max_retries > 0 ? r->max_retries : c->max_retries;
     int rc = -1;
     for (int tries = 1;; tries++) {
         if (r->out_fd >= 0) {
@@ -225,7 +235,7 @@ int s3_perform(s3_conn *c, s3_req *r, char *err, size_t errlen) {
                 break;
             }
         }
-        CURLcode cc = attempt(c, r, url, payload_sha, curl_err);
+        CURLcode cc = attempt(c, h, r, url, payload_sha, curl_err);
         if (cc == CURLE_OK && r->status >= 200 && r->status < 300) {
             rc = 0;
             break;
@@ -247,8 +257,8 @@ int s3_perform(s3_conn *c, s3_req *r, char *err, size_t errlen) {
                      curl_err[0] ? curl_err : "no detail");
         }
         int retryable = vdn_retry_is_retryable((int)cc, r->status, code);
-        double delay = vdn_retry_delay(tries, c->retry_base_seconds, 20.0, &c->rng);
-        if (!retryable || tries > c->max_retries || slept + delay > c->retry_max_seconds) {
+        double delay = vdn_retry_delay(tries, c->retry_base_seconds, 20.0, &rng);
+        if (!retryable || tries > max_retries || slept + delay > c->retry_max_seconds) {
             if (retryable)
                 vdn_fail(err, errlen, "%s: %s at endpoint %s failed after %d attempts: %s",
                          c->display, r->what, c->endpoint, tries, why);
@@ -259,13 +269,17 @@ int s3_perform(s3_conn *c, s3_req *r, char *err, size_t errlen) {
         }
         char line[1400];
         snprintf(line, sizeof line, "%s: %s at %s: %s; retry %d/%d in %.2f s", c->display, r->what,
-                 c->endpoint, why, tries, c->max_retries, delay);
+                 c->endpoint, why, tries, max_retries, delay);
         s3_scrub(line, c->secret_key);
         VDN_WARN("%s", line);
         sleep_seconds(delay);
         slept += delay;
     }
     free(url);
+    if (shared)
+        pthread_mutex_unlock(&c->curl_lock);
+    else if (h)
+        curl_easy_cleanup(h);
     s3_scrub(err, c->secret_key);
     return rc;
 }

@@ -4,6 +4,7 @@
 #define VDN_S3_REQUEST_H
 
 #include <curl/curl.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,8 +21,12 @@ typedef struct {
     double retry_max_seconds;
     double retry_base_seconds;
     size_t part_size;
-    CURL *curl; /* reused (curl_easy_reset) so connections are kept alive */
-    uint64_t rng;
+    /* One cached handle, reused (curl_easy_reset) so connections stay alive. A request that
+     * finds it busy (another thread) uses a handle of its own: a store may be shared. */
+    pthread_mutex_t curl_lock;
+    CURL *curl;
+    uint64_t rng_seed;
+    uint64_t rng_counter; /* atomic */
 } s3_conn;
 
 typedef struct {
@@ -39,6 +44,7 @@ typedef struct {
     const char *content_type; /* NULL = none */
     int out_fd;               /* >= 0: a 2xx GET body goes to this fd (rewound on retry) */
     int allow_404;            /* 404 is an answer (exists), not an error */
+    int max_retries;          /* 0 = the store's setting */
     const char *what;         /* for messages, e.g. "put batches/b1/x.bin" */
     /* what came back */
     long status;

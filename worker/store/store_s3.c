@@ -27,6 +27,7 @@ static char *env_or(const char *opt, const char *env1, const char *env2) {
 static void conn_free(s3_conn *c) {
     if (!c) return;
     if (c->curl) curl_easy_cleanup(c->curl);
+    pthread_mutex_destroy(&c->curl_lock);
     free(c->endpoint);
     free(c->region);
     free(c->access_key);
@@ -60,6 +61,7 @@ void *vdn_store_s3_open(const char *rest, const vdn_store_opts *opts, char *err,
         }
     }
     s3_conn *c = vdn_xcalloc(1, sizeof *c);
+    pthread_mutex_init(&c->curl_lock, NULL);
     c->bucket = vdn_xmalloc(blen + 1);
     memcpy(c->bucket, rest, blen);
     c->bucket[blen] = 0;
@@ -131,7 +133,7 @@ void *vdn_store_s3_open(const char *rest, const vdn_store_opts *opts, char *err,
         conn_free(c);
         return NULL;
     }
-    c->rng = (uint64_t)(vdn_wall() * 1e6) ^ ((uint64_t)getpid() << 32);
+    c->rng_seed = (uint64_t)(vdn_wall() * 1e6) ^ ((uint64_t)getpid() << 32);
     return c;
 }
 
@@ -235,11 +237,15 @@ static void abort_upload(s3_conn *c, const char *obj, const char *key, const cha
     char query[1024], what[1200], err[VDN_ERR_LEN];
     snprintf(query, sizeof query, "uploadId=%s", enc_id);
     snprintf(what, sizeof what, "abort multipart upload of %s", key);
-    int saved = c->max_retries;
-    if (c->max_retries > 2) c->max_retries = 2; /* best effort; S3 lifecycle rules clean up too */
-    s3_req r = {.method = "DELETE", .object = obj, .query = query, .out_fd = -1, .what = what};
+    /* Best effort, briefly: S3 lifecycle rules (AbortIncompleteMultipartUpload) clean up the
+     * rest, and the object never appeared anyway. */
+    s3_req r = {.method = "DELETE",
+                .object = obj,
+                .query = query,
+                .out_fd = -1,
+                .what = what,
+                .max_retries = c->max_retries < 2 ? c->max_retries : 2};
     if (s3_perform(c, &r, err, sizeof err)) VDN_WARN("%s", err);
-    c->max_retries = saved;
     s3_req_free(&r);
 }
 

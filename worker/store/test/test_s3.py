@@ -11,7 +11,8 @@ Two independent referees:
 The server is always stopped, whatever happens (process group kill in finally/atexit).
 Exit 77 (skip) when s3rver, node or the AWS CLI are missing.
 
-usage: test_s3.py --tool vdn_store_tool --s3rver PATH/.bin/s3rver [--file-only]
+usage: test_s3.py --tool vdn_store_tool [--threads-tool test_s3_threads]
+                  --s3rver PATH/.bin/s3rver [--file-only]
 """
 import argparse
 import atexit
@@ -385,7 +386,7 @@ def test_file_cli(tool, tmp):
     check(rc == 1 and "unknown scheme" in err, "unknown scheme")
 
 
-def test_s3(tool, s3rver_exe, tmp):
+def test_s3(tool, threads_tool, s3rver_exe, tmp):
     botocore = load_botocore()
     s3port = free_port()
     server = S3rver(s3rver_exe, os.path.join(tmp, "s3data"), s3port)
@@ -501,6 +502,17 @@ def test_s3(tool, s3rver_exe, tmp):
         check(rc == 1 and "InvalidPart" in err, f"late error reported: {err.strip()}")
         check(head(s3port, f"{PREFIX}/g/late.bin") is None, "no object under the key")
 
+        if threads_tool:
+            print("one store shared by 4 threads")
+            p = subprocess.run([threads_tool, uri, "4", "5"], env=env, capture_output=True,
+                               timeout=120)
+            check(p.returncode == 0, f"threads: {p.stdout.decode().strip()} "
+                  f"{p.stderr.decode().strip()[-300:]}")
+            got = remote_keys(s3port, f"{PREFIX}/threads/")
+            want = sorted((f"{PREFIX}/threads/t{i}/o{j}.bin", 1000 + (i * 1000 + j) * 37)
+                          for i in range(4) for j in range(5))
+            check(got == want, "aws list-objects-v2: all 20 objects with their sizes")
+
         check(not proxy.bad_signatures,
               f"every request carried a valid SigV4 signature ({len(proxy.bad_signatures)} bad: "
               f"{proxy.bad_signatures[:3]})")
@@ -540,6 +552,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tool", required=True)
     ap.add_argument("--s3rver", default="")
+    ap.add_argument("--threads-tool", default="")
     ap.add_argument("--file-only", action="store_true")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # ctest timeout: run the finally
@@ -560,7 +573,7 @@ def main():
             except ImportError as e:
                 print(f"SKIP: botocore from awscli not importable: {e}")
                 return 77
-            test_s3(a.tool, a.s3rver, tmp)
+            test_s3(a.tool, a.threads_tool, a.s3rver, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
