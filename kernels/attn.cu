@@ -72,9 +72,9 @@ __device__ __forceinline__ void load_tile(bf16 *sm, const bf16 *g, int ld, int r
 
 __global__ void __launch_bounds__(NWARP * 32, 1)
     attn_k(const bf16 *__restrict__ Q, const bf16 *__restrict__ K, const bf16 *__restrict__ V,
-           int ld, int N, const int *__restrict__ lohi, int head_end, int tail_start,
-           const int *__restrict__ tiles, float scale_log2, const float *__restrict__ gate,
-           int heads, bf16 *__restrict__ O, int ldo) {
+           int ldq, int ldk, int ldv, int N, const int *__restrict__ lohi, int head_end,
+           int tail_start, const int *__restrict__ tiles, float scale_log2,
+           const float *__restrict__ gate, int heads, bf16 *__restrict__ O, int ldo) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
     bf16 *sQ = reinterpret_cast<bf16 *>(smem_raw);
     bf16 *sK = sQ + BM * HD;
@@ -107,13 +107,13 @@ __global__ void __launch_bounds__(NWARP * 32, 1)
         }
     };
 
-    load_tile<BM>(sQ, Qh, ld, q0, N);
+    load_tile<BM>(sQ, Qh, ldq, q0, N);
     cp_commit();
     if (nb > 0) {
         int rs_, re_, kb;
         block_at(0, rs_, re_, kb);
-        load_tile<BN>(sK, Kh, ld, kb, N);
-        load_tile<BN>(sV, Vh, ld, kb, N);
+        load_tile<BN>(sK, Kh, ldk, kb, N);
+        load_tile<BN>(sV, Vh, ldv, kb, N);
     }
     cp_commit();
     cp_wait<1>();
@@ -143,8 +143,8 @@ __global__ void __launch_bounds__(NWARP * 32, 1)
         if (i + 1 < nb) {
             int rs_, re_, kb;
             block_at(i + 1, rs_, re_, kb);
-            load_tile<BN>(sK + (cur ^ 1) * BN * HD, Kh, ld, kb, N);
-            load_tile<BN>(sV + (cur ^ 1) * BN * HD, Vh, ld, kb, N);
+            load_tile<BN>(sK + (cur ^ 1) * BN * HD, Kh, ldk, kb, N);
+            load_tile<BN>(sV + (cur ^ 1) * BN * HD, Vh, ldv, kb, N);
         }
         cp_commit();
         cp_wait<1>();
@@ -254,13 +254,14 @@ __global__ void __launch_bounds__(NWARP * 32, 1)
     }
 }
 
-extern "C" int vdn_k_attention(const void *q, const void *k, const void *v, int ld_qkv, int rows,
-                               int heads, const int *lohi, int head_end, int tail_start,
-                               const int *tiles, int n_tiles, float scale, const float *gate,
-                               void *out, int ld_o, vdn_stream st) {
-    if (ld_qkv % 8 || ld_o % 2 || n_tiles != (rows + BM - 1) / BM) {
-        fprintf(stderr, "vdn_k_attention: ld %d must be a multiple of 8, tiles %d for %d rows\n",
-                ld_qkv, n_tiles, rows);
+extern "C" int vdn_k_attention(const void *q, int ldq, const void *k, int ldk, const void *v,
+                               int ldv, int rows, int heads, const int *lohi, int head_end,
+                               int tail_start, const int *tiles, int n_tiles, float scale,
+                               const float *gate, void *out, int ld_o, vdn_stream st) {
+    if ((ldq | ldk | ldv) % 8 || ld_o % 2 || n_tiles != (rows + BM - 1) / BM) {
+        fprintf(stderr,
+                "vdn_k_attention: strides %d/%d/%d must be multiples of 8, tiles %d for %d rows\n",
+                ldq, ldk, ldv, n_tiles, rows);
         return -1;
     }
     const int smem = (BM + 4 * BN) * HD * (int)sizeof(bf16);
@@ -271,8 +272,8 @@ extern "C" int vdn_k_attention(const void *q, const void *k, const void *v, int 
     }
     dim3 grid(n_tiles, heads);
     attn_k<<<grid, NWARP * 32, smem, S_(st)>>>(
-        (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, ld_qkv, rows, lohi, head_end, tail_start,
-        tiles, scale * 1.4426950408889634f, gate, heads, (bf16 *)out, ld_o);
+        (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, ldq, ldk, ldv, rows, lohi, head_end,
+        tail_start, tiles, scale * 1.4426950408889634f, gate, heads, (bf16 *)out, ld_o);
     LAUNCH_CHECK("attention");
     return 0;
 }

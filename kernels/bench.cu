@@ -22,6 +22,7 @@ struct Row {
 std::vector<Row> rows;
 
 template <class Fn> double time_ms(Fn fn, int warm, int reps, int *err) {
+    if (*err) return NAN; /* after a failure the context is gone: measure nothing more */
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
@@ -343,7 +344,7 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
         put("attention dense",
             time_ms(
                 [&] {
-                    return vdn_k_attention(qr, kr, qkv + 2 * C, LDQ, N, H, dld, ard.head_end,
+                    return vdn_k_attention(qr, C, kr, C, qkv + 2 * C, LDQ, N, H, dld, ard.head_end,
                                            ard.tail_start, dtd, ntd, sc, NULL, ao, C, 0);
                 },
                 1, RA, &err),
@@ -355,7 +356,7 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
         put(wname,
             time_ms(
                 [&] {
-                    return vdn_k_attention(qr, kr, qkv + 2 * C, LDQ, N, H, dlw, arw.head_end,
+                    return vdn_k_attention(qr, C, kr, C, qkv + 2 * C, LDQ, N, H, dlw, arw.head_end,
                                            arw.tail_start, dtw, ntw, sc, sg, ao, C, 0);
                 },
                 1, RA, &err),
@@ -401,7 +402,8 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
     err |= vdn_k_alpha_finish(uvec, dtb, Alog, FI, C, alpha, 0);
     double v_solve = put(
         "solve (I+A)^-1, T, J",
-        time_ms([&] { return vdn_k_vda_solve(A, B, alpha, FI * H, T, J, 0); }, W0, NREP, &err), 0);
+        time_ms([&] { return vdn_k_vda_solve(A, B, alpha, FI * H, T, J, 0, 0); }, W0, NREP, &err),
+        0);
     double v_scan =
         put("scans forward + reverse",
             time_ms([&] { return vdn_k_vda_scans(T, J, S0, FI, H, P, R, 0); }, W0, NREP, &err),
@@ -430,7 +432,7 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                                     vdn_k_vda_act(qkv + C, LDQ, qkv + 2 * C, LDQ, NULL, 0, NULL,
                                                   NULL, beta, 1, o->text, H, kt, kb, vt, NULL, 0);
                                 e |= vdn_k_vda_stats(cb, kt, kb, vt, H, o->text, A, B, 0);
-                                e |= vdn_k_vda_solve(A, B, NULL, H, NULL, S0, 0);
+                                e |= vdn_k_vda_solve(A, B, NULL, H, NULL, S0, 0, 0);
                                 return e;
                             },
                             W0, NREP, &err),

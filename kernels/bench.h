@@ -9,7 +9,7 @@ extern "C" {
 typedef struct {
     int frames;       /* latent frames (102 = 345 pixel frames) */
     int text;         /* text rows (512) */
-    int audio;        /* audio rows (1150 = 2 x 575) */
+    int audio;        /* audio rows (575, as the peer script packs them) */
     int gh, gw;       /* patch grid of a frame (24 x 42 = 1008 tokens) */
     int reps;         /* timed repeats of each small op (median reported) */
     int attn_reps;    /* timed repeats of each attention (median) */

@@ -11,7 +11,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: vdn bench [--frames 102] [--text 512] [--audio 1150] [--grid 24x42]\n"
+            "usage: vdn bench [--frames 102] [--text 512] [--audio 575] [--grid 24x42]\n"
             "                 [--reps 10] [--attn-reps 3] [--json FILE]\n"
             "Times one MiniMax-H3 / VDN-H3 block op by op (CUDA events, warm, median) at the\n"
             "given workload with random weights generated on the GPU, and estimates seconds per\n"
@@ -34,7 +34,7 @@ static int parse_int(const char *opt, const char *s, int lo, int hi, int *out) {
 int vdn_cmd_bench(int argc, char **argv) {
     vdn_bench_opts o = {.frames = 102,
                         .text = 512,
-                        .audio = 1150,
+                        .audio = 575,
                         .gh = 24,
                         .gw = 42,
                         .reps = 10,

@@ -44,9 +44,10 @@ int vdn_k_qknorm_rope(const void *qin, const void *kin, int ld_in, const double 
  * lohi: device int [rows][2] per-row window; tiles: device ints from vdn_attn_tiles_make with
  * bm = VDN_ATTN_BM; gate: device fp32 [rows, heads] multiplied into the output, or NULL. */
 #define VDN_ATTN_BM 128
-int vdn_k_attention(const void *q, const void *k, const void *v, int ld_qkv, int rows, int heads,
-                    const int *lohi, int head_end, int tail_start, const int *tiles, int n_tiles,
-                    float scale, const float *gate, void *out, int ld_o, vdn_stream st);
+int vdn_k_attention(const void *q, int ldq, const void *k, int ldk, const void *v, int ldv,
+                    int rows, int heads, const int *lohi, int head_end, int tail_start,
+                    const int *tiles, int n_tiles, float scale, const float *gate, void *out,
+                    int ld_o, vdn_stream st);
 
 /* ---- VDA (twin_vda.c), hd 128 ---- */
 /* spatial depthwise 5x5 over each frame's (gh, gw) grid: out bf16 [frames*S, C] */
@@ -61,9 +62,9 @@ int vdn_k_vda_act(const void *kin, int ldk, const void *vin, int ldv, const void
 int vdn_k_vda_stats(void *cublas, const void *kt, const void *kb, const void *vt, int nmat, int S,
                     float *A, float *B, vdn_stream st);
 /* M = (I + A)^-1 (Gauss-Jordan in shared memory), T = Diag(alpha) M (alpha NULL = 1, T NULL =
- * skip), J = B M. */
+ * skip), J = B M. additive_S > 0 selects the SANA rule T = Diag(alpha)(I - A/S), J = B/sqrt(S). */
 int vdn_k_vda_solve(const float *A, const float *B, const float *alpha, int nmat, float *T,
-                    float *J, vdn_stream st);
+                    float *J, int additive_S, vdn_stream st);
 /* both scans; S0 [heads, 128, 128] or NULL (zero); P, R [frames, heads, 128, 128]. */
 int vdn_k_vda_scans(const float *T, const float *J, const float *S0, int frames, int heads,
                     float *P, float *R, vdn_stream st);

@@ -5,31 +5,34 @@
  * every input is read once. */
 #include "cuda_util.cuh"
 
-/* CTA = (grid row y, frame f, 128 channels); thread = channel; slide a 5x5 window along x. */
+/* CTA = (4 grid rows, frame f, 128 channels); thread = a channel pair (4-byte loads, 256 bytes
+ * per warp row); each thread slides a 5x5 window along x. */
 __global__ void sconv_k(const bf16 *in, int ld, int gh, int gw, int C, const bf16 *w, bf16 *out) {
-    int y = blockIdx.x, f = blockIdx.y, c = blockIdx.z * 128 + threadIdx.x;
-    if (c >= C) return;
-    int S = gh * gw;
-    float wt[25];
+    const int y = blockIdx.x * 4 + threadIdx.y, f = blockIdx.y;
+    const int c = blockIdx.z * 128 + threadIdx.x * 2;
+    if (c >= C || y >= gh) return;
+    const int S = gh * gw;
+    float2 wt[25];
 #pragma unroll
     for (int i = 0; i < 25; i++)
-        wt[i] = bf2f(w[(size_t)c * 25 + i]);
-    float win[5][5]; /* [dy][dx] for columns x-2..x+2 */
+        wt[i] = make_float2(bf2f(w[(size_t)c * 25 + i]), bf2f(w[(size_t)(c + 1) * 25 + i]));
+    float2 win[5][5]; /* [dy][dx] for columns x-2..x+2 */
 #pragma unroll
     for (int i = 0; i < 5; i++)
 #pragma unroll
         for (int j = 0; j < 5; j++)
-            win[i][j] = 0.f;
-    auto col = [&](int xx, float *v) {
+            win[i][j] = make_float2(0.f, 0.f);
+    auto col = [&](int xx, float2 *v) {
 #pragma unroll
         for (int i = 0; i < 5; i++) {
             int yy = y + i - 2;
             v[i] = (xx >= 0 && xx < gw && yy >= 0 && yy < gh)
-                       ? bf2f(in[(size_t)(f * S + yy * gw + xx) * ld + c])
-                       : 0.f;
+                       ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(
+                             in + (size_t)(f * S + yy * gw + xx) * ld + c))
+                       : make_float2(0.f, 0.f);
         }
     };
-    float nv[5];
+    float2 nv[5];
     col(0, nv);
 #pragma unroll
     for (int i = 0; i < 5; i++)
@@ -47,21 +50,28 @@ __global__ void sconv_k(const bf16 *in, int ld, int gh, int gw, int C, const bf1
                 win[i][j] = win[i][j + 1];
             win[i][4] = nv[i];
         }
-        float a = 0.f;
+        float a = 0.f, b = 0.f;
 #pragma unroll
         for (int i = 0; i < 5; i++)
 #pragma unroll
-            for (int j = 0; j < 5; j++)
-                a += wt[i * 5 + j] * win[i][j];
-        out[(size_t)(f * S + y * gw + x) * C + c] = f2bf(a);
+            for (int j = 0; j < 5; j++) {
+                a += wt[i * 5 + j].x * win[i][j].x;
+                b += wt[i * 5 + j].y * win[i][j].y;
+            }
+        *reinterpret_cast<__nv_bfloat162 *>(out + (size_t)(f * S + y * gw + x) * C + c) =
+            __floats2bfloat162_rn(a, b);
     }
 }
 
 extern "C" int vdn_k_vda_sconv(const void *in, int ld, int frames, int gh, int gw, int C,
                                const void *w, void *out, vdn_stream st) {
-    dim3 grid(gh, frames, (C + 127) / 128);
-    sconv_k<<<grid, 128, 0, S_(st)>>>((const bf16 *)in, ld, gh, gw, C, (const bf16 *)w,
-                                      (bf16 *)out);
+    if (ld % 2 || C % 2) {
+        fprintf(stderr, "vdn_k_vda_sconv: stride %d and channels %d must be even\n", ld, C);
+        return -1;
+    }
+    dim3 grid((gh + 3) / 4, frames, (C + 127) / 128), block(64, 4);
+    sconv_k<<<grid, block, 0, S_(st)>>>((const bf16 *)in, ld, gh, gw, C, (const bf16 *)w,
+                                        (bf16 *)out);
     LAUNCH_CHECK("vda_sconv");
     return 0;
 }
@@ -103,13 +113,21 @@ __device__ __forceinline__ void finish4(float *v, bool l2) {
     }
 }
 
-/* one warp = (token s, head h), walking all frames */
+/* one warp = (token s, head h, a segment of FSEG frames): the segment preloads the two frames
+ * before it, then slides the 5-tap window; segments give the GPU enough independent warps. */
+#define FSEG 8
 __global__ void act_k(const bf16 *kin, int ldk, const bf16 *vin, int ldv, const bf16 *qin, int ldq,
                       const bf16 *wtk, const bf16 *wtv, const float *beta, int F, int S, int H,
                       bf16 *kt, bf16 *kb, bf16 *vt, bf16 *qt) {
-    int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, lane = threadIdx.x & 31;
-    if (warp >= S * H) return;
-    int s = warp / H, h = warp % H, c0 = h * 128 + lane * 4;
+    long warp = ((long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    int nseg = (F + FSEG - 1) / FSEG;
+    if (warp >= (long)S * H * nseg) return;
+    int seg = (int)(warp % nseg);
+    long sh = warp / nseg;
+    int s = (int)(sh / H), h = (int)(sh % H), c0 = h * 128 + lane * 4;
+    int t0 = seg * FSEG, t1 = t0 + FSEG < F ? t0 + FSEG : F;
+    const bool conv = wtk || wtv;
     float tk[4][5], tv[4][5];
 #pragma unroll
     for (int j = 0; j < 4; j++)
@@ -126,7 +144,7 @@ __global__ void act_k(const bf16 *kin, int ldk, const bf16 *vin, int ldv, const 
         for (int j = 0; j < 4; j++)
             wk[d][j] = wv[d][j] = 0.f;
     auto load_frame = [&](int t, float *k4, float *v4) {
-        if (t < F) {
+        if (t >= 0 && t < F) {
             if (kin) ld4(kin + (size_t)(t * S + s) * ldk + c0, k4);
             if (vin) ld4(vin + (size_t)(t * S + s) * ldv + c0, v4);
         } else {
@@ -135,15 +153,17 @@ __global__ void act_k(const bf16 *kin, int ldk, const bf16 *vin, int ldv, const 
                 k4[j] = v4[j] = 0.f;
         }
     };
-    if (wtk || wtv) {
-        load_frame(0, wk[3], wv[3]);
-        load_frame(1, wk[4], wv[4]);
+    if (conv) {
+        load_frame(t0 - 2, wk[1], wv[1]);
+        load_frame(t0 - 1, wk[2], wv[2]);
+        load_frame(t0, wk[3], wv[3]);
+        load_frame(t0 + 1, wk[4], wv[4]);
     }
-    for (int t = 0; t < F; t++) {
+    for (int t = t0; t < t1; t++) {
         size_t o = (((size_t)t * H + h) * S + s) * 128 + lane * 4;
         size_t row = (size_t)t * S + s;
         float ck[4], cv[4];
-        if (wtk || wtv) {
+        if (conv) {
 #pragma unroll
             for (int d = 0; d < 4; d++)
 #pragma unroll
@@ -208,7 +228,7 @@ extern "C" int vdn_k_vda_act(const void *kin, int ldk, const void *vin, int ldv,
         fprintf(stderr, "vdn_k_vda_act: row strides must be multiples of 4\n");
         return -1;
     }
-    long threads = (long)S * heads * 32;
+    long threads = (long)S * heads * ((frames + FSEG - 1) / FSEG) * 32;
     act_k<<<(unsigned)((threads + 255) / 256), 256, 0, S_(st)>>>(
         (const bf16 *)kin, ldk, (const bf16 *)vin, ldv, (const bf16 *)qin, ldq, (const bf16 *)wtm_k,
         (const bf16 *)wtm_v, beta, frames, S, heads, (bf16 *)kt, (bf16 *)kb, (bf16 *)vt,

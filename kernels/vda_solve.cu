@@ -1,53 +1,73 @@
 /* VDA solve (spec 5.3 "vdn_solve"): per (frame, head), M = (I + A)^-1 by Gauss-Jordan in shared
  * memory (I + A is symmetric positive definite with eigenvalues >= 1, so no pivoting is needed),
  * A symmetrised first as the reference does; then T = Diag(alpha) M and J = B M are written
- * directly, fp32 throughout. 512 threads: thread = column j and every 4th row. */
+ * directly, fp32 throughout. 512 threads: thread = column j and every 4th row.
+ *
+ * Step p is written without branches on the pivot row/column: with the pivot row taken as
+ * r[j] = (j == p ? 1 : G[p][j]) / piv and the pivot column as c[i] = (i == p ? -1 : G[i][p]),
+ * every element becomes (i == p || j == p ? 0 : G[i][j]) - c[i] r[j]. The threads that produce
+ * column p+1 and row p+1 also store them for the next step, so one barrier per step suffices.
+ * additive_S > 0 selects the SANA rule instead: T = Diag(a)(I - A/S), J = B/sqrt(S). */
 #include "cuda_util.cuh"
 
 #define D 128
 #define NT 512
 
-__global__ void __launch_bounds__(NT)
-    solve_k(const float *A, const float *B, const float *alpha, float *T, float *J) {
+__global__ void __launch_bounds__(NT) solve_k(const float *A, const float *B, const float *alpha,
+                                              float *T, float *J, int additive_S) {
     extern __shared__ float sm[];
-    float *G = sm;             /* D x D */
-    float *Bt = G + D * D;     /* 32 x D tile of B */
-    float *colp = Bt + 32 * D; /* column p before the step */
-    float *rowp = colp + D;    /* row p before the step */
+    float *G = sm;              /* D x D */
+    float *Bt = G + D * D;      /* 32 x D tile of B */
+    float *colb = Bt + 32 * D;  /* [2][D] pivot columns */
+    float *rowb = colb + 2 * D; /* [2][D] pivot rows */
     const size_t m = blockIdx.x;
     const float *a = A + m * D * D;
     const int j = threadIdx.x & (D - 1), r0 = threadIdx.x >> 7;
+    const float *al = alpha ? alpha + m * D : NULL;
+    if (additive_S > 0) {
+        const float is = 1.f / (float)additive_S, isq = rsqrtf((float)additive_S);
+        for (int i = r0; i < D; i += NT / D) {
+            float sym = 0.5f * (a[i * D + j] + a[j * D + i]);
+            if (T)
+                T[m * D * D + i * D + j] = (al ? al[i] : 1.f) * ((i == j ? 1.f : 0.f) - is * sym);
+            J[m * D * D + i * D + j] = isq * B[m * D * D + i * D + j];
+        }
+        return;
+    }
     for (int i = r0; i < D; i += NT / D)
         G[i * D + j] = 0.5f * (a[i * D + j] + a[j * D + i]) + (i == j ? 1.f : 0.f);
     __syncthreads();
+    if (threadIdx.x < D)
+        colb[threadIdx.x] = G[threadIdx.x * D];
+    else if (threadIdx.x < 2 * D)
+        rowb[threadIdx.x - D] = G[threadIdx.x - D];
+    __syncthreads();
     for (int p = 0; p < D; p++) {
-        if (threadIdx.x < D)
-            colp[threadIdx.x] = G[threadIdx.x * D + p];
-        else if (threadIdx.x < 2 * D)
-            rowp[threadIdx.x - D] = G[p * D + threadIdx.x - D];
-        __syncthreads();
-        const float inv = 1.f / rowp[p], rj = rowp[j] * inv;
+        const float *col = colb + (p & 1) * D, *row = rowb + (p & 1) * D;
+        float *ncol = colb + ((p + 1) & 1) * D, *nrow = rowb + ((p + 1) & 1) * D;
+        const float inv = 1.f / row[p];
+        const float rj = (j == p ? 1.f : row[j]) * inv;
+#pragma unroll 8
         for (int i = r0; i < D; i += NT / D) {
-            float v;
-            if (i == p)
-                v = (j == p) ? inv : rj;
-            else
-                v = (j == p) ? -colp[i] * inv : G[i * D + j] - colp[i] * rj;
+            const float ci = (i == p) ? -1.f : col[i];
+            const float base = (i == p || j == p) ? 0.f : G[i * D + j];
+            const float v = base - ci * rj;
             G[i * D + j] = v;
+            if (j == p + 1) ncol[i] = v;
+            if (i == p + 1) nrow[j] = v;
         }
         __syncthreads();
     }
-    if (T) {
-        const float *al = alpha ? alpha + m * D : NULL;
+    if (T)
         for (int i = r0; i < D; i += NT / D)
             T[m * D * D + i * D + j] = (al ? al[i] : 1.f) * G[i * D + j];
-    }
     const float *b = B + m * D * D;
     for (int tile = 0; tile < D / 32; tile++) {
         for (int e = threadIdx.x; e < 32 * D; e += NT)
             Bt[e] = b[tile * 32 * D + e];
         __syncthreads();
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll 4
         for (int k = 0; k < D; k++) {
             float mk = G[k * D + j];
 #pragma unroll
@@ -62,15 +82,15 @@ __global__ void __launch_bounds__(NT)
 }
 
 extern "C" int vdn_k_vda_solve(const float *A, const float *B, const float *alpha, int nmat,
-                               float *T, float *J, vdn_stream st) {
-    const int smem = (D * D + 32 * D + 2 * D) * (int)sizeof(float);
+                               float *T, float *J, int additive_S, vdn_stream st) {
+    const int smem = (D * D + 32 * D + 4 * D) * (int)sizeof(float);
     static int configured = 0;
     if (!configured) {
         CUDA_CHECK(
             cudaFuncSetAttribute(solve_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         configured = 1;
     }
-    solve_k<<<nmat, NT, smem, S_(st)>>>(A, B, alpha, T, J);
+    solve_k<<<nmat, NT, smem, S_(st)>>>(A, B, alpha, T, J, additive_S);
     LAUNCH_CHECK("vda_solve");
     return 0;
 }

@@ -201,8 +201,8 @@ static void test_attention() {
         void *dout = poisoned((size_t)N * H * D * 2);
         const float *gp = v == 1 ? dg : NULL;
         float sc = 1.f / sqrtf((float)D);
-        OK(vdn_k_attention(dq, (uint16_t *)dq + H * D, (uint16_t *)dq + 2 * H * D, ld, N, H, dl,
-                           ar.head_end, ar.tail_start, dt, nt, sc, gp, dout, H * D, 0));
+        OK(vdn_k_attention(dq, ld, (uint16_t *)dq + H * D, ld, (uint16_t *)dq + 2 * H * D, ld, N, H,
+                           dl, ar.head_end, ar.tail_start, dt, nt, sc, gp, dout, H * D, 0));
         vf ref((size_t)N * H * D);
         twin_attention(qkv.data(), qkv.data() + H * D, qkv.data() + 2 * H * D, ld, N, H, D, &ar, sc,
                        v == 1 ? gate.data() : NULL, ref.data(), H * D);
@@ -258,13 +258,28 @@ static void test_vda() {
 
     vf alpha = unifv((size_t)F * C, 0.5f, 1.f);
     float *dal = up_f32(alpha), *T = (float *)poisoned(mats * 4), *J = (float *)poisoned(mats * 4);
-    OK(vdn_k_vda_solve(A, B, dal, F * H, T, J, 0));
+    OK(vdn_k_vda_solve(A, B, dal, F * H, T, J, 0, 0));
     vf rT(mats), rJ(mats);
     twin_vda_solve(F * H, D, ga.data(), gb.data(), alpha.data(), rT.data(), rJ.data());
     vf gT = down_f32(T, mats), gJ = down_f32(J, mats);
     check("vda solve T = Diag(a)(I+A)^-1", rT, gT, 1e-4);
     check("vda solve J = B (I+A)^-1", rJ, gJ, 1e-4);
 
+    { /* the SANA-style additive rule (vdn-additive variant) */
+        float *T2 = (float *)poisoned(mats * 4), *J2 = (float *)poisoned(mats * 4);
+        OK(vdn_k_vda_solve(A, B, dal, F * H, T2, J2, S, 0));
+        vf rT2(mats), rJ2(mats);
+        for (int m = 0; m < F * H; m++)
+            for (int i = 0; i < D; i++)
+                for (int j = 0; j < D; j++) {
+                    size_t e = (size_t)m * D * D + i * D + j;
+                    rT2[e] = (float)(alpha[(size_t)m * D + i] * ((i == j) - ga[e] / (double)S));
+                    rJ2[e] = (float)(gb[e] / sqrt((double)S));
+                }
+        check("vda additive T = Diag(a)(I - A/S)", rT2, down_f32(T2, mats), 1e-5);
+        check("vda additive J = B/sqrt(S)", rJ2, down_f32(J2, mats), 1e-5);
+        cudaFree(T2), cudaFree(J2);
+    }
     vf s0 = randv((size_t)H * D * D, .5f);
     float *dS0 = up_f32(s0), *P = (float *)poisoned(mats * 4), *R = (float *)poisoned(mats * 4);
     OK(vdn_k_vda_scans(T, J, dS0, F, H, P, R, 0));
@@ -313,7 +328,7 @@ static void test_vda() {
     check("text state prep: v", tv, gtv, 1e-2);
     OK(vdn_k_vda_stats(cb, tkt, tkb, tvt, H, 37, A, B, 0));
     float *St = (float *)poisoned((size_t)H * D * D * 4);
-    OK(vdn_k_vda_solve(A, B, NULL, H, NULL, St, 0));
+    OK(vdn_k_vda_solve(A, B, NULL, H, NULL, St, 0, 0));
     vf ta((size_t)H * D * D), tbm(ta.size()), tJ(ta.size());
     twin_vda_stats(&ts, gtk.data(), gtb.data(), gtv.data(), ta.data(), tbm.data());
     twin_vda_solve(H, D, ta.data(), tbm.data(), NULL, NULL, tJ.data());
