@@ -35,6 +35,7 @@ typedef struct {
     double cancel_sent; /* when we told it to stop `attempt`, 0 = not */
     double last_seen;   /* monotonic */
     double last_hb_sent;
+    double last_saved;    /* monotonic time its row was last written (last_seen) */
     double blocked_until; /* wall clock */
     int draining;
     int connected;

@@ -37,6 +37,7 @@ static const char *worker_state(const coord *c, const cworker *w) {
 
 void coord_worker_save(coord *c, cworker *w) {
     char err[VDN_ERR_LEN];
+    w->last_saved = vdn_now();
     if (cdb_run(c->db, err, sizeof err,
                 "UPDATE workers SET state=?, last_seen=?, draining=?, blocked_until=? WHERE id=?",
                 "sdids", worker_state(c, w), vdn_wall(), (int64_t)w->draining, w->blocked_until,
@@ -320,6 +321,8 @@ void coord_on_worker_frame(coord *c, const uint8_t *ident, size_t ident_len, con
         /* the worker says it is idle: an attempt we thought it held is over only if the
          * database agrees (a just-sent ASSIGN may cross this heartbeat on the wire) */
         if (!x && w->attempt && !(jobs_attempt(c->db, w->attempt, &a) && a.current)) w->attempt = 0;
+        /* keep `vdn workers` LAST SEEN fresh without a write per heartbeat */
+        if (vdn_now() - w->last_saved > 5) coord_worker_save(c, w);
         break;
     }
     case VDN__ENVELOPE__PAYLOAD_PROGRESS:
@@ -389,6 +392,10 @@ static void assign(coord *c, cworker *w, const job_claim *cl) {
 
 void coord_schedule(coord *c) {
     double wall = vdn_wall();
+    /* the common case on every heartbeat: nothing queued, no transaction per idle worker */
+    if (!cdb_int(c->db, 0, "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state='queued' LIMIT 1)",
+                 ""))
+        return;
     for (int i = 0; i < c->nw; i++) {
         cworker *w = &c->w[i];
         if (!w->connected || w->attempt || w->draining || w->blocked_until > wall) continue;

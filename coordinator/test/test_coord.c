@@ -247,6 +247,28 @@ static void test_failures(void) {
     CHECK(e && e->assign->job_id == big[0]);
     if (e) vdn__envelope__free_unpacked(e, NULL);
 
+    /* a job needing more GPU memory than a worker's smallest GPU waits for a bigger one */
+    {
+        vdn_job_spec s = {0};
+        s.prompt_cache = "/data/prompt.safetensors";
+        s.min_gpu_memory = 100ull << 30;
+        uint64_t b, mem[1];
+        CHECK(vdn_client_submit(c, &s, 1, NULL, 50, NULL, &b, mem, err, sizeof err) == 0);
+        fake_worker small, large;
+        fw_open(&small, wep, "w-80g");
+        fw_ready(&small, "tiny", 1, 80ull << 30, 0);
+        e = expect_assign(&small, 0.8);
+        CHECK(e == NULL || e->assign->job_id != mem[0]);
+        if (e) vdn__envelope__free_unpacked(e, NULL);
+        fw_open(&large, wep, "w-141g");
+        fw_ready(&large, "tiny", 1, 141ull << 30, 0);
+        e = expect_assign(&large, 3);
+        CHECK(e && e->assign->job_id == mem[0]);
+        if (e) vdn__envelope__free_unpacked(e, NULL);
+        fw_close(&small);
+        fw_close(&large);
+    }
+
     /* retry: the failed jobs are queued again with a fresh budget */
     char t[32];
     int n = -1;
