@@ -11,3 +11,11 @@ add_test(NAME ckpt_formats COMMAND ckpt_test_formats ${CMAKE_CURRENT_BINARY_DIR}
 add_executable(ckpt_test_load test/ckpt_test_load.c)
 target_link_libraries(ckpt_test_load vdn_engine)
 add_test(NAME ckpt_load COMMAND ckpt_test_load ${CMAKE_CURRENT_BINARY_DIR}/ckpt_load_tmp)
+
+# LoRA folds (default / turbo with rank_pattern / external original-layout adapter) and the
+# native layout rules, against an independent numpy reference
+add_executable(ckpt_dump test/ckpt_dump.c)
+target_link_libraries(ckpt_dump vdn_engine)
+add_test(NAME ckpt_lora_numpy
+         COMMAND ${VDN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/test/ckpt_test_lora.py $<TARGET_FILE:vdn>
+                 $<TARGET_FILE:ckpt_dump> ${CMAKE_CURRENT_BINARY_DIR}/ckpt_lora_tmp)
