@@ -120,10 +120,18 @@ int vdn_cmd_watch(int argc, char **argv) {
                                (unsigned long long)id, b->n_done, b->n_jobs, b->n_running,
                                b->n_queued, b->n_failed, b->n_cancelled);
             for (size_t i = 0; i < r->n_jobs && off < (int)sizeof line - 64; i++)
-                if (!strcmp(r->jobs[i]->state, "running"))
-                    off += snprintf(line + off, sizeof line - (size_t)off, "; j%llu %d/%d NFE",
-                                    (unsigned long long)r->jobs[i]->job_id, r->jobs[i]->nfe_done,
-                                    r->jobs[i]->nfe_total);
+                if (!strcmp(r->jobs[i]->state, "running")) {
+                    const Vdn__JobInfo *jj = r->jobs[i];
+                    if (jj->nfe_total)
+                        off += snprintf(line + off, sizeof line - (size_t)off,
+                                        "; j%llu %d/%d NFE on %s", (unsigned long long)jj->job_id,
+                                        jj->nfe_done, jj->nfe_total,
+                                        jj->worker_id ? jj->worker_id : "?");
+                    else
+                        off += snprintf(line + off, sizeof line - (size_t)off,
+                                        "; j%llu starting on %s", (unsigned long long)jj->job_id,
+                                        jj->worker_id ? jj->worker_id : "?");
+                }
             if (strcmp(line, last)) {
                 printf("%s%s%s\n", line, finished ? "" : ", ETA ", finished ? "" : etas);
                 fflush(stdout);

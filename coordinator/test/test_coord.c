@@ -454,7 +454,8 @@ static void test_restart(void) {
     char db[300];
     snprintf(db, sizeof db, "%s/e.db", h_tmp);
     pid_t pid;
-    start(&pid, db, "2", "3", "10");
+    /* run 1 and 2 hold long leases, so a slow restart on a loaded machine cannot expire a1 */
+    start(&pid, db, "10", "3", "10");
     vdn_client *c = client();
     uint64_t ids[2];
     submit(c, 2, 0, NULL, 0, ids);
@@ -466,7 +467,7 @@ static void test_restart(void) {
     uint64_t a1 = e->assign->attempt_id;
     vdn__envelope__free_unpacked(e, NULL);
     stop_coordinator(pid, SIGKILL);
-    start(&pid, db, "2", "3", "10");
+    start(&pid, db, "1.5", "3", "10"); /* a2, assigned by this run, gets a short lease */
     /* the worker's heartbeats now reach a coordinator that does not know it */
     e = fw_expect(&w, VDN__ENVELOPE__PAYLOAD_ERROR, 5);
     CHECK(e && e->error->code == VDN__ERROR__CODE__UNKNOWN_WORKER);
@@ -489,8 +490,8 @@ static void test_restart(void) {
     /* down longer than the lease */
     stop_coordinator(pid, SIGKILL);
     w.alive = 0;
-    sleep_s(2.5);
-    start(&pid, db, "2", "3", "10");
+    sleep_s(2.0);
+    start(&pid, db, "10", "3", "10");
     w.alive = 1;
     c = client();
     CHECK(job_is(c, ids[1], "queued"));
