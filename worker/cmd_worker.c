@@ -1,9 +1,18 @@
-/* Placeholder until the owning capability lands. */
+/* `vdn worker`: parse the command line, then run the daemon (loop.c). */
 #include <stdio.h>
+
 #include "commands.h"
+#include "vdn_util.h"
+#include "worker.h"
+
 int vdn_cmd_worker(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vdn worker: not built yet\n");
-    return 2;
+    vdn_worker_opts o;
+    char err[VDN_ERR_LEN];
+    int rc = vdn_worker_parse_args(argc, argv, &o, err, sizeof err);
+    if (rc == 1) return 0;
+    if (rc < 0) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    return vdn_worker_run(&o);
 }

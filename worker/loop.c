@@ -52,10 +52,15 @@ typedef struct {
     outcome out;
 
     double last_heard, last_hb;
+    int need_ready;       /* READY not yet through (the connection is still being made) */
+    double ready_sent_at; /* vdn_now() of the last READY that went out */
+    double coord_hb_at;   /* when the coordinator's last HEARTBEAT came */
+    double coord_gap; /* seconds between its heartbeats, as observed (its --heartbeat-seconds) */
     double backoff, reconnect_at;
     int sigfd;
     int terms;
     double term_at;
+    int leave_now; /* shutting down and nothing left to report */
 } worker;
 
 static void outcome_clear(outcome *o) {
@@ -115,7 +120,13 @@ static void send_ready(worker *w) {
     r.running_attempt = a;
     env.payload_case = VDN__ENVELOPE__PAYLOAD_READY;
     env.ready = &r;
-    if (send_env(w, &env) == 0) {
+    if (send_env(w, &env) < 0) {
+        w->need_ready = 1; /* no connection yet: the loop tries again */
+        return;
+    }
+    w->need_ready = 0;
+    w->ready_sent_at = vdn_now();
+    {
         if (a)
             VDN_INFO("worker %s: READY sent to %s, re-announcing attempt %llu", w->o->id,
                      w->o->connect, (unsigned long long)a);
@@ -168,6 +179,8 @@ static void send_heartbeat(worker *w) {
     h.has_attempt_id = h.has_sent_at = 1;
     h.attempt_id = running_attempt(w);
     h.sent_at = vdn_wall();
+    h.has_draining = 1;
+    h.draining = w->terms > 0;
     env.payload_case = VDN__ENVELOPE__PAYLOAD_HEARTBEAT;
     env.heartbeat = &h;
     send_env(w, &env);
@@ -197,8 +210,12 @@ static int open_socket(worker *w) {
         VDN_ERROR("worker: zmq_socket: %s", zmq_strerror(errno));
         return -1;
     }
-    int zero = 0;
+    /* IMMEDIATE: queue nothing while the connection is down. Messages queued for a dead
+     * coordinator would otherwise all reach its successor, each answered with "unknown worker",
+     * each prompting another READY. What matters (READY, the outcome) is re-sent by us. */
+    int zero = 0, one = 1;
     zmq_setsockopt(w->sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(w->sock, ZMQ_IMMEDIATE, &one, sizeof one);
     if (w->o->key &&
         vdn_curve_client_setup(w->sock, w->o->key, w->o->server_key, err, sizeof err)) {
         VDN_ERROR("worker: CURVE set-up: %s", err);
@@ -211,8 +228,8 @@ static int open_socket(worker *w) {
         return -1;
     }
     w->last_heard = vdn_now();
-    send_ready(w);
-    send_outcome(w); /* anything finished while we were away */
+    w->coord_hb_at = 0;
+    w->need_ready = 1; /* sent by the loop once the connection is up */
     return 0;
 }
 
@@ -274,7 +291,11 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
 
 static void on_assign(worker *w, const Vdn__Assign *a) {
     if (w->terms) {
+        /* The coordinator may assign to us between our last RESULT and our DISCONNECT
+         * (heartbeats say we drain, but an older coordinator may not listen). Give it straight
+         * back and leave before another one comes. */
         send_fail_now(w, a->attempt_id, "worker is shutting down", 1);
+        if (!w->cur && !w->out.active) w->leave_now = 1;
         return;
     }
     if (w->cur && w->cur->spec.attempt_id == a->attempt_id) return; /* repeated ASSIGN */
@@ -290,6 +311,15 @@ static void on_assign(worker *w, const Vdn__Assign *a) {
         return;
     }
     start_attempt(w, a);
+}
+
+/* The coordinator does not know us (it restarted) or asks us to register: one READY answers
+ * every such message that was already on its way, so send one per second at most. Any
+ * outcome waiting for its ACK follows the READY. */
+static void reregister(worker *w) {
+    if (w->need_ready || vdn_now() - w->ready_sent_at < 1.0) return;
+    send_ready(w);
+    if (!w->need_ready) send_outcome(w);
 }
 
 static void cancel_current(worker *w, int why, const char *log_reason) {
@@ -311,8 +341,17 @@ static void on_message(worker *w, const void *buf, size_t len) {
     w->last_heard = vdn_now();
     w->backoff = 0.5;
     switch (env->payload_case) {
-    case VDN__ENVELOPE__PAYLOAD_HEARTBEAT:
+    case VDN__ENVELOPE__PAYLOAD_HEARTBEAT: {
+        /* Learn the coordinator's heartbeat interval so silence is judged on its clock, not
+         * ours: it may beat far slower than we do. */
+        double now = vdn_now();
+        if (w->coord_hb_at > 0) {
+            double gap = now - w->coord_hb_at;
+            w->coord_gap = gap < w->o->heartbeat_s ? w->o->heartbeat_s : gap;
+        }
+        w->coord_hb_at = now;
         break;
+    }
     case VDN__ENVELOPE__PAYLOAD_ASSIGN:
         on_assign(w, env->assign);
         break;
@@ -326,13 +365,13 @@ static void on_message(worker *w, const void *buf, size_t len) {
             VDN_DEBUG("worker %s: attempt %llu acknowledged", w->o->id,
                       (unsigned long long)w->out.attempt_id);
             outcome_clear(&w->out);
+            if (w->terms && !w->cur) w->leave_now = 1; /* read nothing more: go */
         }
         break;
     case VDN__ENVELOPE__PAYLOAD_DISCONNECT:
         VDN_INFO("worker %s: coordinator asks us to register again (%s)", w->o->id,
                  env->disconnect->reason ? env->disconnect->reason : "no reason");
-        send_ready(w);
-        send_outcome(w);
+        reregister(w);
         break;
     case VDN__ENVELOPE__PAYLOAD_ERROR: {
         const Vdn__Error *e = env->error;
@@ -344,9 +383,8 @@ static void on_message(worker *w, const void *buf, size_t len) {
                 cancel_current(w, CANCEL_STALE, "the job was reassigned");
             if (w->out.active && w->out.attempt_id == e->attempt_id) outcome_clear(&w->out);
         } else if (e->code == VDN__ERROR__CODE__UNKNOWN_WORKER) {
-            VDN_INFO("worker %s: coordinator does not know us (%s); registering", w->o->id, m);
-            send_ready(w);
-            send_outcome(w);
+            VDN_INFO("worker %s: coordinator does not know us (%s)", w->o->id, m);
+            reregister(w);
         } else {
             VDN_WARN("worker %s: coordinator error %s: %s", w->o->id, vdn_wire_error_name(e->code),
                      m);
@@ -361,7 +399,7 @@ static void on_message(worker *w, const void *buf, size_t len) {
 }
 
 static void drain_socket(worker *w) {
-    while (w->sock) {
+    while (w->sock && !w->leave_now) {
         zmq_msg_t m;
         zmq_msg_init(&m);
         if (zmq_msg_recv(&m, w->sock, ZMQ_DONTWAIT) < 0) {
@@ -462,6 +500,7 @@ static void on_signal(worker *w) {
         w->terms++;
         if (w->terms == 1) {
             w->term_at = vdn_now();
+            send_heartbeat(w); /* says "draining" now, before our RESULT invites an ASSIGN */
             if (w->cur)
                 VDN_INFO("worker %s: %s: finishing attempt %llu, then exiting (signal again to "
                          "hand it back now)",
@@ -483,25 +522,36 @@ static int run_loop(worker *w) {
     const double hb = w->o->heartbeat_s;
     const double resend = hb * 3 > 3 ? hb * 3 : 3;
     w->backoff = 0.5;
+    w->coord_gap = 5.0; /* the coordinator's default heartbeat until we have seen its own */
     open_socket(w);
     if (!w->sock) schedule_reconnect(w, "could not open the socket");
     for (;;) {
         double now = vdn_now();
         if (!w->sock && now >= w->reconnect_at && open_socket(w))
             schedule_reconnect(w, "could not open the socket");
-        if (w->sock && now - w->last_heard > hb * w->o->liveness) {
+        /* Silent for `liveness` of our beats, or three of the coordinator's, whichever is
+         * longer (the coordinator counts a worker gone after three of its own). */
+        double silence =
+            w->o->liveness * hb > 3 * w->coord_gap ? w->o->liveness * hb : 3 * w->coord_gap;
+        if (w->sock && now - w->last_heard > silence) {
             char why[128];
             snprintf(why, sizeof why, "coordinator silent for %.1f s", now - w->last_heard);
             schedule_reconnect(w, why);
         }
-        if (w->sock && now - w->last_hb >= hb) send_heartbeat(w);
-        if (w->sock && w->out.active && (w->out.sent_at == 0 || now - w->out.sent_at > resend))
+        if (w->sock && w->need_ready) {
+            send_ready(w);
+            if (!w->need_ready) send_outcome(w); /* anything finished while we were away */
+        }
+        if (w->sock && !w->need_ready && now - w->last_hb >= hb) send_heartbeat(w);
+        if (w->sock && !w->need_ready && w->out.active &&
+            (w->out.sent_at == 0 || now - w->out.sent_at > resend))
             send_outcome(w);
 
         if (w->terms && !w->cur) {
-            /* Wait a little for the coordinator to take our last report, then leave. A report
-             * that never gets through is not lost work: the lease runs out and the job is
-             * requeued. */
+            /* Wait a little for the coordinator to take our last report, then leave at once:
+             * it schedules right after the ACK, and our DISCONNECT hands back whatever it
+             * assigned in between (see on_assign). A report that never gets through is not
+             * lost work either: the lease runs out and the job is requeued. */
             double patience = w->terms >= 2 ? 5 : 30;
             if (!w->out.active || now - w->term_at > patience) {
                 if (w->out.active)
@@ -528,6 +578,7 @@ static int run_loop(worker *w) {
         i_sig = n++;
         double wait = w->sock ? w->last_hb + hb - now : w->reconnect_at - now;
         if (w->terms) wait = min_d(wait, 0.2);
+        if (w->sock && w->need_ready) wait = min_d(wait, 0.05);
         long ms = wait <= 0 ? 0 : (long)(wait * 1000) + 1;
         if (zmq_poll(items, n, ms) < 0) {
             if (errno == EINTR) continue;

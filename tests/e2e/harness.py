@@ -21,6 +21,7 @@ SKIP = 77
 
 # Tiny renders: 56 pixel frames = 17 latent frames, so the VDN branch runs (F > 10).
 FRAMES = 56
+LATENT_FRAMES = 17
 
 
 def log(*a):
@@ -258,12 +259,23 @@ class Farm:
             have = sorted(listing)
             check(have == want, "store holds %s, DB names %s" % (have[:5], want[:5]))
             get = lambda k: listing[k]
-        for k in want:
-            data = get(k)
-            if k.endswith(".json"):
-                json.loads(data)
-            else:
-                check_safetensors(data, k)
+        seeds = dict(self.q("SELECT id, json_extract(request, '$.seed') FROM jobs "
+                            "WHERE batch_id=?", batch))
+        for job, ks in keys.items():
+            for k in ks:
+                data = get(k)
+                if k.endswith(".json"):
+                    rec = json.loads(data)
+                    # the render this job asked for, with the VDN branch on (17 latent frames)
+                    check(str(rec["request"]["seed"]) == str(seeds[job]),
+                          "%s: record seed %s, job %d asked for %s" % (
+                              k, rec["request"]["seed"], job, seeds[job]))
+                    check(rec["resolved"]["latent_frames"] == LATENT_FRAMES,
+                          "%s: %s latent frames" % (k, rec["resolved"]["latent_frames"]))
+                else:
+                    hdr = check_safetensors(data, k)
+                    shape = hdr["video"]["shape"]
+                    check(shape[1] == LATENT_FRAMES, "%s: video latents %s" % (k, shape))
 
 
 def check_safetensors(data, what):
@@ -278,6 +290,7 @@ def check_safetensors(data, what):
     for k in tensors:
         a, b = hdr[k]["data_offsets"]
         check(0 <= a <= b <= body, "%s: tensor %s offsets %d..%d outside %d" % (what, k, a, b, body))
+    return hdr
 
 
 def main(test_fn):

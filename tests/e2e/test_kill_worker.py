@@ -16,7 +16,9 @@ def test(args):
     with Farm(args.vdn, "killworker", steps=4, lease=3, keep=args.keep) as farm:
         farm.start_coordinator()
         workers = ["w0", "w1", "w2"]
+        started_at = {}
         for w in workers:
+            started_at[w] = time.time()
             farm.start_worker(w, nfe_delay_ms=150)
         batch = farm.submit(N)
         kills = []
@@ -26,22 +28,27 @@ def test(args):
             now = time.time()
             for w, t in list(restart_at.items()):
                 if now >= t:
+                    started_at[w] = time.time()
                     farm.start_worker(w, nfe_delay_ms=150)
                     del restart_at[w]
             if len(kills) >= KILLS or restart_at:
                 return
-            # a worker with a running attempt that has reported at least one NFE: mid-render
-            rows = farm.q("SELECT a.id, a.worker_id FROM attempts a JOIN jobs j ON "
-                          "j.current_attempt=a.id WHERE a.state='running' AND j.nfe_done>=1")
-            for att, w in rows:
-                if w in farm.procs and w not in restart_at:
+            # a worker with a running attempt that has reported at least one NFE: mid-render.
+            # Only attempts begun after that worker's (re)start: the attempt of a worker killed
+            # earlier stays 'running' until the coordinator notices.
+            rows = farm.q("SELECT a.id, a.worker_id, a.started_at FROM attempts a JOIN jobs j "
+                          "ON j.current_attempt=a.id WHERE a.state='running' AND j.nfe_done>=1")
+            for att, w, started in rows:
+                if (w in farm.procs and w not in restart_at and started > started_at[w]
+                        and att not in [k[1] for k in kills]):
                     farm.kill(w, signal.SIGKILL)
                     kills.append((w, att))
                     restart_at[w] = time.time() + 1.0
                     return
 
         farm.wait_batch(batch, N, timeout=100, on_tick=tick)
-        log("killed mid-render: %s" % kills)
+        log("killed mid-render (worker, attempt): %s" % kills)
+        check(len(set(k[1] for k in kills)) == len(kills), "an attempt was counted twice")
         check(len(kills) == KILLS, "only %d kills landed mid-render" % len(kills))
         for w, att in kills:
             st = farm.q("SELECT state FROM attempts WHERE id=?", att)[0][0]

@@ -100,12 +100,18 @@ def test(args):
             env = dict(os.environ, **s3env)
             listing = json.loads(aws(endpoint, env, "list-objects-v2", "--bucket", BUCKET,
                                      "--prefix", "e2e/") or b"{}")
+            got = os.path.join(farm.dir, "got")
+            r = subprocess.run(["/usr/bin/aws", "--endpoint-url", endpoint, "s3", "cp",
+                                "--recursive", "--only-show-errors", "s3://%s/e2e/" % BUCKET, got],
+                               capture_output=True, env=env, timeout=120)
+            check(r.returncode == 0, "aws s3 cp: %s" % r.stderr.decode(errors="replace"))
             objs = {}
             for o in listing.get("Contents", []):
                 key = o["Key"][len("e2e/"):]
-                out = os.path.join(farm.dir, "get.tmp")
-                aws(endpoint, env, "get-object", "--bucket", BUCKET, "--key", o["Key"], out)
-                objs[key] = open(out, "rb").read()
+                data = open(os.path.join(got, key), "rb").read()
+                check(len(data) == o["Size"], "%s: listed %d bytes, got %d" % (key, o["Size"],
+                                                                             len(data)))
+                objs[key] = data
             farm.check_store_matches(batch, listing=objs)
         finally:
             s3.stop()
