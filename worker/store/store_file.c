@@ -375,7 +375,7 @@ static int file_list(void *be, const char *prefix, vdn_store_list_fn fn, void *u
     entries es = {0};
     int rc = walk(fs, "", prefix, &es, err, errlen);
     if (rc == 0) {
-        qsort(es.v, es.n, sizeof *es.v, cmp_entry);
+        if (es.n) qsort(es.v, es.n, sizeof *es.v, cmp_entry);
         for (size_t i = 0; i < es.n; i++)
             if (fn(user, es.v[i].key, es.v[i].size)) break;
     }
