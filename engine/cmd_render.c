@@ -1,9 +1,189 @@
-/* Placeholder until the owning capability lands. */
+/* vdn render: one render from the command line; progress per NFE on stderr. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "commands.h"
+#include "engine.h"
+#include "vdn_util.h"
+
+static const char *usage =
+    "usage: vdn render --checkpoint DIR --prompt-cache FILE --frames N --height H --width W\n"
+    "                  --steps K --seed S --out PREFIX [options]\n"
+    "\n"
+    "Renders one clip; writes PREFIX.safetensors (video (24,F,H/16,W/16), audio (2,32,L), float32\n"
+    "latents) and PREFIX.json (run record).\n"
+    "\n"
+    "  --checkpoint DIR     diffusers/native base or VDN checkpoint directory\n"
+    "  --prompt-cache FILE  safetensors prompt cache (prompt_embeds, text_token_tags[, "
+    "keyframes])\n"
+    "  --frames N           pixel frames at 24 fps, snapped up to 17n+5\n"
+    "  --height H --width W pixels, multiples of 32\n"
+    "  --steps K            model evaluations (the sigma grid has K+1 points)\n"
+    "  --seed S             noise seed (vdn's own generator; see --noise)\n"
+    "  --noise FILE         safetensors noise_video (24,F,h,w), noise_audio (2L,32)\n"
+    "                       [, noise_keyframes (K,24,1,h,w)]: bit-for-bit comparisons\n"
+    "  --variant V          vdn (default with a branch), dense, vdn-no-anchors, window-only,\n"
+    "                       vdn-additive\n"
+    "  --dense              same as --variant dense\n"
+    "  --video-shift X --audio-shift X   sigma shifts (default 12 and 3)\n"
+    "  --adapter PATH       fold another PEFT adapter (repeatable)\n"
+    "  --cpu                use the CPU backend even when a GPU is present\n"
+    "  --threads N          CPU threads for the cpu backend (default 2)\n"
+    "  --quiet              no progress lines\n";
+
+static int parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "vdn render: %s '%s': expected an integer in [%lld, %lld]\n", opt, s, lo,
+                hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *opt, const char *s, float *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || end == s || !(v > 0) || v > 1e6) {
+        fprintf(stderr, "vdn render: %s '%s': expected a positive number\n", opt, s);
+        return -1;
+    }
+    *out = (float)v;
+    return 0;
+}
+
+typedef struct {
+    double t0;
+    int quiet;
+} progress_state;
+
+static int on_progress(void *user, int k, int n, double secs) {
+    progress_state *p = user;
+    if (p->quiet) return 0;
+    double el = vdn_now() - p->t0;
+    fprintf(stderr, "vdn render: NFE %d/%d  %.2f s/NFE  ETA %.1f s\n", k, n, secs,
+            el / k * (n - k));
+    return 0;
+}
+
 int vdn_cmd_render(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "vdn render: not built yet\n");
-    return 2;
+    const char *ckpt = NULL;
+    const char *adapters[64];
+    int n_ad = 0, cpu = 0, quiet = 0;
+    long long v;
+    vdn_render_request rq = {0};
+    int have_seed = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--cpu")) {
+            cpu = 1;
+            continue;
+        }
+        if (!strcmp(a, "--dense")) {
+            rq.variant = "dense";
+            continue;
+        }
+        if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "vdn render: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        const char *val = argv[++i];
+        if (!strcmp(a, "--checkpoint"))
+            ckpt = val;
+        else if (!strcmp(a, "--prompt-cache"))
+            rq.prompt_cache = val;
+        else if (!strcmp(a, "--out"))
+            rq.out_prefix = val;
+        else if (!strcmp(a, "--noise"))
+            rq.noise_file = val;
+        else if (!strcmp(a, "--variant"))
+            rq.variant = val;
+        else if (!strcmp(a, "--adapter")) {
+            if (n_ad == 64) {
+                fprintf(stderr, "vdn render: more than 64 --adapter\n");
+                return 2;
+            }
+            adapters[n_ad++] = val;
+        } else if (!strcmp(a, "--frames")) {
+            if (parse_int(a, val, 1, 100000, &v)) return 2;
+            rq.frames = (int)v;
+        } else if (!strcmp(a, "--height")) {
+            if (parse_int(a, val, 32, 16384, &v)) return 2;
+            rq.height = (int)v;
+        } else if (!strcmp(a, "--width")) {
+            if (parse_int(a, val, 32, 16384, &v)) return 2;
+            rq.width = (int)v;
+        } else if (!strcmp(a, "--steps")) {
+            if (parse_int(a, val, 1, 1000, &v)) return 2;
+            rq.steps = (int)v;
+        } else if (!strcmp(a, "--seed")) {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(val, &end, 10);
+            if (errno || *end || end == val || val[0] == '-') {
+                fprintf(stderr, "vdn render: --seed '%s': expected an unsigned 64-bit integer\n",
+                        val);
+                return 2;
+            }
+            rq.seed = s;
+            have_seed = 1;
+        } else if (!strcmp(a, "--threads")) {
+            if (parse_int(a, val, 1, 64, &v)) return 2;
+            vdn_engine_set_threads((int)v);
+        } else if (!strcmp(a, "--video-shift")) {
+            if (parse_float(a, val, &rq.video_shift)) return 2;
+        } else if (!strcmp(a, "--audio-shift")) {
+            if (parse_float(a, val, &rq.audio_shift)) return 2;
+        } else {
+            fprintf(stderr, "vdn render: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+    }
+    const char *missing = !ckpt              ? "--checkpoint"
+                          : !rq.prompt_cache ? "--prompt-cache"
+                          : !rq.frames       ? "--frames"
+                          : !rq.height       ? "--height"
+                          : !rq.width        ? "--width"
+                          : !rq.steps        ? "--steps"
+                          : !have_seed       ? "--seed"
+                          : !rq.out_prefix   ? "--out"
+                                             : NULL;
+    if (missing) {
+        fprintf(stderr, "vdn render: missing %s (see --help)\n", missing);
+        return 2;
+    }
+    char err[VDN_ERR_LEN];
+    vdn_engine *eng = vdn_engine_open(ckpt, adapters, n_ad,
+                                      cpu ? VDN_BACKEND_CPU : VDN_BACKEND_AUTO, err, sizeof err);
+    if (!eng) {
+        fprintf(stderr, "vdn render: %s\n", err);
+        return 1;
+    }
+    if (!quiet)
+        fprintf(stderr, "vdn render: backend %s, %d pixel frames -> %d latent frames, %d NFE\n",
+                vdn_engine_backend_name(eng), vdn_snap_frames(rq.frames),
+                vdn_latent_frames(rq.frames), rq.steps);
+    progress_state ps = {vdn_now(), quiet};
+    int rc = vdn_engine_render(eng, &rq, on_progress, &ps, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, "vdn render: %s\n", err);
+    else if (!quiet)
+        fprintf(stderr, "vdn render: wrote %s.safetensors and %s.json\n", rq.out_prefix,
+                rq.out_prefix);
+    vdn_engine_close(eng);
+    return rc == 0 ? 0 : 1;
 }
