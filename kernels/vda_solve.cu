@@ -3,21 +3,24 @@
  * A symmetrised first as the reference does; then T = Diag(alpha) M and J = B M are written
  * directly, fp32 throughout. 512 threads: thread = column j and every 4th row.
  *
- * Step p is written without branches on the pivot row/column: with the pivot row taken as
- * r[j] = (j == p ? 1 : G[p][j]) / piv and the pivot column as c[i] = (i == p ? -1 : G[i][p]),
- * every element becomes (i == p || j == p ? 0 : G[i][j]) - c[i] r[j]. The threads that produce
- * column p+1 and row p+1 also store them for the next step, so one barrier per step suffices.
+ * The matrix lives in registers (32 elements per thread); step p is written without branches on
+ * the pivot row/column: with the pivot row taken as r[j] = (j == p ? 1 : G[p][j]) / piv and the
+ * pivot column as c[i] = (i == p ? -1 : G[i][p]), every element becomes
+ * (i == p || j == p ? 0 : G[i][j]) - c[i] r[j]. The threads that produce column p+1 and row p+1
+ * publish them in shared memory for the next step, so one barrier per step suffices and shared
+ * memory traffic is two broadcast vectors per step instead of the whole matrix.
  * additive_S > 0 selects the SANA rule instead: T = Diag(a)(I - A/S), J = B/sqrt(S). */
 #include "cuda_util.cuh"
 
 #define D 128
 #define NT 512
+#define DP (D + 1) /* padded row stride of the shared copy: transposed reads hit distinct banks */
 
 __global__ void __launch_bounds__(NT) solve_k(const float *A, const float *B, const float *alpha,
                                               float *T, float *J, int additive_S) {
     extern __shared__ float sm[];
-    float *G = sm;              /* D x D */
-    float *Bt = G + D * D;      /* 32 x D tile of B */
+    float *G = sm;              /* D x DP */
+    float *Bt = G + D * DP;     /* 32 x D tile of B */
     float *colb = Bt + 32 * D;  /* [2][D] pivot columns */
     float *rowb = colb + 2 * D; /* [2][D] pivot rows */
     const size_t m = blockIdx.x;
@@ -34,33 +37,45 @@ __global__ void __launch_bounds__(NT) solve_k(const float *A, const float *B, co
         }
         return;
     }
-    for (int i = r0; i < D; i += NT / D)
-        G[i * D + j] = 0.5f * (a[i * D + j] + a[j * D + i]) + (i == j ? 1.f : 0.f);
+    /* G lives in registers: thread (j, r0) owns rows r0, r0+4, ..., r0+124 of column j. */
+    for (int e = threadIdx.x; e < D * D; e += NT)
+        G[(e / D) * DP + (e % D)] = a[e]; /* coalesced */
     __syncthreads();
-    if (threadIdx.x < D)
-        colb[threadIdx.x] = G[threadIdx.x * D];
-    else if (threadIdx.x < 2 * D)
-        rowb[threadIdx.x - D] = G[threadIdx.x - D];
+    float g[D / 4];
+#pragma unroll
+    for (int k = 0; k < D / 4; k++) {
+        const int i = r0 + 4 * k;
+        g[k] = 0.5f * (G[i * DP + j] + G[j * DP + i]) + (i == j ? 1.f : 0.f);
+        if (j == 0) colb[i] = g[k];
+        if (i == 0) rowb[j] = g[k];
+    }
     __syncthreads();
     for (int p = 0; p < D; p++) {
         const float *col = colb + (p & 1) * D, *row = rowb + (p & 1) * D;
         float *ncol = colb + ((p + 1) & 1) * D, *nrow = rowb + ((p + 1) & 1) * D;
         const float inv = 1.f / row[p];
-        const float rj = (j == p ? 1.f : row[j]) * inv;
-#pragma unroll 8
-        for (int i = r0; i < D; i += NT / D) {
-            const float ci = (i == p) ? -1.f : col[i];
-            const float base = (i == p || j == p) ? 0.f : G[i * D + j];
-            const float v = base - ci * rj;
-            G[i * D + j] = v;
-            if (j == p + 1) ncol[i] = v;
+        const bool jp = j == p, jn = j == p + 1;
+        const float rj = (jp ? 1.f : row[j]) * inv;
+#pragma unroll
+        for (int k = 0; k < D / 4; k++) {
+            const int i = r0 + 4 * k;
+            const bool ip = i == p;
+            const float ci = ip ? -1.f : col[i];
+            const float v = ((ip || jp) ? 0.f : g[k]) - ci * rj;
+            g[k] = v;
+            if (jn) ncol[i] = v;
             if (i == p + 1) nrow[j] = v;
         }
         __syncthreads();
     }
+#pragma unroll
+    for (int k = 0; k < D / 4; k++)
+        G[(r0 + 4 * k) * D + j] = g[k];
     if (T)
-        for (int i = r0; i < D; i += NT / D)
-            T[m * D * D + i * D + j] = (al ? al[i] : 1.f) * G[i * D + j];
+#pragma unroll
+        for (int k = 0; k < D / 4; k++)
+            T[m * D * D + (r0 + 4 * k) * D + j] = (al ? al[r0 + 4 * k] : 1.f) * g[k];
+    __syncthreads();
     const float *b = B + m * D * D;
     for (int tile = 0; tile < D / 32; tile++) {
         for (int e = threadIdx.x; e < 32 * D; e += NT)
@@ -69,7 +84,7 @@ __global__ void __launch_bounds__(NT) solve_k(const float *A, const float *B, co
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll 4
         for (int k = 0; k < D; k++) {
-            float mk = G[k * D + j];
+            float mk = G[k * DP + j];
 #pragma unroll
             for (int r = 0; r < 8; r++)
                 acc[r] += Bt[(r0 * 8 + r) * D + k] * mk;
@@ -83,7 +98,7 @@ __global__ void __launch_bounds__(NT) solve_k(const float *A, const float *B, co
 
 extern "C" int vdn_k_vda_solve(const float *A, const float *B, const float *alpha, int nmat,
                                float *T, float *J, int additive_S, vdn_stream st) {
-    const int smem = (D * D + 32 * D + 4 * D) * (int)sizeof(float);
+    const int smem = (D * DP + 32 * D + 4 * D) * (int)sizeof(float);
     static int configured = 0;
     if (!configured) {
         CUDA_CHECK(
