@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(NT) solve_k(const float *A, const float *B, co
     }
 #pragma unroll
     for (int k = 0; k < D / 4; k++)
-        G[(r0 + 4 * k) * D + j] = g[k];
+        G[(r0 + 4 * k) * DP + j] = g[k];
     if (T)
 #pragma unroll
         for (int k = 0; k < D / 4; k++)
