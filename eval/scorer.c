@@ -147,8 +147,9 @@ int vdn_scores_parse(const char *text, size_t len, const char *label, char ***ke
     cJSON *o = cJSON_ParseWithLength(text, len);
     if (!o || !cJSON_IsObject(o)) {
         cJSON_Delete(o);
-        return vdn_fail(err, errlen, "%s: stdout is not one JSON object of numbers (got \"%.80s\")",
-                        label, text);
+        int show = len < 80 ? (int)len : 80; /* text is not NUL-terminated */
+        return vdn_fail(err, errlen, "%s: stdout is not one JSON object of numbers (got \"%.*s\")",
+                        label, show, text);
     }
     int cnt = cJSON_GetArraySize(o);
     if (cnt < 1 || cnt > 256) {
