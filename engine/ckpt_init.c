@@ -31,6 +31,24 @@ int vdn_ckpt_preset(const char *preset, int layers, vdn_config *c, char *err, si
                           .rope_freq_dim = 4,
                           .alpha_rank = 8,
                           .gate_rank = 8};
+    } else if (preset && strcmp(preset, "small") == 0) {
+        /* the smallest model with H3's head geometry (head_dim 128, 16 rope frequencies), for
+         * checking the CUDA kernels, which are specialised to head_dim 128, against the CPU */
+        *c = (vdn_config){.hidden = 256,
+                          .heads = 2,
+                          .head_dim = 128,
+                          .ffn = 512,
+                          .layers = 2,
+                          .refiner_layers = 2,
+                          .text_dim = 64,
+                          .in_channels = 24,
+                          .audio_channels = 32,
+                          .freq_dim = 64,
+                          .time_embed_dim = 64,
+                          .time_hidden = 128,
+                          .rope_freq_dim = 16,
+                          .alpha_rank = 16,
+                          .gate_rank = 16};
     } else if (preset && strcmp(preset, "h3") == 0) {
         *c = (vdn_config){.hidden = 5376,
                           .heads = 56,
@@ -48,7 +66,7 @@ int vdn_ckpt_preset(const char *preset, int layers, vdn_config *c, char *err, si
                           .alpha_rank = 128,
                           .gate_rank = 128};
     } else {
-        return vdn_fail(err, errlen, "ckpt init: --preset \"%s\": expected tiny or h3",
+        return vdn_fail(err, errlen, "ckpt init: --preset \"%s\": expected tiny, small or h3",
                         preset ? preset : "");
     }
     if (layers > 0) c->layers = layers;
