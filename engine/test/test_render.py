@@ -156,6 +156,52 @@ if a is not None:
     else:
         print("note: ckpt init --layout native not available:", p.stderr.strip()[:200])
 
+# Plumbing check with an independent expectation: zero the output heads' weights and give each
+# output feature a known bias, so the velocity is a constant per patch feature / audio channel.
+# The Euler steps then add sum_k (1 - r_k) sigma_k v = v (up to float32 rounding) to the noise, and
+# the output must be noise + bias placed by the contract's patch layout (feature c*4 + ph*2 + pw)
+# and audio row layout (row c*La + t, channel k) -- which this test writes down independently.
+if a is not None:
+    zk = os.path.join(WORK, "ckpt_const")
+    shutil.copytree(ck, zk)
+    st_path = os.path.join(zk, "base", "transformer", "diffusion_pytorch_model.safetensors")
+    with open(st_path, "r+b") as f:
+        raw = f.read()
+        nh = struct.unpack("<Q", raw[:8])[0]
+        hdr = json.loads(raw[8:8 + nh])
+        def patch(name, values):
+            e = hdr[name]
+            check(e["dtype"] == "F32", f"{name} stored as F32 (fp32 module)")
+            b0, b1 = e["data_offsets"]
+            data = np.asarray(values, np.float32).reshape(e["shape"]).tobytes()
+            check(len(data) == b1 - b0, f"{name} size")
+            f.seek(8 + nh + b0)
+            f.write(data)
+        pw_shape, aw_shape = hdr["proj_out.weight"]["shape"], hdr["audio_proj_out.weight"]["shape"]
+        patch("proj_out.weight", np.zeros(pw_shape))
+        patch("proj_out.bias", np.arange(96) * 0.25 - 3.0)
+        patch("audio_proj_out.weight", np.zeros(aw_shape))
+        patch("audio_proj_out.bias", np.arange(32) * -0.5 + 2.0)
+    out = os.path.join(WORK, "const")
+    p = run(*[x if x != ck else zk for x in base], "--seed", "7", "--out", out, "--noise", nf, "--steps", "3")
+    check(p.returncode == 0, "render with constant heads")
+    if p.returncode == 0:
+        o = read_st(out + ".safetensors")
+        nz = read_st(nf)
+        vb = (np.arange(96) * 0.25 - 3.0).reshape(24, 2, 2)  # (c, ph, pw)
+        hh, ww = H // 16, W // 16
+        ev = nz["noise_video"].astype(np.float64).copy()
+        for c in range(24):
+            for y in range(hh):
+                for x in range(ww):
+                    ev[c, :, y, x] += vb[c, y % 2, x % 2]
+        ab = np.arange(32) * -0.5 + 2.0
+        ea = nz["noise_audio"].reshape(2, 93, 32).transpose(0, 2, 1) + ab[None, :, None]
+        dv = np.abs(o["video"] - ev).max()
+        da = np.abs(o["audio"] - ea).max()
+        check(dv < 1e-5, f"constant-velocity video = noise + bias in patch layout (max diff {dv:.2e})")
+        check(da < 1e-5, f"constant-velocity audio = noise rows + bias in channel-major layout (max diff {da:.2e})")
+
 # fl2va: keyframes (first, last) as conditioning rows; 128x128 as the prompt cache says
 if a is not None:
     fl = os.path.join(ck, "prompt_fl2va.safetensors")
