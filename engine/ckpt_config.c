@@ -148,10 +148,6 @@ static int parse_base(const char *label, const cJSON *root, vdn_config *c, vdn_l
     memset(c, 0, sizeof *c);
     for (size_t i = 0; i < N_BASE_KEYS; i++)
         if (read_base_key(label, root, &base_keys[i], c, err, errlen) != 0) return -1;
-    const cJSON *j;
-    cJSON_ArrayForEach(j, root) {
-        if (!known_key(j->string)) VDN_WARN("%s: ignoring unknown key \"%s\"", label, j->string);
-    }
     /* patch_size [t, h, w]; diffusers defaults to (1, 2, 2) */
     c->patch_t = 1;
     c->patch_h = c->patch_w = 2;
@@ -201,6 +197,11 @@ static int parse_base(const char *label, const cJSON *root, vdn_config *c, vdn_l
                         c->freq_dim);
     c->video_shift = 12.0f;
     c->audio_shift = 3.0f;
+    /* only a config that parsed is worth a warning about what it also holds */
+    const cJSON *j;
+    cJSON_ArrayForEach(j, root) {
+        if (!known_key(j->string)) VDN_WARN("%s: ignoring unknown key \"%s\"", label, j->string);
+    }
     return 0;
 }
 

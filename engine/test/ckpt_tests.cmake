@@ -2,7 +2,9 @@
 set(VDN_CKPT_SOURCES safetensors.c prompt.c ckpt_config.c ckpt_names.c lora.c ckpt.c ckpt_init.c)
 target_sources(vdn_engine PRIVATE ${VDN_CKPT_SOURCES})
 # Paths are built in fixed buffers and checked where it matters; GCC's guesses are noise here.
-set_source_files_properties(${VDN_CKPT_SOURCES} PROPERTIES COMPILE_OPTIONS -Wno-format-truncation)
+if(CMAKE_C_COMPILER_ID STREQUAL "GNU")
+  set_source_files_properties(${VDN_CKPT_SOURCES} PROPERTIES COMPILE_OPTIONS -Wno-format-truncation)
+endif()
 
 add_executable(ckpt_test_formats test/ckpt_test_formats.c)
 target_link_libraries(ckpt_test_formats vdn_engine)
@@ -19,3 +21,18 @@ target_link_libraries(ckpt_dump vdn_engine)
 add_test(NAME ckpt_lora_numpy
          COMMAND ${VDN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/test/ckpt_test_lora.py $<TARGET_FILE:vdn>
                  $<TARGET_FILE:ckpt_dump> ${CMAKE_CURRENT_BINARY_DIR}/ckpt_lora_tmp)
+
+# Fuzzing: the safetensors header and config parsers. The replay test runs everywhere.
+add_executable(ckpt_fuzz_replay test/ckpt_fuzz_replay.c test/ckpt_fuzz.c)
+target_link_libraries(ckpt_fuzz_replay vdn_engine)
+add_test(NAME ckpt_fuzz_replay
+         COMMAND ckpt_fuzz_replay ${CMAKE_CURRENT_SOURCE_DIR}/test/ckpt_corpus 20000)
+if(VDN_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+  list(TRANSFORM VDN_CKPT_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/ OUTPUT_VARIABLE _ckpt_abs)
+  add_executable(ckpt_fuzz test/ckpt_fuzz.c ${_ckpt_abs} vdn_util.c)
+  target_compile_definitions(ckpt_fuzz PRIVATE VDN_LIBFUZZER)
+  target_include_directories(ckpt_fuzz PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_compile_options(ckpt_fuzz PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_options(ckpt_fuzz PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(ckpt_fuzz PkgConfig::CJSON m Threads::Threads)
+endif()
