@@ -7,7 +7,8 @@
  *
  * Values are exposed as float32 arrays holding exactly the values the released stack computes
  * with: a bf16 tensor is widened; a LoRA-merged bf16 tensor is bf16(W + bf16((B A) * alpha / r)),
- * the delta computed in fp32 and added in the weight dtype like the reference merge. `vdn_ckpt_dtype` tells the stored dtype (fp32 modules stay fp32). */
+ * the delta computed in fp32 and added in the weight dtype like the reference merge.
+ * `vdn_ckpt_dtype` tells the stored dtype (fp32 modules stay fp32). */
 #ifndef VDN_CKPT_H
 #define VDN_CKPT_H
 
