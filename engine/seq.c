@@ -78,6 +78,16 @@ int vdn_seq_build(vdn_seq *s, const vdn_config *cfg, const int8_t *text_tags, in
                         frames, lat_h, lat_w, cfg->patch_h, cfg->patch_w);
     if (n_keyframes < 0 || n_keyframes > 8)
         return vdn_fail(err, errlen, "request: %d keyframes, expected 0..8", n_keyframes);
+    { /* refuse sizes whose row count would overflow or exhaust memory, before allocating */
+        int64_t S64 = (int64_t)(lat_h / cfg->patch_h) * (lat_w / cfg->patch_w);
+        int64_t rows = (int64_t)n_text + (int64_t)n_keyframes * S64 + 2 * (int64_t)audio_latents +
+                       (int64_t)frames * S64;
+        if (audio_latents < 0 || rows > VDN_SEQ_MAX_ROWS)
+            return vdn_fail(err, errlen,
+                            "request: %d latent frames of %d x %d latents make %lld sequence rows, "
+                            "above the engine's limit of %d",
+                            frames, lat_h, lat_w, (long long)rows, VDN_SEQ_MAX_ROWS);
+    }
     vdn_layout *L = &s->lay;
     L->frames = frames;
     L->grid_h = lat_h / cfg->patch_h;

@@ -12,6 +12,9 @@
 
 enum { VDN_KF_FIRST = 0, VDN_KF_LAST = 1 };
 
+/* Largest packed sequence the engine accepts: 16x the H3 workload (~104k rows). */
+#define VDN_SEQ_MAX_ROWS (1 << 21)
+
 typedef struct {
     vdn_layout lay;
     int n_keyframes;

@@ -226,6 +226,7 @@ bad = [
     (["--variant", "nope"], "variant 'nope'"),
     (["--seed", "-3"], "--seed"),
     (["--bogus", "1"], "unknown option"),
+    (["--frames", "100000", "--height", "16384", "--width", "16384"], "limit"),
 ]
 for extra, needle in bad:
     args = list(base)
