@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -23,6 +24,24 @@ static char *join(const char *a, const char *b) {
     p[la] = '/';
     memcpy(p + la + 1, b, lb + 1);
     return p;
+}
+
+/* Temp files of puts whose process died stay in .vdn-tmp; nothing lists or reads them. Remove
+ * the ones untouched for a day (a live put rewrites its temp file continuously). */
+static void sweep_stale_temps(const char *tmpdir) {
+    DIR *d = opendir(tmpdir);
+    if (!d) return;
+    time_t now = time(NULL);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, "put-", 4)) continue;
+        char *path = join(tmpdir, de->d_name);
+        struct stat sb;
+        if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && now - sb.st_mtime > 24 * 3600)
+            unlink(path);
+        free(path);
+    }
+    closedir(d);
 }
 
 void *vdn_store_file_open(const char *dir, char *err, size_t errlen) {
@@ -51,6 +70,7 @@ void *vdn_store_file_open(const char *dir, char *err, size_t errlen) {
         free(fs);
         return NULL;
     }
+    sweep_stale_temps(tmp);
     free(tmp);
     return fs;
 }

@@ -90,7 +90,7 @@ void *vdn_store_s3_open(const char *rest, const vdn_store_opts *opts, char *err,
             conn_free(c);
             return NULL;
         }
-    c->endpoint = env_or(opts->endpoint, "VDN_S3_ENDPOINT", NULL);
+    c->endpoint = env_or(opts->endpoint, "VDN_S3_ENDPOINT", "AWS_ENDPOINT_URL");
     if (!c->endpoint) {
         char ep[128];
         snprintf(ep, sizeof ep, "https://s3.%s.amazonaws.com", c->region);

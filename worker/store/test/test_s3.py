@@ -118,6 +118,7 @@ def load_botocore():
     return botocore
 
 
+regions_seen = set()
 AUTH_RE = re.compile(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/s3/aws4_request, "
                      r"SignedHeaders=([a-z0-9;-]+), Signature=([0-9a-f]{64})$")
 
@@ -129,6 +130,7 @@ def verify_sigv4(botocore, method, raw_path, headers, body, secret):
     if not m:
         return ("AuthorizationHeaderMalformed", f"bad Authorization header shape: {auth[:80]!r}")
     access, date, region, signed, sig = m.groups()
+    regions_seen.add(region)
     amzdate = headers.get("x-amz-date", "")
     if not amzdate.startswith(date):
         return ("AuthorizationHeaderMalformed", "credential date differs from x-amz-date")
@@ -183,6 +185,7 @@ class Proxy:
         self.faults = []          # list of [predicate, status, code, remaining]
         self.max_keys = None      # force small list pages
         self.complete_error = False
+        self.regions = regions_seen
         proxy = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -429,7 +432,9 @@ def test_s3(tool, threads_tool, s3rver_exe, tmp):
         check(proxy.count("POST", "?uploadId=") == 1, "one complete")
 
         print("put from stdin, get, cat")
-        rc, _, err = run_tool(tool, ["put", uri, "c/stdin.txt", "-"], env, stdin=b"piped\n")
+        rc, _, err = run_tool(tool, ["--region", "eu-west-3", "put", uri, "c/stdin.txt", "-"],
+                              env, stdin=b"piped\n")
+        check("eu-west-3" in proxy.regions, "--region is the signing region")
         check(rc == 0 and remote_sha(s3port, f"{PREFIX}/c/stdin.txt", tmp)
               == hashlib.sha256(b"piped\n").hexdigest(), "stdin put lands intact")
         back = os.path.join(tmp, "big.back")
