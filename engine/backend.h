@@ -18,9 +18,10 @@
  *     per NFE: ops->forward(be, &step, video_v, audio_v)
  *   ops->destroy(be)
  *
- * The CPU backend (engine/cpu_backend.c, "cpu") is the numerical oracle. A CUDA backend lives in
- * kernels/ and registers itself (see vdn_backend_register below) so that engine/ never depends on
- * CUDA.
+ * The CPU backend (engine/cpu_backend.c, "cpu") is the numerical oracle;
+ * engine/test/backend_compare runs any backend against it (every variant, t2va + fl2va) as ctest
+ * engine_backend_cuda_vs_cpu. A CUDA backend lives in kernels/ and registers itself (see
+ * vdn_backend_register below) so that engine/ never depends on CUDA.
  *
  * Row layout of the packed sequence (spec 1.2), batch 1, no padding:
  *
