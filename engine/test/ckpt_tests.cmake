@@ -36,3 +36,12 @@ if(VDN_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   target_link_options(ckpt_fuzz PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_libraries(ckpt_fuzz PkgConfig::CJSON m Threads::Threads)
 endif()
+
+# ops/convert-prompt-cache.py on .pt files built in torch's zip format (no torch), and the
+# engine's reader on what it writes
+add_executable(ckpt_prompt_info test/ckpt_prompt_info.c)
+target_link_libraries(ckpt_prompt_info vdn_engine)
+add_test(NAME ckpt_convert_prompt
+         COMMAND ${VDN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/test/ckpt_test_convert_prompt.py
+                 ${CMAKE_SOURCE_DIR}/ops/convert-prompt-cache.py $<TARGET_FILE:ckpt_prompt_info>
+                 ${CMAKE_CURRENT_BINARY_DIR}/ckpt_convert_tmp)
