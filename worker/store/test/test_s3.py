@@ -227,6 +227,9 @@ class Proxy:
                 if bad:
                     return self.error(403, bad[0], bad[1])
                 if fault:
+                    if fault[2].startswith("<"):  # a raw body, e.g. a malformed document
+                        return self.reply(fault[1], fault[2].encode(),
+                                          [("Content-Type", "application/xml")])
                     return self.error(fault[1], fault[2], "injected by the test proxy")
                 path = self.path
                 if proxy.max_keys and "list-type=2" in path:
@@ -486,6 +489,18 @@ def test_s3(tool, threads_tool, s3rver_exe, tmp):
         check(rc == 0 and "SlowDown" in err and "retry 2/" in err, "put survives two SlowDowns")
         check(proxy.count("PUT", "f/slow.bin") == 3, "three attempts reached the proxy")
         check(remote_sha(s3port, f"{PREFIX}/f/slow.bin", tmp) == sha256_file(small), "content")
+
+        print("429 is retried; a malformed response is a clear error")
+        proxy.reset()
+        proxy.faults.append([lambda m, p: m == "HEAD", 429, "TooManyRequests", 1])
+        rc, out, err = run_tool(tool, ["stat", uri, "f/slow.bin"], env)
+        check(rc == 0 and "HTTP 429" in err, "stat survives a 429")
+        proxy.faults.append([lambda m, p: "list-type=2" in p, 200,
+                             "<ListBucketResult><Contents><Key>x</Key><Size>1</Size>"
+                             "</ListBucketResult>", 1])
+        rc, out, err = run_tool(tool, ["ls", uri, "d/"], env)
+        check(rc == 1 and "malformed ListBucketResult response" in err and "does not match"
+              in err and uri in err, f"malformed list: {err.strip()}")
 
         print("a multipart upload that fails leaves nothing under the key and is aborted")
         proxy.reset()
