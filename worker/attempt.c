@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "prompt.h"
+
 void vdn_assignment_free(vdn_assignment *s) {
     free(s->prompt_cache);
     free(s->variant);
@@ -145,10 +147,13 @@ static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, int 
     return 0;
 }
 
-/* An engine failure is a property of the request (bad prompt cache, bad size) unless it smells
- * of the machine: memory or the GPU. Those another worker may not hit. */
+/* After the prompt cache has been checked, an engine failure is still most often a property of
+ * the request (a size the model cannot take), so not retryable, unless it names the machine:
+ * memory or the GPU, which another worker may not run out of. */
 static int engine_error_retryable(const char *msg) {
-    static const char *machine[] = {"out of memory", "CUDA", "cuda", "cuBLAS", "ENOMEM", "mmap"};
+    static const char *machine[] = {
+        "out of memory", "Cannot allocate memory", "CUDA error", "cudaError",
+        "cuBLAS",        "CUBLAS_STATUS",          "ENOMEM"};
     for (size_t i = 0; i < sizeof machine / sizeof *machine; i++)
         if (strstr(msg, machine[i])) return 1;
     return 0;
@@ -186,6 +191,16 @@ static void *job_main(void *arg) {
         finish(j, 0, retryable, err);
         return NULL;
     }
+
+    /* A bad prompt cache fails the same way on every worker: check it here, so the FAIL can
+     * say "not retryable" with certainty instead of guessing from the engine's message. */
+    vdn_prompt pr;
+    if (vdn_prompt_load(pc_path, vdn_engine_config(j->eng)->text_dim, &pr, err, sizeof err)) {
+        snprintf(msg, sizeof msg, "bad prompt cache: %s", err);
+        finish(j, 0, 0, msg);
+        return NULL;
+    }
+    vdn_prompt_free(&pr);
 
     snprintf(prefix, sizeof prefix, "%s/out", j->scratch);
     vdn_render_request req = {

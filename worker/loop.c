@@ -634,6 +634,7 @@ int vdn_worker_run(const vdn_worker_opts *o) {
     }
     vdn_backend_kind backend = o->cpu || w.gpus.n == 0 ? VDN_BACKEND_CPU : VDN_BACKEND_AUTO;
     double t0 = vdn_now();
+    if (o->threads > 0) vdn_engine_set_threads(o->threads);
     w.eng = vdn_engine_open(o->checkpoint, o->adapters, o->n_adapters, backend, err, sizeof err);
     if (!w.eng) {
         VDN_ERROR("worker: cannot load checkpoint %s: %s", o->checkpoint, err);

@@ -25,6 +25,7 @@ static const char usage[] =
     "  --heartbeat-seconds S heartbeat interval (default 1)\n"
     "  --liveness N          silent heartbeats before reconnecting (default 5)\n"
     "  --upload-attempts N   whole-upload retries on top of the store's (default 3)\n"
+    "  --threads N           CPU backend threads (default: the engine's)\n"
     "  --config FILE         cluster config (ops/cluster.example.conf); flags override it\n"
     "SIGTERM: finish the current job, then exit. A second SIGTERM: hand the job back, exit.\n";
 
@@ -108,7 +109,7 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
                 return vdn_fail(err, errlen, "vdn worker: more than 16 --adapter");
             o->adapters[o->n_adapters++] = v;
         } else if (!strcmp(a, "--heartbeat-seconds") || !strcmp(a, "--liveness") ||
-                   !strcmp(a, "--upload-attempts")) {
+                   !strcmp(a, "--upload-attempts") || !strcmp(a, "--threads")) {
             char *end;
             double x = strtod(v, &end);
             if (end == v || *end || !(x > 0) || x > 3600)
@@ -118,6 +119,8 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
                 o->heartbeat_s = x;
             else if (!strcmp(a, "--liveness"))
                 o->liveness = (int)x < 2 ? 2 : (int)x;
+            else if (!strcmp(a, "--threads"))
+                o->threads = (int)x;
             else
                 o->upload_attempts = (int)x;
         } else if (!strcmp(a, "--config")) {

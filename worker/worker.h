@@ -24,6 +24,7 @@ typedef struct {
     int liveness;           /* heartbeats of silence before the coordinator counts as gone */
     double reconnect_max_s; /* cap on the reconnect backoff */
     int upload_attempts;    /* whole-upload retries on top of the store's own */
+    int threads;            /* CPU backend threads, 0 = the engine's default */
 } vdn_worker_opts;
 
 /* Parses argv (argv[0] = "worker"). 0 ok, 1 = --help printed, -1 = error printed to err. */

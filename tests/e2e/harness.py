@@ -129,7 +129,8 @@ class Farm:
         return self.spawn(wid, [
             "worker", "--connect", self.worker_ep, "--checkpoint", self.ckpt, "--store", self.store,
             "--id", wid, "--cpu", "--scratch", os.path.join(self.dir, "scratch"),
-            "--heartbeat-seconds", str(self.heartbeat)] + list(extra_args), env=env)
+            "--heartbeat-seconds", str(self.heartbeat), "--threads", "1"] + list(extra_args),
+            env=env)
 
     def kill(self, name, sig=signal.SIGKILL, quiet=False):
         p = self.procs.get(name)

@@ -9,6 +9,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from harness import Farm, check, log, main
 
 N = 30
+DOWN = [1.5, 4.0]
 
 
 def test(args):
@@ -24,7 +25,9 @@ def test(args):
             done = c.get("done", 0)
             if restarts < 2 and done >= 6 * (restarts + 1) and farm.running_attempts():
                 farm.kill("coordinator", signal.SIGKILL)
-                time.sleep(1.5)
+                # first a short outage (the workers' sockets reconnect by themselves), then one
+                # past the workers' liveness limit (they drop the socket and back off)
+                time.sleep(DOWN[restarts])
                 farm.start_coordinator()
                 restarts += 1
                 log("coordinator restarted (%d), %d done before" % (restarts, done))
@@ -37,6 +40,8 @@ def test(args):
         farm.check_store_matches(batch)
         resumed = farm.q("SELECT count(*) FROM events WHERE kind='resumed'")[0][0]
         log("attempts resumed by reconnecting workers: %d" % resumed)
+        logs = "".join(open(farm.logs[w]).read() for w in ("w0", "w1"))
+        check("reconnecting to" in logs, "no worker noticed the long outage and reconnected")
 
 
 if __name__ == "__main__":

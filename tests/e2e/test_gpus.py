@@ -1,0 +1,58 @@
+"""GPU inventory in READY, without a GPU: a stand-in nvidia-smi (VDN_NVIDIA_SMI) lists GPUs; the
+worker reports the ones --gpus selects, with their memory, and the coordinator records them. A
+--gpus naming a GPU that is not there is a clear start-up error."""
+import json
+import os
+import stat
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Farm, check, log, main
+
+
+def test(args):
+    with Farm(args.vdn, "gpus", keep=args.keep) as farm:
+        smi = os.path.join(farm.dir, "nvidia-smi")
+        with open(smi, "w") as f:
+            f.write("#!/bin/sh\n# stand-in: the query the worker makes, four H200s\n"
+                    "case \"$*\" in *--query-gpu=index,name,memory.total*) ;; *) exit 9;; esac\n"
+                    "for i in 0 1 2 3; do echo \"$i, NVIDIA H200, 143771\"; done\n")
+        os.chmod(smi, os.stat(smi).st_mode | stat.S_IXUSR)
+        env = {"VDN_NVIDIA_SMI": smi}
+        farm.start_coordinator()
+        # no --cpu: the worker asks nvidia-smi
+        args_ = ["worker", "--connect", farm.worker_ep, "--checkpoint", farm.ckpt, "--store",
+                 farm.store, "--id", "g", "--gpus", "1,3", "--scratch",
+                 os.path.join(farm.dir, "scratch"), "--heartbeat-seconds", "0.5"]
+        farm.spawn("g", args_, env=dict(farm.env, **env))
+        t0 = time.time()
+        rows = []
+        while not rows:
+            check(time.time() - t0 < 20, "worker g never registered")
+            rows = farm.q("SELECT gpus, backend FROM workers WHERE id='g'")
+            time.sleep(0.1)
+        gpus = json.loads(rows[0][0])
+        log("READY reported %s, backend %s" % (gpus, rows[0][1]))
+        check([g["index"] for g in gpus] == [1, 3], "GPUs %s, expected indices 1 and 3" % gpus)
+        check(all(g["memory"] == 143771 * 1024 * 1024 for g in gpus), "memory %s" % gpus)
+        check(all(g["name"] == "NVIDIA H200" for g in gpus), "names %s" % gpus)
+
+        # A GPU that is not on the machine: refuse to start, naming it.
+        r = farm.run(["worker", "--connect", farm.worker_ep, "--checkpoint", farm.ckpt,
+                      "--gpus", "2-5", "--id", "bad"], check_rc=False, timeout=30,
+                     env=dict(farm.env, **env))
+        log("--gpus 2-5: exit %d: %s" % (r.returncode, r.stderr.strip().splitlines()[-1:]))
+        check(r.returncode != 0 and "GPU 4 is not on this machine" in r.stderr,
+              "expected a clear error for GPU 4: %d %s" % (r.returncode, r.stderr))
+        r = farm.run(["worker", "--connect", farm.worker_ep, "--checkpoint", farm.ckpt,
+                      "--gpus", "0-x"], check_rc=False, timeout=30)
+        check(r.returncode == 2 and "--gpus '0-x'" in r.stderr, "bad spec: %s" % r.stderr)
+        r = farm.run(["worker", "--connect", farm.worker_ep, "--checkpoint",
+                      os.path.join(farm.dir, "no-such-ckpt"), "--cpu"], check_rc=False, timeout=30)
+        check(r.returncode == 1 and "no-such-ckpt" in r.stderr,
+              "missing checkpoint: %d %s" % (r.returncode, r.stderr))
+
+
+if __name__ == "__main__":
+    main(test)
