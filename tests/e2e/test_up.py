@@ -47,6 +47,54 @@ def children_of(pid):
     return kids
 
 
+def foreground(vdn, d):
+    """`vdn up DIR` in the foreground: prefixed logs, a crashed child restarted, Ctrl-C (SIGINT)
+    stops everything and exits 0."""
+    import signal
+    errlog = open(d + ".stderr", "wb")
+    p = subprocess.Popen([vdn, "up", d, "--cpu"], stdout=subprocess.DEVNULL, stderr=errlog)
+    try:
+        t0 = time.time()
+        while True:
+            check(p.poll() is None, "vdn up exited early: %s" % open(d + ".stderr").read()[-2000:])
+            check(time.time() - t0 < 60, "foreground vdn up never wrote vdn.conf with its pid")
+            try:
+                if int(conf(os.path.join(d, "vdn.conf")).get("pid", 0)) == p.pid:
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.1)
+        kids = children_of(p.pid)
+        check(len(kids) == 2, "expected coordinator + 1 worker, got %s" % kids)
+        worker = max(kids)  # started after the coordinator
+        os.kill(worker, signal.SIGKILL)
+        t0 = time.time()
+        while True:
+            now = children_of(p.pid)
+            if len(now) == 2 and worker not in now and all(alive(k) for k in now):
+                break
+            check(time.time() - t0 < 15, "the killed worker was not restarted: %s" % now)
+            time.sleep(0.1)
+        kids = children_of(p.pid)
+        p.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=60)
+        check(rc == 0, "vdn up exited %d on SIGINT" % rc)
+        for k in kids:
+            check(not alive(k), "child %d outlived vdn up" % k)
+        text = open(d + ".stderr", errors="replace").read()
+        for want in ("[coordinator] ", "[worker-1] ", "restarting in", "up: stopped"):
+            check(want in text, "foreground log lacks %r" % want)
+        c = conf(os.path.join(d, "vdn.conf"))
+        check("pid" not in c, "vdn.conf still names a pid after a clean stop")
+        log("foreground: prefixed logs, worker restarted after SIGKILL, SIGINT stopped all")
+    finally:
+        if p.poll() is None:
+            for k in children_of(p.pid):
+                os.kill(k, 9)
+            p.kill()
+            p.wait()
+
+
 def test(args):
     vdn = os.path.abspath(args.vdn)
     d = tempfile.mkdtemp(prefix="vdn-e2e-up-")
@@ -102,6 +150,7 @@ def test(args):
         for name in ("coordinator", "worker-1", "worker-2"):
             check(os.path.getsize(os.path.join(d, "logs", name + ".log")) > 0,
                   "empty log for %s" % name)
+        foreground(vdn, os.path.join(d, "fg"))
         ok = True
     finally:
         if pid and alive(pid):
