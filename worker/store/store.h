@@ -33,7 +33,8 @@ int vdn_store_put_bytes(vdn_store *st, const char *key, const void *data, size_t
                         size_t errlen);
 int vdn_store_get_file(vdn_store *st, const char *key, const char *local_path, char *err,
                        size_t errlen);
-/* *data malloc'd, caller frees. */
+/* *data malloc'd, caller frees. (The store owner adds: a NUL byte follows the len bytes, so
+ * text objects can be used as strings.) */
 int vdn_store_get_bytes(vdn_store *st, const char *key, void **data, size_t *len, char *err,
                         size_t errlen);
 /* 1 exists, 0 absent, -1 error. */

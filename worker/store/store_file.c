@@ -300,6 +300,15 @@ static int file_get_bytes(void *be, const char *key, void **data, size_t *len, c
         n += (size_t)r;
     }
     close(fd);
+    if (n == cap) {
+        char *nb = realloc(buf, cap + 1);
+        if (!nb) {
+            free(buf);
+            return vdn_fail(err, errlen, "get %s: out of memory", key);
+        }
+        buf = nb;
+    }
+    buf[n] = 0; /* callers may treat small objects (JSON records) as strings */
     *data = buf;
     *len = n;
     return 0;

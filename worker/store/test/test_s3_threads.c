@@ -33,7 +33,7 @@ static void *worker(void *arg) {
         if (vdn_store_put_bytes(st, key, data, n, err, sizeof err) ||
             vdn_store_exists(st, key, &size, err, sizeof err) != 1 || size != n ||
             vdn_store_get_bytes(st, key, &back, &len, err, sizeof err) || len != n ||
-            memcmp(back, data, n)) {
+            memcmp(back, data, n) || ((char *)back)[n] != 0) {
             fprintf(stderr, "thread %d key %s: FAILED: %s\n", id, key, err);
             free(data);
             free(back);

@@ -96,7 +96,7 @@ static void test_roundtrip(vdn_store *st) {
     void *data = NULL;
     size_t len = 0;
     CHECK(vdn_store_get_bytes(st, "hello.txt", &data, &len, err, sizeof err) == 0);
-    CHECK(len == 8 && data && !memcmp(data, "hi there", 8));
+    CHECK(len == 8 && data && !memcmp(data, "hi there", 9)); /* NUL-terminated */
     free(data);
     /* empty object */
     CHECK(vdn_store_put_bytes(st, "empty", NULL, 0, err, sizeof err) == 0);
