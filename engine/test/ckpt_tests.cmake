@@ -45,3 +45,7 @@ add_test(NAME ckpt_convert_prompt
          COMMAND ${VDN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/test/ckpt_test_convert_prompt.py
                  ${CMAKE_SOURCE_DIR}/ops/convert-prompt-cache.py $<TARGET_FILE:ckpt_prompt_info>
                  ${CMAKE_CURRENT_BINARY_DIR}/ckpt_convert_tmp)
+
+# vdn ckpt init / vdn inspect from the command line, and a render on both layouts
+add_test(NAME ckpt_cli COMMAND ${VDN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/test/ckpt_test_cli.py
+                               $<TARGET_FILE:vdn> ${CMAKE_CURRENT_BINARY_DIR}/ckpt_cli_tmp)
