@@ -18,7 +18,7 @@
     } while (0)
 
 typedef struct {
-    int rows, n, k, ldx, ldw, ldy, bias, acc;
+    int rows, n, k, ldx, ldw, ldy, bias, acc, align; /* align: min pointer alignment in bytes */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
@@ -28,7 +28,7 @@ struct vdn_gemm_ctx {
     cublasLtHandle_t lt;
     void *ws;
     size_t ws_bytes;
-    plan plans[64];
+    plan plans[128];
     int n_plans;
 };
 
@@ -80,6 +80,16 @@ static int make_plan(vdn_gemm_ctx *g, plan *p) {
     LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                   &g->ws_bytes, sizeof g->ws_bytes));
+    /* operands may sit at an offset inside a wider buffer: say how aligned they really are */
+    uint32_t al = (uint32_t)p->align;
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                  &al, sizeof al));
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                  &al, sizeof al));
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                  &al, sizeof al));
+    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                  &al, sizeof al));
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     cublasStatus_t s =
@@ -101,18 +111,23 @@ extern "C" int vdn_gemm_bf16(vdn_gemm_ctx *g, const void *X, int ldx, const void
     memset(&key, 0, sizeof key);
     key.rows = rows, key.n = n_out, key.k = k, key.ldx = ldx, key.ldw = ldw, key.ldy = ldy;
     key.bias = bias != NULL, key.acc = accumulate != 0;
+    uintptr_t addr = (uintptr_t)X | (uintptr_t)W | (uintptr_t)Y | (uintptr_t)bias;
+    key.align = 256;
+    while (key.align > 2 && (addr & (uintptr_t)(key.align - 1)))
+        key.align >>= 1;
     plan *p = NULL;
     for (int i = 0; i < g->n_plans; i++) {
         plan *q = &g->plans[i];
         if (q->rows == key.rows && q->n == key.n && q->k == key.k && q->ldx == key.ldx &&
-            q->ldw == key.ldw && q->ldy == key.ldy && q->bias == key.bias && q->acc == key.acc) {
+            q->ldw == key.ldw && q->ldy == key.ldy && q->bias == key.bias && q->acc == key.acc &&
+            q->align == key.align) {
             p = q;
             break;
         }
     }
     if (!p) {
         if (g->n_plans == (int)(sizeof g->plans / sizeof g->plans[0])) {
-            fprintf(stderr, "vdn_gemm: plan cache full (64 shapes)\n");
+            fprintf(stderr, "vdn_gemm: plan cache full (128 shapes)\n");
             return -1;
         }
         p = &g->plans[g->n_plans];

@@ -35,7 +35,8 @@ int vdn_k_gate_residual(void *x, const void *y, const void *gate, const int *idx
                         int rows, int width, vdn_stream st);
 int vdn_k_swiglu(const void *h, int rows, int width, void *out, vdn_stream st);
 /* q and k of one layer in one launch: inputs at qin/kin (stride ld_in), outputs qout/kout
- * (stride ld_out); pos [rows, 3] float64; inv_freq [16] fp32; wq/wk [128] bf16. */
+ * (stride ld_out); pos [rows, 3] float64 (NULL: norm only, no RoPE); inv_freq [16] fp32;
+ * wq/wk [128] bf16. */
 int vdn_k_qknorm_rope(const void *qin, const void *kin, int ld_in, const double *pos,
                       const float *inv_freq, const void *wq, const void *wk, int rows, int heads,
                       float eps, void *qout, void *kout, int ld_out, vdn_stream st);
@@ -89,6 +90,14 @@ int vdn_sgemm_f32(void *cublas, const float *x, const float *W, float *y, int ro
 /* fp32 -> sigmoid(fp32) of a bf16 matrix's columns [c0, c0+n) (beta, softmax gate) */
 int vdn_k_sigmoid_cols(const void *x, int ld, int c0, int n, int rows, const float *bias,
                        float *out, vdn_stream st);
+
+/* ---- glue (cast.cu) ---- */
+/* out = act(y + bias) (act 0 none, 1 SiLU) into fp32 and/or bf16 outputs (either may be NULL) */
+int vdn_k_bias_act(const float *y, int ldy, const float *bias, int rows, int n, int act,
+                   float *out_f32, int ld_f, void *out_bf16, int ld_b, vdn_stream st);
+int vdn_k_bf16_to_f32(const void *x, int ldx, int rows, int n, float *y, int ldy, vdn_stream st);
+int vdn_k_add_bf16(void *x, const void *y, size_t n, vdn_stream st); /* x += y, n % 8 == 0 */
+int vdn_k_scale_f32(float *x, size_t n, float s, vdn_stream st);
 
 void *vdn_cublas_create(void);
 void vdn_cublas_destroy(void *h);

@@ -1,7 +1,8 @@
 /* QK-norm + partial half-split RoPE in one pass (spec 3): per (row, head) one warp holds the 128
  * channels, 4 per lane; RMSNorm over them, then channel i < 48 pairs with i + 48 (12 lanes away)
  * under angles (t, h, w) x inv_freq; channels 96..127 pass through. Angles in float64, reduced
- * before the float sin/cos, because positions reach several hundred radians. */
+ * before the float sin/cos, because positions reach several hundred radians. pos == NULL: the
+ * QK-norm alone (token refiner). */
 #include "cuda_util.cuh"
 
 __global__ void qknorm_rope_k(const bf16 *qin, const bf16 *kin, int ld_in, const double *pos,
@@ -32,7 +33,7 @@ __global__ void qknorm_rope_k(const bf16 *qin, const bf16 *kin, int ld_in, const
     for (int j = 0; j < 4; j++)
         z[j] = __shfl_sync(0xffffffffu, y[j], partner);
     float o[4];
-    if (lane < 24) {
+    if (pos && lane < 24) { /* pos NULL: QK-norm only (token refiner, no RoPE) */
         int base = (lane < 12 ? lane : lane - 12) * 4; /* angle index 0..47 */
 #pragma unroll
         for (int j = 0; j < 4; j++) {

@@ -11,7 +11,7 @@ B=$(mktemp -d)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"
 
-CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Ikernels -Iengine -Iops/cli"
+CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Ikernels -Iengine -Iops/cli"
 NVFLAGS="-gencode=arch=compute_90a,code=sm_90a -O3 --use_fast_math -std=c++17 -lineinfo -Ikernels -Iengine -Iops/cli"
 t0=$(date +%s)
 {
@@ -25,9 +25,26 @@ t0=$(date +%s)
   done
   wait
 } > "$OUT/build.log" 2>&1
-LIBOBJ=$(ls $B/*.o | grep -v -e test_gpu -e bench_main -e cmd_bench)
-nvcc -o "$B/test_gpu" $LIBOBJ "$B/test_gpu.cu.o" -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
-nvcc -o "$B/vdn_bench" $LIBOBJ "$B/cmd_bench.o" "$B/bench_main.o" -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
+# the engine (for the CUDA-vs-CPU backend test) needs cJSON: carried as Debian packages
+PFX="$B/deps"
+for d in .devcarry/*.deb; do [ -f "$d" ] && dpkg -x "$d" "$PFX"; done
+CJ="-I$PFX/usr/include"
+LJ="-L$PFX/usr/lib/x86_64-linux-gnu -lcjson"
+export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+mkdir -p "$B/eng"
+{
+  for f in engine/*.c; do
+    case "$f" in engine/vdn_util.c) continue ;; esac
+    gcc $CFLAGS $CJ -c "$f" -o "$B/eng/$(basename "$f" .c).o" &
+  done
+  gcc $CFLAGS $CJ -c kernels/test/test_backend_gpu.c -o "$B/test_backend_gpu.o" &
+  wait
+} >> "$OUT/build.log" 2>&1
+LIBOBJ=$(ls $B/*.o | grep -v -e test_gpu -e bench_main -e cmd_bench -e test_backend_gpu)
+ar rcs "$B/libk.a" $LIBOBJ $B/eng/*.o
+nvcc -o "$B/test_gpu" "$B/test_gpu.cu.o" "$B/libk.a" -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
+nvcc -o "$B/vdn_bench" "$B/cmd_bench.o" "$B/bench_main.o" "$B/libk.a" -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
+nvcc -o "$B/test_backend" "$B/test_backend_gpu.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm >> "$OUT/build.log" 2>&1
 gcc $CFLAGS kernels/test/test_twins.c kernels/twin_*.c kernels/attn_tiles.c engine/vdn_util.c -lm -o "$B/test_twins" >> "$OUT/build.log" 2>&1
 echo "build: $(( $(date +%s) - t0 )) s"
 grep -E "error|registers|spill" "$OUT/build.log" | grep -E "error|attn_k|solve_k|scan_k|act_k|sconv_k|spill stores [1-9]" | head -20
@@ -37,9 +54,13 @@ fi
 
 "$B/test_twins" > "$OUT/test.log" 2>&1; tw=$?
 "$B/test_gpu" >> "$OUT/test.log" 2>&1; tg=$?
+if [ -x "$B/test_backend" ]; then timeout 300 "$B/test_backend" >> "$OUT/test.log" 2>&1; tbk=$?; else tbk=nobuild; fi
 cat "$OUT/test.log"
 
-"$B/vdn_bench" ${BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"; tb=${PIPESTATUS[0]}
+tb=skip
+if [ "${BENCH:-1}" = 1 ]; then
+  "$B/vdn_bench" ${BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"; tb=${PIPESTATUS[0]}
+fi
 
 tp=skip
 if [ -f "$PEERS" ]; then
@@ -51,7 +72,7 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
   echo "memcheck: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer.log") clean summaries)"
   grep -E "ERROR SUMMARY|Invalid" "$OUT/sanitizer.log" | head -5
 fi
-echo "== summary: twins rc=$tw  gpu tests rc=$tg  bench rc=$tb  peers rc=$tp =="
+echo "== summary: twins rc=$tw  gpu tests rc=$tg  backend test rc=$tbk  bench rc=$tb  peers rc=$tp =="
 grep -E "FAIL|NON-FINITE" "$OUT/test.log" | head
 grep -E "^(gemm|block|attention|stats|solve|scans|gather|readout|prep|dense|VDN|text|alpha)" "$OUT/bench.log"
 grep -E "ms " "$OUT/peers.log" 2>/dev/null

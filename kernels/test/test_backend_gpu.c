@@ -1,0 +1,147 @@
+/* The CUDA backend against the CPU backend (the oracle) on whole renders: a small random VDN
+ * checkpoint in the released layout (head_dim 128, as the kernels need), every attention variant,
+ * a t2va and an fl2va (keyframe rows) prompt, two model evaluations each. The outputs (video and
+ * audio latents) must agree within the bf16 tolerance; as a check that the comparison can fail,
+ * the dense and VDN renders of the same request must differ by much more than that.
+ * Skips (77) without a Hopper GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "ckpt_init.h"
+#include "engine.h"
+#include "safetensors.h"
+#include "vdn_util.h"
+
+extern const vdn_backend_ops vdn_cuda_backend_ops;
+
+static float *load(const char *prefix, const char *name, size_t *n) {
+    char path[1024], err[VDN_ERR_LEN];
+    snprintf(path, sizeof path, "%s.safetensors", prefix);
+    vdn_st_file *f = vdn_st_open(path, err, sizeof err);
+    if (!f) {
+        fprintf(stderr, "%s\n", err);
+        exit(1);
+    }
+    const vdn_st_entry *e = vdn_st_find(f, name);
+    if (!e) {
+        fprintf(stderr, "%s: no tensor %s\n", path, name);
+        exit(1);
+    }
+    float *v = vdn_xmalloc(sizeof(float) * (size_t)e->numel);
+    if (vdn_st_to_f32(f, e, v, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        exit(1);
+    }
+    *n = (size_t)e->numel;
+    vdn_st_close(f);
+    return v;
+}
+
+static double rel(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1e-300));
+}
+
+static int render(vdn_engine *eng, const char *prompt, const char *variant, const char *prefix) {
+    char err[VDN_ERR_LEN];
+    vdn_render_request rq = {.prompt_cache = prompt,
+                             .frames = 39,
+                             .height = 128,
+                             .width = 128,
+                             .steps = 2,
+                             .seed = 11,
+                             .variant = variant,
+                             .out_prefix = prefix};
+    if (vdn_engine_render(eng, &rq, NULL, NULL, err, sizeof err)) {
+        fprintf(stderr, "render %s (%s, %s): %s\n", prefix, variant, vdn_engine_backend_name(eng),
+                err);
+        return -1;
+    }
+    return 0;
+}
+
+int main(void) {
+    char why[VDN_ERR_LEN] = "", err[VDN_ERR_LEN];
+    if (!vdn_cuda_backend_ops.available(why, sizeof why)) {
+        printf("SKIP: %s; the CUDA backend test needs a Hopper GPU\n", why);
+        return 77;
+    }
+    char dir[] = "/tmp/vdn-cuda-be-XXXXXX";
+    if (!mkdtemp(dir)) return 1;
+    vdn_ckpt_init_opts o = {.preset = "small", .out = dir, .seed = 5, .vdn = 1};
+    if (vdn_ckpt_init(&o, err, sizeof err)) {
+        fprintf(stderr, "ckpt init: %s\n", err);
+        return 1;
+    }
+    vdn_engine *cpu = vdn_engine_open(dir, NULL, 0, VDN_BACKEND_CPU, err, sizeof err);
+    vdn_engine *gpu = cpu ? vdn_engine_open(dir, NULL, 0, VDN_BACKEND_CUDA, err, sizeof err) : NULL;
+    if (!cpu || !gpu) {
+        fprintf(stderr, "engine open: %s\n", err);
+        return 1;
+    }
+    if (strcmp(vdn_engine_backend_name(gpu), "cuda") != 0) {
+        fprintf(stderr, "engine picked %s, expected cuda\n", vdn_engine_backend_name(gpu));
+        return 1;
+    }
+    const char *variants[] = {"dense", "vdn", "vdn-no-anchors", "window-only", "vdn-additive"};
+    const char *prompts[] = {"prompt.safetensors", "prompt_fl2va.safetensors"};
+    const double tol = 2e-2;
+    int failures = 0;
+    double dense_vs_vdn = 0;
+    for (int p = 0; p < 2; p++)
+        for (int v = 0; v < 5; v++) {
+            if (p == 1 && v > 1) continue; /* keyframes: dense and vdn suffice */
+            char prompt[512], pc[512], pg[512];
+            snprintf(prompt, sizeof prompt, "%s/%s", dir, prompts[p]);
+            snprintf(pc, sizeof pc, "%s/cpu-%d-%s", dir, p, variants[v]);
+            snprintf(pg, sizeof pg, "%s/cuda-%d-%s", dir, p, variants[v]);
+            if (render(cpu, prompt, variants[v], pc) || render(gpu, prompt, variants[v], pg)) {
+                failures++;
+                continue;
+            }
+            const char *names[2] = {"video", "audio"};
+            for (int t = 0; t < 2; t++) {
+                size_t na, nb;
+                float *a = load(pg, names[t], &na), *b = load(pc, names[t], &nb);
+                double e = na == nb ? rel(a, b, na) : INFINITY;
+                int ok = e <= tol;
+                printf("%-6s %-15s %-5s cuda vs cpu rel err %.3e (tol %.0e) %s\n",
+                       p ? "fl2va" : "t2va", variants[v], names[t], e, tol, ok ? "ok" : "FAIL");
+                failures += !ok;
+                free(a);
+                free(b);
+            }
+        }
+    { /* the comparison can fail: dense and vdn differ by far more than the tolerance */
+        char a[512], b[512];
+        snprintf(a, sizeof a, "%s/cpu-0-dense", dir);
+        snprintf(b, sizeof b, "%s/cpu-0-vdn", dir);
+        size_t na, nb;
+        float *x = load(a, "video", &na), *y = load(b, "video", &nb);
+        dense_vs_vdn = rel(x, y, na);
+        printf("cpu dense vs cpu vdn (video): %.3e (must exceed %.0e)\n", dense_vs_vdn, 5 * tol);
+        if (!(dense_vs_vdn > 5 * tol)) failures++;
+        free(x);
+        free(y);
+    }
+    vdn_engine_close(cpu);
+    vdn_engine_close(gpu);
+    if (failures) {
+        printf("%d check(s) FAILED (outputs kept in %s)\n", failures, dir);
+        return 1;
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    printf("cuda backend matches the cpu backend\n");
+    return 0;
+}
