@@ -1,0 +1,140 @@
+/* vdn_engine_* as a library user (the worker) drives it: one engine, several renders of different
+ * sizes and variants, progress callbacks, cancellation, request errors that leave the engine
+ * usable, and frame arithmetic. Uses a tiny VDN checkpoint written by vdn_ckpt_init. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ckpt_init.h"
+#include "engine.h"
+#include "safetensors.h"
+#include "vdn_util.h"
+
+typedef struct {
+    int calls, last_done, total, cancel_at;
+} progress;
+
+static int on_progress(void *user, int done, int total, double secs) {
+    progress *p = user;
+    p->calls++;
+    CHECK(done == p->last_done + 1 && secs >= 0, "progress out of order: %d after %d", done,
+          p->last_done);
+    p->last_done = done;
+    p->total = total;
+    return p->cancel_at && done >= p->cancel_at;
+}
+
+static int exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int main(int argc, char **argv) {
+    const char *dir = argc > 1 ? argv[1] : "/tmp/vdn_test_engine";
+    char ck[512], prompt[600], out[600], path[700], err[VDN_ERR_LEN];
+    snprintf(ck, sizeof ck, "%s/ckpt", dir);
+    snprintf(prompt, sizeof prompt, "%s/prompt.safetensors", ck);
+    vdn_ckpt_init_opts o = {.preset = "tiny", .out = ck, .seed = 3, .vdn = 1};
+    if (vdn_ckpt_init(&o, err, sizeof err) != 0) {
+        fprintf(stderr, "ckpt init: %s\n", err);
+        return 1;
+    }
+    vdn_engine *eng = vdn_engine_open(ck, NULL, 0, VDN_BACKEND_CPU, err, sizeof err);
+    CHECK(eng != NULL, "open: %s", err);
+    if (!eng) return test_done("test_engine");
+    CHECK(!strcmp(vdn_engine_backend_name(eng), "cpu"), "backend name");
+    CHECK(strlen(vdn_engine_identity(eng)) > 0 && vdn_engine_config(eng)->has_vdn,
+          "identity/config");
+
+    /* two renders of different sizes on one engine */
+    const int sizes[2][3] = {{56, 64, 96}, {22, 96, 64}};
+    for (int i = 0; i < 2; i++) {
+        snprintf(out, sizeof out, "%s/r%d", dir, i);
+        vdn_render_request rq = {.prompt_cache = prompt,
+                                 .frames = sizes[i][0],
+                                 .height = sizes[i][1],
+                                 .width = sizes[i][2],
+                                 .steps = 3,
+                                 .seed = 11,
+                                 .out_prefix = out};
+        progress p = {0};
+        CHECK(vdn_engine_render(eng, &rq, on_progress, &p, err, sizeof err) == 0, "render %d: %s",
+              i, err);
+        CHECK(p.calls == 3 && p.total == 3, "progress calls %d", p.calls);
+        snprintf(path, sizeof path, "%s.safetensors", out);
+        vdn_st_file *f = vdn_st_open(path, err, sizeof err);
+        CHECK(f != NULL, "output: %s", err);
+        if (f) {
+            const vdn_st_entry *v = vdn_st_find(f, "video"), *a = vdn_st_find(f, "audio");
+            int F = vdn_latent_frames(sizes[i][0]);
+            CHECK(v && v->ndim == 4 && v->shape[1] == F && v->shape[2] == sizes[i][1] / 16 &&
+                      v->shape[3] == sizes[i][2] / 16,
+                  "video shape");
+            CHECK(a && a->shape[0] == 2 && a->shape[2] == vdn_audio_latents(sizes[i][0]),
+                  "audio shape");
+            vdn_st_close(f);
+        }
+    }
+    /* cancellation after the first NFE: an error saying so, no output */
+    snprintf(out, sizeof out, "%s/cancelled", dir);
+    vdn_render_request rq = {.prompt_cache = prompt,
+                             .frames = 56,
+                             .height = 64,
+                             .width = 64,
+                             .steps = 4,
+                             .seed = 1,
+                             .out_prefix = out};
+    progress p = {.cancel_at = 1};
+    CHECK(vdn_engine_render(eng, &rq, on_progress, &p, err, sizeof err) != 0 &&
+              strstr(err, "cancelled"),
+          "cancel: '%s'", err);
+    snprintf(path, sizeof path, "%s.safetensors", out);
+    CHECK(!exists(path) && p.calls == 1, "cancelled render wrote output or kept going");
+    /* request errors leave the engine usable */
+    rq.variant = "bogus";
+    CHECK(vdn_engine_render(eng, &rq, NULL, NULL, err, sizeof err) != 0 && strstr(err, "bogus"),
+          "bad variant: '%s'", err);
+    rq.variant = NULL, rq.prompt_cache = "/nonexistent/prompt.safetensors";
+    CHECK(vdn_engine_render(eng, &rq, NULL, NULL, err, sizeof err) != 0 &&
+              strstr(err, "/nonexistent/prompt.safetensors"),
+          "missing prompt: '%s'", err);
+    rq.prompt_cache = prompt, rq.width = 80;
+    CHECK(vdn_engine_render(eng, &rq, NULL, NULL, err, sizeof err) != 0 && strstr(err, "32"),
+          "bad width: '%s'", err);
+    rq.width = 64, rq.steps = 1;
+    snprintf(out, sizeof out, "%s/after", dir);
+    CHECK(vdn_engine_render(eng, &rq, NULL, NULL, err, sizeof err) == 0, "render after errors: %s",
+          err);
+    vdn_engine_close(eng);
+    /* a base checkpoint (no branch) refuses hybrid variants by name, renders dense */
+    snprintf(ck, sizeof ck, "%s/base", dir);
+    vdn_ckpt_init_opts ob = {.preset = "tiny", .out = ck, .seed = 3};
+    CHECK(vdn_ckpt_init(&ob, err, sizeof err) == 0, "base init: %s", err);
+    eng = vdn_engine_open(ck, NULL, 0, VDN_BACKEND_AUTO, err, sizeof err);
+    CHECK(eng != NULL, "open base: %s", err);
+    if (eng) {
+        snprintf(prompt, sizeof prompt, "%s/prompt.safetensors", ck);
+        rq.prompt_cache = prompt, rq.variant = "vdn";
+        CHECK(vdn_engine_render(eng, &rq, NULL, NULL, err, sizeof err) != 0 &&
+                  strstr(err, "linear branch"),
+              "vdn on a base checkpoint: '%s'", err);
+        rq.variant = NULL;
+        CHECK(vdn_engine_render(eng, &rq, NULL, NULL, err, sizeof err) == 0, "dense on base: %s",
+              err);
+        vdn_engine_close(eng);
+    }
+    CHECK(vdn_engine_open("/nonexistent/ckpt", NULL, 0, VDN_BACKEND_CPU, err, sizeof err) == NULL &&
+              strstr(err, "/nonexistent/ckpt"),
+          "missing checkpoint: '%s'", err);
+    /* asking for cuda explicitly: works where a GPU backend is linked in, else says why */
+    vdn_engine *ge = vdn_engine_open(ck, NULL, 0, VDN_BACKEND_CUDA, err, sizeof err);
+    if (ge) {
+        CHECK(!strcmp(vdn_engine_backend_name(ge), "cuda"), "cuda engine named cuda");
+        vdn_engine_close(ge);
+    } else {
+        CHECK(strstr(err, "cuda") != NULL, "cuda refusal names the backend: '%s'", err);
+    }
+    return test_done("test_engine");
+}
