@@ -11,7 +11,7 @@
 #include "config.h"
 
 typedef struct {
-    const char *preset; /* "tiny" | "h3" */
+    const char *preset; /* "tiny" | "small" (head_dim 128) | "h3" */
     const char *out;    /* output directory (created) */
     uint64_t seed;
     int vdn;              /* also a VDN checkpoint dir around the base (base in OUT/base) */

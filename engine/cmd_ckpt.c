@@ -12,7 +12,7 @@
 #include "vdn_util.h"
 
 static void ckpt_usage(FILE *f) {
-    fprintf(f, "usage: vdn ckpt init --preset tiny|h3 --out DIR [--seed S] [--vdn]\n"
+    fprintf(f, "usage: vdn ckpt init --preset tiny|small|h3 --out DIR [--seed S] [--vdn]\n"
                "                     [--adapters default,turbo|none] [--layout diffusers|native]\n"
                "                     [--layers N] [--shard-mb MB] [--prompt-tokens L]\n"
                "Writes a random checkpoint in the released layouts (docs/formats.md) plus\n"
