@@ -164,6 +164,10 @@ int vdn_cmd_coordinator(int argc, char **argv) {
         return 2;
     }
     char err[VDN_ERR_LEN];
+    if (o->lease_seconds < 2 * o->heartbeat_seconds)
+        VDN_WARN("--lease-seconds %.1f is under two heartbeats (%.1f s): busy workers may lose "
+                 "their jobs between heartbeats",
+                 o->lease_seconds, o->heartbeat_seconds);
     if (o->keys_dir) {
         if (!vdn_curve_available()) {
             fprintf(stderr, "vdn coordinator: --keys given but this libzmq has no CURVE "

@@ -445,6 +445,7 @@ void coord_tick(coord *c) {
             env.heartbeat = &hb;
             send_env(c, w, &env);
             w->last_hb_sent = now;
+            if (!w->connected) worker_lost(c, w, "its connection is gone");
         }
     }
     jobs_each_expired(c->db, vdn_wall(), expire_one, c);

@@ -60,18 +60,19 @@ int vdn_wire_send(void *sock, const void *id, size_t idlen, Vdn__Envelope *env, 
                   size_t errlen) {
     size_t len;
     uint8_t *buf = vdn_wire_encode(env, &len);
-    if (id && zmq_send(sock, id, idlen, ZMQ_SNDMORE) < 0) {
-        int e = errno;
-        free(buf);
-        return vdn_fail(err, errlen, "send %s: %s", vdn_wire_payload_name(env->payload_case),
-                        zmq_strerror(e));
-    }
-    int rc = zmq_send(sock, buf, len, 0);
-    int e = errno;
+    /* A ROUTER (id given) must never block its loop on one peer that stopped reading: with
+     * ZMQ_ROUTER_MANDATORY a full queue is EAGAIN and a vanished peer EHOSTUNREACH. */
+    int dontwait = id ? ZMQ_DONTWAIT : 0;
+    int rc = 0, e = 0;
+    if (id && zmq_send(sock, id, idlen, ZMQ_SNDMORE | dontwait) < 0) rc = -1, e = errno;
+    if (!rc && zmq_send(sock, buf, len, dontwait) < 0) rc = -1, e = errno;
     free(buf);
-    if (rc < 0)
-        return vdn_fail(err, errlen, "send %s: %s", vdn_wire_payload_name(env->payload_case),
-                        zmq_strerror(e));
+    if (rc) {
+        vdn_fail(err, errlen, "send %s: %s", vdn_wire_payload_name(env->payload_case),
+                 e == EAGAIN ? "peer is not reading (send queue full)" : zmq_strerror(e));
+        errno = e; /* callers tell EHOSTUNREACH (peer gone) from the rest */
+        return -1;
+    }
     return 0;
 }
 

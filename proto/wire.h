@@ -20,8 +20,9 @@ Vdn__Envelope *vdn_wire_decode(const void *buf, size_t len, int *code, char *err
 /* Pack into a malloc'd buffer; sets protocol_version. */
 uint8_t *vdn_wire_encode(Vdn__Envelope *env, size_t *len);
 
-/* Send [identity frame when id != NULL] + body. 0 or -1 with errno-based text in err
- * (EHOSTUNREACH on a ROUTER_MANDATORY socket means the peer is gone). */
+/* Send [identity frame when id != NULL] + body. 0 or -1 with the reason in err and errno kept
+ * (EHOSTUNREACH on a ROUTER_MANDATORY socket: the peer is gone; EAGAIN: its queue is full).
+ * Sends with an identity (ROUTER) never block. */
 int vdn_wire_send(void *sock, const void *id, size_t idlen, Vdn__Envelope *env, char *err,
                   size_t errlen);
 
