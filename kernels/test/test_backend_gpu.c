@@ -94,7 +94,7 @@ int main(void) {
     }
     const char *variants[] = {"dense", "vdn", "vdn-no-anchors", "window-only", "vdn-additive"};
     const char *prompts[] = {"prompt.safetensors", "prompt_fl2va.safetensors"};
-    const double tol = 2e-2;
+    const double tol = 1e-2; /* measured on an H200: 2.4e-3 .. 2.8e-3 */
     int failures = 0;
     double dense_vs_vdn = 0;
     for (int p = 0; p < 2; p++)
@@ -128,8 +128,8 @@ int main(void) {
         size_t na, nb;
         float *x = load(a, "video", &na), *y = load(b, "video", &nb);
         dense_vs_vdn = rel(x, y, na);
-        printf("cpu dense vs cpu vdn (video): %.3e (must exceed %.0e)\n", dense_vs_vdn, 5 * tol);
-        if (!(dense_vs_vdn > 5 * tol)) failures++;
+        printf("cpu dense vs cpu vdn (video): %.3e (must exceed %.0e)\n", dense_vs_vdn, 3 * tol);
+        if (!(dense_vs_vdn > 3 * tol)) failures++;
         free(x);
         free(y);
     }
