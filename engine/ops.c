@@ -126,16 +126,22 @@ void vdn_swiglu(float *out, const float *u, int n, int f) {
 
 void vdn_time_features(float *e, float t, int dim) {
     int half = dim / 2;
+    const float neg_log_period = (float)-log(10000.0);
     for (int j = 0; j < half; j++) {
-        double f = exp(-log(10000.0) * j / half);
-        e[j] = (float)cos((double)t * f);
-        e[half + j] = (float)sin((double)t * f);
+        float expo = neg_log_period * (float)j / (float)half; /* float32, as the reference */
+        float f = (float)exp((double)expo);
+        float arg = t * f;
+        e[j] = (float)cos((double)arg);
+        e[half + j] = (float)sin((double)arg);
     }
 }
 
 void vdn_rope_inv_freq(double *inv, int nf, double theta) {
-    for (int k = 0; k < nf; k++)
-        inv[k] = pow(theta, -2.0 * k / (2.0 * nf));
+    for (int k = 0; k < nf; k++) {
+        float expo = (float)(2 * k) / (float)(2 * nf);
+        float p = (float)pow(theta, (double)expo);
+        inv[k] = (double)(1.0f / p);
+    }
 }
 
 void vdn_rope_apply(float *x, const double *pos, const double *inv, int nf, int head_dim) {
@@ -146,7 +152,8 @@ void vdn_rope_apply(float *x, const double *pos, const double *inv, int nf, int 
     for (int i = 0; i < 2 * half; i++)
         tmp[i] = x[i];
     for (int i = 0; i < half; i++) {
-        double ang = pos[i / nf] * inv[i % nf];
+        float ang32 = (float)pos[i / nf] * (float)inv[i % nf]; /* float32, as the reference */
+        double ang = ang32;
         double c = cos(ang), s = sin(ang);
         /* x' = x cos + rotate_half(x) sin, rotate_half = concat(-x[half:], x[:half]) */
         x[i] = (float)(tmp[i] * c - tmp[i + half] * s);

@@ -43,11 +43,15 @@ void vdn_swiglu(float *out, const float *u, int n, int f);
  * j/half), j < half = dim/2 (spec 2.3). t unscaled in [0, 1]. */
 void vdn_time_features(float *e, float t, int dim);
 
-/* RoPE inverse frequencies inv[k] = theta^(-2k / (2*nf)), k < nf (spec 3: 10000^(-2k/32)). */
+/* RoPE inverse frequencies inv[k] = 1 / theta^(2k / (2*nf)), k < nf (spec 3: 10000^(-2k/32)),
+ * as the float32 values of the reference's inv_freq buffer (held in doubles). */
 void vdn_rope_inv_freq(double *inv, int nf, double theta);
 /* Partial half-split (NeoX) rotary on one head vector x of width head_dim: the first 6*nf channels
  * rotate with angles concat(t*inv, h*inv, w*inv) repeated twice; channel i pairs with i + 3*nf;
- * the rest pass through. pos = (t, h, w). */
+ * the rest pass through. pos = (t, h, w), float64 as built; like the reference
+ * (MiniMaxH3RotaryPosEmbed) the angle is the float32 product float32(pos) * inv_freq, so large
+ * positions (text length + media clock) round as they do there; cos/sin of that float32 angle are
+ * evaluated in float64. */
 void vdn_rope_apply(float *x, const double *pos, const double *inv, int nf, int head_dim);
 
 /* L2-normalize: x / max(||x||, eps) (torch F.normalize). */

@@ -76,9 +76,11 @@ def lin(x, w, b=None):
     y = x @ Wt[w].T
     return y + Wt[b] if b else y
 
-inv = cfg["rope_theta"] ** (-2 * np.arange(NF) / (2 * NF))
+# the reference forms the angles in float32: float32(positions) * float32 inv_freq
+inv = (np.float32(1.0) / np.float32(cfg["rope_theta"]) ** (np.arange(0, 2 * NF, 2, dtype=np.float32) / np.float32(2 * NF))).astype(np.float32)
 def rope(x, p):  # x [n, H, D]
-    th = np.concatenate([p[:, 0:1] * inv, p[:, 1:2] * inv, p[:, 2:3] * inv], -1)  # [n, 3NF]
+    p32 = p.astype(np.float32)
+    th = np.concatenate([p32[:, 0:1] * inv, p32[:, 1:2] * inv, p32[:, 2:3] * inv], -1).astype(np.float64)
     th = np.concatenate([th, th], -1)[:, None, :]
     rot = x[..., :6 * NF]
     half = 3 * NF
