@@ -136,7 +136,7 @@ static float *load_keyframe(const char *path, const char *name, int C, int H, in
 /* Endpoint fidelity: preview of generated frame `frame` against the keyframe's preview. */
 static void endpoint_scores(const output *o, const float *kf, int frame, double *psnr,
                             double *ssim) {
-    int s = VDN_PREVIEW_SCALE, h = o->H * s, w = o->W * s;
+    int s = vdn_preview_scale(o->H, o->W), h = o->H * s, w = o->W * s;
     double *a = vdn_xmalloc((size_t)h * w * sizeof *a), *b = vdn_xmalloc((size_t)h * w * sizeof *b);
     vdn_latent_preview(kf, o->C, 1, o->H, o->W, 0, s, a, NULL);
     vdn_latent_preview(o->video, o->C, o->F, o->H, o->W, frame, s, b, NULL);
@@ -248,6 +248,14 @@ int vdn_eval_report_main(int argc, char **argv) {
     r.store_uri = vdn_xstrdup(sw.store);
     r.suite_path = vdn_xstrdup(sw.suite);
     if (sw.checkpoint) r.checkpoint = vdn_xstrdup(sw.checkpoint);
+    if (sw.steps_override) {
+        char note[200];
+        snprintf(note, sizeof note,
+                 "every variant was rendered with %d model evaluation(s) (--steps-override); the "
+                 "@STEPS in the names were not used",
+                 sw.steps_override);
+        r.note = vdn_xstrdup(note);
+    }
     r.resamples = resamples;
     r.seed = seed;
     int m_l2 = vdn_results_add_metric(&r, "fidelity_rel_l2", "Rel. L2 to baseline (latent)", "", -1,

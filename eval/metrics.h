@@ -2,9 +2,10 @@
  * dense reference, a classical optical-flow motion diagnostic and temporal stability.
  *
  * Until decoders land, image metrics run on the LATENT PREVIEW: a fixed projection of the C
- * latent channels of one frame to RGB and grayscale in [0,1], each latent pixel drawn as a
- * VDN_PREVIEW_SCALE x VDN_PREVIEW_SCALE block (so an 11x11 SSIM window and a 15x15 flow window
- * fit even a tiny 2x2 latent):
+ * latent channels of one frame to RGB and grayscale in [0,1], each latent pixel drawn as an
+ * s x s block, s = vdn_preview_scale(H, W) = max(1, ceil(16 / min(H, W))), so that an 11x11 SSIM
+ * window and a 15x15 flow window fit even a tiny 2x2 latent while a full-size latent (48x84)
+ * is used as it is:
  *   channel c belongs to group k = floor(3c / C) (k = R, G, B);
  *   p_k = sum_{c in k} x_c / sqrt(|k|)         (unit variance for unit-normal channels)
  *   rgb_k = clamp(0.5 + p_k / 6, 0, 1)          (+-3 sigma spans the range)
@@ -15,7 +16,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VDN_PREVIEW_SCALE 8
+static inline int vdn_preview_scale(int H, int W) {
+    int m = H < W ? H : W;
+    return m >= 16 ? 1 : (16 + m - 1) / m;
+}
 
 /* Latent video (C, F, H, W) float32. gray: (H*s, W*s) doubles; rgb: (H*s, W*s, 3) bytes; either
  * may be NULL. */
@@ -43,8 +47,8 @@ double vdn_latent_psnr(const float *ref, const float *test, size_t n);
 void vdn_flow_ilk(const double *ref, const double *moving, int h, int w, int radius, int num_warp,
                   double *flow);
 
-/* Mean flow magnitude between consecutive preview frames (radius 7, 10 warps), in latent
- * pixels (preview pixels / scale). NAN for F < 2. */
+/* Mean flow magnitude between consecutive gray preview frames (radius 7, 10 warps), in latent
+ * pixels (preview pixels / vdn_preview_scale). NAN for F < 2. */
 double vdn_motion_mean_flow(const float *video, int C, int F, int H, int W);
 
 /* Temporal stability: RMS latent difference between consecutive frames, mean and variance

@@ -62,7 +62,7 @@ double vdn_latent_psnr(const float *ref, const float *test, size_t n) {
 
 double vdn_motion_mean_flow(const float *video, int C, int F, int H, int W) {
     if (F < 2) return NAN;
-    const int s = VDN_PREVIEW_SCALE;
+    const int s = vdn_preview_scale(H, W);
     int h = H * s, w = W * s;
     size_t n = (size_t)h * w;
     double *a = vdn_xmalloc(n * sizeof *a), *b = vdn_xmalloc(n * sizeof *b);

@@ -122,6 +122,11 @@ static void html_head(vdn_sb *h, const vdn_results *r) {
             vdn_sb_escape(h, vals[i]);
             vdn_sb_printf(h, "</code><br>");
         }
+    if (r->note) {
+        vdn_sb_printf(h, "<b>note:</b> ");
+        vdn_sb_escape(h, r->note);
+        vdn_sb_printf(h, "<br>");
+    }
     vdn_sb_printf(h, "baseline: <b>");
     vdn_sb_escape(h, r->variants[r->baseline]);
     vdn_sb_printf(
@@ -150,6 +155,7 @@ int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, siz
     if (r->store_uri) cJSON_AddStringToObject(root, "store", r->store_uri);
     if (r->suite_path) cJSON_AddStringToObject(root, "suite", r->suite_path);
     if (r->checkpoint) cJSON_AddStringToObject(root, "checkpoint", r->checkpoint);
+    if (r->note) cJSON_AddStringToObject(root, "note", r->note);
     cJSON_AddStringToObject(root, "baseline", r->variants[r->baseline]);
     cJSON_AddNumberToObject(root, "alpha", r->alpha);
     cJSON *boot = cJSON_AddObjectToObject(root, "bootstrap");
@@ -400,10 +406,12 @@ int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, siz
                 if (st->rgb[v] && !vdn_png_encode(st->rgb[v], st->frames * st->tile_w, st->tile_h,
                                                   &png, &plen, perr, sizeof perr)) {
                     char *b64 = vdn_base64(png, plen);
+                    /* tiny latents: show the pixels bigger (pixelated), at least 64 px tall */
+                    int zoom = st->tile_h < 64 ? (64 + st->tile_h - 1) / st->tile_h : 1;
                     vdn_sb_printf(&h,
                                   "<img class=\"strip\" alt=\"frames\" width=\"%d\" height=\"%d\" "
                                   "src=\"data:image/png;base64,%s\">",
-                                  st->frames * st->tile_w, st->tile_h, b64);
+                                  zoom * st->frames * st->tile_w, zoom * st->tile_h, b64);
                     free(b64);
                     free(png);
                 } else {

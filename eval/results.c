@@ -117,5 +117,6 @@ void vdn_results_free(vdn_results *r) {
     free(r->store_uri);
     free(r->suite_path);
     free(r->checkpoint);
+    free(r->note);
     memset(r, 0, sizeof *r);
 }

@@ -43,6 +43,7 @@ typedef struct {
     vdn_strip *strips;
     int n_strips;
     char *title, *sweep_path, *store_uri, *suite_path, *checkpoint;
+    char *note;    /* shown under the header, e.g. the sweep's steps override; may be NULL */
     double alpha;  /* 0.05 */
     int resamples; /* bootstrap resamples (default 10000) */
     uint64_t seed; /* bootstrap seed */

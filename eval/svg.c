@@ -31,7 +31,7 @@ static void axis_range(const double *v, int n, double *lo, double *hi) {
 void vdn_svg_bars(vdn_sb *b, const char *title, const char *unit, int n, char *const *names,
                   const double *mean, const double *lo, const double *hi, const int *sig,
                   int baseline) {
-    const int W = 300, H = 220, L = 52, R = 10, T = 28, B = 46;
+    const int W = 330, H = 240, L = 52, R = 10, T = 28, B = 66;
     double all[3 * 64];
     int k = 0;
     for (int i = 0; i < n && k + 3 <= 3 * 64; i++) {
@@ -47,7 +47,7 @@ void vdn_svg_bars(vdn_sb *b, const char *title, const char *unit, int n, char *c
                   "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
                   "height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\">",
                   W, H, W, H);
-    vdn_sb_printf(b, "<text x=\"%d\" y=\"16\" font-size=\"13\" font-weight=\"bold\">", L);
+    vdn_sb_printf(b, "<text x=\"%d\" y=\"16\" font-size=\"12\" font-weight=\"bold\">", 8);
     vdn_sb_escape(b, title);
     if (unit && unit[0]) {
         vdn_sb_printf(b, " (");

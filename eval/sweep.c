@@ -458,6 +458,7 @@ int vdn_eval_sweep_main(int argc, char **argv) {
         goto done;
     }
     printf("sweep manifest: %s\n", sw.path);
+    fflush(stdout);
     rc = wait ? wait_for(c, st, &sw, timeout_s) : 0;
 done:
     for (int k = 0; k < n_jobs; k++)

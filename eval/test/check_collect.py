@@ -102,10 +102,12 @@ def close(what, got, want, tol):
     elif got is None or abs(got - want) > tol * max(1.0, abs(want)):
         fails.append(f"{what}: got {got}, want {want}")
 
-def preview_gray(frame):  # frame (C, H, W) -> (8H, 8W), the documented projection
+S = max(1, -(-16 // min(H, W)))  # vdn_preview_scale: 4 for these 4x4 latents
+
+def preview_gray(frame):  # frame (C, H, W) -> (S*H, S*W), the documented projection
     groups = [np.array([c for c in range(C) if 3 * c // C == k]) for k in range(3)]
     p = np.stack([frame[g].astype(np.float64).sum(0) / np.sqrt(len(g)) for g in groups], -1)
-    return np.kron(np.clip(0.5 + p / 6, 0, 1).mean(-1), np.ones((8, 8)))
+    return np.kron(np.clip(0.5 + p / 6, 0, 1).mean(-1), np.ones((S, S)))
 
 vals = {n: metric(n) for n in ["fidelity_rel_l2", "fidelity_psnr", "endpoint_psnr", "endpoint_ssim",
                                "motion_flow", "temporal_diff", "temporal_diff_var", "toy.absmean"]}
@@ -140,7 +142,7 @@ for p, it in enumerate(suite):
             close(f"{tag} endpoint psnr", vals["endpoint_psnr"][v][p], None, 0)
         flows = [np.hypot(*optical_flow_ilk(preview_gray(x[:, t]), preview_gray(x[:, t + 1]), radius=7,
                                             num_warp=10, dtype=np.float64)).mean() for t in range(F - 1)]
-        close(f"{tag} motion", vals["motion_flow"][v][p], np.mean(flows) / 8, 1e-6)
+        close(f"{tag} motion", vals["motion_flow"][v][p], np.mean(flows) / S, 1e-6)
         diffs = np.sqrt(((x[:, 1:] - x[:, :-1]) ** 2).mean(axis=(0, 2, 3)))
         close(f"{tag} temporal", vals["temporal_diff"][v][p], diffs.mean(), 1e-6)
         close(f"{tag} temporal var", vals["temporal_diff_var"][v][p], diffs.var(), 1e-6)

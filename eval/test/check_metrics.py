@@ -74,7 +74,7 @@ with open(path, "wb") as f:
     f.write(np.array([C, F, H, W], np.int32).tobytes() + a.tobytes() + b.tobytes())
 got = json.loads(subprocess.run([tool, "latent", path, out], capture_output=True, text=True,
                                 check=True).stdout)
-s = 8
+s = max(1, -(-16 // min(H, W)))  # vdn_preview_scale
 raw = np.fromfile(out, np.uint8)
 ph, pw = H * s, W * s
 step = ph * pw * 8 + ph * pw * 3

@@ -113,7 +113,7 @@ static int cmd_latent(const char *path, const char *out) {
     float *a = vdn_xmalloc(n * 4), *b = vdn_xmalloc(n * 4);
     if (fread(a, 4, n, f) != n || fread(b, 4, n, f) != n) return 1;
     fclose(f);
-    int s = VDN_PREVIEW_SCALE;
+    int s = vdn_preview_scale(d[2], d[3]);
     size_t pn = (size_t)d[2] * s * d[3] * s;
     double *g = vdn_xmalloc(pn * 8);
     uint8_t *rgb = vdn_xmalloc(pn * 3);
