@@ -103,9 +103,12 @@ static double unif(uint64_t key, uint64_t i) {
     return ((double)(mix64(key ^ mix64(i)) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
+/* Box-Muller on pair i/2: value 2k is the cosine branch, 2k+1 the sine branch. */
 static double normal(uint64_t key, int64_t i) {
-    double u1 = unif(key, 2 * (uint64_t)i), u2 = unif(key, 2 * (uint64_t)i + 1);
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    uint64_t pair = (uint64_t)i >> 1;
+    double u1 = unif(key, 2 * pair), u2 = unif(key, 2 * pair + 1);
+    double r = sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
+    return (i & 1) ? r * sin(a) : r * cos(a);
 }
 
 static int ends(const char *s, const char *suffix) {
@@ -113,34 +116,70 @@ static int ends(const char *s, const char *suffix) {
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-float vdn_ckpt_init_value(uint64_t seed, const char *name, int ndim, const int64_t *shape,
-                          int64_t i) {
-    const uint64_t key = mix64(seed) ^ name_hash(name);
+/* How a tensor's values are drawn, decided once per tensor from its name and shape. */
+enum { R_NORMAL, R_A_LOG, R_DT_BIAS, R_CONST };
+typedef struct {
+    uint64_t key;
+    int kind;
+    double scale, shift; /* value = shift + scale * z for R_NORMAL; shift for R_CONST */
+} init_rule;
+
+static init_rule rule_for(uint64_t seed, const char *name, int ndim, const int64_t *shape) {
+    init_rule r = {mix64(seed) ^ name_hash(name), R_NORMAL, 1.0, 0.0};
     int64_t fan_in = 1;
     for (int d = 1; d < ndim; d++)
         fan_in *= shape[d];
     const double inv = 1.0 / sqrt((double)(fan_in > 0 ? fan_in : 1));
-    if (ends(name, "alpha.A_log")) return (float)log(1.0 + 15.0 * unif(key, (uint64_t)i));
-    if (ends(name, "alpha.dt_bias")) {
-        double dt = exp(log(1e-3) + unif(key, (uint64_t)i) * (log(1e-1) - log(1e-3)));
+    if (ends(name, "alpha.A_log"))
+        r.kind = R_A_LOG;
+    else if (ends(name, "alpha.dt_bias"))
+        r.kind = R_DT_BIAS;
+    else if (ends(name, "softmax_gate.up.bias"))
+        r.kind = R_CONST, r.shift = log(0.99 / 0.01);
+    else if (ends(name, "norm1.weight") || ends(name, "norm2.weight") ||
+             ends(name, "norm_q.weight") || ends(name, "norm_k.weight") ||
+             ends(name, "final_norm.weight") || ends(name, "norm_out.norm.weight") ||
+             ends(name, "linear_attention.norm.weight"))
+        r.scale = 0.05, r.shift = 1.0;
+    else if (ends(name, "_sp.weight"))
+        r.scale = 1.0 / 5.0;
+    else if (ends(name, "_tm.weight"))
+        r.scale = 1.0 / sqrt(5.0);
+    else if (ends(name, "softmax_gate.up.weight"))
+        r.scale = 0.01 * inv;
+    else if (ends(name, "adaln_proj.linear.weight") || ends(name, "norm_out.linear.weight"))
+        r.scale = 0.5 * inv;
+    else if (strstr(name, ".lora_B."))
+        r.scale = 0.05;
+    else if (strstr(name, ".lora_A."))
+        r.scale = inv;
+    else if (ends(name, ".bias"))
+        r.scale = 0.02;
+    else if (ndim >= 2)
+        r.scale = inv;
+    /* else: prompt embeddings, keyframe latents, N(0, 1) */
+    return r;
+}
+
+static float rule_value(const init_rule *r, int64_t i) {
+    switch (r->kind) {
+    case R_A_LOG:
+        return (float)log(1.0 + 15.0 * unif(r->key, (uint64_t)i));
+    case R_DT_BIAS: {
+        double dt = exp(log(1e-3) + unif(r->key, (uint64_t)i) * (log(1e-1) - log(1e-3)));
         return (float)(dt + log(-expm1(-dt))); /* softplus^-1 */
     }
-    if (ends(name, "softmax_gate.up.bias")) return (float)log(0.99 / 0.01);
-    double z = normal(key, i);
-    if (ends(name, "norm1.weight") || ends(name, "norm2.weight") || ends(name, "norm_q.weight") ||
-        ends(name, "norm_k.weight") || ends(name, "final_norm.weight") ||
-        ends(name, "norm_out.norm.weight") || ends(name, "linear_attention.norm.weight"))
-        return (float)(1.0 + 0.05 * z);
-    if (ends(name, "_sp.weight")) return (float)(z / 5.0);
-    if (ends(name, "_tm.weight")) return (float)(z / sqrt(5.0));
-    if (ends(name, "softmax_gate.up.weight")) return (float)(0.01 * z * inv);
-    if (ends(name, "adaln_proj.linear.weight") || ends(name, "norm_out.linear.weight"))
-        return (float)(0.5 * z * inv);
-    if (strstr(name, ".lora_B.")) return (float)(0.05 * z);
-    if (strstr(name, ".lora_A.")) return (float)(z * inv);
-    if (ends(name, ".bias")) return (float)(0.02 * z);
-    if (ndim >= 2) return (float)(z * inv);
-    return (float)z; /* prompt embeddings, keyframe latents */
+    case R_CONST:
+        return (float)r->shift;
+    default:
+        return (float)(r->shift + r->scale * normal(r->key, i));
+    }
+}
+
+float vdn_ckpt_init_value(uint64_t seed, const char *name, int ndim, const int64_t *shape,
+                          int64_t i) {
+    init_rule r = rule_for(seed, name, ndim, shape);
+    return rule_value(&r, i);
 }
 
 /* ---- tensor lists ---- */
@@ -239,8 +278,9 @@ static void file_row(const wtensor *t, int64_t row, int64_t row_len, const vdn_c
         /* native [gate; up] rows from canonical [up; gate] */
         crow = (row + t->shape[0] / 2) % t->shape[0];
     }
+    init_rule rule = rule_for(t->key_seed, canon, t->ndim, t->cshape);
     for (int64_t i = 0; i < row_len; i++)
-        out[i] = vdn_ckpt_init_value(t->key_seed, canon, t->ndim, t->cshape, crow * row_len + i);
+        out[i] = rule_value(&rule, crow * row_len + i);
 }
 
 static int write_tensors(const char *path, const wlist *l, int from, int to, const vdn_st_kv *meta,
@@ -612,8 +652,9 @@ static int write_prompt(const char *path, const vdn_config *cfg, uint64_t seed, 
         int64_t cnt = i == 0 ? (int64_t)L * cfg->text_dim : (int64_t)24 * h * w;
         int64_t gshape[2] = {cnt, 1};
         bufs[i] = vdn_xmalloc((size_t)cnt * sizeof(float));
+        init_rule rule = rule_for(x->key_seed, x->canon, 2, gshape);
         for (int64_t q = 0; q < cnt; q++)
-            bufs[i][q] = vdn_ckpt_init_value(x->key_seed, x->canon, 2, gshape, q);
+            bufs[i][q] = rule_value(&rule, q);
         decl[n] = (vdn_st_tensor){.name = x->name, .dtype = x->dtype};
         if (i == 0) {
             emb = vdn_xmalloc((size_t)cnt * sizeof(uint16_t));
