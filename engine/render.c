@@ -55,6 +55,12 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
         vdn_prompt_free(&pr);
         return -1;
     }
+    if (pr.n_keyframes && Cv != VDN_LATENT_CHANNELS) {
+        vdn_fail(err, errlen, "%s: keyframes have %d latent channels, the checkpoint takes %d",
+                 req->prompt_cache, VDN_LATENT_CHANNELS, Cv);
+        vdn_prompt_free(&pr);
+        return -1;
+    }
     int8_t *tags = vdn_xmalloc((size_t)pr.n_text);
     for (int i = 0; i < pr.n_text; i++)
         tags[i] = (int8_t)pr.tags[i];
