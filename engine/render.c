@@ -31,6 +31,12 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
     if (req->steps < 1 || req->steps > 1000)
         return vdn_fail(err, errlen, "request: steps = %d, expected 1..1000 model evaluations",
                         req->steps);
+    if (!(req->video_shift >= 0) || !(req->audio_shift >= 0) || req->video_shift > 1e6 ||
+        req->audio_shift > 1e6)
+        return vdn_fail(err, errlen,
+                        "request: video_shift %g / audio_shift %g, expected positive shifts (0 = "
+                        "checkpoint default)",
+                        req->video_shift, req->audio_shift);
     vdn_attn_mode mode = c->has_vdn ? VDN_ATTN_HYBRID : VDN_ATTN_DENSE;
     if (req->variant && req->variant[0] && vdn_attn_mode_parse(req->variant, &mode) != 0)
         return vdn_fail(err, errlen,
