@@ -120,10 +120,19 @@ static inline pid_t start_coordinator(const char *first, ...) {
     return pid;
 }
 
+/* Also fails the test when a sanitizer build of the coordinator reported anything. */
 static inline int stop_coordinator(pid_t pid, int sig) {
     kill(pid, sig);
     int st = 0;
     waitpid(pid, &st, 0);
+    char err[VDN_ERR_LEN];
+    size_t len;
+    char *log = vdn_read_file(h_log, &len, err, sizeof err);
+    if (log && (strstr(log, "Sanitizer") || strstr(log, "runtime error:"))) {
+        fprintf(stderr, "sanitizer report in %s\n", h_log);
+        failures++;
+    }
+    free(log);
     return st;
 }
 
@@ -141,6 +150,10 @@ static inline int run_cli(char *out, size_t outlen, const char *fmt, ...) {
     size_t n = fread(out, 1, outlen - 1, p);
     out[n] = 0;
     int st = pclose(p);
+    if (strstr(out, "Sanitizer") || strstr(out, "runtime error:")) {
+        fprintf(stderr, "sanitizer report from: %s\n%s\n", cmd, out);
+        failures++;
+    }
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
