@@ -135,11 +135,12 @@ int vdn_client_resolve(const char *coordinator_flag, const char *dir_flag, const
         snprintf(conf->client_endpoint, sizeof conf->client_endpoint, "tcp://127.0.0.1:5556");
     if (key_flag)
         snprintf(conf->key, sizeof conf->key, "%s", key_flag);
-    else if ((env = getenv("VDN_KEY")) && env[0] && !conf->key[0])
+    else if ((env = getenv("VDN_KEY")) && env[0] && !(dir_flag && conf->key[0]))
         snprintf(conf->key, sizeof conf->key, "%s", env);
     if (coordinator_key_flag)
         snprintf(conf->coordinator_key, sizeof conf->coordinator_key, "%s", coordinator_key_flag);
-    else if ((env = getenv("VDN_COORDINATOR_KEY")) && env[0] && !conf->coordinator_key[0])
+    else if ((env = getenv("VDN_COORDINATOR_KEY")) && env[0] &&
+             !(dir_flag && conf->coordinator_key[0]))
         snprintf(conf->coordinator_key, sizeof conf->coordinator_key, "%s", env);
     if (conf->key[0] && !conf->coordinator_key[0])
         return vdn_fail(err, errlen,

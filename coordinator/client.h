@@ -90,8 +90,8 @@ typedef struct {
 } vdn_client_opts;
 
 /* Resolves the endpoint and keys, first found wins: the flags (--coordinator, --key,
- * --coordinator-key), $VDN_COORDINATOR / $VDN_KEY / $VDN_COORDINATOR_KEY, DIR/vdn.conf from
- * --dir or $VDN_DIR, then tcp://127.0.0.1:5556. Strings point into *conf. */
+ * --coordinator-key), DIR/vdn.conf from --dir, $VDN_COORDINATOR / $VDN_KEY /
+ * $VDN_COORDINATOR_KEY, $VDN_DIR/vdn.conf, then tcp://127.0.0.1:5556. Strings point into *conf. */
 int vdn_client_resolve(const char *coordinator_flag, const char *dir_flag, const char *key_flag,
                        const char *coordinator_key_flag, vdn_client_conf *conf,
                        vdn_client_opts *opts, char *err, size_t errlen);
