@@ -392,6 +392,12 @@ int vdn_eval_report_main(int argc, char **argv) {
             size_t i = (size_t)v * np + p, plane = (size_t)o->H * o->W;
             r.frame_count[i] = o->F;
             r.frame_rel_l2[i] = vdn_xmalloc((size_t)o->F * sizeof(double));
+            r.frame_psnr[i] = vdn_xmalloc((size_t)o->F * sizeof(double));
+            double lo = b->video[0], hi = b->video[0]; /* the whole baseline's range, as overall */
+            for (size_t k = 0; k < n; k++) {
+                if (b->video[k] < lo) lo = b->video[k];
+                if (b->video[k] > hi) hi = b->video[k];
+            }
             for (int f = 0; f < o->F; f++) { /* gather frame f of every channel */
                 double num = 0, den = 0;
                 for (int c = 0; c < o->C; c++) {
@@ -404,6 +410,9 @@ int vdn_eval_report_main(int argc, char **argv) {
                     }
                 }
                 r.frame_rel_l2[i][f] = den > 0 ? sqrt(num / den) : NAN;
+                double mse = num / ((double)o->C * (double)plane);
+                r.frame_psnr[i][f] =
+                    mse > 0 ? cap(10 * log10((hi - lo) * (hi - lo) / mse)) : PSNR_CAP;
             }
         }
         if (strip_of[p]) {

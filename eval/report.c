@@ -234,18 +234,21 @@ int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, siz
         }
         cJSON_AddItemToObject(jt, r->variants[v], o);
     }
-    cJSON *jf = cJSON_AddObjectToObject(root, "frame_rel_l2");
-    for (int v = 0; v < nv; v++) {
-        cJSON *o = cJSON_CreateObject();
-        for (int p = 0; p < np; p++) {
-            size_t i = (size_t)v * np + p;
-            if (!r->frame_rel_l2[i]) continue;
-            cJSON *a = cJSON_CreateArray();
-            for (int f = 0; f < r->frame_count[i]; f++)
-                cJSON_AddItemToArray(a, num(r->frame_rel_l2[i][f]));
-            cJSON_AddItemToObject(o, r->prompt_ids[p], a);
+    for (int which = 0; which < 2; which++) {
+        double **per = which ? r->frame_psnr : r->frame_rel_l2;
+        cJSON *jf = cJSON_AddObjectToObject(root, which ? "frame_psnr" : "frame_rel_l2");
+        for (int v = 0; v < nv; v++) {
+            cJSON *o = cJSON_CreateObject();
+            for (int p = 0; p < np; p++) {
+                size_t i = (size_t)v * np + p;
+                if (!per[i]) continue;
+                cJSON *a = cJSON_CreateArray();
+                for (int f = 0; f < r->frame_count[i]; f++)
+                    cJSON_AddItemToArray(a, num(per[i][f]));
+                cJSON_AddItemToObject(o, r->prompt_ids[p], a);
+            }
+            cJSON_AddItemToObject(jf, r->variants[v], o);
         }
-        cJSON_AddItemToObject(jf, r->variants[v], o);
     }
     cJSON *je = cJSON_AddArrayToObject(root, "errors");
     int n_err = 0;
@@ -339,38 +342,46 @@ int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, siz
         }
     vdn_sb_printf(&h, "</table>\n");
 
-    /* per-frame fidelity: mean over prompts of each frame's relative L2 */
-    double **curves = vdn_xcalloc((size_t)nv, sizeof *curves);
-    int *lens = vdn_xcalloc((size_t)nv, sizeof *lens), any_curve = 0;
-    for (int v = 0; v < nv; v++) {
-        int len = 0;
-        for (int p = 0; p < np; p++)
-            if (r->frame_rel_l2[(size_t)v * np + p] && r->frame_count[(size_t)v * np + p] > len)
-                len = r->frame_count[(size_t)v * np + p];
-        if (!len) continue;
-        curves[v] = vdn_xcalloc((size_t)len, sizeof **curves);
-        int *cnt = vdn_xcalloc((size_t)len, sizeof *cnt);
-        for (int p = 0; p < np; p++) {
-            size_t i = (size_t)v * np + p;
-            for (int f = 0; r->frame_rel_l2[i] && f < r->frame_count[i]; f++)
-                if (isfinite(r->frame_rel_l2[i][f]))
-                    curves[v][f] += r->frame_rel_l2[i][f], cnt[f]++;
+    /* per-frame fidelity: mean over prompts of each frame's relative L2 and PSNR */
+    for (int which = 0; which < 2; which++) {
+        double **per = which ? r->frame_psnr : r->frame_rel_l2;
+        double **curves = vdn_xcalloc((size_t)nv, sizeof *curves);
+        int *lens = vdn_xcalloc((size_t)nv, sizeof *lens), any_curve = 0;
+        for (int v = 0; v < nv; v++) {
+            int len = 0;
+            for (int p = 0; p < np; p++)
+                if (per[(size_t)v * np + p] && r->frame_count[(size_t)v * np + p] > len)
+                    len = r->frame_count[(size_t)v * np + p];
+            if (!len) continue;
+            curves[v] = vdn_xcalloc((size_t)len, sizeof **curves);
+            int *cnt = vdn_xcalloc((size_t)len, sizeof *cnt);
+            for (int p = 0; p < np; p++) {
+                size_t i = (size_t)v * np + p;
+                for (int f = 0; per[i] && f < r->frame_count[i]; f++)
+                    if (isfinite(per[i][f])) curves[v][f] += per[i][f], cnt[f]++;
+            }
+            for (int f = 0; f < len; f++)
+                curves[v][f] = cnt[f] ? curves[v][f] / cnt[f] : NAN;
+            free(cnt);
+            lens[v] = len;
+            any_curve = 1;
         }
-        for (int f = 0; f < len; f++)
-            curves[v][f] = cnt[f] ? curves[v][f] / cnt[f] : NAN;
-        free(cnt);
-        lens[v] = len;
-        any_curve = 1;
+        if (any_curve) {
+            if (!which)
+                vdn_sb_printf(
+                    &h,
+                    "<h2>Fidelity to the baseline per latent frame</h2>\n<div class=\"charts\">\n");
+            vdn_svg_lines(&h,
+                          which ? "latent PSNR to the baseline (dB), mean over prompts"
+                                : "relative L2 to the baseline, mean over prompts",
+                          nv, r->variants, (const double *const *)curves, lens);
+            if (which) vdn_sb_printf(&h, "</div>\n");
+        }
+        for (int v = 0; v < nv; v++)
+            free(curves[v]);
+        free(curves);
+        free(lens);
     }
-    if (any_curve) {
-        vdn_sb_printf(&h, "<h2>Fidelity to the baseline per latent frame</h2>\n");
-        vdn_svg_lines(&h, "relative L2 to the baseline, mean over prompts", nv, r->variants,
-                      (const double *const *)curves, lens);
-    }
-    for (int v = 0; v < nv; v++)
-        free(curves[v]);
-    free(curves);
-    free(lens);
 
     vdn_sb_printf(&h, "<h2>Timing</h2>\n<table id=\"timing\"><tr><th "
                       "class=\"l\">variant</th><th>renders timed</th>"

@@ -20,6 +20,7 @@ void vdn_results_init(vdn_results *r, int n_prompts, int n_variants, int n_metri
     r->s_per_nfe = vdn_xmalloc((vp + 1) * sizeof(double));
     r->seconds_total = vdn_xmalloc((vp + 1) * sizeof(double));
     r->frame_rel_l2 = vdn_xcalloc(vp + 1, sizeof(double *));
+    r->frame_psnr = vdn_xcalloc(vp + 1, sizeof(double *));
     r->frame_count = vdn_xcalloc(vp + 1, sizeof(int));
     for (size_t i = 0; i < vp; i++)
         r->s_per_nfe[i] = r->seconds_total[i] = NAN;
@@ -89,6 +90,7 @@ void vdn_results_free(vdn_results *r) {
     for (size_t i = 0; i < vp; i++) {
         free(r->errors[i]);
         free(r->frame_rel_l2[i]);
+        free(r->frame_psnr[i]);
     }
     for (int m = 0; m < r->n_metrics; m++) {
         free(r->metrics[m].name);
@@ -109,6 +111,7 @@ void vdn_results_free(vdn_results *r) {
     free(r->s_per_nfe);
     free(r->seconds_total);
     free(r->frame_rel_l2);
+    free(r->frame_psnr);
     free(r->frame_count);
     free(r->metrics);
     free(r->values);

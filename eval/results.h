@@ -39,7 +39,8 @@ typedef struct {
     char **errors;  /* [variant][prompt]: what went wrong for that output, or NULL */
     double *s_per_nfe, *seconds_total; /* [variant][prompt] from run records, NAN when absent */
     double **frame_rel_l2; /* [variant][prompt] -> per-frame relative L2 to the baseline, or NULL */
-    int *frame_count;      /* [variant][prompt] entries in frame_rel_l2 */
+    double **frame_psnr;   /* [variant][prompt] -> per-frame latent PSNR to the baseline, or NULL */
+    int *frame_count;      /* [variant][prompt] entries in frame_rel_l2 and frame_psnr */
     vdn_strip *strips;
     int n_strips;
     char *title, *sweep_path, *store_uri, *suite_path, *checkpoint;

@@ -126,6 +126,11 @@ for p, it in enumerate(suite):
             close(f"{tag} rel_l2", vals["fidelity_rel_l2"][v][p], np.linalg.norm(x - d) / np.linalg.norm(d), 1e-6)
             close(f"{tag} latent psnr", vals["fidelity_psnr"][v][p],
                   peak_signal_noise_ratio(d, x, data_range=d.max() - d.min()), 1e-6)
+            fr = rep["frame_rel_l2"][v][it["id"]]
+            fp = rep["frame_psnr"][v][it["id"]]
+            for f in range(F):
+                close(f"{tag} frame {f} rel_l2", fr[f], np.linalg.norm(x[:, f] - d[:, f]) / np.linalg.norm(d[:, f]), 1e-6)
+                close(f"{tag} frame {f} psnr", fp[f], peak_signal_noise_ratio(d[:, f], x[:, f], data_range=d.max() - d.min()), 1e-6)
         cache = st_read(os.path.join(suite_dir, it["prompt_cache"]))
         ends = []
         if "keyframe_first" in cache:

@@ -61,8 +61,8 @@ for needle in ["synthetic &lt;report&gt; &amp; test", 'id="stats"', 'id="timing"
                "data:image/png;base64,", "not found", "Per-prompt breakdown"]:
     if needle not in html:
         fails.append(f"html lacks {needle!r}")
-if html.count("<svg") != len(rep["metrics"]) + 1:
-    fails.append(f"html has {html.count('<svg')} charts, expected {len(rep['metrics']) + 1}")
+if html.count("<svg") != len(rep["metrics"]) + 2:
+    fails.append(f"html has {html.count('<svg')} charts, expected {len(rep['metrics']) + 2}")
 # every embedded PNG decodes; the standalone one matches its raw pixels exactly
 for b64 in re.findall(r'data:image/png;base64,([A-Za-z0-9+/=]+)', html):
     img = cv2.imdecode(np.frombuffer(base64.b64decode(b64), np.uint8), cv2.IMREAD_COLOR)

@@ -58,6 +58,9 @@ int main(int argc, char **argv) {
                 r.frame_rel_l2[i] = vdn_xmalloc(7 * sizeof(double));
                 for (int f = 0; f < 7; f++)
                     r.frame_rel_l2[i][f] = 0.05 * v * (1 + f) + 0.01 * noise(&s);
+                r.frame_psnr[i] = vdn_xmalloc(7 * sizeof(double));
+                for (int f = 0; f < 7; f++)
+                    r.frame_psnr[i][f] = 40 - 3 * v - f + noise(&s);
             }
         }
     }
