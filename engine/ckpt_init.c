@@ -1,10 +1,12 @@
 /* `vdn ckpt init`: random checkpoints in the released layouts; see ckpt_init.h. */
 #include <cjson/cJSON.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckpt_init.h"
 #include "ckpt_names.h"
@@ -769,10 +771,47 @@ static int write_vdn(const char *out, const vdn_config *cfg, const vdn_ckpt_init
     return rc;
 }
 
+/* A second init into the same directory replaces the first: delete the files an earlier run
+ * may have written (only those names; anything else in DIR stays) so a stale index, shard,
+ * model_spec.json or adapter cannot mix into the new checkpoint. */
+static void remove_previous(const char *out) {
+    static const char *const files[] = {"transformer/config.json",
+                                        "transformer/diffusion_pytorch_model*.safetensors*",
+                                        "transformer/model*.safetensors*",
+                                        "base/transformer/config.json",
+                                        "base/transformer/diffusion_pytorch_model*.safetensors*",
+                                        "base/transformer/model*.safetensors*",
+                                        "model_spec.json",
+                                        "metadata.json",
+                                        "linear_branch/config.json",
+                                        "linear_branch/model.safetensors",
+                                        "adapters/default/adapter_*.*",
+                                        "adapters/turbo/adapter_*.*",
+                                        "prompt.safetensors",
+                                        "prompt_fl2va.safetensors"};
+    static const char *const dirs[] = {"transformer",   "base/transformer", "base",
+                                       "linear_branch", "adapters/default", "adapters/turbo",
+                                       "adapters"};
+    char pat[4200];
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(pat, sizeof pat, "%s/%s", out, files[i]);
+        glob_t g;
+        if (glob(pat, 0, NULL, &g) == 0)
+            for (size_t k = 0; k < g.gl_pathc; k++)
+                unlink(g.gl_pathv[k]);
+        globfree(&g);
+    }
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        snprintf(pat, sizeof pat, "%s/%s", out, dirs[i]);
+        rmdir(pat); /* only when empty */
+    }
+}
+
 int vdn_ckpt_init(const vdn_ckpt_init_opts *o, char *err, size_t errlen) {
     vdn_config cfg;
     if (vdn_ckpt_preset(o->preset, o->layers, &cfg, err, errlen)) return -1;
     if (!o->out || !o->out[0]) return vdn_fail(err, errlen, "ckpt init: --out DIR is required");
+    remove_previous(o->out);
     if (vdn_mkdir_p(o->out, err, errlen)) return -1;
     char base_root[4096], path[4608];
     snprintf(base_root, sizeof base_root, "%s%s", o->out, o->vdn ? "/base" : "");

@@ -109,6 +109,18 @@ def main():
     check(r.returncode == 1 and "linear_branch/model.safetensors" in r.stderr,
           f"truncated branch: {r.returncode} {r.stderr}")
 
+    # a second init into the same directory replaces the first: no stale shards, index,
+    # adapters or model_spec.json survive
+    re = os.path.join(tmp, "reinit")
+    r1 = run("ckpt", "init", "--preset", "tiny", "--vdn", "--adapters", "default,turbo",
+             "--shard-mb", "0.05", "--out", re)
+    r2 = run("ckpt", "init", "--preset", "tiny", "--out", re, "--seed", "2")
+    check(r1.returncode == 0 and r2.returncode == 0, f"reinit: {r1.stderr} {r2.stderr}")
+    check(sorted(os.listdir(re)) == ["prompt.safetensors", "prompt_fl2va.safetensors",
+                                     "transformer"], f"after reinit: {sorted(os.listdir(re))}")
+    r = run("inspect", re, "--json")
+    check(r.returncode == 0 and not json.loads(r.stdout)["vdn"], f"reinit inspect: {r.stderr}")
+
     # end to end: same seed, diffusers vs native layout, identical render
     nat = os.path.join(tmp, "vdn_native")
     r = run("ckpt", "init", "--preset", "tiny", "--vdn", "--adapters", "default,turbo",
