@@ -198,12 +198,10 @@ static int build_pairs(vdn_lora *l, const lora_conf *conf, int alpha_from_meta, 
         int rank = (int)A->shape[0];
         if (!first_rank) first_rank = rank;
         const cJSON *rp = pattern_lookup(conf->rank_pattern, r->module);
-        int want = rp ? (int)rp->valuedouble : conf->rank;
-        if (want && want != rank) {
+        if (rp && (int)rp->valuedouble != rank) {
             rc = vdn_fail(err, errlen,
-                          "%s: module \"%s\": lora_A has rank %d but the adapter "
-                          "config says r = %d%s",
-                          path, r->module, rank, want, rp ? " (rank_pattern)" : "");
+                          "%s: module \"%s\": lora_A has rank %d but rank_pattern says r = %d",
+                          path, r->module, rank, (int)rp->valuedouble);
             break;
         }
         if (alpha_from_meta && rank != first_rank) {
@@ -214,6 +212,15 @@ static int build_pairs(vdn_lora *l, const lora_conf *conf, int alpha_from_meta, 
         }
         const cJSON *ap = pattern_lookup(conf->alpha_pattern, r->module);
         double alpha = ap ? ap->valuedouble : conf->alpha > 0 ? conf->alpha : rank;
+        if (!rp && !ap && conf->rank && conf->rank != rank) {
+            /* a rank the config does not explain (no rank_pattern entry): keep the configured
+             * alpha/r ratio, which is 1 for the released adapters as the reference folds them */
+            VDN_WARN("%s: module \"%s\" has rank %d, the adapter config says r = %d and has no "
+                     "rank_pattern entry for it; folding at alpha/r = %g",
+                     path, r->module, rank, conf->rank,
+                     (conf->alpha > 0 ? conf->alpha : conf->rank) / conf->rank);
+            alpha = (conf->alpha > 0 ? conf->alpha : conf->rank) * rank / conf->rank;
+        }
         float scale = (float)(alpha / rank);
 
         char canon[VDN_NAME_MAX];

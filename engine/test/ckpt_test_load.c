@@ -406,7 +406,8 @@ static void test_malformed(void) {
     expect_open_error("v1", "metadata.json", "\"weights\"", NULL, 0);
 
     fresh("v2", "vdn");
-    sh("sed -i 's/\"format_version\":[[:space:]]*2/\"format_version\": 1/' '%s/v2/model_spec.json'", tmp);
+    sh("sed -i 's/\"format_version\":[[:space:]]*2/\"format_version\": 1/' '%s/v2/model_spec.json'",
+       tmp);
     expect_open_error("v2", "model_spec.json", "format_version", NULL, 0);
 
     fresh("v3", "vdn");
@@ -463,8 +464,10 @@ static void test_malformed(void) {
                       0);
 
     fresh("a2", "vdn");
-    sh("sed -i 's/\"rank\":[[:space:]]*4/\"rank\": 5/' '%s/a2/adapters/default/adapter_spec.json'", tmp);
-    expect_open_error("a2", "adapter_model.safetensors", "r = 5", NULL, 0);
+    write_text("a2", "adapters/turbo/adapter_spec.json",
+               "{\"config\": {\"rank\": 6, \"alpha\": 12, \"rank_pattern\": "
+               "{\"norm_out.linear\": 5, \"ff.net.0.proj\": 3}}}");
+    expect_open_error("a2", "adapter_model.safetensors", "rank_pattern says r = 5", NULL, 0);
 
     fresh("a3", "vdn");
     snprintf(p, sizeof p, "%s/a3/adapters/default/adapter_model.safetensors", tmp);
@@ -492,6 +495,17 @@ static void test_malformed(void) {
     a = open_ck("a6", NULL, 0, err);
     CHECK(a, "adapter_config.json / no JSON: %s", err);
     vdn_ckpt_close(a);
+
+    /* a rank the JSON does not explain (no rank_pattern): folded at the configured alpha/r
+     * ratio (1 here, as the reference folds checkpoint adapters), with a warning */
+    fresh("a7", "vdn");
+    write_text("a7", "adapters/default/adapter_spec.json",
+               "{\"config\": {\"rank\": 2, \"alpha\": 2}}");
+    a = open_ck("a7", NULL, 0, err), b = open_ck("vdn", NULL, 0, err);
+    CHECK(a && b, "unexplained rank: %s", err);
+    if (a && b) same_tensors(a, b, "unexplained rank folds at alpha/r = 1");
+    vdn_ckpt_close(a);
+    vdn_ckpt_close(b);
 
     /* an extra adapter that does not exist */
     const char *extra[1] = {"/nonexistent/adapter.safetensors"};
