@@ -338,21 +338,32 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                            W0, NREP, &err),
                        0);
 
-    printf("-- attention (block-sparse flash, mma.sync bf16) --\n");
+    printf("-- attention (block-sparse flash, bf16, fp32 accumulation) --\n");
     rb(qr, (size_t)N * C, 1.f), rb(kr, (size_t)N * C, 1.f);
-    double a_dense =
-        put("attention dense",
+    bf16 *vts = (bf16 *)dalloc(vdn_attention_vt_elems(N, H) * 2, &err);
+    const double dflop = 4.0 * dense_pairs * H * D, wflop = 4.0 * win_pairs * H * D;
+    double a_dense_mma =
+        put("attention dense (mma.sync)",
             time_ms(
                 [&] {
                     return vdn_k_attention(qr, C, kr, C, qkv + 2 * C, LDQ, N, H, dld, ard.head_end,
                                            ard.tail_start, dtd, ntd, sc, NULL, ao, C, 0);
                 },
                 1, RA, &err),
-            4.0 * dense_pairs * H * D);
-    char wname[64];
-    snprintf(wname, sizeof wname, "attention window+anchors (density %.1f%%)",
+            dflop);
+    double a_dense_wg = put("attention dense (wgmma)",
+                            time_ms(
+                                [&] {
+                                    return vdn_k_attention_wgmma(
+                                        qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dld,
+                                        ard.head_end, ard.tail_start, dtd, ntd, sc, NULL, ao, C, 0);
+                                },
+                                1, RA, &err),
+                            dflop);
+    char wname[80];
+    snprintf(wname, sizeof wname, "attention window+anchors %.1f%% (mma.sync)",
              100.0 * win_pairs / dense_pairs);
-    double a_win =
+    double a_win_mma =
         put(wname,
             time_ms(
                 [&] {
@@ -360,7 +371,21 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                                            arw.tail_start, dtw, ntw, sc, sg, ao, C, 0);
                 },
                 1, RA, &err),
-            4.0 * win_pairs * H * D);
+            wflop);
+    snprintf(wname, sizeof wname, "attention window+anchors %.1f%% (wgmma)",
+             100.0 * win_pairs / dense_pairs);
+    double a_win_wg = put(wname,
+                          time_ms(
+                              [&] {
+                                  return vdn_k_attention_wgmma(
+                                      qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dlw, arw.head_end,
+                                      arw.tail_start, dtw, ntw, sc, sg, ao, C, 0);
+                              },
+                              1, RA, &err),
+                          wflop);
+    /* the engine uses the faster of the two */
+    const double a_dense = a_dense_wg < a_dense_mma ? a_dense_wg : a_dense_mma;
+    const double a_win = a_win_wg < a_win_mma ? a_win_wg : a_win_mma;
 
     printf("-- VDA linear branch (interior frames %d x %d heads) --\n", FI, H);
     const bf16 *vrow = qkv + (size_t)(NG + S) * LDQ; /* first interior frame */

@@ -50,6 +50,14 @@ int vdn_k_attention(const void *q, int ldq, const void *k, int ldk, const void *
                     const int *tiles, int n_tiles, float scale, const float *gate, void *out,
                     int ld_o, vdn_stream st);
 
+/* The same attention on Hopper's wgmma (attn_wgmma.cu); v is first transposed per head into
+ * vt_scratch, which must hold vdn_attention_vt_elems(rows, heads) bf16 values. */
+size_t vdn_attention_vt_elems(int rows, int heads);
+int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int ldk, const void *v, int ldv,
+                          void *vt_scratch, int rows, int heads, const int *lohi, int head_end,
+                          int tail_start, const int *tiles, int n_tiles, float scale,
+                          const float *gate, void *out, int ld_o, vdn_stream st);
+
 /* ---- VDA (twin_vda.c), hd 128 ---- */
 /* spatial depthwise 5x5 over each frame's (gh, gw) grid: out bf16 [frames*S, C] */
 int vdn_k_vda_sconv(const void *in, int ld, int frames, int gh, int gw, int C, const void *w,

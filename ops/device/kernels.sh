@@ -48,6 +48,9 @@ nvcc -o "$B/test_backend" "$B/test_backend_gpu.o" "$B/libk.a" $LJ -lcublasLt -lc
 gcc $CFLAGS kernels/test/test_twins.c kernels/twin_*.c kernels/attn_tiles.c engine/vdn_util.c -lm -o "$B/test_twins" >> "$OUT/build.log" 2>&1
 echo "build: $(( $(date +%s) - t0 )) s"
 grep -E "error|registers|spill" "$OUT/build.log" | grep -E "error|attn_k|solve_k|scan_k|act_k|sconv_k|spill stores [1-9]" | head -20
+command -v cuobjdump > /dev/null && for o in attn attn_wgmma; do
+  echo "$o: $(cuobjdump --dump-sass "$B/$o.cu.o" | grep -c -E 'HGMMA') HGMMA, $(cuobjdump --dump-sass "$B/$o.cu.o" | grep -c -E 'HMMA') HMMA instructions"
+done
 if [ ! -x "$B/test_gpu" ] || [ ! -x "$B/vdn_bench" ]; then
   echo "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1
 fi

@@ -1,0 +1,330 @@
+/* Block-sparse flash attention on Hopper tensor cores: wgmma (sm_90a), bf16 in, fp32 accumulation,
+ * head dim 128. Same contract and key-range walk as attn.cu (attn_tiles.h), FlashAttention-3's
+ * operand layout without its warp specialisation:
+ *
+ *   CTA = 128 query rows x one head = 2 warpgroups of 64 rows; 128-key blocks.
+ *   S = Q K^T : wgmma m64n128k16, A = Q and B = K both from shared memory (K-major);
+ *   O += P V  : wgmma m64n128k16, A = P from registers (the S accumulators, rounded to bf16, are
+ *               already in the A-fragment layout), B = V^T from shared memory (K-major: V is
+ *               transposed per head into [d][keys] once per call by vt_k, a cheap extra pass).
+ *   Tiles sit in shared memory in the 128-byte-swizzled layout wgmma descriptors expect: a
+ *   [rows][128] tile is two [rows][64] halves; row r's 16-byte chunk c is stored at c ^ (r & 7).
+ *   K and V^T are double-buffered with cp.async; all 256 threads load, then both warpgroups
+ *   compute (no producer/consumer split, no softmax/MMA overlap: the two things FA3 adds).
+ */
+#include "cuda_util.cuh"
+
+#define BM 128
+#define BN 128
+#define HD 128
+#define NT 256
+
+__device__ __forceinline__ void wgmma_ss(float *d, uint64_t da, uint64_t db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%"
+                 "22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%"
+                 "42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%"
+                 "62,%63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+                   "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+__device__ __forceinline__ void wgmma_rs(float *d, const unsigned *a, uint64_t db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%"
+                 "22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%"
+                 "42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%"
+                 "62,%63}, {%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+                   "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
+                   "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_wait0() {
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+__device__ __forceinline__ void fence_async_smem() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/* shared-memory matrix descriptor: 128B swizzle, 8-row groups 1024 bytes apart */
+__device__ __forceinline__ uint64_t desc(const void *p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
+
+__device__ __forceinline__ void cp16(void *smem, const void *g, int bytes) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(bytes));
+}
+__device__ __forceinline__ void cp_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N> __device__ __forceinline__ void cp_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ unsigned pack_bf2(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<unsigned *>(&v);
+}
+
+/* byte offset of 16-byte chunk c (0..15) of row r in a swizzled [rows][128] bf16 tile */
+__device__ __forceinline__ int swz(int rows, int r, int c) {
+    return (c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+}
+
+/* [128][128] tile: row r from g + (row0 + r) * ld (16-byte chunks), rows >= limit zero-filled */
+__device__ __forceinline__ void load128(char *sm, const bf16 *g, size_t ld, int row0, int limit) {
+#pragma unroll
+    for (int i = 0; i < 128 * 16 / NT; i++) {
+        int c = threadIdx.x + i * NT, r = c >> 4, ch = c & 15;
+        int gr = row0 + r;
+        const bf16 *src = g + (size_t)(gr < limit ? gr : 0) * ld + ch * 8;
+        cp16(sm + swz(128, r, ch), src, gr < limit ? 16 : 0);
+    }
+}
+
+/* V^T tile: 128 d-rows of Vt (row stride ldt keys, zero-padded past N), keys kb..kb+127 */
+__device__ __forceinline__ void load_vt(char *sm, const bf16 *vt, size_t ldt, int kb) {
+#pragma unroll
+    for (int i = 0; i < 128 * 16 / NT; i++) {
+        int c = threadIdx.x + i * NT, r = c >> 4, ch = c & 15;
+        cp16(sm + swz(128, r, ch), vt + (size_t)r * ldt + kb + ch * 8, 16);
+    }
+}
+
+__global__ void __launch_bounds__(NT, 1)
+    attn_wg_k(const bf16 *__restrict__ Q, const bf16 *__restrict__ K, const bf16 *__restrict__ Vt,
+              int ldq, int ldk, size_t ldt, int N, const int *__restrict__ lohi, int head_end,
+              int tail_start, const int *__restrict__ tiles, float scale_log2,
+              const float *__restrict__ gate, int heads, bf16 *__restrict__ O, int ldo) {
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    char *base = (char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    char *sQ = base, *sK = sQ + BM * HD * 2, *sV = sK + 2 * BN * HD * 2;
+
+    const int tile = blockIdx.x, h = blockIdx.y;
+    const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int q0 = tile * BM;
+    const bf16 *Qh = Q + h * HD, *Kh = K + h * HD, *Vh = Vt + (size_t)h * HD * ldt;
+
+    const int *tl = tiles + tile * 8;
+    const int nr = tl[0], mixed = tl[1];
+    const int rs0 = nr > 0 ? tl[2] : 0, re0 = nr > 0 ? tl[3] : 0;
+    const int rs1 = nr > 1 ? tl[4] : 0, re1 = nr > 1 ? tl[5] : 0;
+    const int rs2 = nr > 2 ? tl[6] : 0, re2 = nr > 2 ? tl[7] : 0;
+    const int rb0 = nr > 0 ? (re0 - (rs0 / BN) * BN + BN - 1) / BN : 0;
+    const int rb1 = nr > 1 ? (re1 - (rs1 / BN) * BN + BN - 1) / BN : 0;
+    const int rb2 = nr > 2 ? (re2 - (rs2 / BN) * BN + BN - 1) / BN : 0;
+    const int nb = rb0 + rb1 + rb2;
+    auto block_at = [&](int i, int &s, int &e, int &kb) {
+        if (i < rb0) {
+            s = rs0, e = re0, kb = (rs0 / BN) * BN + i * BN;
+        } else if (i < rb0 + rb1) {
+            s = rs1, e = re1, kb = (rs1 / BN) * BN + (i - rb0) * BN;
+        } else {
+            s = rs2, e = re2, kb = (rs2 / BN) * BN + (i - rb0 - rb1) * BN;
+        }
+    };
+
+    load128(sQ, Qh, ldq, q0, N);
+    cp_commit();
+    if (nb > 0) {
+        int s_, e_, kb;
+        block_at(0, s_, e_, kb);
+        load128(sK, Kh, ldk, kb, N);
+        load_vt(sV, Vh, ldt, kb);
+    }
+    cp_commit();
+
+    const int row_a = q0 + wg * 64 + warp * 16 + g, row_b = row_a + 8;
+    int lo_a = 0, hi_a = 0, lo_b = 0, hi_b = 0;
+    if (mixed) {
+        if (row_a < N) lo_a = lohi[2 * row_a], hi_a = lohi[2 * row_a + 1];
+        if (row_b < N) lo_b = lohi[2 * row_b], hi_b = lohi[2 * row_b + 1];
+    }
+    float o[64], s[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        o[i] = 0.f;
+    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
+    const char *qw = sQ + wg * 64 * 128; /* this warpgroup's 64 rows inside each half */
+
+    for (int i = 0; i < nb; i++) {
+        const int cur = i & 1;
+        if (i + 1 < nb) {
+            int s_, e_, kb;
+            block_at(i + 1, s_, e_, kb);
+            load128(sK + (cur ^ 1) * BN * HD * 2, Kh, ldk, kb, N);
+            load_vt(sV + (cur ^ 1) * BN * HD * 2, Vh, ldt, kb);
+        }
+        cp_commit();
+        cp_wait<1>();
+        fence_async_smem();
+        __syncthreads();
+
+        int rcur_s, rcur_e, kb;
+        block_at(i, rcur_s, rcur_e, kb);
+        const char *k_s = sK + cur * BN * HD * 2, *v_s = sV + cur * BN * HD * 2;
+
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++)
+            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
+                     desc(k_s + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
+        wgmma_commit();
+        wgmma_wait0();
+
+        const bool edge = mixed || kb < rcur_s || kb + BN > rcur_e || kb + BN > N;
+        float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float va = s[4 * j + e] * scale_log2, vb = s[4 * j + 2 + e] * scale_log2;
+                if (edge) {
+                    int kx = kb + j * 8 + 2 * t4 + e;
+                    bool in = kx >= rcur_s && kx < rcur_e && kx < N;
+                    bool oka = in, okb = in;
+                    if (mixed && in && kx >= head_end && kx < tail_start) {
+                        oka = kx >= lo_a && kx < hi_a;
+                        okb = kx >= lo_b && kx < hi_b;
+                    }
+                    if (!oka) va = -INFINITY;
+                    if (!okb) vb = -INFINITY;
+                }
+                s[4 * j + e] = va, s[4 * j + 2 + e] = vb;
+                mx_a = fmaxf(mx_a, va), mx_b = fmaxf(mx_b, vb);
+            }
+        }
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+        const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+        const float base_a = mn_a == -INFINITY ? 0.f : mn_a;
+        const float base_b = mn_b == -INFINITY ? 0.f : mn_b;
+        const float corr_a = exp2f(m_a - base_a), corr_b = exp2f(m_b - base_b);
+        m_a = mn_a, m_b = mn_b;
+        float sum_a = 0.f, sum_b = 0.f;
+        unsigned pf[BN / 16][4];
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+            float p0 = exp2f(s[4 * j] - base_a), p1 = exp2f(s[4 * j + 1] - base_a);
+            float p2 = exp2f(s[4 * j + 2] - base_b), p3 = exp2f(s[4 * j + 3] - base_b);
+            sum_a += p0 + p1, sum_b += p2 + p3;
+            pf[j >> 1][(j & 1) * 2 + 0] = pack_bf2(p0, p1);
+            pf[j >> 1][(j & 1) * 2 + 1] = pack_bf2(p2, p3);
+        }
+        l_a = l_a * corr_a + sum_a, l_b = l_b * corr_b + sum_b;
+#pragma unroll
+        for (int c = 0; c < 16; c++)
+            o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
+                o[4 * c + 3] *= corr_b;
+
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+            wgmma_rs(o, pf[kk], desc(v_s + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
+        wgmma_commit();
+        wgmma_wait0();
+        __syncthreads();
+    }
+
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+    float ia = l_a > 0.f ? 1.f / l_a : 0.f, ib = l_b > 0.f ? 1.f / l_b : 0.f;
+    if (gate) {
+        if (row_a < N) ia *= gate[(size_t)row_a * heads + h];
+        if (row_b < N) ib *= gate[(size_t)row_b * heads + h];
+    }
+#pragma unroll
+    for (int c = 0; c < 16; c++) {
+        int col = h * HD + c * 8 + 2 * t4;
+        if (row_a < N)
+            *reinterpret_cast<__nv_bfloat162 *>(O + (size_t)row_a * ldo + col) =
+                __floats2bfloat162_rn(o[4 * c] * ia, o[4 * c + 1] * ia);
+        if (row_b < N)
+            *reinterpret_cast<__nv_bfloat162 *>(O + (size_t)row_b * ldo + col) =
+                __floats2bfloat162_rn(o[4 * c + 2] * ib, o[4 * c + 3] * ib);
+    }
+}
+
+/* V [rows, heads*128] (stride ldv) -> Vt [heads][128][ldt], zero past `rows`: 32x32 tiles
+ * through shared memory so both sides are coalesced. */
+__global__ void vt_k(const bf16 *V, int ldv, int rows, int heads, size_t ldt, bf16 *Vt) {
+    __shared__ bf16 t[32][33];
+    const int h = blockIdx.z, d0 = blockIdx.y * 32, r0 = blockIdx.x * 32;
+    const int tx = threadIdx.x, ty = threadIdx.y; /* 32 x 8 */
+    for (int k = ty; k < 32; k += 8) {
+        int r = r0 + k;
+        t[k][tx] = r < rows ? V[(size_t)r * ldv + h * HD + d0 + tx] : __float2bfloat16(0.f);
+    }
+    __syncthreads();
+    for (int k = ty; k < 32; k += 8)
+        Vt[((size_t)h * HD + d0 + k) * ldt + r0 + tx] = t[tx][k];
+}
+
+extern "C" size_t vdn_attention_vt_elems(int rows, int heads) {
+    return (size_t)heads * HD * (((size_t)rows + BN - 1) / BN * BN);
+}
+
+extern "C" int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int ldk, const void *v,
+                                     int ldv, void *vt_scratch, int rows, int heads,
+                                     const int *lohi, int head_end, int tail_start,
+                                     const int *tiles, int n_tiles, float scale, const float *gate,
+                                     void *out, int ld_o, vdn_stream st) {
+    if ((ldq | ldk) % 8 || ld_o % 2 || n_tiles != (rows + BM - 1) / BM) {
+        fprintf(
+            stderr,
+            "vdn_k_attention_wgmma: strides %d/%d must be multiples of 8, tiles %d for %d rows\n",
+            ldq, ldk, n_tiles, rows);
+        return -1;
+    }
+    const size_t ldt = ((size_t)rows + BN - 1) / BN * BN;
+    dim3 tg((unsigned)(ldt / 32), HD / 32, heads), tb(32, 8);
+    vt_k<<<tg, tb, 0, S_(st)>>>((const bf16 *)v, ldv, rows, heads, ldt, (bf16 *)vt_scratch);
+    LAUNCH_CHECK("attention_vt");
+    const int smem = (BM + 4 * BN) * HD * (int)sizeof(bf16) + 1024;
+    static int configured = 0;
+    if (!configured) {
+        CUDA_CHECK(
+            cudaFuncSetAttribute(attn_wg_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        configured = 1;
+    }
+    dim3 grid(n_tiles, heads);
+    attn_wg_k<<<grid, NT, smem, S_(st)>>>(
+        (const bf16 *)q, (const bf16 *)k, (const bf16 *)vt_scratch, ldq, ldk, ldt, rows, lohi,
+        head_end, tail_start, tiles, scale * 1.4426950408889634f, gate, heads, (bf16 *)out, ld_o);
+    LAUNCH_CHECK("attention_wgmma");
+    return 0;
+}
