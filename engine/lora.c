@@ -178,7 +178,7 @@ static int build_pairs(vdn_lora *l, const lora_conf *conf, int alpha_from_meta, 
     for (int j = 0; j < n_raw && rc == 0; j++)
         l->original_layout |= is_original_module(raw[j].module);
 
-    int first_rank = 0;
+    int first_rank = 0, unexplained = 0;
     for (int j = 0; j < n_raw && rc == 0; j++) {
         raw_pair *r = &raw[j];
         if (!r->A || !r->B) {
@@ -215,10 +215,7 @@ static int build_pairs(vdn_lora *l, const lora_conf *conf, int alpha_from_meta, 
         if (!rp && !ap && conf->rank && conf->rank != rank) {
             /* a rank the config does not explain (no rank_pattern entry): keep the configured
              * alpha/r ratio, which is 1 for the released adapters as the reference folds them */
-            VDN_WARN("%s: module \"%s\" has rank %d, the adapter config says r = %d and has no "
-                     "rank_pattern entry for it; folding at alpha/r = %g",
-                     path, r->module, rank, conf->rank,
-                     (conf->alpha > 0 ? conf->alpha : conf->rank) / conf->rank);
+            unexplained++;
             alpha = (conf->alpha > 0 ? conf->alpha : conf->rank) * rank / conf->rank;
         }
         float scale = (float)(alpha / rank);
@@ -261,6 +258,11 @@ static int build_pairs(vdn_lora *l, const lora_conf *conf, int alpha_from_meta, 
     }
     free(raw);
     if (rc) return rc;
+    if (unexplained)
+        VDN_WARN("%s: %d LoRA pairs have a rank the adapter config (r = %d) does not explain and "
+                 "no rank_pattern entry; folded at its alpha/r = %g",
+                 path, unexplained, conf->rank,
+                 (conf->alpha > 0 ? conf->alpha : conf->rank) / conf->rank);
     qsort(l->pairs, l->n_pairs, sizeof *l->pairs, cmp_pair);
     for (int i = 1; i < l->n_pairs; i++)
         if (strcmp(l->pairs[i].target, l->pairs[i - 1].target) == 0)
