@@ -7,8 +7,9 @@
  * from its __metadata__ "alpha" or "lora_alpha" when present, else alpha = rank; one alpha over
  * mixed ranks is refused). The JSON may hold the keys at the top level or under "config":
  * r / rank, lora_alpha / alpha, rank_pattern, alpha_pattern (a pattern key matches a module name
- * exactly or as a dotted suffix). A pair whose A has a rank other than its configured r is
- * refused.
+ * exactly or as a dotted suffix). A pair contradicting its rank_pattern entry is refused; a
+ * rank the config does not explain (no pattern, differs from r) folds at the configured alpha/r
+ * with a warning.
  *
  * Tensor names: MODULE.lora_A[.ADAPTER].weight (r, in) and MODULE.lora_B[.ADAPTER].weight
  * (out, r). Targets come out in canonical (diffusers) module names:
