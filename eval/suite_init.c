@@ -46,22 +46,20 @@ static const char *subjects[] = {"a red kite over a windy beach",  "a chef flipp
 int vdn_suite_init(const vdn_suite_init_opts *o, char *err, size_t errlen) {
     int text_dim = o->text_dim;
     if (!text_dim) {
-        if (!o->checkpoint)
-            return vdn_fail(err, errlen, "suite init: --checkpoint CKPT is required");
+        if (!o->checkpoint) return vdn_fail(err, errlen, "--checkpoint CKPT is required");
         vdn_ckpt *ck = vdn_ckpt_open(o->checkpoint, NULL, 0, err, errlen);
         if (!ck) return -1;
         text_dim = vdn_ckpt_config(ck)->text_dim;
         vdn_ckpt_close(ck);
     }
     if (text_dim <= 0 || text_dim > 65536)
-        return vdn_fail(err, errlen, "suite init: text_dim %d out of range", text_dim);
+        return vdn_fail(err, errlen, "text_dim %d out of range", text_dim);
     if (o->n_prompts < 1 || o->n_prompts > 100000)
-        return vdn_fail(err, errlen, "suite init: --prompts %d, expected 1..100000", o->n_prompts);
+        return vdn_fail(err, errlen, "--prompts %d, expected 1..100000", o->n_prompts);
     if (o->height < 32 || o->width < 32 || o->height % 32 || o->width % 32)
-        return vdn_fail(err, errlen, "suite init: --height/--width %dx%d, expected multiples of 32",
-                        o->height, o->width);
-    if (o->frames < 1)
-        return vdn_fail(err, errlen, "suite init: --frames %d, expected >= 1", o->frames);
+        return vdn_fail(err, errlen, "--height/--width %dx%d, expected multiples of 32", o->height,
+                        o->width);
+    if (o->frames < 1) return vdn_fail(err, errlen, "--frames %d, expected >= 1", o->frames);
     char path[4096];
     snprintf(path, sizeof path, "%s/caches", o->dir);
     if (vdn_mkdir_p(path, err, errlen)) return -1;

@@ -90,50 +90,76 @@ static char **inflight_tags(vdn_client *c, const char *tag, int *n, char *err, s
     return out;
 }
 
+/* Polls the coordinator (cheap: one status per batch) until no job of the sweep's batches is
+ * queued or running, then checks the store once for every pair: 0 when every output is there. */
 static int wait_for(vdn_client *c, vdn_store *st, vdn_sweep *sw, double timeout_s) {
-    double t0 = vdn_now(), last_print = 0;
+    double t0 = vdn_now(), last_print = -10;
     char err[VDN_ERR_LEN];
     for (;;) {
-        int done = 0, failed = 0, n = sw->n_pairs;
-        for (int i = 0; i < n; i++) {
-            int have = vdn_store_exists(st, sw->pairs[i].record_key, NULL, err, sizeof err);
-            if (have > 0)
-                have = vdn_store_exists(st, sw->pairs[i].video_key, NULL, err, sizeof err);
-            if (have > 0) done++;
-        }
-        if (done < n) { /* failed jobs of our batches, from the coordinator */
-            for (int b = 0; b < sw->n_batches; b++) {
-                char target[32];
-                snprintf(target, sizeof target, "b%llu", (unsigned long long)sw->batches[b]);
-                Vdn__StatusReply *s = vdn_client_status(c, target, err, sizeof err);
-                if (!s) continue;
-                for (size_t j = 0; j < s->n_jobs; j++)
-                    if (s->jobs[j]->state && (!strcmp(s->jobs[j]->state, "failed") ||
-                                              !strcmp(s->jobs[j]->state, "cancelled"))) {
-                        failed++;
-                        if (s->jobs[j]->last_error && vdn_now() - last_print > 5)
-                            VDN_WARN("eval sweep: job %llu (%s) %s: %s",
-                                     (unsigned long long)s->jobs[j]->job_id,
-                                     s->jobs[j]->tag ? s->jobs[j]->tag : "", s->jobs[j]->state,
-                                     s->jobs[j]->last_error);
-                    }
-                vdn_client_free(s);
+        long queued = 0, running = 0, done = 0, failed = 0, total = 0;
+        int unreachable = 0;
+        for (int b = 0; b < sw->n_batches; b++) {
+            char target[32];
+            snprintf(target, sizeof target, "b%llu", (unsigned long long)sw->batches[b]);
+            Vdn__StatusReply *s = vdn_client_status(c, target, err, sizeof err);
+            if (!s) {
+                unreachable = 1;
+                break;
             }
+            for (size_t k = 0; k < s->n_batches; k++) {
+                const Vdn__BatchInfo *bi = s->batches[k];
+                queued += bi->n_queued;
+                running += bi->n_running;
+                done += bi->n_done;
+                failed += bi->n_failed + bi->n_cancelled;
+                total += bi->n_queued + bi->n_running + bi->n_done + bi->n_failed + bi->n_cancelled;
+            }
+            vdn_client_free(s);
         }
-        if (vdn_now() - last_print > 5 || done + failed >= n) {
-            fprintf(stderr, "eval sweep: %d/%d pairs done, %d failed (%.0f s)\n", done, n, failed,
-                    vdn_now() - t0);
+        if (unreachable) {
+            fprintf(stderr, "eval sweep: coordinator: %s (still waiting)\n", err);
+        } else if (vdn_now() - last_print > 5 || queued + running == 0) {
+            fprintf(stderr,
+                    "eval sweep: %ld/%ld jobs done, %ld failed, %ld running, %ld queued (%.0f s)\n",
+                    done, total, failed, running, queued, vdn_now() - t0);
             last_print = vdn_now();
         }
-        if (done == n) return 0;
-        if (done + failed >= n) return 1;
+        if (!unreachable && queued + running == 0) break;
         if (timeout_s > 0 && vdn_now() - t0 > timeout_s) {
-            fprintf(stderr, "eval sweep: --timeout %.0f s reached with %d/%d pairs done\n",
-                    timeout_s, done, n);
-            return 1;
+            fprintf(stderr, "eval sweep: --timeout %.0f s reached\n", timeout_s);
+            break;
         }
         usleep(300 * 1000);
     }
+    int missing = 0;
+    for (int i = 0; i < sw->n_pairs; i++) {
+        const vdn_sweep_pair *q = &sw->pairs[i];
+        int have = vdn_store_exists(st, q->video_key, NULL, err, sizeof err);
+        if (have > 0) have = vdn_store_exists(st, q->record_key, NULL, err, sizeof err);
+        if (have > 0) continue;
+        if (++missing <= 10) {
+            char target[32] = "";
+            const char *why = have < 0 ? err : "no output in the store";
+            Vdn__StatusReply *s = NULL;
+            if (q->job_id) {
+                snprintf(target, sizeof target, "j%llu", (unsigned long long)q->job_id);
+                s = vdn_client_status(c, target, err, sizeof err);
+                if (s && s->n_jobs && s->jobs[0]->last_error && s->jobs[0]->last_error[0])
+                    why = s->jobs[0]->last_error;
+            }
+            fprintf(stderr, "eval sweep: %s/%s%s%s: %s\n", q->prompt, q->variant,
+                    target[0] ? " job " : "", target, why);
+            vdn_client_free(s);
+        }
+    }
+    if (missing)
+        fprintf(stderr,
+                "eval sweep: %d of %d pairs have no output; run the same command again to resubmit "
+                "them\n",
+                missing, sw->n_pairs);
+    else
+        fprintf(stderr, "eval sweep: all %d pairs have their outputs\n", sw->n_pairs);
+    return missing ? 1 : 0;
 }
 
 int vdn_eval_sweep_main(int argc, char **argv) {
