@@ -3,7 +3,10 @@
 #ifndef VDN_TEST_HARNESS_H
 #define VDN_TEST_HARNESS_H
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,9 +71,27 @@ static inline void harness_cleanup(void) {
     }
 }
 
-/* Two loopback ports unlikely to collide with parallel tests. */
+/* Free loopback ports from the kernel (bind to port 0), remembered per index so a test can
+ * restart the coordinator on the same endpoints. */
 static inline int h_port(int k) {
-    return 20000 + (int)(getpid() % 15000) * 2 + k;
+    static int ports[4];
+    if (ports[k]) return ports[k];
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    REQUIRE(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+            getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    ports[k] = ntohs(a.sin_port);
+    close(fd);
+    for (int i = 0; i < k; i++)
+        if (ports[i] == ports[k]) { /* the kernel handed the same port back: ask again */
+            ports[k] = 0;
+            return h_port(k);
+        }
+    return ports[k];
 }
 
 /* Starts `BIN coordinator ARGS...` (NULL-terminated), waits for its "ready" line. */
