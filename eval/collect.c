@@ -146,6 +146,32 @@ static void endpoint_scores(const output *o, const float *kf, int frame, double 
     free(b);
 }
 
+/* A keyframe file named in the suite: a local path, file://PATH, or s3://BUCKET/KEY (fetched
+ * into the report's folder). Writes the local path to out. */
+static int local_copy(const char *p, const char *dir, const char *id, char *out, size_t outlen,
+                      char *err, size_t errlen) {
+    if (!strncmp(p, "file://", 7)) {
+        snprintf(out, outlen, "%s", p + 7);
+        return 0;
+    }
+    if (strncmp(p, "s3://", 5) != 0) {
+        if (strstr(p, "://"))
+            return vdn_fail(err, errlen, "%s: expected a local path, file:// or s3:// URI", p);
+        snprintf(out, outlen, "%s", p);
+        return 0;
+    }
+    const char *slash = strchr(p + 5, '/');
+    if (!slash || !slash[1]) return vdn_fail(err, errlen, "%s: expected s3://BUCKET/KEY", p);
+    char uri[1024];
+    snprintf(uri, sizeof uri, "%.*s", (int)(slash - p), p);
+    vdn_store *st = vdn_store_open(uri, NULL, err, errlen);
+    if (!st) return -1;
+    snprintf(out, outlen, "%s/keyframes_%s.safetensors", dir, id);
+    int rc = vdn_store_get_file(st, slash + 1, out, err, errlen);
+    vdn_store_close(st);
+    return rc;
+}
+
 static int cmp_mode_first(const vdn_suite *s, int p) {
     return (int)s->items[p].mode;
 }
@@ -326,12 +352,17 @@ int vdn_eval_report_main(int argc, char **argv) {
             *vdn_results_at(&r, m_tv, v, p) = tvv;
             int nk = vdn_suite_mode_keyframes(it->mode);
             if (nk) {
-                char *kpath =
+                char *kname =
                     vdn_suite_resolve(&suite, it->keyframes ? it->keyframes : it->prompt_cache);
+                char kpath[4400];
                 double ps = 0, ss = 0;
                 int got = 0;
                 const char *names[2] = {"keyframe_first", "keyframe_last"};
-                for (int k = 0; k < 2; k++) {
+                if (local_copy(kname, cache_dir, it->id, kpath, sizeof kpath, err, sizeof err)) {
+                    vdn_results_set_error(&r, v, p, "keyframes: %s", err);
+                    kpath[0] = 0;
+                }
+                for (int k = 0; k < 2 && kpath[0]; k++) {
                     if (k == 0 && it->mode == VDN_MODE_L2VA) continue;
                     if (k == 1 && it->mode == VDN_MODE_I2VA) continue;
                     float *kf = load_keyframe(kpath, names[k], o->C, o->H, o->W, err, sizeof err);
@@ -350,7 +381,7 @@ int vdn_eval_report_main(int argc, char **argv) {
                     *vdn_results_at(&r, m_ep, v, p) = ps / got;
                     *vdn_results_at(&r, m_es, v, p) = ss / got;
                 }
-                free(kpath);
+                free(kname);
             }
             for (int s = 0; s < scorers.n; s++) {
                 vdn_scorer_args sa = {o->local_video, o->local_record, it->prompt, it->id,

@@ -16,6 +16,11 @@ suite_dir, store = os.path.join(work, "suite"), os.path.join(work, "store")
 subprocess.run([vdn, "eval", "suite", "init", suite_dir, "--text-dim", "16", "--prompts", "8",
                 "--frames", "22", "--height", "64", "--width", "64"], check=True)
 suite = [json.loads(l) for l in open(os.path.join(suite_dir, "suite.jsonl")) if l.startswith("{")]
+# one keyframe prompt names its keyframes by a file:// URI instead of a relative path
+kf_item = next(it for it in suite if it["mode"] != "t2va")
+kf_item["keyframes"] = "file://" + os.path.join(suite_dir, kf_item["prompt_cache"])
+with open(os.path.join(suite_dir, "suite.jsonl"), "w") as f:
+    f.write("".join(json.dumps(it) + "\n" for it in suite))
 
 def st_read(path):
     raw = open(path, "rb").read()
