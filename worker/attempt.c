@@ -223,9 +223,26 @@ static void *job_main(void *arg) {
         return NULL;
     }
 
+    /* Ask the main loop whether this attempt is still ours before writing to the store. */
     pthread_mutex_lock(&j->mu);
-    j->phase = VDN_ATTEMPT_UPLOADING;
+    j->phase = VDN_ATTEMPT_UPLOAD_WAIT;
     pthread_mutex_unlock(&j->mu);
+    wake(j);
+    pthread_mutex_lock(&j->mu);
+    while (j->gate == 0 && !atomic_load(&j->cancel)) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100000000L;
+        if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&j->gate_cv, &j->mu, &until);
+    }
+    int go = j->gate > 0 && !atomic_load(&j->cancel);
+    if (go) j->phase = VDN_ATTEMPT_UPLOADING;
+    pthread_mutex_unlock(&j->mu);
+    if (!go) {
+        finish(j, 0, 1, "cancelled before upload: the attempt is no longer ours");
+        return NULL;
+    }
     wake(j);
 
     vdn_store *st = store_for(j->stores, j->spec.store_uri, err, sizeof err);
@@ -280,6 +297,7 @@ vdn_attempt *vdn_attempt_start(vdn_assignment *spec, vdn_engine *eng, vdn_worker
     j->nfe_delay_ms = delay ? atoi(delay) : 0;
     j->started = vdn_now();
     pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->gate_cv, NULL);
     atomic_init(&j->cancel, 0);
     j->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     snprintf(j->scratch, sizeof j->scratch, "%s/a%llu", scratch_root,
@@ -300,8 +318,16 @@ fail:
     if (j->efd >= 0) close(j->efd);
     vdn_assignment_free(&j->spec);
     pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->gate_cv);
     free(j);
     return NULL;
+}
+
+void vdn_attempt_gate(vdn_attempt *j, int go) {
+    pthread_mutex_lock(&j->mu);
+    if (j->gate == 0) j->gate = go ? 1 : -1;
+    pthread_cond_signal(&j->gate_cv);
+    pthread_mutex_unlock(&j->mu);
 }
 
 void vdn_attempt_free(vdn_attempt *j) {
@@ -310,6 +336,7 @@ void vdn_attempt_free(vdn_attempt *j) {
     nftw(j->scratch, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     close(j->efd);
     pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->gate_cv);
     vdn_assignment_free(&j->spec);
     free(j->nfe_seconds);
     free(j->record_json);

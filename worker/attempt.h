@@ -32,6 +32,7 @@ void vdn_assignment_free(vdn_assignment *s);
 
 typedef enum {
     VDN_ATTEMPT_RENDERING = 0,
+    VDN_ATTEMPT_UPLOAD_WAIT, /* rendered; waits for the main loop's vdn_attempt_gate() */
     VDN_ATTEMPT_UPLOADING,
     VDN_ATTEMPT_FINISHED
 } vdn_attempt_phase;
@@ -62,6 +63,8 @@ typedef struct {
 
     pthread_mutex_t mu; /* guards everything below */
     vdn_attempt_phase phase;
+    int gate; /* upload permission: 0 = not yet, 1 = go, -1 = refused */
+    pthread_cond_t gate_cv;
     int nfe_done, nfe_total;
     double *nfe_seconds; /* per NFE, grown as the engine reports */
     int nfe_cap;
@@ -76,6 +79,11 @@ typedef struct {
 vdn_attempt *vdn_attempt_start(vdn_assignment *spec, vdn_engine *eng, vdn_worker_stores *stores,
                                const char *scratch_root, int upload_attempts, char *err,
                                size_t errlen);
+/* Main loop -> render thread: may the outputs go to the store (1) or not (0)? The loop grants
+ * it only while it believes the attempt is still ours: a worker that was frozen or cut off
+ * past its lease must not overwrite the objects of the attempt that replaced it. */
+void vdn_attempt_gate(vdn_attempt *j, int go);
+
 /* Joins the thread (call once the phase is FINISHED, or after setting cancel) and frees. */
 void vdn_attempt_free(vdn_attempt *j);
 

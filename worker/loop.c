@@ -48,6 +48,12 @@ typedef struct {
 
     vdn_attempt *cur;
     int cancel_why;
+    /* Upload gate (see vdn_attempt_gate): `suspect` is set when, since the attempt began, we
+     * were frozen, lost the connection or stopped hearing the coordinator's heartbeats; then
+     * the outputs wait for a fresh heartbeat of a coordinator that still counts us in. */
+    int suspect;
+    int gate_state; /* 0 = not asked, 1 = waiting for a heartbeat, 2 = answered */
+    double gate_since;
     int progress_sent; /* NFEs of cur already reported */
     outcome out;
 
@@ -126,6 +132,7 @@ static void send_ready(worker *w) {
     }
     w->need_ready = 0;
     w->ready_sent_at = vdn_now();
+    if (w->cur) w->suspect = 1;
     {
         if (a)
             VDN_INFO("worker %s: READY sent to %s, re-announcing attempt %llu", w->o->id,
@@ -236,6 +243,7 @@ static int open_socket(worker *w) {
 /* Drop the connection and come back after an exponentially growing, jittered wait. */
 static void schedule_reconnect(worker *w, const char *why) {
     close_socket(w, 0);
+    if (w->cur) w->suspect = 1;
     double jitter = 0.75 + 0.5 * ((double)rand() / RAND_MAX);
     double wait = w->backoff * jitter;
     VDN_WARN("worker %s: %s; reconnecting to %s in %.1f s", w->o->id, why, w->o->connect, wait);
@@ -283,6 +291,8 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
                                sizeof err);
     w->cancel_why = CANCEL_NONE;
     w->progress_sent = 0;
+    w->suspect = 0;
+    w->gate_state = 0;
     if (!w->cur) {
         VDN_ERROR("worker %s: attempt %llu: %s", w->o->id, (unsigned long long)attempt, err);
         send_fail_now(w, attempt, err, 1);
@@ -326,6 +336,7 @@ static void cancel_current(worker *w, int why, const char *log_reason) {
     if (!w->cur) return;
     if (w->cancel_why == CANCEL_NONE || why == CANCEL_STALE) w->cancel_why = why;
     atomic_store(&w->cur->cancel, 1);
+    vdn_attempt_gate(w->cur, 0);
     VDN_INFO("worker %s: attempt %llu: cancelling (%s)", w->o->id,
              (unsigned long long)w->cur->spec.attempt_id, log_reason);
 }
@@ -347,9 +358,17 @@ static void on_message(worker *w, const void *buf, size_t len) {
         double now = vdn_now();
         if (w->coord_hb_at > 0) {
             double gap = now - w->coord_hb_at;
+            if (w->cur && gap > 2 * w->coord_gap) w->suspect = 1; /* it lost us for a while? */
             w->coord_gap = gap < w->o->heartbeat_s ? w->o->heartbeat_s : gap;
         }
         w->coord_hb_at = now;
+        if (w->cur && w->gate_state == 1 && w->cancel_why == CANCEL_NONE && !w->need_ready &&
+            now - w->gate_since >= 0.5 * w->coord_gap) {
+            VDN_INFO("worker %s: attempt %llu is still ours; uploading", w->o->id,
+                     (unsigned long long)w->cur->spec.attempt_id);
+            w->gate_state = 2;
+            vdn_attempt_gate(w->cur, 1);
+        }
         break;
     }
     case VDN__ENVELOPE__PAYLOAD_ASSIGN:
@@ -417,12 +436,13 @@ static void on_attempt_event(worker *w) {
     uint64_t n;
     while (read(a->efd, &n, sizeof n) > 0) {
     }
-    int first = w->progress_sent, done, total, finished;
+    int first = w->progress_sent, done, total, finished, phase;
     double secs[64];
     pthread_mutex_lock(&a->mu);
     done = a->nfe_done;
     total = a->nfe_total;
     finished = a->phase == VDN_ATTEMPT_FINISHED;
+    phase = a->phase;
     /* More than 64 NFEs between two polls: report the latest ones; the count says the rest. */
     if (done - first > 64) first = done - 64;
     for (int k = first; k < done; k++)
@@ -446,6 +466,24 @@ static void on_attempt_event(worker *w) {
         }
     }
     w->progress_sent = done;
+    if (phase == VDN_ATTEMPT_UPLOAD_WAIT && w->gate_state == 0) {
+        double now = vdn_now();
+        if (w->cancel_why != CANCEL_NONE) {
+            w->gate_state = 2;
+            vdn_attempt_gate(a, 0);
+        } else if (!w->suspect && w->sock && !w->need_ready && w->coord_hb_at > 0 &&
+                   now - w->coord_hb_at <= 2 * w->coord_gap) {
+            w->gate_state = 2; /* heard from the coordinator all along: ours */
+            vdn_attempt_gate(a, 1);
+        } else {
+            VDN_INFO("worker %s: attempt %llu rendered after a gap in contact; checking with the "
+                     "coordinator before uploading",
+                     w->o->id, (unsigned long long)a->spec.attempt_id);
+            w->gate_state = 1;
+            w->gate_since = now;
+            send_heartbeat(w); /* names the attempt: a stale one draws a CANCEL */
+        }
+    }
     if (!finished) return;
 
     double took = vdn_now() - a->started;
@@ -580,10 +618,18 @@ static int run_loop(worker *w) {
         if (w->terms) wait = min_d(wait, 0.2);
         if (w->sock && w->need_ready) wait = min_d(wait, 0.05);
         long ms = wait <= 0 ? 0 : (long)(wait * 1000) + 1;
+        double before = vdn_now();
         if (zmq_poll(items, n, ms) < 0) {
             if (errno == EINTR) continue;
             VDN_ERROR("worker: zmq_poll: %s", zmq_strerror(errno));
             return 1;
+        }
+        /* Slept far past the timeout: the process was stopped (SIGSTOP, a paused VM, swap).
+         * Our lease may have run out meanwhile; see the upload gate. */
+        double slept = vdn_now() - before;
+        if (slept > (double)ms / 1000 + 1.0 + hb) {
+            VDN_WARN("worker %s: the process was frozen for %.1f s", w->o->id, slept);
+            if (w->cur) w->suspect = 1;
         }
         if (items[i_sig].revents & ZMQ_POLLIN) on_signal(w);
         if (i_att >= 0 && (items[i_att].revents & ZMQ_POLLIN)) on_attempt_event(w);

@@ -262,11 +262,15 @@ class Farm:
             get = lambda k: listing[k]
         seeds = dict(self.q("SELECT id, json_extract(request, '$.seed') FROM jobs "
                             "WHERE batch_id=?", batch))
+        records = dict(self.q("SELECT id, run_record FROM jobs WHERE batch_id=?", batch))
         for job, ks in keys.items():
             for k in ks:
                 data = get(k)
                 if k.endswith(".json"):
                     rec = json.loads(data)
+                    # the object is the accepted attempt's record, not a stale worker's
+                    check(rec == json.loads(records[job]), "%s: the stored run record is not "
+                          "the one the accepted RESULT carried" % k)
                     # the render this job asked for, with the VDN branch on (17 latent frames)
                     check(str(rec["request"]["seed"]) == str(seeds[job]),
                           "%s: record seed %s, job %d asked for %s" % (

@@ -17,8 +17,10 @@ def test(args):
         batch = farm.submit(1)
         t0 = time.time()
         while True:
+            # stop it one NFE before the end: on SIGCONT it finishes within 0.3 s and would
+            # upload at once, racing the coordinator's refusal
             rows = farm.q("SELECT a.id FROM attempts a JOIN jobs j ON j.current_attempt=a.id "
-                          "WHERE a.state='running' AND a.worker_id='slow' AND j.nfe_done>=1")
+                          "WHERE a.state='running' AND a.worker_id='slow' AND j.nfe_done>=5")
             if rows:
                 stale_attempt = rows[0][0]
                 break
