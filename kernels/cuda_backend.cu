@@ -77,7 +77,7 @@ struct vdn_backend {
     int head_end, tail_start; /* keys every query sees (attn_tiles.h) under the current plan */
     char *arena;
     size_t arena_bytes;
-    bf16 *x, *h, *y, *qkv, *qr, *kr, *ao, *fh, *fa, *text, *emb, *P, *F2, *st_bf;
+    bf16 *x, *h, *y, *qkv, *qr, *kr, *ao, *fh, *fa, *text, *emb, *P, *F2, *st_bf, *vts;
     int *idx, *tidx, *lohi, *tiles, *lohi_t, *tiles_t, *win;
     int n_tiles, n_tiles_t;
     double *pos;
@@ -269,6 +269,7 @@ void carve(vdn_backend *be, Carver &cv) {
     be->qkv = cv.take<bf16>(n * be->LDQ);
     be->qr = cv.take<bf16>(n * C), be->kr = cv.take<bf16>(n * C), be->ao = cv.take<bf16>(n * C);
     be->fh = cv.take<bf16>(n * 2 * be->ffn), be->fa = cv.take<bf16>(n * be->ffn);
+    be->vts = cv.take<bf16>(vdn_attention_vt_elems((int)n, (int)H)); /* V^T for wgmma attention */
     be->text = cv.take<bf16>((size_t)L->n_text * hid);
     be->emb = cv.take<bf16>((size_t)L->n_text * c->text_dim);
     be->P = cv.take<bf16>(MAX_T * 18 * hid), be->F2 = cv.take<bf16>(MAX_T * 2 * hid);
@@ -373,8 +374,9 @@ int cuda_set_text(vdn_backend *be, const float *embeds, int n_text, char *err, s
                            NULL, 0, 0));
         BE_K(vdn_k_qknorm_rope(be->qkv, be->qkv + C, be->LDQ, NULL, be->inv_freq, b->nq, b->nk, L,
                                be->H, c->norm_eps, be->qr, be->kr, C, 0));
-        BE_K(vdn_k_attention(be->qr, C, be->kr, C, be->qkv + 2 * C, be->LDQ, L, be->H, be->lohi_t,
-                             0, L, be->tiles_t, be->n_tiles_t, sc, NULL, be->ao, C, 0));
+        BE_K(vdn_k_attention_wgmma(be->qr, C, be->kr, C, be->qkv + 2 * C, be->LDQ, be->vts, L,
+                                   be->H, be->lohi_t, 0, L, be->tiles_t, be->n_tiles_t, sc, NULL,
+                                   be->ao, C, 0));
         BE_K(vdn_gemm_bf16(be->gc, be->ao, C, b->wo, C, be->y, hid, L, hid, C, NULL, 0, 0));
         BE_K(vdn_k_add_bf16(be->text, be->y, (size_t)L * hid, 0));
         BE_K(vdn_k_rmsnorm_modulate(be->text, b->n2, NULL, NULL, NULL, 0, L, hid, c->norm_eps,
@@ -569,9 +571,9 @@ int cuda_forward(vdn_backend *be, const vdn_step_inputs *in, float *video_v, flo
             BE_K(vdn_k_sigmoid_cols(be->qkv, LDQ, 3 * C + be->G, H, n, b->sg_b, be->sg, 0));
             gate = be->sg;
         }
-        BE_K(vdn_k_attention(be->qr, C, be->kr, C, be->qkv + 2 * C, LDQ, n, H, be->lohi,
-                             be->head_end, be->tail_start, be->tiles, be->n_tiles, sc, gate, be->ao,
-                             C, 0));
+        BE_K(vdn_k_attention_wgmma(be->qr, C, be->kr, C, be->qkv + 2 * C, LDQ, be->vts, n, H,
+                                   be->lohi, be->head_end, be->tail_start, be->tiles, be->n_tiles,
+                                   sc, gate, be->ao, C, 0));
         BE_K(vdn_gemm_bf16(be->gc, be->ao, C, b->wo, C, be->y, hid, n, hid, C, NULL, 0, 0));
         if (c->has_vdn && p->linear && linear_branch(be, b, p, err, errlen)) return -1;
         BE_K(vdn_k_gate_residual(be->x, be->y, be->P + 2 * hid, be->idx, t6, n, hid, 0));
