@@ -157,10 +157,12 @@ static inline int stop_coordinator(pid_t pid, int sig) {
     return st;
 }
 
-/* Runs BIN with a shell command line; stdout+stderr captured to out; returns exit code. */
+/* Runs BIN with a shell command line (or, when fmt starts with '!', the shell line as is);
+ * stdout+stderr captured to out; returns the exit code. */
 static inline int run_cli(char *out, size_t outlen, const char *fmt, ...) {
     char cmd[4096];
-    int off = snprintf(cmd, sizeof cmd, "%s ", h_bin);
+    int off = fmt[0] == '!' ? 0 : snprintf(cmd, sizeof cmd, "%s ", h_bin);
+    if (fmt[0] == '!') fmt++;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(cmd + off, sizeof cmd - (size_t)off, fmt, ap);

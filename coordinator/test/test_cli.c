@@ -95,6 +95,10 @@ static void test_plain(void) {
     CHECK(e && e->cancel->attempt_id == a);
     if (e) vdn__envelope__free_unpacked(e, NULL);
     CHECK(run_cli(out, sizeof out, "watch b1") == 1 && strstr(out, "2 cancelled"));
+    /* on a terminal: one redrawn screen with a bar per job and the workers */
+    CHECK(run_cli(out, sizeof out, "!script -qec '%s watch b1' /dev/null", h_bin) == 1);
+    CHECK(strstr(out, "\033[H\033[J") && strstr(out, "j1") && strstr(out, "cancelled [....") &&
+          strstr(out, "workers:") && strstr(out, "cli-w"));
     CHECK(run_cli(out, sizeof out, "logs j1") == 0 && strstr(out, "assigned") &&
           strstr(out, "cancelled") && strstr(out, "cli-w"));
     CHECK(run_cli(out, sizeof out, "logs b1") == 2);
