@@ -133,14 +133,12 @@ static void send_ready(worker *w) {
     w->need_ready = 0;
     w->ready_sent_at = vdn_now();
     if (w->cur) w->suspect = 1;
-    {
-        if (a)
-            VDN_INFO("worker %s: READY sent to %s, re-announcing attempt %llu", w->o->id,
-                     w->o->connect, (unsigned long long)a);
-        else
-            VDN_INFO("worker %s: READY sent to %s (%d GPU(s), backend %s)", w->o->id, w->o->connect,
-                     w->gpus.n, r.backend);
-    }
+    if (a)
+        VDN_INFO("worker %s: READY sent to %s, re-announcing attempt %llu", w->o->id, w->o->connect,
+                 (unsigned long long)a);
+    else
+        VDN_INFO("worker %s: READY sent to %s (%d GPU(s), backend %s)", w->o->id, w->o->connect,
+                 w->gpus.n, r.backend);
 }
 
 static void send_outcome(worker *w) {
