@@ -49,3 +49,8 @@ add_test(NAME ckpt_convert_prompt
 # vdn ckpt init / vdn inspect from the command line, and a render on both layouts
 add_test(NAME ckpt_cli COMMAND ${VDN_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/test/ckpt_test_cli.py
                                $<TARGET_FILE:vdn> ${CMAKE_CURRENT_BINARY_DIR}/ckpt_cli_tmp)
+
+# the schema at the real H3 config against the released checkpoints' numbers
+add_executable(ckpt_test_schema test/ckpt_test_schema.c)
+target_link_libraries(ckpt_test_schema vdn_engine)
+add_test(NAME ckpt_schema COMMAND ckpt_test_schema)
