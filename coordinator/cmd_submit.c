@@ -1,5 +1,6 @@
 /* `vdn submit FILE.jsonl [--tag T] [--priority P]`: every line checked first (all problems
  * reported with their line numbers), then one all-or-nothing batch. */
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,6 +68,15 @@ int vdn_cmd_submit(int argc, char **argv) {
         for (int i = 0; i < errs.n; i++)
             fprintf(stderr, "%s\n", errs.lines[i]);
         fprintf(stderr, "vdn submit: %d problem(s) in %s; nothing submitted\n", errs.n, a.pos[0]);
+        if (a.json) { /* the same list for scripts */
+            cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "errors");
+            for (int i = 0; i < errs.n; i++)
+                cJSON_AddItemToArray(arr, cJSON_CreateString(errs.lines[i]));
+            char *txt = cJSON_PrintUnformatted(o);
+            puts(txt);
+            free(txt);
+            cJSON_Delete(o);
+        }
         vdn_errlist_free(&errs);
         return VDN_EXIT_INVALID;
     }

@@ -48,6 +48,10 @@ static void test_plain(void) {
     CHECK(strstr(out, "bad.jsonl:3: field 'height'"));
     CHECK(strstr(out, "bad.jsonl:4:") && strstr(out, "nothing submitted"));
     CHECK(!strstr(out, "bad.jsonl:1:"));
+    CHECK(run_cli(out, sizeof out, "submit %s --json", bad) == 5);
+    cJSON *ej = strstr(out, "{\"errors\"") ? cJSON_Parse(strstr(out, "{\"errors\"")) : NULL;
+    CHECK(ej && cJSON_GetArraySize(cJSON_GetObjectItem(ej, "errors")) == 3);
+    cJSON_Delete(ej);
     CHECK(run_cli(out, sizeof out, "ls --json") == 0);
     cJSON *j = cJSON_Parse(out);
     CHECK(j && cJSON_GetArraySize(cJSON_GetObjectItem(j, "batches")) == 0);
