@@ -148,6 +148,8 @@ def need_tensor(path, d, key, ndim):
         raise ConvertError(f"{path}: missing key '{key}'")
     if not isinstance(t, Tensor):
         raise ConvertError(f"{path}: '{key}' is a {type(t).__name__}, expected a tensor")
+    if t.array.ndim == ndim + 1 and t.array.shape[0] == 1:  # a batch of one
+        t = Tensor(t.array[0], t.st_dtype)
     if t.array.ndim != ndim:
         raise ConvertError(f"{path}: '{key}' has shape {list(t.array.shape)}, expected {ndim} dims")
     return t

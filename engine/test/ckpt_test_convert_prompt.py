@@ -196,6 +196,16 @@ def main():
                   abs(got["keyframe_sum"] - float(lat_first.sum() + lat_last.sum())) < 1e-3,
                   f"engine reader fl2va {got}")
 
+    # a batch dimension of one is accepted
+    b1 = os.path.join(tmp, "batch1.pt")
+    save_pt(b1, {"prompt_embeds": tensor(emb[None], "BFloat16Storage"),
+                 "text_token_tags": tensor(tags[None], "LongStorage")})
+    r = run(b1, os.path.join(tmp, "batch1.safetensors"))
+    check(r.returncode == 0, f"batch of one: {r.stderr}")
+    if r.returncode == 0:
+        st, _ = read_st(os.path.join(tmp, "batch1.safetensors"))
+        check(list(st["prompt_embeds"][1].shape) == [L, D], "batch dim squeezed")
+
     # malformed inputs: each fails, names the file, says what was expected
     cases = []
 
