@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "metrics.h"
+#include "record_timing.h"
 #include "results.h"
 #include "safetensors.h"
 #include "scorer.h"
@@ -82,28 +83,8 @@ static int load_timing(const char *path, double *spn, double *total, char *err, 
     *spn = *total = NAN;
     char *text = vdn_read_file(path, &len, err, errlen);
     if (!text) return -1;
-    cJSON *o = cJSON_ParseWithLength(text, len);
+    int rc = vdn_record_timing_parse(text, len, path, spn, total, err, errlen);
     free(text);
-    const cJSON *t = o ? cJSON_GetObjectItemCaseSensitive(o, "timing") : NULL;
-    const cJSON *ns = t ? cJSON_GetObjectItemCaseSensitive(t, "nfe_seconds") : NULL;
-    const cJSON *ts = t ? cJSON_GetObjectItemCaseSensitive(t, "total_seconds") : NULL;
-    int rc = 0;
-    if (!o || !cJSON_IsObject(o)) {
-        rc = vdn_fail(err, errlen, "%s: run record is not a JSON object", path);
-    } else if (!cJSON_IsArray(ns) || !cJSON_IsNumber(ts)) {
-        rc = vdn_fail(
-            err, errlen,
-            "%s: run record: expected timing.nfe_seconds (array) and timing.total_seconds (number)",
-            path);
-    } else {
-        double s = 0;
-        int n = 0;
-        for (const cJSON *x = ns->child; x; x = x->next)
-            if (cJSON_IsNumber(x)) s += x->valuedouble, n++;
-        *spn = n ? s / n : NAN;
-        *total = ts->valuedouble;
-    }
-    cJSON_Delete(o);
     return rc;
 }
 

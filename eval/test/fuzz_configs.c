@@ -1,9 +1,11 @@
 /* libFuzzer target for eval's other parsers of outside data. The first byte picks the parser:
- * 0 scorer config, 1 scorer stdout, 2 sweep manifest, 3 variant list. Never crash, never leak. */
+ * 0 scorer config, 1 scorer stdout, 2 sweep manifest, 3 variant list, 4 run-record timing.
+ * Never crash, never leak. */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "record_timing.h"
 #include "scorer.h"
 #include "sweep.h"
 #include "variants.h"
@@ -15,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
     char err[VDN_ERR_LEN];
-    switch (data[0] % 4) {
+    switch (data[0] % 5) {
     case 0: {
         vdn_scorer_set s;
         if (vdn_scorers_parse(text, len, "fuzz.json", &s, err, sizeof err) == 0)
@@ -33,6 +35,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 2: {
         vdn_sweep s;
         if (vdn_sweep_parse(text, len, "fuzz.json", &s, err, sizeof err) == 0) vdn_sweep_free(&s);
+        break;
+    }
+    case 4: {
+        double a, b;
+        vdn_record_timing_parse(text, len, "fuzz.json", &a, &b, err, sizeof err);
         break;
     }
     default: {

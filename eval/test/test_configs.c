@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "record_timing.h"
 #include "scorer.h"
 #include "sweep.h"
 #include "variants.h"
@@ -194,6 +195,24 @@ int main(void) {
                "'variants'", NULL, __LINE__);
     expect_err(sweep_bad("{\"version\":1,\"store\":\"x\"}", err), err, "missing field 'suite'",
                NULL, __LINE__);
+    /* ---- run-record timing ---- */
+    double spn, tot;
+    const char *rec =
+        "{\"engine\":\"vdn\",\"timing\":{\"nfe_seconds\":[1.0,2.0,4.5],\"total_seconds\":9.25}}";
+    CHECK(vdn_record_timing_parse(rec, strlen(rec), "r.json", &spn, &tot, err, sizeof err) == 0 &&
+          spn == 2.5 && tot == 9.25);
+#define REC_BAD(text, a, b)                                                                        \
+    expect_err(vdn_record_timing_parse(text, strlen(text), "r.json", &spn, &tot, err, sizeof err), \
+               err, a, b, __LINE__)
+    REC_BAD("[]", "r.json", "not a JSON object");
+    REC_BAD("{\"timing\":3}", "r.json", "'timing'");
+    REC_BAD("{\"timing\":{\"nfe_seconds\":[],\"total_seconds\":1}}", "'timing.nfe_seconds'",
+            "non-empty");
+    REC_BAD("{\"timing\":{\"nfe_seconds\":[1,\"x\"],\"total_seconds\":1}}",
+            "'timing.nfe_seconds[1]'", NULL);
+    REC_BAD("{\"timing\":{\"nfe_seconds\":[1]}}", "'timing.total_seconds'", NULL);
+    REC_BAD("{\"timing\":{\"nfe_seconds\":[1],\"total_seconds\":-2}}", "'timing.total_seconds'",
+            ">= 0");
     if (failures) return 1;
     printf("eval configs: ok\n");
     return 0;
