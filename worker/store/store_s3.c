@@ -353,10 +353,12 @@ static int s3_put_file(void *be, const char *key, const char *local_path, char *
         return vdn_fail(err, errlen, "put %s: cannot open local file %s: %s", key, local_path,
                         strerror(errno));
     struct stat sb;
+    memset(&sb, 0, sizeof sb);
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        int dir = S_ISDIR(sb.st_mode);
         close(fd);
-        return vdn_fail(err, errlen, "put %s: local path %s is not a regular file", key,
-                        local_path);
+        return vdn_fail(err, errlen, "put %s: local path %s is %s", key, local_path,
+                        dir ? "a directory, not a file" : "not a regular file");
     }
     source src = {NULL, fd, local_path, (uint64_t)sb.st_size};
     int rc = put_source(be, key, &src, err, errlen);
@@ -427,15 +429,22 @@ static int s3_exists(void *be, const char *key, uint64_t *size, char *err, size_
     return rc;
 }
 
+static int cmp_object(const void *a, const void *b) {
+    return strcmp(((const vdn_s3_object *)a)->key, ((const vdn_s3_object *)b)->key);
+}
+
+/* All pages first, then the callback: a listing is a few thousand keys at most here. */
 static int s3_list(void *be, const char *prefix, vdn_store_list_fn fn, void *user, char *err,
                    size_t errlen) {
     s3_conn *c = be;
+    vdn_s3_list_page all = {0};
+    size_t cap = 0;
     char *full = object_name(c, prefix);
     size_t strip = *c->prefix ? strlen(c->prefix) + 1 : 0;
     char *enc_prefix = s3_encode(full, 0);
     char *token = NULL;
-    int rc = 0, stop = 0;
-    for (int page_no = 1; rc == 0 && !stop; page_no++) {
+    int rc = 0, last = 0;
+    for (int page_no = 1; rc == 0 && !last; page_no++) {
         char *enc_token = token ? s3_encode(token, 0) : NULL;
         size_t qn = strlen(enc_prefix) + (enc_token ? strlen(enc_token) : 0) + 64;
         char *query = vdn_xmalloc(qn);
@@ -452,22 +461,40 @@ static int s3_list(void *be, const char *prefix, vdn_store_list_fn fn, void *use
             if (vdn_s3_parse_list(r.body_in.s, r.body_in.n, &page, sub, sizeof sub))
                 rc = vdn_fail(err, errlen, "%s: %s: %s", c->display, what, sub);
         }
-        for (size_t i = 0; rc == 0 && i < page.n && !stop; i++) {
+        for (size_t i = 0; rc == 0 && i < page.n; i++) {
             const char *k = page.objects[i].key;
             if (strlen(k) < strip || strncmp(k, full, strip)) continue; /* not ours */
-            stop = fn(user, k + strip, page.objects[i].size) != 0;
+            if (all.n == cap) {
+                cap = cap ? 2 * cap : 256;
+                vdn_s3_object *nv = realloc(all.objects, cap * sizeof *nv);
+                VDN_ASSERT(nv);
+                all.objects = nv;
+            }
+            all.objects[all.n].key = vdn_xstrdup(k + strip);
+            all.objects[all.n].size = page.objects[i].size;
+            all.n++;
         }
         free(token);
         token = NULL;
         if (rc == 0 && page.truncated)
             token = vdn_xstrdup(page.next_token);
         else
-            stop = 1;
+            last = 1;
         vdn_s3_list_page_free(&page);
         s3_req_free(&r);
         free(query);
         free(enc_token);
     }
+    /* S3 returns keys in byte order, but not every S3-compatible server does (s3rver walks
+     * its folders depth first), so sort here: the API promises byte order everywhere. */
+    if (rc == 0 && all.n) {
+        qsort(all.objects, all.n, sizeof *all.objects, cmp_object);
+        for (size_t i = 0; i < all.n; i++) {
+            if (i && !strcmp(all.objects[i].key, all.objects[i - 1].key)) continue;
+            if (fn(user, all.objects[i].key, all.objects[i].size)) break;
+        }
+    }
+    vdn_s3_list_page_free(&all);
     free(token);
     free(enc_prefix);
     free(full);

@@ -392,7 +392,7 @@ def test_file_cli(tool, tmp):
     check(rc == 1 and "unknown scheme" in err, "unknown scheme")
 
 
-def test_s3(tool, threads_tool, s3rver_exe, tmp):
+def test_s3(tool, threads_tool, api_test, s3rver_exe, tmp):
     botocore = load_botocore()
     s3port = free_port()
     server = S3rver(s3rver_exe, os.path.join(tmp, "s3data"), s3port)
@@ -522,6 +522,17 @@ def test_s3(tool, threads_tool, s3rver_exe, tmp):
         check(rc == 1 and "InvalidPart" in err, f"late error reported: {err.strip()}")
         check(head(s3port, f"{PREFIX}/g/late.bin") is None, "no object under the key")
 
+        if api_test:
+            print("the API test suite of test_store_file, on S3")
+            p = subprocess.run([api_test, f"s3://{BUCKET}/api-suite"], env=env,
+                               capture_output=True, timeout=180)
+            out = p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace")
+            check(p.returncode == 0, "test_store_file s3://... passed" + (
+                "" if p.returncode == 0 else ":\n" + out[-3000:]))
+            got = remote_keys(s3port, "api-suite/")
+            check(("api-suite/hello.txt", 8) in got and ("api-suite/listing/b/x", 3) in got,
+                  "aws list-objects-v2 sees what the suite wrote")
+
         if threads_tool:
             print("one store shared by 4 threads")
             p = subprocess.run([threads_tool, uri, "4", "5"], env=env, capture_output=True,
@@ -573,6 +584,7 @@ def main():
     ap.add_argument("--tool", required=True)
     ap.add_argument("--s3rver", default="")
     ap.add_argument("--threads-tool", default="")
+    ap.add_argument("--api-test", default="")
     ap.add_argument("--file-only", action="store_true")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # ctest timeout: run the finally
@@ -593,7 +605,7 @@ def main():
             except ImportError as e:
                 print(f"SKIP: botocore from awscli not importable: {e}")
                 return 77
-            test_s3(a.tool, a.threads_tool, a.s3rver, tmp)
+            test_s3(a.tool, a.threads_tool, a.api_test, a.s3rver, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if failures:
