@@ -13,10 +13,12 @@
 #include "vdn_util.h"
 #include "wire.h"
 
-static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t stop_requested, reload_requested;
 static void on_signal(int sig) {
-    (void)sig;
-    stop_requested = 1;
+    if (sig == SIGHUP)
+        reload_requested = 1;
+    else
+        stop_requested = 1;
 }
 
 static void usage(FILE *f) {
@@ -30,8 +32,8 @@ static void usage(FILE *f) {
         "\n"
         "Keeps every job in SQLite (WAL) and hands them to workers over ZeroMQ.\n"
         "--keys DIR turns on CURVE: DIR/coordinator.key (+ .pub), DIR/authorized_workers/*.pub,\n"
-        "DIR/authorized_clients/*.pub (make keys with `vdn keygen`). Without --keys only\n"
-        "loopback endpoints are allowed.\n");
+        "DIR/authorized_clients/*.pub (make keys with `vdn keygen`; SIGHUP re-reads the\n"
+        "authorized folders). Without --keys only loopback endpoints are allowed.\n");
 }
 
 static int parse_num(const char *flag, const char *v, double lo, double hi, double *out) {
@@ -210,6 +212,7 @@ int vdn_cmd_coordinator(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     VDN_INFO("coordinator up: workers %s, clients %s, db %s (lease %.1f s, heartbeat %.1f s)",
              o->bind, o->client_bind, o->db_path, o->lease_seconds, o->heartbeat_seconds);
@@ -221,6 +224,13 @@ int vdn_cmd_coordinator(int argc, char **argv) {
     if (tick > o->lease_seconds / 4) tick = o->lease_seconds / 4;
     double next_tick = vdn_now();
     while (!stop_requested) {
+        if (reload_requested) {
+            reload_requested = 0;
+            if (!c.curve)
+                VDN_INFO("SIGHUP: no --keys, nothing to reload");
+            else if (zap_reload(zap, err, sizeof err))
+                VDN_ERROR("SIGHUP: keys not reloaded, the old lists stay: %s", err);
+        }
         zmq_pollitem_t items[2] = {{c.wsock, 0, ZMQ_POLLIN, 0}, {c.csock, 0, ZMQ_POLLIN, 0}};
         double wait = next_tick - vdn_now();
         long ms = wait > 0 ? (long)(wait * 1000) + 1 : 0;

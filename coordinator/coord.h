@@ -68,5 +68,7 @@ void coord_on_client_frames(coord *c, const uint8_t *ident, size_t ident_len, in
 typedef struct zap_handler zap_handler;
 zap_handler *zap_start(void *ctx, const char *keys_dir, char *err, size_t errlen);
 void zap_stop(zap_handler *z); /* after zmq_ctx_shutdown */
+/* Re-reads the authorized key folders (SIGHUP); on error the old lists stay. */
+int zap_reload(zap_handler *z, char *err, size_t errlen);
 
 #endif

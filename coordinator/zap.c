@@ -18,7 +18,9 @@ typedef struct {
 struct zap_handler {
     void *ctx, *sock;
     pthread_t thread;
+    pthread_mutex_t lock; /* guards the key sets: zap_reload swaps them from the main thread */
     keyset workers, clients;
+    char dir[4096];
 };
 
 static int load_dir(const char *dir, keyset *ks, char *err, size_t errlen) {
@@ -83,13 +85,14 @@ static void *run(void *arg) {
                 zmq_msg_size(&f[3]) < sizeof addr - 1 ? zmq_msg_size(&f[3]) : sizeof addr - 1;
             memcpy(addr, zmq_msg_data(&f[3]), al);
             int curve = zmq_msg_size(&f[5]) == 5 && !memcmp(zmq_msg_data(&f[5]), "CURVE", 5);
+            pthread_mutex_lock(&z->lock);
             const keyset *ks = !strcmp(domain, "workers")   ? &z->workers
                                : !strcmp(domain, "clients") ? &z->clients
                                                             : NULL;
             if (curve && ks && zmq_msg_size(&f[6]) == 32 && admitted(ks, zmq_msg_data(&f[6])))
                 status = "200", text = "OK";
-            else if (!curve)
-                text = "CURVE required";
+            else if (!curve) text = "CURVE required";
+            pthread_mutex_unlock(&z->lock);
             if (status[0] != '2') {
                 char pub[41] = "?";
                 if (curve && zmq_msg_size(&f[6]) == 32)
@@ -114,13 +117,30 @@ static void *run(void *arg) {
     }
 }
 
+static int load_keys(const char *keys_dir, keyset *workers, keyset *clients, char *err,
+                     size_t errlen) {
+    char dir[4096];
+    memset(workers, 0, sizeof *workers);
+    memset(clients, 0, sizeof *clients);
+    snprintf(dir, sizeof dir, "%s/authorized_workers", keys_dir);
+    if (load_dir(dir, workers, err, errlen)) goto fail;
+    snprintf(dir, sizeof dir, "%s/authorized_clients", keys_dir);
+    if (load_dir(dir, clients, err, errlen)) goto fail;
+    return 0;
+fail:
+    free(workers->keys);
+    free(clients->keys);
+    return -1;
+}
+
 zap_handler *zap_start(void *ctx, const char *keys_dir, char *err, size_t errlen) {
     zap_handler *z = vdn_xcalloc(1, sizeof *z);
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/authorized_workers", keys_dir);
-    if (load_dir(dir, &z->workers, err, errlen)) goto fail;
-    snprintf(dir, sizeof dir, "%s/authorized_clients", keys_dir);
-    if (load_dir(dir, &z->clients, err, errlen)) goto fail;
+    snprintf(z->dir, sizeof z->dir, "%s", keys_dir);
+    if (load_keys(keys_dir, &z->workers, &z->clients, err, errlen)) {
+        free(z);
+        return NULL;
+    }
+    pthread_mutex_init(&z->lock, NULL);
     z->ctx = ctx;
     z->sock = zmq_socket(ctx, ZMQ_REP);
     int linger = 0;
@@ -143,6 +163,22 @@ fail:
     free(z->clients.keys);
     free(z);
     return NULL;
+}
+
+int zap_reload(zap_handler *z, char *err, size_t errlen) {
+    if (!z) return 0;
+    keyset w, c;
+    if (load_keys(z->dir, &w, &c, err, errlen)) return -1; /* keep the old lists */
+    pthread_mutex_lock(&z->lock);
+    keyset ow = z->workers, oc = z->clients;
+    z->workers = w;
+    z->clients = c;
+    pthread_mutex_unlock(&z->lock);
+    free(ow.keys);
+    free(oc.keys);
+    VDN_INFO("CURVE keys reloaded: %d authorized worker key(s), %d authorized client key(s)", w.n,
+             c.n);
+    return 0;
 }
 
 void zap_stop(zap_handler *z) {

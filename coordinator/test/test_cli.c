@@ -181,6 +181,15 @@ static void test_curve(void) {
     CHECK(vdn_client_workers(c, err, sizeof err) == NULL &&
           vdn_client_error_code(c) == VDN_CLIENT_E_UNREACHABLE);
     vdn_client_close(c);
+    /* authorize mallory and SIGHUP: the new key list applies without a restart */
+    snprintf(cmd, sizeof cmd, "cp %s/mallory.pub %s/", h_tmp, ac);
+    REQUIRE(system(cmd) == 0);
+    kill(pid, SIGHUP);
+    sleep_s(0.3);
+    CHECK(run_cli(out, sizeof out,
+                  "ls --coordinator %s --key %s/mallory.key --coordinator-key %s/coordinator.pub "
+                  "--timeout 3",
+                  cep, h_tmp, keys) == 0);
     stop_coordinator(pid, SIGTERM);
     /* the refusal was logged with the offending public key, never a secret key */
     char logtext[65536];
@@ -194,7 +203,7 @@ static void test_curve(void) {
     lt = vdn_read_file(p, &len, err, sizeof err);
     snprintf(pub, sizeof pub, "%.40s", lt ? lt : "");
     free(lt);
-    CHECK(strstr(logtext, "refused") && strstr(logtext, pub));
+    CHECK(strstr(logtext, "refused") && strstr(logtext, pub) && strstr(logtext, "reloaded"));
     const char *secrets[] = {"coordinator.key", "alice.key", "mallory.key"};
     for (int i = 0; i < 3; i++) {
         snprintf(p, sizeof p, "%s/%s", i ? h_tmp : keys, secrets[i]);
