@@ -158,13 +158,19 @@ static int load(vdn_st_file *f, int text_dim, vdn_prompt *p, char *err, size_t e
     return 0;
 }
 
+int vdn_prompt_from_st(vdn_st_file *f, int text_dim, vdn_prompt *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    int rc = load(f, text_dim, out, err, errlen);
+    if (rc) vdn_prompt_free(out);
+    return rc;
+}
+
 int vdn_prompt_load(const char *path, int text_dim, vdn_prompt *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     vdn_st_file *f = vdn_st_open(path, err, errlen);
     if (!f) return -1;
-    int rc = load(f, text_dim, out, err, errlen);
+    int rc = vdn_prompt_from_st(f, text_dim, out, err, errlen);
     vdn_st_close(f);
-    if (rc) vdn_prompt_free(out);
     return rc;
 }
 

@@ -39,5 +39,9 @@ typedef struct {
  * naming the file and the tensor or key. */
 int vdn_prompt_load(const char *path, int text_dim, vdn_prompt *out, char *err, size_t errlen);
 void vdn_prompt_free(vdn_prompt *p);
+/* The same checks on an already open file (tests, fuzzing: vdn_st_open_mem). */
+struct vdn_st_file;
+int vdn_prompt_from_st(struct vdn_st_file *f, int text_dim, vdn_prompt *out, char *err,
+                       size_t errlen);
 
 #endif

@@ -1,6 +1,7 @@
 /* Fuzz target for the outside-data parsers of the checkpoint code: the safetensors header
- * (validation, lookups, widening), the base config, the VDN transform config and the scheduler
- * shift. The first byte picks the parser, the rest is its input.
+ * (validation, lookups, widening), the base config, the VDN transform config, the scheduler
+ * shift and the prompt-cache reader. The first byte picks the parser (mod 5: safetensors,
+ * base config, transform, shift, prompt cache), the rest is its input.
  *
  * Built as a libFuzzer target with -DVDN_FUZZ=ON under clang (LLVMFuzzerTestOneInput), and
  * linked into ckpt_fuzz_replay, which CI runs over test/ckpt_corpus/ plus deterministic
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "ckpt_config.h"
+#include "prompt.h"
 #include "safetensors.h"
 #include "vdn_util.h"
 
@@ -19,14 +21,23 @@ int ckpt_fuzz_one(const uint8_t *data, size_t size);
 int ckpt_fuzz_one(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     char err[VDN_ERR_LEN];
-    const uint8_t kind = data[0] % 4;
+    const uint8_t kind = data[0] % 5;
     const uint8_t *in = data + 1;
     size_t n = size - 1;
-    if (kind == 0) {
+    if (kind == 0 || kind == 4) {
         /* copy so the parser sees exactly n bytes (no readable slack after the buffer) */
         uint8_t *buf = malloc(n ? n : 1);
         if (n) memcpy(buf, in, n);
         vdn_st_file *f = vdn_st_open_mem(buf, n, "fuzz.safetensors", err, sizeof err);
+        if (f && kind == 4) { /* as a prompt cache */
+            vdn_prompt p;
+            if (vdn_prompt_from_st(f, 0, &p, err, sizeof err) == 0) {
+                VDN_ASSERT(p.n_text >= 1 && p.text_dim >= 1 && p.n_keyframes <= 2);
+                vdn_prompt_free(&p);
+            }
+            vdn_st_close(f);
+            f = NULL;
+        }
         if (f) {
             for (int i = 0; i < vdn_st_count(f); i++) {
                 const vdn_st_entry *e = vdn_st_at(f, i);
