@@ -74,13 +74,26 @@ int vdn_cmd_watch(int argc, char **argv) {
     if (!c) return VDN_EXIT_UNREACHABLE;
     int tty = isatty(STDOUT_FILENO);
     char last[4096] = "";
+    double down_since = 0;
     int rc;
     for (;;) {
         Vdn__StatusReply *r = vdn_client_status(c, a.pos[0], err, sizeof err);
+        /* a coordinator restart is routine (it resumes from its database): keep watching
+         * through a short outage, give up after two minutes without an answer */
+        if (!r && vdn_client_error_code(c) == VDN_CLIENT_E_UNREACHABLE &&
+            (down_since == 0 || vdn_now() - down_since < 120)) {
+            if (down_since == 0) {
+                down_since = vdn_now();
+                fprintf(stderr, "vdn watch: %s; still trying\n", err);
+            }
+            continue;
+        }
         if (!r) {
             rc = cli_fail("watch", c, err);
             break;
         }
+        if (down_since) fprintf(stderr, "vdn watch: coordinator is back\n");
+        down_since = 0;
         const Vdn__BatchInfo *b = r->batches[0];
         int finished = b->n_queued == 0 && b->n_running == 0;
         double e = eta(r);

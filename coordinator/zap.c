@@ -91,7 +91,8 @@ static void *run(void *arg) {
                                                             : NULL;
             if (curve && ks && zmq_msg_size(&f[6]) == 32 && admitted(ks, zmq_msg_data(&f[6])))
                 status = "200", text = "OK";
-            else if (!curve) text = "CURVE required";
+            else if (!curve)
+                text = "CURVE required";
             pthread_mutex_unlock(&z->lock);
             if (status[0] != '2') {
                 char pub[41] = "?";

@@ -120,6 +120,31 @@ static void test_plain(void) {
     snprintf(text, sizeof text, "client_endpoint = %s\nworker_endpoint = %s\n", cep, wep);
     write_text(conf, text);
     CHECK(run_cli(out, sizeof out, "ls --dir %s", cdir) == 0 && strstr(out, "b1"));
+
+    /* watch keeps going through a coordinator restart */
+    char wout[400], wpid[400], cmd[2048];
+    snprintf(wout, sizeof wout, "%s/watch.out", h_tmp);
+    snprintf(wpid, sizeof wpid, "%s/watch.pid", h_tmp);
+    snprintf(cmd, sizeof cmd,
+             "VDN_COORDINATOR=%s %s watch b1 --interval 0.2 --timeout 0.5 > %s 2>&1 & echo $! > %s",
+             cep, h_bin, wout, wpid);
+    REQUIRE(system(cmd) == 0);
+    sleep_s(0.5);
+    stop_coordinator(pid, SIGKILL);
+    sleep_s(1.2);
+    pid = start_coordinator("--db", db, "--bind", wep, "--client-bind", cep, NULL);
+    CHECK(run_cli(out, sizeof out, "cancel b1 --coordinator %s", cep) == 0);
+    size_t len;
+    char err[VDN_ERR_LEN], *pidtext = vdn_read_file(wpid, &len, err, sizeof err);
+    pid_t watcher = pidtext ? (pid_t)atoi(pidtext) : 0;
+    free(pidtext);
+    for (int i = 0; i < 100 && watcher > 0 && kill(watcher, 0) == 0; i++)
+        sleep_s(0.1);
+    CHECK(watcher > 0 && kill(watcher, 0) != 0); /* it ended by itself */
+    char *wtext = vdn_read_file(wout, &len, err, sizeof err);
+    CHECK(wtext && strstr(wtext, "still trying") && strstr(wtext, "coordinator is back") &&
+          strstr(wtext, "2 cancelled"));
+    free(wtext);
     stop_coordinator(pid, SIGTERM);
     CHECK(run_cli(out, sizeof out, "status --db %s b1", db) == 0 && strstr(out, "j2"));
     CHECK(run_cli(out, sizeof out, "logs j1 --db %s", db) == 0 && strstr(out, "retried"));
