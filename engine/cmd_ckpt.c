@@ -116,6 +116,13 @@ int vdn_cmd_ckpt(int argc, char **argv) {
 
 /* ---- inspect ---- */
 
+/* A float config value as its shortest decimal (1e-05, not 9.99999974737875e-06). */
+static double as_printed(float v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.7g", (double)v);
+    return strtod(buf, NULL);
+}
+
 int vdn_cmd_inspect(int argc, char **argv) {
     const char *dir = NULL;
     int json = 0;
@@ -164,8 +171,8 @@ int vdn_cmd_inspect(int argc, char **argv) {
     I("in_channels", c->in_channels), I("audio_channels", c->audio_channels);
     I("freq_dim", c->freq_dim), I("time_embed_dim", c->time_embed_dim);
     I("time_hidden", c->time_hidden), I("rope_freq_dim", c->rope_freq_dim);
-    I("rope_theta", c->rope_theta), I("norm_eps", c->norm_eps);
-    I("video_shift", c->video_shift), I("audio_shift", c->audio_shift);
+    I("rope_theta", c->rope_theta), I("norm_eps", as_printed(c->norm_eps));
+    I("video_shift", as_printed(c->video_shift)), I("audio_shift", as_printed(c->audio_shift));
     if (c->has_vdn) {
         I("chunk", c->chunk), I("radius", c->radius), I("linear_head_dim", c->linear_head_dim);
         I("alpha_rank", c->alpha_rank), I("gate_rank", c->gate_rank);
