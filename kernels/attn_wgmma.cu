@@ -69,6 +69,21 @@ __device__ __forceinline__ void wgmma_commit() {
 __device__ __forceinline__ void wgmma_wait0() {
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 }
+__device__ __forceinline__ void wgmma_wait1() {
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+}
+/* Registers an in-flight wgmma reads or writes must not be touched (or reused) by the compiler
+ * before the matching wait: an empty asm that "modifies" them pins them after it. */
+template <int N> __device__ __forceinline__ void fence_regs(float *r) {
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N> __device__ __forceinline__ void fence_regs(unsigned *r) {
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        asm volatile("" : "+r"(r[i])::"memory");
+}
 __device__ __forceinline__ void fence_async_smem() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
@@ -279,6 +294,217 @@ __global__ void __launch_bounds__(NT, 1)
     }
 }
 
+/* Pipelined variant: in iteration i the warpgroup issues S_{i+1} = Q K_{i+1}^T and then
+ * O += P_i V_i, waits only for S_{i+1}, and runs the softmax of block i+1 while the P V product
+ * is still on the tensor cores; O is rescaled once that product has landed. K_{i+2} and V_{i+1}
+ * are loaded (cp.async) during iteration i, so every load has a whole iteration to arrive. */
+__global__ void __launch_bounds__(NT, 1)
+    attn_wg2_k(const bf16 *__restrict__ Q, const bf16 *__restrict__ K, const bf16 *__restrict__ Vt,
+               int ldq, int ldk, size_t ldt, int N, const int *__restrict__ lohi, int head_end,
+               int tail_start, const int *__restrict__ tiles, float scale_log2,
+               const float *__restrict__ gate, int heads, bf16 *__restrict__ O, int ldo) {
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    char *base = (char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    char *sQ = base, *sK = sQ + BM * HD * 2, *sV = sK + 2 * BN * HD * 2;
+    const int TILE = BN * HD * 2;
+
+    const int tile = blockIdx.x, h = blockIdx.y;
+    const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int q0 = tile * BM;
+    const bf16 *Qh = Q + h * HD, *Kh = K + h * HD, *Vh = Vt + (size_t)h * HD * ldt;
+
+    const int *tl = tiles + tile * 8;
+    const int nr = tl[0], mixed = tl[1];
+    const int rs0 = nr > 0 ? tl[2] : 0, re0 = nr > 0 ? tl[3] : 0;
+    const int rs1 = nr > 1 ? tl[4] : 0, re1 = nr > 1 ? tl[5] : 0;
+    const int rs2 = nr > 2 ? tl[6] : 0, re2 = nr > 2 ? tl[7] : 0;
+    const int rb0 = nr > 0 ? (re0 - (rs0 / BN) * BN + BN - 1) / BN : 0;
+    const int rb1 = nr > 1 ? (re1 - (rs1 / BN) * BN + BN - 1) / BN : 0;
+    const int rb2 = nr > 2 ? (re2 - (rs2 / BN) * BN + BN - 1) / BN : 0;
+    const int nb = rb0 + rb1 + rb2;
+    auto block_at = [&](int i, int &s, int &e, int &kb) {
+        if (i < rb0) {
+            s = rs0, e = re0, kb = (rs0 / BN) * BN + i * BN;
+        } else if (i < rb0 + rb1) {
+            s = rs1, e = re1, kb = (rs1 / BN) * BN + (i - rb0) * BN;
+        } else {
+            s = rs2, e = re2, kb = (rs2 / BN) * BN + (i - rb0 - rb1) * BN;
+        }
+    };
+    auto load_k = [&](int i) {
+        int s_, e_, kb;
+        block_at(i, s_, e_, kb);
+        load128(sK + (i & 1) * TILE, Kh, ldk, kb, N);
+    };
+    auto load_v = [&](int i) {
+        int s_, e_, kb;
+        block_at(i, s_, e_, kb);
+        load_vt(sV + (i & 1) * TILE, Vh, ldt, kb);
+    };
+
+    const int row_a = q0 + wg * 64 + warp * 16 + g, row_b = row_a + 8;
+    int lo_a = 0, hi_a = 0, lo_b = 0, hi_b = 0;
+    if (mixed) {
+        if (row_a < N) lo_a = lohi[2 * row_a], hi_a = lohi[2 * row_a + 1];
+        if (row_b < N) lo_b = lohi[2 * row_b], hi_b = lohi[2 * row_b + 1];
+    }
+    float o[64], s[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        o[i] = 0.f;
+    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
+    const char *qw = sQ + wg * 64 * 128;
+    unsigned pf[BN / 16][4];
+    float corr_a = 1.f, corr_b = 1.f;
+
+    /* softmax of block i in place (s becomes the probabilities), updating m, l and the O rescale
+     * factors; packing into bf16 A fragments waits until the previous P V product is done */
+    auto softmax = [&](int i) {
+        int rcur_s, rcur_e, kb;
+        block_at(i, rcur_s, rcur_e, kb);
+        const bool edge = mixed || kb < rcur_s || kb + BN > rcur_e || kb + BN > N;
+        float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float va = s[4 * j + e] * scale_log2, vb = s[4 * j + 2 + e] * scale_log2;
+                if (edge) {
+                    int kx = kb + j * 8 + 2 * t4 + e;
+                    bool in = kx >= rcur_s && kx < rcur_e && kx < N;
+                    bool oka = in, okb = in;
+                    if (mixed && in && kx >= head_end && kx < tail_start) {
+                        oka = kx >= lo_a && kx < hi_a;
+                        okb = kx >= lo_b && kx < hi_b;
+                    }
+                    if (!oka) va = -INFINITY;
+                    if (!okb) vb = -INFINITY;
+                }
+                s[4 * j + e] = va, s[4 * j + 2 + e] = vb;
+                mx_a = fmaxf(mx_a, va), mx_b = fmaxf(mx_b, vb);
+            }
+        }
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+        const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+        const float base_a = mn_a == -INFINITY ? 0.f : mn_a;
+        const float base_b = mn_b == -INFINITY ? 0.f : mn_b;
+        corr_a = exp2f(m_a - base_a), corr_b = exp2f(m_b - base_b);
+        m_a = mn_a, m_b = mn_b;
+        float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+            float p0 = exp2f(s[4 * j] - base_a), p1 = exp2f(s[4 * j + 1] - base_a);
+            float p2 = exp2f(s[4 * j + 2] - base_b), p3 = exp2f(s[4 * j + 3] - base_b);
+            sum_a += p0 + p1, sum_b += p2 + p3;
+            s[4 * j] = p0, s[4 * j + 1] = p1, s[4 * j + 2] = p2, s[4 * j + 3] = p3;
+        }
+        l_a = l_a * corr_a + sum_a, l_b = l_b * corr_b + sum_b;
+    };
+
+    /* prologue: Q, K_0, V_0, then K_1 in flight; S_0 and its softmax */
+    load128(sQ, Qh, ldq, q0, N);
+    if (nb > 0) load_k(0), load_v(0);
+    cp_commit();
+    if (nb > 1) load_k(1);
+    cp_commit();
+    cp_wait<1>();
+    fence_async_smem();
+    __syncthreads();
+    if (nb > 0) {
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++)
+            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
+                     desc(sK + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
+        wgmma_commit();
+        wgmma_wait0();
+        fence_regs<64>(s);
+        softmax(0);
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+            pf[j >> 1][(j & 1) * 2 + 0] = pack_bf2(s[4 * j], s[4 * j + 1]);
+            pf[j >> 1][(j & 1) * 2 + 1] = pack_bf2(s[4 * j + 2], s[4 * j + 3]);
+        }
+    }
+    __syncthreads(); /* every warpgroup is done with K_0 before K_2 overwrites it */
+
+    /* all but the last block: S_{i+1} always exists, so the loop body has no branches around
+     * the asynchronous products */
+    for (int i = 0; i + 1 < nb; i++) {
+        if (i + 2 < nb) load_k(i + 2);
+        load_v(i + 1);
+        cp_commit();
+        cp_wait<1>(); /* K_{i+1} and V_i have landed */
+        fence_async_smem();
+        __syncthreads();
+        const char *kn = sK + ((i + 1) & 1) * TILE, *vc = sV + (i & 1) * TILE;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++)
+            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
+                     desc(kn + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
+        wgmma_commit();
+        wgmma_fence(); /* a separate stage: the softmax below reads S while P V runs */
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
+        wgmma_commit();
+        wgmma_wait1(); /* S_{i+1} is in; P_i V_i may still run */
+        fence_regs<64>(s);
+        softmax(i + 1);
+        wgmma_wait0();
+        fence_regs<64>(o);
+        fence_regs<4 * (BN / 16)>(&pf[0][0]);
+#pragma unroll
+        for (int c = 0; c < 16; c++)
+            o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
+                o[4 * c + 3] *= corr_b;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+            pf[j >> 1][(j & 1) * 2 + 0] = pack_bf2(s[4 * j], s[4 * j + 1]);
+            pf[j >> 1][(j & 1) * 2 + 1] = pack_bf2(s[4 * j + 2], s[4 * j + 3]);
+        }
+        __syncthreads(); /* K_{i+1} and V_i are free for the loads of the next iteration */
+    }
+    if (nb > 0) { /* the last block: only its P V product is left */
+        cp_wait<0>();
+        fence_async_smem();
+        __syncthreads();
+        const char *vc = sV + ((nb - 1) & 1) * TILE;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
+        wgmma_commit();
+        wgmma_wait0();
+        fence_regs<64>(o);
+    }
+
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+    float ia = l_a > 0.f ? 1.f / l_a : 0.f, ib = l_b > 0.f ? 1.f / l_b : 0.f;
+    if (gate) {
+        if (row_a < N) ia *= gate[(size_t)row_a * heads + h];
+        if (row_b < N) ib *= gate[(size_t)row_b * heads + h];
+    }
+#pragma unroll
+    for (int c = 0; c < 16; c++) {
+        int col = h * HD + c * 8 + 2 * t4;
+        if (row_a < N)
+            *reinterpret_cast<__nv_bfloat162 *>(O + (size_t)row_a * ldo + col) =
+                __floats2bfloat162_rn(o[4 * c] * ia, o[4 * c + 1] * ia);
+        if (row_b < N)
+            *reinterpret_cast<__nv_bfloat162 *>(O + (size_t)row_b * ldo + col) =
+                __floats2bfloat162_rn(o[4 * c + 2] * ib, o[4 * c + 3] * ib);
+    }
+}
+
 /* V [rows, heads*128] (stride ldv) -> Vt [heads][128][ldt], zero past `rows`: 32x32 tiles
  * through shared memory so both sides are coalesced. */
 __global__ void vt_k(const bf16 *V, int ldv, int rows, int heads, size_t ldt, bf16 *Vt) {
@@ -292,6 +518,11 @@ __global__ void vt_k(const bf16 *V, int ldv, int rows, int heads, size_t ldt, bf
     __syncthreads();
     for (int k = ty; k < 32; k += 8)
         Vt[((size_t)h * HD + d0 + k) * ldt + r0 + tx] = t[tx][k];
+}
+
+static int g_variant = 2; /* 1: plain, 2: pipelined */
+extern "C" void vdn_attention_wgmma_variant(int v) {
+    g_variant = v == 1 ? 1 : 2;
 }
 
 extern "C" size_t vdn_attention_vt_elems(int rows, int heads) {
@@ -319,12 +550,21 @@ extern "C" int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int 
     if (!configured) {
         CUDA_CHECK(
             cudaFuncSetAttribute(attn_wg_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        CUDA_CHECK(
+            cudaFuncSetAttribute(attn_wg2_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         configured = 1;
     }
     dim3 grid(n_tiles, heads);
-    attn_wg_k<<<grid, NT, smem, S_(st)>>>(
-        (const bf16 *)q, (const bf16 *)k, (const bf16 *)vt_scratch, ldq, ldk, ldt, rows, lohi,
-        head_end, tail_start, tiles, scale * 1.4426950408889634f, gate, heads, (bf16 *)out, ld_o);
+    if (g_variant == 1)
+        attn_wg_k<<<grid, NT, smem, S_(st)>>>(
+            (const bf16 *)q, (const bf16 *)k, (const bf16 *)vt_scratch, ldq, ldk, ldt, rows, lohi,
+            head_end, tail_start, tiles, scale * 1.4426950408889634f, gate, heads, (bf16 *)out,
+            ld_o);
+    else
+        attn_wg2_k<<<grid, NT, smem, S_(st)>>>(
+            (const bf16 *)q, (const bf16 *)k, (const bf16 *)vt_scratch, ldq, ldk, ldt, rows, lohi,
+            head_end, tail_start, tiles, scale * 1.4426950408889634f, gate, heads, (bf16 *)out,
+            ld_o);
     LAUNCH_CHECK("attention_wgmma");
     return 0;
 }

@@ -53,6 +53,8 @@ int vdn_k_attention(const void *q, int ldq, const void *k, int ldk, const void *
 /* The same attention on Hopper's wgmma (attn_wgmma.cu); v is first transposed per head into
  * vt_scratch, which must hold vdn_attention_vt_elems(rows, heads) bf16 values. */
 size_t vdn_attention_vt_elems(int rows, int heads);
+/* 1: plain wgmma kernel; 2 (default): softmax of block i+1 overlapped with P_i V_i */
+void vdn_attention_wgmma_variant(int v);
 int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int ldk, const void *v, int ldv,
                           void *vt_scratch, int rows, int heads, const int *lohi, int head_end,
                           int tail_start, const int *tiles, int n_tiles, float scale,

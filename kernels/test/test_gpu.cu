@@ -207,16 +207,21 @@ static void test_attention() {
         twin_attention(qkv.data(), qkv.data() + H * D, qkv.data() + 2 * H * D, ld, N, H, D, &ar, sc,
                        v == 1 ? gate.data() : NULL, ref.data(), H * D);
         check(names[v], ref, down_bf16(dout, ref.size()), 1e-2);
-        void *vts, *dout2 = poisoned((size_t)N * H * D * 2);
-        CK(cudaMalloc(&vts, vdn_attention_vt_elems(N, H) * 2));
-        CK(cudaMemset(vts, 0xFF, vdn_attention_vt_elems(N, H) * 2));
-        OK(vdn_k_attention_wgmma(dq, ld, (uint16_t *)dq + H * D, ld, (uint16_t *)dq + 2 * H * D, ld,
-                                 vts, N, H, dl, ar.head_end, ar.tail_start, dt, nt, sc, gp, dout2,
-                                 H * D, 0));
-        char wname[96];
-        snprintf(wname, sizeof wname, "%s (wgmma)", names[v]);
-        check(wname, ref, down_bf16(dout2, ref.size()), 1e-2);
-        cudaFree(vts), cudaFree(dout2);
+        for (int var = 1; var <= 2; var++) {
+            void *vts, *dout2 = poisoned((size_t)N * H * D * 2);
+            CK(cudaMalloc(&vts, vdn_attention_vt_elems(N, H) * 2));
+            CK(cudaMemset(vts, 0xFF, vdn_attention_vt_elems(N, H) * 2));
+            vdn_attention_wgmma_variant(var);
+            OK(vdn_k_attention_wgmma(dq, ld, (uint16_t *)dq + H * D, ld, (uint16_t *)dq + 2 * H * D,
+                                     ld, vts, N, H, dl, ar.head_end, ar.tail_start, dt, nt, sc, gp,
+                                     dout2, H * D, 0));
+            char wname[96];
+            snprintf(wname, sizeof wname, "%s (wgmma %s)", names[v],
+                     var == 1 ? "plain" : "pipelined");
+            check(wname, ref, down_bf16(dout2, ref.size()), 1e-2);
+            cudaFree(vts), cudaFree(dout2);
+        }
+        vdn_attention_wgmma_variant(2);
         cudaFree(dl), cudaFree(dt), cudaFree(dout), free(tl);
         vdn_attn_rows_free(&ar);
     }
