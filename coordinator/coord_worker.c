@@ -316,8 +316,11 @@ void coord_on_worker_frame(coord *c, const uint8_t *ident, size_t ident_len, con
         attempt_info a;
         if (x && jobs_attempt(c->db, x, &a) && a.current && !strcmp(a.worker, w->id))
             jobs_renew(c->db, x, vdn_wall() + c->o.lease_seconds);
-        else if (x && (!a.job || !a.current || strcmp(a.worker, w->id)))
+        else if (x && (!a.job || !a.current || strcmp(a.worker, w->id))) {
+            /* it still renders a stale attempt: busy until it stops, so no ASSIGN meanwhile */
+            if (!w->attempt) w->attempt = x;
             coord_send_cancel(c, x, w->id, "attempt is no longer current");
+        }
         /* the worker says it is idle: an attempt we thought it held is over only if the
          * database agrees (a just-sent ASSIGN may cross this heartbeat on the wire) */
         if (!x && w->attempt && !(jobs_attempt(c->db, w->attempt, &a) && a.current)) w->attempt = 0;
