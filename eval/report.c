@@ -147,6 +147,14 @@ int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, siz
     for (int m = 0; m < nm; m++)
         for (int v = 0; v < nv; v++)
             cs[m * nv + v] = compute_cell(r, m, v);
+    /* metrics with no value at all (e.g. endpoint fidelity in a t2va-only suite) stay in the
+     * JSON but get no chart or table on the page */
+    int *empty = vdn_xcalloc((size_t)nm + 1, sizeof *empty);
+    for (int m = 0; m < nm; m++) {
+        empty[m] = 1;
+        for (int v = 0; v < nv; v++)
+            empty[m] &= cs[m * nv + v].n == 0;
+    }
 
     /* ---------------- JSON ---------------- */
     cJSON *root = cJSON_CreateObject();
@@ -271,6 +279,7 @@ int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, siz
     free(json);
     if (rc) {
         free(cs);
+        free(empty);
         return -1;
     }
 
@@ -283,6 +292,7 @@ int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, siz
            *lo = vdn_xmalloc((size_t)nv * sizeof *lo), *hi = vdn_xmalloc((size_t)nv * sizeof *hi);
     int *sig = vdn_xmalloc((size_t)nv * sizeof *sig);
     for (int m = 0; m < nm; m++) {
+        if (empty[m]) continue;
         for (int v = 0; v < nv; v++) {
             cell_stats *c = &cs[m * nv + v];
             mean[v] = c->mean;
@@ -314,7 +324,7 @@ int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, siz
         "<th>n</th><th>mean</th><th>baseline mean</th><th>mean diff</th><th>95%% CI of diff</th>"
         "<th>t</th><th>t-test p</th><th>Wilcoxon p</th><th>sig.</th></tr>\n");
     for (int m = 0; m < nm; m++)
-        for (int v = 0; v < nv; v++) {
+        for (int v = 0; v < nv && !empty[m]; v++) {
             cell_stats *c = &cs[m * nv + v];
             if (v == r->baseline && r->metrics[m].kind == VDN_METRIC_PAIRED) continue;
             if (r->metrics[m].kind == VDN_METRIC_REFERENCE && v == r->baseline) continue;
@@ -436,6 +446,7 @@ int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, siz
 
     vdn_sb_printf(&h, "<h2>Per-prompt breakdown</h2>\n");
     for (int m = 0; m < nm; m++) {
+        if (empty[m]) continue;
         vdn_sb_printf(&h, "<details><summary>");
         vdn_sb_escape(&h, r->metrics[m].label);
         vdn_sb_printf(&h, "</summary><table class=\"per-prompt\"><tr><th "
@@ -494,5 +505,6 @@ int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, siz
     free(hi);
     free(sig);
     free(cs);
+    free(empty);
     return rc;
 }
