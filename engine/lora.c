@@ -2,10 +2,12 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ckpt_names.h"
 #include "lora.h"
@@ -392,33 +394,81 @@ const vdn_lora_pair *vdn_lora_find(const vdn_lora *l, const char *module) {
     return NULL;
 }
 
+/* Rows [row0, row1) of one fold. Every row is computed the same way whatever the split, so the
+ * result does not depend on the thread count. */
+typedef struct {
+    float *W;
+    const float *A, *B;
+    const vdn_lora_pair *p;
+    vdn_dtype wdtype;
+    int64_t row0, row1;
+} fold_job;
+
+static void *fold_rows(void *arg) {
+    const fold_job *j = arg;
+    const vdn_lora_pair *p = j->p;
+    const int64_t r = p->rank, in = p->in, rows = p->B->shape[0];
+    float *acc = vdn_xmalloc((size_t)in * sizeof(float));
+    for (int64_t o = j->row0; o < j->row1; o++) {
+        /* B row for this output row: chunk offset for q/k/v, halves swapped for fc1 */
+        int64_t br = p->b_row0 + o;
+        if (p->b_swap) br = (br + rows / 2) % rows;
+        const float *brow = j->B + br * r;
+        memset(acc, 0, (size_t)in * sizeof(float));
+        for (int64_t k = 0; k < r; k++) {
+            const float b = brow[k], *arow = j->A + k * in;
+            for (int64_t i = 0; i < in; i++)
+                acc[i] += b * arow[i];
+        }
+        float *w = j->W + o * in;
+        for (int64_t i = 0; i < in; i++)
+            w[i] = vdn_round_dtype(w[i] + vdn_round_dtype(acc[i] * p->scale, j->wdtype), j->wdtype);
+    }
+    free(acc);
+    return NULL;
+}
+
 int vdn_lora_fold(float *W, vdn_dtype wdtype, const vdn_lora *l, const vdn_lora_pair *p, char *err,
                   size_t errlen) {
     const int64_t r = p->rank, in = p->in, out = p->out, rows = p->B->shape[0];
     float *A = vdn_xmalloc((size_t)(r * in) * sizeof(float));
     float *B = vdn_xmalloc((size_t)(rows * r) * sizeof(float));
-    float *acc = vdn_xmalloc((size_t)in * sizeof(float));
     int rc = 0;
     if (vdn_st_to_f32(l->file, p->A, A, err, errlen) ||
         vdn_st_to_f32(l->file, p->B, B, err, errlen))
         rc = -1;
-    for (int64_t o = 0; o < out && rc == 0; o++) {
-        /* B row for this output row: chunk offset for q/k/v, halves swapped for fc1 */
-        int64_t br = p->b_row0 + o;
-        if (p->b_swap) br = (br + rows / 2) % rows;
-        const float *brow = B + br * r;
-        memset(acc, 0, (size_t)in * sizeof(float));
-        for (int64_t k = 0; k < r; k++) {
-            const float b = brow[k], *arow = A + k * in;
-            for (int64_t i = 0; i < in; i++)
-                acc[i] += b * arow[i];
+    /* an H3 adaLN fold is ~17 GFLOP: spread big ones over the cores (VDN_THREADS caps it) */
+    int threads = 1;
+    if (rc == 0 && (double)out * in * r > 6.4e7) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        const char *env = getenv("VDN_THREADS");
+        if (env && atoi(env) > 0) n = atoi(env);
+        threads = n < 1 ? 1 : n > 64 ? 64 : (int)n;
+        if (threads > out) threads = (int)out;
+    }
+    fold_job jobs[64];
+    pthread_t tid[64];
+    int started = 0;
+    for (int t = 0; t < threads && rc == 0; t++) {
+        jobs[t] = (fold_job){W, A, B, p, wdtype, out * t / threads, out * (t + 1) / threads};
+        if (t == 0) continue; /* this thread does slice 0 */
+        if (pthread_create(&tid[t], NULL, fold_rows, &jobs[t]) != 0) {
+            jobs[t].row0 = jobs[t].row1; /* not started: folded below */
+            break;
         }
-        float *w = W + o * in;
-        for (int64_t i = 0; i < in; i++)
-            w[i] = vdn_round_dtype(w[i] + vdn_round_dtype(acc[i] * p->scale, wdtype), wdtype);
+        started = t;
+    }
+    if (rc == 0) {
+        fold_rows(&jobs[0]);
+        for (int t = 1; t <= started; t++)
+            pthread_join(tid[t], NULL);
+        /* slices whose thread could not start */
+        for (int t = started + 1; t < threads; t++) {
+            jobs[t] = (fold_job){W, A, B, p, wdtype, out * t / threads, out * (t + 1) / threads};
+            fold_rows(&jobs[t]);
+        }
     }
     free(A);
     free(B);
-    free(acc);
     return rc;
 }

@@ -12,6 +12,7 @@
 
 #include "ckpt.h"
 #include "ckpt_init.h"
+#include "lora.h"
 #include "safetensors.h"
 #include "vdn_util.h"
 
@@ -512,12 +513,58 @@ static void test_malformed(void) {
     expect_open_error("diff", "/nonexistent/adapter.safetensors", NULL, extra, 1);
 }
 
+/* A fold big enough to run on several threads gives the same bits as one thread, and matches
+ * a float64 reference within one bf16 rounding of the delta. */
+static void test_fold_threads(void) {
+    const int64_t out = 4096, in = 2048, r = 8;
+    float *A = vdn_xmalloc((size_t)(r * in) * 4), *B = vdn_xmalloc((size_t)(out * r) * 4);
+    for (int64_t i = 0; i < r * in; i++)
+        A[i] = (float)sin((double)i * 0.37) * 0.05f;
+    for (int64_t i = 0; i < out * r; i++)
+        B[i] = (float)cos((double)i * 0.11) * 0.05f;
+    char path[1024], err[VDN_ERR_LEN];
+    snprintf(path, sizeof path, "%s/big_lora.safetensors", tmp);
+    vdn_st_tensor t[2] = {{"m.lora_A.weight", VDN_DT_F32, 2, {r, in}, A},
+                          {"m.lora_B.weight", VDN_DT_F32, 2, {out, r}, B}};
+    vdn_st_kv meta[1] = {{"alpha", "4"}};
+    CHECK(vdn_st_write(path, t, 2, meta, 1, err, sizeof err) == 0, "%s", err);
+    vdn_lora l;
+    CHECK(vdn_lora_open(&l, path, NULL, err, sizeof err) == 0, "big lora: %s", err);
+    float *w1 = vdn_xcalloc((size_t)(out * in), 4), *w4 = vdn_xcalloc((size_t)(out * in), 4);
+    for (int64_t i = 0; i < out * in; i++)
+        w1[i] = w4[i] = vdn_round_bf16((float)(i % 97) / 97);
+    setenv("VDN_THREADS", "1", 1);
+    CHECK(vdn_lora_fold(w1, VDN_DT_BF16, &l, &l.pairs[0], err, sizeof err) == 0, "%s", err);
+    setenv("VDN_THREADS", "4", 1);
+    CHECK(vdn_lora_fold(w4, VDN_DT_BF16, &l, &l.pairs[0], err, sizeof err) == 0, "%s", err);
+    unsetenv("VDN_THREADS");
+    CHECK(!memcmp(w1, w4, (size_t)(out * in) * 4), "threaded fold differs from one thread");
+    CHECK(l.pairs[0].scale == 0.5f, "alpha 4 / r 8 = %g", l.pairs[0].scale);
+    int bad = 0;
+    for (int64_t o = 0; o < out; o += 257)
+        for (int64_t i = 0; i < in; i += 131) {
+            double d = 0;
+            for (int64_t k = 0; k < r; k++)
+                d += (double)B[o * r + k] * A[k * in + i];
+            double w0 = vdn_round_bf16((float)((o * in + i) % 97) / 97);
+            float want = vdn_round_bf16((float)(w0 + vdn_round_bf16((float)(d * 0.5))));
+            float got = w1[o * in + i];
+            uint32_t ug, uw;
+            memcpy(&ug, &got, 4), memcpy(&uw, &want, 4);
+            bad += (ug > uw ? ug - uw : uw - ug) > 0x10000; /* more than one bf16 ulp */
+        }
+    CHECK(bad == 0, "%d folded values off the float64 reference", bad);
+    vdn_lora_free(&l);
+    free(A), free(B), free(w1), free(w4);
+}
+
 int main(int argc, char **argv) {
     snprintf(tmp, sizeof tmp, "%s", argc > 1 ? argv[1] : "/tmp/ckpt_test_load");
     sh("rm -rf '%s' && mkdir -p '%s'", tmp, tmp);
     test_layouts();
     test_vdn();
     test_malformed();
+    test_fold_threads();
     printf("%d checks, %d failures\n", checks, failures);
     return failures ? 1 : 0;
 }
