@@ -382,6 +382,19 @@ static void test_malformed(void) {
                 CHECK(strstr(e->error->message, "protocol_version 2") != NULL);
             if (e) vdn__envelope__free_unpacked(e, NULL);
         }
+    /* an oversized frame: libzmq drops that connection, the coordinator carries on */
+    {
+        fake_worker big;
+        fw_open(&big, cep, "client-big");
+        big.alive = 0;
+        size_t n = (size_t)VDN_MAX_FRAME + 1024;
+        char *blob = vdn_xcalloc(n, 1);
+        blob[0] = 0x08, blob[1] = 0x01;
+        fw_send_raw(&big, blob, n);
+        free(blob);
+        sleep_s(0.3);
+        fw_close(&big);
+    }
     /* messages on the wrong endpoint, and before READY */
     fw_heartbeat(&w, 0);
     Vdn__Envelope *e = fw_recv(&w, 3);
