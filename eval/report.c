@@ -178,6 +178,7 @@ int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, siz
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "id", r->prompt_ids[p] ? r->prompt_ids[p] : "");
         cJSON_AddStringToObject(o, "mode", r->prompt_modes[p] ? r->prompt_modes[p] : "");
+        if (r->prompt_texts[p]) cJSON_AddStringToObject(o, "prompt", r->prompt_texts[p]);
         cJSON_AddItemToArray(jp, o);
     }
     cJSON *jm = cJSON_AddArrayToObject(root, "metrics");
@@ -416,7 +417,13 @@ int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, siz
             vdn_sb_escape(&h, r->prompt_ids[st->prompt]);
             vdn_sb_printf(&h, " (");
             vdn_sb_escape(&h, r->prompt_modes[st->prompt]);
-            vdn_sb_printf(&h, ")</h3>\n<table class=\"strip\">");
+            vdn_sb_printf(&h, ")</h3>\n");
+            if (r->prompt_texts[st->prompt] && r->prompt_texts[st->prompt][0]) {
+                vdn_sb_printf(&h, "<p class=\"note\">");
+                vdn_sb_escape(&h, r->prompt_texts[st->prompt]);
+                vdn_sb_printf(&h, "</p>\n");
+            }
+            vdn_sb_printf(&h, "<table class=\"strip\">");
             for (int v = 0; v < nv; v++) {
                 vdn_sb_printf(&h, "<tr><td class=\"l\">");
                 vdn_sb_escape(&h, r->variants[v]);
