@@ -38,6 +38,7 @@ typedef struct {
     int n_lora;
     lora_ref *lora;
     float *f32;
+    void *stored; /* stored-dtype copy when the mapping cannot be used as is */
 } ck_tensor;
 
 struct vdn_ckpt {
@@ -631,6 +632,7 @@ void vdn_ckpt_close(vdn_ckpt *ck) {
         free(ck->t[i].name);
         free(ck->t[i].lora);
         free(ck->t[i].f32);
+        free(ck->t[i].stored);
     }
     free(ck->t);
     for (int a = 0; a < ck->n_ad; a++)
@@ -744,7 +746,54 @@ void vdn_ckpt_release(vdn_ckpt *ck, const char *name) {
     pthread_mutex_lock(&ck->mu);
     free(t->f32);
     t->f32 = NULL;
+    free(t->stored);
+    t->stored = NULL;
     pthread_mutex_unlock(&ck->mu);
+}
+
+const void *vdn_ckpt_stored(vdn_ckpt *ck, const char *name, int ndim, const int64_t *shape,
+                            vdn_dtype *dtype, char *err, size_t errlen) {
+    ck_tensor *t = find(ck, name);
+    if (!t) {
+        vdn_fail(err, errlen, "%s: missing tensor \"%s\"", ck->dir, name);
+        return NULL;
+    }
+    if (shape) {
+        vdn_st_entry fake = *t->src;
+        fake.name = t->name;
+        fake.ndim = t->ndim;
+        memcpy(fake.shape, t->shape, sizeof fake.shape);
+        if (vdn_st_check_shape(t->file, &fake, ndim, shape, err, errlen)) return NULL;
+    }
+    *dtype = t->dtype;
+    if (t->xf == VDN_XF_COPY && t->n_lora == 0) return t->src->data;
+    pthread_mutex_lock(&ck->mu);
+    int rc = 0;
+    if (!t->stored) {
+        /* convert and fold in float32 (exact for the stored dtype), then narrow */
+        int had_f32 = t->f32 != NULL;
+        rc = had_f32 ? 0 : materialize(ck, t, err, errlen);
+        if (rc == 0) {
+            size_t es = vdn_dtype_size(t->dtype);
+            uint8_t *out = vdn_xmalloc((size_t)(t->numel ? t->numel : 1) * es);
+            for (int64_t i = 0; i < t->numel; i++) {
+                if (t->dtype == VDN_DT_F32) {
+                    memcpy(out + 4 * i, &t->f32[i], 4);
+                } else {
+                    uint16_t h = t->dtype == VDN_DT_BF16 ? vdn_f32_to_bf16(t->f32[i])
+                                                         : vdn_f32_to_f16(t->f32[i]);
+                    memcpy(out + 2 * i, &h, 2);
+                }
+            }
+            t->stored = out;
+            if (!had_f32) { /* the float32 copy was only a step: do not keep both */
+                free(t->f32);
+                t->f32 = NULL;
+            }
+        }
+    }
+    pthread_mutex_unlock(&ck->mu);
+    return rc ? NULL : t->stored;
 }
 void vdn_ckpt_bytes_by_dtype(const vdn_ckpt *ck, uint64_t bytes[6]) {
     memset(bytes, 0, 6 * sizeof *bytes);

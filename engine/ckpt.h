@@ -50,12 +50,19 @@ int vdn_ckpt_count(const vdn_ckpt *ck);
 const char *vdn_ckpt_name(const vdn_ckpt *ck, int i);
 /* ndim (shape filled, up to 8 dims) or -1 if the tensor is absent. */
 int vdn_ckpt_shape(const vdn_ckpt *ck, const char *name, int64_t shape[8]);
-/* Drop the float32 copy made by vdn_ckpt_f32 (e.g. once uploaded to a GPU); asking again
- * rebuilds it. */
+/* Drop the copies made by vdn_ckpt_f32 / vdn_ckpt_stored (e.g. once uploaded to a GPU);
+ * asking again rebuilds them. */
 void vdn_ckpt_release(vdn_ckpt *ck, const char *name);
 /* Folded adapter i: rank (default r of its JSON, or the most common pair rank) and targets. */
 int vdn_ckpt_adapter_rank(const vdn_ckpt *ck, int i);
 int vdn_ckpt_adapter_targets(const vdn_ckpt *ck, int i);
+/* The tensor in its stored dtype (*dtype says which; bf16 stays 2 bytes): for a GPU upload of
+ * the real model, 66 GB instead of 132 GB of float32. Zero-copy from the mapping when the
+ * tensor needs no layout conversion and no LoRA fold (then possibly unaligned: copy or use
+ * unaligned loads); otherwise built once (conversion, folds) and kept until vdn_ckpt_release.
+ * Shape-checked like vdn_ckpt_f32. */
+const void *vdn_ckpt_stored(vdn_ckpt *ck, const char *name, int ndim, const int64_t *shape,
+                            vdn_dtype *dtype, char *err, size_t errlen);
 /* Stored bytes by dtype over all canonical tensors (index = vdn_dtype). */
 void vdn_ckpt_bytes_by_dtype(const vdn_ckpt *ck, uint64_t bytes[6]);
 

@@ -292,6 +292,35 @@ static void test_vdn(void) {
           "shape error: %s", err);
     CHECK(!vdn_ckpt_f32(v, "nope.weight", 1, wrong, err, sizeof err) && strstr(err, "nope.weight"),
           "missing: %s", err);
+    /* stored-dtype views agree with the float32 ones: zero-copy for a plain tensor, built for a
+     * folded one and a native split */
+    const char *sn[3] = {"transformer_blocks.0.ff.net.2.weight",
+                         "transformer_blocks.0.attn.to_q.weight", "proj_in.weight"};
+    for (int q = 0; q < 2; q++) {
+        vdn_ckpt *ck = q ? vn : v;
+        for (int i = 0; i < 3; i++) {
+            int64_t sh2[8];
+            int nd2 = vdn_ckpt_shape(ck, sn[i], sh2);
+            vdn_dtype dt;
+            const void *raw = vdn_ckpt_stored(ck, sn[i], nd2, sh2, &dt, err, sizeof err);
+            const float *f = vdn_ckpt_f32(ck, sn[i], nd2, sh2, err, sizeof err);
+            CHECK(raw && f && dt == vdn_ckpt_dtype(ck, sn[i]), "stored %s: %s", sn[i], err);
+            int64_t cnt = sh2[0] * sh2[1], bad = 0;
+            for (int64_t k = 0; raw && f && k < cnt; k++) {
+                float x;
+                if (dt == VDN_DT_F32) {
+                    memcpy(&x, (const char *)raw + 4 * k, 4);
+                } else {
+                    uint16_t h;
+                    memcpy(&h, (const char *)raw + 2 * k, 2);
+                    x = vdn_bf16_to_f32(h);
+                }
+                bad += x != f[k];
+            }
+            CHECK(bad == 0, "stored %s (%s): %lld values differ", sn[i], q ? "native" : "diffusers",
+                  (long long)bad);
+        }
+    }
     vdn_ckpt_close(v);
     vdn_ckpt_close(vn);
 }
