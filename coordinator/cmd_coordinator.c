@@ -1,9 +1,12 @@
 /* `vdn coordinator`: options, sockets, and the main loop (the database's only writer). */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "commands.h"
@@ -189,9 +192,30 @@ int vdn_cmd_coordinator(int argc, char **argv) {
             }
         VDN_WARN("no --keys: CURVE is off, endpoints bound to loopback only");
     }
+    /* One writer per database: a second coordinator on the same file would hand out the same
+     * jobs. The lock dies with the process, so a crash never leaves it stale. */
+    char lock_path[4096];
+    snprintf(lock_path, sizeof lock_path, "%s.lock", o->db_path);
+    int lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        char other[32] = "?";
+        ssize_t n = lock_fd >= 0 ? pread(lock_fd, other, sizeof other - 1, 0) : -1;
+        if (n > 0) other[n] = 0, other[strcspn(other, "\n")] = 0;
+        fprintf(stderr, "vdn coordinator: %s: %s\n", lock_path,
+                lock_fd < 0 ? strerror(errno)
+                            : "another coordinator is using this database (pid in the lock file)");
+        if (lock_fd >= 0) fprintf(stderr, "vdn coordinator: lock holder pid %s\n", other);
+        if (lock_fd >= 0) close(lock_fd);
+        return 1;
+    }
+    char pidtext[32];
+    int pn = snprintf(pidtext, sizeof pidtext, "%d\n", (int)getpid());
+    if (ftruncate(lock_fd, 0) != 0 || pwrite(lock_fd, pidtext, (size_t)pn, 0) != pn)
+        VDN_WARN("%s: could not record our pid", lock_path);
     c.db = cdb_open(o->db_path, 0, err, sizeof err);
     if (!c.db) {
         fprintf(stderr, "vdn coordinator: %s\n", err);
+        close(lock_fd);
         return 1;
     }
     coord_recover(&c);
@@ -273,5 +297,6 @@ out:
     zmq_ctx_term(c.ctx);
     free(c.w);
     cdb_close(c.db);
+    close(lock_fd); /* releases the lock */
     return rc;
 }

@@ -41,6 +41,11 @@ static void test_plain(void) {
     pid_t pid = start_coordinator("--db", db, "--bind", wep, "--client-bind", cep,
                                   "--heartbeat-seconds", "2", NULL);
     setenv("VDN_COORDINATOR", cep, 1);
+    /* a second coordinator on the same database is refused */
+    CHECK(run_cli(out, sizeof out,
+                  "coordinator --db %s --bind tcp://127.0.0.1:%d --client-bind tcp://127.0.0.1:%d",
+                  db, h_port(2), h_port(3)) == 1 &&
+          strstr(out, "another coordinator") && strstr(out, ".lock"));
 
     int rc = run_cli(out, sizeof out, "submit %s", bad);
     CHECK(rc == 5);
