@@ -53,7 +53,19 @@ static inline void sleep_s(double s) {
     nanosleep(&ts, NULL);
 }
 
+/* Coordinators still running when a test exits early (REQUIRE) are killed, never orphaned. */
+static pid_t h_pids[16];
+static inline void harness_kill_all(void) {
+    for (int i = 0; i < 16; i++)
+        if (h_pids[i] > 0) {
+            kill(h_pids[i], SIGKILL);
+            waitpid(h_pids[i], NULL, 0);
+            h_pids[i] = 0;
+        }
+}
+
 static inline void harness_init(const char *bin) {
+    atexit(harness_kill_all);
     snprintf(h_bin, sizeof h_bin, "%s", bin);
     snprintf(h_tmp, sizeof h_tmp, "/tmp/vdn_coord_test_XXXXXX");
     REQUIRE(mkdtemp(h_tmp) != NULL);
@@ -131,6 +143,11 @@ static inline pid_t start_coordinator(const char *first, ...) {
     }
     close(pfd[0]);
     buf[got] = 0;
+    for (int i = 0; i < 16; i++)
+        if (h_pids[i] <= 0) {
+            h_pids[i] = pid;
+            break;
+        }
     if (!strstr(buf, "ready")) {
         harness_dump_log();
         kill(pid, SIGKILL);
@@ -146,6 +163,8 @@ static inline int stop_coordinator(pid_t pid, int sig) {
     kill(pid, sig);
     int st = 0;
     waitpid(pid, &st, 0);
+    for (int i = 0; i < 16; i++)
+        if (h_pids[i] == pid) h_pids[i] = 0;
     char err[VDN_ERR_LEN];
     size_t len;
     char *log = vdn_read_file(h_log, &len, err, sizeof err);
