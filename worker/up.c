@@ -28,6 +28,7 @@
 
 #include "commands.h"
 #include "conf.h"
+#include "gpus.h"
 #include "vdn_util.h"
 
 #define MAX_CHILDREN 65
@@ -571,6 +572,11 @@ int vdn_cmd_up(int argc, char **argv) {
     if (u.lease) child_arg(co, "--lease-seconds", u.lease);
     if (u.heartbeat) child_arg(co, "--heartbeat-seconds", u.heartbeat);
     if (u.max_attempts) child_arg(co, "--max-attempts", u.max_attempts);
+    vdn_gpu_list gpus = {0};
+    if (!u.cpu && !u.gpus) {
+        char gerr[VDN_ERR_LEN];
+        if (vdn_gpu_inventory(NULL, -1, &gpus, gerr, sizeof gerr)) VDN_WARN("up: %s", gerr);
+    }
     for (int k = 1; k <= u.workers; k++) {
         snprintf(id, sizeof id, "worker-%d", k);
         child_add(&u, id, "worker", "--connect", u.worker_ep, "--checkpoint", u.ckpt, "--store",
@@ -582,8 +588,10 @@ int vdn_cmd_up(int argc, char **argv) {
             child_arg(w, "--cpu", NULL);
         else if (u.gpus)
             child_arg(w, "--gpus", u.gpus);
-        else if (u.workers > 1) { /* one GPU each when there are several; "none" if absent */
-            snprintf(g, sizeof g, "%d", k - 1);
+        else if (gpus.n == 0) /* no GPU here: say so instead of letting each worker find out */
+            child_arg(w, "--cpu", NULL);
+        else if (u.workers > 1) { /* several workers share the GPUs round-robin, one each */
+            snprintf(g, sizeof g, "%d", gpus.gpu[(k - 1) % gpus.n].index);
             child_arg(w, "--gpus", g);
         }
         if (u.heartbeat) child_arg(w, "--heartbeat-seconds", u.heartbeat);

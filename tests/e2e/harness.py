@@ -175,9 +175,12 @@ class Farm:
 
     # ------------------------------------------------------------------ database (read-only)
     def q(self, sql, *args):
+        return self.q_db(self.db, sql, *args)
+
+    def q_db(self, db, sql, *args):
         for _ in range(50):
             try:
-                con = sqlite3.connect("file:%s?mode=ro" % self.db, uri=True, timeout=5)
+                con = sqlite3.connect("file:%s?mode=ro" % db, uri=True, timeout=5)
                 try:
                     return con.execute(sql, args).fetchall()
                 finally:
@@ -185,7 +188,7 @@ class Farm:
             except sqlite3.OperationalError as e:  # busy or not created yet
                 last = e
                 time.sleep(0.1)
-        raise TestFailure("database %s: %s" % (self.db, last))
+        raise TestFailure("database %s: %s" % (db, last))
 
     def counts(self, batch):
         rows = self.q("SELECT state, count(*) FROM jobs WHERE batch_id=? GROUP BY state", batch)

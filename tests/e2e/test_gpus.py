@@ -45,6 +45,27 @@ def test(args):
         log("--gpus 2-5: exit %d: %s" % (r.returncode, r.stderr.strip().splitlines()[-1:]))
         check(r.returncode != 0 and "GPU 4 is not on this machine" in r.stderr,
               "expected a clear error for GPU 4: %d %s" % (r.returncode, r.stderr))
+        # vdn up spreads several workers over the GPUs it finds, one each, round-robin.
+        up = os.path.join(farm.dir, "up")
+        r = farm.run(["up", up, "--detach", "--workers", "3", "--checkpoint", farm.ckpt],
+                     env=dict(farm.env, **env), timeout=60)
+        try:
+            t0 = time.time()
+            rows = []
+            while len(rows) < 3:
+                check(time.time() - t0 < 30, "vdn up workers did not all register: %s" % rows)
+                time.sleep(0.2)
+                try:
+                    rows = farm.q_db(os.path.join(up, "vdn.db"),
+                                     "SELECT id, gpus FROM workers ORDER BY id")
+                except Exception:
+                    rows = []
+            got = {wid: [g["index"] for g in json.loads(gj)] for wid, gj in rows}
+            log("vdn up --workers 3 over 4 GPUs: %s" % got)
+            check(got == {"up-1": [0], "up-2": [1], "up-3": [2]}, "GPU spread %s" % got)
+        finally:
+            farm.run(["up", up, "--stop"], check_rc=False, timeout=90)
+
         r = farm.run(["worker", "--connect", farm.worker_ep, "--checkpoint", farm.ckpt,
                       "--gpus", "0-x"], check_rc=False, timeout=30)
         check(r.returncode == 2 and "--gpus '0-x'" in r.stderr, "bad spec: %s" % r.stderr)
