@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -123,6 +124,7 @@ static inline pid_t start_coordinator(const char *first, ...) {
     pid_t pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* dies with the test, even on a ctest timeout */
         dup2(pfd[1], 1);
         FILE *lf = fopen(h_log, "a");
         if (lf) dup2(fileno(lf), 2);
