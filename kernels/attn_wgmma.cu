@@ -369,7 +369,7 @@ __global__ void __launch_bounds__(NT, 1)
         for (int j = 0; j < BN / 8; j++) {
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                float va = s[4 * j + e] * scale_log2, vb = s[4 * j + 2 + e] * scale_log2;
+                float va = s[4 * j + e], vb = s[4 * j + 2 + e]; /* raw: scale folds into exp2 */
                 if (edge) {
                     int kx = kb + j * 8 + 2 * t4 + e;
                     bool in = kx >= rcur_s && kx < rcur_e && kx < N;
@@ -390,15 +390,17 @@ __global__ void __launch_bounds__(NT, 1)
         mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
         mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
         const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
-        const float base_a = mn_a == -INFINITY ? 0.f : mn_a;
-        const float base_b = mn_b == -INFINITY ? 0.f : mn_b;
-        corr_a = exp2f(m_a - base_a), corr_b = exp2f(m_b - base_b);
+        const float base_a = mn_a == -INFINITY ? 0.f : mn_a * scale_log2;
+        const float base_b = mn_b == -INFINITY ? 0.f : mn_b * scale_log2;
+        corr_a = exp2f(m_a * scale_log2 - base_a), corr_b = exp2f(m_b * scale_log2 - base_b);
         m_a = mn_a, m_b = mn_b;
         float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
-            float p0 = exp2f(s[4 * j] - base_a), p1 = exp2f(s[4 * j + 1] - base_a);
-            float p2 = exp2f(s[4 * j + 2] - base_b), p3 = exp2f(s[4 * j + 3] - base_b);
+            float p0 = exp2f(fmaf(s[4 * j], scale_log2, -base_a)),
+                  p1 = exp2f(fmaf(s[4 * j + 1], scale_log2, -base_a));
+            float p2 = exp2f(fmaf(s[4 * j + 2], scale_log2, -base_b)),
+                  p3 = exp2f(fmaf(s[4 * j + 3], scale_log2, -base_b));
             sum_a += p0 + p1, sum_b += p2 + p3;
             s[4 * j] = p0, s[4 * j + 1] = p1, s[4 * j + 2] = p2, s[4 * j + 3] = p3;
         }
@@ -430,17 +432,17 @@ __global__ void __launch_bounds__(NT, 1)
             pf[j >> 1][(j & 1) * 2 + 1] = pack_bf2(s[4 * j + 2], s[4 * j + 3]);
         }
     }
-    __syncthreads(); /* every warpgroup is done with K_0 before K_2 overwrites it */
+    /* the loop's first barrier also tells every warpgroup is done with K_0 */
 
     /* all but the last block: S_{i+1} always exists, so the loop body has no branches around
      * the asynchronous products */
     for (int i = 0; i + 1 < nb; i++) {
+        cp_wait<0>(); /* K_{i+1} and V_i (issued one iteration ago) have landed */
+        fence_async_smem();
+        __syncthreads(); /* ... for every thread, and iteration i-1 is over: buffers free */
         if (i + 2 < nb) load_k(i + 2);
         load_v(i + 1);
         cp_commit();
-        cp_wait<1>(); /* K_{i+1} and V_i have landed */
-        fence_async_smem();
-        __syncthreads();
         const char *kn = sK + ((i + 1) & 1) * TILE, *vc = sV + (i & 1) * TILE;
         wgmma_fence();
 #pragma unroll
@@ -468,7 +470,6 @@ __global__ void __launch_bounds__(NT, 1)
             pf[j >> 1][(j & 1) * 2 + 0] = pack_bf2(s[4 * j], s[4 * j + 1]);
             pf[j >> 1][(j & 1) * 2 + 1] = pack_bf2(s[4 * j + 2], s[4 * j + 3]);
         }
-        __syncthreads(); /* K_{i+1} and V_i are free for the loads of the next iteration */
     }
     if (nb > 0) { /* the last block: only its P V product is left */
         cp_wait<0>();

@@ -7,15 +7,23 @@
 
 /* CTA = (4 grid rows, frame f, 128 channels); thread = a channel pair (4-byte loads, 256 bytes
  * per warp row); each thread slides a 5x5 window along x. */
-__global__ void sconv_k(const bf16 *in, int ld, int gh, int gw, int C, const bf16 *w, bf16 *out) {
+__global__ void __launch_bounds__(256, 4)
+    sconv_k(const bf16 *in, int ld, int gh, int gw, int C, const bf16 *w, bf16 *out) {
     const int y = blockIdx.x * 4 + threadIdx.y, f = blockIdx.y;
     const int c = blockIdx.z * 128 + threadIdx.x * 2;
-    if (c >= C || y >= gh) return;
+    const bool live = c < C && y < gh;
     const int S = gh * gw;
-    float2 wt[25];
-#pragma unroll
-    for (int i = 0; i < 25; i++)
-        wt[i] = make_float2(bf2f(w[(size_t)c * 25 + i]), bf2f(w[(size_t)(c + 1) * 25 + i]));
+    /* taps in shared memory (not registers) keep the register count, and so occupancy, up */
+    __shared__ float2 wt_s[25][64];
+    for (int e = threadIdx.y * 64 + threadIdx.x; e < 25 * 64; e += 256) {
+        int i = e / 64, cc = blockIdx.z * 128 + (e % 64) * 2;
+        wt_s[i][e % 64] =
+            cc < C ? make_float2(bf2f(w[(size_t)cc * 25 + i]), bf2f(w[(size_t)(cc + 1) * 25 + i]))
+                   : make_float2(0.f, 0.f);
+    }
+    __syncthreads();
+    const float2 *wt = &wt_s[0][threadIdx.x];
+    if (!live) return;
     float2 win[5][5]; /* [dy][dx] for columns x-2..x+2 */
 #pragma unroll
     for (int i = 0; i < 5; i++)
@@ -55,8 +63,9 @@ __global__ void sconv_k(const bf16 *in, int ld, int gh, int gw, int C, const bf1
         for (int i = 0; i < 5; i++)
 #pragma unroll
             for (int j = 0; j < 5; j++) {
-                a += wt[i * 5 + j].x * win[i][j].x;
-                b += wt[i * 5 + j].y * win[i][j].y;
+                const float2 tap = wt[(i * 5 + j) * 64];
+                a += tap.x * win[i][j].x;
+                b += tap.y * win[i][j].y;
             }
         *reinterpret_cast<__nv_bfloat162 *>(out + (size_t)(f * S + y * gw + x) * C + c) =
             __floats2bfloat162_rn(a, b);
@@ -116,9 +125,16 @@ __device__ __forceinline__ void finish4(float *v, bool l2) {
 /* one warp = (token s, head h, a segment of FSEG frames): the segment preloads the two frames
  * before it, then slides the 5-tap window; segments give the GPU enough independent warps. */
 #define FSEG 8
-__global__ void act_k(const bf16 *kin, int ldk, const bf16 *vin, int ldv, const bf16 *qin, int ldq,
-                      const bf16 *wtk, const bf16 *wtv, const float *beta, int F, int S, int H,
-                      bf16 *kt, bf16 *kb, bf16 *vt, bf16 *qt) {
+/* PART 1: k (and q), PART 2: v; one launch each, so each variant needs half the registers */
+template <int PART>
+__global__ void __launch_bounds__(256)
+    act_k(const bf16 *kin, int ldk, const bf16 *vin, int ldv, const bf16 *qin, int ldq,
+          const bf16 *wtk, const bf16 *wtv, const float *beta, int F, int S, int H, bf16 *kt,
+          bf16 *kb, bf16 *vt, bf16 *qt) {
+    if (PART == 1)
+        vin = NULL, wtv = NULL;
+    else
+        kin = NULL, qin = NULL, wtk = NULL;
     long warp = ((long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     int nseg = (F + FSEG - 1) / FSEG;
@@ -229,10 +245,15 @@ extern "C" int vdn_k_vda_act(const void *kin, int ldk, const void *vin, int ldv,
         return -1;
     }
     long threads = (long)S * heads * ((frames + FSEG - 1) / FSEG) * 32;
-    act_k<<<(unsigned)((threads + 255) / 256), 256, 0, S_(st)>>>(
-        (const bf16 *)kin, ldk, (const bf16 *)vin, ldv, (const bf16 *)qin, ldq, (const bf16 *)wtm_k,
-        (const bf16 *)wtm_v, beta, frames, S, heads, (bf16 *)kt, (bf16 *)kb, (bf16 *)vt,
-        (bf16 *)qt);
+    const unsigned blocks = (unsigned)((threads + 255) / 256);
+    if (kin || qin)
+        act_k<1><<<blocks, 256, 0, S_(st)>>>((const bf16 *)kin, ldk, NULL, ldv, (const bf16 *)qin,
+                                             ldq, (const bf16 *)wtm_k, NULL, beta, frames, S, heads,
+                                             (bf16 *)kt, (bf16 *)kb, NULL, (bf16 *)qt);
+    if (vin)
+        act_k<2><<<blocks, 256, 0, S_(st)>>>(NULL, ldk, (const bf16 *)vin, ldv, NULL, ldq, NULL,
+                                             (const bf16 *)wtm_v, beta, frames, S, heads, NULL,
+                                             NULL, (bf16 *)vt, NULL);
     LAUNCH_CHECK("vda_act");
     return 0;
 }

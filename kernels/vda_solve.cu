@@ -37,14 +37,15 @@ __global__ void __launch_bounds__(NT) solve_k(const float *A, const float *B, co
         }
         return;
     }
-    /* G lives in registers: thread (j, r0) owns rows r0, r0+4, ..., r0+124 of column j. */
+    /* G lives in registers: thread (j, r0) owns rows 32 r0 .. 32 r0 + 31 of column j, so the pivot
+     * column it needs is 8 float4 loads per step. */
     for (int e = threadIdx.x; e < D * D; e += NT)
         G[(e / D) * DP + (e % D)] = a[e]; /* coalesced */
     __syncthreads();
     float g[D / 4];
 #pragma unroll
     for (int k = 0; k < D / 4; k++) {
-        const int i = r0 + 4 * k;
+        const int i = 32 * r0 + k;
         g[k] = 0.5f * (G[i * DP + j] + G[j * DP + i]) + (i == j ? 1.f : 0.f);
         if (j == 0) colb[i] = g[k];
         if (i == 0) rowb[j] = g[k];
@@ -56,11 +57,16 @@ __global__ void __launch_bounds__(NT) solve_k(const float *A, const float *B, co
         const float inv = 1.f / row[p];
         const bool jp = j == p, jn = j == p + 1;
         const float rj = (jp ? 1.f : row[j]) * inv;
+        float cv[D / 4];
+#pragma unroll
+        for (int q = 0; q < D / 16; q++)
+            *reinterpret_cast<float4 *>(&cv[4 * q]) =
+                reinterpret_cast<const float4 *>(col + 32 * r0)[q];
 #pragma unroll
         for (int k = 0; k < D / 4; k++) {
-            const int i = r0 + 4 * k;
+            const int i = 32 * r0 + k;
             const bool ip = i == p;
-            const float ci = ip ? -1.f : col[i];
+            const float ci = ip ? -1.f : cv[k];
             const float v = ((ip || jp) ? 0.f : g[k]) - ci * rj;
             g[k] = v;
             if (jn) ncol[i] = v;
@@ -70,11 +76,11 @@ __global__ void __launch_bounds__(NT) solve_k(const float *A, const float *B, co
     }
 #pragma unroll
     for (int k = 0; k < D / 4; k++)
-        G[(r0 + 4 * k) * DP + j] = g[k];
+        G[(32 * r0 + k) * DP + j] = g[k];
     if (T)
 #pragma unroll
         for (int k = 0; k < D / 4; k++)
-            T[m * D * D + (r0 + 4 * k) * D + j] = (al ? al[r0 + 4 * k] : 1.f) * g[k];
+            T[m * D * D + (32 * r0 + k) * D + j] = (al ? al[32 * r0 + k] : 1.f) * g[k];
     __syncthreads();
     const float *b = B + m * D * D;
     for (int tile = 0; tile < D / 32; tile++) {
@@ -82,12 +88,15 @@ __global__ void __launch_bounds__(NT) solve_k(const float *A, const float *B, co
             Bt[e] = b[tile * 32 * D + e];
         __syncthreads();
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-#pragma unroll 4
-        for (int k = 0; k < D; k++) {
-            float mk = G[k * DP + j];
+#pragma unroll 2
+        for (int k = 0; k < D; k += 4) {
+            const float m0 = G[k * DP + j], m1 = G[(k + 1) * DP + j], m2 = G[(k + 2) * DP + j],
+                        m3 = G[(k + 3) * DP + j];
 #pragma unroll
-            for (int r = 0; r < 8; r++)
-                acc[r] += Bt[(r0 * 8 + r) * D + k] * mk;
+            for (int r = 0; r < 8; r++) {
+                const float4 bv = *reinterpret_cast<const float4 *>(&Bt[(r0 * 8 + r) * D + k]);
+                acc[r] += bv.x * m0 + bv.y * m1 + bv.z * m2 + bv.w * m3;
+            }
         }
 #pragma unroll
         for (int r = 0; r < 8; r++)
