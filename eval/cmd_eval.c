@@ -127,12 +127,7 @@ int vdn_cmd_eval(int argc, char **argv) {
         return 2;
     }
     if (!strcmp(argv[1], "sweep")) {
-#ifdef VDN_EVAL_HAVE_CLIENT
         return vdn_eval_sweep_main(argc - 1, argv + 1);
-#else
-        fprintf(stderr, "vdn eval sweep: this build has no coordinator client library\n");
-        return 2;
-#endif
     }
     if (!strcmp(argv[1], "report")) return vdn_eval_report_main(argc - 1, argv + 1);
     if (!strcmp(argv[1], "variants")) {
