@@ -14,8 +14,11 @@ PKGS=(
   libsqlite3-dev sqlite3 libpng-dev zlib1g-dev
   # test references and tools
   python3 python3-numpy python3-scipy python3-skimage python3-opencv
-  awscli nodejs npm chromium procps curl
+  awscli chromium procps curl
 )
+# Node.js + npm (for s3rver): only when missing. Machines that carry NodeSource's nodejs (which
+# bundles npm and conflicts with Debian's npm package) keep theirs.
+if ! command -v npm >/dev/null 2>&1; then PKGS+=(nodejs npm); fi
 
 missing=()
 for p in "${PKGS[@]}"; do
