@@ -16,7 +16,7 @@
 #define NT 512
 #define DP (D + 1) /* padded row stride of the shared copy: transposed reads hit distinct banks */
 
-__global__ void __launch_bounds__(NT) solve_k(const float *A, const float *B, const float *alpha,
+__global__ void __launch_bounds__(NT, 2) solve_k(const float *A, const float *B, const float *alpha,
                                               float *T, float *J, int additive_S) {
     extern __shared__ float sm[];
     float *G = sm;              /* D x DP */
