@@ -1,6 +1,8 @@
 """GPU inventory in READY, without a GPU: a stand-in nvidia-smi (VDN_NVIDIA_SMI) lists GPUs; the
 worker reports the ones --gpus selects, with their memory, and the coordinator records them. A
---gpus naming a GPU that is not there is a clear start-up error."""
+--gpus naming a GPU that is not there is a clear start-up error, and so are a bad --gpus spec,
+a missing checkpoint, a typo in the cluster config and a malformed S3 env file (without echoing
+it). `vdn up --workers N` spreads its workers over the GPUs."""
 import json
 import os
 import stat
@@ -69,6 +71,24 @@ def test(args):
         r = farm.run(["worker", "--connect", farm.worker_ep, "--checkpoint", farm.ckpt,
                       "--gpus", "0-x"], check_rc=False, timeout=30)
         check(r.returncode == 2 and "--gpus '0-x'" in r.stderr, "bad spec: %s" % r.stderr)
+        # A cluster config with a typo, and an S3 env file with a line that is not AWS_X=...:
+        # errors name the file and line, and never echo the line (it may be a secret).
+        conf = os.path.join(farm.dir, "bad.conf")
+        with open(conf, "w") as f:
+            f.write("worker_endpoint = %s\ncheckpont = %s\n" % (farm.worker_ep, farm.ckpt))
+        r = farm.run(["worker", "--config", conf], check_rc=False, timeout=30)
+        check(r.returncode == 2 and "bad.conf:2: unknown key 'checkpont'" in r.stderr,
+              "typo in config: %d %s" % (r.returncode, r.stderr))
+        envf = os.path.join(farm.dir, "s3.env")
+        with open(envf, "w") as f:
+            f.write("AWS_ACCESS_KEY_ID=abc\nsecret-hunter2-value\n")
+        with open(conf, "w") as f:
+            f.write("worker_endpoint = %s\ncheckpoint = %s\ns3_env_file = %s\n"
+                    % (farm.worker_ep, farm.ckpt, envf))
+        r = farm.run(["worker", "--config", conf, "--cpu"], check_rc=False, timeout=30)
+        check(r.returncode == 2 and "s3.env:2: expected AWS_NAME=VALUE" in r.stderr,
+              "bad env file: %d %s" % (r.returncode, r.stderr))
+        check("hunter2" not in r.stderr, "the error echoed a secret line")
         r = farm.run(["worker", "--connect", farm.worker_ep, "--checkpoint",
                       os.path.join(farm.dir, "no-such-ckpt"), "--cpu"], check_rc=False, timeout=30)
         check(r.returncode == 1 and "no-such-ckpt" in r.stderr,
