@@ -86,6 +86,20 @@ static int parse_conf(const char *label, const cJSON *root, lora_conf *c, char *
     return 0;
 }
 
+int vdn_lora_check_json(const char *label, const char *text, size_t len, int *rank, float *alpha,
+                        char *err, size_t errlen) {
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root) return vdn_fail(err, errlen, "%s: not valid JSON", label);
+    lora_conf c = {0};
+    int rc = parse_conf(label, root, &c, err, errlen);
+    cJSON_Delete(root);
+    if (rc == 0) {
+        *rank = c.rank;
+        *alpha = (float)c.alpha;
+    }
+    return rc;
+}
+
 /* PEFT matches a pattern key against the module name as a whole or as a dotted suffix. */
 static const cJSON *pattern_lookup(const cJSON *pat, const char *module) {
     if (!pat) return NULL;

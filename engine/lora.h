@@ -64,6 +64,10 @@ const vdn_lora_pair *vdn_lora_find(const vdn_lora *l, const char *module);
  * W = wdtype(W + delta). -1 (naming the adapter file and tensor) on a non-float A/B. */
 int vdn_lora_fold(float *W, vdn_dtype wdtype, const vdn_lora *l, const vdn_lora_pair *p, char *err,
                   size_t errlen);
+/* Parse an adapter JSON (adapter_spec.json / adapter_config.json) the way vdn_lora_open does;
+ * 0 or -1 with an error naming label and key (tests, fuzzing). */
+int vdn_lora_check_json(const char *label, const char *text, size_t len, int *rank, float *alpha,
+                        char *err, size_t errlen);
 /* Round a float to what dtype stores (identity for F32). */
 float vdn_round_dtype(float x, vdn_dtype dt);
 

@@ -1,7 +1,8 @@
 /* Fuzz target for the outside-data parsers of the checkpoint code: the safetensors header
  * (validation, lookups, widening), the base config, the VDN transform config, the scheduler
- * shift and the prompt-cache reader. The first byte picks the parser (mod 5: safetensors,
- * base config, transform, shift, prompt cache), the rest is its input.
+ * shift, the prompt-cache reader and the adapter JSON. The first byte picks the parser (mod 6:
+ * safetensors, base config, transform, shift, prompt cache, adapter JSON), the rest is its
+ * input.
  *
  * Built as a libFuzzer target with -DVDN_FUZZ=ON under clang (LLVMFuzzerTestOneInput), and
  * linked into ckpt_fuzz_replay, which CI runs over test/ckpt_corpus/ plus deterministic
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "ckpt_config.h"
+#include "lora.h"
 #include "prompt.h"
 #include "safetensors.h"
 #include "vdn_util.h"
@@ -21,7 +23,7 @@ int ckpt_fuzz_one(const uint8_t *data, size_t size);
 int ckpt_fuzz_one(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     char err[VDN_ERR_LEN];
-    const uint8_t kind = data[0] % 5;
+    const uint8_t kind = data[0] % 6;
     const uint8_t *in = data + 1;
     size_t n = size - 1;
     if (kind == 0 || kind == 4) {
@@ -68,7 +70,12 @@ int ckpt_fuzz_one(const uint8_t *data, size_t size) {
     float shift = 12.0f;
     if (kind == 1)
         (void)vdn_config_parse_base("fuzz/config.json", text, n, &cfg, &layout, err, sizeof err);
-    else if (kind == 2)
+    else if (kind == 5) {
+        int rank;
+        float alpha;
+        (void)vdn_lora_check_json("fuzz/adapter_spec.json", text, n, &rank, &alpha, err,
+                                  sizeof err);
+    } else if (kind == 2)
         (void)vdn_config_parse_transform("fuzz/model_spec.json", text, n, &cfg, err, sizeof err);
     else
         (void)vdn_config_parse_shift("fuzz/scheduler_config.json", text, n, &shift, err,

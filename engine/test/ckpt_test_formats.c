@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ckpt_config.h"
+#include "lora.h"
 #include "prompt.h"
 #include "safetensors.h"
 #include "vdn_util.h"
@@ -430,6 +431,35 @@ static void test_config(void) {
         CHECK(rc != 0 && strstr(err, "tf.json") && strstr(err, badt[i].needle),
               "transform case %zu: %s", i, err);
         free(t);
+    }
+    /* adapter JSON: both spellings, and errors naming the key */
+    int rank = 0;
+    float alpha = 0;
+    const char *spec = "{\"type\": \"lora\", \"config\": {\"rank\": 64, \"alpha\": 32}}";
+    CHECK(vdn_lora_check_json("a.json", spec, strlen(spec), &rank, &alpha, err, sizeof err) == 0 &&
+              rank == 64 && alpha == 32.0f,
+          "adapter_spec.json: %s", err);
+    const char *peft = "{\"r\": 8, \"lora_alpha\": 16, \"rank_pattern\": {\"to_q\": 4}}";
+    CHECK(vdn_lora_check_json("a.json", peft, strlen(peft), &rank, &alpha, err, sizeof err) == 0 &&
+              rank == 8 && alpha == 16.0f,
+          "adapter_config.json: %s", err);
+    struct {
+        const char *json, *needle;
+    } bad_ad[] = {
+        {"{\"r\": 0}", "\"r\""},
+        {"{\"config\": {\"rank\": 4.5}}", "\"rank\""},
+        {"{\"lora_alpha\": -1}", "\"lora_alpha\""},
+        {"{\"rank_pattern\": [4]}", "rank_pattern"},
+        {"{\"alpha_pattern\": {\"to_q\": \"x\"}}", "alpha_pattern"},
+        {"{\"r\": 4", "not valid JSON"},
+        {"[4]", "JSON object"},
+    };
+    for (size_t i = 0; i < sizeof bad_ad / sizeof *bad_ad; i++) {
+        err[0] = '\0';
+        int rc = vdn_lora_check_json("ad.json", bad_ad[i].json, strlen(bad_ad[i].json), &rank,
+                                     &alpha, err, sizeof err);
+        CHECK(rc != 0 && strstr(err, "ad.json") && strstr(err, bad_ad[i].needle),
+              "adapter json %zu: %s", i, err);
     }
     float shift = 12;
     CHECK(vdn_config_parse_shift("s", "{\"shift\": 5.5}", 14, &shift, err, sizeof err) == 0 &&
