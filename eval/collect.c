@@ -30,7 +30,7 @@ static void usage(FILE *f) {
     fprintf(
         f,
         "usage: vdn eval report SWEEP.json --out DIR [--scorers CONF.json] [--strips N]\n"
-        "                       [--resamples N] [--seed S] [--title TEXT]\n"
+        "                       [--baseline VARIANT] [--resamples N] [--seed S] [--title TEXT]\n"
         "Reads every output of the sweep from its store, computes the metrics (docs/eval.md),\n"
         "paired statistics against the baseline, and writes DIR/report.html + DIR/report.json.\n");
 }
@@ -158,7 +158,8 @@ static int cmp_mode_first(const vdn_suite *s, int p) {
 }
 
 int vdn_eval_report_main(int argc, char **argv) {
-    const char *sweep_path = NULL, *out_dir = NULL, *scorers_path = NULL, *title = NULL;
+    const char *sweep_path = NULL, *out_dir = NULL, *scorers_path = NULL, *title = NULL,
+               *baseline = NULL;
     int n_strips = 4, resamples = 10000;
     unsigned long long seed = 20261120ull;
     for (int i = 1; i < argc; i++) {
@@ -176,6 +177,8 @@ int vdn_eval_report_main(int argc, char **argv) {
                 out_dir = v;
             else if (!strcmp(a, "--scorers"))
                 scorers_path = v;
+            else if (!strcmp(a, "--baseline"))
+                baseline = v;
             else if (!strcmp(a, "--title"))
                 title = v;
             else if (!strcmp(a, "--strips"))
@@ -244,6 +247,24 @@ int vdn_eval_report_main(int argc, char **argv) {
     for (int v = 0; v < nv; v++) {
         r.variants[v] = vdn_xstrdup(sw.variants[v].name);
         if (!strcmp(sw.variants[v].name, sw.baseline)) r.baseline = v;
+    }
+    if (baseline) { /* compare against another variant of the sweep, e.g. vdn@50 for ablations */
+        vdn_variant bv;
+        int found = -1;
+        if (vdn_variant_parse(baseline, &bv, err, sizeof err) == 0)
+            for (int v = 0; v < nv; v++)
+                if (!strcmp(sw.variants[v].name, bv.name)) found = v;
+        if (found < 0) {
+            fprintf(stderr, "vdn eval report: --baseline '%s' is not a variant of the sweep\n",
+                    baseline);
+            vdn_results_free(&r);
+            vdn_store_close(st);
+            vdn_scorers_free(&scorers);
+            vdn_suite_free(&suite);
+            vdn_sweep_free(&sw);
+            return 2;
+        }
+        r.baseline = found;
     }
     for (int p = 0; p < np; p++) {
         r.prompt_ids[p] = vdn_xstrdup(suite.items[p].id);
