@@ -44,6 +44,7 @@ typedef struct {
     char line[4096];
     size_t len;
     double restart_at; /* 0 = running or stopped on purpose */
+    double started_at;
     int restarts;
 } child;
 
@@ -116,6 +117,7 @@ static int child_start(up *u, child *c) {
     c->pid = pid;
     c->out_fd = fd[0];
     c->restart_at = 0;
+    c->started_at = vdn_now();
     VDN_INFO("up: started %s (pid %d)", c->name, (int)pid);
     return 0;
 }
@@ -282,6 +284,7 @@ static void reap(up *u) {
             if (u->stopping) {
                 VDN_INFO("up: %s stopped (%s)", c->name, how);
             } else {
+                if (vdn_now() - c->started_at > 60) c->restarts = 0; /* it had been healthy */
                 double wait = c->restarts < 5 ? 1.0 * (1 << c->restarts) : 30.0;
                 c->restarts++;
                 c->restart_at = vdn_now() + wait;
