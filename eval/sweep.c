@@ -139,23 +139,24 @@ static int wait_for(vdn_client *c, vdn_store *st, vdn_sweep *sw, double timeout_
         if (have > 0) continue;
         if (++missing <= 10) {
             char target[32] = "";
-            const char *why = have < 0 ? err : "no output in the store";
+            const char *why = have < 0 ? err : "no output in the store", *state = "";
             Vdn__StatusReply *s = NULL;
             if (q->job_id) {
                 snprintf(target, sizeof target, "j%llu", (unsigned long long)q->job_id);
                 s = vdn_client_status(c, target, err, sizeof err);
+                if (s && s->n_jobs && s->jobs[0]->state) state = s->jobs[0]->state;
                 if (s && s->n_jobs && s->jobs[0]->last_error && s->jobs[0]->last_error[0])
                     why = s->jobs[0]->last_error;
             }
-            fprintf(stderr, "eval sweep: %s/%s%s%s: %s\n", q->prompt, q->variant,
-                    target[0] ? " job " : "", target, why);
+            fprintf(stderr, "eval sweep: %s/%s%s%s%s%s: %s\n", q->prompt, q->variant,
+                    target[0] ? " job " : "", target, state[0] ? " " : "", state, why);
             vdn_client_free(s);
         }
     }
     if (missing)
         fprintf(stderr,
-                "eval sweep: %d of %d pairs have no output; run the same command again to resubmit "
-                "them\n",
+                "eval sweep: %d of %d pairs have no output; the same command again resubmits "
+                "those not queued or running\n",
                 missing, sw->n_pairs);
     else
         fprintf(stderr, "eval sweep: all %d pairs have their outputs\n", sw->n_pairs);
