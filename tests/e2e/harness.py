@@ -224,6 +224,12 @@ class Farm:
             " j.current_attempt, (SELECT a.id FROM attempts a WHERE a.job_id=j.id AND "
             " a.state='done') FROM jobs j WHERE j.batch_id=?", batch)
         check(len(per_job) == n, "batch %d has %d jobs, expected %d" % (batch, len(per_job), n))
+        # PROGRESS reached the coordinator for every NFE of the accepted attempt
+        nfe = self.q("SELECT id, nfe_done, nfe_total, json_extract(request, '$.steps') FROM jobs "
+                     "WHERE batch_id=?", batch)
+        for job, d, t, steps in nfe:
+            check(d == t == int(steps), "job %d: progress %s/%s, expected %s/%s NFEs"
+                  % (job, d, t, steps, steps))
         for job, n_done_att, n_done_ev, cur, done_att in per_job:
             check(n_done_att == 1, "job %d: %d attempts accepted (expected 1)" % (job, n_done_att))
             check(n_done_ev == 1, "job %d: %d 'done' events (expected 1)" % (job, n_done_ev))
