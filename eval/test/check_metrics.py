@@ -36,9 +36,9 @@ for k, (h, w) in enumerate([(11, 11), (16, 16), (24, 40), (64, 48), (97, 33)]):
     check(f"ssim {h}x{w}", got["ssim"], ref, 1e-10)
 
 # --- optical flow ---
-# Single level (min side <= 32): the same algorithm step for step, tight tolerance.
-# Multi-level: our pyramid resampling is written independently of skimage's, tolerance on
-# the mean magnitude and the field RMS.
+# Single level (min side <= 32): the same algorithm step for step, 1e-8. Multi-level: the
+# pyramid (Gaussian sigma 2/3 + bilinear reduce, nearest-neighbour flow upsampling) is written
+# from skimage's documented behaviour; it agrees to ~1e-6 here, checked at 1e-4.
 def flow_case(h, w, shift, seed):
     base = smooth_image(h + 16, w + 16, seed)
     a = base[8:8 + h, 8:8 + w]
@@ -57,13 +57,13 @@ for h, w, shift, seed in [(32, 32, (0.7, -0.4), 11), (16, 24, (0.3, 0.5), 12), (
     err = np.max(np.abs(got - ref))
     if err > 1e-8:
         fails.append(f"flow single-level {h}x{w}: max |diff| {err}")
-for h, w, shift, seed in [(64, 64, (1.5, -2.0), 21), (80, 48, (-2.5, 1.0), 22)]:
+for h, w, shift, seed in [(64, 64, (1.5, -2.0), 21), (80, 48, (-2.5, 1.0), 22), (48, 84, (0.5, 0.5), 23)]:
     got, ref = flow_case(h, w, shift, seed)
+    err = np.max(np.abs(got - ref))
+    if err > 1e-4:
+        fails.append(f"flow multi-level {h}x{w}: max |diff| {err}")
     mg, mr = np.hypot(*got).mean(), np.hypot(*ref).mean()
-    check(f"flow multi-level {h}x{w} mean magnitude", mg, mr, 0.03 * mr)
-    rms = np.sqrt(((got - ref) ** 2).sum(0).mean())
-    if rms > 0.1 * mr:
-        fails.append(f"flow multi-level {h}x{w}: field RMS diff {rms} vs magnitude {mr}")
+    check(f"flow multi-level {h}x{w} mean magnitude", mg, mr, 1e-6 * mr)
 
 # --- latent preview and latent metrics ---
 C, F, H, W = 24, 5, 3, 4
