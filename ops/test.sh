@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
 # Build everything (CUDA too where nvcc exists) and run all tests. GPU tests (ctest label
-# `gpu`) skip themselves, saying so, on a machine without a GPU.
+# `gpu`) skip themselves, saying so, on a machine without a GPU. Then, where clang is
+# installed, every libFuzzer target runs briefly (ops/fuzz.sh; VDN_FUZZ_SECONDS per target,
+# default 10; VDN_FUZZ_SECONDS=0 leaves fuzzing out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$PWD
 BUILD=${BUILD:-build}
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVDN_WERROR=ON ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
 cd "$BUILD"
 ctest --output-on-failure -j"$(nproc)" --timeout 1500 "$@"
+cd "$ROOT"
+
+FUZZ_SECONDS=${VDN_FUZZ_SECONDS:-10}
+if [[ $FUZZ_SECONDS == 0 ]]; then
+    echo "ops/test.sh: fuzzing left out (VDN_FUZZ_SECONDS=0)"
+elif ! command -v clang >/dev/null 2>&1; then
+    echo "ops/test.sh: fuzzing SKIPPED: no clang on PATH"
+else
+    echo "ops/test.sh: fuzzing every libFuzzer target for ${FUZZ_SECONDS}s (ops/fuzz.sh)"
+    ops/fuzz.sh "$FUZZ_SECONDS"
+fi
