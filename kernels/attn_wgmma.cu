@@ -84,6 +84,13 @@ template <int N> __device__ __forceinline__ void fence_regs(unsigned *r) {
     for (int i = 0; i < N; i++)
         asm volatile("" : "+r"(r[i])::"memory");
 }
+/* named barrier 1 between the two warpgroups (barrier 0 is __syncthreads) */
+__device__ __forceinline__ void named_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int n) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
+}
 __device__ __forceinline__ void fence_async_smem() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
@@ -298,6 +305,9 @@ __global__ void __launch_bounds__(NT, 1)
  * O += P_i V_i, waits only for S_{i+1}, and runs the softmax of block i+1 while the P V product
  * is still on the tensor cores; O is rescaled once that product has landed. K_{i+2} and V_{i+1}
  * are loaded (cp.async) during iteration i, so every load has a whole iteration to arrive. */
+/* STAGGER: warpgroup 1 issues its products after warpgroup 0 (a light form of FA3's
+ * ping-pong), so one warpgroup's softmax can run under the other's matrix work */
+template <bool STAGGER>
 __global__ void __launch_bounds__(NT, 1)
     attn_wg2_k(const bf16 *__restrict__ Q, const bf16 *__restrict__ K, const bf16 *__restrict__ Vt,
                int ldq, int ldk, size_t ldt, int N, const int *__restrict__ lohi, int head_end,
@@ -444,6 +454,7 @@ __global__ void __launch_bounds__(NT, 1)
         load_v(i + 1);
         cp_commit();
         const char *kn = sK + ((i + 1) & 1) * TILE, *vc = sV + (i & 1) * TILE;
+        if (STAGGER && wg == 1) named_sync(1, NT); /* warpgroup 1 issues after warpgroup 0 */
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
@@ -455,6 +466,7 @@ __global__ void __launch_bounds__(NT, 1)
         for (int kk = 0; kk < BN / 16; kk++)
             wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
         wgmma_commit();
+        if (STAGGER && wg == 0) named_arrive(1, NT);
         wgmma_wait1(); /* S_{i+1} is in; P_i V_i may still run */
         fence_regs<64>(s);
         softmax(i + 1);
@@ -521,7 +533,7 @@ __global__ void vt_k(const bf16 *V, int ldv, int rows, int heads, size_t ldt, bf
         Vt[((size_t)h * HD + d0 + k) * ldt + r0 + tx] = t[tx][k];
 }
 
-static int g_variant = 2; /* 1: plain, 2: pipelined */
+static int g_variant = 2; /* 1: plain, 2: pipelined, 3: pipelined + staggered warpgroups */
 extern "C" void vdn_attention_wgmma_variant(int v) {
     g_variant = v == 1 ? 1 : 2;
 }
