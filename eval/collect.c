@@ -31,8 +31,11 @@ static void usage(FILE *f) {
         f,
         "usage: vdn eval report SWEEP.json --out DIR [--scorers CONF.json] [--strips N]\n"
         "                       [--baseline VARIANT] [--resamples N] [--seed S] [--title TEXT]\n"
+        "                       [--keep-outputs]\n"
         "Reads every output of the sweep from its store, computes the metrics (docs/eval.md),\n"
-        "paired statistics against the baseline, and writes DIR/report.html + DIR/report.json.\n");
+        "paired statistics against the baseline, and writes DIR/report.html + DIR/report.json.\n"
+        "Outputs are downloaded into DIR/outputs/ one prompt at a time and removed after scoring\n"
+        "unless --keep-outputs.\n");
 }
 
 static double cap(double x) {
@@ -160,13 +163,15 @@ static int cmp_mode_first(const vdn_suite *s, int p) {
 int vdn_eval_report_main(int argc, char **argv) {
     const char *sweep_path = NULL, *out_dir = NULL, *scorers_path = NULL, *title = NULL,
                *baseline = NULL;
-    int n_strips = 4, resamples = 10000;
+    int n_strips = 4, resamples = 10000, keep = 0;
     unsigned long long seed = 20261120ull;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(a, "--keep-outputs")) {
+            keep = 1;
         } else if (a[0] == '-' && a[1] == '-') {
             if (!v) {
                 fprintf(stderr, "vdn eval report: %s needs a value\n", a);
@@ -480,7 +485,9 @@ int vdn_eval_report_main(int argc, char **argv) {
                 free(t);
             }
         }
-        for (int v = 0; v < nv; v++) {
+        for (int v = 0; v < nv; v++) { /* local copies live only while their prompt is scored */
+            if (!keep && outs[v].local_video) remove(outs[v].local_video);
+            if (!keep && outs[v].local_record) remove(outs[v].local_record);
             free(outs[v].video);
             free(outs[v].local_video);
             free(outs[v].local_record);
