@@ -563,21 +563,27 @@ extern "C" int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int 
     if (!configured) {
         CUDA_CHECK(
             cudaFuncSetAttribute(attn_wg_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        CUDA_CHECK(
-            cudaFuncSetAttribute(attn_wg2_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        CUDA_CHECK(cudaFuncSetAttribute(attn_wg2_k<false>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        CUDA_CHECK(cudaFuncSetAttribute(attn_wg2_k<true>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         configured = 1;
     }
     dim3 grid(n_tiles, heads);
+    const float sl = scale * 1.4426950408889634f;
+    const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *Vt = (const bf16 *)vt_scratch;
     if (g_variant == 1)
-        attn_wg_k<<<grid, NT, smem, S_(st)>>>(
-            (const bf16 *)q, (const bf16 *)k, (const bf16 *)vt_scratch, ldq, ldk, ldt, rows, lohi,
-            head_end, tail_start, tiles, scale * 1.4426950408889634f, gate, heads, (bf16 *)out,
-            ld_o);
+        attn_wg_k<<<grid, NT, smem, S_(st)>>>(Q, K, Vt, ldq, ldk, ldt, rows, lohi, head_end,
+                                              tail_start, tiles, sl, gate, heads, (bf16 *)out,
+                                              ld_o);
+    else if (g_variant == 2)
+        attn_wg2_k<false><<<grid, NT, smem, S_(st)>>>(Q, K, Vt, ldq, ldk, ldt, rows, lohi, head_end,
+                                                      tail_start, tiles, sl, gate, heads,
+                                                      (bf16 *)out, ld_o);
     else
-        attn_wg2_k<<<grid, NT, smem, S_(st)>>>(
-            (const bf16 *)q, (const bf16 *)k, (const bf16 *)vt_scratch, ldq, ldk, ldt, rows, lohi,
-            head_end, tail_start, tiles, scale * 1.4426950408889634f, gate, heads, (bf16 *)out,
-            ld_o);
+        attn_wg2_k<true><<<grid, NT, smem, S_(st)>>>(Q, K, Vt, ldq, ldk, ldt, rows, lohi, head_end,
+                                                     tail_start, tiles, sl, gate, heads,
+                                                     (bf16 *)out, ld_o);
     LAUNCH_CHECK("attention_wgmma");
     return 0;
 }

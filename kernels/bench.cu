@@ -372,7 +372,19 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                                 },
                                 1, RA, &err),
                             dflop);
+    vdn_attention_wgmma_variant(3);
+    double a_dense_wg3 =
+        put("attention dense (wgmma pipelined, staggered)",
+            time_ms(
+                [&] {
+                    return vdn_k_attention_wgmma(qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dld,
+                                                 ard.head_end, ard.tail_start, dtd, ntd, sc, NULL,
+                                                 ao, C, 0);
+                },
+                1, RA, &err),
+            dflop);
     if (a_dense_wg1 < a_dense_wg) a_dense_wg = a_dense_wg1;
+    if (a_dense_wg3 < a_dense_wg) a_dense_wg = a_dense_wg3;
     char wname[80];
     snprintf(wname, sizeof wname, "attention window+anchors %.1f%% (mma.sync)",
              100.0 * win_pairs / dense_pairs);
@@ -409,7 +421,21 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                               },
                               1, RA, &err),
                           wflop);
+    vdn_attention_wgmma_variant(3);
+    snprintf(wname, sizeof wname, "attention window+anchors %.1f%% (wgmma staggered)",
+             100.0 * win_pairs / dense_pairs);
+    double a_win_wg3 = put(wname,
+                           time_ms(
+                               [&] {
+                                   return vdn_k_attention_wgmma(
+                                       qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dlw, arw.head_end,
+                                       arw.tail_start, dtw, ntw, sc, sg, ao, C, 0);
+                               },
+                               1, RA, &err),
+                           wflop);
+    vdn_attention_wgmma_variant(2);
     if (a_win_wg1 < a_win_wg) a_win_wg = a_win_wg1;
+    if (a_win_wg3 < a_win_wg) a_win_wg = a_win_wg3;
     /* the engine uses the faster of the two */
     const double a_dense = a_dense_wg < a_dense_mma ? a_dense_wg : a_dense_mma;
     const double a_win = a_win_wg < a_win_mma ? a_win_wg : a_win_mma;
