@@ -156,7 +156,7 @@ static int local_copy(const char *p, const char *dir, const char *id, char *out,
     return rc;
 }
 
-static int cmp_mode_first(const vdn_suite *s, int p) {
+static int mode_of(const vdn_suite *s, int p) {
     return (int)s->items[p].mode;
 }
 
@@ -310,7 +310,7 @@ int vdn_eval_report_main(int argc, char **argv) {
     int *strip_of = vdn_xcalloc((size_t)np + 1, sizeof *strip_of), chosen = 0;
     for (int mode = 0; mode < 4 && chosen < n_strips; mode++)
         for (int p = 0; p < np; p++)
-            if (cmp_mode_first(&suite, p) == mode) {
+            if (mode_of(&suite, p) == mode) {
                 strip_of[p] = 1;
                 chosen++;
                 break;
