@@ -467,18 +467,21 @@ int vdn_eval_report_main(int argc, char **argv) {
                 sp->frames = cols;
                 sp->tile_w = ref->W * scale;
                 sp->tile_h = ref->H * scale;
+                sp->gap = sp->tile_h < 32 ? 1 : 2;
                 size_t tile = (size_t)sp->tile_w * sp->tile_h * 3;
                 uint8_t *t = vdn_xmalloc(tile);
                 for (int v = 0; v < nv; v++) {
                     const output *o = &outs[v];
                     if (!o->video || o->H != ref->H || o->W != ref->W) continue;
-                    int rw = sp->tile_w * cols;
-                    sp->rgb[v] = vdn_xcalloc((size_t)rw * sp->tile_h * 3, 1);
+                    int rw = vdn_strip_width(sp);
+                    sp->rgb[v] = vdn_xmalloc((size_t)rw * sp->tile_h * 3);
+                    memset(sp->rgb[v], 255, (size_t)rw * sp->tile_h * 3); /* white gutters */
                     for (int k = 0; k < cols; k++) {
                         int f = cols > 1 ? (int)lround((double)k * (o->F - 1) / (cols - 1)) : 0;
                         vdn_latent_preview(o->video, o->C, o->F, o->H, o->W, f, scale, NULL, t);
                         for (int y = 0; y < sp->tile_h; y++)
-                            memcpy(sp->rgb[v] + ((size_t)y * rw + (size_t)k * sp->tile_w) * 3,
+                            memcpy(sp->rgb[v] +
+                                       ((size_t)y * rw + (size_t)k * (sp->tile_w + sp->gap)) * 3,
                                    t + (size_t)y * sp->tile_w * 3, (size_t)sp->tile_w * 3);
                     }
                 }

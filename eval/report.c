@@ -431,15 +431,15 @@ int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, siz
                 uint8_t *png;
                 size_t plen;
                 char perr[VDN_ERR_LEN];
-                if (st->rgb[v] && !vdn_png_encode(st->rgb[v], st->frames * st->tile_w, st->tile_h,
-                                                  &png, &plen, perr, sizeof perr)) {
+                if (st->rgb[v] && !vdn_png_encode(st->rgb[v], vdn_strip_width(st), st->tile_h, &png,
+                                                  &plen, perr, sizeof perr)) {
                     char *b64 = vdn_base64(png, plen);
                     /* tiny latents: show the pixels bigger (pixelated), at least 64 px tall */
                     int zoom = st->tile_h < 64 ? (64 + st->tile_h - 1) / st->tile_h : 1;
                     vdn_sb_printf(&h,
                                   "<img class=\"strip\" alt=\"frames\" width=\"%d\" height=\"%d\" "
                                   "src=\"data:image/png;base64,%s\">",
-                                  zoom * st->frames * st->tile_w, zoom * st->tile_h, b64);
+                                  zoom * vdn_strip_width(st), zoom * st->tile_h, b64);
                     free(b64);
                     free(png);
                 } else {

@@ -26,7 +26,8 @@ typedef struct {
     int prompt; /* index into prompts */
     int frames; /* columns per row */
     int tile_w, tile_h;
-    uint8_t **rgb; /* per variant: (tile_h, frames*tile_w, 3), NULL when the output is missing */
+    int gap;       /* white pixels between frames */
+    uint8_t **rgb; /* per variant: (tile_h, vdn_strip_width, 3), NULL when the output is missing */
 } vdn_strip;
 
 typedef struct {
@@ -49,6 +50,10 @@ typedef struct {
     int resamples; /* bootstrap resamples (default 10000) */
     uint64_t seed; /* bootstrap seed */
 } vdn_results;
+
+static inline int vdn_strip_width(const vdn_strip *s) {
+    return s->frames * s->tile_w + (s->frames > 0 ? s->frames - 1 : 0) * s->gap;
+}
 
 void vdn_results_init(vdn_results *r, int n_prompts, int n_variants, int n_metrics);
 void vdn_results_free(vdn_results *r);
