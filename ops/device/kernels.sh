@@ -60,6 +60,15 @@ fi
 if [ -x "$B/test_backend" ]; then timeout 300 "$B/test_backend" >> "$OUT/test.log" 2>&1; tbk=$?; else tbk=nobuild; fi
 cat "$OUT/test.log"
 
+if [ "${PROFILE:-0}" = 1 ] && command -v ncu > /dev/null; then
+  # hardware counters of the first pipelined-wgmma attention launch (dense) at a smaller clip
+  timeout 240 ncu --clock-control none --kernel-name regex:attn_wg2 --launch-count 1 \
+    --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section Occupancy "$B/vdn_bench" --frames 22 --reps 1 --attn-reps 1 \
+    > "$OUT/ncu_attn.txt" 2>&1
+  echo "ncu: exit $?"
+  grep -E "Throughput|Pipe|Stall|Warp Cycles|Achieved|Issue Slots|L2 Hit|Bandwidth|Busy" "$OUT/ncu_attn.txt" | head -60
+fi
 tb=skip
 if [ "${BENCH:-1}" = 1 ]; then
   "$B/vdn_bench" ${BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"; tb=${PIPESTATUS[0]}
