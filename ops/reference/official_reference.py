@@ -248,7 +248,7 @@ class HybridProcessor:
         gate = torch.sigmoid(F.linear(x, w["softmax_gate.up.weight"].to(x.dtype),
                                       w["softmax_gate.up.bias"].to(x.dtype)))
         out = attn.to_out[0]((soft * gate.view(s, heads, 1)).reshape(s, -1))
-        if not lay["full_cover"]:
+        if not lay["full_cover"] and self.branch is not None:
             wd = {k_: t.to(x.dtype) for k_, t in w.items()}
             L = lay["text_len"]
             readout = self.branch.readout(
@@ -337,7 +337,17 @@ def unpatchify(rows, channels, frames, lh, lw):
     return x.permute(3, 0, 1, 4, 2, 5).reshape(channels, frames, lh, lw).contiguous()
 
 
-def vdn_layout(window, hyb, case):
+# The variants vdn names (docs/engine.md), as settings of the port: (anchor_frames, delta_rule,
+# linear branch on); None = as the checkpoint's model_spec.json says.
+VARIANTS = {
+    "vdn": (None, None, True),
+    "vdn-no-anchors": ("none", None, True),
+    "vdn-additive": (None, "sana_scaled", True),
+    "window-only": (None, None, False),
+}
+
+
+def vdn_layout(window, hyb, case, anchor_frames):
     S = (case.lh // 2) * (case.lw // 2)
     bounds = window.window_bounds(case.F, hyb["softmax_attention"]["radius"],
                                   hyb["softmax_attention"]["chunk"])
@@ -345,7 +355,8 @@ def vdn_layout(window, hyb, case):
     lay = dict(video_start=video_start, video_end=video_start + case.F * S, frames=case.F,
                tokens_per_frame=S, frame_size=(case.lh // 2, case.lw // 2),
                text_len=int(case.txt_idx.numel()), bounds=bounds,
-               full_cover=window.full_coverage(bounds, case.F), anchor_frames=hyb["anchor_frames"])
+               full_cover=window.full_coverage(bounds, case.F),
+               anchor_frames=anchor_frames or hyb["anchor_frames"])
     assert not lay["full_cover"], "pick more than 10 latent frames so the linear branch runs"
     return lay
 
@@ -356,7 +367,9 @@ def main():
     ap.add_argument("--checkpoint", required=True, help="vdn ckpt init --vdn output folder")
     ap.add_argument("--out", required=True)
     ap.add_argument("--label", default="", help="free text stored in the output metadata")
-    ap.add_argument("--variants", default="dense,vdn")
+    ap.add_argument("--variants", default="dense,vdn",
+                    help=f"comma list of dense,{','.join(VARIANTS)}")
+    ap.add_argument("--nfe", default="1,2", help="comma list of model-evaluation counts")
     ap.add_argument("--frames", type=int, default=56)
     ap.add_argument("--height", type=int, default=64, help="t2va canvas (fl2va: the keyframes')")
     ap.add_argument("--width", type=int, default=96)
@@ -376,6 +389,7 @@ def main():
                   args.frames, args.height, args.width, args.seed),
              Case("fl2va", bd, mp, os.path.join(args.checkpoint, "prompt_fl2va.safetensors"),
                   args.frames, args.height, args.width, args.seed + 1)]
+    nfes = [int(n) for n in args.nfe.split(",")]
     out, meta = {}, {"label": args.label, "torch": torch.__version__}
     for case in cases:
         c = case.name
@@ -394,21 +408,24 @@ def main():
             runs = {}
             for dtype in dtypes:
                 model, cfg = build_model(tm, args.checkpoint, dtype)
-                if variant == "vdn":
+                if variant in VARIANTS:
+                    anchor_frames, rule, linear_on = VARIANTS[variant]
                     heads, hd = cfg["num_attention_heads"], cfg["attention_head_dim"]
                     assert lin["linear_head_dim"] == hd
-                    lay = vdn_layout(vdn_window, hyb, case)
+                    lay = vdn_layout(vdn_window, hyb, case, anchor_frames)
                     ws = branch_weights(args.checkpoint, cfg["num_layers"])
                     for i, blk in enumerate(model.transformer_blocks):
                         br = vdn_branch.LinearBranch(
-                            ws[i], heads, hd, delta_rule=lin["delta_rule"], bridge=lin["bridge"],
+                            ws[i], heads, hd, delta_rule=rule or lin["delta_rule"],
+                            bridge=lin["bridge"],
                             a_fp32=lin.get("a_fp32", True),
                             short_conv=tuple(lin["short_conv"]["targets"]),
                             enable_text_state=lin["enable_text_state"], retain_buffers=False)
-                        blk.attn.set_processor(HybridProcessor(tm, vdn_window, ws[i], br, lay))
+                        blk.attn.set_processor(HybridProcessor(tm, vdn_window, ws[i],
+                                                               br if linear_on else None, lay))
                 elif variant != "dense":
                     raise SystemExit(f"--variants: unknown {variant}")
-                for nfe in (1, 2):
+                for nfe in nfes:
                     lat, aud, sig_v, sig_a = render(model, sm, bd, case, nfe, dtype)
                     video = unpatchify(lat, 24, case.F, case.lh, case.lw)
                     # the inverse must round-trip through the reference's own patchify
@@ -417,7 +434,7 @@ def main():
                     runs[(dtype, nfe)] = (video, audio)
                     if nfe == 2:
                         out[f"{c}_sigmas_video_2nfe"], out[f"{c}_sigmas_audio_2nfe"] = sig_v, sig_a
-            for nfe in (1, 2):
+            for nfe in nfes:
                 video, audio = runs[(dtypes[0], nfe)]
                 # stored as float32: the rounding (~6e-8) is far below any bound the test uses
                 out[f"{c}_{variant}_{nfe}nfe_video"] = video.float()
