@@ -321,11 +321,12 @@ static void on_assign(worker *w, const Vdn__Assign *a) {
     start_attempt(w, a);
 }
 
-/* The coordinator does not know us (it restarted) or asks us to register: one READY answers
- * every such message that was already on its way, so send one per second at most. Any
- * outcome waiting for its ACK follows the READY. */
-static void reregister(worker *w) {
-    if (w->need_ready || vdn_now() - w->ready_sent_at < 1.0) return;
+/* The coordinator does not know us (it restarted): one READY answers every "unknown worker"
+ * reply to messages that were already on their way, so send one per second at most. A
+ * DISCONNECT asks in so many words and is always answered. Any outcome waiting for its ACK
+ * follows the READY. */
+static void reregister(worker *w, int asked) {
+    if (w->need_ready || (!asked && vdn_now() - w->ready_sent_at < 1.0)) return;
     send_ready(w);
     if (!w->need_ready) send_outcome(w);
 }
@@ -388,7 +389,7 @@ static void on_message(worker *w, const void *buf, size_t len) {
     case VDN__ENVELOPE__PAYLOAD_DISCONNECT:
         VDN_INFO("worker %s: coordinator asks us to register again (%s)", w->o->id,
                  env->disconnect->reason ? env->disconnect->reason : "no reason");
-        reregister(w);
+        reregister(w, 1); /* asked in so many words: always answer */
         break;
     case VDN__ENVELOPE__PAYLOAD_ERROR: {
         const Vdn__Error *e = env->error;
@@ -401,7 +402,7 @@ static void on_message(worker *w, const void *buf, size_t len) {
             if (w->out.active && w->out.attempt_id == e->attempt_id) outcome_clear(&w->out);
         } else if (e->code == VDN__ERROR__CODE__UNKNOWN_WORKER) {
             VDN_INFO("worker %s: coordinator does not know us (%s)", w->o->id, m);
-            reregister(w);
+            reregister(w, 0);
         } else {
             VDN_WARN("worker %s: coordinator error %s: %s", w->o->id, vdn_wire_error_name(e->code),
                      m);

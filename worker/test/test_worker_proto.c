@@ -31,6 +31,7 @@ static void *router;
 static uint8_t ident[256];
 static size_t ident_len;
 static double last_hb;
+static int beating = 1; /* send our heartbeats while waiting */
 static char dir[256], prompt[512];
 
 static void send_env(Vdn__Envelope *env) {
@@ -58,7 +59,7 @@ static void heartbeat(void) {
 static Vdn__Envelope *expect(int want, double timeout) {
     double end = vdn_now() + timeout;
     while (vdn_now() < end) {
-        if (ident_len && vdn_now() - last_hb > 0.2) heartbeat();
+        if (beating && ident_len && vdn_now() - last_hb > 0.2) heartbeat();
         zmq_pollitem_t it = {.socket = router, .events = ZMQ_POLLIN};
         if (zmq_poll(&it, 1, 50) <= 0) continue;
         zmq_msg_t id, body;
@@ -265,6 +266,48 @@ int main(int argc, char **argv) {
     if (e) vdn__envelope__free_unpacked(e, NULL);
     snprintf(path, sizeof path, "%s/store/o/4.json", dir);
     CHECK(access(path, F_OK) != 0, "stale attempt uploaded %s", path);
+
+    /* Frozen (SIGSTOP) near the end of a render, and the coordinator has gone quiet: on waking
+     * the worker must not upload before a fresh heartbeat says the attempt is still its own;
+     * a stale refusal then drops it with nothing written. */
+    for (int round = 0; round < 2; round++) {
+        uint64_t att = 5 + (uint64_t)round;
+        char k0[64], k1[64];
+        snprintf(k0, sizeof k0, "o/%llu.safetensors", (unsigned long long)att);
+        snprintf(k1, sizeof k1, "o/%llu.json", (unsigned long long)att);
+        assign(att, 8, k0, k1);
+        for (;;) {
+            e = expect(VDN__ENVELOPE__PAYLOAD_PROGRESS, 20);
+            int n = e ? e->progress->nfe_done : 99;
+            if (e) vdn__envelope__free_unpacked(e, NULL);
+            if (n >= 7) break;
+        }
+        kill(worker, SIGSTOP);
+        usleep(2000000);
+        beating = 0;
+        kill(worker, SIGCONT);
+        e = expect(VDN__ENVELOPE__PAYLOAD_RESULT, 3);
+        CHECK(!e, "round %d: RESULT without a fresh heartbeat after a freeze", round);
+        if (e) vdn__envelope__free_unpacked(e, NULL);
+        snprintf(path, sizeof path, "%s/store/%s", dir, k1);
+        CHECK(access(path, F_OK) != 0, "round %d: uploaded %s before the check", round, path);
+        if (round == 0) {
+            vdn_wire_send_error(router, ident, ident_len, 0, VDN__ERROR__CODE__STALE_ATTEMPT, att,
+                                "attempt is not current");
+            beating = 1;
+            e = expect(VDN__ENVELOPE__PAYLOAD_RESULT, 4);
+            CHECK(!e, "RESULT for a stale attempt");
+            if (e) vdn__envelope__free_unpacked(e, NULL);
+            CHECK(access(path, F_OK) != 0, "the stale attempt uploaded %s", path);
+        } else {
+            beating = 1; /* the coordinator still counts us in: go ahead */
+            e = expect(VDN__ENVELOPE__PAYLOAD_RESULT, 10);
+            CHECK(e && e->result->attempt_id == att, "no RESULT once heartbeats came back");
+            if (e) vdn__envelope__free_unpacked(e, NULL);
+            ack(att);
+            CHECK(access(path, F_OK) == 0, "%s not uploaded after the check", path);
+        }
+    }
 
     /* DISCONNECT from the coordinator: register again */
     Vdn__Disconnect d = VDN__DISCONNECT__INIT;
