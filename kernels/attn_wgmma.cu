@@ -518,6 +518,252 @@ __global__ void __launch_bounds__(NT, 1)
     }
 }
 
+/* mbarriers (shared memory, CTA scope) */
+__device__ __forceinline__ uint32_t saddr(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(saddr(b)), "r"(count)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(saddr(b)) : "memory");
+}
+/* arrive once all of this thread's earlier cp.async copies have landed */
+__device__ __forceinline__ void cp_arrive(uint64_t *b) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(saddr(b))
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *b, int parity) {
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(saddr(b)), "r"(parity)
+                     : "memory");
+}
+#define NSTAGE 3
+
+/* Decoupled variant: the same pipelined loop, but the K/V^T tiles go through a ring of NSTAGE
+ * stages guarded by mbarriers instead of __syncthreads, so the two warpgroups are free to drift
+ * apart (up to a stage) and one's softmax overlaps the other's tensor-core work. Every thread
+ * copies its share of a stage with cp.async and arrives on the stage's `full` barrier through
+ * cp.async.mbarrier.arrive; it arrives on `empty` once its P V product has read the stage. */
+__global__ void __launch_bounds__(NT, 1)
+    attn_wg3_k(const bf16 *__restrict__ Q, const bf16 *__restrict__ K, const bf16 *__restrict__ Vt,
+               int ldq, int ldk, size_t ldt, int N, const int *__restrict__ lohi, int head_end,
+               int tail_start, const int *__restrict__ tiles, float scale_log2,
+               const float *__restrict__ gate, int heads, bf16 *__restrict__ O, int ldo) {
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    char *base = (char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    /* NSTAGE stages of (K, V^T) tiles after Q; full[s] completes when the 256 threads' copies
+     * into stage s have landed, empty[s] when both warpgroups are done reading it */
+    char *sQ = base, *sK = sQ + BM * HD * 2, *sV = sK + NSTAGE * BN * HD * 2;
+    const int TILE = BN * HD * 2;
+    __shared__ __align__(8) uint64_t full[NSTAGE], empty[NSTAGE];
+    if (threadIdx.x == 0)
+        for (int k = 0; k < NSTAGE; k++)
+            mbar_init(&full[k], NT), mbar_init(&empty[k], NT);
+    __syncthreads();
+
+    const int tile = blockIdx.x, h = blockIdx.y;
+    const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int q0 = tile * BM;
+    const bf16 *Qh = Q + h * HD, *Kh = K + h * HD, *Vh = Vt + (size_t)h * HD * ldt;
+
+    const int *tl = tiles + tile * 8;
+    const int nr = tl[0], mixed = tl[1];
+    const int rs0 = nr > 0 ? tl[2] : 0, re0 = nr > 0 ? tl[3] : 0;
+    const int rs1 = nr > 1 ? tl[4] : 0, re1 = nr > 1 ? tl[5] : 0;
+    const int rs2 = nr > 2 ? tl[6] : 0, re2 = nr > 2 ? tl[7] : 0;
+    const int rb0 = nr > 0 ? (re0 - (rs0 / BN) * BN + BN - 1) / BN : 0;
+    const int rb1 = nr > 1 ? (re1 - (rs1 / BN) * BN + BN - 1) / BN : 0;
+    const int rb2 = nr > 2 ? (re2 - (rs2 / BN) * BN + BN - 1) / BN : 0;
+    const int nb = rb0 + rb1 + rb2;
+    auto block_at = [&](int i, int &s, int &e, int &kb) {
+        if (i < rb0) {
+            s = rs0, e = re0, kb = (rs0 / BN) * BN + i * BN;
+        } else if (i < rb0 + rb1) {
+            s = rs1, e = re1, kb = (rs1 / BN) * BN + (i - rb0) * BN;
+        } else {
+            s = rs2, e = re2, kb = (rs2 / BN) * BN + (i - rb0 - rb1) * BN;
+        }
+    };
+    auto load_k = [&](int i) {
+        int s_, e_, kb;
+        block_at(i, s_, e_, kb);
+        load128(sK + (i % NSTAGE) * TILE, Kh, ldk, kb, N);
+    };
+    auto load_v = [&](int i) {
+        int s_, e_, kb;
+        block_at(i, s_, e_, kb);
+        load_vt(sV + (i % NSTAGE) * TILE, Vh, ldt, kb);
+    };
+
+    const int row_a = q0 + wg * 64 + warp * 16 + g, row_b = row_a + 8;
+    int lo_a = 0, hi_a = 0, lo_b = 0, hi_b = 0;
+    if (mixed) {
+        if (row_a < N) lo_a = lohi[2 * row_a], hi_a = lohi[2 * row_a + 1];
+        if (row_b < N) lo_b = lohi[2 * row_b], hi_b = lohi[2 * row_b + 1];
+    }
+    float o[64], s[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        o[i] = 0.f;
+    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
+    const char *qw = sQ + wg * 64 * 128;
+    unsigned pf[BN / 16][4];
+    float corr_a = 1.f, corr_b = 1.f;
+
+    /* softmax of block i in place (s becomes the probabilities), updating m, l and the O rescale
+     * factors; packing into bf16 A fragments waits until the previous P V product is done */
+    auto softmax = [&](int i) {
+        int rcur_s, rcur_e, kb;
+        block_at(i, rcur_s, rcur_e, kb);
+        const bool edge = mixed || kb < rcur_s || kb + BN > rcur_e || kb + BN > N;
+        float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float va = s[4 * j + e], vb = s[4 * j + 2 + e]; /* raw: scale folds into exp2 */
+                if (edge) {
+                    int kx = kb + j * 8 + 2 * t4 + e;
+                    bool in = kx >= rcur_s && kx < rcur_e && kx < N;
+                    bool oka = in, okb = in;
+                    if (mixed && in && kx >= head_end && kx < tail_start) {
+                        oka = kx >= lo_a && kx < hi_a;
+                        okb = kx >= lo_b && kx < hi_b;
+                    }
+                    if (!oka) va = -INFINITY;
+                    if (!okb) vb = -INFINITY;
+                }
+                s[4 * j + e] = va, s[4 * j + 2 + e] = vb;
+                mx_a = fmaxf(mx_a, va), mx_b = fmaxf(mx_b, vb);
+            }
+        }
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+        const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+        const float base_a = mn_a == -INFINITY ? 0.f : mn_a * scale_log2;
+        const float base_b = mn_b == -INFINITY ? 0.f : mn_b * scale_log2;
+        corr_a = exp2f(m_a * scale_log2 - base_a), corr_b = exp2f(m_b * scale_log2 - base_b);
+        m_a = mn_a, m_b = mn_b;
+        float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+            float p0 = exp2f(fmaf(s[4 * j], scale_log2, -base_a)),
+                  p1 = exp2f(fmaf(s[4 * j + 1], scale_log2, -base_a));
+            float p2 = exp2f(fmaf(s[4 * j + 2], scale_log2, -base_b)),
+                  p3 = exp2f(fmaf(s[4 * j + 3], scale_log2, -base_b));
+            sum_a += p0 + p1, sum_b += p2 + p3;
+            s[4 * j] = p0, s[4 * j + 1] = p1, s[4 * j + 2] = p2, s[4 * j + 3] = p3;
+        }
+        l_a = l_a * corr_a + sum_a, l_b = l_b * corr_b + sum_b;
+    };
+
+    /* prologue: Q, K_0, V_0, then K_1 in flight; S_0 and its softmax */
+    load128(sQ, Qh, ldq, q0, N);
+    /* block j lives in stage j % NSTAGE; its copies are the (j / NSTAGE)-th use of that stage */
+    auto fill = [&](int j) {
+        if (j >= NSTAGE) mbar_wait(&empty[j % NSTAGE], ((j / NSTAGE) - 1) & 1);
+        load_k(j), load_v(j);
+        cp_arrive(&full[j % NSTAGE]);
+    };
+    if (nb > 0) load_k(0), load_v(0); /* Q rides with stage 0 */
+    cp_arrive(&full[0]);
+    for (int j = 1; j < NSTAGE - 1 && j < nb; j++)
+        fill(j);
+    if (nb > 0) mbar_wait(&full[0], 0);
+    fence_async_smem();
+    if (nb > 0) {
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++)
+            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
+                     desc(sK + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
+        wgmma_commit();
+        wgmma_wait0();
+        fence_regs<64>(s);
+        softmax(0);
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+            pf[j >> 1][(j & 1) * 2 + 0] = pack_bf2(s[4 * j], s[4 * j + 1]);
+            pf[j >> 1][(j & 1) * 2 + 1] = pack_bf2(s[4 * j + 2], s[4 * j + 3]);
+        }
+    }
+
+    /* all but the last block: S_{i+1} always exists, so the loop body has no branches around
+     * the asynchronous products */
+    for (int i = 0; i + 1 < nb; i++) {
+        if (i + NSTAGE - 1 < nb) fill(i + NSTAGE - 1); /* waits until both warpgroups freed it */
+        mbar_wait(&full[(i + 1) % NSTAGE], ((i + 1) / NSTAGE) & 1); /* K_{i+1}, V_{i+1} landed */
+        fence_async_smem();
+        const char *kn = sK + ((i + 1) % NSTAGE) * TILE, *vc = sV + (i % NSTAGE) * TILE;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++)
+            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
+                     desc(kn + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
+        wgmma_commit();
+        wgmma_fence(); /* a separate stage: the softmax below reads S while P V runs */
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
+        wgmma_commit();
+        wgmma_wait1(); /* S_{i+1} is in; P_i V_i may still run */
+        fence_regs<64>(s);
+        softmax(i + 1);
+        wgmma_wait0();
+        fence_regs<64>(o);
+        fence_regs<4 * (BN / 16)>(&pf[0][0]);
+        mbar_arrive(&empty[i % NSTAGE]); /* this thread is done with K_i and V_i */
+#pragma unroll
+        for (int c = 0; c < 16; c++)
+            o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
+                o[4 * c + 3] *= corr_b;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+            pf[j >> 1][(j & 1) * 2 + 0] = pack_bf2(s[4 * j], s[4 * j + 1]);
+            pf[j >> 1][(j & 1) * 2 + 1] = pack_bf2(s[4 * j + 2], s[4 * j + 3]);
+        }
+    }
+    if (nb > 0) { /* the last block: only its P V product is left */
+        const char *vc = sV + ((nb - 1) % NSTAGE) * TILE; /* landed: waited for its K */
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
+        wgmma_commit();
+        wgmma_wait0();
+        fence_regs<64>(o);
+    }
+
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+    float ia = l_a > 0.f ? 1.f / l_a : 0.f, ib = l_b > 0.f ? 1.f / l_b : 0.f;
+    if (gate) {
+        if (row_a < N) ia *= gate[(size_t)row_a * heads + h];
+        if (row_b < N) ib *= gate[(size_t)row_b * heads + h];
+    }
+#pragma unroll
+    for (int c = 0; c < 16; c++) {
+        int col = h * HD + c * 8 + 2 * t4;
+        if (row_a < N)
+            *reinterpret_cast<__nv_bfloat162 *>(O + (size_t)row_a * ldo + col) =
+                __floats2bfloat162_rn(o[4 * c] * ia, o[4 * c + 1] * ia);
+        if (row_b < N)
+            *reinterpret_cast<__nv_bfloat162 *>(O + (size_t)row_b * ldo + col) =
+                __floats2bfloat162_rn(o[4 * c + 2] * ib, o[4 * c + 3] * ib);
+    }
+}
+
 /* V [rows, heads*128] (stride ldv) -> Vt [heads][128][ldt], zero past `rows`: 32x32 tiles
  * through shared memory so both sides are coalesced. */
 __global__ void vt_k(const bf16 *V, int ldv, int rows, int heads, size_t ldt, bf16 *Vt) {
@@ -533,7 +779,8 @@ __global__ void vt_k(const bf16 *V, int ldv, int rows, int heads, size_t ldt, bf
         Vt[((size_t)h * HD + d0 + k) * ldt + r0 + tx] = t[tx][k];
 }
 
-static int g_variant = 2; /* 1: plain, 2: pipelined, 3: pipelined + staggered warpgroups */
+static int g_variant =
+    2; /* 1: plain, 2: pipelined, 3: + staggered warpgroups, 4: + mbarrier ring */
 extern "C" void vdn_attention_wgmma_variant(int v) {
     g_variant = v == 1 ? 1 : 2;
 }
@@ -559,6 +806,7 @@ extern "C" int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int 
     vt_k<<<tg, tb, 0, S_(st)>>>((const bf16 *)v, ldv, rows, heads, ldt, (bf16 *)vt_scratch);
     LAUNCH_CHECK("attention_vt");
     const int smem = (BM + 4 * BN) * HD * (int)sizeof(bf16) + 1024;
+    const int smem4 = (BM + 2 * NSTAGE * BN) * HD * (int)sizeof(bf16) + 1024;
     static int configured = 0;
     if (!configured) {
         CUDA_CHECK(
@@ -567,6 +815,8 @@ extern "C" int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int 
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         CUDA_CHECK(cudaFuncSetAttribute(attn_wg2_k<true>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        CUDA_CHECK(
+            cudaFuncSetAttribute(attn_wg3_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem4));
         configured = 1;
     }
     dim3 grid(n_tiles, heads);
@@ -580,10 +830,14 @@ extern "C" int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int 
         attn_wg2_k<false><<<grid, NT, smem, S_(st)>>>(Q, K, Vt, ldq, ldk, ldt, rows, lohi, head_end,
                                                       tail_start, tiles, sl, gate, heads,
                                                       (bf16 *)out, ld_o);
-    else
+    else if (g_variant == 3)
         attn_wg2_k<true><<<grid, NT, smem, S_(st)>>>(Q, K, Vt, ldq, ldk, ldt, rows, lohi, head_end,
                                                      tail_start, tiles, sl, gate, heads,
                                                      (bf16 *)out, ld_o);
+    else if (g_variant == 4)
+        attn_wg3_k<<<grid, NT, smem4, S_(st)>>>(Q, K, Vt, ldq, ldk, ldt, rows, lohi, head_end,
+                                                tail_start, tiles, sl, gate, heads, (bf16 *)out,
+                                                ld_o);
     LAUNCH_CHECK("attention_wgmma");
     return 0;
 }
