@@ -132,7 +132,15 @@ static void send_ready(worker *w) {
     }
     w->need_ready = 0;
     w->ready_sent_at = vdn_now();
-    if (w->cur) w->suspect = 1;
+    if (w->cur) {
+        /* A coordinator that lost us lost our progress too: report the latest NFE again. */
+        w->suspect = 1;
+        if (w->progress_sent > 0) {
+            w->progress_sent--;
+            uint64_t one = 1;
+            if (write(w->cur->efd, &one, sizeof one) < 0) VDN_DEBUG("worker: eventfd write failed");
+        }
+    }
     if (a)
         VDN_INFO("worker %s: READY sent to %s, re-announcing attempt %llu", w->o->id, w->o->connect,
                  (unsigned long long)a);
