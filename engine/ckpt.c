@@ -795,9 +795,9 @@ const void *vdn_ckpt_stored(vdn_ckpt *ck, const char *name, int ndim, const int6
     pthread_mutex_unlock(&ck->mu);
     return rc ? NULL : t->stored;
 }
-void vdn_ckpt_bytes_by_dtype(const vdn_ckpt *ck, uint64_t bytes[6]) {
-    memset(bytes, 0, 6 * sizeof *bytes);
+void vdn_ckpt_bytes_by_dtype(const vdn_ckpt *ck, uint64_t bytes[VDN_DT_COUNT]) {
+    memset(bytes, 0, VDN_DT_COUNT * sizeof *bytes);
     for (int i = 0; i < ck->n; i++)
-        if ((int)ck->t[i].dtype >= 0 && (int)ck->t[i].dtype < 6)
+        if ((int)ck->t[i].dtype >= 0 && (int)ck->t[i].dtype < VDN_DT_COUNT)
             bytes[ck->t[i].dtype] += (uint64_t)ck->t[i].numel * vdn_dtype_size(ck->t[i].dtype);
 }

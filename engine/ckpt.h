@@ -17,23 +17,40 @@
 
 #include "config.h"
 
-typedef enum { VDN_DT_F32 = 0, VDN_DT_BF16, VDN_DT_F16, VDN_DT_I64, VDN_DT_I32, VDN_DT_U8 } vdn_dtype;
+/* Every dtype a safetensors file may hold is parsed, so a file is never refused for a tensor
+ * nobody reads (e.g. float64 position_ids beside the noise). Only F32/BF16/F16 convert to float. */
+typedef enum {
+    VDN_DT_F32 = 0,
+    VDN_DT_BF16,
+    VDN_DT_F16,
+    VDN_DT_I64,
+    VDN_DT_I32,
+    VDN_DT_U8,
+    VDN_DT_F64,
+    VDN_DT_I16,
+    VDN_DT_I8,
+    VDN_DT_U16,
+    VDN_DT_U32,
+    VDN_DT_U64,
+    VDN_DT_BOOL,
+    VDN_DT_COUNT
+} vdn_dtype;
 
 typedef struct vdn_ckpt vdn_ckpt;
 
 /* dir: a diffusers base dir (config.json + diffusion_pytorch_model*.safetensors [+ index]), a
  * pipeline dir with transformer/, a native dir, or a VDN checkpoint dir (model_spec.json,
  * linear_branch/, adapters/<name>/). extra_adapters: more PEFT adapter dirs/files to fold. */
-vdn_ckpt *vdn_ckpt_open(const char *dir, const char *const *extra_adapters, int n_extra,
-                        char *err, size_t errlen);
+vdn_ckpt *vdn_ckpt_open(const char *dir, const char *const *extra_adapters, int n_extra, char *err,
+                        size_t errlen);
 void vdn_ckpt_close(vdn_ckpt *ck);
 
 const vdn_config *vdn_ckpt_config(const vdn_ckpt *ck);
 
 /* Canonical tensor as float32, shape-checked (ndim/shape must match exactly; the error names
  * the checkpoint file and tensor). The pointer lives as long as the checkpoint. */
-const float *vdn_ckpt_f32(vdn_ckpt *ck, const char *name, int ndim, const int64_t *shape,
-                          char *err, size_t errlen);
+const float *vdn_ckpt_f32(vdn_ckpt *ck, const char *name, int ndim, const int64_t *shape, char *err,
+                          size_t errlen);
 int vdn_ckpt_has(const vdn_ckpt *ck, const char *name);
 vdn_dtype vdn_ckpt_dtype(const vdn_ckpt *ck, const char *name);
 
@@ -64,6 +81,6 @@ int vdn_ckpt_adapter_targets(const vdn_ckpt *ck, int i);
 const void *vdn_ckpt_stored(vdn_ckpt *ck, const char *name, int ndim, const int64_t *shape,
                             vdn_dtype *dtype, char *err, size_t errlen);
 /* Stored bytes by dtype over all canonical tensors (index = vdn_dtype). */
-void vdn_ckpt_bytes_by_dtype(const vdn_ckpt *ck, uint64_t bytes[6]);
+void vdn_ckpt_bytes_by_dtype(const vdn_ckpt *ck, uint64_t bytes[VDN_DT_COUNT]);
 
 #endif

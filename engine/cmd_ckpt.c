@@ -153,7 +153,7 @@ int vdn_cmd_inspect(int argc, char **argv) {
         return 1;
     }
     const vdn_config *c = vdn_ckpt_config(ck);
-    uint64_t bytes[6];
+    uint64_t bytes[VDN_DT_COUNT];
     vdn_ckpt_bytes_by_dtype(ck, bytes);
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "path", dir);
@@ -162,7 +162,7 @@ int vdn_cmd_inspect(int argc, char **argv) {
     cJSON_AddStringToObject(j, "identity", vdn_ckpt_identity(ck));
     cJSON_AddNumberToObject(j, "tensors", vdn_ckpt_count(ck));
     cJSON *bj = cJSON_AddObjectToObject(j, "bytes_by_dtype");
-    for (int d = 0; d < 6; d++)
+    for (int d = 0; d < VDN_DT_COUNT; d++)
         if (bytes[d]) cJSON_AddNumberToObject(bj, vdn_dtype_name((vdn_dtype)d), (double)bytes[d]);
     cJSON *cj = cJSON_AddObjectToObject(j, "config");
 #define I(k, v) cJSON_AddNumberToObject(cj, k, v)
@@ -198,7 +198,7 @@ int vdn_cmd_inspect(int argc, char **argv) {
         printf("checkpoint  %s\nlayout      %s%s\nidentity    %s\ntensors     %d\n", dir,
                vdn_ckpt_layout(ck), c->has_vdn ? " + VDN hybrid" : "", vdn_ckpt_identity(ck),
                vdn_ckpt_count(ck));
-        for (int d = 0; d < 6; d++)
+        for (int d = 0; d < VDN_DT_COUNT; d++)
             if (bytes[d])
                 printf("bytes %-5s %" PRIu64 " (%.3f GB)\n", vdn_dtype_name((vdn_dtype)d), bytes[d],
                        bytes[d] / 1e9);

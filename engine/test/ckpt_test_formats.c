@@ -73,9 +73,9 @@ static void test_malformed(void) {
     expect_bad("entry not object", buf, n, "\"t\"", "expected an object");
     n = raw_file(buf, "{\"t\": {\"shape\": [1], \"data_offsets\": [0, 4]}}", data, 4);
     expect_bad("no dtype", buf, n, "\"t\"", "dtype");
-    n = raw_file(buf, "{\"t\": {\"dtype\": \"F64\", \"shape\": [1], \"data_offsets\": [0, 8]}}",
+    n = raw_file(buf, "{\"t\": {\"dtype\": \"Q4\", \"shape\": [1], \"data_offsets\": [0, 8]}}",
                  data, 8);
-    expect_bad("unknown dtype", buf, n, "\"t\"", "F64");
+    expect_bad("unknown dtype", buf, n, "\"t\"", "Q4");
     n = raw_file(buf, "{\"t\": {\"dtype\": \"F32\", \"shape\": 4, \"data_offsets\": [0, 16]}}",
                  data, 16);
     expect_bad("shape not array", buf, n, "\"t\"", "shape");
@@ -149,6 +149,28 @@ static void test_malformed(void) {
               v);
         CHECK(vdn_st_find(f, "z") && vdn_st_find(f, "z")->numel == 0, "zero-size tensor");
         CHECK(!vdn_st_find(f, "nope"), "absent tensor found");
+        vdn_st_close(f);
+    }
+
+    /* a tensor of a dtype we never convert (F64, BOOL) does not make the file unreadable */
+    static const double one = 1.0;
+    uint8_t mixed[16];
+    memcpy(mixed, &one, 8);
+    memcpy(mixed + 8, "\x80\x3f\x01\x00\x00\x00\x00\x00", 8);
+    n = raw_file(buf,
+                 "{\"pos\": {\"dtype\": \"F64\", \"shape\": [1], \"data_offsets\": [0, 8]}, "
+                 "\"w\": {\"dtype\": \"BF16\", \"shape\": [1], \"data_offsets\": [8, 10]}, "
+                 "\"m\": {\"dtype\": \"BOOL\", \"shape\": [1], \"data_offsets\": [10, 11]}}",
+                 mixed, 11);
+    f = vdn_st_open_mem(buf, n, "mixed", err, sizeof err);
+    CHECK(f != NULL, "file with F64/BOOL tensors refused: %s", err);
+    if (f) {
+        const vdn_st_entry *w = vdn_st_find(f, "w"), *pos = vdn_st_find(f, "pos");
+        float v = 0;
+        CHECK(w && vdn_st_to_f32(f, w, &v, err, sizeof err) == 0 && v == 1.0f, "bf16 beside f64");
+        CHECK(pos && pos->dtype == VDN_DT_F64 && pos->nbytes == 8, "f64 entry");
+        CHECK(pos && vdn_st_to_f32(f, pos, &v, err, sizeof err) != 0 && strstr(err, "\"pos\""),
+              "f64 -> f32 conversion must be refused by name: %s", err);
         vdn_st_close(f);
     }
 }
