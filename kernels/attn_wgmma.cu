@@ -12,6 +12,8 @@
  *   K and V^T are double-buffered with cp.async; all 256 threads load, then both warpgroups
  *   compute (no producer/consumer split, no softmax/MMA overlap: the two things FA3 adds).
  */
+#include <cudaTypedefs.h>
+
 #include "cuda_util.cuh"
 
 #define BM 128
@@ -764,6 +766,237 @@ __global__ void __launch_bounds__(NT, 1)
     }
 }
 
+/* TMA: a 3-D box of a tensor map into shared memory, completing on an mbarrier */
+__device__ __forceinline__ void tma3(void *dst, const CUtensorMap *map, int c0, int c1, int c2,
+                                     uint64_t *bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(saddr(dst)),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(saddr(bar))
+                 : "memory");
+}
+/* arrive once and expect `bytes` of TMA data on the barrier's current phase */
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(saddr(b)),
+                 "r"(bytes)
+                 : "memory");
+}
+
+/* TMA variant: variant 4's stage ring, filled by the tensor memory accelerator. One thread
+ * issues each tile as two bulk tensor copies (64-column halves, 128-byte swizzle, rows past N
+ * zero-filled by the hardware) completing on the stage's `full` mbarrier, so the warpgroups spend
+ * no instructions on address arithmetic for loads. */
+__global__ void __launch_bounds__(NT, 1)
+    attn_wg4_k(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
+               const __grid_constant__ CUtensorMap vmap, int N, const int *__restrict__ lohi,
+               int head_end, int tail_start, const int *__restrict__ tiles, float scale_log2,
+               const float *__restrict__ gate, int heads, bf16 *__restrict__ O, int ldo) {
+    extern __shared__ __align__(1024) unsigned char smem_raw[];
+    char *base = (char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+    /* NSTAGE stages of (K, V^T) tiles after Q; full[s] completes when the 256 threads' copies
+     * into stage s have landed, empty[s] when both warpgroups are done reading it */
+    char *sQ = base, *sK = sQ + BM * HD * 2, *sV = sK + NSTAGE * BN * HD * 2;
+    const int TILE = BN * HD * 2;
+    __shared__ __align__(8) uint64_t full[NSTAGE], empty[NSTAGE];
+    if (threadIdx.x == 0)
+        for (int k = 0; k < NSTAGE; k++)
+            mbar_init(&full[k], 1), mbar_init(&empty[k], NT);
+    __syncthreads();
+
+    const int tile = blockIdx.x, h = blockIdx.y;
+    const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int q0 = tile * BM;
+
+    const int *tl = tiles + tile * 8;
+    const int nr = tl[0], mixed = tl[1];
+    const int rs0 = nr > 0 ? tl[2] : 0, re0 = nr > 0 ? tl[3] : 0;
+    const int rs1 = nr > 1 ? tl[4] : 0, re1 = nr > 1 ? tl[5] : 0;
+    const int rs2 = nr > 2 ? tl[6] : 0, re2 = nr > 2 ? tl[7] : 0;
+    const int rb0 = nr > 0 ? (re0 - (rs0 / BN) * BN + BN - 1) / BN : 0;
+    const int rb1 = nr > 1 ? (re1 - (rs1 / BN) * BN + BN - 1) / BN : 0;
+    const int rb2 = nr > 2 ? (re2 - (rs2 / BN) * BN + BN - 1) / BN : 0;
+    const int nb = rb0 + rb1 + rb2;
+    auto block_at = [&](int i, int &s, int &e, int &kb) {
+        if (i < rb0) {
+            s = rs0, e = re0, kb = (rs0 / BN) * BN + i * BN;
+        } else if (i < rb0 + rb1) {
+            s = rs1, e = re1, kb = (rs1 / BN) * BN + (i - rb0) * BN;
+        } else {
+            s = rs2, e = re2, kb = (rs2 / BN) * BN + (i - rb0 - rb1) * BN;
+        }
+    };
+    auto load_kv =
+        [&](int i) { /* thread 0 only */
+                     int s_, e_, kb;
+                     block_at(i, s_, e_, kb);
+                     char *ks = sK + (i % NSTAGE) * TILE, *vs = sV + (i % NSTAGE) * TILE;
+                     uint64_t *bar = &full[i % NSTAGE];
+                     tma3(ks, &kmap, 0, h, kb, bar), tma3(ks + BN * 128, &kmap, 64, h, kb, bar);
+                     tma3(vs, &vmap, kb, 0, h, bar), tma3(vs + HD * 128, &vmap, kb + 64, 0, h, bar);
+        };
+    const int row_a = q0 + wg * 64 + warp * 16 + g, row_b = row_a + 8;
+    int lo_a = 0, hi_a = 0, lo_b = 0, hi_b = 0;
+    if (mixed) {
+        if (row_a < N) lo_a = lohi[2 * row_a], hi_a = lohi[2 * row_a + 1];
+        if (row_b < N) lo_b = lohi[2 * row_b], hi_b = lohi[2 * row_b + 1];
+    }
+    float o[64], s[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++)
+        o[i] = 0.f;
+    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
+    const char *qw = sQ + wg * 64 * 128;
+    unsigned pf[BN / 16][4];
+    float corr_a = 1.f, corr_b = 1.f;
+
+    /* softmax of block i in place (s becomes the probabilities), updating m, l and the O rescale
+     * factors; packing into bf16 A fragments waits until the previous P V product is done */
+    auto softmax = [&](int i) {
+        int rcur_s, rcur_e, kb;
+        block_at(i, rcur_s, rcur_e, kb);
+        const bool edge = mixed || kb < rcur_s || kb + BN > rcur_e || kb + BN > N;
+        float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float va = s[4 * j + e], vb = s[4 * j + 2 + e]; /* raw: scale folds into exp2 */
+                if (edge) {
+                    int kx = kb + j * 8 + 2 * t4 + e;
+                    bool in = kx >= rcur_s && kx < rcur_e && kx < N;
+                    bool oka = in, okb = in;
+                    if (mixed && in && kx >= head_end && kx < tail_start) {
+                        oka = kx >= lo_a && kx < hi_a;
+                        okb = kx >= lo_b && kx < hi_b;
+                    }
+                    if (!oka) va = -INFINITY;
+                    if (!okb) vb = -INFINITY;
+                }
+                s[4 * j + e] = va, s[4 * j + 2 + e] = vb;
+                mx_a = fmaxf(mx_a, va), mx_b = fmaxf(mx_b, vb);
+            }
+        }
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+        const float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+        const float base_a = mn_a == -INFINITY ? 0.f : mn_a * scale_log2;
+        const float base_b = mn_b == -INFINITY ? 0.f : mn_b * scale_log2;
+        corr_a = exp2f(m_a * scale_log2 - base_a), corr_b = exp2f(m_b * scale_log2 - base_b);
+        m_a = mn_a, m_b = mn_b;
+        float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+            float p0 = exp2f(fmaf(s[4 * j], scale_log2, -base_a)),
+                  p1 = exp2f(fmaf(s[4 * j + 1], scale_log2, -base_a));
+            float p2 = exp2f(fmaf(s[4 * j + 2], scale_log2, -base_b)),
+                  p3 = exp2f(fmaf(s[4 * j + 3], scale_log2, -base_b));
+            sum_a += p0 + p1, sum_b += p2 + p3;
+            s[4 * j] = p0, s[4 * j + 1] = p1, s[4 * j + 2] = p2, s[4 * j + 3] = p3;
+        }
+        l_a = l_a * corr_a + sum_a, l_b = l_b * corr_b + sum_b;
+    };
+
+    /* prologue: Q, K_0, V_0, then K_1 in flight; S_0 and its softmax */
+    /* block j lives in stage j % NSTAGE; its copies are the (j / NSTAGE)-th use of that stage */
+    auto fill = [&](int j) { /* thread 0 only */
+                             if (j >= NSTAGE) mbar_wait(&empty[j % NSTAGE], ((j / NSTAGE) - 1) & 1);
+                             mbar_expect_tx(&full[j % NSTAGE], 2 * TILE);
+                             load_kv(j);
+    };
+    if (threadIdx.x == 0) {
+        mbar_expect_tx(&full[0], BM * HD * 2 + (nb > 0 ? 2 * TILE : 0)); /* Q rides with stage 0 */
+        tma3(sQ, &qmap, 0, h, q0, &full[0]), tma3(sQ + BM * 128, &qmap, 64, h, q0, &full[0]);
+        if (nb > 0) load_kv(0);
+        for (int j = 1; j < NSTAGE - 1 && j < nb; j++)
+            fill(j);
+    }
+    mbar_wait(&full[0], 0);
+    if (nb > 0) {
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++)
+            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
+                     desc(sK + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
+        wgmma_commit();
+        wgmma_wait0();
+        fence_regs<64>(s);
+        softmax(0);
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+            pf[j >> 1][(j & 1) * 2 + 0] = pack_bf2(s[4 * j], s[4 * j + 1]);
+            pf[j >> 1][(j & 1) * 2 + 1] = pack_bf2(s[4 * j + 2], s[4 * j + 3]);
+        }
+    }
+
+    /* all but the last block: S_{i+1} always exists, so the loop body has no branches around
+     * the asynchronous products */
+    for (int i = 0; i + 1 < nb; i++) {
+        if (threadIdx.x == 0 && i + NSTAGE - 1 < nb)
+            fill(i + NSTAGE - 1); /* waits for both warpgroups to free it */
+        mbar_wait(&full[(i + 1) % NSTAGE], ((i + 1) / NSTAGE) & 1); /* K_{i+1}, V_{i+1} landed */
+        const char *kn = sK + ((i + 1) % NSTAGE) * TILE, *vc = sV + (i % NSTAGE) * TILE;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++)
+            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
+                     desc(kn + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
+        wgmma_commit();
+        wgmma_fence(); /* a separate stage: the softmax below reads S while P V runs */
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
+        wgmma_commit();
+        wgmma_wait1(); /* S_{i+1} is in; P_i V_i may still run */
+        fence_regs<64>(s);
+        softmax(i + 1);
+        wgmma_wait0();
+        fence_regs<64>(o);
+        fence_regs<4 * (BN / 16)>(&pf[0][0]);
+        mbar_arrive(&empty[i % NSTAGE]); /* this thread is done with K_i and V_i */
+#pragma unroll
+        for (int c = 0; c < 16; c++)
+            o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
+                o[4 * c + 3] *= corr_b;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+            pf[j >> 1][(j & 1) * 2 + 0] = pack_bf2(s[4 * j], s[4 * j + 1]);
+            pf[j >> 1][(j & 1) * 2 + 1] = pack_bf2(s[4 * j + 2], s[4 * j + 3]);
+        }
+    }
+    if (nb > 0) { /* the last block: only its P V product is left */
+        const char *vc = sV + ((nb - 1) % NSTAGE) * TILE; /* landed: waited for its K */
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++)
+            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
+        wgmma_commit();
+        wgmma_wait0();
+        fence_regs<64>(o);
+    }
+
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+    float ia = l_a > 0.f ? 1.f / l_a : 0.f, ib = l_b > 0.f ? 1.f / l_b : 0.f;
+    if (gate) {
+        if (row_a < N) ia *= gate[(size_t)row_a * heads + h];
+        if (row_b < N) ib *= gate[(size_t)row_b * heads + h];
+    }
+#pragma unroll
+    for (int c = 0; c < 16; c++) {
+        int col = h * HD + c * 8 + 2 * t4;
+        if (row_a < N)
+            *reinterpret_cast<__nv_bfloat162 *>(O + (size_t)row_a * ldo + col) =
+                __floats2bfloat162_rn(o[4 * c] * ia, o[4 * c + 1] * ia);
+        if (row_b < N)
+            *reinterpret_cast<__nv_bfloat162 *>(O + (size_t)row_b * ldo + col) =
+                __floats2bfloat162_rn(o[4 * c + 2] * ib, o[4 * c + 3] * ib);
+    }
+}
+
 /* V [rows, heads*128] (stride ldv) -> Vt [heads][128][ldt], zero past `rows`: 32x32 tiles
  * through shared memory so both sides are coalesced. */
 __global__ void vt_k(const bf16 *V, int ldv, int rows, int heads, size_t ldt, bf16 *Vt) {
@@ -783,6 +1016,30 @@ static int g_variant =
     2; /* 1: plain, 2: pipelined, 3: + staggered warpgroups, 4: + mbarrier ring */
 extern "C" void vdn_attention_wgmma_variant(int v) {
     g_variant = v == 1 ? 1 : 2;
+}
+
+/* 3-D bf16 tensor map, 128-byte swizzle, zero fill past the end */
+static int make_map(CUtensorMap *m, const void *base, const cuuint64_t dims[3],
+                    const cuuint64_t strides[2], const cuuint32_t box[3]) {
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
+    if (!encode) {
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode, 12000,
+                                             cudaEnableDefault, &q) != cudaSuccess ||
+            !encode) {
+            fprintf(stderr, "attention: cuTensorMapEncodeTiled is not available from the driver\n");
+            return -1;
+        }
+    }
+    const cuuint32_t es[3] = {1, 1, 1};
+    CUresult r = encode(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)base, dims, strides, box,
+                        es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "attention: cuTensorMapEncodeTiled failed (%d)\n", (int)r);
+        return -1;
+    }
+    return 0;
 }
 
 extern "C" size_t vdn_attention_vt_elems(int rows, int heads) {
@@ -817,6 +1074,8 @@ extern "C" int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int 
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         CUDA_CHECK(
             cudaFuncSetAttribute(attn_wg3_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem4));
+        CUDA_CHECK(
+            cudaFuncSetAttribute(attn_wg4_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem4));
         configured = 1;
     }
     dim3 grid(n_tiles, heads);
@@ -838,6 +1097,21 @@ extern "C" int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int 
         attn_wg3_k<<<grid, NT, smem4, S_(st)>>>(Q, K, Vt, ldq, ldk, ldt, rows, lohi, head_end,
                                                 tail_start, tiles, sl, gate, heads, (bf16 *)out,
                                                 ld_o);
+    else {
+        CUtensorMap qm, km, vm;
+        const cuuint64_t qd[3] = {HD, (cuuint64_t)heads, (cuuint64_t)rows};
+        const cuuint64_t qs[2] = {HD * 2, (cuuint64_t)ldq * 2},
+                         ks[2] = {HD * 2, (cuuint64_t)ldk * 2};
+        const cuuint32_t qb[3] = {64, 1, BM}, kbx[3] = {64, 1, BN};
+        const cuuint64_t vd[3] = {(cuuint64_t)ldt, HD, (cuuint64_t)heads};
+        const cuuint64_t vs[2] = {(cuuint64_t)ldt * 2, (cuuint64_t)ldt * 2 * HD};
+        const cuuint32_t vb[3] = {64, HD, 1};
+        if (make_map(&qm, q, qd, qs, qb) || make_map(&km, k, qd, ks, kbx) ||
+            make_map(&vm, vt_scratch, vd, vs, vb))
+            return -1;
+        attn_wg4_k<<<grid, NT, smem4, S_(st)>>>(qm, km, vm, rows, lohi, head_end, tail_start, tiles,
+                                                sl, gate, heads, (bf16 *)out, ld_o);
+    }
     LAUNCH_CHECK("attention_wgmma");
     return 0;
 }
