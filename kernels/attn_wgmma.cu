@@ -104,6 +104,12 @@ __device__ __forceinline__ uint64_t desc(const void *p) {
            ((uint64_t)1 << 62);
 }
 
+/* the descriptor of p + 16 * off: the address field is the low 14 bits, in 16-byte units, and
+ * shared memory is small enough that adding within a tile never carries out of it */
+__device__ __forceinline__ uint64_t dadd(uint64_t d, int off16) {
+    return d + (uint64_t)off16;
+}
+
 __device__ __forceinline__ void cp16(void *smem, const void *g, int bytes) {
     unsigned s = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(bytes));
@@ -221,8 +227,8 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
-            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
-                     desc(k_s + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
+            wgmma_ss(s, dadd(desc(qw), ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4),
+                     dadd(desc(k_s), ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
         wgmma_commit();
         wgmma_wait0();
 
@@ -268,15 +274,17 @@ __global__ void __launch_bounds__(NT, 1)
             pf[j >> 1][(j & 1) * 2 + 1] = pack_bf2(p2, p3);
         }
         l_a = l_a * corr_a + sum_a, l_b = l_b * corr_b + sum_b;
+        /* once the running max settles, corr is exactly 1 for the whole warp: skip */
+        if (__any_sync(0xffffffffu, corr_a != 1.f || corr_b != 1.f))
 #pragma unroll
-        for (int c = 0; c < 16; c++)
-            o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
-                o[4 * c + 3] *= corr_b;
+            for (int c = 0; c < 16; c++)
+                o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
+                    o[4 * c + 3] *= corr_b;
 
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_rs(o, pf[kk], desc(v_s + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
+            wgmma_rs(o, pf[kk], dadd(desc(v_s), ((kk >> 2) * HD * 128 + (kk & 3) * 32) >> 4), 1);
         wgmma_commit();
         wgmma_wait0();
         __syncthreads();
@@ -432,8 +440,8 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
-            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
-                     desc(sK + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
+            wgmma_ss(s, dadd(desc(qw), ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4),
+                     dadd(desc(sK), ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
         wgmma_commit();
         wgmma_wait0();
         fence_regs<64>(s);
@@ -460,13 +468,13 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
-            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
-                     desc(kn + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
+            wgmma_ss(s, dadd(desc(qw), ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4),
+                     dadd(desc(kn), ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
         wgmma_commit();
         wgmma_fence(); /* a separate stage: the softmax below reads S while P V runs */
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
+            wgmma_rs(o, pf[kk], dadd(desc(vc), ((kk >> 2) * HD * 128 + (kk & 3) * 32) >> 4), 1);
         wgmma_commit();
         if (STAGGER && wg == 0) named_arrive(1, NT);
         wgmma_wait1(); /* S_{i+1} is in; P_i V_i may still run */
@@ -475,10 +483,12 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_wait0();
         fence_regs<64>(o);
         fence_regs<4 * (BN / 16)>(&pf[0][0]);
+        /* once the running max settles, corr is exactly 1 for the whole warp: skip */
+        if (__any_sync(0xffffffffu, corr_a != 1.f || corr_b != 1.f))
 #pragma unroll
-        for (int c = 0; c < 16; c++)
-            o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
-                o[4 * c + 3] *= corr_b;
+            for (int c = 0; c < 16; c++)
+                o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
+                    o[4 * c + 3] *= corr_b;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
             pf[j >> 1][(j & 1) * 2 + 0] = pack_bf2(s[4 * j], s[4 * j + 1]);
@@ -493,7 +503,7 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
+            wgmma_rs(o, pf[kk], dadd(desc(vc), ((kk >> 2) * HD * 128 + (kk & 3) * 32) >> 4), 1);
         wgmma_commit();
         wgmma_wait0();
         fence_regs<64>(o);
@@ -686,8 +696,8 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
-            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
-                     desc(sK + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
+            wgmma_ss(s, dadd(desc(qw), ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4),
+                     dadd(desc(sK), ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
         wgmma_commit();
         wgmma_wait0();
         fence_regs<64>(s);
@@ -709,13 +719,13 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
-            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
-                     desc(kn + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
+            wgmma_ss(s, dadd(desc(qw), ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4),
+                     dadd(desc(kn), ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
         wgmma_commit();
         wgmma_fence(); /* a separate stage: the softmax below reads S while P V runs */
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
+            wgmma_rs(o, pf[kk], dadd(desc(vc), ((kk >> 2) * HD * 128 + (kk & 3) * 32) >> 4), 1);
         wgmma_commit();
         wgmma_wait1(); /* S_{i+1} is in; P_i V_i may still run */
         fence_regs<64>(s);
@@ -724,10 +734,12 @@ __global__ void __launch_bounds__(NT, 1)
         fence_regs<64>(o);
         fence_regs<4 * (BN / 16)>(&pf[0][0]);
         mbar_arrive(&empty[i % NSTAGE]); /* this thread is done with K_i and V_i */
+        /* once the running max settles, corr is exactly 1 for the whole warp: skip */
+        if (__any_sync(0xffffffffu, corr_a != 1.f || corr_b != 1.f))
 #pragma unroll
-        for (int c = 0; c < 16; c++)
-            o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
-                o[4 * c + 3] *= corr_b;
+            for (int c = 0; c < 16; c++)
+                o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
+                    o[4 * c + 3] *= corr_b;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
             pf[j >> 1][(j & 1) * 2 + 0] = pack_bf2(s[4 * j], s[4 * j + 1]);
@@ -739,7 +751,7 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
+            wgmma_rs(o, pf[kk], dadd(desc(vc), ((kk >> 2) * HD * 128 + (kk & 3) * 32) >> 4), 1);
         wgmma_commit();
         wgmma_wait0();
         fence_regs<64>(o);
@@ -917,8 +929,8 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
-            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
-                     desc(sK + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
+            wgmma_ss(s, dadd(desc(qw), ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4),
+                     dadd(desc(sK), ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
         wgmma_commit();
         wgmma_wait0();
         fence_regs<64>(s);
@@ -940,13 +952,13 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
-            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
-                     desc(kn + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
+            wgmma_ss(s, dadd(desc(qw), ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4),
+                     dadd(desc(kn), ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
         wgmma_commit();
         wgmma_fence(); /* a separate stage: the softmax below reads S while P V runs */
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
+            wgmma_rs(o, pf[kk], dadd(desc(vc), ((kk >> 2) * HD * 128 + (kk & 3) * 32) >> 4), 1);
         wgmma_commit();
         wgmma_wait1(); /* S_{i+1} is in; P_i V_i may still run */
         fence_regs<64>(s);
@@ -955,10 +967,12 @@ __global__ void __launch_bounds__(NT, 1)
         fence_regs<64>(o);
         fence_regs<4 * (BN / 16)>(&pf[0][0]);
         mbar_arrive(&empty[i % NSTAGE]); /* this thread is done with K_i and V_i */
+        /* once the running max settles, corr is exactly 1 for the whole warp: skip */
+        if (__any_sync(0xffffffffu, corr_a != 1.f || corr_b != 1.f))
 #pragma unroll
-        for (int c = 0; c < 16; c++)
-            o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
-                o[4 * c + 3] *= corr_b;
+            for (int c = 0; c < 16; c++)
+                o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
+                    o[4 * c + 3] *= corr_b;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
             pf[j >> 1][(j & 1) * 2 + 0] = pack_bf2(s[4 * j], s[4 * j + 1]);
@@ -970,7 +984,7 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
+            wgmma_rs(o, pf[kk], dadd(desc(vc), ((kk >> 2) * HD * 128 + (kk & 3) * 32) >> 4), 1);
         wgmma_commit();
         wgmma_wait0();
         fence_regs<64>(o);
