@@ -648,7 +648,8 @@ int vdn_worker_run(const vdn_worker_opts *o) {
     char err[VDN_ERR_LEN];
     worker w = {.o = o, .sigfd = -1};
     gethostname(w.hostname, sizeof w.hostname - 1);
-    srand((unsigned)getpid() ^ (unsigned)(vdn_wall() * 1000));
+    /* via 64 bits: milliseconds since 1970 do not fit an unsigned int (UB as a direct cast) */
+    srand((unsigned)getpid() ^ (unsigned)(unsigned long long)(vdn_wall() * 1000));
 
     /* Signals arrive through a signalfd in this loop. Block them before any thread exists
      * (the render thread, ZeroMQ's I/O threads) so none of those is picked to take one. */
