@@ -274,12 +274,10 @@ __global__ void __launch_bounds__(NT, 1)
             pf[j >> 1][(j & 1) * 2 + 1] = pack_bf2(p2, p3);
         }
         l_a = l_a * corr_a + sum_a, l_b = l_b * corr_b + sum_b;
-        /* once the running max settles, corr is exactly 1 for the whole warp: skip */
-        if (__any_sync(0xffffffffu, corr_a != 1.f || corr_b != 1.f))
 #pragma unroll
-            for (int c = 0; c < 16; c++)
-                o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
-                    o[4 * c + 3] *= corr_b;
+        for (int c = 0; c < 16; c++)
+            o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
+                o[4 * c + 3] *= corr_b;
 
         wgmma_fence();
 #pragma unroll
@@ -483,12 +481,10 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_wait0();
         fence_regs<64>(o);
         fence_regs<4 * (BN / 16)>(&pf[0][0]);
-        /* once the running max settles, corr is exactly 1 for the whole warp: skip */
-        if (__any_sync(0xffffffffu, corr_a != 1.f || corr_b != 1.f))
 #pragma unroll
-            for (int c = 0; c < 16; c++)
-                o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
-                    o[4 * c + 3] *= corr_b;
+        for (int c = 0; c < 16; c++)
+            o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
+                o[4 * c + 3] *= corr_b;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
             pf[j >> 1][(j & 1) * 2 + 0] = pack_bf2(s[4 * j], s[4 * j + 1]);
@@ -734,12 +730,10 @@ __global__ void __launch_bounds__(NT, 1)
         fence_regs<64>(o);
         fence_regs<4 * (BN / 16)>(&pf[0][0]);
         mbar_arrive(&empty[i % NSTAGE]); /* this thread is done with K_i and V_i */
-        /* once the running max settles, corr is exactly 1 for the whole warp: skip */
-        if (__any_sync(0xffffffffu, corr_a != 1.f || corr_b != 1.f))
 #pragma unroll
-            for (int c = 0; c < 16; c++)
-                o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
-                    o[4 * c + 3] *= corr_b;
+        for (int c = 0; c < 16; c++)
+            o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
+                o[4 * c + 3] *= corr_b;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
             pf[j >> 1][(j & 1) * 2 + 0] = pack_bf2(s[4 * j], s[4 * j + 1]);
@@ -967,12 +961,10 @@ __global__ void __launch_bounds__(NT, 1)
         fence_regs<64>(o);
         fence_regs<4 * (BN / 16)>(&pf[0][0]);
         mbar_arrive(&empty[i % NSTAGE]); /* this thread is done with K_i and V_i */
-        /* once the running max settles, corr is exactly 1 for the whole warp: skip */
-        if (__any_sync(0xffffffffu, corr_a != 1.f || corr_b != 1.f))
 #pragma unroll
-            for (int c = 0; c < 16; c++)
-                o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
-                    o[4 * c + 3] *= corr_b;
+        for (int c = 0; c < 16; c++)
+            o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
+                o[4 * c + 3] *= corr_b;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
             pf[j >> 1][(j & 1) * 2 + 0] = pack_bf2(s[4 * j], s[4 * j + 1]);
