@@ -104,12 +104,6 @@ __device__ __forceinline__ uint64_t desc(const void *p) {
            ((uint64_t)1 << 62);
 }
 
-/* the descriptor of p + 16 * off: the address field is the low 14 bits, in 16-byte units, and
- * shared memory is small enough that adding within a tile never carries out of it */
-__device__ __forceinline__ uint64_t dadd(uint64_t d, int off16) {
-    return d + (uint64_t)off16;
-}
-
 __device__ __forceinline__ void cp16(void *smem, const void *g, int bytes) {
     unsigned s = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(bytes));
@@ -227,8 +221,8 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
-            wgmma_ss(s, dadd(desc(qw), ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4),
-                     dadd(desc(k_s), ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
+            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
+                     desc(k_s + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
         wgmma_commit();
         wgmma_wait0();
 
@@ -282,7 +276,7 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_rs(o, pf[kk], dadd(desc(v_s), ((kk >> 2) * HD * 128 + (kk & 3) * 32) >> 4), 1);
+            wgmma_rs(o, pf[kk], desc(v_s + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
         wgmma_commit();
         wgmma_wait0();
         __syncthreads();
@@ -438,8 +432,8 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
-            wgmma_ss(s, dadd(desc(qw), ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4),
-                     dadd(desc(sK), ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
+            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
+                     desc(sK + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
         wgmma_commit();
         wgmma_wait0();
         fence_regs<64>(s);
@@ -466,13 +460,13 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
-            wgmma_ss(s, dadd(desc(qw), ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4),
-                     dadd(desc(kn), ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
+            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
+                     desc(kn + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
         wgmma_commit();
         wgmma_fence(); /* a separate stage: the softmax below reads S while P V runs */
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_rs(o, pf[kk], dadd(desc(vc), ((kk >> 2) * HD * 128 + (kk & 3) * 32) >> 4), 1);
+            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
         wgmma_commit();
         if (STAGGER && wg == 0) named_arrive(1, NT);
         wgmma_wait1(); /* S_{i+1} is in; P_i V_i may still run */
@@ -499,7 +493,7 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_rs(o, pf[kk], dadd(desc(vc), ((kk >> 2) * HD * 128 + (kk & 3) * 32) >> 4), 1);
+            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
         wgmma_commit();
         wgmma_wait0();
         fence_regs<64>(o);
@@ -692,8 +686,8 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
-            wgmma_ss(s, dadd(desc(qw), ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4),
-                     dadd(desc(sK), ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
+            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
+                     desc(sK + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
         wgmma_commit();
         wgmma_wait0();
         fence_regs<64>(s);
@@ -715,13 +709,13 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
-            wgmma_ss(s, dadd(desc(qw), ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4),
-                     dadd(desc(kn), ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
+            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
+                     desc(kn + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
         wgmma_commit();
         wgmma_fence(); /* a separate stage: the softmax below reads S while P V runs */
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_rs(o, pf[kk], dadd(desc(vc), ((kk >> 2) * HD * 128 + (kk & 3) * 32) >> 4), 1);
+            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
         wgmma_commit();
         wgmma_wait1(); /* S_{i+1} is in; P_i V_i may still run */
         fence_regs<64>(s);
@@ -745,7 +739,7 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_rs(o, pf[kk], dadd(desc(vc), ((kk >> 2) * HD * 128 + (kk & 3) * 32) >> 4), 1);
+            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
         wgmma_commit();
         wgmma_wait0();
         fence_regs<64>(o);
@@ -923,8 +917,8 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
-            wgmma_ss(s, dadd(desc(qw), ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4),
-                     dadd(desc(sK), ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
+            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
+                     desc(sK + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
         wgmma_commit();
         wgmma_wait0();
         fence_regs<64>(s);
@@ -946,13 +940,13 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
-            wgmma_ss(s, dadd(desc(qw), ((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4),
-                     dadd(desc(kn), ((kk >> 2) * BN * 128 + (kk & 3) * 32) >> 4), kk > 0);
+            wgmma_ss(s, desc(qw + (kk >> 2) * BM * 128 + (kk & 3) * 32),
+                     desc(kn + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
         wgmma_commit();
         wgmma_fence(); /* a separate stage: the softmax below reads S while P V runs */
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_rs(o, pf[kk], dadd(desc(vc), ((kk >> 2) * HD * 128 + (kk & 3) * 32) >> 4), 1);
+            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
         wgmma_commit();
         wgmma_wait1(); /* S_{i+1} is in; P_i V_i may still run */
         fence_regs<64>(s);
@@ -976,7 +970,7 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_rs(o, pf[kk], dadd(desc(vc), ((kk >> 2) * HD * 128 + (kk & 3) * 32) >> 4), 1);
+            wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
         wgmma_commit();
         wgmma_wait0();
         fence_regs<64>(o);
