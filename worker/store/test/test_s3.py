@@ -37,6 +37,7 @@ PREFIX = "runs/ci"
 SECRET = "S3RVER"  # s3rver's built-in account (AWS_ACCESS_KEY_ID=S3RVER as well)
 AWS = "/usr/bin/aws"
 MIB = 1 << 20
+DURABLE_JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3rver_durable.js")
 
 failures = []
 
@@ -85,14 +86,36 @@ class S3rver:
 
     def start(self):
         # s3rver's continuation tokens use DES, which Node 17+ only has in the legacy provider.
-        env = dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider")
+        # s3rver_durable.js makes s3rver answer a PUT only once the object's file holds the
+        # body (s3rver 3.7.1 can answer first; see that file), as S3's read-after-write
+        # consistency promises.
+        store_js = os.path.join(os.path.dirname(os.path.realpath(self.exe)), "..", "lib",
+                                "stores", "filesystem.js")
+        if not os.path.isfile(store_js):
+            raise RuntimeError(f"{os.path.normpath(store_js)} not found: s3rver_durable.js "
+                               "patches s3rver 3.x's FilesystemStore")
+        env = dict(os.environ, VDN_S3RVER_FILESYSTEM_STORE=os.path.normpath(store_js),
+                   NODE_OPTIONS=f'--openssl-legacy-provider --require "{DURABLE_JS}"')
+        self.log.seek(0, os.SEEK_END)
+        log_start = self.log.tell()
         self.proc = subprocess.Popen(
             [self.exe, "-d", self.datadir, "-a", "127.0.0.1", "-p", str(self.port),
              "--configure-bucket", BUCKET],
             stdout=self.log, stderr=self.log, start_new_session=True, env=env)
-        if not wait_port(self.port, 30):
+        if not wait_port(self.port, 60):
             self.stop()
-            raise RuntimeError(f"s3rver did not listen on port {self.port} within 30 s")
+            raise RuntimeError(f"s3rver did not listen on port {self.port} within 60 s; its "
+                               f"log:\n{self.log_since(log_start)}")
+        if "s3rver_durable.js: putObject" not in self.log_since(log_start):
+            self.stop()
+            raise RuntimeError("s3rver runs without s3rver_durable.js; its log:\n"
+                               + self.log_since(log_start))
+
+    def log_since(self, offset):
+        self.log.flush()
+        with open(self.log.name, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")[-3000:]
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -176,12 +199,14 @@ def verify_sigv4(botocore, method, raw_path, headers, body, secret):
 class Proxy:
     """Verifies, optionally injects a fault, then forwards to the upstream s3rver."""
 
-    def __init__(self, upstream_port, botocore):
+    def __init__(self, upstream_port, botocore, datadir):
         self.upstream_port = upstream_port
+        self.datadir = datadir    # s3rver's folder, for the read-after-write check
         self.botocore = botocore
         self.lock = threading.Lock()
         self.log = []             # (method, path, status)
         self.bad_signatures = []  # (method, path, code, message)
+        self.unwritten = []       # (path, bytes sent, bytes in s3rver's file) after a 200
         self.faults = []          # list of [predicate, status, code, remaining]
         self.max_keys = None      # force small list pages
         self.complete_error = False
@@ -249,6 +274,8 @@ class Proxy:
                     c.close()
                 except OSError as e:
                     return self.error(502, "BadGateway", str(e))
+                if self.command == "PUT" and r.status == 200:
+                    proxy.check_written(path, len(body))
                 if self.command == "GET" and r.status == 200 and len(data) > 1000:
                     with proxy.lock:
                         cut = proxy.truncate_gets > 0
@@ -291,6 +318,25 @@ class Proxy:
     def stop(self):
         self.server.shutdown()
         self.server.server_close()
+
+    def check_written(self, raw_path, want):
+        """Read-after-write, as S3 promises: once s3rver has answered 200 to a PUT of an
+        object or a part, its file must hold every byte (s3rver_durable.js sees to it)."""
+        parts = urllib.parse.urlsplit(raw_path)
+        segs = urllib.parse.unquote(parts.path).lstrip("/").split("/")
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        if "partNumber" in query:
+            f = os.path.join(self.datadir, segs[0], "._S3rver_uploads", query["uploadId"],
+                             query["partNumber"])
+        else:
+            f = os.path.join(self.datadir, *segs) + "._S3rver_object"
+        try:
+            got = os.stat(f).st_size
+        except OSError:
+            got = None
+        if got != want:
+            with self.lock:
+                self.unwritten.append((raw_path, want, got))
 
     def count(self, method, needle):
         with self.lock:
@@ -414,7 +460,7 @@ def test_s3(tool, threads_tool, api_test, s3rver_exe, tmp):
     proxy = None
     try:
         server.start()
-        proxy = Proxy(s3port, botocore)
+        proxy = Proxy(s3port, botocore, server.datadir)
         uri = f"s3://{BUCKET}/{PREFIX}"
         env = dict(os.environ, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY=SECRET,
                    AWS_REGION="us-east-1", VDN_S3_ENDPOINT=f"http://127.0.0.1:{proxy.port}")
@@ -567,6 +613,10 @@ def test_s3(tool, threads_tool, api_test, s3rver_exe, tmp):
         check(not proxy.bad_signatures,
               f"every request carried a valid SigV4 signature ({len(proxy.bad_signatures)} bad: "
               f"{proxy.bad_signatures[:3]})")
+
+        check(not proxy.unwritten,
+              f"read-after-write: every PUT s3rver answered 200 was in its file "
+              f"({len(proxy.unwritten)} not: (path, sent, on disk) {proxy.unwritten[:3]})")
 
         print("endpoint down for ~3 s: the upload retries and succeeds")
         direct = dict(env, VDN_S3_ENDPOINT=f"http://127.0.0.1:{s3port}")

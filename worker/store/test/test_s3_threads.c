@@ -30,11 +30,23 @@ static void *worker(void *arg) {
         uint64_t size = 0;
         void *back = NULL;
         size_t len = 0;
-        if (vdn_store_put_bytes(st, key, data, n, err, sizeof err) ||
-            vdn_store_exists(st, key, &size, err, sizeof err) != 1 || size != n ||
-            vdn_store_get_bytes(st, key, &back, &len, err, sizeof err) || len != n ||
-            memcmp(back, data, n) || ((char *)back)[n] != 0) {
-            fprintf(stderr, "thread %d key %s: FAILED: %s\n", id, key, err);
+        int ex = 0;
+        err[0] = 0;
+        const char *failed = NULL; /* which step, for the message */
+        if (vdn_store_put_bytes(st, key, data, n, err, sizeof err))
+            failed = "put";
+        else if ((ex = vdn_store_exists(st, key, &size, err, sizeof err)) != 1)
+            failed = ex == 0 ? "exists says the key is absent" : "exists";
+        else if (size != n)
+            snprintf(err, sizeof err, "exists says %llu bytes, %zu were put",
+                     (unsigned long long)size, n);
+        else if (vdn_store_get_bytes(st, key, &back, &len, err, sizeof err))
+            failed = "get";
+        else if (len != n || memcmp(back, data, n) || ((char *)back)[n] != 0)
+            snprintf(err, sizeof err, "got %zu bytes back, not the %zu that were put", len, n);
+        if (failed || err[0]) {
+            fprintf(stderr, "thread %d key %s: FAILED: %s%s%s\n", id, key, failed ? failed : "",
+                    failed ? ": " : "", err);
             free(data);
             free(back);
             return (void *)1;
