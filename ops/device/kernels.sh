@@ -45,6 +45,9 @@ ar rcs "$B/libk.a" $LIBOBJ $B/eng/*.o
 nvcc -o "$B/test_gpu" "$B/test_gpu.cu.o" "$B/libk.a" -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
 nvcc -o "$B/vdn_bench" "$B/cmd_bench.o" "$B/bench_main.o" "$B/libk.a" -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
 nvcc -o "$B/test_backend" "$B/test_backend_gpu.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm >> "$OUT/build.log" 2>&1
+gcc $CFLAGS -c ops/bench/mini_main.c -o "$B/mini_main.o" >> "$OUT/build.log" 2>&1
+nvcc -o "$B/vdnmini" "$B/mini_main.o" "$B/cmd_bench.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
+  -Xlinker --undefined=vdn_cuda_backend_ops >> "$OUT/build.log" 2>&1
 gcc $CFLAGS kernels/test/test_twins.c kernels/twin_*.c kernels/attn_tiles.c engine/vdn_util.c -lm -o "$B/test_twins" >> "$OUT/build.log" 2>&1
 echo "build: $(( $(date +%s) - t0 )) s"
 grep -E "error|registers|spill" "$OUT/build.log" | grep -E "error|attn_k|solve_k|scan_k|act_k|sconv_k|spill stores [1-9]" | head -20
@@ -68,6 +71,22 @@ if [ "${PROFILE:-0}" = 1 ] && command -v ncu > /dev/null; then
     > "$OUT/ncu_attn.txt" 2>&1
   echo "ncu: exit $?"
   grep -E "Throughput|Pipe|Stall|Warp Cycles|Achieved|Issue Slots|L2 Hit|Bandwidth|Busy" "$OUT/ncu_attn.txt" | head -60
+fi
+if [ "${H3RENDER:-0}" = 1 ] && [ -x "$B/vdnmini" ]; then
+  # whole renders through the engine on an H3-shaped random checkpoint with 2 DiT blocks (the
+  # refiner, embeddings, heads, sampler and host<->device copies included), dense and VDN
+  H3=/tmp/vdn-h3; rm -rf "$H3"
+  t1=$(date +%s)
+  "$B/vdnmini" ckpt init --preset h3 --layers 2 --vdn --out "$H3" > "$OUT/h3render.log" 2>&1
+  echo "h3 ckpt init (2 layers): exit $? in $(( $(date +%s) - t1 )) s" | tee -a "$OUT/h3render.log"
+  for v in dense vdn; do
+    t1=$(date +%s)
+    timeout 240 "$B/vdnmini" render --checkpoint "$H3" --prompt-cache "$H3/prompt.safetensors" \
+      --frames 345 --height 768 --width 1344 --steps 3 --seed 1 --variant $v --out "/tmp/h3-$v" \
+      >> "$OUT/h3render.log" 2>&1
+    echo "h3 render $v: exit $? in $(( $(date +%s) - t1 )) s" | tee -a "$OUT/h3render.log"
+    /usr/bin/env python3 -c "import json,sys; r=json.load(open('/tmp/h3-$v.json')); print('$v', json.dumps(r.get('timing', r))[:400])" 2>&1 | tee -a "$OUT/h3render.log"
+  done
 fi
 tb=skip
 if [ "${BENCH:-1}" = 1 ]; then
