@@ -81,6 +81,17 @@ class Farm:
         failed = et is not None or self.failed
         for name in list(self.procs):
             self.kill(name, signal.SIGKILL, quiet=True)
+        # Under ops/sanitize.sh a report in any process's log fails the test, even one from a
+        # process whose exit status the test did not look at.
+        reports = sanitizer_reports(self.logs.values())
+        if reports and et is None:
+            log("sanitizer reports:\n  " + "\n  ".join(reports[:10]))
+            self._report(True)
+            raise TestFailure("sanitizer report in a process log (see above)")
+        self._report(failed)
+        return False
+
+    def _report(self, failed):
         if failed:
             for name, path in self.logs.items():
                 try:
@@ -94,7 +105,6 @@ class Farm:
             shutil.rmtree(self.dir, ignore_errors=True)
         else:
             log("left %s for inspection" % self.dir)
-        return False
 
     def run(self, args, timeout=60, check_rc=True, env=None):
         r = subprocess.run([self.vdn] + args, capture_output=True, text=True, timeout=timeout,
@@ -292,6 +302,19 @@ class Farm:
                     hdr = check_safetensors(data, k)
                     shape = hdr["video"]["shape"]
                     check(shape[1] == LATENT_FRAMES, "%s: video latents %s" % (k, shape))
+
+
+def sanitizer_reports(paths):
+    """Lines of ASan/UBSan/LSan reports in the given log files."""
+    out = []
+    for path in paths:
+        try:
+            with open(path, errors="replace") as f:
+                out += ["%s: %s" % (os.path.basename(path), line.strip()) for line in f
+                        if ("Sanitizer" in line and "ERROR" in line) or "runtime error:" in line]
+        except OSError:
+            pass
+    return out
 
 
 def check_safetensors(data, what):

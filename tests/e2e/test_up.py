@@ -9,7 +9,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import FRAMES, check, check_safetensors, log, main, TestFailure
+from harness import FRAMES, check, check_safetensors, log, main, sanitizer_reports
 
 
 def conf(path):
@@ -151,6 +151,10 @@ def test(args):
             check(os.path.getsize(os.path.join(d, "logs", name + ".log")) > 0,
                   "empty log for %s" % name)
         foreground(vdn, os.path.join(d, "fg"))
+        logs = [os.path.join(d, "logs", f) for f in os.listdir(os.path.join(d, "logs"))]
+        logs += [os.path.join(d, "fg", "logs", f) for f in os.listdir(os.path.join(d, "fg", "logs"))]
+        reports = sanitizer_reports(logs + [os.path.join(d, "fg.stderr")])
+        check(not reports, "sanitizer reports: %s" % reports[:5])
         ok = True
     finally:
         if pid and alive(pid):
