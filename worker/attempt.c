@@ -187,6 +187,14 @@ static void *job_main(void *arg) {
         finish(j, 0, 0, err);
         return NULL;
     }
+    /* The output store first: a worker that cannot open it should not spend a render. (The
+     * handle is fetched again before the upload: the prompt cache's store may take its slot.) */
+    vdn_store *st = store_for(j->stores, j->spec.store_uri, err, sizeof err);
+    if (!st) {
+        snprintf(msg, sizeof msg, "output store: %s", err);
+        finish(j, 0, 1, msg);
+        return NULL;
+    }
     if (resolve_prompt_cache(j, pc_path, sizeof pc_path, &retryable, err, sizeof err)) {
         finish(j, 0, retryable, err);
         return NULL;
@@ -245,7 +253,7 @@ static void *job_main(void *arg) {
     }
     wake(j);
 
-    vdn_store *st = store_for(j->stores, j->spec.store_uri, err, sizeof err);
+    st = store_for(j->stores, j->spec.store_uri, err, sizeof err);
     if (!st) {
         snprintf(msg, sizeof msg, "output store: %s", err);
         finish(j, 0, 1, msg);

@@ -76,7 +76,25 @@ def test(args):
             farm.start_coordinator()
             for w in ("w0", "w1"):
                 farm.start_worker(w, nfe_delay_ms=120)
-            batch = farm.submit(N)
+            # Half the jobs name their prompt cache by s3:// URI: the worker downloads it.
+            env = dict(os.environ, **s3env)
+            r = subprocess.run(["/usr/bin/aws", "--endpoint-url", endpoint, "s3", "cp",
+                                "--only-show-errors", farm.prompt,
+                                "s3://%s/prompts/p.safetensors" % BUCKET],
+                               capture_output=True, env=env, timeout=60)
+            check(r.returncode == 0, "aws s3 cp prompt: %s" % r.stderr.decode(errors="replace"))
+            path = farm.write_requests(N)
+            lines = open(path).read().splitlines()
+            with open(path, "w") as f:
+                for i, line in enumerate(lines):
+                    if i % 2:
+                        line = line.replace(farm.prompt, "s3://%s/prompts/p.safetensors" % BUCKET)
+                    f.write(line + "\n")
+            r = farm.run(["submit", path, "--coordinator", farm.client_ep, "--json"])
+            import re
+            batch = int(re.search(r'"batch_id"\s*:\s*(\d+)', r.stdout).group(1))
+            n_s3 = farm.q("SELECT count(*) FROM jobs WHERE request LIKE '%s3://%'")[0][0]
+            check(n_s3 == N // 2, "%d jobs name an s3:// prompt cache, expected %d" % (n_s3, N // 2))
             t0 = time.time()
             while farm.counts(batch).get("done", 0) < 2:
                 check(time.time() - t0 < 60, "no job finished with S3 up")
@@ -97,7 +115,6 @@ def test(args):
                               "started_at < ? AND finished_at > ?", t_stop + 1, t_back)[0][0]
             log("attempts that lived through the outage: %d" % spanning)
             check(spanning >= 1, "no attempt lived through the outage; the test proved nothing")
-            env = dict(os.environ, **s3env)
             listing = json.loads(aws(endpoint, env, "list-objects-v2", "--bucket", BUCKET,
                                      "--prefix", "e2e/") or b"{}")
             got = os.path.join(farm.dir, "got")
