@@ -38,7 +38,7 @@ static vdn_store *store_for(vdn_worker_stores *c, const char *uri, char *err, si
         if (!c->default_uri)
             return vdn_fail(err, errlen, "the job names no store and the worker has no --store"),
                    NULL;
-        if (!c->dflt) c->dflt = vdn_store_open(c->default_uri, NULL, err, errlen);
+        if (!c->dflt) c->dflt = vdn_store_open(c->default_uri, &c->opts, err, errlen);
         return c->dflt;
     }
     if (c->default_uri && !strcmp(uri, c->default_uri)) return store_for(c, NULL, err, errlen);
@@ -46,7 +46,7 @@ static vdn_store *store_for(vdn_worker_stores *c, const char *uri, char *err, si
     if (c->other) vdn_store_close(c->other);
     free(c->other_uri);
     c->other_uri = vdn_xstrdup(uri);
-    c->other = vdn_store_open(uri, NULL, err, errlen);
+    c->other = vdn_store_open(uri, &c->opts, err, errlen);
     return c->other;
 }
 

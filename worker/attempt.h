@@ -40,6 +40,7 @@ typedef enum {
 /* Store handles kept across jobs (opening an s3:// store is cheap but not free). Touched only
  * by job threads, which never overlap. */
 typedef struct {
+    vdn_store_opts opts; /* retry budget etc. for every store opened */
     char *default_uri;
     vdn_store *dflt;
     char *other_uri;

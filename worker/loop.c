@@ -697,6 +697,7 @@ int vdn_worker_run(const vdn_worker_opts *o) {
     VDN_INFO("worker %s: loaded %s in %.1f s (identity %.16s, backend %s)", o->id, o->checkpoint,
              vdn_now() - t0, vdn_engine_identity(w.eng), vdn_engine_backend_name(w.eng));
     if (o->store) w.stores.default_uri = vdn_xstrdup(o->store);
+    w.stores.opts.retry_max_seconds = o->store_retry_s;
 
     w.ctx = zmq_ctx_new();
     int rc = run_loop(&w);

@@ -26,6 +26,7 @@ static const char usage[] =
     "  --liveness N          silent heartbeats before reconnecting (default 5)\n"
     "  --upload-attempts N   whole-upload retries on top of the store's (default 3)\n"
     "  --threads N           CPU backend threads (default: the engine's)\n"
+    "  --store-retry-seconds S  give up one store request after S s of retries (default 120)\n"
     "  --config FILE         cluster config (ops/cluster.example.conf); flags override it\n"
     "SIGTERM: finish the current job, then exit. A second SIGTERM: hand the job back, exit.\n";
 
@@ -109,7 +110,8 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
                 return vdn_fail(err, errlen, "vdn worker: more than 16 --adapter");
             o->adapters[o->n_adapters++] = v;
         } else if (!strcmp(a, "--heartbeat-seconds") || !strcmp(a, "--liveness") ||
-                   !strcmp(a, "--upload-attempts") || !strcmp(a, "--threads")) {
+                   !strcmp(a, "--upload-attempts") || !strcmp(a, "--threads") ||
+                   !strcmp(a, "--store-retry-seconds")) {
             char *end;
             double x = strtod(v, &end);
             if (end == v || *end || !(x > 0) || x > 3600)
@@ -121,6 +123,8 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
                 o->liveness = (int)x < 2 ? 2 : (int)x;
             else if (!strcmp(a, "--threads"))
                 o->threads = (int)x;
+            else if (!strcmp(a, "--store-retry-seconds"))
+                o->store_retry_s = x;
             else
                 o->upload_attempts = (int)x;
         } else if (!strcmp(a, "--config")) {

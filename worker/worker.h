@@ -25,6 +25,7 @@ typedef struct {
     double reconnect_max_s; /* cap on the reconnect backoff */
     int upload_attempts;    /* whole-upload retries on top of the store's own */
     int threads;            /* CPU backend threads, 0 = the engine's default */
+    double store_retry_s;   /* cap on one store request's retry backoff, 0 = the store's (120 s) */
 } vdn_worker_opts;
 
 /* Parses argv (argv[0] = "worker"). 0 ok, 1 = --help printed, -1 = error printed to err. */

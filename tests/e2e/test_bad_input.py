@@ -1,12 +1,13 @@
 """Bad input and cancellation through the whole farm: a prompt cache that is not a prompt cache,
 or that is missing on the worker, fails the job at once with a reason naming the file and is not
-retried; `vdn cancel` stops a running render at its next NFE and frees the worker."""
+retried; `vdn cancel` stops a running render at its next NFE and frees the worker; a store that
+stays down fails each attempt as retryable until the job runs out of attempts."""
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Farm, check, log, main
+from harness import Farm, check, free_port, log, main
 
 
 def job_of(farm, batch):
@@ -78,6 +79,30 @@ def test(args):
         wlog = open(farm.logs["w"]).read()
         check("cancelling" in wlog, "the worker never logged the cancel")
         check(farm.procs["w"].poll() is None, "the worker died along the way")
+
+    # 4. The store is down for good: each attempt's upload fails after its retries, the FAIL is
+    #    retryable, so the job is tried again, up to max attempts, and the reason names the
+    #    endpoint (never the secret).
+    port = free_port()
+    secret = "not-a-real-secret-4d1e"
+    with Farm(args.vdn, "storedown", store="s3://nobucket/p", steps=1, max_attempts=2,
+              keep=args.keep) as farm:
+        farm.env.update({"AWS_ACCESS_KEY_ID": "AKIDTEST", "AWS_SECRET_ACCESS_KEY": secret,
+                         "AWS_REGION": "us-east-1",
+                         "VDN_S3_ENDPOINT": "http://127.0.0.1:%d" % port})
+        farm.start_coordinator()
+        farm.start_worker("w", extra_args=["--store-retry-seconds", "1", "--upload-attempts", "1"])
+        b = farm.submit(1)
+        farm.wait_batch(b, 1, timeout=60)
+        st, attempts, err = farm.q("SELECT state, attempts, last_error FROM jobs WHERE "
+                                   "batch_id=?", b)[0]
+        log("store down: %s after %d attempt(s): %s" % (st, attempts, err))
+        check(st == "failed" and attempts == 2, "store down: %s after %d attempts, expected "
+              "failed after 2 (retryable, max attempts 2)" % (st, attempts))
+        check("127.0.0.1:%d" % port in err, "reason does not name the endpoint: %r" % err)
+        for path in farm.logs.values():
+            check(secret not in open(path).read(), "a log holds the S3 secret")
+        check(secret not in err, "the reason holds the S3 secret")
 
 
 if __name__ == "__main__":
