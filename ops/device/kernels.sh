@@ -99,7 +99,7 @@ if [ -f "$PEERS" ]; then
 fi
 
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
-  timeout 120 compute-sanitizer --tool memcheck --print-limit 20 "$B/test_gpu" > "$OUT/sanitizer.log" 2>&1
+  timeout 200 compute-sanitizer --tool memcheck --print-limit 20 "$B/test_gpu" > "$OUT/sanitizer.log" 2>&1
   echo "memcheck: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer.log") clean summaries)"
   grep -E "ERROR SUMMARY|Invalid" "$OUT/sanitizer.log" | head -5
 fi
