@@ -2,14 +2,17 @@
 """The S3 backend against a real S3 server on loopback (s3rver), checked independently.
 
 Two independent referees:
-  * the AWS CLI (Debian's awscli) reads back every object we wrote: size, sha256, listing;
+  * the AWS SDK (the botocore of Debian's awscli, in-process) reads back every object we
+    wrote, straight from s3rver: size, sha256, listing;
   * a small HTTP proxy between our client and s3rver recomputes every request's SigV4
     signature with botocore (shipped inside awscli) and checks x-amz-content-sha256 against
     the body, as real S3 does, because s3rver itself does not verify V4 signatures. The proxy
     also injects faults: 503 SlowDown, 500s on a multipart part, a 200-with-<Error> complete,
     and small list pages (max-keys) to force continuation tokens.
 The server is always stopped, whatever happens (process group kill in finally/atexit).
-Exit 77 (skip) when s3rver, node or the AWS CLI are missing.
+s3rver runs with s3rver_durable.js preloaded, so that it answers a PUT only once the object is
+in its file (read-after-write, as on S3); the proxy checks that on every PUT.
+Exit 77 (skip) when s3rver, node or the awscli package (for botocore) are missing.
 
 usage: test_s3.py --tool vdn_store_tool [--threads-tool test_s3_threads]
                   --s3rver PATH/.bin/s3rver [--file-only]
@@ -19,7 +22,6 @@ import atexit
 import hashlib
 import http.client
 import http.server
-import json
 import os
 import re
 import shutil
@@ -35,7 +37,6 @@ import urllib.parse
 BUCKET = "vdn-test"
 PREFIX = "runs/ci"
 SECRET = "S3RVER"  # s3rver's built-in account (AWS_ACCESS_KEY_ID=S3RVER as well)
-AWS = "/usr/bin/aws"
 MIB = 1 << 20
 DURABLE_JS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "s3rver_durable.js")
 
@@ -58,14 +59,6 @@ def sha256_file(path):
     return h.hexdigest()
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def wait_port(port, timeout):
     end = time.time() + timeout
     while time.time() < end:
@@ -78,10 +71,12 @@ def wait_port(port, timeout):
 
 
 class S3rver:
-    """One s3rver process on 127.0.0.1:port with its own data directory."""
+    """One s3rver process on 127.0.0.1 with its own data directory. The first start lets
+    the kernel pick the port (no race with other tests for a 'free' one) and reads it from
+    s3rver's log; restarts take the same port again, as a real endpoint keeps its address."""
 
-    def __init__(self, exe, datadir, port):
-        self.exe, self.datadir, self.port, self.proc = exe, datadir, port, None
+    def __init__(self, exe, datadir):
+        self.exe, self.datadir, self.port, self.proc = exe, datadir, 0, None
         self.log = open(os.path.join(datadir + ".log"), "ab")
 
     def start(self):
@@ -102,20 +97,29 @@ class S3rver:
             [self.exe, "-d", self.datadir, "-a", "127.0.0.1", "-p", str(self.port),
              "--configure-bucket", BUCKET],
             stdout=self.log, stderr=self.log, start_new_session=True, env=env)
-        if not wait_port(self.port, 60):
-            self.stop()
-            raise RuntimeError(f"s3rver did not listen on port {self.port} within 60 s; its "
-                               f"log:\n{self.log_since(log_start)}")
+        end = time.time() + 60
+        while True:
+            m = re.search(r"S3rver listening on 127\.0\.0\.1:(\d+)", self.log_since(log_start))
+            if m and wait_port(int(m.group(1)), 1):
+                break
+            if self.proc.poll() is not None or time.time() > end:
+                why = (f"exited with status {self.proc.returncode}" if self.proc.poll() is not None
+                       else "did not listen within 60 s")
+                self.stop()
+                raise RuntimeError(f"s3rver (port {self.port or 'any'}) {why}; its log:\n"
+                                   + self.log_since(log_start)[-3000:])
+            time.sleep(0.1)
+        self.port = int(m.group(1))
         if "s3rver_durable.js: putObject" not in self.log_since(log_start):
             self.stop()
             raise RuntimeError("s3rver runs without s3rver_durable.js; its log:\n"
-                               + self.log_since(log_start))
+                               + self.log_since(log_start)[-3000:])
 
     def log_since(self, offset):
         self.log.flush()
         with open(self.log.name, "rb") as f:
             f.seek(offset)
-            return f.read().decode(errors="replace")[-3000:]
+            return f.read().decode(errors="replace")
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -355,36 +359,54 @@ def run_tool(tool, args, env, stdin=None, timeout=120):
     return p.returncode, p.stdout, p.stderr.decode(errors="replace")
 
 
-def aws(port, *args):
-    env = dict(os.environ, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY=SECRET,
-               AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true",
-               AWS_CONFIG_FILE="/dev/null", AWS_SHARED_CREDENTIALS_FILE="/dev/null",
-               AWS_PAGER="")
-    p = subprocess.run([AWS, "--endpoint-url", f"http://127.0.0.1:{port}", "s3api"] + list(args),
-                       env=env, capture_output=True, timeout=120)
-    return p.returncode, p.stdout.decode(), p.stderr.decode()
+_clients = {}
+
+
+def s3api(port):
+    """An S3 client of the AWS SDK (the botocore inside Debian's awscli, as the CLI uses it),
+    straight to s3rver: the referee that reads back what our client wrote. In-process,
+    because starting the CLI for each of ~25 look-ups cost seconds (more under load)."""
+    if port not in _clients:
+        import botocore.config
+        import botocore.session
+        session = botocore.session.Session()
+        session.set_config_variable("config_file", "/dev/null")
+        session.set_config_variable("credentials_file", "/dev/null")
+        _clients[port] = session.create_client(
+            "s3", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+            aws_access_key_id="S3RVER", aws_secret_access_key=SECRET,
+            config=botocore.config.Config(s3={"addressing_style": "path"},
+                                          connect_timeout=10, read_timeout=120))
+    return _clients[port]
 
 
 def head(port, key):
-    rc, out, _ = aws(port, "head-object", "--bucket", BUCKET, "--key", key)
-    return json.loads(out) if rc == 0 else None
+    """head-object's answer, or None when the key is absent (404)."""
+    import botocore.exceptions
+    try:
+        return s3api(port).head_object(Bucket=BUCKET, Key=key)
+    except botocore.exceptions.ClientError as e:
+        if e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+            return None
+        raise
 
 
 def remote_sha(port, key, tmp):
-    dst = os.path.join(tmp, "aws-get.bin")
-    rc, _, err = aws(port, "get-object", "--bucket", BUCKET, "--key", key, dst)
-    if rc != 0:
-        return f"get-object failed: {err.strip()}"
-    return sha256_file(dst)
+    import botocore.exceptions
+    try:
+        body = s3api(port).get_object(Bucket=BUCKET, Key=key)["Body"]
+    except botocore.exceptions.ClientError as e:
+        return f"get-object failed: {e}"
+    h = hashlib.sha256()
+    for chunk in iter(lambda: body.read(MIB), b""):
+        h.update(chunk)
+    return h.hexdigest()
 
 
 def remote_keys(port, prefix):
-    rc, out, err = aws(port, "list-objects-v2", "--bucket", BUCKET, "--prefix", prefix)
-    if rc != 0:
-        raise RuntimeError(err)
-    out = out.strip()
-    return sorted((o["Key"], o["Size"]) for o in (json.loads(out).get("Contents", []) if out
-                                                 else []))
+    """(key, size) of every object under prefix, all pages, sorted."""
+    pages = s3api(port).get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+    return sorted((o["Key"], o["Size"]) for page in pages for o in page.get("Contents", []))
 
 
 def write_random(path, size, seed):
@@ -453,19 +475,18 @@ def test_file_cli(tool, tmp):
 
 def test_s3(tool, threads_tool, api_test, s3rver_exe, tmp):
     botocore = load_botocore()
-    s3port = free_port()
-    server = S3rver(s3rver_exe, os.path.join(tmp, "s3data"), s3port)
+    server = S3rver(s3rver_exe, os.path.join(tmp, "s3data"))
     os.makedirs(server.datadir)
     atexit.register(server.stop)
     proxy = None
     try:
         server.start()
+        s3port = server.port
         proxy = Proxy(s3port, botocore, server.datadir)
         uri = f"s3://{BUCKET}/{PREFIX}"
         env = dict(os.environ, AWS_ACCESS_KEY_ID="S3RVER", AWS_SECRET_ACCESS_KEY=SECRET,
                    AWS_REGION="us-east-1", VDN_S3_ENDPOINT=f"http://127.0.0.1:{proxy.port}")
         env.pop("AWS_SESSION_TOKEN", None)
-        via_proxy = []  # every tool call goes through the proxy unless --endpoint says otherwise
 
         print("single PUT")
         small = os.path.join(tmp, "small.bin")
@@ -665,15 +686,14 @@ def main():
         else:
             missing = [w for w, ok in [("s3rver (bash ops/install-deps.sh)", os.access(a.s3rver,
                                                                                        os.X_OK)),
-                                       ("node", shutil.which("node")),
-                                       ("aws (Debian awscli)", os.access(AWS, os.X_OK))] if not ok]
+                                       ("node", shutil.which("node"))] if not ok]
             if missing:
                 print("SKIP: missing " + ", ".join(missing))
                 return 77
             try:
                 load_botocore()
             except ImportError as e:
-                print(f"SKIP: botocore from awscli not importable: {e}")
+                print(f"SKIP: botocore from awscli (Debian package awscli) not importable: {e}")
                 return 77
             test_s3(a.tool, a.threads_tool, a.api_test, a.s3rver, tmp)
     finally:
