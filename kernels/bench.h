@@ -16,6 +16,10 @@ typedef struct {
     const char *json; /* write results here, or NULL */
 } vdn_bench_opts;
 
+/* Options of `vdn bench` (argv[0] = "bench"): 0, or -1 after a message naming the option and
+ * what it expects. *help = 1 when --help was given. */
+int vdn_bench_parse(int argc, char **argv, vdn_bench_opts *o, int *help);
+
 /* Runs the benchmark on GPU 0; 0 on success, -1 with a message on stderr. */
 int vdn_bench_cuda(const vdn_bench_opts *o);
 

@@ -31,7 +31,7 @@ static int parse_int(const char *opt, const char *s, int lo, int hi, int *out) {
     return 0;
 }
 
-int vdn_cmd_bench(int argc, char **argv) {
+int vdn_bench_parse(int argc, char **argv, vdn_bench_opts *out, int *help) {
     vdn_bench_opts o = {.frames = 102,
                         .text = 512,
                         .audio = 575,
@@ -40,12 +40,12 @@ int vdn_cmd_bench(int argc, char **argv) {
                         .reps = 10,
                         .attn_reps = 3,
                         .json = NULL};
+    *help = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
+            *help = 1;
         } else if (!strcmp(a, "--frames")) {
             rc = parse_int(a, v, 11, 1000, &o.frames), i++;
         } else if (!strcmp(a, "--text")) {
@@ -63,21 +63,35 @@ int vdn_cmd_bench(int argc, char **argv) {
                 gw > 512) {
                 fprintf(stderr, "vdn bench: --grid expects HxW patch counts like 24x42, got '%s'\n",
                         v ? v : "(missing)");
-                return 2;
+                return -1;
             }
             o.gh = gh, o.gw = gw, i++;
         } else if (!strcmp(a, "--json")) {
             if (!v) {
                 fprintf(stderr, "vdn bench: --json expects a file name\n");
-                return 2;
+                return -1;
             }
             o.json = v, i++;
         } else {
             fprintf(stderr, "vdn bench: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
+            return -1;
         }
-        if (rc) return 2;
+        if (rc) return -1;
+    }
+    *out = o;
+    return 0;
+}
+
+int vdn_cmd_bench(int argc, char **argv) {
+    vdn_bench_opts o;
+    int help = 0;
+    if (vdn_bench_parse(argc, argv, &o, &help) != 0) {
+        usage(stderr);
+        return 2;
+    }
+    if (help) {
+        usage(stdout);
+        return 0;
     }
 #ifdef VDN_HAVE_CUDA
     return vdn_bench_cuda(&o) ? 1 : 0;

@@ -3,7 +3,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <stdint.h>
+#include <stdlib.h>
+
 #include "commands.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int failures;
 
@@ -30,6 +35,33 @@ int main(void) {
     expect(2, 2, "--json", NULL);       /* missing file name */
     expect(2, 2, "--bogus", NULL);      /* unknown option */
     expect(0, 2, "--help", NULL);
+    /* replay: deterministic byte mutations of valid and invalid command lines through the fuzz
+     * target (which aborts if anything out of range is accepted) */
+    static const char seeds[][40] = {"--frames\0"
+                                     "102\0--grid\0"
+                                     "24x42",
+                                     "--text\0"
+                                     "512\0--reps\0"
+                                     "3",
+                                     "--grid\0"
+                                     "7x9\0--audio\0"
+                                     "0",
+                                     "--json\0x.json\0--attn-reps\0"
+                                     "2"};
+    uint64_t r = 0x9E3779B97F4A7C15ull;
+    int replays = 0;
+    for (int s = 0; s < 4; s++)
+        for (int k = 0; k < 500; k++) {
+            uint8_t buf[40];
+            memcpy(buf, seeds[s], sizeof buf);
+            for (int m = 0; m < 1 + k % 4; m++) {
+                r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+                buf[r % 39] = (uint8_t)(r >> 32);
+            }
+            LLVMFuzzerTestOneInput(buf, 39);
+            replays++;
+        }
+    printf("replayed %d mutated command lines\n", replays);
     if (failures) {
         printf("%d check(s) FAILED\n", failures);
         return 1;
