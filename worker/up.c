@@ -163,16 +163,19 @@ static void child_read(child *c) {
     }
 }
 
-static int free_port(void) {
+/* `want` on loopback if nothing holds it, else any free port (want = 0: any). */
+static int free_port(int want) {
     int s = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)want),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof a;
     int port = -1;
     if (s >= 0 && bind(s, (struct sockaddr *)&a, sizeof a) == 0 &&
         getsockname(s, (struct sockaddr *)&a, &len) == 0)
         port = ntohs(a.sin_port);
     if (s >= 0) close(s);
-    return port;
+    return port < 0 && want ? free_port(0) : port;
 }
 
 static int port_open(int port) {
@@ -502,7 +505,9 @@ int vdn_cmd_up(int argc, char **argv) {
         else if (make_checkpoint(&u))
             return 1;
     }
-    int wp = u.port ? u.port : free_port(), cp = u.port ? u.port + 1 : free_port();
+    /* The coordinator's default ports when they are free, so `vdn submit` and friends find
+     * this farm without --dir; other free ports when they are taken. */
+    int wp = u.port ? u.port : free_port(5555), cp = u.port ? u.port + 1 : free_port(5556);
     if (wp < 0 || cp < 0 || wp == cp) {
         fprintf(stderr, "vdn up: cannot find free loopback ports\n");
         return 1;

@@ -116,6 +116,11 @@ def test(args):
                             timeout=60)
         check(r2.returncode != 0 and "already runs" in r2.stderr,
               "a second vdn up on the same dir must refuse: %d %s" % (r2.returncode, r2.stderr))
+        if c["client_endpoint"] == "tcp://127.0.0.1:5556":
+            # it took the default ports: the client commands find it with no flags at all
+            env = {k: v for k, v in os.environ.items() if not k.startswith("VDN_")}
+            r = subprocess.run([vdn, "ls"], capture_output=True, text=True, timeout=60, env=env)
+            check(r.returncode == 0, "vdn ls without flags: %s%s" % (r.stdout, r.stderr))
         prompt = os.path.join(c["checkpoint"], "prompt.safetensors")
         req = os.path.join(d, "requests.jsonl")
         with open(req, "w") as f:
