@@ -115,7 +115,7 @@ static void send_ready(worker *w) {
     r.worker_id = (char *)w->o->id;
     r.n_gpus = (size_t)w->gpus.n;
     r.gpus = gp;
-    r.checkpoint = (char *)(w->o->checkpoint_name ? w->o->checkpoint_name : w->o->checkpoint);
+    r.checkpoint = (char *)w->o->checkpoint_name;
     r.checkpoint_identity = (char *)vdn_engine_identity(w->eng);
     r.engine_version = VDN_ENGINE_VERSION;
     r.backend = (char *)vdn_engine_backend_name(w->eng);

@@ -12,7 +12,8 @@ static const char usage[] =
     "usage: vdn worker --connect tcp://HOST:5555 --checkpoint DIR [options]\n"
     "  --connect EP          the coordinator's worker endpoint\n"
     "  --checkpoint DIR      checkpoint to load (once, at start)\n"
-    "  --checkpoint-name N   name the coordinator matches jobs against (default: DIR)\n"
+    "  --checkpoint-name N   name jobs' \"checkpoint\" field matches (default: DIR's last\n"
+    "                        component; a job may also name the identity hash)\n"
     "  --gpus SPEC           GPUs to drive: 0-7, 0,2,5, all (default) or none\n"
     "  --cpu                 CPU backend, report no GPUs\n"
     "  --store URI           default output store: file://DIR or s3://bucket/prefix\n"
@@ -145,6 +146,19 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
     if (!o->connect) return vdn_fail(err, errlen, "vdn worker: --connect is required\n%s", usage);
     if (!o->checkpoint)
         return vdn_fail(err, errlen, "vdn worker: --checkpoint is required\n%s", usage);
+    if (!o->checkpoint_name) {
+        /* Jobs name a checkpoint the same way on every host, while its path may differ from
+         * host to host: the directory's own name ("/models/VDN-H3/" -> "VDN-H3"). */
+        static char name[256];
+        size_t n = strlen(o->checkpoint);
+        while (n > 1 && o->checkpoint[n - 1] == '/')
+            n--;
+        size_t b = n;
+        while (b > 0 && o->checkpoint[b - 1] != '/')
+            b--;
+        snprintf(name, sizeof name, "%.*s", (int)(n - b), o->checkpoint + b);
+        o->checkpoint_name = name[0] ? name : o->checkpoint;
+    }
     if (o->cpu)
         o->nsel = 0;
     else if (gpus && strcmp(gpus, "all")) {

@@ -9,7 +9,7 @@
 typedef struct {
     const char *connect;         /* coordinator worker endpoint, tcp://HOST:5555 */
     const char *checkpoint;      /* checkpoint dir, loaded once at start */
-    const char *checkpoint_name; /* what READY calls it; default: the dir as given */
+    const char *checkpoint_name; /* what READY calls it; default: the dir's last component */
     const char *store;           /* default store for outputs (an ASSIGN may name another) */
     const char *id;              /* worker id; default HOST-gSPEC or HOST-cpu */
     const char *key;             /* CURVE: this worker's secret key file (NAME.key) */

@@ -40,6 +40,24 @@ def test(args):
         check(all(g["memory"] == 143771 * 1024 * 1024 for g in gpus), "memory %s" % gpus)
         check(all(g["name"] == "NVIDIA H200" for g in gpus), "names %s" % gpus)
 
+        # READY names the checkpoint by its directory's name: a job asking for "ckpt" runs here,
+        # one asking for another checkpoint waits for a worker that has it.
+        req = os.path.join(farm.dir, "ck.jsonl")
+        with open(req, "w") as f:
+            for name, seed in (("ckpt", 1), ("some-other-model", 2)):
+                f.write(json.dumps({"prompt_cache": farm.prompt, "frames": 56, "height": 32,
+                                    "width": 32, "steps": 1, "seed": seed,
+                                    "checkpoint": name}) + "\n")
+        farm.run(["submit", req, "--coordinator", farm.client_ep])
+        t0 = time.time()
+        while farm.q("SELECT state FROM jobs WHERE json_extract(request, '$.seed') IN (1, '1')")[0][0] != "done":
+            check(time.time() - t0 < 30, "the job naming checkpoint 'ckpt' did not run")
+            time.sleep(0.1)
+        time.sleep(2)
+        other = farm.q("SELECT state FROM jobs WHERE json_extract(request, '$.seed') IN (2, '2')")
+        check(other == [("queued",)], "the job naming another checkpoint is %s" % other)
+        log("checkpoint matching: 'ckpt' ran, 'some-other-model' waits")
+
         # A GPU that is not on the machine: refuse to start, naming it.
         r = farm.run(["worker", "--connect", farm.worker_ep, "--checkpoint", farm.ckpt,
                       "--gpus", "2-5", "--id", "bad"], check_rc=False, timeout=30,
