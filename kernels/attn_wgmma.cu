@@ -785,6 +785,7 @@ __device__ __forceinline__ void mbar_expect_tx(uint64_t *b, int bytes) {
  * issues each tile as two bulk tensor copies (64-column halves, 128-byte swizzle, rows past N
  * zero-filled by the hardware) completing on the stage's `full` mbarrier, so the warpgroups spend
  * no instructions on address arithmetic for loads. */
+template <bool PINGPONG>
 __global__ void __launch_bounds__(NT, 1)
     attn_wg4_k(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
                const __grid_constant__ CUtensorMap vmap, int N, const int *__restrict__ lohi,
@@ -932,11 +933,15 @@ __global__ void __launch_bounds__(NT, 1)
 
     /* all but the last block: S_{i+1} always exists, so the loop body has no branches around
      * the asynchronous products */
+    /* PINGPONG: the warpgroups take turns issuing their products (FA3's schedule): one
+     * warpgroup's softmax then runs while the tensor cores work for the other */
+    if (PINGPONG && wg == 1) named_arrive(1, NT); /* warpgroup 0 goes first */
     for (int i = 0; i + 1 < nb; i++) {
         if (threadIdx.x == 0 && i + NSTAGE - 1 < nb)
             fill(i + NSTAGE - 1); /* waits for both warpgroups to free it */
         mbar_wait(&full[(i + 1) % NSTAGE], ((i + 1) / NSTAGE) & 1); /* K_{i+1}, V_{i+1} landed */
         const char *kn = sK + ((i + 1) % NSTAGE) * TILE, *vc = sV + (i % NSTAGE) * TILE;
+        if (PINGPONG) named_sync(1 + wg, NT);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
@@ -948,6 +953,7 @@ __global__ void __launch_bounds__(NT, 1)
         for (int kk = 0; kk < BN / 16; kk++)
             wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
         wgmma_commit();
+        if (PINGPONG) named_arrive(1 + (wg ^ 1), NT);
         wgmma_wait1(); /* S_{i+1} is in; P_i V_i may still run */
         fence_regs<64>(s);
         softmax(i + 1);
@@ -967,11 +973,13 @@ __global__ void __launch_bounds__(NT, 1)
     }
     if (nb > 0) { /* the last block: only its P V product is left */
         const char *vc = sV + ((nb - 1) % NSTAGE) * TILE; /* landed: waited for its K */
+        if (PINGPONG) named_sync(1 + wg, NT);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++)
             wgmma_rs(o, pf[kk], desc(vc + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
         wgmma_commit();
+        if (PINGPONG) named_arrive(1 + (wg ^ 1), NT);
         wgmma_wait0();
         fence_regs<64>(o);
     }
@@ -1074,8 +1082,10 @@ extern "C" int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int 
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         CUDA_CHECK(
             cudaFuncSetAttribute(attn_wg3_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem4));
-        CUDA_CHECK(
-            cudaFuncSetAttribute(attn_wg4_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem4));
+        CUDA_CHECK(cudaFuncSetAttribute(attn_wg4_k<false>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem4));
+        CUDA_CHECK(cudaFuncSetAttribute(attn_wg4_k<true>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem4));
         configured = 1;
     }
     dim3 grid(n_tiles, heads);
@@ -1109,8 +1119,14 @@ extern "C" int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int 
         if (make_map(&qm, q, qd, qs, qb) || make_map(&km, k, qd, ks, kbx) ||
             make_map(&vm, vt_scratch, vd, vs, vb))
             return -1;
-        attn_wg4_k<<<grid, NT, smem4, S_(st)>>>(qm, km, vm, rows, lohi, head_end, tail_start, tiles,
-                                                sl, gate, heads, (bf16 *)out, ld_o);
+        if (g_variant == 6)
+            attn_wg4_k<true><<<grid, NT, smem4, S_(st)>>>(qm, km, vm, rows, lohi, head_end,
+                                                          tail_start, tiles, sl, gate, heads,
+                                                          (bf16 *)out, ld_o);
+        else
+            attn_wg4_k<false><<<grid, NT, smem4, S_(st)>>>(qm, km, vm, rows, lohi, head_end,
+                                                           tail_start, tiles, sl, gate, heads,
+                                                           (bf16 *)out, ld_o);
     }
     LAUNCH_CHECK("attention_wgmma");
     return 0;

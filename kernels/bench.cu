@@ -407,6 +407,18 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                 1, RA, &err),
             dflop);
     if (a_dense_wg5 < a_dense_wg) a_dense_wg = a_dense_wg5;
+    vdn_attention_wgmma_variant(6);
+    double a_dense_wg6 =
+        put("attention dense (wgmma TMA ping-pong)",
+            time_ms(
+                [&] {
+                    return vdn_k_attention_wgmma(qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dld,
+                                                 ard.head_end, ard.tail_start, dtd, ntd, sc, NULL,
+                                                 ao, C, 0);
+                },
+                1, RA, &err),
+            dflop);
+    if (a_dense_wg6 < a_dense_wg) a_dense_wg = a_dense_wg6;
     if (a_dense_wg1 < a_dense_wg) a_dense_wg = a_dense_wg1;
     if (a_dense_wg3 < a_dense_wg) a_dense_wg = a_dense_wg3;
     char wname[80];
@@ -483,6 +495,19 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                                1, RA, &err),
                            wflop);
     if (a_win_wg5 < a_win_wg) a_win_wg = a_win_wg5;
+    vdn_attention_wgmma_variant(6);
+    snprintf(wname, sizeof wname, "attention window+anchors %.1f%% (wgmma TMA ping-pong)",
+             100.0 * win_pairs / dense_pairs);
+    double a_win_wg6 = put(wname,
+                           time_ms(
+                               [&] {
+                                   return vdn_k_attention_wgmma(
+                                       qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dlw, arw.head_end,
+                                       arw.tail_start, dtw, ntw, sc, sg, ao, C, 0);
+                               },
+                               1, RA, &err),
+                           wflop);
+    if (a_win_wg6 < a_win_wg) a_win_wg = a_win_wg6;
     vdn_attention_wgmma_variant(2);
     if (a_win_wg1 < a_win_wg) a_win_wg = a_win_wg1;
     if (a_win_wg3 < a_win_wg) a_win_wg = a_win_wg3;

@@ -207,7 +207,7 @@ static void test_attention() {
         twin_attention(qkv.data(), qkv.data() + H * D, qkv.data() + 2 * H * D, ld, N, H, D, &ar, sc,
                        v == 1 ? gate.data() : NULL, ref.data(), H * D);
         check(names[v], ref, down_bf16(dout, ref.size()), 1e-2);
-        for (int var = 1; var <= 5; var++) {
+        for (int var = 1; var <= 6; var++) {
             void *vts, *dout2 = poisoned((size_t)N * H * D * 2);
             CK(cudaMalloc(&vts, vdn_attention_vt_elems(N, H) * 2));
             CK(cudaMemset(vts, 0xFF, vdn_attention_vt_elems(N, H) * 2));
