@@ -227,9 +227,7 @@ __global__ void __launch_bounds__(NT, 1)
         wgmma_wait0();
 
         const bool edge = mixed || kb < rcur_s || kb + BN > rcur_e || kb + BN > N;
-        /* four partial maxima / sums per row: short dependency chains, not one of 32 */
-        float mxa[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY},
-              mxb[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
 #pragma unroll
@@ -247,11 +245,9 @@ __global__ void __launch_bounds__(NT, 1)
                     if (!okb) vb = -INFINITY;
                 }
                 s[4 * j + e] = va, s[4 * j + 2 + e] = vb;
-                mxa[j & 3] = fmaxf(mxa[j & 3], va), mxb[j & 3] = fmaxf(mxb[j & 3], vb);
+                mx_a = fmaxf(mx_a, va), mx_b = fmaxf(mx_b, vb);
             }
         }
-        float mx_a = fmaxf(fmaxf(mxa[0], mxa[1]), fmaxf(mxa[2], mxa[3]));
-        float mx_b = fmaxf(fmaxf(mxb[0], mxb[1]), fmaxf(mxb[2], mxb[3]));
         mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
         mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
         mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
@@ -261,18 +257,16 @@ __global__ void __launch_bounds__(NT, 1)
         const float base_b = mn_b == -INFINITY ? 0.f : mn_b;
         const float corr_a = exp2f(m_a - base_a), corr_b = exp2f(m_b - base_b);
         m_a = mn_a, m_b = mn_b;
-        float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
+        float sum_a = 0.f, sum_b = 0.f;
         unsigned pf[BN / 16][4];
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
             float p0 = exp2f(s[4 * j] - base_a), p1 = exp2f(s[4 * j + 1] - base_a);
             float p2 = exp2f(s[4 * j + 2] - base_b), p3 = exp2f(s[4 * j + 3] - base_b);
-            sa[j & 3] += p0 + p1, sb[j & 3] += p2 + p3;
+            sum_a += p0 + p1, sum_b += p2 + p3;
             pf[j >> 1][(j & 1) * 2 + 0] = pack_bf2(p0, p1);
             pf[j >> 1][(j & 1) * 2 + 1] = pack_bf2(p2, p3);
         }
-        const float sum_a = (sa[0] + sa[1]) + (sa[2] + sa[3]),
-                    sum_b = (sb[0] + sb[1]) + (sb[2] + sb[3]);
         l_a = l_a * corr_a + sum_a, l_b = l_b * corr_b + sum_b;
 #pragma unroll
         for (int c = 0; c < 16; c++)
@@ -382,9 +376,7 @@ __global__ void __launch_bounds__(NT, 1)
         int rcur_s, rcur_e, kb;
         block_at(i, rcur_s, rcur_e, kb);
         const bool edge = mixed || kb < rcur_s || kb + BN > rcur_e || kb + BN > N;
-        /* four partial maxima / sums per row: short dependency chains, not one of 32 */
-        float mxa[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY},
-              mxb[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
 #pragma unroll
@@ -402,11 +394,9 @@ __global__ void __launch_bounds__(NT, 1)
                     if (!okb) vb = -INFINITY;
                 }
                 s[4 * j + e] = va, s[4 * j + 2 + e] = vb;
-                mxa[j & 3] = fmaxf(mxa[j & 3], va), mxb[j & 3] = fmaxf(mxb[j & 3], vb);
+                mx_a = fmaxf(mx_a, va), mx_b = fmaxf(mx_b, vb);
             }
         }
-        float mx_a = fmaxf(fmaxf(mxa[0], mxa[1]), fmaxf(mxa[2], mxa[3]));
-        float mx_b = fmaxf(fmaxf(mxb[0], mxb[1]), fmaxf(mxb[2], mxb[3]));
         mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
         mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
         mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
@@ -416,18 +406,16 @@ __global__ void __launch_bounds__(NT, 1)
         const float base_b = mn_b == -INFINITY ? 0.f : mn_b * scale_log2;
         corr_a = exp2f(m_a * scale_log2 - base_a), corr_b = exp2f(m_b * scale_log2 - base_b);
         m_a = mn_a, m_b = mn_b;
-        float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
+        float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
             float p0 = exp2f(fmaf(s[4 * j], scale_log2, -base_a)),
                   p1 = exp2f(fmaf(s[4 * j + 1], scale_log2, -base_a));
             float p2 = exp2f(fmaf(s[4 * j + 2], scale_log2, -base_b)),
                   p3 = exp2f(fmaf(s[4 * j + 3], scale_log2, -base_b));
-            sa[j & 3] += p0 + p1, sb[j & 3] += p2 + p3;
+            sum_a += p0 + p1, sum_b += p2 + p3;
             s[4 * j] = p0, s[4 * j + 1] = p1, s[4 * j + 2] = p2, s[4 * j + 3] = p3;
         }
-        const float sum_a = (sa[0] + sa[1]) + (sa[2] + sa[3]),
-                    sum_b = (sb[0] + sb[1]) + (sb[2] + sb[3]);
         l_a = l_a * corr_a + sum_a, l_b = l_b * corr_b + sum_b;
     };
 
@@ -637,9 +625,7 @@ __global__ void __launch_bounds__(NT, 1)
         int rcur_s, rcur_e, kb;
         block_at(i, rcur_s, rcur_e, kb);
         const bool edge = mixed || kb < rcur_s || kb + BN > rcur_e || kb + BN > N;
-        /* four partial maxima / sums per row: short dependency chains, not one of 32 */
-        float mxa[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY},
-              mxb[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
 #pragma unroll
@@ -657,11 +643,9 @@ __global__ void __launch_bounds__(NT, 1)
                     if (!okb) vb = -INFINITY;
                 }
                 s[4 * j + e] = va, s[4 * j + 2 + e] = vb;
-                mxa[j & 3] = fmaxf(mxa[j & 3], va), mxb[j & 3] = fmaxf(mxb[j & 3], vb);
+                mx_a = fmaxf(mx_a, va), mx_b = fmaxf(mx_b, vb);
             }
         }
-        float mx_a = fmaxf(fmaxf(mxa[0], mxa[1]), fmaxf(mxa[2], mxa[3]));
-        float mx_b = fmaxf(fmaxf(mxb[0], mxb[1]), fmaxf(mxb[2], mxb[3]));
         mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
         mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
         mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
@@ -671,18 +655,16 @@ __global__ void __launch_bounds__(NT, 1)
         const float base_b = mn_b == -INFINITY ? 0.f : mn_b * scale_log2;
         corr_a = exp2f(m_a * scale_log2 - base_a), corr_b = exp2f(m_b * scale_log2 - base_b);
         m_a = mn_a, m_b = mn_b;
-        float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
+        float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
             float p0 = exp2f(fmaf(s[4 * j], scale_log2, -base_a)),
                   p1 = exp2f(fmaf(s[4 * j + 1], scale_log2, -base_a));
             float p2 = exp2f(fmaf(s[4 * j + 2], scale_log2, -base_b)),
                   p3 = exp2f(fmaf(s[4 * j + 3], scale_log2, -base_b));
-            sa[j & 3] += p0 + p1, sb[j & 3] += p2 + p3;
+            sum_a += p0 + p1, sum_b += p2 + p3;
             s[4 * j] = p0, s[4 * j + 1] = p1, s[4 * j + 2] = p2, s[4 * j + 3] = p3;
         }
-        const float sum_a = (sa[0] + sa[1]) + (sa[2] + sa[3]),
-                    sum_b = (sb[0] + sb[1]) + (sb[2] + sb[3]);
         l_a = l_a * corr_a + sum_a, l_b = l_b * corr_b + sum_b;
     };
 
@@ -874,9 +856,7 @@ __global__ void __launch_bounds__(NT, 1)
         int rcur_s, rcur_e, kb;
         block_at(i, rcur_s, rcur_e, kb);
         const bool edge = mixed || kb < rcur_s || kb + BN > rcur_e || kb + BN > N;
-        /* four partial maxima / sums per row: short dependency chains, not one of 32 */
-        float mxa[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY},
-              mxb[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
 #pragma unroll
@@ -894,11 +874,9 @@ __global__ void __launch_bounds__(NT, 1)
                     if (!okb) vb = -INFINITY;
                 }
                 s[4 * j + e] = va, s[4 * j + 2 + e] = vb;
-                mxa[j & 3] = fmaxf(mxa[j & 3], va), mxb[j & 3] = fmaxf(mxb[j & 3], vb);
+                mx_a = fmaxf(mx_a, va), mx_b = fmaxf(mx_b, vb);
             }
         }
-        float mx_a = fmaxf(fmaxf(mxa[0], mxa[1]), fmaxf(mxa[2], mxa[3]));
-        float mx_b = fmaxf(fmaxf(mxb[0], mxb[1]), fmaxf(mxb[2], mxb[3]));
         mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
         mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
         mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
@@ -908,18 +886,16 @@ __global__ void __launch_bounds__(NT, 1)
         const float base_b = mn_b == -INFINITY ? 0.f : mn_b * scale_log2;
         corr_a = exp2f(m_a * scale_log2 - base_a), corr_b = exp2f(m_b * scale_log2 - base_b);
         m_a = mn_a, m_b = mn_b;
-        float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
+        float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
             float p0 = exp2f(fmaf(s[4 * j], scale_log2, -base_a)),
                   p1 = exp2f(fmaf(s[4 * j + 1], scale_log2, -base_a));
             float p2 = exp2f(fmaf(s[4 * j + 2], scale_log2, -base_b)),
                   p3 = exp2f(fmaf(s[4 * j + 3], scale_log2, -base_b));
-            sa[j & 3] += p0 + p1, sb[j & 3] += p2 + p3;
+            sum_a += p0 + p1, sum_b += p2 + p3;
             s[4 * j] = p0, s[4 * j + 1] = p1, s[4 * j + 2] = p2, s[4 * j + 3] = p3;
         }
-        const float sum_a = (sa[0] + sa[1]) + (sa[2] + sa[3]),
-                    sum_b = (sb[0] + sb[1]) + (sb[2] + sb[3]);
         l_a = l_a * corr_a + sum_a, l_b = l_b * corr_b + sum_b;
     };
 
