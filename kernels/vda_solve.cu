@@ -13,11 +13,13 @@
 #include "cuda_util.cuh"
 
 #define D 128
-#define NT 512
+#define NT 256
+#define RPT (D * D / NT) /* rows of G per thread (one column j, rows RPT r0 ..) */
+#define TR (NT / D * 8)  /* rows of B per J tile */
 #define DP (D + 1) /* padded row stride of the shared copy: transposed reads hit distinct banks */
 
 __global__ void __launch_bounds__(NT, 2) solve_k(const float *A, const float *B, const float *alpha,
-                                              float *T, float *J, int additive_S) {
+                                                 float *T, float *J, int additive_S) {
     extern __shared__ float sm[];
     float *G = sm;              /* D x DP */
     float *Bt = G + D * DP;     /* 32 x D tile of B */
@@ -42,10 +44,10 @@ __global__ void __launch_bounds__(NT, 2) solve_k(const float *A, const float *B,
     for (int e = threadIdx.x; e < D * D; e += NT)
         G[(e / D) * DP + (e % D)] = a[e]; /* coalesced */
     __syncthreads();
-    float g[D / 4];
+    float g[RPT];
 #pragma unroll
-    for (int k = 0; k < D / 4; k++) {
-        const int i = 32 * r0 + k;
+    for (int k = 0; k < RPT; k++) {
+        const int i = RPT * r0 + k;
         g[k] = 0.5f * (G[i * DP + j] + G[j * DP + i]) + (i == j ? 1.f : 0.f);
         if (j == 0) colb[i] = g[k];
         if (i == 0) rowb[j] = g[k];
@@ -57,14 +59,14 @@ __global__ void __launch_bounds__(NT, 2) solve_k(const float *A, const float *B,
         const float inv = 1.f / row[p];
         const bool jp = j == p, jn = j == p + 1;
         const float rj = (jp ? 1.f : row[j]) * inv;
-        float cv[D / 4];
+        float cv[RPT];
 #pragma unroll
-        for (int q = 0; q < D / 16; q++)
+        for (int q = 0; q < RPT / 4; q++)
             *reinterpret_cast<float4 *>(&cv[4 * q]) =
-                reinterpret_cast<const float4 *>(col + 32 * r0)[q];
+                reinterpret_cast<const float4 *>(col + RPT * r0)[q];
 #pragma unroll
-        for (int k = 0; k < D / 4; k++) {
-            const int i = 32 * r0 + k;
+        for (int k = 0; k < RPT; k++) {
+            const int i = RPT * r0 + k;
             const bool ip = i == p;
             const float ci = ip ? -1.f : cv[k];
             const float v = ((ip || jp) ? 0.f : g[k]) - ci * rj;
@@ -75,17 +77,17 @@ __global__ void __launch_bounds__(NT, 2) solve_k(const float *A, const float *B,
         __syncthreads();
     }
 #pragma unroll
-    for (int k = 0; k < D / 4; k++)
-        G[(32 * r0 + k) * DP + j] = g[k];
+    for (int k = 0; k < RPT; k++)
+        G[(RPT * r0 + k) * DP + j] = g[k];
     if (T)
 #pragma unroll
-        for (int k = 0; k < D / 4; k++)
-            T[m * D * D + (32 * r0 + k) * D + j] = (al ? al[32 * r0 + k] : 1.f) * g[k];
+        for (int k = 0; k < RPT; k++)
+            T[m * D * D + (RPT * r0 + k) * D + j] = (al ? al[RPT * r0 + k] : 1.f) * g[k];
     __syncthreads();
     const float *b = B + m * D * D;
-    for (int tile = 0; tile < D / 32; tile++) {
-        for (int e = threadIdx.x; e < 32 * D; e += NT)
-            Bt[e] = b[tile * 32 * D + e];
+    for (int tile = 0; tile < D / TR; tile++) {
+        for (int e = threadIdx.x; e < TR * D; e += NT)
+            Bt[e] = b[tile * TR * D + e];
         __syncthreads();
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 #pragma unroll 2
@@ -100,7 +102,7 @@ __global__ void __launch_bounds__(NT, 2) solve_k(const float *A, const float *B,
         }
 #pragma unroll
         for (int r = 0; r < 8; r++)
-            J[m * D * D + (size_t)(tile * 32 + r0 * 8 + r) * D + j] = acc[r];
+            J[m * D * D + (size_t)(tile * TR + r0 * 8 + r) * D + j] = acc[r];
         __syncthreads();
     }
 }
