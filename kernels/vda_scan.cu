@@ -1,15 +1,15 @@
 /* VDA bidirectional scans and the boundary gather with the alpha bridge (spec 5.3).
  *
  * Scans: P_t = P_{t-1} T_t + J_t (forward) and R_t = R_{t+1} T_t + J_t (reverse). Row i of the
- * next state depends only on row i of the previous one, so a CTA owns 64 rows of one head's
- * state for one direction and walks all frames with no inter-CTA dependency: 56 heads x 2 row
- * blocks x 2 directions = 224 CTAs in one launch, each step a 64x128x128 fp32 product that reads
+ * next state depends only on row i of the previous one, so a CTA owns 32 rows of one head's
+ * state for one direction and walks all frames with no inter-CTA dependency: 56 heads x 4 row
+ * blocks x 2 directions = 448 CTAs in one launch, each step a 32x128x128 fp32 product that reads
  * T_t from L2. (This replaces composing 5-frame chunks: it needs no extra products and has the
  * same sequential depth per CTA as the frame count, with each step a few microseconds.) */
 #include "cuda_util.cuh"
 
 #define D 128
-#define RB 64 /* state rows per CTA; each thread owns 32 of them in one column */
+#define RB 32 /* state rows per CTA; each thread owns 16 of them in one column */
 
 __global__ void __launch_bounds__(256)
     scan_k(const float *T, const float *J, const float *S0, int F, int H, float *P, float *R) {
@@ -17,32 +17,32 @@ __global__ void __launch_bounds__(256)
     const int h = blockIdx.x, rblk = blockIdx.y, dir = blockIdx.z;
     const int j = threadIdx.x & (D - 1), rg = threadIdx.x >> 7;
     const size_t mm = (size_t)D * D;
-    for (int r = 0; r < 32; r++) {
-        int i = rblk * RB + rg * 32 + r;
-        X[rg * 32 + r][j] = S0 ? S0[h * mm + (size_t)i * D + j] : 0.f;
+    for (int r = 0; r < 16; r++) {
+        int i = rblk * RB + rg * 16 + r;
+        X[rg * 16 + r][j] = S0 ? S0[h * mm + (size_t)i * D + j] : 0.f;
     }
     __syncthreads();
     float *out = dir ? R : P;
     for (int n = 0; n < F; n++) {
         const int t = dir ? F - 1 - n : n;
         const float *Tt = T + ((size_t)t * H + h) * mm, *Jt = J + ((size_t)t * H + h) * mm;
-        float acc[32];
+        float acc[16];
 #pragma unroll
-        for (int r = 0; r < 32; r++)
-            acc[r] = Jt[(size_t)(rblk * RB + rg * 32 + r) * D + j];
+        for (int r = 0; r < 16; r++)
+            acc[r] = Jt[(size_t)(rblk * RB + rg * 16 + r) * D + j];
 #pragma unroll 16
         for (int k = 0; k < D; k++) {
             float tk = __ldg(Tt + (size_t)k * D + j);
 #pragma unroll
-            for (int r = 0; r < 32; r++)
-                acc[r] += X[rg * 32 + r][k] * tk;
+            for (int r = 0; r < 16; r++)
+                acc[r] += X[rg * 16 + r][k] * tk;
         }
         __syncthreads();
         float *o = out + ((size_t)t * H + h) * mm;
 #pragma unroll
-        for (int r = 0; r < 32; r++) {
-            X[rg * 32 + r][j] = acc[r];
-            o[(size_t)(rblk * RB + rg * 32 + r) * D + j] = acc[r];
+        for (int r = 0; r < 16; r++) {
+            X[rg * 16 + r][j] = acc[r];
+            o[(size_t)(rblk * RB + rg * 16 + r) * D + j] = acc[r];
         }
         __syncthreads();
     }
