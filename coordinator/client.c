@@ -18,6 +18,7 @@ struct vdn_client {
     uint64_t next_id;
     int last_code;
     char endpoint[256];
+    char source[1200]; /* " (endpoint from ...)" or "" */
 };
 
 int vdn_parse_target(const char *s, char *kind, uint64_t *id, char *err, size_t errlen) {
@@ -120,19 +121,36 @@ int vdn_client_resolve(const char *coordinator_flag, const char *dir_flag, const
                        vdn_client_opts *opts, char *err, size_t errlen) {
     memset(opts, 0, sizeof *opts);
     memset(conf, 0, sizeof *conf);
+    const char *env_coord = getenv("VDN_COORDINATOR");
+    int have_env_coord = env_coord && env_coord[0];
     const char *dir = dir_flag ? dir_flag : getenv("VDN_DIR");
-    if (dir && dir[0]) {
-        char path[2048];
+    char path[2048] = "";
+    if (dir && dir[0])
         snprintf(path, sizeof path, "%s/vdn.conf", dir);
-        if (vdn_client_conf_read(path, conf, err, errlen)) return -1;
-    }
+    else if (!coordinator_flag && !have_env_coord && access("vdn.conf", F_OK) == 0)
+        /* nothing says where the farm is: a `vdn up DIR` farm, run from inside DIR */
+        snprintf(path, sizeof path, "./vdn.conf");
+    if (path[0] && vdn_client_conf_read(path, conf, err, errlen)) return -1;
     const char *env;
-    if (coordinator_flag)
+    if (coordinator_flag) {
         snprintf(conf->client_endpoint, sizeof conf->client_endpoint, "%s", coordinator_flag);
-    else if ((env = getenv("VDN_COORDINATOR")) && env[0] && !(dir_flag && conf->client_endpoint[0]))
-        snprintf(conf->client_endpoint, sizeof conf->client_endpoint, "%s", env);
-    if (!conf->client_endpoint[0])
+        snprintf(conf->endpoint_source, sizeof conf->endpoint_source, "--coordinator");
+    } else if (have_env_coord && !(dir_flag && conf->client_endpoint[0])) {
+        snprintf(conf->client_endpoint, sizeof conf->client_endpoint, "%s", env_coord);
+        snprintf(conf->endpoint_source, sizeof conf->endpoint_source, "$VDN_COORDINATOR");
+    } else if (conf->client_endpoint[0]) {
+        snprintf(conf->endpoint_source, sizeof conf->endpoint_source, "%s", path);
+    }
+    if (!conf->client_endpoint[0]) {
         snprintf(conf->client_endpoint, sizeof conf->client_endpoint, "tcp://127.0.0.1:5556");
+        if (path[0])
+            snprintf(conf->endpoint_source, sizeof conf->endpoint_source,
+                     "the default (%s names no client_endpoint)", path);
+        else
+            snprintf(conf->endpoint_source, sizeof conf->endpoint_source,
+                     "the default (no --coordinator, --dir, $VDN_COORDINATOR, $VDN_DIR or "
+                     "./vdn.conf)");
+    }
     if (key_flag)
         snprintf(conf->key, sizeof conf->key, "%s", key_flag);
     else if ((env = getenv("VDN_KEY")) && env[0] && !(dir_flag && conf->key[0]))
@@ -150,6 +168,7 @@ int vdn_client_resolve(const char *coordinator_flag, const char *dir_flag, const
     opts->endpoint = conf->client_endpoint;
     opts->key = conf->key[0] ? conf->key : NULL;
     opts->coordinator_key = conf->coordinator_key[0] ? conf->coordinator_key : NULL;
+    opts->endpoint_source = conf->endpoint_source;
     return 0;
 }
 
@@ -160,6 +179,8 @@ vdn_client *vdn_client_open(const vdn_client_opts *o, char *err, size_t errlen) 
     c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 10000;
     c->next_id = ((uint64_t)getpid() << 32) | 1;
     snprintf(c->endpoint, sizeof c->endpoint, "%s", o->endpoint);
+    if (o->endpoint_source && o->endpoint_source[0])
+        snprintf(c->source, sizeof c->source, " (endpoint from %s)", o->endpoint_source);
     c->ctx = zmq_ctx_new();
     c->sock = zmq_socket(c->ctx, ZMQ_DEALER);
     int zero = 0;
@@ -169,7 +190,8 @@ vdn_client *vdn_client_open(const vdn_client_opts *o, char *err, size_t errlen) 
     if (o->key && vdn_curve_client_setup(c->sock, o->key, o->coordinator_key, err, errlen))
         goto fail;
     if (zmq_connect(c->sock, o->endpoint) != 0) {
-        vdn_fail(err, errlen, "cannot connect to %s: %s", o->endpoint, zmq_strerror(zmq_errno()));
+        vdn_fail(err, errlen, "cannot connect to %s%s: %s", o->endpoint, c->source,
+                 zmq_strerror(zmq_errno()));
         goto fail;
     }
     return c;
@@ -209,9 +231,9 @@ static Vdn__Envelope *call(vdn_client *c, Vdn__Envelope *env, int want, char *er
         if (rc <= 0) {
             c->last_code = VDN_CLIENT_E_UNREACHABLE;
             vdn_fail(err, errlen,
-                     "no reply from the coordinator at %s within %.1f s (is it running? with "
+                     "no reply from the coordinator at %s%s within %.1f s (is it running? with "
                      "CURVE: is this client's key authorized?)",
-                     c->endpoint, c->timeout_ms / 1000.0);
+                     c->endpoint, c->source, c->timeout_ms / 1000.0);
             return NULL;
         }
         zmq_msg_t m;

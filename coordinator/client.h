@@ -78,6 +78,9 @@ typedef struct {
     char keys[1024];
     char key[1024];
     char coordinator_key[1024];
+    /* where client_endpoint came from, for error messages: "--coordinator", "$VDN_COORDINATOR",
+     * the vdn.conf path that was read, or "the default" */
+    char endpoint_source[1100];
 } vdn_client_conf;
 
 int vdn_client_conf_read(const char *path, vdn_client_conf *conf, char *err, size_t errlen);
@@ -87,11 +90,14 @@ typedef struct {
     const char *key;             /* this client's NAME.key (CURVE), NULL = no CURVE */
     const char *coordinator_key; /* coordinator.pub, needed with key */
     int timeout_ms;              /* per request; 0 = 10000 */
+    const char *endpoint_source; /* named in "no reply" errors (vdn_client_conf); may be NULL */
 } vdn_client_opts;
 
 /* Resolves the endpoint and keys, first found wins: the flags (--coordinator, --key,
  * --coordinator-key), DIR/vdn.conf from --dir, $VDN_COORDINATOR / $VDN_KEY /
- * $VDN_COORDINATOR_KEY, $VDN_DIR/vdn.conf, then tcp://127.0.0.1:5556. Strings point into *conf. */
+ * $VDN_COORDINATOR_KEY, $VDN_DIR/vdn.conf, ./vdn.conf (when none of --coordinator, --dir,
+ * $VDN_COORDINATOR, $VDN_DIR is given: a `vdn up .` farm found from its own folder), then
+ * tcp://127.0.0.1:5556. Strings point into *conf; conf->endpoint_source says which won. */
 int vdn_client_resolve(const char *coordinator_flag, const char *dir_flag, const char *key_flag,
                        const char *coordinator_key_flag, vdn_client_conf *conf,
                        vdn_client_opts *opts, char *err, size_t errlen);

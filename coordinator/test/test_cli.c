@@ -125,6 +125,32 @@ static void test_plain(void) {
     snprintf(text, sizeof text, "client_endpoint = %s\nworker_endpoint = %s\n", cep, wep);
     write_text(conf, text);
     CHECK(run_cli(out, sizeof out, "ls --dir %s", cdir) == 0 && strstr(out, "b1"));
+    /* no flag, no $VDN_COORDINATOR: ./vdn.conf of the folder we are in (a `vdn up .` farm) */
+    CHECK(run_cli(out, sizeof out, "!cd %s && %s ls", cdir, h_bin) == 0 && strstr(out, "b1"));
+    CHECK(run_cli(out, sizeof out, "!cd %s && %s status b1 --json", cdir, h_bin) == 0 &&
+          strstr(out, "\"jobs\""));
+    /* a farm that is not running: the error says which config named the endpoint */
+    char dead[300], dconf[400];
+    snprintf(dead, sizeof dead, "%s/deadfarm", h_tmp);
+    mkdir(dead, 0755);
+    snprintf(dconf, sizeof dconf, "%s/vdn.conf", dead);
+    snprintf(text, sizeof text, "client_endpoint = tcp://127.0.0.1:%d\n", h_port(2));
+    write_text(dconf, text);
+    CHECK(run_cli(out, sizeof out, "!cd %s && %s ls --timeout 0.3", dead, h_bin) == 3 &&
+          strstr(out, "endpoint from ./vdn.conf"));
+    /* an explicit $VDN_COORDINATOR or --coordinator wins over ./vdn.conf */
+    CHECK(run_cli(out, sizeof out, "!cd %s && VDN_COORDINATOR=%s %s ls", dead, cep, h_bin) == 0 &&
+          strstr(out, "b1"));
+    CHECK(run_cli(out, sizeof out, "!cd %s && %s ls --coordinator %s", dead, h_bin, cep) == 0 &&
+          strstr(out, "b1"));
+    CHECK(run_cli(out, sizeof out,
+                  "!cd %s && VDN_COORDINATOR=tcp://127.0.0.1:%d %s ls --timeout 0.3", cdir,
+                  h_port(2), h_bin) == 3 &&
+          strstr(out, "endpoint from $VDN_COORDINATOR"));
+    /* a broken ./vdn.conf is named with its line, not silently skipped */
+    write_text(dconf, "client_endpoint tcp://127.0.0.1:1\n");
+    CHECK(run_cli(out, sizeof out, "!cd %s && %s ls", dead, h_bin) != 0 &&
+          strstr(out, "./vdn.conf:1: expected 'key = value'"));
 
     /* watch keeps going through a coordinator restart */
     char wout[400], wpid[400], cmd[2048];
@@ -197,7 +223,7 @@ static void test_curve(void) {
     snprintf(ak, sizeof ak, "%s/alice.key", h_tmp);
     snprintf(mk, sizeof mk, "%s/mallory.key", h_tmp);
     snprintf(ck, sizeof ck, "%s/coordinator.pub", keys);
-    vdn_client_opts o = {cep, ak, ck, 2000};
+    vdn_client_opts o = {cep, ak, ck, 2000, NULL};
     vdn_client *c = vdn_client_open(&o, err, sizeof err);
     REQUIRE(c);
     Vdn__WorkersReply *wr = vdn_client_workers(c, err, sizeof err);

@@ -12,7 +12,7 @@
 static char wep[128], cep[128];
 
 static vdn_client *client(void) {
-    vdn_client_opts o = {cep, NULL, NULL, 3000};
+    vdn_client_opts o = {cep, NULL, NULL, 3000, NULL};
     char err[VDN_ERR_LEN];
     vdn_client *c = vdn_client_open(&o, err, sizeof err);
     REQUIRE(c);

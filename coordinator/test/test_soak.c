@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
     pid_t pid = start_coordinator("--db", db, "--bind", wep, "--client-bind", cep,
                                   "--heartbeat-seconds", "0.3", "--lease-seconds", "2",
                                   "--max-attempts", "5", "--blocklist-failures", "1000", NULL);
-    vdn_client_opts o = {cep, NULL, NULL, 5000};
+    vdn_client_opts o = {cep, NULL, NULL, 5000, NULL};
     vdn_client *c = vdn_client_open(&o, err, sizeof err);
     REQUIRE(c);
     vdn_job_spec specs[NJOBS];
