@@ -188,6 +188,22 @@ int jobs_progress(sqlite3 *db, int64_t attempt, int nfe_done, int nfe_total, dou
     return cdb_commit(db, err, sizeof err);
 }
 
+/* What a finished render did, from its run record (engine/record.c: sampler.nfe,
+ * timing.total_seconds). PROGRESS messages sent while the coordinator was down are lost, so
+ * the record, not the last PROGRESS, is what a done job's progress is taken from. 0 = absent
+ * (a record that is not JSON, or an older worker's): the request's steps then stand in. */
+static void record_nfe(const char *record, int *nfe, double *seconds) {
+    *nfe = 0;
+    *seconds = 0;
+    cJSON *r = record ? cJSON_Parse(record) : NULL;
+    const cJSON *n = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "sampler"), "nfe");
+    const cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "timing"), "total_seconds");
+    if (cJSON_IsNumber(n) && n->valuedouble >= 1 && n->valuedouble <= 1e6)
+        *nfe = (int)n->valuedouble;
+    if (cJSON_IsNumber(t) && t->valuedouble > 0 && t->valuedouble < 1e9) *seconds = t->valuedouble;
+    cJSON_Delete(r);
+}
+
 int jobs_complete(sqlite3 *db, int64_t attempt, char **keys, size_t nkeys, const char *record,
                   char *err, size_t errlen) {
     attempt_info a;
@@ -198,15 +214,26 @@ int jobs_complete(sqlite3 *db, int64_t attempt, char **keys, size_t nkeys, const
         cJSON_AddItemToArray(arr, cJSON_CreateString(keys[i]));
     char *keys_json = cJSON_PrintUnformatted(arr);
     cJSON_Delete(arr);
-    double now = vdn_wall();
-    int rc = -1;
+    double now = vdn_wall(), rec_seconds;
+    int rc = -1, rec_nfe;
+    record_nfe(record, &rec_nfe, &rec_seconds);
     if (cdb_begin(db, err, errlen)) goto out;
     if (cdb_run(db, err, errlen, "UPDATE attempts SET state='done', finished_at=? WHERE id=?", "di",
                 now, attempt) ||
         cdb_run(db, err, errlen,
-                "UPDATE jobs SET state='done', finished_at=?, object_keys=?, run_record=?, "
-                "nfe_done=max(nfe_done, nfe_total) WHERE id=?",
+                "UPDATE jobs SET state='done', finished_at=?, object_keys=?, run_record=? "
+                "WHERE id=?",
                 "dssi", now, keys_json, record, a.job) ||
+        /* done means every NFE ran: the record's count, else the last PROGRESS's total, else
+         * the request's steps (one NFE per step) */
+        cdb_run(db, err, errlen,
+                "UPDATE jobs SET nfe_total=CASE WHEN ?>0 THEN ? WHEN nfe_total>0 THEN nfe_total "
+                "ELSE coalesce(json_extract(request, '$.steps'), 0) END WHERE id=?",
+                "iii", (int64_t)rec_nfe, (int64_t)rec_nfe, a.job) ||
+        cdb_run(db, err, errlen,
+                "UPDATE jobs SET nfe_done=nfe_total, elapsed_seconds=CASE WHEN ?>0 THEN ? "
+                "ELSE elapsed_seconds END WHERE id=?",
+                "ddi", rec_seconds, rec_seconds, a.job) ||
         cdb_run(db, err, errlen, "UPDATE workers SET failures=0 WHERE id=?", "s", a.worker)) {
         cdb_rollback(db);
         goto out;

@@ -326,6 +326,19 @@ static inline void fw_progress(fake_worker *w, uint64_t attempt, int done, int t
     fw_send(w, &env);
 }
 
+static inline void fw_result_record(fake_worker *w, uint64_t attempt, const char *key,
+                                    const char *record) {
+    char *keys[1] = {(char *)key};
+    Vdn__Result r = VDN__RESULT__INIT;
+    r.has_attempt_id = 1, r.attempt_id = attempt;
+    r.n_object_keys = 1, r.object_keys = keys;
+    r.run_record_json = (char *)record;
+    Vdn__Envelope env = VDN__ENVELOPE__INIT;
+    env.payload_case = VDN__ENVELOPE__PAYLOAD_RESULT;
+    env.result = &r;
+    fw_send(w, &env);
+}
+
 static inline void fw_result(fake_worker *w, uint64_t attempt, const char *key) {
     char *keys[1] = {(char *)key};
     Vdn__Result r = VDN__RESULT__INIT;

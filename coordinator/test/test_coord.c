@@ -493,6 +493,12 @@ static void test_restart(void) {
     e = fw_expect(&w, VDN__ENVELOPE__PAYLOAD_ACK, 3);
     CHECK(e && e->ack->attempt_id == a1);
     if (e) vdn__envelope__free_unpacked(e, NULL);
+    /* every PROGRESS of a1 was lost with the first coordinator, and its record names no NFE
+     * count: done still reads all NFEs, counted from the request's 4 steps (not 0/0) */
+    Vdn__StatusReply *h;
+    Vdn__JobInfo *jd = job(c, ids[0], &h);
+    CHECK(!strcmp(jd->state, "done") && jd->nfe_done == 4 && jd->nfe_total == 4);
+    vdn_client_free(h);
     w.attempt = 0;
     e = expect_assign(&w, 3);
     REQUIRE(e);
@@ -519,10 +525,17 @@ static void test_restart(void) {
     uint64_t a3 = e->assign->attempt_id;
     CHECK(e->assign->job_id == ids[1] && a3 != a2);
     vdn__envelope__free_unpacked(e, NULL);
-    fw_result(&w, a3, "restart/out2.safetensors");
+    /* one PROGRESS got through, then the RESULT: the run record's NFE count and time win */
+    fw_progress(&w, a3, 1, 4);
+    fw_result_record(&w, a3, "restart/out2.safetensors",
+                     "{\"sampler\": {\"nfe\": 4}, \"timing\": {\"total_seconds\": 2.5}}");
     e = fw_expect(&w, VDN__ENVELOPE__PAYLOAD_ACK, 3);
     CHECK(e != NULL);
     if (e) vdn__envelope__free_unpacked(e, NULL);
+    jd = job(c, ids[1], &h);
+    CHECK(!strcmp(jd->state, "done") && jd->nfe_done == 4 && jd->nfe_total == 4 &&
+          jd->elapsed_seconds == 2.5);
+    vdn_client_free(h);
     CHECK(job_is(c, ids[0], "done") && job_is(c, ids[1], "done"));
     vdn_client_close(c);
     fw_close(&w);

@@ -224,10 +224,10 @@ class Farm:
         return self.q("SELECT id, job_id, worker_id FROM attempts WHERE state='running'")
 
     # ------------------------------------------------------------------ invariants
-    def check_exactly_once(self, batch, n, progress=True):
-        """Every job done once: one 'done' attempt, one 'done' event, keys recorded. progress:
-        also every NFE reported (not when the coordinator was down while jobs ran: PROGRESS
-        sent into an outage is dropped, by design)."""
+    def check_exactly_once(self, batch, n):
+        """Every job done once: one 'done' attempt, one 'done' event, keys recorded, and its
+        progress reads every NFE done (even when PROGRESS messages were lost to a coordinator
+        outage: the RESULT's run record completes it)."""
         c = self.counts(batch)
         check(c == {"done": n}, "batch %d: expected %d done jobs, got %s" % (batch, n, c))
         per_job = self.q(
@@ -236,10 +236,10 @@ class Farm:
             " j.current_attempt, (SELECT a.id FROM attempts a WHERE a.job_id=j.id AND "
             " a.state='done') FROM jobs j WHERE j.batch_id=?", batch)
         check(len(per_job) == n, "batch %d has %d jobs, expected %d" % (batch, len(per_job), n))
-        # PROGRESS reached the coordinator for every NFE of the accepted attempt
+        # a done job shows all its NFEs done (vdn status/watch read these columns)
         nfe = self.q("SELECT id, nfe_done, nfe_total, json_extract(request, '$.steps') FROM jobs "
                      "WHERE batch_id=?", batch)
-        for job, d, t, steps in nfe if progress else []:
+        for job, d, t, steps in nfe:
             check(d == t == int(steps), "job %d: progress %s/%s, expected %s/%s NFEs"
                   % (job, d, t, steps, steps))
         for job, n_done_att, n_done_ev, cur, done_att in per_job:

@@ -36,7 +36,7 @@ def test(args):
             time.sleep(0.2)
         check(restarts == 2, "only %d restarts happened" % restarts)
         farm.wait_batch(batch, N, timeout=max(5, t_end - time.time()))
-        farm.check_exactly_once(batch, N, progress=False)
+        farm.check_exactly_once(batch, N)
         farm.check_store_matches(batch)
         resumed = farm.q("SELECT count(*) FROM events WHERE kind='resumed'")[0][0]
         log("attempts resumed by reconnecting workers: %d" % resumed)
