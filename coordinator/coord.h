@@ -37,7 +37,8 @@ typedef struct {
     double last_hb_sent;
     double last_saved;    /* monotonic time its row was last written (last_seen) */
     double blocked_until; /* wall clock */
-    int draining;
+    int draining;         /* `vdn drain`: stored, survives restarts */
+    int stopping;         /* the worker itself says it drains (SIGTERM): READY/HEARTBEAT draining */
     int connected;
 } cworker;
 

@@ -31,7 +31,7 @@ static const char *worker_state(const coord *c, const cworker *w) {
     (void)c;
     if (!w->connected) return "gone";
     if (w->blocked_until > vdn_wall()) return "blocked";
-    if (w->draining) return w->attempt ? "draining" : "drained";
+    if (w->draining || w->stopping) return w->attempt ? "draining" : "drained";
     return w->attempt ? "busy" : "idle";
 }
 
@@ -183,6 +183,7 @@ static void on_ready(coord *c, const uint8_t *ident, size_t n, const Vdn__Ready 
     if (st && sqlite3_step(st) == SQLITE_ROW) bu = sqlite3_column_double(st, 0);
     sqlite3_finalize(st);
     w->blocked_until = bu;
+    w->stopping = r->has_draining && r->draining;
 
     /* Reconnect: a worker still running attempt X may finish it when X is still current. Any
      * other attempt the database has it running was lost with the worker's old process. */
@@ -314,6 +315,12 @@ void coord_on_worker_frame(coord *c, const uint8_t *ident, size_t ident_len, con
     case VDN__ENVELOPE__PAYLOAD_HEARTBEAT: {
         int64_t x = env->heartbeat->has_attempt_id ? (int64_t)env->heartbeat->attempt_id : 0;
         attempt_info a;
+        /* SIGTERM: it finishes what it has and leaves; an ASSIGN now would only come back */
+        if (env->heartbeat->has_draining && env->heartbeat->draining && !w->stopping) {
+            w->stopping = 1;
+            VDN_INFO("worker %s is shutting down: no new work for it", w->id);
+            coord_worker_save(c, w);
+        }
         if (x && jobs_attempt(c->db, x, &a) && a.current && !strcmp(a.worker, w->id))
             jobs_renew(c->db, x, vdn_wall() + c->o.lease_seconds);
         else if (x && (!a.job || !a.current || strcmp(a.worker, w->id))) {
@@ -401,7 +408,8 @@ void coord_schedule(coord *c) {
         return;
     for (int i = 0; i < c->nw; i++) {
         cworker *w = &c->w[i];
-        if (!w->connected || w->attempt || w->draining || w->blocked_until > wall) continue;
+        if (!w->connected || w->attempt || w->draining || w->stopping || w->blocked_until > wall)
+            continue;
         job_caps caps = {w->id, w->ngpus, w->gpu_memory, w->checkpoint, w->identity};
         job_claim cl;
         char err[VDN_ERR_LEN];

@@ -124,6 +124,8 @@ static void send_ready(worker *w) {
     if (!a && w->out.active) a = w->out.attempt_id;
     r.has_running_attempt = 1;
     r.running_attempt = a;
+    r.has_draining = 1;
+    r.draining = w->terms > 0; /* re-registering while shutting down: no new work */
     env.payload_case = VDN__ENVELOPE__PAYLOAD_READY;
     env.ready = &r;
     if (send_env(w, &env) < 0) {

@@ -207,6 +207,7 @@ typedef struct {
     void *ctx, *sock;
     char id[64];
     int alive;        /* send HEARTBEATs while waiting in fw_recv */
+    int draining;     /* those heartbeats say it is shutting down */
     uint64_t attempt; /* what those heartbeats say it runs */
     double last_hb;
 } fake_worker;
@@ -310,6 +311,7 @@ static inline void fw_ready(fake_worker *w, const char *checkpoint, int ngpus, u
 static inline void fw_heartbeat(fake_worker *w, uint64_t attempt) {
     Vdn__Heartbeat h = VDN__HEARTBEAT__INIT;
     if (attempt) h.has_attempt_id = 1, h.attempt_id = attempt;
+    if (w->draining) h.has_draining = 1, h.draining = 1;
     Vdn__Envelope env = VDN__ENVELOPE__INIT;
     env.payload_case = VDN__ENVELOPE__PAYLOAD_HEARTBEAT;
     env.heartbeat = &h;

@@ -347,6 +347,67 @@ static void test_cancel_drain(void) {
     stop_coordinator(pid, SIGTERM);
 }
 
+/* A worker that says it drains (SIGTERM: HEARTBEAT or READY with draining) finishes its job and
+ * is handed nothing more, though jobs wait; `vdn drain` is not involved and nothing is stored. */
+static void test_self_drain(void) {
+    char db[300], err[VDN_ERR_LEN];
+    snprintf(db, sizeof db, "%s/sd.db", h_tmp);
+    pid_t pid;
+    start(&pid, db, "30", "3", "10");
+    vdn_client *c = client();
+    uint64_t ids[3];
+    submit(c, 3, 0, NULL, 0, ids);
+    fake_worker w;
+    fw_open(&w, wep, "w-term");
+    fw_ready(&w, "tiny", 1, 80ull << 30, 0);
+    Vdn__Envelope *e = expect_assign(&w, 3);
+    REQUIRE(e);
+    uint64_t a = e->assign->attempt_id;
+    vdn__envelope__free_unpacked(e, NULL);
+    w.draining = 1;
+    fw_heartbeat(&w, a);
+    sleep_s(0.3);
+    Vdn__WorkersReply *wr = vdn_client_workers(c, err, sizeof err);
+    CHECK(wr && wr->n_workers == 1 && !strcmp(wr->workers[0]->state, "draining"));
+    vdn_client_free(wr);
+    fw_result(&w, a, "drain/out.safetensors");
+    e = fw_expect(&w, VDN__ENVELOPE__PAYLOAD_ACK, 3);
+    CHECK(e && e->ack->attempt_id == a);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    w.attempt = 0;
+    e = expect_assign(&w, 1.0);
+    CHECK(e == NULL); /* two jobs are queued, but it is leaving */
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    CHECK(job_is(c, ids[0], "done") && job_is(c, ids[1], "queued"));
+    wr = vdn_client_workers(c, err, sizeof err);
+    CHECK(wr && wr->n_workers == 1 && !strcmp(wr->workers[0]->state, "drained"));
+    vdn_client_free(wr);
+    /* re-registering while still shutting down: READY says so, still nothing */
+    Vdn__Ready r = VDN__READY__INIT;
+    r.worker_id = w.id;
+    r.checkpoint = "tiny";
+    r.has_draining = 1, r.draining = 1;
+    Vdn__Envelope env = VDN__ENVELOPE__INIT;
+    env.payload_case = VDN__ENVELOPE__PAYLOAD_READY;
+    env.ready = &r;
+    fw_send(&w, &env);
+    e = expect_assign(&w, 1.0);
+    CHECK(e == NULL);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    fw_close(&w);
+    /* the same worker id restarted (a new process, not draining) takes work again: the flag
+     * was the old process's, never stored as a `vdn drain` */
+    fake_worker w2;
+    fw_open(&w2, wep, "w-term");
+    fw_ready(&w2, "tiny", 1, 80ull << 30, 0);
+    e = expect_assign(&w2, 3);
+    CHECK(e && e->assign->job_id == ids[1]);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    fw_close(&w2);
+    vdn_client_close(c);
+    stop_coordinator(pid, SIGTERM);
+}
+
 /* malformed and wrong-version frames on both endpoints: clear ERROR, service continues */
 static void test_malformed(void) {
     char db[300], err[VDN_ERR_LEN];
@@ -587,6 +648,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "failures done (%.1f s)\n", vdn_now() - t0);
     test_cancel_drain();
     fprintf(stderr, "cancel/drain done (%.1f s)\n", vdn_now() - t0);
+    test_self_drain();
+    fprintf(stderr, "self drain done (%.1f s)\n", vdn_now() - t0);
     test_malformed();
     fprintf(stderr, "malformed done (%.1f s)\n", vdn_now() - t0);
     test_restart();
