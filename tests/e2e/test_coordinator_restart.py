@@ -38,6 +38,11 @@ def test(args):
         farm.wait_batch(batch, N, timeout=max(5, t_end - time.time()))
         farm.check_exactly_once(batch, N)
         farm.check_store_matches(batch)
+        # No worker died, so none may re-register without the attempt it holds: a READY must
+        # re-announce an attempt still rendering or rendered but not yet ACKed.
+        dropped = farm.q("SELECT id, job_id, worker_id FROM attempts WHERE reason LIKE "
+                         "'worker restarted without it%'")
+        check(not dropped, "attempts a reconnecting worker did not re-announce: %s" % dropped)
         resumed = farm.q("SELECT count(*) FROM events WHERE kind='resumed'")[0][0]
         log("attempts resumed by reconnecting workers: %d" % resumed)
         logs = "".join(open(farm.logs[w]).read() for w in ("w0", "w1"))

@@ -247,6 +247,33 @@ int main(int argc, char **argv) {
     CHECK(e && e->payload_case == VDN__ENVELOPE__PAYLOAD_RESULT && e->result->attempt_id == 2,
           "RESULT re-sent without an ACK");
     if (e) vdn__envelope__free_unpacked(e, NULL);
+    /* The coordinator restarted before its ACK: asked to register again (both ways a new
+     * coordinator asks), the worker's READY names the rendered-but-unacknowledged attempt, so
+     * the coordinator lets it report instead of ending the attempt and rendering it again;
+     * the RESULT follows. */
+    for (int way = 0; way < 2; way++) {
+        if (way == 0) {
+            Vdn__Disconnect dc = VDN__DISCONNECT__INIT;
+            dc.reason = "coordinator restarted";
+            Vdn__Envelope de = VDN__ENVELOPE__INIT;
+            de.payload_case = VDN__ENVELOPE__PAYLOAD_DISCONNECT;
+            de.disconnect = &dc;
+            send_env(&de);
+        } else {
+            usleep(1100000); /* past the worker's one-READY-per-second limit for this reply */
+            vdn_wire_send_error(router, ident, ident_len, 0, VDN__ERROR__CODE__UNKNOWN_WORKER, 0,
+                                "HEARTBEAT from an unknown worker: send READY first");
+        }
+        e = expect(VDN__ENVELOPE__PAYLOAD_READY, 5);
+        CHECK(e && e->ready->has_running_attempt && e->ready->running_attempt == 2,
+              "way %d: READY after a restart names running_attempt %llu, expected the unACKed 2",
+              way, e ? (unsigned long long)e->ready->running_attempt : 0ull);
+        if (e) vdn__envelope__free_unpacked(e, NULL);
+        e = expect(0, 5);
+        CHECK(e && e->payload_case == VDN__ENVELOPE__PAYLOAD_RESULT && e->result->attempt_id == 2,
+              "way %d: RESULT after the READY", way);
+        if (e) vdn__envelope__free_unpacked(e, NULL);
+    }
     ack(2);
     e = expect(0, 5);
     CHECK(!e, "something after the ACK: %d", e ? (int)e->payload_case : 0);
