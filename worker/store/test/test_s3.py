@@ -224,6 +224,22 @@ class Proxy:
             def log_message(self, *a):
                 pass
 
+            def handle_expect_100(self):
+                # A server may refuse "Expect: 100-continue" with 417; curl then sends the
+                # whole request again without it, rewinding the body (on_seek).
+                with proxy.lock:
+                    hit = [f for f in proxy.faults if f[2] == "EXPECT417" and f[3] > 0
+                           and f[0](self.command, self.path)]
+                    if hit:
+                        hit[0][3] -= 1
+                        proxy.log.append((self.command, self.path, 417))
+                if not hit:
+                    return super().handle_expect_100()
+                self.send_response_only(417)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return False
+
             def reply(self, status, body, headers=(), length=None):
                 self.send_response(status)
                 for k, v in headers:
@@ -239,6 +255,16 @@ class Proxy:
                 self.reply(status, body, [("Content-Type", "application/xml")])
 
             def handle_any(self):
+                with proxy.lock:
+                    early = [f for f in proxy.faults if f[2] == "HANGUP" and f[3] > 0
+                             and f[0](self.command, self.path)]
+                    if early:
+                        early[0][3] -= 1
+                        proxy.log.append((self.command, self.path, -1))
+                if early:  # hang up before reading the body: the client's send fails
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else b""
                 headers = {k.lower(): v for k, v in self.headers.items()}
@@ -257,6 +283,9 @@ class Proxy:
                 if bad:
                     return self.error(403, bad[0], bad[1])
                 if fault:
+                    if fault[2] == "DROP":  # read the request, then hang up without answering
+                        self.close_connection = True
+                        return
                     if fault[2].startswith("<"):  # a raw body, e.g. a malformed document
                         return self.reply(fault[1], fault[2].encode(),
                                           [("Content-Type", "application/xml")])
@@ -588,6 +617,29 @@ def test_s3(tool, threads_tool, api_test, s3rver_exe, tmp):
         rc, out, err = run_tool(tool, ["ls", uri, "d/"], env)
         check(rc == 1 and "malformed ListBucketResult response" in err and "does not match"
               in err and uri in err, f"malformed list: {err.strip()}")
+
+        print("a part dropped unanswered, hung up on mid-body, or refused 417 is sent again")
+        proxy.reset()
+        proxy.faults.append([lambda m, p: m == "PUT" and "partNumber=1&" in p, 0, "DROP", 1])
+        rc, _, err = run_tool(tool, ["--part-size", str(5 * MIB), "put", uri, "g/drop.bin", big],
+                              env)
+        check(rc == 0 and "Empty reply" in err,
+              f"put survives an unanswered part {err.strip()[-300:]}")
+        check(proxy.count("PUT", "partNumber=1&") == 2, "part 1 was sent twice")
+        proxy.reset()
+        proxy.faults.append([lambda m, p: m == "PUT" and "partNumber=2&" in p, 0, "HANGUP", 1])
+        rc, _, err = run_tool(tool, ["--part-size", str(5 * MIB), "put", uri, "g/drop.bin", big],
+                              env)
+        check(rc == 0 and "retry 1/" in err, f"put survives a hang-up mid-body {err.strip()[-300:]}")
+        check(proxy.count("PUT", "partNumber=2&") == 2, "part 2 was sent twice")
+        proxy.reset()
+        proxy.faults.append([lambda m, p: m == "PUT" and "partNumber=3&" in p, 417, "EXPECT417", 1])
+        rc, _, err = run_tool(tool, ["--part-size", str(5 * MIB), "put", uri, "g/drop.bin", big],
+                              env)
+        check(rc == 0, f"put survives a 417 to Expect: 100-continue {err.strip()[-300:]}")
+        check(proxy.count("PUT", "partNumber=3&") == 2, "part 3 was sent twice")
+        check(remote_sha(s3port, f"{PREFIX}/g/drop.bin", tmp) == sha256_file(big),
+              "aws get-object: sha256 equal")
 
         print("a multipart upload that fails leaves nothing under the key and is aborted")
         proxy.reset()
