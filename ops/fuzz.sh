@@ -2,6 +2,7 @@
 # Build every libFuzzer target (VDN_FUZZ=ON, clang, CPU only) and run each one for a while.
 #
 #   ops/fuzz.sh [SECONDS_PER_TARGET]      (default 15)
+#   FUZZ_ONLY=envelope ops/fuzz.sh 300     only the targets whose name matches this regex
 #
 # The whole build dir (BUILD_FUZZ, default build-fuzz) is compiled with sanitizer coverage,
 # ASan and UBSan, so libFuzzer sees the branches of the parsers themselves, not only those of
@@ -38,6 +39,7 @@ declare -A CORPUS=(
     [fuzz_s3_xml]=worker/store/test/corpus_s3_xml
     [fuzz_eval_suite]=eval/test/corpus_suite
     [fuzz_eval_configs]=eval/test/corpus_configs
+    [fuzz_bench_args]=@bench # a few command lines written below
 )
 
 skip() {
@@ -81,6 +83,13 @@ for t in "${!CORPUS[@]}"; do
         exit 2
     fi
 done
+if [[ -n ${FUZZ_ONLY:-} ]]; then
+    mapfile -t TARGETS < <(printf '%s\n' "${TARGETS[@]}" | grep -E -- "$FUZZ_ONLY" || true)
+    if ((${#TARGETS[@]} == 0)); then
+        echo "ops/fuzz.sh: FUZZ_ONLY='$FUZZ_ONLY' matches no fuzz target" >&2
+        exit 2
+    fi
+fi
 echo "ops/fuzz.sh: building ${#TARGETS[@]} targets: ${TARGETS[*]}"
 if ! cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}" >"$TMP/build.log" 2>&1; then
     tail -n 60 "$TMP/build.log" >&2
@@ -96,6 +105,12 @@ for f in "$ROOT"/engine/test/ckpt_corpus/st_*; do
     [[ -e $f ]] && tail -c +2 "$f" >"$TMP/seed_noise/$(basename "$f")"
 done
 
+# vdn bench arguments: the target splits its input at NUL bytes into argv.
+mkdir -p "$TMP/seed_bench"
+printf -- '--frames\0102\0--grid\024x42\0--reps\03' >"$TMP/seed_bench/frames_grid"
+printf -- '--text\0512\0--audio\0140\0--attn-reps\02\0--json' >"$TMP/seed_bench/text_audio"
+printf -- '--help' >"$TMP/seed_bench/help"
+
 declare -A EXECS RESULT
 FAILED=0
 for t in "${TARGETS[@]}"; do
@@ -109,6 +124,7 @@ for t in "${TARGETS[@]}"; do
     case ${CORPUS[$t]:-} in
     "") echo "ops/fuzz.sh: warning: no corpus known for $t, it starts from nothing (add it to ops/fuzz.sh)" ;;
     @noise) seeds=("$TMP/seed_noise") ;;
+    @bench) seeds=("$TMP/seed_bench") ;;
     *) seeds=("$ROOT/${CORPUS[$t]}") ;;
     esac
     new="$TMP/new/$t" art="$TMP/artifacts/$t"
@@ -117,7 +133,8 @@ for t in "${TARGETS[@]}"; do
     echo "ops/fuzz.sh: fuzzing $t for ${SECONDS_PER_TARGET}s"
     rc=0
     # First corpus dir = where new inputs go (temporary); the committed ones are only read.
-    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
+    # Parsers warn about what they skip; at millions of inputs that is gigabytes of log.
+    VDN_LOG_LEVEL=error ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
         UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
         "$exe" -max_total_time="$SECONDS_PER_TARGET" -timeout=5 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$art/" "$new" "${seeds[@]}" >"$log" 2>&1 || rc=$?
@@ -131,10 +148,15 @@ for t in "${TARGETS[@]}"; do
     kind=$(grep -m1 -oE 'ERROR: (libFuzzer|AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer)[^ ]*( [a-z-]+)?' "$log" ||
         grep -m1 -oE 'runtime error: .*' "$log" || echo "exit status $rc")
     RESULT[$t]="FAILED ($kind)"
-    echo "---- $t: last lines of its log ----" >&2
-    tail -n 40 "$log" >&2
+    mkdir -p "$BUILD/fuzz-crashes"
+    cp "$log" "$BUILD/fuzz-crashes/$t.log"
+    echo "---- $t: the report (whole log: $BUILD/fuzz-crashes/$t.log) ----" >&2
+    if grep -qE 'ERROR: |runtime error:' "$log"; then
+        sed -n '/ERROR: \|runtime error:/,/^SUMMARY/p' "$log" | head -n 60 >&2
+    else
+        tail -n 40 "$log" >&2
+    fi
     if [[ -n $crash ]]; then
-        mkdir -p "$BUILD/fuzz-crashes"
         keep="$BUILD/fuzz-crashes/$t-$(basename "$crash")"
         cp "$crash" "$keep"
         echo "ops/fuzz.sh: $t: crash input saved as $keep" >&2
