@@ -1,5 +1,7 @@
 /* Glue between the fp32 parts of the forward (time embedder, patch projections, heads, alpha)
  * and the bf16 residual stream: bias + activation, casts, plain residual adds, scaling. */
+#include <cuda_fp16.h>
+
 #include "cuda_util.cuh"
 
 static int grid_of(size_t n) {
@@ -80,5 +82,32 @@ __global__ void scale_f32_k(float *x, size_t n, float s) {
 extern "C" int vdn_k_scale_f32(float *x, size_t n, float s, vdn_stream st) {
     scale_f32_k<<<grid_of(n), 256, 0, S_(st)>>>(x, n, s);
     LAUNCH_CHECK("scale_f32");
+    return 0;
+}
+
+/* weight upload (upload.h): dtype codes of ckpt.h, 0 F32, 1 BF16, 2 F16 in; F32 or BF16 out */
+__global__ void convert_k(void *dst, int want, const void *src, int have, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float v = have == 0   ? ((const float *)src)[i]
+                  : have == 1 ? __bfloat162float(((const bf16 *)src)[i])
+                              : __half2float(((const __half *)src)[i]);
+        if (want == 0)
+            ((float *)dst)[i] = v;
+        else
+            ((bf16 *)dst)[i] = __float2bfloat16_rn(v);
+    }
+}
+
+extern "C" int vdn_k_convert(void *dst, int want, const void *src, int have, size_t n,
+                             vdn_stream st) {
+    if (want < 0 || want > 1 || have < 0 || have > 2) {
+        fprintf(stderr, "vdn_k_convert: dtype %d -> %d, expected F32/BF16/F16 -> F32/BF16\n", have,
+                want);
+        return -1;
+    }
+    if (n == 0) return 0;
+    convert_k<<<grid_of(n), 256, 0, S_(st)>>>(dst, want, src, have, n);
+    LAUNCH_CHECK("convert");
     return 0;
 }

@@ -15,6 +15,7 @@
 extern "C" {
 #include "backend.h"
 #include "model.h"
+#include "upload.h"
 #include "vdn_util.h"
 }
 #include "attn_tiles.h"
@@ -94,80 +95,137 @@ namespace {
 
 const int MAX_T = 8; /* distinct timesteps per evaluation (video, audio, keyframes: <= 3) */
 
-int up_f32(vdn_backend *be, const float *src, size_t n, float **dst, char *err, size_t errlen) {
-    BE_CUDA(cudaMalloc((void **)dst, n * sizeof(float) + 16));
-    be->weights.push_back(*dst);
-    BE_CUDA(cudaMemcpy(*dst, src, n * sizeof(float), cudaMemcpyHostToDevice));
-    return 0;
+/* Weight upload (upload.h): each tensor goes up in its stored dtype and is converted on the
+ * device, so the host never holds more than the mapping plus one folded tensor at a time. */
+struct Loader {
+    vdn_backend *be;
+    vdn_ckpt *ck;
+    vdn_uploader u;
+    void *stage;
+    size_t stage_bytes;
+    char *err;
+    size_t errlen;
+    int failed;
+};
+
+int dev_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) fprintf(stderr, "weight upload: cudaMemcpy: %s\n", cudaGetErrorString(e));
+    return e != cudaSuccess;
 }
 
-int up_bf16(vdn_backend *be, const float *src, size_t n, bf16 **dst, char *err, size_t errlen) {
-    std::vector<uint16_t> hb(n);
-    for (size_t i = 0; i < n; i++)
-        hb[i] = vdn_f32_to_bf16(src[i]);
-    BE_CUDA(cudaMalloc((void **)dst, n * 2 + 16));
-    be->weights.push_back(*dst);
-    BE_CUDA(cudaMemcpy(*dst, hb.data(), n * 2, cudaMemcpyHostToDevice));
-    return 0;
+int dev_convert(void *ctx, void *dst, vdn_dtype want, const void *src, vdn_dtype have, size_t n) {
+    (void)ctx;
+    return vdn_k_convert(dst, (int)want, src, (int)have, n, NULL) != 0;
 }
 
-/* [q; k; v; (gate_down; softmax_gate; beta)] padded with zero rows to ld rows */
-int up_wcat(vdn_backend *be, const vdn_block_weights *b, int vdn, int ld, bf16 **dst, char *err,
-            size_t errlen) {
-    const size_t hid = be->hid, C = be->C;
-    std::vector<float> w((size_t)ld * hid, 0.f);
-    memcpy(&w[0], b->to_q, sizeof(float) * C * hid);
-    memcpy(&w[C * hid], b->to_k, sizeof(float) * C * hid);
-    memcpy(&w[2 * C * hid], b->to_v, sizeof(float) * C * hid);
-    if (vdn) {
-        size_t r = 3 * C;
-        memcpy(&w[r * hid], b->vda.gate_down, sizeof(float) * be->G * hid);
-        r += be->G;
-        memcpy(&w[r * hid], b->sg_w, sizeof(float) * be->H * hid);
-        r += be->H;
-        memcpy(&w[r * hid], b->vda.beta_w, sizeof(float) * be->H * hid);
+void *dev_stage(void *ctx, size_t bytes) {
+    Loader *L = (Loader *)ctx;
+    if (bytes > L->stage_bytes) {
+        if (L->stage) cudaFree(L->stage);
+        L->stage = NULL, L->stage_bytes = 0;
+        if (cudaMalloc(&L->stage, bytes) != cudaSuccess) return NULL;
+        L->stage_bytes = bytes;
     }
-    return up_bf16(be, w.data(), w.size(), dst, err, errlen);
+    return L->stage;
 }
 
-int load_block(vdn_backend *be, const vdn_block_weights *b, DevBlock *d, int dit, char *err,
-               size_t errlen) {
-    const size_t hid = be->hid, C = be->C, ffn = be->ffn, D = be->D;
+/* upload tensor `name` (shape d[0..ndim)) into dst, which holds it in dtype want */
+void put(Loader *L, const char *name, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+         vdn_dtype want, void *dst) {
+    if (L->failed) return;
+    const int64_t shape[4] = {d0, d1, d2, d3};
+    if (vdn_upload(&L->u, L->ck, name, ndim, shape, want, dst, L->err, L->errlen)) L->failed = 1;
+}
+
+void *dev_alloc(Loader *L, size_t bytes) {
+    void *p = NULL;
+    if (L->failed) return NULL;
+    cudaError_t e = cudaMalloc(&p, bytes + 16);
+    if (e != cudaSuccess) {
+        vdn_fail(L->err, L->errlen, "cuda backend: cudaMalloc of %zu weight bytes: %s", bytes,
+                 cudaGetErrorString(e));
+        L->failed = 1;
+        return NULL;
+    }
+    L->be->weights.push_back(p);
+    return p;
+}
+
+/* a new device tensor (1-2 dims; d1 = 0 for 1-D) */
+template <class T> T *get(Loader *L, const char *name, int ndim, int64_t d0, int64_t d1) {
+    const vdn_dtype want = sizeof(T) == 4 ? VDN_DT_F32 : VDN_DT_BF16;
+    T *p = (T *)dev_alloc(L, (size_t)d0 * (ndim > 1 ? (size_t)d1 : 1) * sizeof(T));
+    put(L, name, ndim, d0, d1, 0, 0, want, p);
+    return p;
+}
+
+int load_block(Loader *L, const char *prefix, DevBlock *d, int dit) {
+    vdn_backend *be = L->be;
     const vdn_config *c = &be->c;
+    const int64_t hid = be->hid, C = be->C, ffn = be->ffn, D = be->D, H = be->H, G = be->G;
+    char n[256];
+#define NAME(suffix) (snprintf(n, sizeof n, "%s.%s", prefix, suffix), n)
     memset(d, 0, sizeof *d);
-    int vdn = dit && c->has_vdn;
-    if (up_bf16(be, b->norm1, hid, &d->n1, err, errlen) ||
-        up_bf16(be, b->norm2, hid, &d->n2, err, errlen) ||
-        up_wcat(be, b, vdn, dit ? be->LDQ : be->LDQR, &d->wcat, err, errlen) ||
-        up_bf16(be, b->norm_q, D, &d->nq, err, errlen) ||
-        up_bf16(be, b->norm_k, D, &d->nk, err, errlen) ||
-        up_bf16(be, b->to_out, hid * C, &d->wo, err, errlen) ||
-        up_bf16(be, b->ff_in, 2 * ffn * hid, &d->w1, err, errlen) ||
-        up_bf16(be, b->ff_out, hid * ffn, &d->w2, err, errlen))
-        return -1;
-    if (!dit) return 0;
-    const size_t ted = c->time_embed_dim;
-    if (up_bf16(be, b->ada_w, 18 * hid * ted, &d->ada_w, err, errlen) ||
-        up_bf16(be, b->ada_b, 18 * hid, &d->ada_b, err, errlen))
-        return -1;
-    if (!vdn) return 0;
-    const vdn_vda_weights *v = &b->vda;
-    const size_t R = c->alpha_rank, G = be->G, H = be->H;
-    if (up_f32(be, b->sg_b, H, &d->sg_b, err, errlen) ||
-        up_bf16(be, b->to_out_linear, hid * C, &d->wlin, err, errlen) ||
-        up_bf16(be, v->k_sp, C * 25, &d->ksp, err, errlen) ||
-        up_bf16(be, v->v_sp, C * 25, &d->vsp, err, errlen) ||
-        up_bf16(be, v->k_tm, C * 5, &d->ktm, err, errlen) ||
-        up_bf16(be, v->v_tm, C * 5, &d->vtm, err, errlen) ||
-        up_bf16(be, v->gate_up, C * G, &d->gup, err, errlen) ||
-        up_bf16(be, v->gate_up_b, C, &d->gup_b, err, errlen) ||
-        up_bf16(be, v->norm_w, D, &d->nw, err, errlen) ||
-        up_f32(be, v->alpha_down, R * hid, &d->adn, err, errlen) ||
-        up_f32(be, v->alpha_up, C * R, &d->aup, err, errlen) ||
-        up_f32(be, v->A_log, H, &d->alog, err, errlen) ||
-        up_f32(be, v->dt_bias, C, &d->dtb, err, errlen))
-        return -1;
-    return 0;
+    const int vdn = dit && c->has_vdn;
+    d->n1 = get<bf16>(L, NAME("norm1.weight"), 1, hid, 0);
+    d->n2 = get<bf16>(L, NAME("norm2.weight"), 1, hid, 0);
+    /* [q; k; v; (gate_down; softmax_gate; beta)] padded with zero rows to ld rows */
+    const int64_t ld = dit ? be->LDQ : be->LDQR;
+    d->wcat = (bf16 *)dev_alloc(L, (size_t)ld * hid * 2);
+    if (d->wcat && cudaMemset(d->wcat, 0, (size_t)ld * hid * 2) != cudaSuccess) {
+        vdn_fail(L->err, L->errlen, "cuda backend: cudaMemset of the fused qkv weight failed");
+        L->failed = 1;
+    }
+    put(L, NAME("attn.to_q.weight"), 2, C, hid, 0, 0, VDN_DT_BF16, d->wcat);
+    put(L, NAME("attn.to_k.weight"), 2, C, hid, 0, 0, VDN_DT_BF16, d->wcat + C * hid);
+    put(L, NAME("attn.to_v.weight"), 2, C, hid, 0, 0, VDN_DT_BF16, d->wcat + 2 * C * hid);
+    if (vdn) {
+        bf16 *r = d->wcat + 3 * C * hid;
+        put(L, NAME("attn.linear_attention.output_gate.down.weight"), 2, G, hid, 0, 0, VDN_DT_BF16,
+            r);
+        put(L, NAME("attn.softmax_gate.up.weight"), 2, H, hid, 0, 0, VDN_DT_BF16, r + G * hid);
+        put(L, NAME("attn.linear_attention.beta_proj.weight"), 2, H, hid, 0, 0, VDN_DT_BF16,
+            r + (G + H) * hid);
+    }
+    d->nq = get<bf16>(L, NAME("attn.norm_q.weight"), 1, D, 0);
+    d->nk = get<bf16>(L, NAME("attn.norm_k.weight"), 1, D, 0);
+    d->wo = get<bf16>(L, NAME("attn.to_out.0.weight"), 2, hid, C);
+    d->w1 = get<bf16>(L, NAME("ff.net.0.proj.weight"), 2, 2 * ffn, hid);
+    d->w2 = get<bf16>(L, NAME("ff.net.2.weight"), 2, hid, ffn);
+    if (dit) {
+        const int64_t ted = c->time_embed_dim;
+        d->ada_w = get<bf16>(L, NAME("adaln_proj.linear.weight"), 2, 18 * hid, ted);
+        d->ada_b = get<bf16>(L, NAME("adaln_proj.linear.bias"), 1, 18 * hid, 0);
+    }
+    if (vdn) {
+        const int64_t R = c->alpha_rank, ks = c->conv_spatial, kt = c->conv_temporal;
+        d->sg_b = get<float>(L, NAME("attn.softmax_gate.up.bias"), 1, H, 0);
+        d->wlin = get<bf16>(L, NAME("attn.to_out_linear.weight"), 2, hid, C);
+        d->ksp = (bf16 *)dev_alloc(L, (size_t)C * ks * ks * 2);
+        put(L, NAME("attn.linear_attention.short_conv.k_sp.weight"), 4, C, 1, ks, ks, VDN_DT_BF16,
+            d->ksp);
+        d->vsp = (bf16 *)dev_alloc(L, (size_t)C * ks * ks * 2);
+        put(L, NAME("attn.linear_attention.short_conv.v_sp.weight"), 4, C, 1, ks, ks, VDN_DT_BF16,
+            d->vsp);
+        d->ktm = (bf16 *)dev_alloc(L, (size_t)C * kt * 2);
+        put(L, NAME("attn.linear_attention.short_conv.k_tm.weight"), 3, C, 1, kt, 0, VDN_DT_BF16,
+            d->ktm);
+        d->vtm = (bf16 *)dev_alloc(L, (size_t)C * kt * 2);
+        put(L, NAME("attn.linear_attention.short_conv.v_tm.weight"), 3, C, 1, kt, 0, VDN_DT_BF16,
+            d->vtm);
+        d->gup = get<bf16>(L, NAME("attn.linear_attention.output_gate.up.weight"), 2, C, G);
+        d->gup_b = get<bf16>(L, NAME("attn.linear_attention.output_gate.up.bias"), 1, C, 0);
+        d->nw = get<bf16>(L, NAME("attn.linear_attention.norm.weight"), 1, c->linear_head_dim, 0);
+        /* alpha projections stay fp32 */
+        d->adn = get<float>(L, NAME("attn.linear_attention.alpha.down.weight"), 2, R, hid);
+        d->aup = get<float>(L, NAME("attn.linear_attention.alpha.up.weight"), 2, C, R);
+        d->alog = get<float>(L, NAME("attn.linear_attention.alpha.A_log"), 1, H, 0);
+        d->dtb = get<float>(L, NAME("attn.linear_attention.alpha.dt_bias"), 1, C, 0);
+    }
+#undef NAME
+    return L->failed ? -1 : 0;
 }
 
 int cuda_available(char *err, size_t errlen) {
@@ -202,8 +260,6 @@ vdn_backend *cuda_create(vdn_ckpt *ck, const vdn_config *cfg, int threads, char 
                  c->head_dim, c->rope_freq_dim, c->hidden, c->ffn);
         return NULL;
     }
-    vdn_weights w;
-    if (vdn_weights_load(&w, ck, cfg, err, errlen) != 0) return NULL;
     vdn_backend *be = new vdn_backend();
     be->c = *cfg;
     be->H = c->heads, be->D = c->head_dim, be->C = c->heads * c->head_dim, be->hid = c->hidden;
@@ -211,42 +267,53 @@ vdn_backend *cuda_create(vdn_ckpt *ck, const vdn_config *cfg, int threads, char 
     be->pf = c->in_channels * c->patch_t * c->patch_h * c->patch_w;
     be->LDQ = (int)round_up(3 * be->C + (c->has_vdn ? be->G + 2 * be->H : 0), 64);
     be->LDQR = (int)round_up(3 * be->C, 64);
-    const size_t hid = be->hid, pf = be->pf;
-    int rc = 0;
-    rc |= up_f32(be, w.proj_in_w, hid * pf, &be->pin_w, err, errlen);
-    rc |= rc ? 0 : up_f32(be, w.proj_in_b, hid, &be->pin_b, err, errlen);
-    rc |= rc ? 0 : up_f32(be, w.audio_in_w, hid * c->audio_channels, &be->ain_w, err, errlen);
-    rc |= rc ? 0 : up_f32(be, w.audio_in_b, hid, &be->ain_b, err, errlen);
-    rc |= rc ? 0 : up_bf16(be, w.ctx_w, hid * c->text_dim, &be->ctx_w, err, errlen);
-    rc |= rc ? 0 : up_bf16(be, w.ctx_b, hid, &be->ctx_b, err, errlen);
-    rc |= rc ? 0 : up_f32(be, w.t1_w, (size_t)c->time_hidden * c->freq_dim, &be->t1w, err, errlen);
-    rc |= rc ? 0 : up_f32(be, w.t1_b, c->time_hidden, &be->t1b, err, errlen);
-    rc |=
-        rc ? 0
-           : up_f32(be, w.t2_w, (size_t)c->time_embed_dim * c->time_hidden, &be->t2w, err, errlen);
-    rc |= rc ? 0 : up_f32(be, w.t2_b, c->time_embed_dim, &be->t2b, err, errlen);
-    rc |= rc ? 0 : up_bf16(be, w.refiner_final_norm, hid, &be->ref_final, err, errlen);
-    rc |= rc ? 0 : up_bf16(be, w.norm_out_w, hid, &be->nout_w, err, errlen);
-    rc |= rc ? 0
-             : up_bf16(be, w.norm_out_lin_w, 2 * hid * c->time_embed_dim, &be->nout_lin_w, err,
-                       errlen);
-    rc |= rc ? 0 : up_bf16(be, w.norm_out_lin_b, 2 * hid, &be->nout_lin_b, err, errlen);
-    rc |= rc ? 0 : up_f32(be, w.proj_out_w, pf * hid, &be->pout_w, err, errlen);
-    rc |= rc ? 0 : up_f32(be, w.proj_out_b, pf, &be->pout_b, err, errlen);
-    rc |= rc ? 0
-             : up_f32(be, w.audio_out_w, (size_t)c->audio_channels * hid, &be->aout_w, err, errlen);
-    rc |= rc ? 0 : up_f32(be, w.audio_out_b, c->audio_channels, &be->aout_b, err, errlen);
+    const int64_t hid = be->hid, pf = be->pf, Ca = c->audio_channels;
+    Loader L = {};
+    L.be = be, L.ck = ck, L.err = err, L.errlen = errlen;
+    L.u.ctx = &L, L.u.to_device = dev_copy, L.u.convert = dev_convert, L.u.staging = dev_stage;
+    be->pin_w = get<float>(&L, "proj_in.weight", 2, hid, pf);
+    be->pin_b = get<float>(&L, "proj_in.bias", 1, hid, 0);
+    be->ain_w = get<float>(&L, "audio_proj_in.weight", 2, hid, Ca);
+    be->ain_b = get<float>(&L, "audio_proj_in.bias", 1, hid, 0);
+    be->ctx_w = get<bf16>(&L, "context_embedder.weight", 2, hid, c->text_dim);
+    be->ctx_b = get<bf16>(&L, "context_embedder.bias", 1, hid, 0);
+    be->t1w = get<float>(&L, "time_embedder.linear_1.weight", 2, c->time_hidden, c->freq_dim);
+    be->t1b = get<float>(&L, "time_embedder.linear_1.bias", 1, c->time_hidden, 0);
+    be->t2w = get<float>(&L, "time_embedder.linear_2.weight", 2, c->time_embed_dim, c->time_hidden);
+    be->t2b = get<float>(&L, "time_embedder.linear_2.bias", 1, c->time_embed_dim, 0);
+    be->ref_final = get<bf16>(&L, "token_refiner.final_norm.weight", 1, hid, 0);
+    be->nout_w = get<bf16>(&L, "norm_out.norm.weight", 1, hid, 0);
+    be->nout_lin_w = get<bf16>(&L, "norm_out.linear.weight", 2, 2 * hid, c->time_embed_dim);
+    be->nout_lin_b = get<bf16>(&L, "norm_out.linear.bias", 1, 2 * hid, 0);
+    be->pout_w = get<float>(&L, "proj_out.weight", 2, pf, hid);
+    be->pout_b = get<float>(&L, "proj_out.bias", 1, pf, 0);
+    be->aout_w = get<float>(&L, "audio_proj_out.weight", 2, Ca, hid);
+    be->aout_b = get<float>(&L, "audio_proj_out.bias", 1, Ca, 0);
+    int rc = L.failed ? -1 : 0;
     float invf[16];
     for (int k = 0; k < 16; k++)
         invf[k] = (float)pow(c->rope_theta, -2.0 * k / 32.0);
-    rc |= rc ? 0 : up_f32(be, invf, 16, &be->inv_freq, err, errlen);
+    be->inv_freq = rc ? NULL : (float *)dev_alloc(&L, sizeof invf);
+    if (be->inv_freq && cudaMemcpy(be->inv_freq, invf, sizeof invf, cudaMemcpyHostToDevice))
+        rc = vdn_fail(err, errlen, "cuda backend: upload of the RoPE frequencies failed");
     be->ref.resize(c->refiner_layers);
     be->blk.resize(c->layers);
-    for (int i = 0; i < c->refiner_layers && !rc; i++)
-        rc = load_block(be, &w.refiner[i], &be->ref[i], 0, err, errlen);
-    for (int i = 0; i < c->layers && !rc; i++)
-        rc = load_block(be, &w.blocks[i], &be->blk[i], 1, err, errlen);
-    vdn_weights_free(&w);
+    char prefix[128];
+    for (int i = 0; i < c->refiner_layers && !rc; i++) {
+        snprintf(prefix, sizeof prefix, "token_refiner.refiner_blocks.%d", i);
+        rc = load_block(&L, prefix, &be->ref[i], 0);
+    }
+    for (int i = 0; i < c->layers && !rc; i++) {
+        snprintf(prefix, sizeof prefix, "transformer_blocks.%d", i);
+        rc = load_block(&L, prefix, &be->blk[i], 1);
+    }
+    if (L.stage) cudaFree(L.stage);
+    if (!rc)
+        vdn_log(VDN_LOG_INFO,
+                "cuda backend: %llu weight tensors uploaded (%.2f GB as stored, %llu converted on "
+                "the device, largest %.1f MB)",
+                (unsigned long long)L.u.n_tensors, L.u.bytes_sent / 1e9,
+                (unsigned long long)L.u.n_converted, L.u.max_tensor_b / 1e6);
     if (!rc) {
         be->gc = vdn_gemm_create((size_t)64 << 20);
         be->cb = vdn_cublas_create();

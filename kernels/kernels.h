@@ -108,6 +108,9 @@ int vdn_k_bias_act(const float *y, int ldy, const float *bias, int rows, int n, 
 int vdn_k_bf16_to_f32(const void *x, int ldx, int rows, int n, float *y, int ldy, vdn_stream st);
 int vdn_k_add_bf16(void *x, const void *y, size_t n, vdn_stream st); /* x += y, n % 8 == 0 */
 int vdn_k_scale_f32(float *x, size_t n, float s, vdn_stream st);
+/* n values, device src in dtype `have` -> device dst in `want`, codes of ckpt.h's vdn_dtype
+ * (0 F32, 1 BF16, 2 F16 in; 0 F32, 1 BF16 out), round to nearest even (weight upload) */
+int vdn_k_convert(void *dst, int want, const void *src, int have, size_t n, vdn_stream st);
 
 void *vdn_cublas_create(void);
 void vdn_cublas_destroy(void *h);

@@ -15,7 +15,7 @@ CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Ikernels -Iengine -Iops/cli"
 NVFLAGS="-gencode=arch=compute_90a,code=sm_90a -O3 --use_fast_math -std=c++17 -lineinfo -Ikernels -Iengine -Iops/cli"
 t0=$(date +%s)
 {
-  for f in engine/vdn_util.c kernels/twin_norm.c kernels/twin_attn.c kernels/twin_vda.c kernels/attn_tiles.c; do
+  for f in engine/vdn_util.c kernels/twin_norm.c kernels/twin_attn.c kernels/twin_vda.c kernels/attn_tiles.c kernels/upload.c; do
     gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o" &
   done
   gcc $CFLAGS -DVDN_HAVE_CUDA=1 -c kernels/cmd_bench.c -o "$B/cmd_bench.o" &
