@@ -104,10 +104,32 @@ static void test_plain(void) {
     CHECK(e && e->cancel->attempt_id == a);
     if (e) vdn__envelope__free_unpacked(e, NULL);
     CHECK(run_cli(out, sizeof out, "watch b1") == 1 && strstr(out, "2 cancelled"));
-    /* on a terminal: one redrawn screen with a bar per job and the workers */
-    CHECK(run_cli(out, sizeof out, "!script -qec '%s watch b1' /dev/null", h_bin) == 1);
-    CHECK(strstr(out, "\033[H\033[J") && strstr(out, "j1") && strstr(out, "cancelled [....") &&
-          strstr(out, "workers:") && strstr(out, "cli-w"));
+    /* on a terminal: one screen redrawn in place (home, each line cleared to its end, the rest
+     * cleared) with the batch's bar, a bar per job and the workers; a 46-column terminal cuts
+     * lines instead of wrapping them, and an idle worker's job reads "-" */
+    CHECK(run_cli(out, sizeof out, "!script -qec 'stty cols 46 rows 20; %s watch b1' /dev/null",
+                  h_bin) == 1);
+    CHECK(strstr(out, "\033[H") && strstr(out, "\033[K") && strstr(out, "\033[J"));
+    CHECK(strstr(out, "2 cancelled") && strstr(out, "ended in"));
+    CHECK(strstr(out, "j1") && strstr(out, "cancelled [...."));
+    CHECK(strstr(out, "WORKER") && strstr(out, "cli-w"));
+    int widest = 0, cur = 0;
+    for (const char *p = out; *p; p++) {
+        if (*p == '\033') { /* skip the escape sequence */
+            while (p[1] && !((p[1] >= 'A' && p[1] <= 'Z') || (p[1] >= 'a' && p[1] <= 'z')))
+                p++;
+            if (p[1]) p++;
+            continue;
+        }
+        if (*p == '\n' || *p == '\r') {
+            cur = 0;
+            continue;
+        }
+        if (++cur > widest) widest = cur;
+    }
+    CHECK(widest <= 46);
+    if (widest > 46 || !strstr(out, "ended in"))
+        fprintf(stderr, "watch on a 46-column terminal printed:\n%s\n", out);
     CHECK(run_cli(out, sizeof out, "logs j1") == 0 && strstr(out, "assigned") &&
           strstr(out, "cancelled") && strstr(out, "cli-w"));
     CHECK(run_cli(out, sizeof out, "logs b1") == 2);
