@@ -140,6 +140,7 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
     bf16 *spk = (bf16 *)dalloc(fs * C * 2, &err), *spv = (bf16 *)dalloc(fs * C * 2, &err);
     bf16 *kt = (bf16 *)dalloc(fs * C * 2, &err), *kb = (bf16 *)dalloc(fs * C * 2, &err);
     bf16 *vt = (bf16 *)dalloc(fs * C * 2, &err), *qt = (bf16 *)dalloc(fs * C * 2, &err);
+    float *ks = (float *)dalloc(fs * C * 4, &err); /* fp32 sqrt(beta) k~ for A */
     float *beta = (float *)dalloc((size_t)N * H * 4, &err),
           *sg = (float *)dalloc((size_t)N * H * 4, &err);
     float *A = (float *)dalloc(mats * 4, &err), *B = (float *)dalloc(mats * 4, &err);
@@ -543,15 +544,22 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                        time_ms(
                            [&] {
                                return vdn_k_vda_act(spk, C, spv, C, vrow, LDQ, wtk, wtv, beta, FI,
-                                                    S, H, kt, kb, vt, qt, 0);
+                                                    S, H, NULL, kb, vt, qt, ks, 0);
                            },
                            W0, NREP, &err),
                        0);
     double v_stats =
-        put("stats A, B (batched cuBLAS)",
-            time_ms([&] { return vdn_k_vda_stats(cb, kt, kb, vt, FI * H, S, A, B, 0); }, W0, NREP,
-                    &err),
+        put("stats A (fp32, TF32), B (bf16)",
+            time_ms([&] { return vdn_k_vda_stats(cb, NULL, ks, kb, vt, FI * H, S, A, B, 0); }, W0,
+                    NREP, &err),
             4.0 * (double)FI * H * D * D * S);
+    /* the former path, A from bf16 k~ (not counted in the block): its k~ first */
+    err |= vdn_k_vda_act(spk, C, NULL, C, NULL, LDQ, wtk, NULL, beta, FI, S, H, kt, kb, NULL, NULL,
+                         NULL, 0);
+    put("stats A, B both bf16 (former path)",
+        time_ms([&] { return vdn_k_vda_stats(cb, kt, NULL, kb, vt, FI * H, S, A, B, 0); }, W0, NREP,
+                &err),
+        4.0 * (double)FI * H * D * D * S);
     err |= vdn_k_alpha_finish(uvec, dtb, Alog, FI, C, alpha, 0);
     double v_solve = put(
         "solve (I+A)^-1, T, J",
@@ -578,18 +586,18 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                            },
                            W0, NREP, &err),
                        0);
-    double v_text = put("text state (prep, stats, solve)",
-                        time_ms(
-                            [&] {
-                                int e =
-                                    vdn_k_vda_act(qkv + C, LDQ, qkv + 2 * C, LDQ, NULL, 0, NULL,
-                                                  NULL, beta, 1, o->text, H, kt, kb, vt, NULL, 0);
-                                e |= vdn_k_vda_stats(cb, kt, kb, vt, H, o->text, A, B, 0);
-                                e |= vdn_k_vda_solve(A, B, NULL, H, NULL, S0, 0, 0);
-                                return e;
-                            },
-                            W0, NREP, &err),
-                        0);
+    double v_text =
+        put("text state (prep, stats, solve)",
+            time_ms(
+                [&] {
+                    int e = vdn_k_vda_act(qkv + C, LDQ, qkv + 2 * C, LDQ, NULL, 0, NULL, NULL, beta,
+                                          1, o->text, H, NULL, kb, vt, NULL, ks, 0);
+                    e |= vdn_k_vda_stats(cb, NULL, ks, kb, vt, H, o->text, A, B, 0);
+                    e |= vdn_k_vda_solve(A, B, NULL, H, NULL, S0, 0, 0);
+                    return e;
+                },
+                W0, NREP, &err),
+            0);
 
     printf("-- per model evaluation, outside the blocks --\n");
     double x_ada = put("adaLN projection of one block (2 timesteps)",

@@ -84,8 +84,8 @@ struct vdn_backend {
     double *pos;
     float *vx, *cx, *ax, *tmp, *tf, *th, *sg, *hf, *vout, *aout;
     /* VDA */
-    bf16 *spk, *spv, *kt, *kb, *vt, *qt, *Sl, *gpre, *lin;
-    float *beta, *beta_t, *A, *B, *T, *J, *Pm, *Rm, *S0, *rr, *means, *dvec, *uvec, *alpha;
+    bf16 *spk, *spv, *kb, *vt, *qt, *Sl, *gpre, *lin;
+    float *ks, *beta, *beta_t, *A, *B, *T, *J, *Pm, *Rm, *S0, *rr, *means, *dvec, *uvec, *alpha;
     /* host staging */
     std::vector<int> h_idx, h_tidx;
     std::vector<float> h_tf;
@@ -367,7 +367,8 @@ void carve(vdn_backend *be, Carver &cv) {
     const size_t nk = nl > (size_t)L->n_text ? nl : (size_t)L->n_text;
     const size_t mats = (F > 1 ? F : 1) * H * D * D;
     be->spk = cv.take<bf16>(nl * C), be->spv = cv.take<bf16>(nl * C);
-    be->kt = cv.take<bf16>(nk * C), be->kb = cv.take<bf16>(nk * C), be->vt = cv.take<bf16>(nk * C);
+    be->ks = cv.take<float>(nk * C); /* fp32 sqrt(beta) k~: A in fp32 (spec 5.3) */
+    be->kb = cv.take<bf16>(nk * C), be->vt = cv.take<bf16>(nk * C);
     be->qt = cv.take<bf16>(nl * C);
     be->beta = cv.take<float>(nl * H), be->beta_t = cv.take<float>((size_t)L->n_text * H);
     be->A = cv.take<float>(mats), be->B = cv.take<float>(mats), be->T = cv.take<float>(mats);
@@ -526,14 +527,14 @@ int linear_branch(vdn_backend *be, const DevBlock *b, const vdn_attn_plan *p, ch
     BE_K(vdn_k_sigmoid_cols(q0, LDQ, obt, H, nl, NULL, be->beta, 0));
     BE_K(vdn_k_vda_sconv(q0 + C, LDQ, Fp, L->grid_h, L->grid_w, C, b->ksp, be->spk, 0));
     BE_K(vdn_k_vda_sconv(q0 + 2 * C, LDQ, Fp, L->grid_h, L->grid_w, C, b->vsp, be->spv, 0));
-    BE_K(vdn_k_vda_act(be->spk, C, be->spv, C, q0, LDQ, b->ktm, b->vtm, be->beta, Fp, S, H, be->kt,
-                       be->kb, be->vt, be->qt, 0));
+    BE_K(vdn_k_vda_act(be->spk, C, be->spv, C, q0, LDQ, b->ktm, b->vtm, be->beta, Fp, S, H, NULL,
+                       be->kb, be->vt, be->qt, be->ks, 0));
     /* decay alpha from frame means of the modulated input */
     BE_K(vdn_k_frame_means(be->h + row0 * hid, hid, Fp, S, hid, be->means, 0));
     BE_K(vdn_sgemm_f32(be->cb, be->means, b->adn, be->dvec, Fp, c->alpha_rank, hid, 0));
     BE_K(vdn_sgemm_f32(be->cb, be->dvec, b->aup, be->uvec, Fp, C, c->alpha_rank, 0));
     BE_K(vdn_k_alpha_finish(be->uvec, b->dtb, b->alog, Fp, C, be->alpha, 0));
-    BE_K(vdn_k_vda_stats(be->cb, be->kt, be->kb, be->vt, Fp * H, S, be->A, be->B, 0));
+    BE_K(vdn_k_vda_stats(be->cb, NULL, be->ks, be->kb, be->vt, Fp * H, S, be->A, be->B, 0));
     BE_K(vdn_k_vda_solve(be->A, be->B, be->alpha, Fp * H, be->T, be->J, p->additive ? S : 0, 0));
     /* text state S0 = scale * B_t (I + A_t)^-1 over every prompt row, no conv (kt/kb/vt reused:
      * the frame statistics above are already in A, B) */
@@ -542,9 +543,9 @@ int linear_branch(vdn_backend *be, const DevBlock *b, const vdn_attn_plan *p, ch
     if (c->text_state && Lt > 0) {
         BE_K(vdn_k_sigmoid_cols(be->qkv, LDQ, obt, H, Lt, NULL, be->beta_t, 0));
         BE_K(vdn_k_vda_act(be->qkv + C, LDQ, be->qkv + 2 * C, LDQ, NULL, 0, NULL, NULL, be->beta_t,
-                           1, Lt, H, be->kt, be->kb, be->vt, NULL, 0));
+                           1, Lt, H, NULL, be->kb, be->vt, NULL, be->ks, 0));
         float *At = be->Pm, *Bt = be->Rm; /* scratch: the scans overwrite them later */
-        BE_K(vdn_k_vda_stats(be->cb, be->kt, be->kb, be->vt, H, Lt, At, Bt, 0));
+        BE_K(vdn_k_vda_stats(be->cb, NULL, be->ks, be->kb, be->vt, H, Lt, At, Bt, 0));
         BE_K(vdn_k_vda_solve(At, Bt, NULL, H, NULL, be->S0, p->additive ? Lt : 0, 0));
         BE_K(vdn_k_scale_f32(be->S0, (size_t)H * D * D, c->text_state_scale, 0));
         S0 = be->S0;

@@ -65,13 +65,16 @@ int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int ldk, const 
 int vdn_k_vda_sconv(const void *in, int ld, int frames, int gh, int gw, int C, const void *w,
                     void *out, vdn_stream st);
 /* temporal 5-tap (wtm != NULL) + SiLU (+ L2 for k, q) + beta, to FHSD bf16 outputs. Any of the
- * three inputs may be NULL to skip it. beta fp32 [frames*S, heads]. */
+ * three inputs may be NULL to skip it. beta fp32 [frames*S, heads]. kt (bf16 k~) and ks (fp32
+ * sqrt(beta) k~, FHSD, for the stats' A in fp32) may each be NULL. */
 int vdn_k_vda_act(const void *kin, int ldk, const void *vin, int ldv, const void *qin, int ldq,
                   const void *wtm_k, const void *wtm_v, const float *beta, int frames, int S,
-                  int heads, void *kt, void *kb, void *vt, void *qt, vdn_stream st);
-/* A = sym(kb^T kt), B = vt^T kb per (frame, head) through batched cuBLAS; fp32 outputs. */
-int vdn_k_vda_stats(void *cublas, const void *kt, const void *kb, const void *vt, int nmat, int S,
-                    float *A, float *B, vdn_stream st);
+                  int heads, void *kt, void *kb, void *vt, void *qt, float *ks, vdn_stream st);
+/* A = ks ks^T (fp32 in, TF32 tensor cores; or kb kt^T from bf16 when ks is NULL, the old path),
+ * B = vt^T kb (bf16 in) per (frame, head) through batched cuBLAS; fp32 outputs, A unsymmetrised
+ * (the solve symmetrises). */
+int vdn_k_vda_stats(void *cublas, const void *kt, const float *ks, const void *kb, const void *vt,
+                    int nmat, int S, float *A, float *B, vdn_stream st);
 /* M = (I + A)^-1 (Gauss-Jordan in shared memory), T = Diag(alpha) M (alpha NULL = 1, T NULL =
  * skip), J = B M. additive_S > 0 selects the SANA rule T = Diag(alpha)(I - A/S), J = B/sqrt(S). */
 int vdn_k_vda_solve(const float *A, const float *B, const float *alpha, int nmat, float *T,

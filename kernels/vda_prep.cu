@@ -130,7 +130,7 @@ template <int PART>
 __global__ void __launch_bounds__(256)
     act_k(const bf16 *kin, int ldk, const bf16 *vin, int ldv, const bf16 *qin, int ldq,
           const bf16 *wtk, const bf16 *wtv, const float *beta, int F, int S, int H, bf16 *kt,
-          bf16 *kb, bf16 *vt, bf16 *qt) {
+          bf16 *kb, bf16 *vt, bf16 *qt, float *ks) {
     if (PART == 1)
         vin = NULL, wtv = NULL;
     else
@@ -203,8 +203,14 @@ __global__ void __launch_bounds__(256)
                 ck[j] = rbf(a);
             }
             finish4(ck, true);
-            st4(kt + o, ck);
+            if (kt) st4(kt + o, ck);
             float b = beta[row * H + h];
+            if (ks) { /* fp32 sqrt(beta) k~ (k~ in bf16 as the reference's activations) for
+                       * A = sum beta k~ k~^T in fp32 (spec 5.3), without kb's bf16 rounding */
+                float sb = sqrtf(b);
+                *reinterpret_cast<float4 *>(ks + o) =
+                    make_float4(sb * rbf(ck[0]), sb * rbf(ck[1]), sb * rbf(ck[2]), sb * rbf(ck[3]));
+            }
             float kbv[4];
 #pragma unroll
             for (int j = 0; j < 4; j++)
@@ -239,7 +245,7 @@ __global__ void __launch_bounds__(256)
 extern "C" int vdn_k_vda_act(const void *kin, int ldk, const void *vin, int ldv, const void *qin,
                              int ldq, const void *wtm_k, const void *wtm_v, const float *beta,
                              int frames, int S, int heads, void *kt, void *kb, void *vt, void *qt,
-                             vdn_stream st) {
+                             float *ks, vdn_stream st) {
     if ((ldk | ldv | ldq) % 4) {
         fprintf(stderr, "vdn_k_vda_act: row strides must be multiples of 4\n");
         return -1;
@@ -249,11 +255,11 @@ extern "C" int vdn_k_vda_act(const void *kin, int ldk, const void *vin, int ldv,
     if (kin || qin)
         act_k<1><<<blocks, 256, 0, S_(st)>>>((const bf16 *)kin, ldk, NULL, ldv, (const bf16 *)qin,
                                              ldq, (const bf16 *)wtm_k, NULL, beta, frames, S, heads,
-                                             (bf16 *)kt, (bf16 *)kb, NULL, (bf16 *)qt);
+                                             (bf16 *)kt, (bf16 *)kb, NULL, (bf16 *)qt, ks);
     if (vin)
         act_k<2><<<blocks, 256, 0, S_(st)>>>(NULL, ldk, (const bf16 *)vin, ldv, NULL, ldq, NULL,
                                              (const bf16 *)wtm_v, beta, frames, S, heads, NULL,
-                                             NULL, (bf16 *)vt, NULL);
+                                             NULL, (bf16 *)vt, NULL, NULL);
     LAUNCH_CHECK("vda_act");
     return 0;
 }

@@ -305,7 +305,8 @@ static void test_vda() {
          *qt = poisoned(fhsd * 2);
     OK(vdn_k_vda_sconv((uint16_t *)dq + C, ld, F, 6, 7, C, dsk, spk, 0));
     OK(vdn_k_vda_sconv((uint16_t *)dq + 2 * C, ld, F, 6, 7, C, dsv, spv, 0));
-    OK(vdn_k_vda_act(spk, C, spv, C, dq, ld, dtk, dtv, db, F, S, H, kt, kb, vt, qt, 0));
+    float *ks = (float *)poisoned(fhsd * 4);
+    OK(vdn_k_vda_act(spk, C, spv, C, dq, ld, dtk, dtv, db, F, S, H, kt, kb, vt, qt, ks, 0));
     vf rkt(fhsd), rkb(fhsd), rvt(fhsd), rqt(fhsd);
     twin_vda_prep(&sh, qkv.data() + C, qkv.data() + 2 * C, qkv.data(), ld, wsk.data(), wtk.data(),
                   wsv.data(), wtv.data(), beta.data(), rkt.data(), rkb.data(), rvt.data(),
@@ -319,7 +320,7 @@ static void test_vda() {
 
     void *cb = vdn_cublas_create();
     float *A = (float *)poisoned(mats * 4), *B = (float *)poisoned(mats * 4);
-    OK(vdn_k_vda_stats(cb, kt, kb, vt, F * H, S, A, B, 0));
+    OK(vdn_k_vda_stats(cb, kt, NULL, kb, vt, F * H, S, A, B, 0));
     vf ra(mats), rbm(mats);
     twin_vda_stats(&sh, gkt.data(), gkb.data(), gvt.data(), ra.data(), rbm.data());
     vf ga = down_f32(A, mats), gb = down_f32(B, mats);
@@ -332,6 +333,46 @@ static void test_vda() {
             }
     check("vda stats A", ra, ga, 1e-4);
     check("vda stats B", rbm, gb, 1e-4);
+    { /* A from fp32 sqrt(beta) k~ on TF32 tensor cores (the engine's path) against
+       * sum beta k~ k~^T in float64 over the twin's k~ (bf16 values, as the reference's
+       * activations) with beta k~ unrounded, as the contract's fp32 GEMM: closer than the former
+       * A from bf16(beta k~) */
+        vf rks(fhsd);
+        std::vector<double> r64(mats, 0.0);
+        for (int t = 0; t < F; t++)
+            for (int h = 0; h < H; h++) {
+                double *a = r64.data() + ((size_t)t * H + h) * D * D;
+                for (int s2 = 0; s2 < S; s2++) {
+                    double bt = beta[((size_t)t * S + s2) * H + h];
+                    size_t o = (((size_t)t * H + h) * S + s2) * D;
+                    for (int i = 0; i < D; i++) {
+                        rks[o + i] = (float)(sqrt(bt) * rkt[o + i]);
+                        for (int j = 0; j < D; j++)
+                            a[i * D + j] += bt * rkt[o + i] * rkt[o + j];
+                    }
+                }
+            }
+        check("vda prep: sqrt(beta) k fp32", rks, down_f32(ks, fhsd), 2e-3);
+        float *A32 = (float *)poisoned(mats * 4), *B32 = (float *)poisoned(mats * 4);
+        OK(vdn_k_vda_stats(cb, NULL, ks, kb, vt, F * H, S, A32, B32, 0));
+        vf g32 = down_f32(A32, mats), gbb = down_f32(B32, mats);
+        auto err64 = [&](const vf &x) {
+            double num = 0, den = 0;
+            for (size_t i = 0; i < mats; i++) {
+                double d = isfinite(x[i]) ? x[i] - r64[i] : INFINITY;
+                num += d * d, den += r64[i] * r64[i];
+            }
+            return sqrt(num / den);
+        };
+        double e32 = err64(g32), e16 = err64(ga);
+        bool ok = e32 <= 1e-3 && e32 < e16;
+        printf("%-44s rel err %.3e (bf16 path %.3e, %.1fx) %s\n",
+               "vda stats A fp32/TF32 vs float64", e32, e16, e16 / e32, ok ? "ok" : "FAIL");
+        failures += !ok;
+        check("vda stats B (with the fp32 A path)", rbm, gbb, 1e-4);
+        CK(cudaFree(A32));
+        CK(cudaFree(B32));
+    }
 
     vf alpha = unifv((size_t)F * C, 0.5f, 1.f);
     float *dal = up_f32(alpha), *T = (float *)poisoned(mats * 4), *J = (float *)poisoned(mats * 4);
@@ -395,7 +436,7 @@ static void test_vda() {
     void *tkt = poisoned((size_t)37 * C * 2), *tkb = poisoned((size_t)37 * C * 2),
          *tvt = poisoned((size_t)37 * C * 2);
     OK(vdn_k_vda_act((uint16_t *)dq + C, ld, (uint16_t *)dq + 2 * C, ld, NULL, 0, NULL, NULL, db, 1,
-                     37, H, tkt, tkb, tvt, NULL, 0));
+                     37, H, tkt, tkb, tvt, NULL, NULL, 0));
     vf tk((size_t)37 * C), tb(tk.size()), tv(tk.size());
     twin_vda_prep(&ts, qkv.data() + C, qkv.data() + 2 * C, NULL, ld, NULL, NULL, NULL, NULL,
                   beta.data(), tk.data(), tb.data(), tv.data(), NULL);
@@ -403,7 +444,7 @@ static void test_vda() {
        gtv = down_bf16(tvt, tk.size());
     check("text state prep: k", tk, gtk, 1e-2);
     check("text state prep: v", tv, gtv, 1e-2);
-    OK(vdn_k_vda_stats(cb, tkt, tkb, tvt, H, 37, A, B, 0));
+    OK(vdn_k_vda_stats(cb, tkt, NULL, tkb, tvt, H, 37, A, B, 0));
     float *St = (float *)poisoned((size_t)H * D * D * 4);
     OK(vdn_k_vda_solve(A, B, NULL, H, NULL, St, 0, 0));
     vf ta((size_t)H * D * D), tbm(ta.size()), tJ(ta.size());
