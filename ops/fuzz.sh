@@ -51,7 +51,8 @@ skip() {
 command -v "$CLANG" >/dev/null 2>&1 || skip "no '$CLANG' on PATH (set FUZZ_CC to another clang)"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/vdn-fuzz.XXXXXX")
 cleanup() {
-    # keep the directory when it holds a crash input the user has to look at
+    # crash inputs and logs are copied to $BUILD/fuzz-crashes first; KEEP_TMP=1 keeps the rest
+    # (the new inputs libFuzzer found, every log)
     if [[ ${KEEP_TMP:-0} == 0 ]]; then rm -rf "$TMP"; fi
 }
 trap cleanup EXIT
@@ -102,7 +103,7 @@ fi
 # checkpoint corpus, whose first byte only selects the parser in ckpt_fuzz.
 mkdir -p "$TMP/seed_noise"
 for f in "$ROOT"/engine/test/ckpt_corpus/st_*; do
-    [[ -e $f ]] && tail -c +2 "$f" >"$TMP/seed_noise/$(basename "$f")"
+    if [[ -e $f ]]; then tail -c +2 "$f" >"$TMP/seed_noise/$(basename "$f")"; fi
 done
 
 # vdn bench arguments: the target splits its input at NUL bytes into argv.
