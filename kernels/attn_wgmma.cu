@@ -13,6 +13,7 @@
  *   compute (no producer/consumer split, no softmax/MMA overlap: the two things FA3 adds).
  */
 #include <cudaTypedefs.h>
+#include <stdlib.h>
 
 #include "cuda_util.cuh"
 
@@ -1020,10 +1021,38 @@ __global__ void vt_k(const bf16 *V, int ldv, int rows, int heads, size_t ldt, bf
         Vt[((size_t)h * HD + d0 + k) * ldt + r0 + tx] = t[tx][k];
 }
 
-static int g_variant =
-    2; /* 1: plain, 2: pipelined, 3: + staggered warpgroups, 4: + mbarrier ring */
+#define DEFAULT_VARIANT 2
+static int g_variant = DEFAULT_VARIANT; /* kernels.h lists the variants */
 extern "C" void vdn_attention_wgmma_variant(int v) {
-    g_variant = v == 1 ? 1 : 2;
+    g_variant = v >= 1 && v <= VDN_ATTN_NVARIANTS ? v : DEFAULT_VARIANT;
+}
+extern "C" int vdn_attention_wgmma_variant_default(void) {
+    return DEFAULT_VARIANT;
+}
+extern "C" const char *vdn_attention_wgmma_variant_name(int v) {
+    static const char *names[VDN_ATTN_NVARIANTS + 1] = {"?",
+                                                        "wgmma",
+                                                        "wgmma pipelined",
+                                                        "wgmma staggered",
+                                                        "wgmma mbarrier ring",
+                                                        "wgmma TMA ring",
+                                                        "wgmma TMA ping-pong"};
+    return v >= 1 && v <= VDN_ATTN_NVARIANTS ? names[v] : names[0];
+}
+extern "C" int vdn_attention_wgmma_variant_wanted(int v) {
+    const char *e = getenv("VDN_ATTN_VARIANTS");
+    if (!e || !*e) return 1;
+    for (const char *p = e; *p;) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p) {
+            p++;
+            continue;
+        }
+        if (x == v) return 1;
+        p = end;
+    }
+    return 0;
 }
 
 /* 3-D bf16 tensor map, 128-byte swizzle, zero fill past the end */

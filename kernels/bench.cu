@@ -352,76 +352,26 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                 },
                 1, RA, &err),
             dflop);
-    vdn_attention_wgmma_variant(1);
-    double a_dense_wg1 =
-        put("attention dense (wgmma)",
-            time_ms(
-                [&] {
-                    return vdn_k_attention_wgmma(qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dld,
-                                                 ard.head_end, ard.tail_start, dtd, ntd, sc, NULL,
-                                                 ao, C, 0);
-                },
-                1, RA, &err),
-            dflop);
-    vdn_attention_wgmma_variant(2);
-    double a_dense_wg = put("attention dense (wgmma pipelined)",
-                            time_ms(
-                                [&] {
-                                    return vdn_k_attention_wgmma(
-                                        qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dld,
-                                        ard.head_end, ard.tail_start, dtd, ntd, sc, NULL, ao, C, 0);
-                                },
-                                1, RA, &err),
-                            dflop);
-    vdn_attention_wgmma_variant(3);
-    double a_dense_wg3 =
-        put("attention dense (wgmma pipelined, staggered)",
-            time_ms(
-                [&] {
-                    return vdn_k_attention_wgmma(qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dld,
-                                                 ard.head_end, ard.tail_start, dtd, ntd, sc, NULL,
-                                                 ao, C, 0);
-                },
-                1, RA, &err),
-            dflop);
-    vdn_attention_wgmma_variant(4);
-    double a_dense_wg4 =
-        put("attention dense (wgmma mbarrier ring)",
-            time_ms(
-                [&] {
-                    return vdn_k_attention_wgmma(qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dld,
-                                                 ard.head_end, ard.tail_start, dtd, ntd, sc, NULL,
-                                                 ao, C, 0);
-                },
-                1, RA, &err),
-            dflop);
-    if (a_dense_wg4 < a_dense_wg) a_dense_wg = a_dense_wg4;
-    vdn_attention_wgmma_variant(5);
-    double a_dense_wg5 =
-        put("attention dense (wgmma TMA ring)",
-            time_ms(
-                [&] {
-                    return vdn_k_attention_wgmma(qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dld,
-                                                 ard.head_end, ard.tail_start, dtd, ntd, sc, NULL,
-                                                 ao, C, 0);
-                },
-                1, RA, &err),
-            dflop);
-    if (a_dense_wg5 < a_dense_wg) a_dense_wg = a_dense_wg5;
-    vdn_attention_wgmma_variant(6);
-    double a_dense_wg6 =
-        put("attention dense (wgmma TMA ping-pong)",
-            time_ms(
-                [&] {
-                    return vdn_k_attention_wgmma(qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dld,
-                                                 ard.head_end, ard.tail_start, dtd, ntd, sc, NULL,
-                                                 ao, C, 0);
-                },
-                1, RA, &err),
-            dflop);
-    if (a_dense_wg6 < a_dense_wg) a_dense_wg = a_dense_wg6;
-    if (a_dense_wg1 < a_dense_wg) a_dense_wg = a_dense_wg1;
-    if (a_dense_wg3 < a_dense_wg) a_dense_wg = a_dense_wg3;
+    /* the wgmma variants (VDN_ATTN_VARIANTS="1,2,..." picks which; default: all); the block
+     * estimates use the engine's default variant */
+    const int def_var = vdn_attention_wgmma_variant_default();
+    double a_dense_wg = 0, a_win_wg = 0;
+    for (int var = 1; var <= VDN_ATTN_NVARIANTS; var++) {
+        if (!vdn_attention_wgmma_variant_wanted(var)) continue;
+        vdn_attention_wgmma_variant(var);
+        char name[96];
+        snprintf(name, sizeof name, "attention dense (%s)", vdn_attention_wgmma_variant_name(var));
+        double t = put(name,
+                       time_ms(
+                           [&] {
+                               return vdn_k_attention_wgmma(qr, C, kr, C, qkv + 2 * C, LDQ, vts, N,
+                                                            H, dld, ard.head_end, ard.tail_start,
+                                                            dtd, ntd, sc, NULL, ao, C, 0);
+                           },
+                           1, RA, &err),
+                       dflop);
+        if (var == def_var) a_dense_wg = t;
+    }
     char wname[80];
     snprintf(wname, sizeof wname, "attention window+anchors %.1f%% (mma.sync)",
              100.0 * win_pairs / dense_pairs);
@@ -434,87 +384,26 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                 },
                 1, RA, &err),
             wflop);
-    vdn_attention_wgmma_variant(1);
-    snprintf(wname, sizeof wname, "attention window+anchors %.1f%% (wgmma)",
-             100.0 * win_pairs / dense_pairs);
-    double a_win_wg1 = put(wname,
-                           time_ms(
-                               [&] {
-                                   return vdn_k_attention_wgmma(
-                                       qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dlw, arw.head_end,
-                                       arw.tail_start, dtw, ntw, sc, sg, ao, C, 0);
-                               },
-                               1, RA, &err),
-                           wflop);
-    vdn_attention_wgmma_variant(2);
-    snprintf(wname, sizeof wname, "attention window+anchors %.1f%% (wgmma pipelined)",
-             100.0 * win_pairs / dense_pairs);
-    double a_win_wg = put(wname,
-                          time_ms(
-                              [&] {
-                                  return vdn_k_attention_wgmma(
-                                      qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dlw, arw.head_end,
-                                      arw.tail_start, dtw, ntw, sc, sg, ao, C, 0);
-                              },
-                              1, RA, &err),
-                          wflop);
-    vdn_attention_wgmma_variant(3);
-    snprintf(wname, sizeof wname, "attention window+anchors %.1f%% (wgmma staggered)",
-             100.0 * win_pairs / dense_pairs);
-    double a_win_wg3 = put(wname,
-                           time_ms(
-                               [&] {
-                                   return vdn_k_attention_wgmma(
-                                       qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dlw, arw.head_end,
-                                       arw.tail_start, dtw, ntw, sc, sg, ao, C, 0);
-                               },
-                               1, RA, &err),
-                           wflop);
-    vdn_attention_wgmma_variant(4);
-    snprintf(wname, sizeof wname, "attention window+anchors %.1f%% (wgmma mbarrier ring)",
-             100.0 * win_pairs / dense_pairs);
-    double a_win_wg4 = put(wname,
-                           time_ms(
-                               [&] {
-                                   return vdn_k_attention_wgmma(
-                                       qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dlw, arw.head_end,
-                                       arw.tail_start, dtw, ntw, sc, sg, ao, C, 0);
-                               },
-                               1, RA, &err),
-                           wflop);
-    if (a_win_wg4 < a_win_wg) a_win_wg = a_win_wg4;
-    vdn_attention_wgmma_variant(5);
-    snprintf(wname, sizeof wname, "attention window+anchors %.1f%% (wgmma TMA ring)",
-             100.0 * win_pairs / dense_pairs);
-    double a_win_wg5 = put(wname,
-                           time_ms(
-                               [&] {
-                                   return vdn_k_attention_wgmma(
-                                       qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dlw, arw.head_end,
-                                       arw.tail_start, dtw, ntw, sc, sg, ao, C, 0);
-                               },
-                               1, RA, &err),
-                           wflop);
-    if (a_win_wg5 < a_win_wg) a_win_wg = a_win_wg5;
-    vdn_attention_wgmma_variant(6);
-    snprintf(wname, sizeof wname, "attention window+anchors %.1f%% (wgmma TMA ping-pong)",
-             100.0 * win_pairs / dense_pairs);
-    double a_win_wg6 = put(wname,
-                           time_ms(
-                               [&] {
-                                   return vdn_k_attention_wgmma(
-                                       qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dlw, arw.head_end,
-                                       arw.tail_start, dtw, ntw, sc, sg, ao, C, 0);
-                               },
-                               1, RA, &err),
-                           wflop);
-    if (a_win_wg6 < a_win_wg) a_win_wg = a_win_wg6;
-    vdn_attention_wgmma_variant(2);
-    if (a_win_wg1 < a_win_wg) a_win_wg = a_win_wg1;
-    if (a_win_wg3 < a_win_wg) a_win_wg = a_win_wg3;
-    /* the engine uses the faster of the two */
-    const double a_dense = a_dense_wg < a_dense_mma ? a_dense_wg : a_dense_mma;
-    const double a_win = a_win_wg < a_win_mma ? a_win_wg : a_win_mma;
+    for (int var = 1; var <= VDN_ATTN_NVARIANTS; var++) {
+        if (!vdn_attention_wgmma_variant_wanted(var)) continue;
+        vdn_attention_wgmma_variant(var);
+        snprintf(wname, sizeof wname, "attention window+anchors %.1f%% (%s)",
+                 100.0 * win_pairs / dense_pairs, vdn_attention_wgmma_variant_name(var));
+        double t = put(wname,
+                       time_ms(
+                           [&] {
+                               return vdn_k_attention_wgmma(qr, C, kr, C, qkv + 2 * C, LDQ, vts, N,
+                                                            H, dlw, arw.head_end, arw.tail_start,
+                                                            dtw, ntw, sc, sg, ao, C, 0);
+                           },
+                           1, RA, &err),
+                       wflop);
+        if (var == def_var) a_win_wg = t;
+    }
+    vdn_attention_wgmma_variant(def_var);
+    /* the engine runs the default wgmma variant (mma.sync when that was not timed) */
+    const double a_dense = a_dense_wg > 0 ? a_dense_wg : a_dense_mma;
+    const double a_win = a_win_wg > 0 ? a_win_wg : a_win_mma;
 
     printf("-- VDA linear branch (interior frames %d x %d heads) --\n", FI, H);
     const bf16 *vrow = qkv + (size_t)(NG + S) * LDQ; /* first interior frame */

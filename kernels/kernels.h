@@ -53,8 +53,16 @@ int vdn_k_attention(const void *q, int ldq, const void *k, int ldk, const void *
 /* The same attention on Hopper's wgmma (attn_wgmma.cu); v is first transposed per head into
  * vt_scratch, which must hold vdn_attention_vt_elems(rows, heads) bf16 values. */
 size_t vdn_attention_vt_elems(int rows, int heads);
-/* 1: plain wgmma kernel; 2 (default): softmax of block i+1 overlapped with P_i V_i */
-void vdn_attention_wgmma_variant(int v);
+/* Variants: 1 plain wgmma; 2 (default) softmax of block i+1 overlapped with P_i V_i;
+ * 3 + staggered warpgroups; 4 + mbarrier stage ring; 5 + TMA loads; 6 + FA3 ping-pong.
+ * (Until 2026-11-20 23:10 the setter clamped every v > 1 to 2, so 3..6 had never run.) */
+#define VDN_ATTN_NVARIANTS 6
+void vdn_attention_wgmma_variant(int v); /* 1..VDN_ATTN_NVARIANTS; anything else: default */
+int vdn_attention_wgmma_variant_default(void);
+const char *vdn_attention_wgmma_variant_name(int v);
+/* 1 when $VDN_ATTN_VARIANTS (a comma list of variant numbers) is unset or names v: which
+ * variants the bench times and the GPU test checks */
+int vdn_attention_wgmma_variant_wanted(int v);
 int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int ldk, const void *v, int ldv,
                           void *vt_scratch, int rows, int heads, const int *lohi, int head_end,
                           int tail_start, const int *tiles, int n_tiles, float scale,

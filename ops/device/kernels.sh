@@ -58,8 +58,21 @@ if [ ! -x "$B/test_gpu" ] || [ ! -x "$B/vdn_bench" ]; then
   echo "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1
 fi
 
+# probe each wgmma attention variant alone first (a hang or fault in one must not take the run
+# down); the full GPU test and the bench then take only the variants that passed
+if [ -z "${VDN_ATTN_VARIANTS:-}" ]; then
+  okv=""
+  for v in 1 2 3 4 5 6; do
+    VDN_TEST_ONLY=attention VDN_ATTN_VARIANTS=$v timeout 60 "$B/test_gpu" > "$OUT/probe$v.log" 2>&1; r=$?
+    echo "attention variant $v probe: rc=$r, $(grep -c ' ok$' "$OUT/probe$v.log") ok, $(grep -c FAIL "$OUT/probe$v.log") FAIL"
+    grep FAIL "$OUT/probe$v.log" | head -3
+    [ $r = 0 ] && okv="$okv${okv:+,}$v"
+  done
+  export VDN_ATTN_VARIANTS=${okv:-2}
+fi
+echo "attention variants tested and timed: $VDN_ATTN_VARIANTS"
 "$B/test_twins" > "$OUT/test.log" 2>&1; tw=$?
-"$B/test_gpu" >> "$OUT/test.log" 2>&1; tg=$?
+timeout 240 "$B/test_gpu" >> "$OUT/test.log" 2>&1; tg=$?
 if [ -x "$B/test_backend" ]; then timeout 300 "$B/test_backend" >> "$OUT/test.log" 2>&1; tbk=$?; else tbk=nobuild; fi
 cat "$OUT/test.log"
 
@@ -90,7 +103,7 @@ if [ "${H3RENDER:-0}" = 1 ] && [ -x "$B/vdnmini" ]; then
 fi
 tb=skip
 if [ "${BENCH:-1}" = 1 ]; then
-  "$B/vdn_bench" ${BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"; tb=${PIPESTATUS[0]}
+  timeout 400 "$B/vdn_bench" ${BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"; tb=${PIPESTATUS[0]}
 fi
 
 tp=skip
