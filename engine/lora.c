@@ -73,7 +73,7 @@ static int parse_conf(const char *label, const cJSON *root, lora_conf *c, char *
     if (!cJSON_IsObject(root)) return vdn_fail(err, errlen, "%s: expected a JSON object", label);
     const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "config");
     if (!cJSON_IsObject(cfg)) cfg = root; /* peft adapter_config.json keeps keys at the top */
-    double v;
+    double v = 0; /* set by conf_number when it returns 1; -O3 cannot see that */
     int rc = conf_number(label, cfg, "r", "rank", 1, &v, err, errlen);
     if (rc < 0) return -1;
     if (rc) c->rank = (int)v;
