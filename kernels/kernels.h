@@ -53,10 +53,9 @@ int vdn_k_attention(const void *q, int ldq, const void *k, int ldk, const void *
 /* The same attention on Hopper's wgmma (attn_wgmma.cu); v is first transposed per head into
  * vt_scratch, which must hold vdn_attention_vt_elems(rows, heads) bf16 values. */
 size_t vdn_attention_vt_elems(int rows, int heads);
-/* Variants: 1 plain wgmma; 2 (default) softmax of block i+1 overlapped with P_i V_i;
- * 3 + staggered warpgroups; 4 + mbarrier stage ring; 5 + TMA loads; 6 + FA3 ping-pong.
- * (Until 2026-11-20 23:10 the setter clamped every v > 1 to 2, so 3..6 had never run.) */
-#define VDN_ATTN_NVARIANTS 6
+/* Variants: 1 plain wgmma; 2 softmax of block i+1 overlapped with P_i V_i; 3 (default) + TMA
+ * stage ring and FA3 ping-pong between the warpgroups (attn_pingpong.cu). */
+#define VDN_ATTN_NVARIANTS 3
 void vdn_attention_wgmma_variant(int v); /* 1..VDN_ATTN_NVARIANTS; anything else: default */
 int vdn_attention_wgmma_variant_default(void);
 const char *vdn_attention_wgmma_variant_name(int v);
