@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "ckpt.h"
@@ -67,7 +68,12 @@ vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra
     eng->ck = ck;
     eng->cfg = *vdn_ckpt_config(ck);
     eng->ops = ops;
-    if (g_threads > 0) vdn_ops_set_threads(g_threads);
+    if (g_threads > 0)
+        vdn_ops_set_threads(g_threads);
+    else if (ops != vdn_cpu_backend_ops()) { /* the render's host work (noise, Euler) */
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        vdn_ops_set_threads(cores < 1 ? 1 : cores > 8 ? 8 : (int)cores);
+    }
     eng->be = ops->create(ck, &eng->cfg, g_threads, err, errlen);
     if (!eng->be) {
         vdn_ckpt_close(ck);

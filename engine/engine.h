@@ -37,7 +37,9 @@ const vdn_config *vdn_engine_config(const vdn_engine *eng);
 const char *vdn_engine_identity(const vdn_engine *eng); /* checkpoint identity hash */
 const char *vdn_engine_backend_name(const vdn_engine *eng); /* "cpu" | "cuda" */
 
-/* CPU worker threads for the cpu backend's big products (0 = default 2). Call before open. */
+/* CPU worker threads for the cpu backend's big products and the render's host work (noise,
+ * Euler updates). 0 = default: 2 with the cpu backend, the online cores up to 8 with another
+ * backend (whose forward leaves the cores idle). Call before open. */
 void vdn_engine_set_threads(int threads);
 
 /* 0 on success; -1 with a message in err. Safe to call repeatedly on one engine. */

@@ -87,6 +87,8 @@ char *vdn_record_json(const vdn_record *r) {
     cJSON *ns = cJSON_AddArrayToObject(tm, "nfe_seconds");
     for (int i = 0; i < r->n_nfe; i++)
         cJSON_AddItemToArray(ns, cJSON_CreateNumber(r->nfe_seconds[i]));
+    cJSON_AddNumberToObject(tm, "setup_seconds", r->setup_seconds);
+    cJSON_AddNumberToObject(tm, "output_seconds", r->output_seconds);
     cJSON_AddNumberToObject(tm, "total_seconds", r->total_seconds);
     add_iso_time(tm, "start", r->wall_start);
     add_iso_time(tm, "end", r->wall_end);

@@ -27,6 +27,8 @@ typedef struct {
     const double *nfe_seconds;
     int n_nfe;
     double total_seconds, wall_start, wall_end;
+    double setup_seconds;  /* start to the first NFE: prompt, sequence, noise, backend setup */
+    double output_seconds; /* unpatchify + writing PREFIX.safetensors (the record not counted) */
     const char *output; /* PREFIX.safetensors */
 } vdn_record;
 

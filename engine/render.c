@@ -90,9 +90,11 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
     vdn_rng rng;
     vdn_rng_seed(&rng, req->seed);
     vdn_rng_normal(&rng, kf_noise, nkf);
-    vdn_rng_normal(&rng, video, nv);
-    vdn_rng_normal(&rng, audio_rows, na);
-    if (req->noise_file) {
+    /* a noise file replaces video and audio noise whole (only keyframe noise falls back) */
+    if (!req->noise_file) {
+        vdn_rng_normal(&rng, video, nv);
+        vdn_rng_normal(&rng, audio_rows, na);
+    } else {
         vdn_st_file *nf = vdn_st_open(req->noise_file, err, errlen);
         if (!nf || vdn_noise_read(nf, Cv, F, lh, lw, La, Ca, pr.n_keyframes, video, audio_rows,
                                   kf_noise, NULL, err, errlen) != 0)
@@ -133,6 +135,7 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
     int done = 0;
     if (rc == 0) rc = eng->ops->reserve(eng->be, L, err, errlen);
     if (rc == 0) rc = eng->ops->set_text(eng->be, pr.embeds, pr.n_text, err, errlen);
+    const double t_loop = vdn_now(); /* setup: prompt, sequence, noise, patchify, reserve, text */
     for (int k = 0; k < req->steps && rc == 0; k++) {
         double t0 = vdn_now();
         float tv = 1.0f - sv[k], ta = 1.0f - sa[k];
@@ -150,6 +153,7 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
                           req->steps);
     }
     if (rc == 0) { /* outputs: video (24,F,H,W), audio (2,32,La) float32; then the record */
+        const double t_out = vdn_now();
         float *audio = vdn_xmalloc(sizeof(float) * na);
         vdn_unpatchify(video, vx, Cv, F, lh, lw, c->patch_h, c->patch_w);
         vdn_rows_to_audio(audio, audio_rows, Ca, La);
@@ -190,6 +194,8 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
                               .n_sigma = req->steps + 1,
                               .nfe_seconds = nfe_s,
                               .n_nfe = done,
+                              .setup_seconds = t_loop - t_start,
+                              .output_seconds = vdn_now() - t_out,
                               .total_seconds = vdn_now() - t_start,
                               .wall_start = wall_start,
                               .wall_end = vdn_wall(),

@@ -15,13 +15,16 @@ void vdn_linspace_f32(float *out, float start, float end, int n);
 int vdn_sigma_grid(float *sigma, int n_points, float shift);
 
 /* One Euler step on n values: x0 = x + (1 - t) v with t = 1 - sigma the timestep the model saw,
- * then x <- r x + (1 - r) x0 with r = sigma_next / sigma from the grid; all float32. */
+ * then x <- r x + (1 - r) x0 with r = sigma_next / sigma from the grid; all float32. x and v
+ * must not overlap. Large n is split over vdn_parallel_for's threads (same bits). */
 void vdn_euler_step(float *x, const float *v, size_t n, float t, float sigma, float sigma_next);
 
 /* Initial noise: standard normal values from a seeded xoshiro256** stream (splitmix64 seeding),
  * Box-Muller in float64, rounded to float32. It does NOT match torch's generator; pass
  * --noise FILE to compare bit-for-bit with another implementation. Draw order per request:
- * each keyframe (24*1*h*w) first, then video (24*F*H*W, C-order), then audio (2La*32 rows). */
+ * each keyframe (24*1*h*w) first, then video (24*F*H*W, C-order), then audio (2La*32 rows).
+ * Values are drawn pair by pair (cos half, then sin half, which may carry into the next call);
+ * the transform of large blocks runs on vdn_parallel_for's threads with the same result. */
 typedef struct {
     uint64_t s[4];
     int has_spare;

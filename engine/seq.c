@@ -108,6 +108,7 @@ int vdn_seq_build(vdn_seq *s, const vdn_config *cfg, const int8_t *text_tags, in
     s->tags = vdn_xmalloc((size_t)L->n_rows);
     s->pos = vdn_xcalloc((size_t)L->n_rows * 3, sizeof(double));
     s->t_index = vdn_xcalloc((size_t)L->n_rows, sizeof(int));
+    s->t_group[0] = s->t_group[1] = s->t_group[2] = -1;
     double *gh = vdn_xmalloc(sizeof(double) * L->grid_h),
            *gw = vdn_xmalloc(sizeof(double) * L->grid_w);
     vdn_rope_grid(gh, lat_h, cfg->patch_h, lat_h, lat_w);
@@ -172,18 +173,26 @@ void vdn_seq_timesteps(vdn_seq *s, float t_v, float t_a) {
             s->t_values[j] = s->t_values[j - 1];
             s->t_values[j - 1] = tmp;
         }
-    int idx[3];
+    int idx[3] = {0, 0, 0}; /* an unused group (no keyframes, no audio) keeps 0 */
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < s->n_t; j++)
             if (s->t_values[j] == cand[i]) idx[i] = j;
-    for (int r = 0; r < L->n_rows; r++) {
-        int which = 0;
-        if (r >= L->cond_start && r < L->audio_start)
-            which = 1;
-        else if (r >= L->audio_start && r < L->video_start)
-            which = 2;
-        s->t_index[r] = idx[which];
+    /* row groups: text [0, cond_start) and video [video_start, n_rows) read idx[0], keyframes
+     * idx[1], audio idx[2]; rewrite a group only when its index moved */
+    if (idx[0] != s->t_group[0]) {
+        for (int r = 0; r < L->cond_start; r++)
+            s->t_index[r] = idx[0];
+        for (int r = L->video_start; r < L->n_rows; r++)
+            s->t_index[r] = idx[0];
     }
+    if (idx[1] != s->t_group[1])
+        for (int r = L->cond_start; r < L->audio_start; r++)
+            s->t_index[r] = idx[1];
+    if (idx[2] != s->t_group[2])
+        for (int r = L->audio_start; r < L->video_start; r++)
+            s->t_index[r] = idx[2];
+    for (int i = 0; i < 3; i++)
+        s->t_group[i] = idx[i];
 }
 
 void vdn_seq_free(vdn_seq *s) {

@@ -24,6 +24,7 @@ typedef struct {
     int *t_index;      /* (n_rows), filled by vdn_seq_timesteps */
     float t_values[4]; /* unique sorted timesteps of the current step */
     int n_t;
+    int t_group[3]; /* t_index of text+video, keyframe and audio rows last written; -1 = never */
 } vdn_seq;
 
 /* text_tags: (n_text) tags of the prompt rows (1 text, 0 vision-block rows). lat_h, lat_w: video
@@ -32,7 +33,8 @@ int vdn_seq_build(vdn_seq *s, const vdn_config *cfg, const int8_t *text_tags, in
                   int frames, int lat_h, int lat_w, int audio_latents, int n_keyframes,
                   const int *kf_anchor, char *err, size_t errlen);
 /* Per-row timesteps for one step: text and video t_v, keyframe rows max(t_v, 0.999), audio t_a;
- * then unique ascending values + per-row indices (torch.unique(return_inverse=True)). */
+ * then unique ascending values + per-row indices (torch.unique(return_inverse=True)). The rows
+ * are rewritten only when a group's index changes (most steps keep them: ~0.1M rows at H3). */
 void vdn_seq_timesteps(vdn_seq *s, float t_v, float t_a);
 void vdn_seq_free(vdn_seq *s);
 

@@ -104,6 +104,10 @@ if a is not None:
     check("NFE 2/2" in p.stderr, "progress lines on stderr")
     check(rec["variant"]["name"] == "vdn" and rec["variant"]["linear"], "record: variant vdn, linear on")
     check(len(rec["timing"]["nfe_seconds"]) == STEPS, "record: per-NFE seconds")
+    tm = rec["timing"]
+    check(0 <= tm["setup_seconds"] and 0 <= tm["output_seconds"]
+          and tm["setup_seconds"] + sum(tm["nfe_seconds"]) + tm["output_seconds"] <= tm["total_seconds"],
+          f"record: setup + NFEs + output within the total: {tm}")
     check(rec["resolved"]["latent_frames"] == 17 and rec["resolved"]["audio_latents"] == 93, "record: sizes")
     sv, sa = np.array(rec["sampler"]["sigma_video"], np.float32), np.array(rec["sampler"]["sigma_audio"], np.float32)
     check(np.array_equal(sv, sigma_grid(STEPS + 1, 12.0)), f"record: video sigma grid {sv}")
