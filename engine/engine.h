@@ -46,6 +46,14 @@ void vdn_engine_set_threads(int threads);
 int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progress_fn progress,
                       void *user, char *err, size_t errlen);
 
+/* Where a request leaves the official pipeline's range (spec 1.1): frames not 17n+5 (rounded
+ * up), a duration outside 5-15 s at 24 fps (after rounding), an area above 768 x 1344, an aspect
+ * ratio outside 1:4..4:1. Not errors (sides that are not multiples of 32 are: vdn_engine_render
+ * refuses them); vdn_engine_render logs each as a WARNING and lists them in the run record's
+ * "warnings". Writes up to max messages; returns how many were written. */
+#define VDN_REQ_WARN_LEN 256
+int vdn_request_warnings(const vdn_render_request *req, char (*msgs)[VDN_REQ_WARN_LEN], int max);
+
 /* Official frame/audio arithmetic (DIFF-MP): 17n+5 pixel frames, latent = (n-5)/17*5+2,
  * audio latents = round(frames/24*40). */
 int vdn_snap_frames(int pixel_frames);

@@ -92,6 +92,9 @@ char *vdn_record_json(const vdn_record *r) {
     cJSON_AddNumberToObject(tm, "total_seconds", r->total_seconds);
     add_iso_time(tm, "start", r->wall_start);
     add_iso_time(tm, "end", r->wall_end);
+    cJSON *wa = cJSON_AddArrayToObject(o, "warnings");
+    for (int i = 0; i < r->n_warnings; i++)
+        cJSON_AddItemToArray(wa, cJSON_CreateString(r->warnings[i]));
     cJSON_AddStringToObject(o, "output", r->output);
     char *s = cJSON_Print(o);
     cJSON_Delete(o);

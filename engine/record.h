@@ -29,6 +29,8 @@ typedef struct {
     double total_seconds, wall_start, wall_end;
     double setup_seconds;  /* start to the first NFE: prompt, sequence, noise, backend setup */
     double output_seconds; /* unpatchify + writing PREFIX.safetensors (the record not counted) */
+    const char *const *warnings; /* request outside the official range (vdn_request_warnings) */
+    int n_warnings;
     const char *output; /* PREFIX.safetensors */
 } vdn_record;
 

@@ -49,6 +49,14 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
                         "branch); use dense",
                         vdn_attn_mode_name(mode));
 
+    char warn[4][VDN_REQ_WARN_LEN];
+    const int n_warn = vdn_request_warnings(req, warn, 4);
+    const char *warn_ptr[4];
+    for (int i = 0; i < n_warn; i++) {
+        VDN_WARN("WARNING %s", warn[i]);
+        warn_ptr[i] = warn[i];
+    }
+
     const int px = vdn_snap_frames(req->frames), F = vdn_latent_frames(req->frames);
     const int La = vdn_audio_latents(req->frames), lh = req->height / 16, lw = req->width / 16;
     const int Cv = c->in_channels, Ca = c->audio_channels;
@@ -196,6 +204,8 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
                               .n_nfe = done,
                               .setup_seconds = t_loop - t_start,
                               .output_seconds = vdn_now() - t_out,
+                              .warnings = warn_ptr,
+                              .n_warnings = n_warn,
                               .total_seconds = vdn_now() - t_start,
                               .wall_start = wall_start,
                               .wall_end = vdn_wall(),

@@ -108,6 +108,9 @@ if a is not None:
     check(0 <= tm["setup_seconds"] and 0 <= tm["output_seconds"]
           and tm["setup_seconds"] + sum(tm["nfe_seconds"]) + tm["output_seconds"] <= tm["total_seconds"],
           f"record: setup + NFEs + output within the total: {tm}")
+    # 56 frames = 2.33 s, below the official 5 s: a warning on stderr and in the record, no error
+    check(len(rec["warnings"]) == 1 and "2.33 s" in rec["warnings"][0], f"record: warnings {rec['warnings']}")
+    check("WARNING" in p.stderr and "2.33 s" in p.stderr, "duration warning on stderr")
     check(rec["resolved"]["latent_frames"] == 17 and rec["resolved"]["audio_latents"] == 93, "record: sizes")
     sv, sa = np.array(rec["sampler"]["sigma_video"], np.float32), np.array(rec["sampler"]["sigma_audio"], np.float32)
     check(np.array_equal(sv, sigma_grid(STEPS + 1, 12.0)), f"record: video sigma grid {sv}")
