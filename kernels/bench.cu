@@ -451,13 +451,23 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
         4.0 * (double)FI * H * D * D * S);
     err |= vdn_k_alpha_finish(uvec, dtb, Alog, FI, C, alpha, 0);
     double v_solve = put(
-        "solve (I+A)^-1, T, J",
+        "solve (I+A)^-1, T, J (sweep)",
         time_ms([&] { return vdn_k_vda_solve(A, B, alpha, FI * H, T, J, 0, 0); }, W0, NREP, &err),
         0);
+    vdn_vda_solve_variant(1); /* the former kernel, not counted in the block */
+    put("solve (I+A)^-1, T, J (Gauss-Jordan, former)",
+        time_ms([&] { return vdn_k_vda_solve(A, B, alpha, FI * H, T, J, 0, 0); }, W0, NREP, &err),
+        0);
+    vdn_vda_solve_variant(2);
     double v_scan =
-        put("scans forward + reverse",
+        put("scans forward + reverse (4-key loads)",
             time_ms([&] { return vdn_k_vda_scans(T, J, S0, FI, H, P, R, 0); }, W0, NREP, &err),
             2.0 * 2.0 * FI * H * (double)D * D * D);
+    vdn_vda_scan_variant(1);
+    put("scans forward + reverse (per-key, former)",
+        time_ms([&] { return vdn_k_vda_scans(T, J, S0, FI, H, P, R, 0); }, W0, NREP, &err),
+        2.0 * 2.0 * FI * H * (double)D * D * D);
+    vdn_vda_scan_variant(2);
     double v_gath =
         put("gather + alpha bridge",
             time_ms([&] { return vdn_k_vda_gather(P, R, S0, alpha, dwin, FI, H, Sl, 0); }, W0, NREP,

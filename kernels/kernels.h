@@ -86,6 +86,12 @@ int vdn_k_vda_stats(void *cublas, const void *kt, const float *ks, const void *k
  * skip), J = B M. additive_S > 0 selects the SANA rule T = Diag(alpha)(I - A/S), J = B/sqrt(S). */
 int vdn_k_vda_solve(const float *A, const float *B, const float *alpha, int nmat, float *T,
                     float *J, int additive_S, vdn_stream st);
+/* Kernel choices of the solve and the scans (1: former, 2: default): the solve's Gauss-Jordan
+ * (1) or symmetric sweep (2); the scans' per-key (1) or 4-key (2, bit-identical) shared loads. */
+void vdn_vda_solve_variant(int v);
+int vdn_vda_solve_variant_get(void);
+void vdn_vda_scan_variant(int v);
+int vdn_vda_scan_variant_get(void);
 /* both scans; S0 [heads, 128, 128] or NULL (zero); P, R [frames, heads, 128, 128]. */
 int vdn_k_vda_scans(const float *T, const float *J, const float *S0, int frames, int heads,
                     float *P, float *R, vdn_stream st);

@@ -18,6 +18,33 @@
 #define TR (NT / D * 8)  /* rows of B per J tile */
 #define DP (D + 1) /* padded row stride of the shared copy: transposed reads hit distinct banks */
 
+/* J = B M for matrix m, with M in shared memory (G, row stride DP): B goes through shared
+ * memory in tiles of TR rows; thread (j, r0) computes 8 rows of column j per tile. */
+__device__ __forceinline__ void write_j(const float *G, float *Bt, const float *B, float *J,
+                                        size_t m, int j, int r0) {
+    const float *b = B + m * D * D;
+    for (int tile = 0; tile < D / TR; tile++) {
+        for (int e = threadIdx.x; e < TR * D; e += NT)
+            Bt[e] = b[tile * TR * D + e];
+        __syncthreads();
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll 2
+        for (int k = 0; k < D; k += 4) {
+            const float m0 = G[k * DP + j], m1 = G[(k + 1) * DP + j], m2 = G[(k + 2) * DP + j],
+                        m3 = G[(k + 3) * DP + j];
+#pragma unroll
+            for (int r = 0; r < 8; r++) {
+                const float4 bv = *reinterpret_cast<const float4 *>(&Bt[(r0 * 8 + r) * D + k]);
+                acc[r] += bv.x * m0 + bv.y * m1 + bv.z * m2 + bv.w * m3;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < 8; r++)
+            J[m * D * D + (size_t)(tile * TR + r0 * 8 + r) * D + j] = acc[r];
+        __syncthreads();
+    }
+}
+
 __global__ void __launch_bounds__(NT, 2) solve_k(const float *A, const float *B, const float *alpha,
                                                  float *T, float *J, int additive_S) {
     extern __shared__ float sm[];
@@ -84,27 +111,94 @@ __global__ void __launch_bounds__(NT, 2) solve_k(const float *A, const float *B,
         for (int k = 0; k < RPT; k++)
             T[m * D * D + (RPT * r0 + k) * D + j] = (al ? al[RPT * r0 + k] : 1.f) * g[k];
     __syncthreads();
-    const float *b = B + m * D * D;
-    for (int tile = 0; tile < D / TR; tile++) {
-        for (int e = threadIdx.x; e < TR * D; e += NT)
-            Bt[e] = b[tile * TR * D + e];
-        __syncthreads();
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-#pragma unroll 2
-        for (int k = 0; k < D; k += 4) {
-            const float m0 = G[k * DP + j], m1 = G[(k + 1) * DP + j], m2 = G[(k + 2) * DP + j],
-                        m3 = G[(k + 3) * DP + j];
+    write_j(G, Bt, B, J, m, j, r0);
+}
+
+/* Variant 2: the symmetric sweep operator instead of Gauss-Jordan. Sweeping pivot p of a
+ * symmetric G (d = G[p][p], c = column p):
+ *   G[i][j] -= c_i c_j / d,   G[i][p] = G[p][i] = c_i / d (i != p),   G[p][p] = -1 / d;
+ * keeps G symmetric, so the published column p also serves as row p, and after all D pivots
+ * G = -(I + A)^-1. The element update is one FMA, G[i][j] -= c_i (c_j / d), for every element
+ * but column p: row p comes out right from the same FMA because the published column holds
+ * d - 1 at index p (G[p][j] - (d - 1) c_j / d = c_j / d), with d itself published beside it.
+ * Only the thread of column p (the new column c / d, -1 / d on the diagonal) and the thread of
+ * column p + 1 (publishing it) take other paths. Gauss-Jordan above spends ~7 instructions per
+ * element per step on its branch-free selects and publishing compares. */
+__global__ void __launch_bounds__(NT, 2)
+    sweep_k(const float *A, const float *B, const float *alpha, float *T, float *J) {
+    extern __shared__ float sm[];
+    float *G = sm;              /* D x DP */
+    float *Bt = G + D * DP;     /* 32 x D tile of B */
+    float *colb = Bt + 32 * D;  /* [2][D] pivot columns, d - 1 at the pivot's index */
+    float *pivb = colb + 2 * D; /* [2] pivots d */
+    const size_t m = blockIdx.x;
+    const float *a = A + m * D * D;
+    const int j = threadIdx.x & (D - 1), r0 = threadIdx.x >> 7;
+    const float *al = alpha ? alpha + m * D : NULL;
+    for (int e = threadIdx.x; e < D * D; e += NT)
+        G[(e / D) * DP + (e % D)] = a[e]; /* coalesced */
+    __syncthreads();
+    float g[RPT];
 #pragma unroll
-            for (int r = 0; r < 8; r++) {
-                const float4 bv = *reinterpret_cast<const float4 *>(&Bt[(r0 * 8 + r) * D + k]);
-                acc[r] += bv.x * m0 + bv.y * m1 + bv.z * m2 + bv.w * m3;
+    for (int k = 0; k < RPT; k++) {
+        const int i = RPT * r0 + k;
+        g[k] = 0.5f * (G[i * DP + j] + G[j * DP + i]) + (i == j ? 1.f : 0.f);
+        if (j == 0) colb[i] = i == 0 ? g[k] - 1.f : g[k];
+        if (j == 0 && i == 0) pivb[0] = g[k];
+    }
+    __syncthreads();
+    for (int p = 0; p < D; p++) {
+        const float *col = colb + (p & 1) * D;
+        float *ncol = colb + ((p + 1) & 1) * D;
+        const float inv = 1.f / pivb[p & 1];
+        const float4 *c4 = reinterpret_cast<const float4 *>(col + RPT * r0);
+        if (j != p) {
+            const float rj = col[j] * inv;
+#pragma unroll
+            for (int q = 0; q < RPT / 4; q++) {
+                const float4 c = c4[q];
+                g[4 * q] = fmaf(-c.x, rj, g[4 * q]);
+                g[4 * q + 1] = fmaf(-c.y, rj, g[4 * q + 1]);
+                g[4 * q + 2] = fmaf(-c.z, rj, g[4 * q + 2]);
+                g[4 * q + 3] = fmaf(-c.w, rj, g[4 * q + 3]);
+            }
+            if (j == p + 1) { /* publish column p + 1 for the next step */
+#pragma unroll
+                for (int k = 0; k < RPT; k++) {
+                    const int i = RPT * r0 + k;
+                    ncol[i] = i == p + 1 ? g[k] - 1.f : g[k];
+                    if (i == p + 1) pivb[(p + 1) & 1] = g[k];
+                }
+            }
+        } else {
+#pragma unroll
+            for (int q = 0; q < RPT / 4; q++) {
+                const float4 c = c4[q];
+                const float cc[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    g[4 * q + e] = RPT * r0 + 4 * q + e == p ? -inv : cc[e] * inv;
             }
         }
-#pragma unroll
-        for (int r = 0; r < 8; r++)
-            J[m * D * D + (size_t)(tile * TR + r0 * 8 + r) * D + j] = acc[r];
         __syncthreads();
     }
+#pragma unroll
+    for (int k = 0; k < RPT; k++)
+        G[(RPT * r0 + k) * DP + j] = -g[k]; /* M = -G */
+    if (T)
+#pragma unroll
+        for (int k = 0; k < RPT; k++)
+            T[m * D * D + (RPT * r0 + k) * D + j] = (al ? al[RPT * r0 + k] : 1.f) * -g[k];
+    __syncthreads();
+    write_j(G, Bt, B, J, m, j, r0);
+}
+
+static int g_solve_variant = 2;
+extern "C" void vdn_vda_solve_variant(int v) {
+    g_solve_variant = v == 1 ? 1 : 2;
+}
+extern "C" int vdn_vda_solve_variant_get(void) {
+    return g_solve_variant;
 }
 
 extern "C" int vdn_k_vda_solve(const float *A, const float *B, const float *alpha, int nmat,
@@ -114,9 +208,14 @@ extern "C" int vdn_k_vda_solve(const float *A, const float *B, const float *alph
     if (!configured) {
         CUDA_CHECK(
             cudaFuncSetAttribute(solve_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        CUDA_CHECK(
+            cudaFuncSetAttribute(sweep_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         configured = 1;
     }
-    solve_k<<<nmat, NT, smem, S_(st)>>>(A, B, alpha, T, J, additive_S);
+    if (g_solve_variant == 2 && additive_S <= 0)
+        sweep_k<<<nmat, NT, smem, S_(st)>>>(A, B, alpha, T, J);
+    else
+        solve_k<<<nmat, NT, smem, S_(st)>>>(A, B, alpha, T, J, additive_S);
     LAUNCH_CHECK("vda_solve");
     return 0;
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utility>
 #include <vector>
 
 #include "attn_tiles.h"
@@ -288,6 +289,83 @@ static void test_attention() {
     }
 }
 
+/* (I + A)^-1 for A = sum_s beta k k^T over a frame of 1008 tokens whose k share a common
+ * direction (large eigenvalues, as correlated real keys give), against Gauss-Jordan in float64
+ * written here: the sweep must be as accurate as the former Gauss-Jordan kernel. */
+static void test_solve_conditioning() {
+    const int D = 128, S = 1008, nm = 4;
+    const size_t mm = (size_t)D * D;
+    std::vector<double> A64(nm * mm, 0.0), M64(nm * mm);
+    vf A(nm * mm), B(nm * mm, 0.f);
+    for (int m = 0; m < nm; m++) {
+        std::vector<double> u(D);
+        for (auto &x : u)
+            x = nrand();
+        for (int s2 = 0; s2 < S; s2++) {
+            std::vector<double> k(D);
+            double nn = 0;
+            for (int i = 0; i < D; i++)
+                k[i] = nrand() + (m + 1) * u[i] * 0.5, nn += k[i] * k[i];
+            double bt = urand();
+            for (int i = 0; i < D; i++)
+                for (int j = 0; j < D; j++)
+                    A64[m * mm + i * D + j] += bt * k[i] * k[j] / nn;
+        }
+        for (size_t e = 0; e < mm; e++)
+            A[m * mm + e] = (float)A64[m * mm + e], B[m * mm + e] = nrand();
+        /* float64 Gauss-Jordan with partial pivoting on [I + A | I], from the fp32 A */
+        std::vector<double> w(D * 2 * D, 0.0);
+        for (int i = 0; i < D; i++) {
+            for (int j = 0; j < D; j++)
+                w[i * 2 * D + j] = (double)A[m * mm + i * D + j] + (i == j);
+            w[i * 2 * D + D + i] = 1.0;
+        }
+        for (int p = 0; p < D; p++) {
+            int best = p;
+            for (int i = p + 1; i < D; i++)
+                if (fabs(w[i * 2 * D + p]) > fabs(w[best * 2 * D + p])) best = i;
+            for (int j = 0; j < 2 * D; j++)
+                std::swap(w[p * 2 * D + j], w[best * 2 * D + j]);
+            double iv = 1.0 / w[p * 2 * D + p];
+            for (int j = 0; j < 2 * D; j++)
+                w[p * 2 * D + j] *= iv;
+            for (int i = 0; i < D; i++)
+                if (i != p) {
+                    double f = w[i * 2 * D + p];
+                    for (int j = 0; j < 2 * D; j++)
+                        w[i * 2 * D + j] -= f * w[p * 2 * D + j];
+                }
+        }
+        for (int i = 0; i < D; i++)
+            for (int j = 0; j < D; j++)
+                M64[m * mm + i * D + j] = w[i * 2 * D + D + j];
+    }
+    double lmax = 0; /* largest diagonal of A as a size hint */
+    for (int i = 0; i < D; i++)
+        lmax = fmax(lmax, A64[(nm - 1) * mm + i * D + i]);
+    float *dA = up_f32(A), *dB = up_f32(B);
+    double err[3] = {0, 0, 0};
+    for (int var = 1; var <= 2; var++) {
+        float *T = (float *)poisoned(nm * mm * 4), *J = (float *)poisoned(nm * mm * 4);
+        vdn_vda_solve_variant(var);
+        OK(vdn_k_vda_solve(dA, dB, NULL, nm, T, J, 0, 0));
+        vf g = down_f32(T, nm * mm);
+        double num = 0, den = 0;
+        for (size_t e = 0; e < nm * mm; e++) {
+            double d = isfinite(g[e]) ? g[e] - M64[e] : INFINITY;
+            num += d * d, den += M64[e] * M64[e];
+        }
+        err[var] = sqrt(num / den);
+        cudaFree(T), cudaFree(J);
+    }
+    vdn_vda_solve_variant(2);
+    bool ok = err[2] <= 1e-4 && err[2] <= 2 * err[1] + 1e-6;
+    printf("%-44s sweep %.3e, Gauss-Jordan %.3e vs float64 (A diag up to %.0f) %s\n",
+           "vda solve, ill-conditioned", err[2], err[1], lmax, ok ? "ok" : "FAIL");
+    failures += !ok;
+    cudaFree(dA), cudaFree(dB);
+}
+
 static void test_vda() {
     vdn_vda_shape sh = {12, 6, 7, 2, 128};
     const int F = sh.frames, S = 42, H = 2, D = 128, C = H * D, ld = 3 * C + 8;
@@ -379,8 +457,18 @@ static void test_vda() {
     vf rT(mats), rJ(mats);
     twin_vda_solve(F * H, D, ga.data(), gb.data(), alpha.data(), rT.data(), rJ.data());
     vf gT = down_f32(T, mats), gJ = down_f32(J, mats);
-    check("vda solve T = Diag(a)(I+A)^-1", rT, gT, 1e-4);
-    check("vda solve J = B (I+A)^-1", rJ, gJ, 1e-4);
+    check("vda solve T = Diag(a)(I+A)^-1 (sweep)", rT, gT, 1e-4);
+    check("vda solve J = B (I+A)^-1 (sweep)", rJ, gJ, 1e-4);
+    { /* the former Gauss-Jordan kernel on the same input */
+        float *T1 = (float *)poisoned(mats * 4), *J1 = (float *)poisoned(mats * 4);
+        vdn_vda_solve_variant(1);
+        OK(vdn_k_vda_solve(A, B, dal, F * H, T1, J1, 0, 0));
+        vdn_vda_solve_variant(2);
+        check("vda solve T (Gauss-Jordan)", rT, down_f32(T1, mats), 1e-4);
+        check("vda solve J (Gauss-Jordan)", rJ, down_f32(J1, mats), 1e-4);
+        cudaFree(T1), cudaFree(J1);
+    }
+    test_solve_conditioning();
 
     { /* the SANA-style additive rule (vdn-additive variant) */
         float *T2 = (float *)poisoned(mats * 4), *J2 = (float *)poisoned(mats * 4);
@@ -405,6 +493,20 @@ static void test_vda() {
     vf gP = down_f32(P, mats), gR = down_f32(R, mats);
     check("vda forward scan", rP, gP, 1e-4);
     check("vda reverse scan", rR, gR, 1e-4);
+    { /* the 4-key scan (default) and the former per-key scan agree bit for bit */
+        float *P1 = (float *)poisoned(mats * 4), *R1 = (float *)poisoned(mats * 4);
+        vdn_vda_scan_variant(1);
+        OK(vdn_k_vda_scans(T, J, dS0, F, H, P1, R1, 0));
+        vdn_vda_scan_variant(2);
+        vf p1 = down_f32(P1, mats), r1 = down_f32(R1, mats);
+        size_t diff = 0;
+        for (size_t i = 0; i < mats; i++)
+            diff += memcmp(&p1[i], &gP[i], 4) != 0 || memcmp(&r1[i], &gR[i], 4) != 0;
+        printf("%-44s %zu of %zu values differ %s\n", "vda scans: 4-key vs per-key bit-identical",
+               diff, mats, diff ? "FAIL" : "ok");
+        failures += diff != 0;
+        cudaFree(P1), cudaFree(R1);
+    }
 
     std::vector<int> wl(F), wh(F), w2(2 * F);
     vdn_vda_windows(F + 2, 1, 5, 1, wl.data(), wh.data());
