@@ -1,4 +1,6 @@
-/* vdn render: one render from the command line; progress per NFE on stderr. */
+/* vdn render: one render from the command line; progress per NFE on stderr, or with --json one
+ * JSON object per line on stdout for scripts. */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +33,13 @@ static const char *usage =
     "  --adapter PATH       fold another PEFT adapter (repeatable)\n"
     "  --cpu                use the CPU backend even when a GPU is present\n"
     "  --threads N          CPU threads for the cpu backend (default 2)\n"
-    "  --quiet              no progress lines\n";
+    "  --quiet              no progress lines\n"
+    "  --json               progress as JSON lines on stdout (one object per line, flushed):\n"
+    "                       {\"event\":\"start\",...}, {\"event\":\"warning\",\"message\":...},\n"
+    "                       "
+    "{\"event\":\"nfe\",\"nfe\":k,\"nfe_total\":n,\"seconds\":s,\"elapsed\":e,\n"
+    "                       \"eta\":s}, then {\"event\":\"done\",...} or {\"event\":\"error\",\n"
+    "                       \"message\":...}; the human progress lines are left out\n";
 
 static int parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out) {
     char *end;
@@ -60,13 +68,41 @@ static int parse_float(const char *opt, const char *s, float *out) {
 
 typedef struct {
     double t0;
-    int quiet;
+    int quiet, json;
 } progress_state;
+
+/* One JSON event line on stdout, flushed so a pipe reader sees it at once; takes o. */
+static void emit(cJSON *o) {
+    char *s = cJSON_PrintUnformatted(o);
+    if (s) {
+        fputs(s, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+        free(s);
+    }
+    cJSON_Delete(o);
+}
+
+static cJSON *event(const char *name) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "event", name);
+    return o;
+}
 
 static int on_progress(void *user, int k, int n, double secs) {
     progress_state *p = user;
-    if (p->quiet) return 0;
     double el = vdn_now() - p->t0;
+    if (p->json) {
+        cJSON *o = event("nfe");
+        cJSON_AddNumberToObject(o, "nfe", k);
+        cJSON_AddNumberToObject(o, "nfe_total", n);
+        cJSON_AddNumberToObject(o, "seconds", secs);
+        cJSON_AddNumberToObject(o, "elapsed", el);
+        cJSON_AddNumberToObject(o, "eta", el / k * (n - k));
+        emit(o);
+        return 0;
+    }
+    if (p->quiet) return 0;
     fprintf(stderr, "vdn render: NFE %d/%d  %.2f s/NFE  ETA %.1f s\n", k, n, secs,
             el / k * (n - k));
     return 0;
@@ -75,7 +111,7 @@ static int on_progress(void *user, int k, int n, double secs) {
 int vdn_cmd_render(int argc, char **argv) {
     const char *ckpt = NULL;
     const char *adapters[64];
-    int n_ad = 0, cpu = 0, quiet = 0;
+    int n_ad = 0, cpu = 0, quiet = 0, json = 0;
     long long v;
     vdn_render_request rq = {0};
     int have_seed = 0;
@@ -95,6 +131,10 @@ int vdn_cmd_render(int argc, char **argv) {
         }
         if (!strcmp(a, "--quiet")) {
             quiet = 1;
+            continue;
+        }
+        if (!strcmp(a, "--json")) {
+            json = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -171,17 +211,49 @@ int vdn_cmd_render(int argc, char **argv) {
                                       cpu ? VDN_BACKEND_CPU : VDN_BACKEND_AUTO, err, sizeof err);
     if (!eng) {
         fprintf(stderr, "vdn render: %s\n", err);
+        if (json) {
+            cJSON *o = event("error");
+            cJSON_AddStringToObject(o, "message", err);
+            emit(o);
+        }
         return 1;
     }
-    if (!quiet)
+    if (json) {
+        cJSON *o = event("start");
+        cJSON_AddStringToObject(o, "backend", vdn_engine_backend_name(eng));
+        cJSON_AddNumberToObject(o, "pixel_frames", vdn_snap_frames(rq.frames));
+        cJSON_AddNumberToObject(o, "latent_frames", vdn_latent_frames(rq.frames));
+        cJSON_AddNumberToObject(o, "height", rq.height);
+        cJSON_AddNumberToObject(o, "width", rq.width);
+        cJSON_AddNumberToObject(o, "nfe_total", rq.steps);
+        emit(o);
+        char msgs[8][VDN_REQ_WARN_LEN];
+        int nw = vdn_request_warnings(&rq, msgs, 8);
+        for (int i = 0; i < nw; i++) {
+            o = event("warning");
+            cJSON_AddStringToObject(o, "message", msgs[i]);
+            emit(o);
+        }
+    } else if (!quiet)
         fprintf(stderr, "vdn render: backend %s, %d pixel frames -> %d latent frames, %d NFE\n",
                 vdn_engine_backend_name(eng), vdn_snap_frames(rq.frames),
                 vdn_latent_frames(rq.frames), rq.steps);
-    progress_state ps = {vdn_now(), quiet};
+    progress_state ps = {vdn_now(), quiet, json};
     int rc = vdn_engine_render(eng, &rq, on_progress, &ps, err, sizeof err);
-    if (rc != 0)
-        fprintf(stderr, "vdn render: %s\n", err);
-    else if (!quiet)
+    if (rc != 0) fprintf(stderr, "vdn render: %s\n", err);
+    if (json) {
+        cJSON *o = event(rc == 0 ? "done" : "error");
+        if (rc == 0) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s.safetensors", rq.out_prefix);
+            cJSON_AddStringToObject(o, "output", path);
+            snprintf(path, sizeof path, "%s.json", rq.out_prefix);
+            cJSON_AddStringToObject(o, "record", path);
+            cJSON_AddNumberToObject(o, "seconds", vdn_now() - ps.t0);
+        } else
+            cJSON_AddStringToObject(o, "message", err);
+        emit(o);
+    } else if (rc == 0 && !quiet)
         fprintf(stderr, "vdn render: wrote %s.safetensors and %s.json\n", rq.out_prefix,
                 rq.out_prefix);
     vdn_engine_close(eng);

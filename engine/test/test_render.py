@@ -258,6 +258,38 @@ write_st(badnoise, {"noise_video": np.zeros((24, 16, H // 16, W // 16), np.float
                     "noise_audio": np.zeros((186, 32), np.float32)})
 p = run(*base, "--seed", "1", "--out", os.path.join(WORK, "x"), "--noise", badnoise, expect_ok=False)
 check(p.returncode != 0 and "noise_video" in p.stderr and "badnoise" in p.stderr, "wrong noise shape named")
+# --json: every stdout line is one JSON object; start, the warnings, one nfe per NFE in order,
+# done naming the files; the same render as without --json (same bits); errors as an event
+p, j, jrec = render("j", "--json")
+events = []
+for line in p.stdout.splitlines():
+    try:
+        events.append(json.loads(line))
+    except ValueError:
+        check(False, f"--json: stdout line is not JSON: {line[:120]!r}")
+kinds = [e.get("event") for e in events]
+check(kinds == ["start", "warning"] + ["nfe"] * STEPS + ["done"], f"--json: event sequence {kinds}")
+if kinds and kinds[0] == "start":
+    st = events[0]
+    check(st["backend"] == "cpu" and st["latent_frames"] == 17 and st["nfe_total"] == STEPS,
+          f"--json: start event {st}")
+nfes = [e for e in events if e.get("event") == "nfe"]
+check([e["nfe"] for e in nfes] == list(range(1, STEPS + 1)) and all(e["nfe_total"] == STEPS for e in nfes)
+      and all(e["seconds"] >= 0 and e["elapsed"] >= e["seconds"] * 0.999 for e in nfes) and nfes[-1]["eta"] == 0,
+      f"--json: nfe events {nfes}")
+if kinds and kinds[-1] == "done":
+    d = events[-1]
+    check(os.path.exists(d["output"]) and os.path.exists(d["record"]) and d["record"].endswith("j.json"),
+          f"--json: done event {d}")
+check("2.33 s" in (events[1].get("message", "") if len(events) > 1 else ""), "--json: warning event")
+check("NFE 1/" not in p.stderr, "--json: no human progress lines")
+if j is not None and a is not None:
+    check(np.array_equal(j["video"], a["video"]) and np.array_equal(j["audio"], a["audio"]),
+          "--json render differs from the plain one")
+p = run(*base, "--seed", "1", "--out", os.path.join(WORK, "jbad"), "--json", "--variant", "bogus", expect_ok=False)
+last = json.loads(p.stdout.splitlines()[-1]) if p.stdout.strip() else {}
+check(p.returncode == 1 and last.get("event") == "error" and "bogus" in last.get("message", ""),
+      f"--json: error event {last}")
 p = run("render", "--help")
 check(p.returncode == 0 and "--checkpoint" in p.stdout, "--help")
 
