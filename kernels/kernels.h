@@ -86,8 +86,9 @@ int vdn_k_vda_stats(void *cublas, const void *kt, const float *ks, const void *k
  * skip), J = B M. additive_S > 0 selects the SANA rule T = Diag(alpha)(I - A/S), J = B/sqrt(S). */
 int vdn_k_vda_solve(const float *A, const float *B, const float *alpha, int nmat, float *T,
                     float *J, int additive_S, vdn_stream st);
-/* Kernel choices of the solve and the scans (1: former, 2: default): the solve's Gauss-Jordan
- * (1) or symmetric sweep (2); the scans' per-key (1) or 4-key (2, bit-identical) shared loads. */
+/* Kernel choices (default 3; 1 and 2 are the former ones, kept for comparison): the solve's
+ * Gauss-Jordan (1), symmetric sweep by column (2) or by 8x8 blocks (3); the scans' per-key (1),
+ * 4-key (2) or software-pipelined 4-key (3) loads, all three bit-identical. */
 void vdn_vda_solve_variant(int v);
 int vdn_vda_solve_variant_get(void);
 void vdn_vda_scan_variant(int v);

@@ -193,9 +193,104 @@ __global__ void __launch_bounds__(NT, 2)
     write_j(G, Bt, B, J, m, j, r0);
 }
 
-static int g_solve_variant = 2;
+/* Variant 3: the same sweep with each thread owning an 8 x 8 block (rows 8 br.., columns 8 bc..)
+ * instead of 64 rows of one column: per pivot a thread reads 8 + 8 values of the published
+ * column (four 16-byte loads) instead of 64 + 1, for the same 64 FMAs. Threads of one warp share
+ * bc, so only the warp holding column p (or publishing p + 1) takes the other paths. */
+__global__ void __launch_bounds__(NT, 2)
+    sweep8_k(const float *A, const float *B, const float *alpha, float *T, float *J) {
+    extern __shared__ float sm[];
+    float *G = sm;              /* D x DP */
+    float *Bt = G + D * DP;     /* 32 x D tile of B */
+    float *colb = Bt + 32 * D;  /* [2][D] pivot columns, d - 1 at the pivot's index */
+    float *pivb = colb + 2 * D; /* [2] pivots d */
+    const size_t m = blockIdx.x;
+    const float *a = A + m * D * D;
+    const int bc = threadIdx.x >> 4, br = threadIdx.x & 15, i0 = 8 * br, j0 = 8 * bc;
+    const float *al = alpha ? alpha + m * D : NULL;
+    for (int e = threadIdx.x; e < D * D; e += NT)
+        G[(e / D) * DP + (e % D)] = a[e]; /* coalesced */
+    __syncthreads();
+    float g[8][8];
+#pragma unroll
+    for (int u = 0; u < 8; u++)
+#pragma unroll
+        for (int v = 0; v < 8; v++) {
+            const int i = i0 + u, j = j0 + v;
+            g[u][v] = 0.5f * (G[i * DP + j] + G[j * DP + i]) + (i == j ? 1.f : 0.f);
+        }
+    if (bc == 0)
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            colb[i0 + u] = i0 + u == 0 ? g[u][0] - 1.f : g[u][0];
+            if (i0 + u == 0) pivb[0] = g[u][0];
+        }
+    __syncthreads();
+    for (int p = 0; p < D; p++) {
+        const float *col = colb + (p & 1) * D;
+        float *ncol = colb + ((p + 1) & 1) * D;
+        const float inv = 1.f / pivb[p & 1];
+        float ci[8], rj[8];
+        *reinterpret_cast<float4 *>(&ci[0]) = *reinterpret_cast<const float4 *>(col + i0);
+        *reinterpret_cast<float4 *>(&ci[4]) = *reinterpret_cast<const float4 *>(col + i0 + 4);
+        *reinterpret_cast<float4 *>(&rj[0]) = *reinterpret_cast<const float4 *>(col + j0);
+        *reinterpret_cast<float4 *>(&rj[4]) = *reinterpret_cast<const float4 *>(col + j0 + 4);
+#pragma unroll
+        for (int v = 0; v < 8; v++)
+            rj[v] *= inv;
+        if (bc != (p >> 3)) {
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+#pragma unroll
+                for (int v = 0; v < 8; v++)
+                    g[u][v] = fmaf(-ci[u], rj[v], g[u][v]);
+        } else { /* this warp holds column p: it becomes c / d, -1 / d on the diagonal */
+#pragma unroll
+            for (int v = 0; v < 8; v++) {
+                if (j0 + v == p) {
+#pragma unroll
+                    for (int u = 0; u < 8; u++)
+                        g[u][v] = i0 + u == p ? -inv : ci[u] * inv;
+                } else {
+#pragma unroll
+                    for (int u = 0; u < 8; u++)
+                        g[u][v] = fmaf(-ci[u], rj[v], g[u][v]);
+                }
+            }
+        }
+        if (bc == ((p + 1) >> 3)) { /* publish column p + 1 for the next step */
+#pragma unroll
+            for (int v = 0; v < 8; v++)
+                if (j0 + v == p + 1)
+#pragma unroll
+                    for (int u = 0; u < 8; u++) {
+                        const int i = i0 + u;
+                        ncol[i] = i == p + 1 ? g[u][v] - 1.f : g[u][v];
+                        if (i == p + 1) pivb[(p + 1) & 1] = g[u][v];
+                    }
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int u = 0; u < 8; u++)
+#pragma unroll
+        for (int v = 0; v < 8; v++)
+            G[(i0 + u) * DP + j0 + v] = -g[u][v]; /* M = -G */
+    if (T)
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const float s = al ? al[i0 + u] : 1.f;
+            float4 *t4 = reinterpret_cast<float4 *>(T + m * D * D + (size_t)(i0 + u) * D + j0);
+            t4[0] = make_float4(-s * g[u][0], -s * g[u][1], -s * g[u][2], -s * g[u][3]);
+            t4[1] = make_float4(-s * g[u][4], -s * g[u][5], -s * g[u][6], -s * g[u][7]);
+        }
+    __syncthreads();
+    write_j(G, Bt, B, J, m, threadIdx.x & (D - 1), threadIdx.x >> 7);
+}
+
+static int g_solve_variant = 3;
 extern "C" void vdn_vda_solve_variant(int v) {
-    g_solve_variant = v == 1 ? 1 : 2;
+    g_solve_variant = v >= 1 && v <= 3 ? v : 3;
 }
 extern "C" int vdn_vda_solve_variant_get(void) {
     return g_solve_variant;
@@ -210,9 +305,13 @@ extern "C" int vdn_k_vda_solve(const float *A, const float *B, const float *alph
             cudaFuncSetAttribute(solve_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         CUDA_CHECK(
             cudaFuncSetAttribute(sweep_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        CUDA_CHECK(
+            cudaFuncSetAttribute(sweep8_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         configured = 1;
     }
-    if (g_solve_variant == 2 && additive_S <= 0)
+    if (g_solve_variant == 3 && additive_S <= 0)
+        sweep8_k<<<nmat, NT, smem, S_(st)>>>(A, B, alpha, T, J);
+    else if (g_solve_variant == 2 && additive_S <= 0)
         sweep_k<<<nmat, NT, smem, S_(st)>>>(A, B, alpha, T, J);
     else
         solve_k<<<nmat, NT, smem, S_(st)>>>(A, B, alpha, T, J, additive_S);
