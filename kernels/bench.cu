@@ -2,6 +2,7 @@
  * weights generated on the device, CUDA events, warm-up then the median of repeats. What is
  * measured and what is summed is printed and written to the JSON. */
 #include <algorithm>
+#include <cublas_v2.h>
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -466,6 +467,24 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
         if (var == sv0) v_solve = t;
     }
     vdn_vda_solve_variant(sv0);
+    /* where the solve's time goes (diagnostics, not counted): without J = B M, and J = B M
+     * alone as one batched fp32 cuBLAS product */
+    put("  solve diagnostic: inverse and T only (J skipped)",
+        time_ms([&] { return vdn_k_vda_solve(A, B, alpha, FI * H, T, NULL, 0, 0); }, W0, NREP,
+                &err),
+        0);
+    put("  solve diagnostic: J = B M alone (cuBLAS fp32)",
+        time_ms(
+            [&] {
+                float one = 1.f, zero = 0.f;
+                cublasHandle_t hd = (cublasHandle_t)cb;
+                return (int)cublasSgemmStridedBatched(
+                    hd, CUBLAS_OP_N, CUBLAS_OP_N, D, D, D, &one, T, D, (long long)D * D, B, D,
+                    (long long)D * D, &zero, J, D, (long long)D * D, FI * H);
+            },
+            W0, NREP, &err),
+        2.0 * FI * H * (double)D * D * D);
+    err |= vdn_k_vda_solve(A, B, alpha, FI * H, T, J, 0, 0); /* T, J for the scans */
     for (int var = 3; var >= 1; var--) {
         char nm[96];
         vdn_vda_scan_variant(var);
@@ -476,6 +495,11 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
         if (var == cv0) v_scan = t;
     }
     vdn_vda_scan_variant(cv0);
+    /* half the CTAs (forward only): time falls with the CTAs per SM if the SMs are busy, stays
+     * if each CTA's step chain is the limit */
+    put("  scans diagnostic: forward only (224 CTAs)",
+        time_ms([&] { return vdn_k_vda_scans(T, J, S0, FI, H, P, NULL, 0); }, W0, NREP, &err),
+        2.0 * FI * H * (double)D * D * D);
     double v_gath =
         put("gather + alpha bridge",
             time_ms([&] { return vdn_k_vda_gather(P, R, S0, alpha, dwin, FI, H, Sl, 0); }, W0, NREP,

@@ -82,10 +82,11 @@ int vdn_k_vda_act(const void *kin, int ldk, const void *vin, int ldv, const void
  * (the solve symmetrises). */
 int vdn_k_vda_stats(void *cublas, const void *kt, const float *ks, const void *kb, const void *vt,
                     int nmat, int S, float *A, float *B, vdn_stream st);
-/* M = (I + A)^-1 (Gauss-Jordan in shared memory), T = Diag(alpha) M (alpha NULL = 1, T NULL =
- * skip), J = B M. additive_S > 0 selects the SANA rule T = Diag(alpha)(I - A/S), J = B/sqrt(S). */
+/* M = (I + A)^-1 (a sweep in registers; variants below), T = Diag(alpha) M (alpha NULL = 1, T NULL
+ * = skip), J = B M. additive_S > 0 selects the SANA rule T = Diag(alpha)(I - A/S), J = B/sqrt(S).
+ */
 int vdn_k_vda_solve(const float *A, const float *B, const float *alpha, int nmat, float *T,
-                    float *J, int additive_S, vdn_stream st);
+                    float *J, int additive_S, vdn_stream st); /* J NULL: no J (not additive) */
 /* Kernel choices (default 3; 1 and 2 are the former ones, kept for comparison): the solve's
  * Gauss-Jordan (1), symmetric sweep by column (2) or by 8x8 blocks (3); the scans' per-key (1),
  * 4-key (2) or software-pipelined 4-key (3) loads, all three bit-identical. */
@@ -95,7 +96,7 @@ void vdn_vda_scan_variant(int v);
 int vdn_vda_scan_variant_get(void);
 /* both scans; S0 [heads, 128, 128] or NULL (zero); P, R [frames, heads, 128, 128]. */
 int vdn_k_vda_scans(const float *T, const float *J, const float *S0, int frames, int heads,
-                    float *P, float *R, vdn_stream st);
+                    float *P, float *R, vdn_stream st); /* R NULL: forward only */
 /* gather + alpha bridge; win: device int [frames][2] (lo, hi) rebased; Slin bf16. */
 int vdn_k_vda_gather(const float *P, const float *R, const float *S0, const float *alpha,
                      const int *win, int frames, int heads, void *Slin, vdn_stream st);

@@ -164,7 +164,7 @@ extern "C" int vdn_vda_scan_variant_get(void) {
 
 extern "C" int vdn_k_vda_scans(const float *T, const float *J, const float *S0, int frames,
                                int heads, float *P, float *R, vdn_stream st) {
-    dim3 grid(heads, D / RB, 2);
+    dim3 grid(heads, D / RB, R ? 2 : 1); /* R NULL: the forward scan only */
     if (g_scan_variant == 3)
         scan3_k<<<grid, 256, 0, S_(st)>>>(T, J, S0, frames, heads, P, R);
     else if (g_scan_variant == 2)

@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(NT, 2) solve_k(const float *A, const float *B,
         for (int k = 0; k < RPT; k++)
             T[m * D * D + (RPT * r0 + k) * D + j] = (al ? al[RPT * r0 + k] : 1.f) * g[k];
     __syncthreads();
-    write_j(G, Bt, B, J, m, j, r0);
+    if (J) write_j(G, Bt, B, J, m, j, r0);
 }
 
 /* Variant 2: the symmetric sweep operator instead of Gauss-Jordan. Sweeping pivot p of a
@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(NT, 2)
         for (int k = 0; k < RPT; k++)
             T[m * D * D + (RPT * r0 + k) * D + j] = (al ? al[RPT * r0 + k] : 1.f) * -g[k];
     __syncthreads();
-    write_j(G, Bt, B, J, m, j, r0);
+    if (J) write_j(G, Bt, B, J, m, j, r0);
 }
 
 /* Variant 3: the same sweep with each thread owning an 8 x 8 block (rows 8 br.., columns 8 bc..)
@@ -285,7 +285,7 @@ __global__ void __launch_bounds__(NT, 2)
             t4[1] = make_float4(-s * g[u][4], -s * g[u][5], -s * g[u][6], -s * g[u][7]);
         }
     __syncthreads();
-    write_j(G, Bt, B, J, m, threadIdx.x & (D - 1), threadIdx.x >> 7);
+    if (J) write_j(G, Bt, B, J, m, threadIdx.x & (D - 1), threadIdx.x >> 7);
 }
 
 static int g_solve_variant = 3;
