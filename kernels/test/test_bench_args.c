@@ -46,7 +46,8 @@ int main(void) {
                                      "--grid\0"
                                      "7x9\0--audio\0"
                                      "0",
-                                     "--json\0x.json\0--attn-reps\0"
+                                     "--json\0"
+                                     "x.json\0--attn-reps\0"
                                      "2"};
     uint64_t r = 0x9E3779B97F4A7C15ull;
     int replays = 0;
