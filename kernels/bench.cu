@@ -451,22 +451,10 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                 &err),
         4.0 * (double)FI * H * D * D * S);
     err |= vdn_k_alpha_finish(uvec, dtb, Alog, FI, C, alpha, 0);
-    /* the default kernels count in the block; the former ones are timed beside them */
-    static const char *solve_names[4] = {"", "Gauss-Jordan", "sweep by column", "sweep 8x8"};
-    static const char *scan_names[4] = {"", "per-key loads", "4-key loads", "pipelined loads"};
-    const int sv0 = vdn_vda_solve_variant_get(), cv0 = vdn_vda_scan_variant_get();
-    double v_solve = 0, v_scan = 0;
-    for (int var = 3; var >= 1; var--) {
-        char nm[96];
-        vdn_vda_solve_variant(var);
-        snprintf(nm, sizeof nm, "solve (I+A)^-1, T, J (%s)", solve_names[var]);
-        double t = put(nm,
-                       time_ms([&] { return vdn_k_vda_solve(A, B, alpha, FI * H, T, J, 0, 0); }, W0,
-                               NREP, &err),
-                       0);
-        if (var == sv0) v_solve = t;
-    }
-    vdn_vda_solve_variant(sv0);
+    double v_solve = put(
+        "solve (I+A)^-1, T, J (sweep)",
+        time_ms([&] { return vdn_k_vda_solve(A, B, alpha, FI * H, T, J, 0, 0); }, W0, NREP, &err),
+        0);
     /* where the solve's time goes (diagnostics, not counted): without J = B M, and J = B M
      * alone as one batched fp32 cuBLAS product */
     put("  solve diagnostic: inverse and T only (J skipped)",
@@ -485,16 +473,10 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
             W0, NREP, &err),
         2.0 * FI * H * (double)D * D * D);
     err |= vdn_k_vda_solve(A, B, alpha, FI * H, T, J, 0, 0); /* T, J for the scans */
-    for (int var = 3; var >= 1; var--) {
-        char nm[96];
-        vdn_vda_scan_variant(var);
-        snprintf(nm, sizeof nm, "scans forward + reverse (%s)", scan_names[var]);
-        double t = put(
-            nm, time_ms([&] { return vdn_k_vda_scans(T, J, S0, FI, H, P, R, 0); }, W0, NREP, &err),
+    double v_scan =
+        put("scans forward + reverse",
+            time_ms([&] { return vdn_k_vda_scans(T, J, S0, FI, H, P, R, 0); }, W0, NREP, &err),
             2.0 * 2.0 * FI * H * (double)D * D * D);
-        if (var == cv0) v_scan = t;
-    }
-    vdn_vda_scan_variant(cv0);
     /* half the CTAs (forward only): time falls with the CTAs per SM if the SMs are busy, stays
      * if each CTA's step chain is the limit */
     put("  scans diagnostic: forward only (224 CTAs)",

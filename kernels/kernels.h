@@ -87,13 +87,6 @@ int vdn_k_vda_stats(void *cublas, const void *kt, const float *ks, const void *k
  */
 int vdn_k_vda_solve(const float *A, const float *B, const float *alpha, int nmat, float *T,
                     float *J, int additive_S, vdn_stream st); /* J NULL: no J (not additive) */
-/* Kernel choices (default 3; 1 and 2 are the former ones, kept for comparison): the solve's
- * Gauss-Jordan (1), symmetric sweep by column (2) or by 8x8 blocks (3); the scans' per-key (1),
- * 4-key (2) or software-pipelined 4-key (3) loads, all three bit-identical. */
-void vdn_vda_solve_variant(int v);
-int vdn_vda_solve_variant_get(void);
-void vdn_vda_scan_variant(int v);
-int vdn_vda_scan_variant_get(void);
 /* both scans; S0 [heads, 128, 128] or NULL (zero); P, R [frames, heads, 128, 128]. */
 int vdn_k_vda_scans(const float *T, const float *J, const float *S0, int frames, int heads,
                     float *P, float *R, vdn_stream st); /* R NULL: forward only */

@@ -5,103 +5,17 @@
  * state for one direction and walks all frames with no inter-CTA dependency: 56 heads x 4 row
  * blocks x 2 directions = 448 CTAs in one launch, each step a 32x128x128 fp32 product that reads
  * T_t from L2. (This replaces composing 5-frame chunks: it needs no extra products and has the
- * same sequential depth per CTA as the frame count, with each step a few microseconds.) */
+ * same sequential depth per CTA as the frame count, with each step a few microseconds.)
+ * Each thread owns 16 state rows of one column; the rows are read from shared memory four keys
+ * per 16-byte broadcast load, and T's next four rows are requested before the current four rows'
+ * products (measured 2.78 -> 2.47 ms over the per-key form, bit-identical; docs/PERF.md). */
 #include "cuda_util.cuh"
 
 #define D 128
 #define RB 32 /* state rows per CTA; each thread owns 16 of them in one column */
 
-__global__ void __launch_bounds__(256)
-    scan_k(const float *T, const float *J, const float *S0, int F, int H, float *P, float *R) {
-    __shared__ float X[RB][D];
-    const int h = blockIdx.x, rblk = blockIdx.y, dir = blockIdx.z;
-    const int j = threadIdx.x & (D - 1), rg = threadIdx.x >> 7;
-    const size_t mm = (size_t)D * D;
-    for (int r = 0; r < 16; r++) {
-        int i = rblk * RB + rg * 16 + r;
-        X[rg * 16 + r][j] = S0 ? S0[h * mm + (size_t)i * D + j] : 0.f;
-    }
-    __syncthreads();
-    float *out = dir ? R : P;
-    for (int n = 0; n < F; n++) {
-        const int t = dir ? F - 1 - n : n;
-        const float *Tt = T + ((size_t)t * H + h) * mm, *Jt = J + ((size_t)t * H + h) * mm;
-        float acc[16];
-#pragma unroll
-        for (int r = 0; r < 16; r++)
-            acc[r] = Jt[(size_t)(rblk * RB + rg * 16 + r) * D + j];
-#pragma unroll 16
-        for (int k = 0; k < D; k++) {
-            float tk = __ldg(Tt + (size_t)k * D + j);
-#pragma unroll
-            for (int r = 0; r < 16; r++)
-                acc[r] += X[rg * 16 + r][k] * tk;
-        }
-        __syncthreads();
-        float *o = out + ((size_t)t * H + h) * mm;
-#pragma unroll
-        for (int r = 0; r < 16; r++) {
-            X[rg * 16 + r][j] = acc[r];
-            o[(size_t)(rblk * RB + rg * 16 + r) * D + j] = acc[r];
-        }
-        __syncthreads();
-    }
-}
-
-/* Variant 2: the same scan with the state rows read from shared memory four keys at a time
- * (one 16-byte broadcast load per row per 4 keys instead of one per key: scan_k issues as many
- * shared loads as FMAs). The accumulation order is unchanged, so the results are bit-identical
- * to scan_k's. */
-__global__ void __launch_bounds__(256)
-    scan4_k(const float *T, const float *J, const float *S0, int F, int H, float *P, float *R) {
-    __shared__ __align__(16) float X[RB][D];
-    const int h = blockIdx.x, rblk = blockIdx.y, dir = blockIdx.z;
-    const int j = threadIdx.x & (D - 1), rg = threadIdx.x >> 7;
-    const size_t mm = (size_t)D * D;
-    for (int r = 0; r < 16; r++) {
-        int i = rblk * RB + rg * 16 + r;
-        X[rg * 16 + r][j] = S0 ? S0[h * mm + (size_t)i * D + j] : 0.f;
-    }
-    __syncthreads();
-    float *out = dir ? R : P;
-    for (int n = 0; n < F; n++) {
-        const int t = dir ? F - 1 - n : n;
-        const float *Tt = T + ((size_t)t * H + h) * mm, *Jt = J + ((size_t)t * H + h) * mm;
-        float acc[16];
-#pragma unroll
-        for (int r = 0; r < 16; r++)
-            acc[r] = Jt[(size_t)(rblk * RB + rg * 16 + r) * D + j];
-#pragma unroll 4
-        for (int k = 0; k < D; k += 4) {
-            const float t0 = __ldg(Tt + (size_t)k * D + j),
-                        t1 = __ldg(Tt + (size_t)(k + 1) * D + j),
-                        t2 = __ldg(Tt + (size_t)(k + 2) * D + j),
-                        t3 = __ldg(Tt + (size_t)(k + 3) * D + j);
-#pragma unroll
-            for (int r = 0; r < 16; r++) {
-                const float4 x = *reinterpret_cast<const float4 *>(&X[rg * 16 + r][k]);
-                acc[r] += x.x * t0;
-                acc[r] += x.y * t1;
-                acc[r] += x.z * t2;
-                acc[r] += x.w * t3;
-            }
-        }
-        __syncthreads();
-        float *o = out + ((size_t)t * H + h) * mm;
-#pragma unroll
-        for (int r = 0; r < 16; r++) {
-            X[rg * 16 + r][j] = acc[r];
-            o[(size_t)(rblk * RB + rg * 16 + r) * D + j] = acc[r];
-        }
-        __syncthreads();
-    }
-}
-
-/* Variant 3: scan4_k with the loads of T software-pipelined: the values of keys k+4..k+7 are
- * requested before the products of keys k..k+3, so an L2 round trip no longer stalls every
- * 4-key block. Same accumulation order: bit-identical. */
 __global__ void __launch_bounds__(256, 4) /* 448 CTAs resident at once: <= 64 registers */
-    scan3_k(const float *T, const float *J, const float *S0, int F, int H, float *P, float *R) {
+    scan_k(const float *T, const float *J, const float *S0, int F, int H, float *P, float *R) {
     __shared__ __align__(16) float X[RB][D];
     const int h = blockIdx.x, rblk = blockIdx.y, dir = blockIdx.z;
     const int j = threadIdx.x & (D - 1), rg = threadIdx.x >> 7;
@@ -154,23 +68,10 @@ __global__ void __launch_bounds__(256, 4) /* 448 CTAs resident at once: <= 64 re
     }
 }
 
-static int g_scan_variant = 3;
-extern "C" void vdn_vda_scan_variant(int v) {
-    g_scan_variant = v >= 1 && v <= 3 ? v : 3;
-}
-extern "C" int vdn_vda_scan_variant_get(void) {
-    return g_scan_variant;
-}
-
 extern "C" int vdn_k_vda_scans(const float *T, const float *J, const float *S0, int frames,
                                int heads, float *P, float *R, vdn_stream st) {
     dim3 grid(heads, D / RB, R ? 2 : 1); /* R NULL: the forward scan only */
-    if (g_scan_variant == 3)
-        scan3_k<<<grid, 256, 0, S_(st)>>>(T, J, S0, frames, heads, P, R);
-    else if (g_scan_variant == 2)
-        scan4_k<<<grid, 256, 0, S_(st)>>>(T, J, S0, frames, heads, P, R);
-    else
-        scan_k<<<grid, 256, 0, S_(st)>>>(T, J, S0, frames, heads, P, R);
+    scan_k<<<grid, 256, 0, S_(st)>>>(T, J, S0, frames, heads, P, R);
     LAUNCH_CHECK("vda_scans");
     return 0;
 }

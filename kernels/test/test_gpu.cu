@@ -290,8 +290,8 @@ static void test_attention() {
 }
 
 /* (I + A)^-1 for A = sum_s beta k k^T over a frame of 1008 tokens whose k share a common
- * direction (large eigenvalues, as correlated real keys give), against Gauss-Jordan in float64
- * written here: the sweep must be as accurate as the former Gauss-Jordan kernel. */
+ * direction (larger eigenvalues, as correlated real keys give), against Gauss-Jordan in float64
+ * written here. */
 static void test_solve_conditioning() {
     const int D = 128, S = 1008, nm = 4;
     const size_t mm = (size_t)D * D;
@@ -344,27 +344,21 @@ static void test_solve_conditioning() {
     for (int i = 0; i < D; i++)
         lmax = fmax(lmax, A64[(nm - 1) * mm + i * D + i]);
     float *dA = up_f32(A), *dB = up_f32(B);
-    double err[4] = {0, 0, 0, 0};
-    for (int var = 1; var <= 3; var++) {
-        float *T = (float *)poisoned(nm * mm * 4), *J = (float *)poisoned(nm * mm * 4);
-        vdn_vda_solve_variant(var);
-        OK(vdn_k_vda_solve(dA, dB, NULL, nm, T, J, 0, 0));
-        vf g = down_f32(T, nm * mm);
-        double num = 0, den = 0;
-        for (size_t e = 0; e < nm * mm; e++) {
-            double d = isfinite(g[e]) ? g[e] - M64[e] : INFINITY;
-            num += d * d, den += M64[e] * M64[e];
-        }
-        err[var] = sqrt(num / den);
-        cudaFree(T), cudaFree(J);
+    float *T = (float *)poisoned(nm * mm * 4), *J = (float *)poisoned(nm * mm * 4);
+    OK(vdn_k_vda_solve(dA, dB, NULL, nm, T, J, 0, 0));
+    vf g = down_f32(T, nm * mm);
+    double num = 0, den = 0;
+    for (size_t e = 0; e < nm * mm; e++) {
+        double d = isfinite(g[e]) ? g[e] - M64[e] : INFINITY;
+        num += d * d, den += M64[e] * M64[e];
     }
-    vdn_vda_solve_variant(3);
-    bool ok = err[3] <= 1e-4 && err[3] <= 3 * err[1] + 1e-6 && err[2] <= 1e-4 &&
-              err[2] <= 3 * err[1] + 1e-6;
-    printf("%-44s sweep 8x8 %.3e, by column %.3e, Gauss-Jordan %.3e vs float64 (A diag up to %.0f) "
-           "%s\n",
-           "vda solve, ill-conditioned", err[3], err[2], err[1], lmax, ok ? "ok" : "FAIL");
+    const double err = sqrt(num / den);
+    /* run 25: sweep 1.2e-6, the former Gauss-Jordan kernel 5.9e-7 */
+    bool ok = err <= 1e-5;
+    printf("%-44s %.3e vs float64 (tol 1e-05; A diagonal up to %.0f) %s\n",
+           "vda solve, correlated keys", err, lmax, ok ? "ok" : "FAIL");
     failures += !ok;
+    cudaFree(T), cudaFree(J);
     cudaFree(dA), cudaFree(dB);
 }
 
@@ -459,19 +453,8 @@ static void test_vda() {
     vf rT(mats), rJ(mats);
     twin_vda_solve(F * H, D, ga.data(), gb.data(), alpha.data(), rT.data(), rJ.data());
     vf gT = down_f32(T, mats), gJ = down_f32(J, mats);
-    check("vda solve T = Diag(a)(I+A)^-1 (sweep 8x8)", rT, gT, 1e-4);
-    check("vda solve J = B (I+A)^-1 (sweep 8x8)", rJ, gJ, 1e-4);
-    for (int var = 1; var <= 2; var++) { /* the former kernels on the same input */
-        float *T1 = (float *)poisoned(mats * 4), *J1 = (float *)poisoned(mats * 4);
-        vdn_vda_solve_variant(var);
-        OK(vdn_k_vda_solve(A, B, dal, F * H, T1, J1, 0, 0));
-        vdn_vda_solve_variant(3);
-        check(var == 1 ? "vda solve T (Gauss-Jordan)" : "vda solve T (sweep by column)", rT,
-              down_f32(T1, mats), 1e-4);
-        check(var == 1 ? "vda solve J (Gauss-Jordan)" : "vda solve J (sweep by column)", rJ,
-              down_f32(J1, mats), 1e-4);
-        cudaFree(T1), cudaFree(J1);
-    }
+    check("vda solve T = Diag(a)(I+A)^-1 (sweep)", rT, gT, 1e-4);
+    check("vda solve J = B (I+A)^-1 (sweep)", rJ, gJ, 1e-4);
     test_solve_conditioning();
 
     { /* the SANA-style additive rule (vdn-additive variant) */
@@ -497,22 +480,6 @@ static void test_vda() {
     vf gP = down_f32(P, mats), gR = down_f32(R, mats);
     check("vda forward scan", rP, gP, 1e-4);
     check("vda reverse scan", rR, gR, 1e-4);
-    for (int var = 1; var <= 2; var++) { /* the former scans agree with the default bit for bit */
-        float *P1 = (float *)poisoned(mats * 4), *R1 = (float *)poisoned(mats * 4);
-        vdn_vda_scan_variant(var);
-        OK(vdn_k_vda_scans(T, J, dS0, F, H, P1, R1, 0));
-        vdn_vda_scan_variant(3);
-        vf p1 = down_f32(P1, mats), r1 = down_f32(R1, mats);
-        size_t diff = 0;
-        for (size_t i = 0; i < mats; i++)
-            diff += memcmp(&p1[i], &gP[i], 4) != 0 || memcmp(&r1[i], &gR[i], 4) != 0;
-        printf("%-44s %zu of %zu values differ %s\n",
-               var == 1 ? "vda scans: pipelined vs per-key bit-identical"
-                        : "vda scans: pipelined vs 4-key bit-identical",
-               diff, mats, diff ? "FAIL" : "ok");
-        failures += diff != 0;
-        cudaFree(P1), cudaFree(R1);
-    }
 
     std::vector<int> wl(F), wh(F), w2(2 * F);
     vdn_vda_windows(F + 2, 1, 5, 1, wl.data(), wh.data());
