@@ -353,26 +353,31 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                 },
                 1, RA, &err),
             dflop);
-    /* the wgmma variants (VDN_ATTN_VARIANTS="1,2,..." picks which; default: all); the block
-     * estimates use the engine's default variant */
+    /* the wgmma variants (VDN_ATTN_VARIANTS="1,2,..." picks which; default: all); returns the
+     * time of the engine's default variant, which the block estimates use (0: not timed) */
     const int def_var = vdn_attention_wgmma_variant_default();
-    double a_dense_wg = 0, a_win_wg = 0;
-    for (int var = 1; var <= VDN_ATTN_NVARIANTS; var++) {
-        if (!vdn_attention_wgmma_variant_wanted(var)) continue;
-        vdn_attention_wgmma_variant(var);
-        char name[96];
-        snprintf(name, sizeof name, "attention dense (%s)", vdn_attention_wgmma_variant_name(var));
-        double t = put(name,
-                       time_ms(
-                           [&] {
-                               return vdn_k_attention_wgmma(qr, C, kr, C, qkv + 2 * C, LDQ, vts, N,
-                                                            H, dld, ard.head_end, ard.tail_start,
-                                                            dtd, ntd, sc, NULL, ao, C, 0);
-                           },
-                           1, RA, &err),
-                       dflop);
-        if (var == def_var) a_dense_wg = t;
-    }
+    auto wgmma_variants = [&](const char *label, const int *dl, const auto &ar, const int *dt,
+                              int nt, const float *gate, double flop) {
+        double t_def = 0;
+        for (int var = 1; var <= VDN_ATTN_NVARIANTS; var++) {
+            if (!vdn_attention_wgmma_variant_wanted(var)) continue;
+            vdn_attention_wgmma_variant(var);
+            char name[128];
+            snprintf(name, sizeof name, "%s (%s)", label, vdn_attention_wgmma_variant_name(var));
+            double t = put(name,
+                           time_ms(
+                               [&] {
+                                   return vdn_k_attention_wgmma(
+                                       qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H, dl, ar.head_end,
+                                       ar.tail_start, dt, nt, sc, gate, ao, C, 0);
+                               },
+                               1, RA, &err),
+                           flop);
+            if (var == def_var) t_def = t;
+        }
+        return t_def;
+    };
+    const double a_dense_wg = wgmma_variants("attention dense", dld, ard, dtd, ntd, NULL, dflop);
     char wname[80];
     snprintf(wname, sizeof wname, "attention window+anchors %.1f%% (mma.sync)",
              100.0 * win_pairs / dense_pairs);
@@ -385,22 +390,10 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                 },
                 1, RA, &err),
             wflop);
-    for (int var = 1; var <= VDN_ATTN_NVARIANTS; var++) {
-        if (!vdn_attention_wgmma_variant_wanted(var)) continue;
-        vdn_attention_wgmma_variant(var);
-        snprintf(wname, sizeof wname, "attention window+anchors %.1f%% (%s)",
-                 100.0 * win_pairs / dense_pairs, vdn_attention_wgmma_variant_name(var));
-        double t = put(wname,
-                       time_ms(
-                           [&] {
-                               return vdn_k_attention_wgmma(qr, C, kr, C, qkv + 2 * C, LDQ, vts, N,
-                                                            H, dlw, arw.head_end, arw.tail_start,
-                                                            dtw, ntw, sc, sg, ao, C, 0);
-                           },
-                           1, RA, &err),
-                       wflop);
-        if (var == def_var) a_win_wg = t;
-    }
+    char wlabel[80];
+    snprintf(wlabel, sizeof wlabel, "attention window+anchors %.1f%%",
+             100.0 * win_pairs / dense_pairs);
+    const double a_win_wg = wgmma_variants(wlabel, dlw, arw, dtw, ntw, sg, wflop);
     vdn_attention_wgmma_variant(def_var);
     /* the engine runs the default wgmma variant (mma.sync when that was not timed) */
     const double a_dense = a_dense_wg > 0 ? a_dense_wg : a_dense_mma;
