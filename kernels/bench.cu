@@ -445,14 +445,9 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
         4.0 * (double)FI * H * D * D * S);
     err |= vdn_k_alpha_finish(uvec, dtb, Alog, FI, C, alpha, 0);
     double v_solve = put(
-        "solve (I+A)^-1, T, J (blocked sweep)",
+        "solve (I+A)^-1, T, J (sweep)",
         time_ms([&] { return vdn_k_vda_solve(A, B, alpha, FI * H, T, J, 0, 0); }, W0, NREP, &err),
         0);
-    vdn_vda_solve_blocked(0); /* one pivot at a time, not counted */
-    put("solve (I+A)^-1, T, J (sweep, pivot by pivot)",
-        time_ms([&] { return vdn_k_vda_solve(A, B, alpha, FI * H, T, J, 0, 0); }, W0, NREP, &err),
-        0);
-    vdn_vda_solve_blocked(1);
     /* where the solve's time goes (diagnostics, not counted): without J = B M, and J = B M
      * alone as one batched fp32 cuBLAS product */
     put("  solve diagnostic: inverse and T only (J skipped)",

@@ -50,98 +50,6 @@ __device__ __forceinline__ void write_j(const float *G, float *Bt, const float *
     }
 }
 
-/* A (global) -> shared G -> this thread's 8 x 8 block of I + (A + A^T) / 2 */
-__device__ __forceinline__ void load_block(const float *a, float *G, float (&g)[8][8], int i0,
-                                           int j0) {
-    for (int e = threadIdx.x; e < D * D; e += NT)
-        G[(e / D) * DP + (e % D)] = a[e]; /* coalesced */
-    __syncthreads();
-#pragma unroll
-    for (int u = 0; u < 8; u++)
-#pragma unroll
-        for (int v = 0; v < 8; v++) {
-            const int i = i0 + u, j = j0 + v;
-            g[u][v] = 0.5f * (G[i * DP + j] + G[j * DP + i]) + (i == j ? 1.f : 0.f);
-        }
-}
-
-/* Column p of the block (if this thread holds it, v = p - j0) into colb[p & 1], with d - 1 at
- * index p, and d into pivb[p & 1]. */
-__device__ __forceinline__ void publish(const float (&g)[8][8], float *colb, float *pivb, int p,
-                                        int i0, int j0) {
-#pragma unroll
-    for (int v = 0; v < 8; v++)
-        if (j0 + v == p)
-#pragma unroll
-            for (int u = 0; u < 8; u++) {
-                const int i = i0 + u;
-                colb[(p & 1) * D + i] = i == p ? g[u][v] - 1.f : g[u][v];
-                if (i == p) pivb[p & 1] = g[u][v];
-            }
-}
-
-/* Sweep pivot p on this thread's block, from the published column p; then publish column p + 1
- * if `next` and this thread holds it. The caller synchronises before the next pivot. */
-__device__ __forceinline__ void pivot(float (&g)[8][8], float *colb, float *pivb, int p, int i0,
-                                      int j0, bool next) {
-    const float *col = colb + (p & 1) * D;
-    const float inv = 1.f / pivb[p & 1];
-    float ci[8], rj[8];
-    *reinterpret_cast<float4 *>(&ci[0]) = *reinterpret_cast<const float4 *>(col + i0);
-    *reinterpret_cast<float4 *>(&ci[4]) = *reinterpret_cast<const float4 *>(col + i0 + 4);
-    *reinterpret_cast<float4 *>(&rj[0]) = *reinterpret_cast<const float4 *>(col + j0);
-    *reinterpret_cast<float4 *>(&rj[4]) = *reinterpret_cast<const float4 *>(col + j0 + 4);
-#pragma unroll
-    for (int v = 0; v < 8; v++)
-        rj[v] *= inv;
-    if ((j0 >> 3) != (p >> 3)) {
-#pragma unroll
-        for (int u = 0; u < 8; u++)
-#pragma unroll
-            for (int v = 0; v < 8; v++)
-                g[u][v] = fmaf(-ci[u], rj[v], g[u][v]);
-    } else { /* this warp holds column p: it becomes c / d, -1 / d on the diagonal */
-#pragma unroll
-        for (int v = 0; v < 8; v++) {
-            if (j0 + v == p) {
-#pragma unroll
-                for (int u = 0; u < 8; u++)
-                    g[u][v] = i0 + u == p ? -inv : ci[u] * inv;
-            } else {
-#pragma unroll
-                for (int u = 0; u < 8; u++)
-                    g[u][v] = fmaf(-ci[u], rj[v], g[u][v]);
-            }
-        }
-    }
-    if (next && (j0 >> 3) == ((p + 1) >> 3)) publish(g, colb, pivb, p + 1, i0, j0);
-}
-
-/* M = -G into shared G, T = Diag(alpha) M, then J = B M */
-__device__ __forceinline__ void finish(const float (&g)[8][8], float *G, float *Bt, const float *B,
-                                       const float *al, float *T, float *J, size_t m, int i0,
-                                       int j0) {
-#pragma unroll
-    for (int u = 0; u < 8; u++)
-#pragma unroll
-        for (int v = 0; v < 8; v++)
-            G[(i0 + u) * DP + j0 + v] = -g[u][v];
-    if (T)
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-            const float s = al ? al[i0 + u] : 1.f;
-            float4 *t4 = reinterpret_cast<float4 *>(T + m * D * D + (size_t)(i0 + u) * D + j0);
-            t4[0] = make_float4(-s * g[u][0], -s * g[u][1], -s * g[u][2], -s * g[u][3]);
-            t4[1] = make_float4(-s * g[u][4], -s * g[u][5], -s * g[u][6], -s * g[u][7]);
-        }
-    __syncthreads();
-    if (J) write_j(G, Bt, B, J, m, threadIdx.x & (D - 1), threadIdx.x >> 7);
-}
-
-/* shared memory: G (D x DP), a 32 x D tile of B, [2][D] pivot columns, [2] pivots */
-#define SMEM_FLOATS (D * DP + 32 * D + 4 * D)
-
-/* One pivot after the other: 128 CTA-wide barriers per matrix. */
 __global__ void __launch_bounds__(NT, 2)
     sweep_k(const float *A, const float *B, const float *alpha, float *T, float *J) {
     extern __shared__ float sm[];
@@ -233,72 +141,6 @@ __global__ void __launch_bounds__(NT, 2)
     if (J) write_j(G, Bt, B, J, m, threadIdx.x & (D - 1), threadIdx.x >> 7);
 }
 
-/* Blocked: pivots in 4 panels of 32 columns. The two warps holding a panel sweep its 32 pivots
- * on the panel alone (a 64-thread named barrier per pivot); then every other column j takes all
- * 32 at once, G[:, j] -= P~ G[K, j], with P~ the swept panel plus the identity on its own rows
- * (so rows K come out as -P'_KK G[K, j]) and G[K, j] the panel before the sweep (by symmetry).
- * 4 CTA-wide barrier rounds instead of 128; the rank-32 update reads 4 x 16 B per 64 FMAs. */
-__global__ void __launch_bounds__(NT, 2)
-    sweepb_k(const float *A, const float *B, const float *alpha, float *T, float *J) {
-    extern __shared__ float sm[];
-    float *G = sm, *Bt = G + D * DP, *colb = Bt + 32 * D, *pivb = colb + 2 * D;
-    float *PnT = G, *PoT = G + 32 * D; /* [32][D] panels, transposed, in G's space meanwhile */
-    const size_t m = blockIdx.x;
-    const int bc = threadIdx.x >> 4, br = threadIdx.x & 15, i0 = 8 * br, j0 = 8 * bc;
-    float g[8][8];
-    load_block(A + m * D * D, G, g, i0, j0);
-    __syncthreads(); /* G's space becomes the panels */
-    for (int b = 0; b < D / 32; b++) {
-        const int K0 = 32 * b;
-        const bool owner = (bc >> 2) == b; /* warps 2b, 2b+1 hold columns K0 .. K0+31 */
-        if (owner) {
-#pragma unroll
-            for (int u = 0; u < 8; u++)
-#pragma unroll
-                for (int v = 0; v < 8; v++)
-                    PoT[(j0 - K0 + v) * D + i0 + u] = g[u][v];
-            if (j0 == K0) publish(g, colb, pivb, K0, i0, j0);
-            asm volatile("bar.sync 1, 64;\n" ::: "memory");
-            for (int p = K0; p < K0 + 32; p++) {
-                pivot(g, colb, pivb, p, i0, j0, p + 1 < K0 + 32);
-                asm volatile("bar.sync 1, 64;\n" ::: "memory");
-            }
-#pragma unroll
-            for (int u = 0; u < 8; u++)
-#pragma unroll
-                for (int v = 0; v < 8; v++)
-                    PnT[(j0 - K0 + v) * D + i0 + u] = g[u][v] + (i0 + u == j0 + v ? 1.f : 0.f);
-        }
-        __syncthreads();
-        if (!owner) {
-#pragma unroll 1
-            for (int kk = 0; kk < 32; kk++) {
-                float pn[8], po[8];
-                *reinterpret_cast<float4 *>(&pn[0]) =
-                    *reinterpret_cast<const float4 *>(PnT + kk * D + i0);
-                *reinterpret_cast<float4 *>(&pn[4]) =
-                    *reinterpret_cast<const float4 *>(PnT + kk * D + i0 + 4);
-                *reinterpret_cast<float4 *>(&po[0]) =
-                    *reinterpret_cast<const float4 *>(PoT + kk * D + j0);
-                *reinterpret_cast<float4 *>(&po[4]) =
-                    *reinterpret_cast<const float4 *>(PoT + kk * D + j0 + 4);
-#pragma unroll
-                for (int u = 0; u < 8; u++)
-#pragma unroll
-                    for (int v = 0; v < 8; v++)
-                        g[u][v] = fmaf(-pn[u], po[v], g[u][v]);
-            }
-        }
-        __syncthreads(); /* the next panel overwrites PnT, PoT */
-    }
-    finish(g, G, Bt, B, alpha ? alpha + m * D : NULL, T, J, m, i0, j0);
-}
-
-static int g_blocked = 1;
-extern "C" void vdn_vda_solve_blocked(int on) {
-    g_blocked = on != 0;
-}
-
 /* the SANA-style additive rule: thread per element, no inverse */
 __global__ void additive_k(const float *A, const float *B, const float *alpha, float *T, float *J,
                            int S) {
@@ -321,19 +163,14 @@ extern "C" int vdn_k_vda_solve(const float *A, const float *B, const float *alph
         LAUNCH_CHECK("vda_solve_additive");
         return 0;
     }
-    const int smem = SMEM_FLOATS * (int)sizeof(float);
+    const int smem = (D * DP + 32 * D + 4 * D) * (int)sizeof(float);
     static int configured = 0;
     if (!configured) {
         CUDA_CHECK(
             cudaFuncSetAttribute(sweep_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        CUDA_CHECK(
-            cudaFuncSetAttribute(sweepb_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         configured = 1;
     }
-    if (g_blocked)
-        sweepb_k<<<nmat, NT, smem, S_(st)>>>(A, B, alpha, T, J);
-    else
-        sweep_k<<<nmat, NT, smem, S_(st)>>>(A, B, alpha, T, J);
+    sweep_k<<<nmat, NT, smem, S_(st)>>>(A, B, alpha, T, J);
     LAUNCH_CHECK("vda_solve");
     return 0;
 }

@@ -344,27 +344,21 @@ static void test_solve_conditioning() {
     for (int i = 0; i < D; i++)
         lmax = fmax(lmax, A64[(nm - 1) * mm + i * D + i]);
     float *dA = up_f32(A), *dB = up_f32(B);
-    for (int blocked = 1; blocked >= 0; blocked--) {
-        float *T = (float *)poisoned(nm * mm * 4), *J = (float *)poisoned(nm * mm * 4);
-        vdn_vda_solve_blocked(blocked);
-        OK(vdn_k_vda_solve(dA, dB, NULL, nm, T, J, 0, 0));
-        vf g = down_f32(T, nm * mm);
-        double num = 0, den = 0;
-        for (size_t e = 0; e < nm * mm; e++) {
-            double d = isfinite(g[e]) ? g[e] - M64[e] : INFINITY;
-            num += d * d, den += M64[e] * M64[e];
-        }
-        const double err = sqrt(num / den);
-        /* run 25: sweep 1.2e-6, the former Gauss-Jordan kernel 5.9e-7 */
-        bool ok = err <= 1e-5;
-        printf("%-44s %.3e vs float64 (tol 1e-05; A diagonal up to %.0f) %s\n",
-               blocked ? "vda solve, correlated keys (blocked)"
-                       : "vda solve, correlated keys (pivot by pivot)",
-               err, lmax, ok ? "ok" : "FAIL");
-        failures += !ok;
-        cudaFree(T), cudaFree(J);
+    float *T = (float *)poisoned(nm * mm * 4), *J = (float *)poisoned(nm * mm * 4);
+    OK(vdn_k_vda_solve(dA, dB, NULL, nm, T, J, 0, 0));
+    vf g = down_f32(T, nm * mm);
+    double num = 0, den = 0;
+    for (size_t e = 0; e < nm * mm; e++) {
+        double d = isfinite(g[e]) ? g[e] - M64[e] : INFINITY;
+        num += d * d, den += M64[e] * M64[e];
     }
-    vdn_vda_solve_blocked(1);
+    const double err = sqrt(num / den);
+    /* run 25: sweep 1.2e-6, the former Gauss-Jordan kernel 5.9e-7 */
+    bool ok = err <= 1e-5;
+    printf("%-44s %.3e vs float64 (tol 1e-05; A diagonal up to %.0f) %s\n",
+           "vda solve, correlated keys", err, lmax, ok ? "ok" : "FAIL");
+    failures += !ok;
+    cudaFree(T), cudaFree(J);
     cudaFree(dA), cudaFree(dB);
 }
 
@@ -459,17 +453,8 @@ static void test_vda() {
     vf rT(mats), rJ(mats);
     twin_vda_solve(F * H, D, ga.data(), gb.data(), alpha.data(), rT.data(), rJ.data());
     vf gT = down_f32(T, mats), gJ = down_f32(J, mats);
-    check("vda solve T = Diag(a)(I+A)^-1 (blocked)", rT, gT, 1e-4);
-    check("vda solve J = B (I+A)^-1 (blocked)", rJ, gJ, 1e-4);
-    { /* the pivot-by-pivot sweep on the same input */
-        float *T1 = (float *)poisoned(mats * 4), *J1 = (float *)poisoned(mats * 4);
-        vdn_vda_solve_blocked(0);
-        OK(vdn_k_vda_solve(A, B, dal, F * H, T1, J1, 0, 0));
-        vdn_vda_solve_blocked(1);
-        check("vda solve T (pivot by pivot)", rT, down_f32(T1, mats), 1e-4);
-        check("vda solve J (pivot by pivot)", rJ, down_f32(J1, mats), 1e-4);
-        cudaFree(T1), cudaFree(J1);
-    }
+    check("vda solve T = Diag(a)(I+A)^-1 (sweep)", rT, gT, 1e-4);
+    check("vda solve J = B (I+A)^-1 (sweep)", rJ, gJ, 1e-4);
     test_solve_conditioning();
 
     { /* the SANA-style additive rule (vdn-additive variant) */
