@@ -95,7 +95,21 @@ static void test_plain(void) {
     w.attempt = a;
     vdn__envelope__free_unpacked(e, NULL);
     fw_progress(&w, a, 2, 4);
-    sleep_s(0.3);
+    /* the PROGRESS and our queries travel on different sockets: wait until it has counted */
+    {
+        vdn_client_opts po = {cep, NULL, NULL, 3000, NULL};
+        char perr[VDN_ERR_LEN];
+        vdn_client *pc = vdn_client_open(&po, perr, sizeof perr);
+        REQUIRE(pc);
+        int seen = 0;
+        for (double end = vdn_now() + 10; !seen && vdn_now() < end; sleep_s(0.05)) {
+            Vdn__StatusReply *r = vdn_client_status(pc, "j1", perr, sizeof perr);
+            seen = r && r->n_jobs == 1 && r->jobs[0]->nfe_done == 2;
+            vdn_client_free(r);
+        }
+        CHECK(seen);
+        vdn_client_close(pc);
+    }
     CHECK(run_cli(out, sizeof out, "workers") == 0 && strstr(out, "cli-w") && strstr(out, "busy"));
     CHECK(run_cli(out, sizeof out, "watch b1 --interval 0.2 --timeout 2 & sleep 0.6; %s cancel b1",
                   h_bin) == 0);
@@ -263,7 +277,15 @@ static void test_curve(void) {
     snprintf(cmd, sizeof cmd, "cp %s/mallory.pub %s/", h_tmp, ac);
     REQUIRE(system(cmd) == 0);
     kill(pid, SIGHUP);
-    sleep_s(0.3);
+    /* new connections are checked against the new lists once the coordinator says so */
+    int reloaded = 0;
+    for (double end = vdn_now() + 10; !reloaded && vdn_now() < end; sleep_s(0.05)) {
+        size_t ll;
+        char *lt0 = vdn_read_file(h_log, &ll, err, sizeof err);
+        reloaded = lt0 && strstr(lt0, "CURVE keys reloaded") != NULL;
+        free(lt0);
+    }
+    CHECK(reloaded);
     CHECK(run_cli(out, sizeof out,
                   "ls --coordinator %s --key %s/mallory.key --coordinator-key %s/coordinator.pub "
                   "--timeout 3",

@@ -51,11 +51,41 @@ static Vdn__JobInfo *job(vdn_client *c, uint64_t id, Vdn__StatusReply **hold) {
     return (*hold)->jobs[0];
 }
 
+static Vdn__JobInfo *job_when(vdn_client *c, uint64_t id, const char *state, int nfe,
+                              Vdn__StatusReply **hold);
+
+/* Whether job `id` is (or within the wait of job_when becomes) `state`. */
 static int job_is(vdn_client *c, uint64_t id, const char *state) {
     Vdn__StatusReply *h;
-    int ok = !strcmp(job(c, id, &h)->state, state);
+    int ok = !strcmp(job_when(c, id, state, 0, &h)->state, state);
     vdn_client_free(h);
     return ok;
+}
+
+/* A fake worker's message and a client's query travel on different sockets, so the query may
+ * overtake it: poll (up to 10 s, for a loaded CI machine) until job `id` is in `state` and has
+ * at least `nfe` NFEs done, then return it (or the last reply seen, for the CHECKs to name). */
+static Vdn__JobInfo *job_when(vdn_client *c, uint64_t id, const char *state, int nfe,
+                              Vdn__StatusReply **hold) {
+    double end = vdn_now() + 10;
+    for (;;) {
+        Vdn__JobInfo *j = job(c, id, hold);
+        if ((!state || !strcmp(j->state, state)) && j->nfe_done >= nfe) return j;
+        if (vdn_now() > end) return j;
+        vdn_client_free(*hold);
+        sleep_s(0.05);
+    }
+}
+
+/* The CANCEL of `attempt`: a CANCEL of an earlier attempt may still be queued (e.g. one a
+ * heartbeat drew just before the RESULT that ended it was processed), so others are skipped. */
+static Vdn__Envelope *expect_cancel(fake_worker *w, uint64_t attempt, double timeout) {
+    double end = vdn_now() + timeout;
+    for (;;) {
+        Vdn__Envelope *e = fw_expect(w, VDN__ENVELOPE__PAYLOAD_CANCEL, end - vdn_now());
+        if (!e || e->cancel->attempt_id == attempt) return e;
+        vdn__envelope__free_unpacked(e, NULL);
+    }
 }
 
 static Vdn__Envelope *expect_assign(fake_worker *w, double timeout) {
@@ -105,9 +135,8 @@ static void test_lease_and_fencing(void) {
     CHECK(job_is(c, ids[0], "running"));
 
     fw_progress(&w1, a1, 1, 4);
-    sleep_s(0.3);
     Vdn__StatusReply *h;
-    Vdn__JobInfo *j = job(c, ids[0], &h);
+    Vdn__JobInfo *j = job_when(c, ids[0], "running", 1, &h);
     CHECK(j->nfe_done == 1 && j->nfe_total == 4 && j->worker_id && !strcmp(j->worker_id, "w1"));
     vdn_client_free(h);
 
@@ -124,7 +153,7 @@ static void test_lease_and_fencing(void) {
     /* w1 comes back still running a1: told to cancel it; its RESULT and PROGRESS are refused */
     w1.alive = 1;
     fw_ready(&w1, "tiny", 1, 80ull << 30, a1);
-    e = fw_expect(&w1, VDN__ENVELOPE__PAYLOAD_CANCEL, 3);
+    e = expect_cancel(&w1, a1, 3);
     CHECK(e && e->cancel->attempt_id == a1);
     if (e) vdn__envelope__free_unpacked(e, NULL);
     fw_progress(&w1, a1, 2, 4);
@@ -201,9 +230,8 @@ static void test_failures(void) {
     vdn__envelope__free_unpacked(e, NULL);
     w.attempt = 0;
     fw_fail(&w, a2, "out of memory (second)", 1);
-    sleep_s(0.4);
     Vdn__StatusReply *h;
-    Vdn__JobInfo *j = job(c, ids[0], &h);
+    Vdn__JobInfo *j = job_when(c, ids[0], "failed", 0, &h);
     CHECK(!strcmp(j->state, "failed") && j->attempts == 2);
     CHECK(j->last_error && strstr(j->last_error, "(first)") && strstr(j->last_error, "(second)"));
     vdn_client_free(h);
@@ -216,8 +244,7 @@ static void test_failures(void) {
     vdn__envelope__free_unpacked(e, NULL);
     w.attempt = 0;
     fw_fail(&w, a3, "prompt cache is corrupt", 0);
-    sleep_s(0.4);
-    j = job(c, ids2[0], &h);
+    j = job_when(c, ids2[0], "failed", 0, &h);
     CHECK(!strcmp(j->state, "failed") && j->attempts == 1);
     vdn_client_free(h);
 
@@ -306,7 +333,7 @@ static void test_cancel_drain(void) {
     snprintf(t, sizeof t, "j%llu", (unsigned long long)high[0]);
     int n = 0;
     CHECK(vdn_client_cancel(c, t, &n, err, sizeof err) == 0 && n == 1);
-    e = fw_expect(&w, VDN__ENVELOPE__PAYLOAD_CANCEL, 3);
+    e = expect_cancel(&w, a, 3);
     CHECK(e && e->cancel->attempt_id == a);
     if (e) vdn__envelope__free_unpacked(e, NULL);
     CHECK(job_is(c, high[0], "cancelled"));
@@ -366,10 +393,14 @@ static void test_self_drain(void) {
     vdn__envelope__free_unpacked(e, NULL);
     w.draining = 1;
     fw_heartbeat(&w, a);
-    sleep_s(0.3);
-    Vdn__WorkersReply *wr = vdn_client_workers(c, err, sizeof err);
-    CHECK(wr && wr->n_workers == 1 && !strcmp(wr->workers[0]->state, "draining"));
-    vdn_client_free(wr);
+    /* the heartbeat and this query travel on different sockets: wait for it to count */
+    int draining = 0;
+    for (double end = vdn_now() + 5; !draining && vdn_now() < end; sleep_s(0.05)) {
+        Vdn__WorkersReply *wr = vdn_client_workers(c, err, sizeof err);
+        draining = wr && wr->n_workers == 1 && !strcmp(wr->workers[0]->state, "draining");
+        vdn_client_free(wr);
+    }
+    CHECK(draining);
     fw_result(&w, a, "drain/out.safetensors");
     e = fw_expect(&w, VDN__ENVELOPE__PAYLOAD_ACK, 3);
     CHECK(e && e->ack->attempt_id == a);
@@ -379,7 +410,7 @@ static void test_self_drain(void) {
     CHECK(e == NULL); /* two jobs are queued, but it is leaving */
     if (e) vdn__envelope__free_unpacked(e, NULL);
     CHECK(job_is(c, ids[0], "done") && job_is(c, ids[1], "queued"));
-    wr = vdn_client_workers(c, err, sizeof err);
+    Vdn__WorkersReply *wr = vdn_client_workers(c, err, sizeof err);
     CHECK(wr && wr->n_workers == 1 && !strcmp(wr->workers[0]->state, "drained"));
     vdn_client_free(wr);
     /* re-registering while still shutting down: READY says so, still nothing */
@@ -551,6 +582,8 @@ static void test_restart(void) {
     CHECK(e == NULL || e->payload_case != VDN__ENVELOPE__PAYLOAD_CANCEL);
     if (e) vdn__envelope__free_unpacked(e, NULL);
     fw_result(&w, a1, "restart/out.safetensors");
+    w.attempt =
+        0; /* our heartbeats stop naming a1 (one naming it after the RESULT draws a CANCEL) */
     e = fw_expect(&w, VDN__ENVELOPE__PAYLOAD_ACK, 3);
     CHECK(e && e->ack->attempt_id == a1);
     if (e) vdn__envelope__free_unpacked(e, NULL);
@@ -576,7 +609,7 @@ static void test_restart(void) {
     c = client();
     CHECK(job_is(c, ids[1], "queued"));
     fw_ready(&w, "tiny", 1, 80ull << 30, a2);
-    e = fw_expect(&w, VDN__ENVELOPE__PAYLOAD_CANCEL, 3);
+    e = expect_cancel(&w, a2, 3);
     CHECK(e && e->cancel->attempt_id == a2);
     if (e) vdn__envelope__free_unpacked(e, NULL);
     w.attempt = 0;

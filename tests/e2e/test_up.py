@@ -66,6 +66,12 @@ def foreground(vdn, d):
             time.sleep(0.1)
         kids = children_of(p.pid)
         check(len(kids) == 2, "expected coordinator + 1 worker, got %s" % kids)
+        # the worker's own lines come prefixed; wait for one (a loaded machine may take a while
+        # to run it) before killing it, so the log has one to show
+        t0 = time.time()
+        while "[worker-1] " not in open(d + ".stderr", errors="replace").read():
+            check(time.time() - t0 < 60, "no '[worker-1] ' line in the foreground log")
+            time.sleep(0.1)
         worker = max(kids)  # started after the coordinator
         os.kill(worker, signal.SIGKILL)
         t0 = time.time()

@@ -260,7 +260,10 @@ int main(int argc, char **argv) {
             de.disconnect = &dc;
             send_env(&de);
         } else {
-            usleep(1100000); /* past the worker's one-READY-per-second limit for this reply */
+            /* past the worker's one-READY-per-second limit for this reply, beating meanwhile
+             * (a silent second would make it reconnect instead); it never sends an ASSIGN */
+            e = expect(VDN__ENVELOPE__PAYLOAD_ASSIGN, 1.1);
+            if (e) vdn__envelope__free_unpacked(e, NULL);
             vdn_wire_send_error(router, ident, ident_len, 0, VDN__ERROR__CODE__UNKNOWN_WORKER, 0,
                                 "HEARTBEAT from an unknown worker: send READY first");
         }
