@@ -6,10 +6,35 @@
 
 #include "commands.h"
 
+/* Host memory at exit (Linux): peak resident set, and the anonymous (heap) and file-backed
+ * (mapped checkpoint) parts now, so a render shows what the weight upload left on the host. */
+static void report_memory(const char *cmd) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long long hwm = -1, anon = -1, file = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        sscanf(line, "VmHWM: %lld kB", &hwm);
+        sscanf(line, "RssAnon: %lld kB", &anon);
+        sscanf(line, "RssFile: %lld kB", &file);
+    }
+    if (f) fclose(f);
+    fprintf(stderr,
+            "vdnmini %s: host memory peak %.2f GB, at exit anonymous %.2f GB, file %.2f GB\n", cmd,
+            hwm / 1048576.0, anon / 1048576.0, file / 1048576.0);
+}
+
 int main(int argc, char **argv) {
-    if (argc >= 2 && !strcmp(argv[1], "ckpt")) return vdn_cmd_ckpt(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "render")) return vdn_cmd_render(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "bench")) return vdn_cmd_bench(argc - 1, argv + 1);
-    fprintf(stderr, "usage: vdnmini ckpt|render|bench ...\n");
-    return 2;
+    int rc = 2;
+    if (argc >= 2 && !strcmp(argv[1], "ckpt"))
+        rc = vdn_cmd_ckpt(argc - 1, argv + 1);
+    else if (argc >= 2 && !strcmp(argv[1], "render"))
+        rc = vdn_cmd_render(argc - 1, argv + 1);
+    else if (argc >= 2 && !strcmp(argv[1], "bench"))
+        rc = vdn_cmd_bench(argc - 1, argv + 1);
+    else {
+        fprintf(stderr, "usage: vdnmini ckpt|render|bench ...\n");
+        return 2;
+    }
+    report_memory(argv[1]);
+    return rc;
 }

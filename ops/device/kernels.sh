@@ -92,12 +92,14 @@ if [ "${H3RENDER:-0}" = 1 ] && [ -x "$B/vdnmini" ]; then
   t1=$(date +%s)
   "$B/vdnmini" ckpt init --preset h3 --layers 2 --vdn --out "$H3" > "$OUT/h3render.log" 2>&1
   echo "h3 ckpt init (2 layers): exit $? in $(( $(date +%s) - t1 )) s" | tee -a "$OUT/h3render.log"
+  echo "h3 checkpoint: $(du -sh --apparent-size "$H3" | cut -f1) on disk ($(du -sh --apparent-size "$H3/base" 2>/dev/null | cut -f1) base)" | tee -a "$OUT/h3render.log"
   for v in dense vdn; do
     t1=$(date +%s)
     timeout 240 "$B/vdnmini" render --checkpoint "$H3" --prompt-cache "$H3/prompt.safetensors" \
       --frames 345 --height 768 --width 1344 --steps 3 --seed 1 --variant $v --out "/tmp/h3-$v" \
       >> "$OUT/h3render.log" 2>&1
     echo "h3 render $v: exit $? in $(( $(date +%s) - t1 )) s" | tee -a "$OUT/h3render.log"
+    grep -E "host memory|weight tensors uploaded" "$OUT/h3render.log" | tail -2
     /usr/bin/env python3 -c "import json,sys; r=json.load(open('/tmp/h3-$v.json')); print('$v', json.dumps(r.get('timing', r))[:400])" 2>&1 | tee -a "$OUT/h3render.log"
   done
 fi
