@@ -467,14 +467,9 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
         2.0 * FI * H * (double)D * D * D);
     err |= vdn_k_vda_solve(A, B, alpha, FI * H, T, J, 0, 0); /* T, J for the scans */
     double v_scan =
-        put("scans forward + reverse (4x4 register tiles)",
+        put("scans forward + reverse",
             time_ms([&] { return vdn_k_vda_scans(T, J, S0, FI, H, P, R, 0); }, W0, NREP, &err),
             2.0 * 2.0 * FI * H * (double)D * D * D);
-    vdn_vda_scan_tiled(0); /* the row form, not counted */
-    put("scans forward + reverse (rows)",
-        time_ms([&] { return vdn_k_vda_scans(T, J, S0, FI, H, P, R, 0); }, W0, NREP, &err),
-        2.0 * 2.0 * FI * H * (double)D * D * D);
-    vdn_vda_scan_tiled(1);
     /* half the CTAs (forward only): time falls with the CTAs per SM if the SMs are busy, stays
      * if each CTA's step chain is the limit */
     put("  scans diagnostic: forward only (224 CTAs)",

@@ -87,8 +87,6 @@ int vdn_k_vda_stats(void *cublas, const void *kt, const float *ks, const void *k
  */
 int vdn_k_vda_solve(const float *A, const float *B, const float *alpha, int nmat, float *T,
                     float *J, int additive_S, vdn_stream st); /* J NULL: no J (not additive) */
-/* scans: 1 (default) register-tiled kernel, 0 the row form (bit-identical; kept to compare) */
-void vdn_vda_scan_tiled(int on);
 /* both scans; S0 [heads, 128, 128] or NULL (zero); P, R [frames, heads, 128, 128]. */
 int vdn_k_vda_scans(const float *T, const float *J, const float *S0, int frames, int heads,
                     float *P, float *R, vdn_stream st); /* R NULL: forward only */

@@ -68,79 +68,10 @@ __global__ void __launch_bounds__(256, 4) /* 448 CTAs resident at once: <= 64 re
     }
 }
 
-/* Register-tiled form of the same scan: thread (tr, tc) owns the 4 x 4 outputs rows 4 tr..,
- * columns 4 tc.. of its CTA's 32 rows, the state is kept transposed in shared memory (X^T[k][r]),
- * so per key one 16-byte broadcast load of X^T and one 16-byte load of T's row feed 16 FMAs (the
- * row form: one 16-byte load per 4 FMAs, and each of its two row groups reads all of T). Same
- * accumulation order: bit-identical to scan_k. */
-__device__ __forceinline__ int xt(int k, int r) {
-    return k * RB + (r ^ (((k >> 2) & 7) << 2));
-}
-
-__global__ void __launch_bounds__(256, 4)
-    scant_k(const float *T, const float *J, const float *S0, int F, int H, float *P, float *R) {
-    /* XT: the state transposed, element (k, r) = state row r, column k, at k * RB + swizzled r:
-     * groups of 4 rows are XOR-ed with (k / 4) % 8, so the 32 threads of a warp writing 32
-     * different k hit 8 banks, not 1, while a row group stays one aligned 16-byte load */
-    __shared__ __align__(16) float XT[D * RB];
-    const int h = blockIdx.x, rblk = blockIdx.y, dir = blockIdx.z;
-    const int tc = threadIdx.x & 31, tr = threadIdx.x >> 5; /* a warp shares tr */
-    const int r0 = 4 * tr, c0 = 4 * tc;
-    const size_t mm = (size_t)D * D;
-    for (int e = threadIdx.x; e < RB * D; e += 256) {
-        const int r = e / D, k = e % D;
-        XT[xt(k, r)] = S0 ? S0[h * mm + (size_t)(rblk * RB + r) * D + k] : 0.f;
-    }
-    __syncthreads();
-    float *out = dir ? R : P;
-    const size_t rowoff = (size_t)(rblk * RB + r0) * D + c0;
-    for (int n = 0; n < F; n++) {
-        const int t = dir ? F - 1 - n : n;
-        const float *Tt = T + ((size_t)t * H + h) * mm + c0;
-        const float *Jt = J + ((size_t)t * H + h) * mm + rowoff;
-        float acc[4][4];
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const float4 jv = *reinterpret_cast<const float4 *>(Jt + (size_t)u * D);
-            acc[u][0] = jv.x, acc[u][1] = jv.y, acc[u][2] = jv.z, acc[u][3] = jv.w;
-        }
-#pragma unroll 8
-        for (int k = 0; k < D; k++) {
-            const float4 tv = __ldg(reinterpret_cast<const float4 *>(Tt + (size_t)k * D));
-            const float4 xv = *reinterpret_cast<const float4 *>(&XT[xt(k, r0)]);
-            const float x[4] = {xv.x, xv.y, xv.z, xv.w}, tt[4] = {tv.x, tv.y, tv.z, tv.w};
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-#pragma unroll
-                for (int v = 0; v < 4; v++)
-                    acc[u][v] += x[u] * tt[v];
-        }
-        __syncthreads();
-        float *o = out + ((size_t)t * H + h) * mm + rowoff;
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            *reinterpret_cast<float4 *>(o + (size_t)u * D) =
-                make_float4(acc[u][0], acc[u][1], acc[u][2], acc[u][3]);
-#pragma unroll
-            for (int v = 0; v < 4; v++)
-                XT[xt(c0 + v, r0 + u)] = acc[u][v];
-        }
-        __syncthreads();
-    }
-}
-
-static int g_scan_tiled = 1;
-extern "C" void vdn_vda_scan_tiled(int on) {
-    g_scan_tiled = on != 0;
-}
-
 extern "C" int vdn_k_vda_scans(const float *T, const float *J, const float *S0, int frames,
                                int heads, float *P, float *R, vdn_stream st) {
     dim3 grid(heads, D / RB, R ? 2 : 1); /* R NULL: the forward scan only */
-    if (g_scan_tiled)
-        scant_k<<<grid, 256, 0, S_(st)>>>(T, J, S0, frames, heads, P, R);
-    else
-        scan_k<<<grid, 256, 0, S_(st)>>>(T, J, S0, frames, heads, P, R);
+    scan_k<<<grid, 256, 0, S_(st)>>>(T, J, S0, frames, heads, P, R);
     LAUNCH_CHECK("vda_scans");
     return 0;
 }
