@@ -1,7 +1,9 @@
 /* The "cuda" backend (engine/backend.h): the whole MiniMax-H3 / VDN-H3 evaluation on one GPU.
  *
  * Weights are uploaded once in create(): bf16 where the release is bf16, fp32 where the contract
- * keeps fp32 (time embedder, patch projections, output heads, the alpha projections). Each DiT
+ * keeps fp32 (time embedder, patch projections, output heads, the alpha projections), each tensor
+ * sent in its stored dtype and converted on the device (upload.h), so the host never holds a
+ * float32 copy of the model. Each DiT
  * block's q, k, v and, for VDN, the output-gate down projection, the softmax gate and beta are one
  * fused weight [q; k; v; gate_down; softmax_gate; beta; 0-pad] so a single GEMM serves them all.
  * reserve() sizes one device arena for the layout; forward() allocates nothing on the device and
