@@ -3,9 +3,9 @@
  * Weights are uploaded once in create(): bf16 where the release is bf16, fp32 where the contract
  * keeps fp32 (time embedder, patch projections, output heads, the alpha projections), each tensor
  * sent in its stored dtype and converted on the device (upload.h), so the host never holds a
- * float32 copy of the model. Each DiT
- * block's q, k, v and, for VDN, the output-gate down projection, the softmax gate and beta are one
- * fused weight [q; k; v; gate_down; softmax_gate; beta; 0-pad] so a single GEMM serves them all.
+ * float32 copy of the model. Each DiT block's q, k, v and, for VDN, the output-gate down
+ * projection, the softmax gate and beta are one fused weight [q; k; v; gate_down; softmax_gate;
+ * beta; 0-pad] so a single GEMM serves them all.
  * reserve() sizes one device arena for the layout; forward() allocates nothing on the device and
  * follows model.c (the CPU oracle) stage by stage with the kernels of this folder.
  * Linked into `vdn` through the weak symbol vdn_cuda_backend_ops that engine.c looks up. */
