@@ -2,18 +2,22 @@
 #ifndef VDN_BENCH_H
 #define VDN_BENCH_H
 
+#include <stddef.h>
+#include <stdio.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct {
-    int frames;       /* latent frames (102 = 345 pixel frames) */
-    int text;         /* text rows (512) */
-    int audio;        /* audio rows (575, as the peer script packs them) */
-    int gh, gw;       /* patch grid of a frame (24 x 42 = 1008 tokens) */
-    int reps;         /* timed repeats of each small op (median reported) */
-    int attn_reps;    /* timed repeats of each attention (median) */
-    const char *json; /* write results here, or NULL */
+    int frames;        /* latent frames (102 = 345 pixel frames) */
+    int text;          /* text rows (512) */
+    int audio;         /* audio rows (575, as the peer script packs them) */
+    int gh, gw;        /* patch grid of a frame (24 x 42 = 1008 tokens) */
+    int reps;          /* timed repeats of each small op (median reported) */
+    int attn_reps;     /* timed repeats of each attention (median) */
+    const char *json;  /* write results here, or NULL */
+    const char *peers; /* h3_peers.py PEERS_JSON of the same run: print the target table, or NULL */
 } vdn_bench_opts;
 
 /* Options of `vdn bench` (argv[0] = "bench"): 0, or -1 after a message naming the option and
@@ -22,6 +26,12 @@ int vdn_bench_parse(int argc, char **argv, vdn_bench_opts *o, int *help);
 
 /* Runs the benchmark on GPU 0; 0 on success, -1 with a message on stderr. */
 int vdn_bench_cuda(const vdn_bench_opts *o);
+
+/* The issue's target table (op, PyTorch peer, target, ours, met/MISSED) from a `vdn bench --json`
+ * file and an h3_peers.py PEERS_JSON file of the same run (bench_compare.c; no GPU needed).
+ * 0, or -1 with a message naming the file. */
+int vdn_bench_compare(const char *ours_json, const char *peers_json, FILE *out, char *err,
+                      size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -8,14 +8,19 @@
 
 #include "bench.h"
 #include "commands.h"
+#include "vdn_util.h"
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: vdn bench [--frames 102] [--text 512] [--audio 575] [--grid 24x42]\n"
-            "                 [--reps 10] [--attn-reps 3] [--json FILE]\n"
+            "                 [--reps 10] [--attn-reps 3] [--json FILE] [--peers PEERS.json]\n"
+            "       vdn bench compare VDN.json PEERS.json\n"
             "Times one MiniMax-H3 / VDN-H3 block op by op (CUDA events, warm, median) at the\n"
             "given workload with random weights generated on the GPU, and estimates seconds per\n"
-            "model evaluation (50 blocks + embeddings and heads) for dense and VDN attention.\n");
+            "model evaluation (50 blocks + embeddings and heads) for dense and VDN attention.\n"
+            "--peers takes the PEERS_JSON that shared/bench/h3_peers.py wrote in the same session\n"
+            "and prints the target table (op, PyTorch peer, target, vdn, met or MISSED);\n"
+            "`vdn bench compare` prints it for recorded runs (no GPU needed).\n");
 }
 
 static int parse_int(const char *opt, const char *s, int lo, int hi, int *out) {
@@ -39,7 +44,8 @@ int vdn_bench_parse(int argc, char **argv, vdn_bench_opts *out, int *help) {
                         .gw = 42,
                         .reps = 10,
                         .attn_reps = 3,
-                        .json = NULL};
+                        .json = NULL,
+                        .peers = NULL};
     *help = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -72,6 +78,12 @@ int vdn_bench_parse(int argc, char **argv, vdn_bench_opts *out, int *help) {
                 return -1;
             }
             o.json = v, i++;
+        } else if (!strcmp(a, "--peers")) {
+            if (!v) {
+                fprintf(stderr, "vdn bench: --peers expects the h3_peers.py PEERS_JSON file\n");
+                return -1;
+            }
+            o.peers = v, i++;
         } else {
             fprintf(stderr, "vdn bench: unknown option '%s'\n", a);
             return -1;
@@ -82,9 +94,25 @@ int vdn_bench_parse(int argc, char **argv, vdn_bench_opts *out, int *help) {
     return 0;
 }
 
+static int compare(const char *ours, const char *peers) {
+    char err[VDN_ERR_LEN];
+    if (vdn_bench_compare(ours, peers, stdout, err, sizeof err) != 0) {
+        fprintf(stderr, "vdn bench: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
 int vdn_cmd_bench(int argc, char **argv) {
     vdn_bench_opts o;
     int help = 0;
+    if (argc >= 2 && !strcmp(argv[1], "compare")) {
+        if (argc != 4) {
+            usage(stderr);
+            return 2;
+        }
+        return compare(argv[2], argv[3]);
+    }
     if (vdn_bench_parse(argc, argv, &o, &help) != 0) {
         usage(stderr);
         return 2;
@@ -94,7 +122,16 @@ int vdn_cmd_bench(int argc, char **argv) {
         return 0;
     }
 #ifdef VDN_HAVE_CUDA
-    return vdn_bench_cuda(&o) ? 1 : 0;
+    /* the table needs our numbers as JSON: keep them beside the peers' file when not asked to */
+    char ours[4096];
+    if (o.peers && !o.json) {
+        snprintf(ours, sizeof ours, "%s.vdn-bench.json", o.peers);
+        o.json = ours;
+    }
+    if (vdn_bench_cuda(&o) != 0) return 1;
+    if (!o.peers) return 0;
+    printf("-- targets, with the PyTorch peers of this run (%s) --\n", o.peers);
+    return compare(o.json, o.peers);
 #else
     fprintf(stderr, "vdn bench: this build has no CUDA backend (nvcc was not found when it was "
                     "built); rebuild where the CUDA toolkit is installed to benchmark a GPU\n");

@@ -38,12 +38,13 @@ mkdir -p "$B/eng"
     gcc $CFLAGS $CJ -c "$f" -o "$B/eng/$(basename "$f" .c).o" &
   done
   gcc $CFLAGS $CJ -c kernels/test/test_backend_gpu.c -o "$B/test_backend_gpu.o" &
+  gcc $CFLAGS $CJ -c kernels/bench_compare.c -o "$B/bench_compare.o" &
   wait
 } >> "$OUT/build.log" 2>&1
 LIBOBJ=$(ls $B/*.o | grep -v -e test_gpu -e bench_main -e cmd_bench -e test_backend_gpu)
 ar rcs "$B/libk.a" $LIBOBJ $B/eng/*.o
 nvcc -o "$B/test_gpu" "$B/test_gpu.cu.o" "$B/libk.a" -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
-nvcc -o "$B/vdn_bench" "$B/cmd_bench.o" "$B/bench_main.o" "$B/libk.a" -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
+nvcc -o "$B/vdn_bench" "$B/cmd_bench.o" "$B/bench_main.o" "$B/libk.a" $LJ -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
 nvcc -o "$B/test_backend" "$B/test_backend_gpu.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm >> "$OUT/build.log" 2>&1
 gcc $CFLAGS -c ops/bench/mini_main.c -o "$B/mini_main.o" >> "$OUT/build.log" 2>&1
 nvcc -o "$B/vdnmini" "$B/mini_main.o" "$B/cmd_bench.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
@@ -111,6 +112,10 @@ fi
 tp=skip
 if [ -f "$PEERS" ]; then
   PYTHONUNBUFFERED=1 PEERS_JSON="$OUT/peers.json" timeout 300 python3 "$PEERS" 2>&1 | tee "$OUT/peers.log"; tp=${PIPESTATUS[0]}
+fi
+# the issue's target table: this run's numbers beside this run's peers
+if [ -f "$OUT/bench.json" ] && [ -f "$OUT/peers.json" ]; then
+  "$B/vdn_bench" compare "$OUT/bench.json" "$OUT/peers.json" | tee "$OUT/targets.txt"
 fi
 
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
