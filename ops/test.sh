@@ -10,8 +10,13 @@ BUILD=${BUILD:-build}
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVDN_WERROR=ON ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
 cd "$BUILD"
-ctest --output-on-failure -j"$(nproc)" --timeout 1500 "$@"
+ctest --output-on-failure -j"$(nproc)" --timeout 1500 "$@" 2>&1 | tee ctest-summary.log
+ctest_rc=${PIPESTATUS[0]}
+# ctest's own summary line, kept to repeat as the run's last line (fuzzing prints after it)
+summary=$(sed -n 's/^[0-9]*% tests passed, \([0-9]*\) tests* failed out of \([0-9]*\)$/\1 \2/p' ctest-summary.log | tail -n1)
+skipped=$(grep -c '(Skipped)$' ctest-summary.log || true)
 cd "$ROOT"
+if [[ $ctest_rc != 0 ]]; then exit "$ctest_rc"; fi
 
 FUZZ_SECONDS=${VDN_FUZZ_SECONDS:-10}
 if [[ $FUZZ_SECONDS == 0 ]]; then
@@ -22,3 +27,8 @@ else
     echo "ops/test.sh: fuzzing every libFuzzer target for ${FUZZ_SECONDS}s (ops/fuzz.sh)"
     ops/fuzz.sh "$FUZZ_SECONDS"
 fi
+if [[ -n $summary ]]; then
+    read -r failed total <<<"$summary"
+    echo "ctest: $((total - failed - skipped)) passed, $failed failed, $skipped skipped"
+fi
+
