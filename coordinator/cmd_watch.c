@@ -272,8 +272,10 @@ int vdn_cmd_watch(int argc, char **argv) {
                 int rows, cols;
                 term_size(&rows, &cols);
                 printf("\033[H");
-                put_line(cols, "coordinator not answering for %.0f s, still trying (%s)",
-                         vdn_now() - down_since, err);
+                put_line(cols,
+                         "coordinator not answering for %.0f s; still trying (gives up "
+                         "after 120 s)",
+                         vdn_now() - down_since);
                 fflush(stdout);
             }
             continue;
