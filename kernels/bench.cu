@@ -431,6 +431,17 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                            },
                            W0, NREP, &err),
                        0);
+    /* the fused one-pass prep (the default unless VDN_VDA_PREP=split): replaces both rows above */
+    const double v_prep =
+        put("prep: fused (5x5, 5-tap, silu, l2, beta, layout)",
+            time_ms(
+                [&] {
+                    return vdn_k_vda_prep(vrow + C, vrow + 2 * C, vrow, LDQ, FI, o->gh, o->gw, H,
+                                          wsk, wtk, wsv, wtv, beta, NULL, kb, vt, qt, ks, 0);
+                },
+                W0, NREP, &err),
+            0);
+    const double v_prep_used = vdn_vda_prep_fused() ? v_prep : v_sconv + v_act;
     double v_stats =
         put("stats A (fp32, TF32), B (bf16)",
             time_ms([&] { return vdn_k_vda_stats(cb, NULL, ks, kb, vt, FI * H, S, A, B, 0); }, W0,
@@ -536,7 +547,7 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
     const double elem = 2 * e_norm + 2 * e_gate + e_swi + e_rope;
     const double dense_blk = g_four + a_dense + elem;
     const double vda =
-        v_alpha + v_sconv + v_act + v_stats + v_solve + v_scan + v_gath + v_read + v_epi + v_text;
+        v_alpha + v_prep_used + v_stats + v_solve + v_scan + v_gath + v_read + v_epi + v_text;
     const double vdn_blk = (g_four - (g_qkv) + g_cat) + a_win + elem + e_sig + g_gup + g_lin + vda;
     const double outside = 51 * x_ada + x_pe + x_hd;
     printf("-- estimates (sums of the measured ops above) --\n");

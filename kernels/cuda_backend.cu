@@ -527,10 +527,16 @@ int linear_branch(vdn_backend *be, const DevBlock *b, const vdn_attn_plan *p, ch
     const bf16 *q0 = be->qkv + row0 * LDQ;
     /* features */
     BE_K(vdn_k_sigmoid_cols(q0, LDQ, obt, H, nl, NULL, be->beta, 0));
-    BE_K(vdn_k_vda_sconv(q0 + C, LDQ, Fp, L->grid_h, L->grid_w, C, b->ksp, be->spk, 0));
-    BE_K(vdn_k_vda_sconv(q0 + 2 * C, LDQ, Fp, L->grid_h, L->grid_w, C, b->vsp, be->spv, 0));
-    BE_K(vdn_k_vda_act(be->spk, C, be->spv, C, q0, LDQ, b->ktm, b->vtm, be->beta, Fp, S, H, NULL,
-                       be->kb, be->vt, be->qt, be->ks, 0));
+    if (vdn_vda_prep_fused()) {
+        BE_K(vdn_k_vda_prep(q0 + C, q0 + 2 * C, q0, LDQ, Fp, L->grid_h, L->grid_w, H, b->ksp,
+                            b->ktm, b->vsp, b->vtm, be->beta, NULL, be->kb, be->vt, be->qt, be->ks,
+                            0));
+    } else {
+        BE_K(vdn_k_vda_sconv(q0 + C, LDQ, Fp, L->grid_h, L->grid_w, C, b->ksp, be->spk, 0));
+        BE_K(vdn_k_vda_sconv(q0 + 2 * C, LDQ, Fp, L->grid_h, L->grid_w, C, b->vsp, be->spv, 0));
+        BE_K(vdn_k_vda_act(be->spk, C, be->spv, C, q0, LDQ, b->ktm, b->vtm, be->beta, Fp, S, H,
+                           NULL, be->kb, be->vt, be->qt, be->ks, 0));
+    }
     /* decay alpha from frame means of the modulated input */
     BE_K(vdn_k_frame_means(be->h + row0 * hid, hid, Fp, S, hid, be->means, 0));
     BE_K(vdn_sgemm_f32(be->cb, be->means, b->adn, be->dvec, Fp, c->alpha_rank, hid, 0));

@@ -77,6 +77,16 @@ int vdn_k_vda_sconv(const void *in, int ld, int frames, int gh, int gw, int C, c
 int vdn_k_vda_act(const void *kin, int ldk, const void *vin, int ldv, const void *qin, int ldq,
                   const void *wtm_k, const void *wtm_v, const float *beta, int frames, int S,
                   int heads, void *kt, void *kb, void *vt, void *qt, float *ks, vdn_stream st);
+/* the fused prep (one pass, the default): spatial 5x5 + temporal 5-tap + SiLU (+ L2) of k and v,
+ * SiLU + L2 of q, beta, FHSD layout; the same outputs as vdn_k_vda_sconv + vdn_k_vda_act with
+ * taps. k, v, q rows share the stride ld (a multiple of 8; k, v 16-byte aligned). Required: k, v,
+ * all four tap sets, beta, kb, vt; optional (NULL = skip): q with qt, kt, ks. */
+int vdn_k_vda_prep(const void *kin, const void *vin, const void *qin, int ld, int frames, int gh,
+                   int gw, int heads, const void *wsk, const void *wtk, const void *wsv,
+                   const void *wtv, const float *beta, void *kt, void *kb, void *vt, void *qt,
+                   float *ks, vdn_stream st);
+/* 0 when $VDN_VDA_PREP=split (the former sconv + act path), else 1 */
+int vdn_vda_prep_fused(void);
 /* A = ks ks^T (fp32 in, TF32 tensor cores; or kb kt^T from bf16 when ks is NULL, the old path),
  * B = vt^T kb (bf16 in) per (frame, head) through batched cuBLAS; fp32 outputs, A unsymmetrised
  * (the solve symmetrises). */

@@ -362,6 +362,71 @@ static void test_solve_conditioning() {
     cudaFree(dA), cudaFree(dB);
 }
 
+/* the fused prep (vdn_k_vda_prep) against the twin on fresh random inputs, into poisoned
+ * outputs, on a grid whose rows and columns do not fill the kernel's 4 x 7 patches; then against
+ * the split sconv + act path on the same inputs (reported: how many bf16 outputs differ) */
+static void test_vda_prep_fused(int F, int gh, int gw, int H) {
+    vdn_vda_shape sh = {F, gh, gw, H, 128};
+    const int S = gh * gw, D = 128, C = H * D, ld = 3 * C + 24;
+    const size_t nr = (size_t)F * S, fhsd = nr * C;
+    vf qkv = randv(nr * ld, 1.f), wsk = randv((size_t)C * 25, .2f),
+       wsv = randv((size_t)C * 25, .2f);
+    vf wtk = randv((size_t)C * 5, .45f), wtv = randv((size_t)C * 5, .45f),
+       beta = unifv(nr * H, 0.f, 1.f);
+    void *dq = up_bf16(qkv), *dsk = up_bf16(wsk), *dsv = up_bf16(wsv), *dtk = up_bf16(wtk),
+         *dtv = up_bf16(wtv);
+    float *db = up_f32(beta);
+    void *kt = poisoned(fhsd * 2), *kb = poisoned(fhsd * 2), *vt = poisoned(fhsd * 2),
+         *qt = poisoned(fhsd * 2);
+    float *ks = (float *)poisoned(fhsd * 4);
+    OK(vdn_k_vda_prep((uint16_t *)dq + C, (uint16_t *)dq + 2 * C, dq, ld, F, gh, gw, H, dsk, dtk,
+                      dsv, dtv, db, kt, kb, vt, qt, ks, 0));
+    vf rkt(fhsd), rkb(fhsd), rvt(fhsd), rqt(fhsd), rks(fhsd);
+    twin_vda_prep(&sh, qkv.data() + C, qkv.data() + 2 * C, qkv.data(), ld, wsk.data(), wtk.data(),
+                  wsv.data(), wtv.data(), beta.data(), rkt.data(), rkb.data(), rvt.data(),
+                  rqt.data());
+    for (int t = 0; t < F; t++)
+        for (int h = 0; h < H; h++)
+            for (int s2 = 0; s2 < S; s2++) {
+                size_t o = (((size_t)t * H + h) * S + s2) * D;
+                double bt = beta[((size_t)t * S + s2) * H + h];
+                for (int i = 0; i < D; i++)
+                    rks[o + i] = (float)(sqrt(bt) * rkt[o + i]);
+            }
+    char what[96];
+    vf gkt = down_bf16(kt, fhsd), gkb = down_bf16(kb, fhsd), gvt = down_bf16(vt, fhsd),
+       gqt = down_bf16(qt, fhsd);
+    snprintf(what, sizeof what, "vda prep fused %dx%dx%d: k", F, gh, gw);
+    check(what, rkt, gkt, 1e-2);
+    snprintf(what, sizeof what, "vda prep fused %dx%dx%d: beta k", F, gh, gw);
+    check(what, rkb, gkb, 1e-2);
+    snprintf(what, sizeof what, "vda prep fused %dx%dx%d: v", F, gh, gw);
+    check(what, rvt, gvt, 1e-2);
+    snprintf(what, sizeof what, "vda prep fused %dx%dx%d: q", F, gh, gw);
+    check(what, rqt, gqt, 1e-2);
+    snprintf(what, sizeof what, "vda prep fused %dx%dx%d: sqrt(beta) k", F, gh, gw);
+    check(what, rks, down_f32(ks, fhsd), 2e-3);
+    /* the split path on the same inputs */
+    void *spk = poisoned(fhsd * 2), *spv = poisoned(fhsd * 2), *kt2 = poisoned(fhsd * 2),
+         *kb2 = poisoned(fhsd * 2), *vt2 = poisoned(fhsd * 2), *qt2 = poisoned(fhsd * 2);
+    OK(vdn_k_vda_sconv((uint16_t *)dq + C, ld, F, gh, gw, C, dsk, spk, 0));
+    OK(vdn_k_vda_sconv((uint16_t *)dq + 2 * C, ld, F, gh, gw, C, dsv, spv, 0));
+    OK(vdn_k_vda_act(spk, C, spv, C, dq, ld, dtk, dtv, db, F, S, H, kt2, kb2, vt2, qt2, NULL, 0));
+    const vf *fa[4] = {&gkt, &gkb, &gvt, &gqt};
+    void *sb[4] = {kt2, kb2, vt2, qt2};
+    size_t diff = 0;
+    for (int i = 0; i < 4; i++) {
+        vf g = down_bf16(sb[i], fhsd);
+        for (size_t e = 0; e < fhsd; e++)
+            diff += !(g[e] == (*fa[i])[e]);
+    }
+    printf("%-44s %zu of %zu bf16 outputs differ (info)\n", "vda prep fused vs split path", diff,
+           4 * fhsd);
+    void *all[] = {dq, dsk, dsv, dtk, dtv, db, kt, kb, vt, qt, ks, spk, spv, kt2, kb2, vt2, qt2};
+    for (void *p : all)
+        CK(cudaFree(p));
+}
+
 static void test_vda() {
     vdn_vda_shape sh = {12, 6, 7, 2, 128};
     const int F = sh.frames, S = 42, H = 2, D = 128, C = H * D, ld = 3 * C + 8;
@@ -567,6 +632,11 @@ int main() {
     if (all) test_rows();
     if (all || strcmp(only, "attention") == 0) test_attention();
     if (all) test_vda();
+    if (all || strcmp(only, "prep") == 0) {
+        test_vda_prep_fused(12, 6, 7, 2); /* partial patch rows */
+        test_vda_prep_fused(3, 5, 9, 3);  /* fewer frames than the temporal taps, partial columns */
+        test_vda_prep_fused(1, 2, 16, 1); /* one frame */
+    }
     if (failures) {
         printf("%d GPU check(s) FAILED\n", failures);
         return 1;

@@ -3,6 +3,8 @@
 # device machine lacks the render system's Debian -dev libraries), check every kernel against its
 # CPU twin, benchmark the H3 workload, run the PyTorch peers in the same run, print a summary.
 #   OUT=dir bash ops/device/kernels.sh [peers.py]        (run from the repository root)
+# switches: BENCH=0, SANITIZE=0, SANITIZE_ONLY=prep, PROFILE=1, H3RENDER=1, BENCH_ARGS="--reps 5",
+# VDN_ATTN_VARIANTS=3 (skip the per-variant probes), VDN_VDA_PREP=split (the former VDA prep)
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 PEERS=${1:-.devcarry/h3_peers.py}
@@ -51,7 +53,7 @@ nvcc -o "$B/vdnmini" "$B/mini_main.o" "$B/cmd_bench.o" "$B/libk.a" $LJ -lcublasL
   -Xlinker --undefined=vdn_cuda_backend_ops >> "$OUT/build.log" 2>&1
 gcc $CFLAGS kernels/test/test_twins.c kernels/twin_*.c kernels/attn_tiles.c engine/vdn_util.c -lm -o "$B/test_twins" >> "$OUT/build.log" 2>&1
 echo "build: $(( $(date +%s) - t0 )) s"
-grep -E "error|registers|spill" "$OUT/build.log" | grep -E "error|attn_k|solve_k|scan_k|act_k|sconv_k|spill stores [1-9]" | head -20
+grep -E "error|registers|spill" "$OUT/build.log" | grep -E "error|attn_k|solve_k|scan_k|act_k|sconv_k|prep_k|spill stores [1-9]" | head -20
 command -v cuobjdump > /dev/null && for o in attn attn_wgmma; do
   echo "$o: $(cuobjdump --dump-sass "$B/$o.cu.o" | grep -c -E 'HGMMA') HGMMA, $(cuobjdump --dump-sass "$B/$o.cu.o" | grep -c -E 'HMMA') HMMA instructions"
 done
@@ -119,7 +121,8 @@ if [ -f "$OUT/bench.json" ] && [ -f "$OUT/peers.json" ]; then
 fi
 
 if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
-  timeout 200 compute-sanitizer --tool memcheck --print-limit 20 "$B/test_gpu" > "$OUT/sanitizer.log" 2>&1
+  # SANITIZE_ONLY=prep (a VDN_TEST_ONLY group) checks just that group's kernels, to save time
+  VDN_TEST_ONLY=${SANITIZE_ONLY:-} timeout 200 compute-sanitizer --tool memcheck --print-limit 20 "$B/test_gpu" > "$OUT/sanitizer.log" 2>&1
   echo "memcheck: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer.log") clean summaries)"
   grep -E "ERROR SUMMARY|Invalid" "$OUT/sanitizer.log" | head -5
 fi
