@@ -138,7 +138,6 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
           *pout = (float *)dalloc((size_t)TV * HID * 4, &err);
     /* VDA */
     const size_t fs = (size_t)FI * S, mats = (size_t)FI * H * D * D;
-    bf16 *spk = (bf16 *)dalloc(fs * C * 2, &err), *spv = (bf16 *)dalloc(fs * C * 2, &err);
     bf16 *kt = (bf16 *)dalloc(fs * C * 2, &err), *kb = (bf16 *)dalloc(fs * C * 2, &err);
     bf16 *vt = (bf16 *)dalloc(fs * C * 2, &err), *qt = (bf16 *)dalloc(fs * C * 2, &err);
     float *ks = (float *)dalloc(fs * C * 4, &err); /* fp32 sqrt(beta) k~ for A */
@@ -413,25 +412,8 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                              },
                              W0, NREP, &err),
                          0);
-    double v_sconv =
-        put("prep: spatial 5x5 conv (k, v)",
-            time_ms(
-                [&] {
-                    int e = vdn_k_vda_sconv(vrow + C, LDQ, FI, o->gh, o->gw, C, wsk, spk, 0);
-                    e |= vdn_k_vda_sconv(vrow + 2 * C, LDQ, FI, o->gh, o->gw, C, wsv, spv, 0);
-                    return e;
-                },
-                W0, NREP, &err),
-            0);
-    double v_act = put("prep: temporal conv, silu, l2, beta, layout",
-                       time_ms(
-                           [&] {
-                               return vdn_k_vda_act(spk, C, spv, C, vrow, LDQ, wtk, wtv, beta, FI,
-                                                    S, H, NULL, kb, vt, qt, ks, 0);
-                           },
-                           W0, NREP, &err),
-                       0);
-    /* the fused one-pass prep (the default unless VDN_VDA_PREP=split): replaces both rows above */
+    /* one pass (run 32: 13.0 ms where the former spatial conv + temporal/act kernels took
+     * 7.8 + 5.8 ms) */
     const double v_prep =
         put("prep: fused (5x5, 5-tap, silu, l2, beta, layout)",
             time_ms(
@@ -441,15 +423,14 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                 },
                 W0, NREP, &err),
             0);
-    const double v_prep_used = vdn_vda_prep_fused() ? v_prep : v_sconv + v_act;
     double v_stats =
         put("stats A (fp32, TF32), B (bf16)",
             time_ms([&] { return vdn_k_vda_stats(cb, NULL, ks, kb, vt, FI * H, S, A, B, 0); }, W0,
                     NREP, &err),
             4.0 * (double)FI * H * D * D * S);
     /* the former path, A from bf16 k~ (not counted in the block): its k~ first */
-    err |= vdn_k_vda_act(spk, C, NULL, C, NULL, LDQ, wtk, NULL, beta, FI, S, H, kt, kb, NULL, NULL,
-                         NULL, 0);
+    err |= vdn_k_vda_prep(vrow + C, vrow + 2 * C, vrow, LDQ, FI, o->gh, o->gw, H, wsk, wtk, wsv,
+                          wtv, beta, kt, kb, vt, qt, ks, 0);
     put("stats A, B both bf16 (former path)",
         time_ms([&] { return vdn_k_vda_stats(cb, kt, NULL, kb, vt, FI * H, S, A, B, 0); }, W0, NREP,
                 &err),
@@ -547,7 +528,7 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
     const double elem = 2 * e_norm + 2 * e_gate + e_swi + e_rope;
     const double dense_blk = g_four + a_dense + elem;
     const double vda =
-        v_alpha + v_prep_used + v_stats + v_solve + v_scan + v_gath + v_read + v_epi + v_text;
+        v_alpha + v_prep + v_stats + v_solve + v_scan + v_gath + v_read + v_epi + v_text;
     const double vdn_blk = (g_four - (g_qkv) + g_cat) + a_win + elem + e_sig + g_gup + g_lin + vda;
     const double outside = 51 * x_ada + x_pe + x_hd;
     printf("-- estimates (sums of the measured ops above) --\n");

@@ -86,7 +86,7 @@ struct vdn_backend {
     double *pos;
     float *vx, *cx, *ax, *tmp, *tf, *th, *sg, *hf, *vout, *aout;
     /* VDA */
-    bf16 *spk, *spv, *kb, *vt, *qt, *Sl, *gpre, *lin;
+    bf16 *kb, *vt, *qt, *Sl, *gpre, *lin;
     float *ks, *beta, *beta_t, *A, *B, *T, *J, *Pm, *Rm, *S0, *rr, *means, *dvec, *uvec, *alpha;
     /* host staging */
     std::vector<int> h_idx, h_tidx;
@@ -368,7 +368,6 @@ void carve(vdn_backend *be, Carver &cv) {
     const size_t F = L->frames, S = L->tokens_per_frame, nl = F * S;
     const size_t nk = nl > (size_t)L->n_text ? nl : (size_t)L->n_text;
     const size_t mats = (F > 1 ? F : 1) * H * D * D;
-    be->spk = cv.take<bf16>(nl * C), be->spv = cv.take<bf16>(nl * C);
     be->ks = cv.take<float>(nk * C); /* fp32 sqrt(beta) k~: A in fp32 (spec 5.3) */
     be->kb = cv.take<bf16>(nk * C), be->vt = cv.take<bf16>(nk * C);
     be->qt = cv.take<bf16>(nl * C);
@@ -527,16 +526,8 @@ int linear_branch(vdn_backend *be, const DevBlock *b, const vdn_attn_plan *p, ch
     const bf16 *q0 = be->qkv + row0 * LDQ;
     /* features */
     BE_K(vdn_k_sigmoid_cols(q0, LDQ, obt, H, nl, NULL, be->beta, 0));
-    if (vdn_vda_prep_fused()) {
-        BE_K(vdn_k_vda_prep(q0 + C, q0 + 2 * C, q0, LDQ, Fp, L->grid_h, L->grid_w, H, b->ksp,
-                            b->ktm, b->vsp, b->vtm, be->beta, NULL, be->kb, be->vt, be->qt, be->ks,
-                            0));
-    } else {
-        BE_K(vdn_k_vda_sconv(q0 + C, LDQ, Fp, L->grid_h, L->grid_w, C, b->ksp, be->spk, 0));
-        BE_K(vdn_k_vda_sconv(q0 + 2 * C, LDQ, Fp, L->grid_h, L->grid_w, C, b->vsp, be->spv, 0));
-        BE_K(vdn_k_vda_act(be->spk, C, be->spv, C, q0, LDQ, b->ktm, b->vtm, be->beta, Fp, S, H,
-                           NULL, be->kb, be->vt, be->qt, be->ks, 0));
-    }
+    BE_K(vdn_k_vda_prep(q0 + C, q0 + 2 * C, q0, LDQ, Fp, L->grid_h, L->grid_w, H, b->ksp, b->ktm,
+                        b->vsp, b->vtm, be->beta, NULL, be->kb, be->vt, be->qt, be->ks, 0));
     /* decay alpha from frame means of the modulated input */
     BE_K(vdn_k_frame_means(be->h + row0 * hid, hid, Fp, S, hid, be->means, 0));
     BE_K(vdn_sgemm_f32(be->cb, be->means, b->adn, be->dvec, Fp, c->alpha_rank, hid, 0));

@@ -68,25 +68,20 @@ int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int ldk, const 
                           const float *gate, void *out, int ld_o, vdn_stream st);
 
 /* ---- VDA (twin_vda.c), hd 128 ---- */
-/* spatial depthwise 5x5 over each frame's (gh, gw) grid: out bf16 [frames*S, C] */
-int vdn_k_vda_sconv(const void *in, int ld, int frames, int gh, int gw, int C, const void *w,
-                    void *out, vdn_stream st);
 /* temporal 5-tap (wtm != NULL) + SiLU (+ L2 for k, q) + beta, to FHSD bf16 outputs. Any of the
  * three inputs may be NULL to skip it. beta fp32 [frames*S, heads]. kt (bf16 k~) and ks (fp32
  * sqrt(beta) k~, FHSD, for the stats' A in fp32) may each be NULL. */
 int vdn_k_vda_act(const void *kin, int ldk, const void *vin, int ldv, const void *qin, int ldq,
                   const void *wtm_k, const void *wtm_v, const float *beta, int frames, int S,
                   int heads, void *kt, void *kb, void *vt, void *qt, float *ks, vdn_stream st);
-/* the fused prep (one pass, the default): spatial 5x5 + temporal 5-tap + SiLU (+ L2) of k and v,
- * SiLU + L2 of q, beta, FHSD layout; the same outputs as vdn_k_vda_sconv + vdn_k_vda_act with
- * taps. k, v, q rows share the stride ld (a multiple of 8; k, v 16-byte aligned). Required: k, v,
- * all four tap sets, beta, kb, vt; optional (NULL = skip): q with qt, kt, ks. */
+/* the video frames' prep in one pass: spatial 5x5 + temporal 5-tap + SiLU (+ L2) of k and v,
+ * SiLU + L2 of q, beta, FHSD layout (twin_vda_prep). k, v, q rows share the stride ld (a multiple
+ * of 8; k, v 16-byte aligned). Required: k, v, all four tap sets, beta, kb, vt; optional (NULL =
+ * skip): q with qt, kt, ks. */
 int vdn_k_vda_prep(const void *kin, const void *vin, const void *qin, int ld, int frames, int gh,
                    int gw, int heads, const void *wsk, const void *wtk, const void *wsv,
                    const void *wtv, const float *beta, void *kt, void *kb, void *vt, void *qt,
                    float *ks, vdn_stream st);
-/* 0 when $VDN_VDA_PREP=split (the former sconv + act path), else 1 */
-int vdn_vda_prep_fused(void);
 /* A = ks ks^T (fp32 in, TF32 tensor cores; or kb kt^T from bf16 when ks is NULL, the old path),
  * B = vt^T kb (bf16 in) per (frame, head) through batched cuBLAS; fp32 outputs, A unsymmetrised
  * (the solve symmetrises). */

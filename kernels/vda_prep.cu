@@ -1,93 +1,14 @@
 /* VDA Prep (spec 5.3 "Features"): spatial depthwise 5x5 per frame, then temporal 5-tap across
  * frames, SiLU, L2 per head (k, q), beta, and the frame-major FHSD layout the statistics read.
- * Two kernels: the spatial conv (its output is a bf16 module output in the reference), and a
- * warp-per-(token, head) pass that walks the frames with the 5 temporal taps in registers, so
- * every input is read once. */
+ * vdn_k_vda_prep does all of it for the video frames in one pass (below); vdn_k_vda_act, a
+ * warp-per-(token, head) pass, serves the text rows (no conv). Until run 32 the video path was a
+ * separate spatial-conv kernel writing bf16 spk/spv plus vdn_k_vda_act with the temporal taps
+ * (7.8 + 5.8 ms at H3 size; docs/PERF.md). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_util.cuh"
-
-/* CTA = (4 grid rows, frame f, 128 channels); thread = a channel pair (4-byte loads, 256 bytes
- * per warp row); each thread slides a 5x5 window along x. */
-__global__ void __launch_bounds__(256, 4)
-    sconv_k(const bf16 *in, int ld, int gh, int gw, int C, const bf16 *w, bf16 *out) {
-    const int y = blockIdx.x * 4 + threadIdx.y, f = blockIdx.y;
-    const int c = blockIdx.z * 128 + threadIdx.x * 2;
-    const bool live = c < C && y < gh;
-    const int S = gh * gw;
-    /* taps in shared memory (not registers) keep the register count, and so occupancy, up */
-    __shared__ float2 wt_s[25][64];
-    for (int e = threadIdx.y * 64 + threadIdx.x; e < 25 * 64; e += 256) {
-        int i = e / 64, cc = blockIdx.z * 128 + (e % 64) * 2;
-        wt_s[i][e % 64] =
-            cc < C ? make_float2(bf2f(w[(size_t)cc * 25 + i]), bf2f(w[(size_t)(cc + 1) * 25 + i]))
-                   : make_float2(0.f, 0.f);
-    }
-    __syncthreads();
-    const float2 *wt = &wt_s[0][threadIdx.x];
-    if (!live) return;
-    float2 win[5][5]; /* [dy][dx] for columns x-2..x+2 */
-#pragma unroll
-    for (int i = 0; i < 5; i++)
-#pragma unroll
-        for (int j = 0; j < 5; j++)
-            win[i][j] = make_float2(0.f, 0.f);
-    auto col = [&](int xx, float2 *v) {
-#pragma unroll
-        for (int i = 0; i < 5; i++) {
-            int yy = y + i - 2;
-            v[i] = (xx >= 0 && xx < gw && yy >= 0 && yy < gh)
-                       ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(
-                             in + (size_t)(f * S + yy * gw + xx) * ld + c))
-                       : make_float2(0.f, 0.f);
-        }
-    };
-    float2 nv[5];
-    col(0, nv);
-#pragma unroll
-    for (int i = 0; i < 5; i++)
-        win[i][3] = nv[i];
-    col(1, nv);
-#pragma unroll
-    for (int i = 0; i < 5; i++)
-        win[i][4] = nv[i];
-    for (int x = 0; x < gw; x++) {
-        col(x + 2, nv);
-#pragma unroll
-        for (int i = 0; i < 5; i++) {
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                win[i][j] = win[i][j + 1];
-            win[i][4] = nv[i];
-        }
-        float a = 0.f, b = 0.f;
-#pragma unroll
-        for (int i = 0; i < 5; i++)
-#pragma unroll
-            for (int j = 0; j < 5; j++) {
-                const float2 tap = wt[(i * 5 + j) * 64];
-                a += tap.x * win[i][j].x;
-                b += tap.y * win[i][j].y;
-            }
-        *reinterpret_cast<__nv_bfloat162 *>(out + (size_t)(f * S + y * gw + x) * C + c) =
-            __floats2bfloat162_rn(a, b);
-    }
-}
-
-extern "C" int vdn_k_vda_sconv(const void *in, int ld, int frames, int gh, int gw, int C,
-                               const void *w, void *out, vdn_stream st) {
-    if (ld % 2 || C % 2) {
-        fprintf(stderr, "vdn_k_vda_sconv: stride %d and channels %d must be even\n", ld, C);
-        return -1;
-    }
-    dim3 grid((gh + 3) / 4, frames, (C + 127) / 128), block(64, 4);
-    sconv_k<<<grid, block, 0, S_(st)>>>((const bf16 *)in, ld, gh, gw, C, (const bf16 *)w,
-                                        (bf16 *)out);
-    LAUNCH_CHECK("vda_sconv");
-    return 0;
-}
 
 __device__ __forceinline__ void ld4(const bf16 *p, float *v) {
     uint2 u = *reinterpret_cast<const uint2 *>(p);
@@ -269,8 +190,8 @@ extern "C" int vdn_k_vda_act(const void *kin, int ldk, const void *vin, int ldv,
 }
 
 /* ---- the fused prep: one pass over k, v, q ----
- * The split path above moves every element through global memory three times (sconv reads k/v
- * and writes spk/spv, act reads them back): 13.3 ms at H3 size for ~12 GB of traffic. Here one CTA
+ * The former split path moved every element through global memory three times (sconv read k/v
+ * and wrote spk/spv, act read them back): 13.6 ms at H3 size for ~12 GB of traffic. Here one CTA
  * owns a (PF_TY x PF_TX) patch of tokens of one head (128 channels) of k or of v, and walks all
  * frames: the patch's input rows with the 2-token halo come in by cp.async (16-byte pieces, three
  * frames in flight), each thread (a channel pair, one column of the patch) convolves PF_TY
@@ -515,10 +436,4 @@ extern "C" int vdn_k_vda_prep(const void *kin, const void *vin, const void *qin,
         (bf16 *)kt, (bf16 *)kb, (bf16 *)vt, (bf16 *)qt, ks);
     LAUNCH_CHECK("vda_prep");
     return 0;
-}
-
-/* $VDN_VDA_PREP=split selects the former two-kernel path (sconv + act) */
-extern "C" int vdn_vda_prep_fused(void) {
-    const char *e = getenv("VDN_VDA_PREP");
-    return !(e && !strcmp(e, "split"));
 }

@@ -363,8 +363,8 @@ static void test_solve_conditioning() {
 }
 
 /* the fused prep (vdn_k_vda_prep) against the twin on fresh random inputs, into poisoned
- * outputs, on a grid whose rows and columns do not fill the kernel's 4 x 7 patches; then against
- * the split sconv + act path on the same inputs (reported: how many bf16 outputs differ) */
+ * outputs, on grids whose rows and columns do not fill the kernel's 4 x 7 patches (run 32: also
+ * against the former sconv + act path, 2 of 516,096 bf16 outputs differed) */
 static void test_vda_prep_fused(int F, int gh, int gw, int H) {
     vdn_vda_shape sh = {F, gh, gw, H, 128};
     const int S = gh * gw, D = 128, C = H * D, ld = 3 * C + 24;
@@ -406,23 +406,7 @@ static void test_vda_prep_fused(int F, int gh, int gw, int H) {
     check(what, rqt, gqt, 1e-2);
     snprintf(what, sizeof what, "vda prep fused %dx%dx%d: sqrt(beta) k", F, gh, gw);
     check(what, rks, down_f32(ks, fhsd), 2e-3);
-    /* the split path on the same inputs */
-    void *spk = poisoned(fhsd * 2), *spv = poisoned(fhsd * 2), *kt2 = poisoned(fhsd * 2),
-         *kb2 = poisoned(fhsd * 2), *vt2 = poisoned(fhsd * 2), *qt2 = poisoned(fhsd * 2);
-    OK(vdn_k_vda_sconv((uint16_t *)dq + C, ld, F, gh, gw, C, dsk, spk, 0));
-    OK(vdn_k_vda_sconv((uint16_t *)dq + 2 * C, ld, F, gh, gw, C, dsv, spv, 0));
-    OK(vdn_k_vda_act(spk, C, spv, C, dq, ld, dtk, dtv, db, F, S, H, kt2, kb2, vt2, qt2, NULL, 0));
-    const vf *fa[4] = {&gkt, &gkb, &gvt, &gqt};
-    void *sb[4] = {kt2, kb2, vt2, qt2};
-    size_t diff = 0;
-    for (int i = 0; i < 4; i++) {
-        vf g = down_bf16(sb[i], fhsd);
-        for (size_t e = 0; e < fhsd; e++)
-            diff += !(g[e] == (*fa[i])[e]);
-    }
-    printf("%-44s %zu of %zu bf16 outputs differ (info)\n", "vda prep fused vs split path", diff,
-           4 * fhsd);
-    void *all[] = {dq, dsk, dsv, dtk, dtv, db, kt, kb, vt, qt, ks, spk, spv, kt2, kb2, vt2, qt2};
+    void *all[] = {dq, dsk, dsv, dtk, dtv, db, kt, kb, vt, qt, ks};
     for (void *p : all)
         CK(cudaFree(p));
 }
@@ -438,13 +422,11 @@ static void test_vda() {
     void *dq = up_bf16(qkv), *dsk = up_bf16(wsk), *dsv = up_bf16(wsv), *dtk = up_bf16(wtk),
          *dtv = up_bf16(wtv);
     float *db = up_f32(beta);
-    void *spk = poisoned(fhsd * 2), *spv = poisoned(fhsd * 2);
     void *kt = poisoned(fhsd * 2), *kb = poisoned(fhsd * 2), *vt = poisoned(fhsd * 2),
          *qt = poisoned(fhsd * 2);
-    OK(vdn_k_vda_sconv((uint16_t *)dq + C, ld, F, 6, 7, C, dsk, spk, 0));
-    OK(vdn_k_vda_sconv((uint16_t *)dq + 2 * C, ld, F, 6, 7, C, dsv, spv, 0));
     float *ks = (float *)poisoned(fhsd * 4);
-    OK(vdn_k_vda_act(spk, C, spv, C, dq, ld, dtk, dtv, db, F, S, H, kt, kb, vt, qt, ks, 0));
+    OK(vdn_k_vda_prep((uint16_t *)dq + C, (uint16_t *)dq + 2 * C, dq, ld, F, 6, 7, H, dsk, dtk, dsv,
+                      dtv, db, kt, kb, vt, qt, ks, 0));
     vf rkt(fhsd), rkb(fhsd), rvt(fhsd), rqt(fhsd);
     twin_vda_prep(&sh, qkv.data() + C, qkv.data() + 2 * C, qkv.data(), ld, wsk.data(), wtk.data(),
                   wsv.data(), wtv.data(), beta.data(), rkt.data(), rkb.data(), rvt.data(),

@@ -4,7 +4,7 @@
 # CPU twin, benchmark the H3 workload, run the PyTorch peers in the same run, print a summary.
 #   OUT=dir bash ops/device/kernels.sh [peers.py]        (run from the repository root)
 # switches: BENCH=0, SANITIZE=0, SANITIZE_ONLY=prep, PROFILE=1, H3RENDER=1, BENCH_ARGS="--reps 5",
-# VDN_ATTN_VARIANTS=3 (skip the per-variant probes), VDN_VDA_PREP=split (the former VDA prep)
+# VDN_ATTN_VARIANTS=3 (skip the per-variant probes)
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 PEERS=${1:-.devcarry/h3_peers.py}
@@ -53,7 +53,7 @@ nvcc -o "$B/vdnmini" "$B/mini_main.o" "$B/cmd_bench.o" "$B/libk.a" $LJ -lcublasL
   -Xlinker --undefined=vdn_cuda_backend_ops >> "$OUT/build.log" 2>&1
 gcc $CFLAGS kernels/test/test_twins.c kernels/twin_*.c kernels/attn_tiles.c engine/vdn_util.c -lm -o "$B/test_twins" >> "$OUT/build.log" 2>&1
 echo "build: $(( $(date +%s) - t0 )) s"
-grep -E "error|registers|spill" "$OUT/build.log" | grep -E "error|attn_k|solve_k|scan_k|act_k|sconv_k|prep_k|spill stores [1-9]" | head -20
+grep -E "error|registers|spill" "$OUT/build.log" | grep -E "error|attn_k|solve_k|scan_k|act_k|prep_k|spill stores [1-9]" | head -20
 command -v cuobjdump > /dev/null && for o in attn attn_wgmma; do
   echo "$o: $(cuobjdump --dump-sass "$B/$o.cu.o" | grep -c -E 'HGMMA') HGMMA, $(cuobjdump --dump-sass "$B/$o.cu.o" | grep -c -E 'HMMA') HMMA instructions"
 done
