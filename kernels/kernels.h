@@ -77,7 +77,8 @@ int vdn_k_vda_act(const void *kin, int ldk, const void *vin, int ldv, const void
 /* the video frames' prep in one pass: spatial 5x5 + temporal 5-tap + SiLU (+ L2) of k and v,
  * SiLU + L2 of q, beta, FHSD layout (twin_vda_prep). k, v, q rows share the stride ld (a multiple
  * of 8; k, v 16-byte aligned). Required: k, v, all four tap sets, beta, kb, vt; optional (NULL =
- * skip): q with qt, kt, ks. */
+ * skip): q with qt, kt, ks. $VDN_VDA_PREP=staged selects the variant that also stages q and beta
+ * through its cp.async ring (q 16-byte aligned; not yet run on a GPU). */
 int vdn_k_vda_prep(const void *kin, const void *vin, const void *qin, int ld, int frames, int gh,
                    int gw, int heads, const void *wsk, const void *wtk, const void *wsv,
                    const void *wtv, const float *beta, void *kt, void *kb, void *vt, void *qt,

@@ -615,6 +615,9 @@ int main() {
     if (all || strcmp(only, "attention") == 0) test_attention();
     if (all) test_vda();
     if (all || strcmp(only, "prep") == 0) {
+        const char *pv = getenv("VDN_VDA_PREP");
+        printf("vda prep variant: %s\n",
+               pv && !strcmp(pv, "staged") ? "staged (q, beta in the ring)" : "default (run 32)");
         test_vda_prep_fused(12, 6, 7, 2); /* partial patch rows */
         test_vda_prep_fused(3, 5, 9, 3);  /* fewer frames than the temporal taps, partial columns */
         test_vda_prep_fused(1, 2, 16, 1); /* one frame */

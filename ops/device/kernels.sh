@@ -4,7 +4,8 @@
 # CPU twin, benchmark the H3 workload, run the PyTorch peers in the same run, print a summary.
 #   OUT=dir bash ops/device/kernels.sh [peers.py]        (run from the repository root)
 # switches: BENCH=0, SANITIZE=0, SANITIZE_ONLY=prep, PROFILE=1, H3RENDER=1, BENCH_ARGS="--reps 5",
-# VDN_ATTN_VARIANTS=3 (skip the per-variant probes)
+# VDN_ATTN_VARIANTS=3 (skip the per-variant probes), VDN_VDA_PREP=staged (the VDA prep variant
+# that stages q and beta too: tested, timed and used by the render test in place of the default)
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 PEERS=${1:-.devcarry/h3_peers.py}
