@@ -33,6 +33,7 @@ JOBS=${FUZZ_BUILD_JOBS:-2}
 declare -A CORPUS=(
     [fuzz_envelope]=proto/test/corpus_envelope
     [fuzz_jsonl]=coordinator/test/corpus_jsonl
+    [fuzz_client_files]=coordinator/test/corpus_client_files
     [ckpt_fuzz]=engine/test/ckpt_corpus
     [fuzz_engine_noise]=@noise # derived below from the safetensors entries of ckpt_corpus
     [fuzz_worker_conf]=worker/test/corpus_conf

@@ -61,7 +61,8 @@ int vdn_curve_read_key(const char *path, char key[VDN_Z85_KEY_LEN + 1], char *er
     while (len && (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' '))
         text[--len] = 0;
     uint8_t raw[32];
-    int ok = len == VDN_Z85_KEY_LEN && zmq_z85_decode(raw, text) != NULL;
+    /* strlen too: an embedded NUL would let z85_decode read a shorter key and accept it */
+    int ok = len == VDN_Z85_KEY_LEN && strlen(text) == len && zmq_z85_decode(raw, text) != NULL;
     if (ok) memcpy(key, text, VDN_Z85_KEY_LEN + 1);
     memset(text, 0, len);
     free(text);
