@@ -680,8 +680,10 @@ static int materialize(vdn_ckpt *ck, ck_tensor *t, char *err, size_t errlen) {
     return 0;
 }
 
-const float *vdn_ckpt_f32(vdn_ckpt *ck, const char *name, int ndim, const int64_t *shape, char *err,
-                          size_t errlen) {
+/* The tensor called name, its shape checked against ndim/shape when shape is given; NULL and an
+ * error naming the checkpoint and tensor otherwise. */
+static ck_tensor *find_checked(vdn_ckpt *ck, const char *name, int ndim, const int64_t *shape,
+                               char *err, size_t errlen) {
     ck_tensor *t = find(ck, name);
     if (!t) {
         vdn_fail(err, errlen, "%s: missing tensor \"%s\"", ck->dir, name);
@@ -694,6 +696,13 @@ const float *vdn_ckpt_f32(vdn_ckpt *ck, const char *name, int ndim, const int64_
         memcpy(fake.shape, t->shape, sizeof fake.shape);
         if (vdn_st_check_shape(t->file, &fake, ndim, shape, err, errlen)) return NULL;
     }
+    return t;
+}
+
+const float *vdn_ckpt_f32(vdn_ckpt *ck, const char *name, int ndim, const int64_t *shape, char *err,
+                          size_t errlen) {
+    ck_tensor *t = find_checked(ck, name, ndim, shape, err, errlen);
+    if (!t) return NULL;
     pthread_mutex_lock(&ck->mu);
     int rc = t->f32 ? 0 : materialize(ck, t, err, errlen);
     pthread_mutex_unlock(&ck->mu);
@@ -753,18 +762,8 @@ void vdn_ckpt_release(vdn_ckpt *ck, const char *name) {
 
 const void *vdn_ckpt_stored(vdn_ckpt *ck, const char *name, int ndim, const int64_t *shape,
                             vdn_dtype *dtype, char *err, size_t errlen) {
-    ck_tensor *t = find(ck, name);
-    if (!t) {
-        vdn_fail(err, errlen, "%s: missing tensor \"%s\"", ck->dir, name);
-        return NULL;
-    }
-    if (shape) {
-        vdn_st_entry fake = *t->src;
-        fake.name = t->name;
-        fake.ndim = t->ndim;
-        memcpy(fake.shape, t->shape, sizeof fake.shape);
-        if (vdn_st_check_shape(t->file, &fake, ndim, shape, err, errlen)) return NULL;
-    }
+    ck_tensor *t = find_checked(ck, name, ndim, shape, err, errlen);
+    if (!t) return NULL;
     *dtype = t->dtype;
     if (t->xf == VDN_XF_COPY && t->n_lora == 0) return t->src->data;
     pthread_mutex_lock(&ck->mu);

@@ -19,6 +19,15 @@
     } while (0)
 /* After every launch: a bad configuration shows up here, not at some later call. */
 #define LAUNCH_CHECK(name) CUDA_CHECK(cudaGetLastError())
+/* The same for cuBLAS and cuBLASLt calls (the files using it include cublas_v2.h). */
+#define CUBLAS_CHECK(call)                                                                         \
+    do {                                                                                           \
+        cublasStatus_t s_ = (call);                                                                \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+            fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call, (int)s_);  \
+            return -1;                                                                             \
+        }                                                                                          \
+    } while (0)
 
 typedef __nv_bfloat16 bf16;
 static inline cudaStream_t S_(vdn_stream s) {

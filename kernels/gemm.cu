@@ -8,15 +8,6 @@
 
 #include "cuda_util.cuh"
 
-#define LT_CHECK(call)                                                                             \
-    do {                                                                                           \
-        cublasStatus_t s_ = (call);                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call, (int)s_);  \
-            return -1;                                                                             \
-        }                                                                                          \
-    } while (0)
-
 typedef struct {
     int rows, n, k, ldx, ldw, ldy, bias, acc, align; /* align: min pointer alignment in bytes */
     cublasLtMatmulDesc_t op;
@@ -60,36 +51,38 @@ extern "C" void vdn_gemm_destroy(vdn_gemm_ctx *g) {
 }
 
 static int make_plan(vdn_gemm_ctx *g, plan *p) {
-    LT_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     if (p->bias) {
         cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
         cudaDataType_t bt = CUDA_R_16BF;
-        LT_CHECK(
+        CUBLAS_CHECK(
             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
-        LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
-                                                sizeof bt));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                                    sizeof bt));
     }
     /* A = W as stored: column-major k x n (ld = ldw), transposed by the op */
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, p->k, p->n, p->ldw));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, p->k, p->rows, p->ldx));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_16BF, p->n, p->rows, p->ldy));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, p->k, p->n, p->ldw));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, p->k, p->rows, p->ldx));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_16BF, p->n, p->rows, p->ldy));
     cublasLtMatmulPreference_t pref;
-    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                  &g->ws_bytes, sizeof g->ws_bytes));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g->ws_bytes, sizeof g->ws_bytes));
     /* operands may sit at an offset inside a wider buffer: say how aligned they really are */
     uint32_t al = (uint32_t)p->align;
-    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                  &al, sizeof al));
-    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                  &al, sizeof al));
-    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                  &al, sizeof al));
-    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                  &al, sizeof al));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     cublasStatus_t s =
@@ -136,20 +129,21 @@ extern "C" int vdn_gemm_bf16(vdn_gemm_ctx *g, const void *X, int ldx, const void
         g->n_plans++;
     }
     if (bias)
-        LT_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                sizeof bias));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                    sizeof bias));
     float one = 1.f, beta = accumulate ? 1.f : 0.f;
-    LT_CHECK(cublasLtMatmul(g->lt, p->op, &one, W, p->a, X, p->b, &beta, Y, p->c, Y, p->c, &p->algo,
-                            g->ws, g->ws_bytes, S_(st)));
+    CUBLAS_CHECK(cublasLtMatmul(g->lt, p->op, &one, W, p->a, X, p->b, &beta, Y, p->c, Y, p->c,
+                                &p->algo, g->ws, g->ws_bytes, S_(st)));
     return 0;
 }
 
 extern "C" int vdn_sgemm_f32(void *cublas, const float *x, const float *W, float *y, int rows,
                              int n, int k, vdn_stream st) {
     cublasHandle_t h = (cublasHandle_t)cublas;
-    LT_CHECK(cublasSetStream(h, S_(st)));
+    CUBLAS_CHECK(cublasSetStream(h, S_(st)));
     float one = 1.f, zero = 0.f;
     /* y^T (n x rows) = W (col-major k x n, transposed) * x^T (col-major k x rows) */
-    LT_CHECK(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, W, k, x, k, &zero, y, n));
+    CUBLAS_CHECK(
+        cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, W, k, x, k, &zero, y, n));
     return 0;
 }

@@ -6,34 +6,25 @@
 
 #define D 128
 
-#define CB_CHECK(call)                                                                             \
-    do {                                                                                           \
-        cublasStatus_t s_ = (call);                                                                \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            fprintf(stderr, "%s:%d: %s: cuBLAS status %d\n", __FILE__, __LINE__, #call, (int)s_);  \
-            return -1;                                                                             \
-        }                                                                                          \
-    } while (0)
-
 /* FHSD rows are column-major D x S matrices (ld D) to cuBLAS. B^T = kb vt^T, i.e. B row-major
  * [v][k], bf16 inputs (spec 5.3). A = ks ks^T from fp32 ks = sqrt(beta) k~ on TF32 tensor cores
  * (the contract's fp32 GEMM, TF32 allowed at inference), or, with ks NULL, kb kt^T from bf16. */
 extern "C" int vdn_k_vda_stats(void *cublas, const void *kt, const float *ks, const void *kb,
                                const void *vt, int nmat, int S, float *A, float *B, vdn_stream st) {
     cublasHandle_t hd = (cublasHandle_t)cublas;
-    CB_CHECK(cublasSetStream(hd, S_(st)));
+    CUBLAS_CHECK(cublasSetStream(hd, S_(st)));
     float one = 1.f, zero = 0.f;
     long long sin = (long long)S * D, sout = (long long)D * D;
     if (ks)
-        CB_CHECK(cublasGemmStridedBatchedEx(hd, CUBLAS_OP_N, CUBLAS_OP_T, D, D, S, &one, ks,
-                                            CUDA_R_32F, D, sin, ks, CUDA_R_32F, D, sin, &zero, A,
-                                            CUDA_R_32F, D, sout, nmat, CUBLAS_COMPUTE_32F_FAST_TF32,
-                                            CUBLAS_GEMM_DEFAULT));
+        CUBLAS_CHECK(cublasGemmStridedBatchedEx(hd, CUBLAS_OP_N, CUBLAS_OP_T, D, D, S, &one, ks,
+                                                CUDA_R_32F, D, sin, ks, CUDA_R_32F, D, sin, &zero,
+                                                A, CUDA_R_32F, D, sout, nmat,
+                                                CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
     else
-        CB_CHECK(cublasGemmStridedBatchedEx(
+        CUBLAS_CHECK(cublasGemmStridedBatchedEx(
             hd, CUBLAS_OP_N, CUBLAS_OP_T, D, D, S, &one, kb, CUDA_R_16BF, D, sin, kt, CUDA_R_16BF,
             D, sin, &zero, A, CUDA_R_32F, D, sout, nmat, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    CB_CHECK(cublasGemmStridedBatchedEx(
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         hd, CUBLAS_OP_N, CUBLAS_OP_T, D, D, S, &one, kb, CUDA_R_16BF, D, sin, vt, CUDA_R_16BF, D,
         sin, &zero, B, CUDA_R_32F, D, sout, nmat, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return 0;
@@ -44,12 +35,12 @@ extern "C" int vdn_k_vda_stats(void *cublas, const void *kt, const float *ks, co
 extern "C" int vdn_k_vda_readout(void *cublas, const void *Slin, const void *qt, int nmat, int S,
                                  float *r, vdn_stream st) {
     cublasHandle_t hd = (cublasHandle_t)cublas;
-    CB_CHECK(cublasSetStream(hd, S_(st)));
+    CUBLAS_CHECK(cublasSetStream(hd, S_(st)));
     float one = 1.f, zero = 0.f;
-    CB_CHECK(cublasGemmStridedBatchedEx(hd, CUBLAS_OP_T, CUBLAS_OP_N, D, S, D, &one, Slin,
-                                        CUDA_R_16BF, D, (long long)D * D, qt, CUDA_R_16BF, D,
-                                        (long long)S * D, &zero, r, CUDA_R_32F, D, (long long)S * D,
-                                        nmat, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        hd, CUBLAS_OP_T, CUBLAS_OP_N, D, S, D, &one, Slin, CUDA_R_16BF, D, (long long)D * D, qt,
+        CUDA_R_16BF, D, (long long)S * D, &zero, r, CUDA_R_32F, D, (long long)S * D, nmat,
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return 0;
 }
 

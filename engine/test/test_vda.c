@@ -178,29 +178,21 @@ static void test_scans_gather(void) {
     double worst = 0;
     for (int h = 0; h < H; h++) { /* step recurrence, written per element */
         double s[16], n[16];
-        memcpy(s, S0 + h * 16, sizeof s);
-        for (int t = 0; t < F; t++) {
-            for (int i = 0; i < d; i++)
-                for (int j = 0; j < d; j++) {
-                    n[i * d + j] = J[t * fs + h * 16 + i * d + j];
-                    for (int l = 0; l < d; l++)
-                        n[i * d + j] += s[i * d + l] * T[t * fs + h * 16 + l * d + j];
-                }
-            memcpy(s, n, sizeof s);
-            for (int i = 0; i < 16; i++)
-                worst = fmax(worst, fabs(s[i] - P[t * fs + h * 16 + i]));
-        }
-        memcpy(s, S0 + h * 16, sizeof s);
-        for (int t = F - 1; t >= 0; t--) {
-            for (int i = 0; i < d; i++)
-                for (int j = 0; j < d; j++) {
-                    n[i * d + j] = J[t * fs + h * 16 + i * d + j];
-                    for (int l = 0; l < d; l++)
-                        n[i * d + j] += s[i * d + l] * T[t * fs + h * 16 + l * d + j];
-                }
-            memcpy(s, n, sizeof s);
-            for (int i = 0; i < 16; i++)
-                worst = fmax(worst, fabs(s[i] - R[t * fs + h * 16 + i]));
+        for (int back = 0; back < 2; back++) { /* the forward scan P, then the backward scan R */
+            const double *want = back ? R : P;
+            memcpy(s, S0 + h * 16, sizeof s);
+            for (int k = 0; k < F; k++) {
+                int t = back ? F - 1 - k : k;
+                for (int i = 0; i < d; i++)
+                    for (int j = 0; j < d; j++) {
+                        n[i * d + j] = J[t * fs + h * 16 + i * d + j];
+                        for (int l = 0; l < d; l++)
+                            n[i * d + j] += s[i * d + l] * T[t * fs + h * 16 + l * d + j];
+                    }
+                memcpy(s, n, sizeof s);
+                for (int i = 0; i < 16; i++)
+                    worst = fmax(worst, fabs(s[i] - want[t * fs + h * 16 + i]));
+            }
         }
     }
     CHECK(worst < 1e-12, "scans vs step recurrence %g", worst);

@@ -17,21 +17,6 @@
 
 #define ERROR_BODY_CAP (64 * 1024)
 
-static void buf_add(s3_buf *b, const void *p, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *ns = realloc(b->s, cap);
-        VDN_ASSERT(ns);
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, p, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
 char *s3_encode(const char *s, int keep_slash) {
     static const char hex[] = "0123456789ABCDEF";
     size_t n = strlen(s);
@@ -92,7 +77,7 @@ static size_t on_write(char *src, size_t size, size_t nmemb, void *user) {
         return n;
     }
     if (status >= 300 && x->r->body_in.n + n > ERROR_BODY_CAP) return n; /* keep the head */
-    buf_add(&x->r->body_in, src, n);
+    vdn_s3_buf_add(&x->r->body_in, src, n);
     return n;
 }
 

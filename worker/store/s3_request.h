@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "s3_xml.h"
+
 typedef struct {
     char *endpoint; /* "http://host:port", no trailing '/' */
     char *region;
@@ -29,10 +31,7 @@ typedef struct {
     uint64_t rng_counter; /* atomic */
 } s3_conn;
 
-typedef struct {
-    char *s;
-    size_t n, cap;
-} s3_buf;
+typedef vdn_s3_buf s3_buf;
 
 typedef struct {
     /* what to send */

@@ -15,12 +15,7 @@ typedef struct {
     int failed;
 } parser;
 
-typedef struct {
-    char *s;
-    size_t n, cap;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n) {
+void vdn_s3_buf_add(vdn_s3_buf *b, const void *p, size_t n) {
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 32;
         while (cap < b->n + n + 1)
@@ -30,12 +25,12 @@ static void sb_add(sbuf *b, const char *s, size_t n) {
         b->s = ns;
         b->cap = cap;
     }
-    memcpy(b->s + b->n, s, n);
+    memcpy(b->s + b->n, p, n);
     b->n += n;
     b->s[b->n] = 0;
 }
 
-static char *sb_take(sbuf *b) {
+static char *sb_take(vdn_s3_buf *b) {
     if (!b->s) return vdn_xstrdup("");
     char *s = b->s;
     b->s = NULL;
@@ -109,7 +104,7 @@ static int parse_name(parser *ps, const char **name, size_t *len) {
     return 0;
 }
 
-static void put_utf8(sbuf *b, unsigned long cp) {
+static void put_utf8(vdn_s3_buf *b, unsigned long cp) {
     char u[4];
     size_t n;
     if (cp < 0x80) {
@@ -131,11 +126,11 @@ static void put_utf8(sbuf *b, unsigned long cp) {
         u[3] = (char)(0x80 | (cp & 0x3f));
         n = 4;
     }
-    sb_add(b, u, n);
+    vdn_s3_buf_add(b, u, n);
 }
 
 /* At '&': decode one entity into b. */
-static int parse_entity(parser *ps, sbuf *b) {
+static int parse_entity(parser *ps, vdn_s3_buf *b) {
     const char *semi = ps->p;
     while (semi < ps->end && *semi != ';' && semi - ps->p < 12)
         semi++;
@@ -148,7 +143,7 @@ static int parse_entity(parser *ps, sbuf *b) {
     } named[] = {{"lt", '<'}, {"gt", '>'}, {"amp", '&'}, {"quot", '"'}, {"apos", '\''}};
     for (size_t i = 0; i < sizeof named / sizeof *named; i++)
         if (n == strlen(named[i].name) && !memcmp(e, named[i].name, n)) {
-            sb_add(b, &named[i].c, 1);
+            vdn_s3_buf_add(b, &named[i].c, 1);
             ps->p = semi + 1;
             return 0;
         }
@@ -233,7 +228,7 @@ static vdn_xml_node *parse_element(parser *ps, int depth) {
         return node;
     }
     ps->p++; /* '>' */
-    sbuf text = {0};
+    vdn_s3_buf text = {0};
     vdn_xml_node **tail = &node->child;
     for (;;) {
         if (at_end(ps)) {
@@ -253,7 +248,7 @@ static vdn_xml_node *parse_element(parser *ps, int depth) {
             const char *s = ps->p;
             while (!at_end(ps) && *ps->p != '<' && *ps->p != '&' && *ps->p != 0)
                 ps->p++;
-            sb_add(&text, s, (size_t)(ps->p - s));
+            vdn_s3_buf_add(&text, s, (size_t)(ps->p - s));
             continue;
         }
         if (starts(ps, "</")) {
@@ -279,7 +274,7 @@ static vdn_xml_node *parse_element(parser *ps, int depth) {
             ps->p += 9;
             const char *s = ps->p;
             if (skip_past(ps, "]]>", "CDATA section")) break;
-            sb_add(&text, s, (size_t)(ps->p - 3 - s));
+            vdn_s3_buf_add(&text, s, (size_t)(ps->p - 3 - s));
             continue;
         }
         int m = skip_misc(ps);

@@ -17,6 +17,16 @@ typedef struct vdn_xml_node {
 
 #define VDN_XML_MAX_DEPTH 64
 
+/* A growable byte buffer kept NUL-terminated, so text in it is a C string (XML text while
+ * parsing, HTTP response bodies in s3_request.c). */
+typedef struct {
+    char *s;
+    size_t n, cap;
+} vdn_s3_buf;
+
+/* Appends n bytes; aborts when out of memory, like vdn_xmalloc. */
+void vdn_s3_buf_add(vdn_s3_buf *b, const void *p, size_t n);
+
 /* NULL and a message ("XML byte N: expected ...") on malformed input. */
 vdn_xml_node *vdn_xml_parse(const char *buf, size_t len, char *err, size_t errlen);
 void vdn_xml_free(vdn_xml_node *n);
