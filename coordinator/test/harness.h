@@ -20,15 +20,8 @@
 
 #include "vdn_util.h"
 #include "wire.h"
+#include "../../ops/test/check.h"
 
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 #define REQUIRE(c)                                                                                 \
     do {                                                                                           \
         if (!(c)) {                                                                                \

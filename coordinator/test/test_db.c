@@ -8,15 +8,7 @@
 
 #include "db.h"
 #include "vdn_util.h"
-
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "../../ops/test/check.h"
 
 static int64_t q(sqlite3 *db, const char *sql) {
     return cdb_int(db, -1, sql, "");
@@ -90,10 +82,5 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) {
     }
-    if (failures) {
-        fprintf(stderr, "%d checks failed\n", failures);
-        return 1;
-    }
-    printf("db: all checks passed\n");
-    return 0;
+    return check_report("db");
 }

@@ -10,15 +10,7 @@
 #include "client.h"
 #include "spec.h"
 #include "vdn_util.h"
-
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "../../ops/test/check.h"
 
 static char dir[64];
 static char cache[128];
@@ -270,10 +262,5 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) {
     }
-    if (failures) {
-        fprintf(stderr, "%d checks failed\n", failures);
-        return 1;
-    }
-    printf("jsonl: all checks passed\n");
-    return 0;
+    return check_report("jsonl");
 }

@@ -7,7 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int g_fail = 0;
+#include "../../ops/test/check.h"
+
 static uint64_t g_rs = 0x1234567887654321ULL;
 
 static inline double rnd(void) { /* uniform [-1, 1) */
@@ -32,16 +33,6 @@ static inline double rel_err(const double *ref, const float *out, size_t n) {
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            g_fail++;                                                                              \
-        }                                                                                          \
-    } while (0)
-
 #define CHECK_REL(ref, out, n, tol, what)                                                          \
     do {                                                                                           \
         double e_ = rel_err(ref, out, n);                                                          \
@@ -53,8 +44,8 @@ static inline double rel_err(const double *ref, const float *out, size_t n) {
           (double)(b))
 
 static inline int test_done(const char *name) {
-    if (g_fail) {
-        fprintf(stderr, "%s: %d check(s) failed\n", name, g_fail);
+    if (failures) {
+        fprintf(stderr, "%s: %d check(s) failed\n", name, failures);
         return 1;
     }
     printf("%s: ok\n", name);

@@ -13,18 +13,7 @@
 #include "prompt.h"
 #include "safetensors.h"
 #include "vdn_util.h"
-
-static int failures = 0, checks = 0;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        checks++;                                                                                  \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-        }                                                                                          \
-    } while (0)
+#include "../../ops/test/check.h"
 
 static const char *tmp;
 

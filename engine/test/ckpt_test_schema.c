@@ -10,17 +10,7 @@
 #include "ckpt_names.h"
 #include "safetensors.h"
 #include "vdn_util.h"
-
-static int failures = 0;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-        }                                                                                          \
-    } while (0)
+#include "../../ops/test/check.h"
 
 typedef struct {
     int map_native; /* base tensors: also check the native name map both ways */

@@ -18,7 +18,7 @@ static void write_file(const char *path, const vdn_st_tensor *t, int n) {
     char err[VDN_ERR_LEN];
     if (vdn_st_write(path, t, n, NULL, 0, err, sizeof err) != 0) {
         fprintf(stderr, "setup: %s\n", err);
-        g_fail++;
+        failures++;
     }
 }
 

@@ -10,15 +10,7 @@
 #include "sweep.h"
 #include "variants.h"
 #include "vdn_util.h"
-
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "../../ops/test/check.h"
 
 static void expect_err(int rc, const char *err, const char *a, const char *b, int line) {
     if (rc == 0) {

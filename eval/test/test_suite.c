@@ -5,15 +5,7 @@
 
 #include "suite.h"
 #include "vdn_util.h"
-
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "../../ops/test/check.h"
 
 #define GOOD                                                                                       \
     "\"prompt\":\"x\",\"prompt_cache\":\"c.st\",\"seed\":1,\"frames\":22,\"height\":32,\"width\":" \

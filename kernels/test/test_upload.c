@@ -13,6 +13,7 @@
 #include "ckpt_init.h"
 #include "upload.h"
 #include "vdn_util.h"
+#include "../../ops/test/check.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define VDN_UNDER_ASAN 1
@@ -24,17 +25,6 @@
 #ifndef VDN_UNDER_ASAN
 #define VDN_UNDER_ASAN 0
 #endif
-
-static int failures = 0;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 /* ---- the fake device: host buffers, conversion written here from the dtype definitions ---- */
 typedef struct {

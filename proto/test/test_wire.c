@@ -11,15 +11,7 @@
 #include "curve.h"
 #include "vdn_util.h"
 #include "wire.h"
-
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "../../ops/test/check.h"
 
 static Vdn__Envelope *roundtrip(Vdn__Envelope *env) {
     size_t len;
@@ -245,10 +237,5 @@ int main(void) {
     test_refusals();
     test_keys();
     test_loopback();
-    if (failures) {
-        fprintf(stderr, "%d checks failed\n", failures);
-        return 1;
-    }
-    printf("proto wire: all checks passed\n");
-    return 0;
+    return check_report("proto wire");
 }

@@ -10,17 +10,7 @@
 #include "conf.h"
 #include "gpus.h"
 #include "vdn_util.h"
-
-static int failures;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "%s:%d: FAIL %s: ", __FILE__, __LINE__, #cond);                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+#include "../../ops/test/check.h"
 
 static void test_gpu_spec(void) {
     int sel[64];
