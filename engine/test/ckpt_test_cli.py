@@ -7,28 +7,20 @@ conversion, seen through the whole forward). Usage: ckpt_test_cli.py VDN_BINARY 
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
 import numpy as np
 
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ops",
+                                "test"))
+from st import check, failures, read_header, tensor_bytes  # noqa: E402
 
 
 def read_st(path):
-    raw = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    h = json.loads(raw[8:8 + n])
-    h.pop("__metadata__", None)
-    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]],
-                             dtype=np.float32) for k, v in h.items() if v["dtype"] == "F32"}
+    h, _, raw, start = read_header(path)
+    return {k: np.frombuffer(tensor_bytes(raw, start, v), dtype=np.float32)
+            for k, v in h.items() if v["dtype"] == "F32"}
 
 
 def main():

@@ -13,13 +13,16 @@ import json
 import os
 import pickle
 import shutil
-import struct
 import subprocess
 import sys
 import types
 import zipfile
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ops",
+                                "test"))
+from st import check, failures, read_header, tensor_bytes  # noqa: E402
 
 # ---- stand-in torch, only so that pickle can name the globals ----
 torch = types.ModuleType("torch")
@@ -100,26 +103,13 @@ def save_pt(path, obj, prefix="archive", drop_storage=None, truncate=None, extra
 
 
 def read_st(path):
-    raw = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    meta = header.pop("__metadata__", {})
+    header, meta, raw, start = read_header(path)
     out = {}
     for name, e in header.items():
-        b, en = e["data_offsets"]
         dt = {"BF16": np.uint16, "F32": np.float32, "I64": np.int64}[e["dtype"]]
-        out[name] = (e["dtype"], np.frombuffer(raw[8 + n + b:8 + n + en], dtype=dt)
+        out[name] = (e["dtype"], np.frombuffer(tensor_bytes(raw, start, e), dtype=dt)
                      .reshape(e["shape"]))
     return out, meta
-
-
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
 
 
 def main():

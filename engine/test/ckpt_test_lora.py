@@ -15,26 +15,24 @@ Usage: ckpt_test_lora.py VDN_BINARY CKPT_DUMP_BINARY TMPDIR
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ops",
+                                "test"))
+from st import check, failures, read_header, tensor_bytes, write_f32  # noqa: E402
 
 DT = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32, "U8": np.uint8}
 
 
 def read_st(path):
     """Minimal safetensors reader: {name: float32/int array}, metadata."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    meta = header.pop("__metadata__", {})
+    header, meta, raw, start = read_header(path)
     out = {}
     for name, e in header.items():
-        b, en = e["data_offsets"]
-        buf = raw[8 + n + b:8 + n + en]
+        buf = tensor_bytes(raw, start, e)
         if e["dtype"] == "BF16":
             u = np.frombuffer(buf, dtype=np.uint16).astype(np.uint32) << 16
             arr = u.view(np.float32)
@@ -43,22 +41,6 @@ def read_st(path):
                 np.float32 if e["dtype"] in ("F32", "F16") else DT[e["dtype"]])
         out[name] = arr.reshape(e["shape"])
     return out, meta
-
-
-def write_st(path, tensors, meta=None):
-    header, blobs, off = {}, [], 0
-    if meta:
-        header["__metadata__"] = meta
-    for name, arr in tensors.items():
-        a = np.ascontiguousarray(arr, dtype=np.float32)
-        header[name] = {"dtype": "F32", "shape": list(a.shape),
-                        "data_offsets": [off, off + a.nbytes]}
-        blobs.append(a.tobytes())
-        off += a.nbytes
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 def bf16(x):
@@ -73,15 +55,6 @@ def pattern(pat, module):
         if module == k or module.endswith("." + k):
             return v
     return None
-
-
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
 
 
 def main():
@@ -109,7 +82,7 @@ def main():
     for m, (a, b) in ext.items():
         tensors[m + ".lora_A.weight"] = a.astype(np.float32)
         tensors[m + ".lora_B.weight"] = b.astype(np.float32)
-    write_st(ext_path, tensors, {"alpha": str(alpha_ext)})
+    write_f32(ext_path, tensors, {"alpha": str(alpha_ext)})
 
     out = os.path.join(tmp, "merged.safetensors")
     subprocess.run([dump, ck, out, "--adapter", ext_path], check=True)

@@ -31,11 +31,14 @@ import hashlib
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "ops",
+                                "test"))
+from st import read_header, tensor_bytes, write_f32  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Bounds on ||d - d_ref|| / ||d_ref|| for our CPU oracle (float32 storage, float64 sums) against
@@ -48,38 +51,14 @@ DTYPES = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "BF16": np.uint
 def read_st(path):
     """Minimal safetensors reader (8-byte little-endian header length, JSON header, raw data).
     Returns ({name: array}, metadata, header, header_size); BF16 comes back as raw uint16."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    if len(raw) < 8:
-        raise SystemExit(f"{path}: shorter than the 8-byte safetensors header length")
-    (n,) = struct.unpack("<Q", raw[:8])
-    if 8 + n > len(raw):
-        raise SystemExit(f"{path}: header length {n} runs past the end of the file")
-    header = json.loads(raw[8:8 + n])
-    meta = header.get("__metadata__", {})
-    body = raw[8 + n:]
+    header, meta, raw, start = read_header(path)
     out = {}
     for name, e in header.items():
-        if name == "__metadata__":
-            continue
         if e["dtype"] not in DTYPES:
             raise SystemExit(f"{path}: tensor {name}: dtype {e['dtype']} not handled here")
-        a, b = e["data_offsets"]
-        out[name] = np.frombuffer(body[a:b], dtype=DTYPES[e["dtype"]]).reshape(e["shape"])
-    return out, meta, header, 8 + n
-
-
-def write_st(path, tensors):
-    header, blobs, off = {}, [], 0
-    for name, a in tensors.items():
-        a = np.ascontiguousarray(a, dtype=np.float32)
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
-        blobs.append(a.tobytes())
-        off += a.nbytes
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+        out[name] = np.frombuffer(tensor_bytes(raw, start, e),
+                                  dtype=DTYPES[e["dtype"]]).reshape(e["shape"])
+    return out, meta, header, start
 
 
 def stress_softmax_gate(ckpt):
@@ -166,7 +145,7 @@ def check_file(vdn, expected, work, failures):
         noise_a = ref[f"{case}_noise_audio"].astype(np.float64).reshape(2, La, 32).transpose(0, 2, 1)
         noise = {"video": noise_v, "audio": noise_a}
         noise_file = os.path.join(work, f"{case}_noise.safetensors")
-        write_st(noise_file, {k[len(case) + 1:]: v for k, v in ref.items()
+        write_f32(noise_file, {k[len(case) + 1:]: v for k, v in ref.items()
                               if k.startswith(f"{case}_noise_")})
         common = ["--checkpoint", ckpt, "--prompt-cache", os.path.join(ckpt, prompt),
                   "--frames", str(req["frames"]), "--height", str(req["height"]),

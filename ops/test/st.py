@@ -1,0 +1,56 @@
+"""Helpers shared by the Python tests: safetensors files read and written with numpy only, and a
+list of failed checks. A test imports it from its own location:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), <up to root>,
+                                    "ops", "test"))
+"""
+import json
+import struct
+
+import numpy as np
+
+
+def read_header(path):
+    """A safetensors file split into (header without __metadata__, metadata, the file's bytes,
+    offset of the data section); a file too short for its header stops the test, naming it."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        raise SystemExit(f"{path}: shorter than the 8-byte safetensors header length")
+    (n,) = struct.unpack("<Q", raw[:8])
+    if 8 + n > len(raw):
+        raise SystemExit(f"{path}: header length {n} runs past the end of the file")
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    return header, meta, raw, 8 + n
+
+
+def tensor_bytes(raw, start, entry):
+    """The bytes of one tensor: its header entry's data_offsets, from the data section."""
+    b, e = entry["data_offsets"]
+    return raw[start + b:start + e]
+
+
+def write_f32(path, tensors, meta=None):
+    """{name: array} as float32 tensors, with optional string metadata; header padded to 8."""
+    header, blobs, off = {}, [], 0
+    if meta:
+        header["__metadata__"] = meta
+    for name, arr in tensors.items():
+        a = np.ascontiguousarray(arr, dtype=np.float32)
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [off, off + a.nbytes]}
+        blobs.append(a.tobytes())
+        off += a.nbytes
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+failures = []  # messages of the checks that failed; a test exits 1 when any did
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg)
