@@ -1,8 +1,10 @@
 /* vdn_engine_render: one request from prompt cache to PREFIX.safetensors + PREFIX.json.
  * Shared by every backend: sequence, noise, sampler loop and I/O live here (backend.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "engine_internal.h"
@@ -12,6 +14,28 @@
 #include "sampler.h"
 #include "seq.h"
 #include "vdn_util.h"
+
+/* The outputs' folder is made and checked writable before any work, so a render is never
+ * computed only to be lost when its result cannot be written. */
+static int prepare_out_dir(const char *prefix, char *err, size_t errlen) {
+    char dir[4096];
+    size_t n = strlen(prefix);
+    if (n >= sizeof dir)
+        return vdn_fail(err, errlen, "request: out_prefix is too long (%zu bytes)", n);
+    memcpy(dir, prefix, n + 1);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir) return 0; /* "/name": the root folder */
+    if (slash) {
+        *slash = 0;
+        if (vdn_mkdir_p(dir, err, errlen) != 0) return -1;
+    } else {
+        strcpy(dir, ".");
+    }
+    if (access(dir, W_OK) != 0)
+        return vdn_fail(err, errlen, "%s: output folder is not writable (%s)", dir,
+                        strerror(errno));
+    return 0;
+}
 
 int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progress_fn progress,
                       void *user, char *err, size_t errlen) {
@@ -37,6 +61,7 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
                         "request: video_shift %g / audio_shift %g, expected positive shifts (0 = "
                         "checkpoint default)",
                         req->video_shift, req->audio_shift);
+    if (prepare_out_dir(req->out_prefix, err, errlen) != 0) return -1;
     vdn_attn_mode mode = c->has_vdn ? VDN_ATTN_HYBRID : VDN_ATTN_DENSE;
     if (req->variant && req->variant[0] && vdn_attn_mode_parse(req->variant, &mode) != 0)
         return vdn_fail(err, errlen,

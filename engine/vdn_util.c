@@ -156,8 +156,13 @@ int vdn_mkdir_p(const char *path, char *err, size_t errlen) {
         if (buf[i] == '/' || buf[i] == 0) {
             char c = buf[i];
             buf[i] = 0;
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return vdn_fail(err, errlen, "%s: mkdir failed: %s", buf, strerror(errno));
+            if (mkdir(buf, 0755) != 0) {
+                struct stat st;
+                if (errno != EEXIST)
+                    return vdn_fail(err, errlen, "%s: mkdir failed: %s", buf, strerror(errno));
+                if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+                    return vdn_fail(err, errlen, "%s: exists and is not a folder", buf);
+            }
             buf[i] = c;
         }
     }

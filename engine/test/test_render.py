@@ -292,6 +292,17 @@ check(p.returncode == 1 and last.get("event") == "error" and "bogus" in last.get
       f"--json: error event {last}")
 p = run("render", "--help")
 check(p.returncode == 0 and "--checkpoint" in p.stdout, "--help")
+# --out into folders that do not exist yet: they are made before the render, not after it fails
+nested = os.path.join(WORK, "made", "on", "demand", "clip")
+p = run(*base, "--seed", "1", "--out", nested)
+check(os.path.exists(nested + ".safetensors") and os.path.exists(nested + ".json"),
+      "--out in a new folder: outputs written")
+# --out under a regular file: refused up front, naming the path, before any NFE runs
+blocker = os.path.join(WORK, "plainfile")
+open(blocker, "w").write("x")
+p = run(*base, "--seed", "1", "--out", os.path.join(blocker, "clip"), expect_ok=False)
+check(p.returncode != 0 and "plainfile" in p.stderr and "NFE 1/" not in p.stderr,
+      f"--out under a file: rc {p.returncode}, stderr {p.stderr.strip()[:200]!r}")
 
 print("test_render:", "ok" if not fails else f"{len(fails)} failures")
 sys.exit(1 if fails else 0)
