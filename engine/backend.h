@@ -20,8 +20,8 @@
  *
  * The CPU backend (engine/cpu_backend.c, "cpu") is the numerical oracle;
  * engine/test/backend_compare runs any backend against it (every variant, t2va + fl2va); the CUDA
- * backend is compared with it by the ctest kernels_cuda_backend. A CUDA backend lives in kernels/ and registers itself (see
- * vdn_backend_register below) so that engine/ never depends on CUDA.
+ * backend is compared with it by the ctest kernels_cuda_backend. A CUDA backend lives in kernels/
+ * and registers itself (see vdn_backend_register below) so that engine/ never depends on CUDA.
  *
  * Row layout of the packed sequence (spec 1.2), batch 1, no padding:
  *

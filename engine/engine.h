@@ -11,17 +11,19 @@
 typedef enum { VDN_BACKEND_AUTO = 0, VDN_BACKEND_CPU, VDN_BACKEND_CUDA } vdn_backend_kind;
 
 typedef struct {
-    const char *prompt_cache; /* safetensors: prompt_embeds (L,text_dim), text_token_tags (L,) [+ keyframes] */
+    const char *prompt_cache; /* safetensors: prompt_embeds (L,text_dim), text_token_tags (L,) [+
+                                 keyframes] */
     int frames;               /* pixel frames; snapped up to 17n+5 like the official pipeline */
     int height, width;        /* pixels, multiples of 32 */
     int steps;                /* model evaluations (NFE); the sigma grid has steps + 1 points */
     uint64_t seed;
-    const char *variant;      /* "vdn" (default when the checkpoint has a branch), "dense",
-                                 "vdn-no-anchors", "window-only", "vdn-additive" */
-    float video_shift;        /* 0 = checkpoint default (12.0) */
-    float audio_shift;        /* 0 = checkpoint default (3.0) */
-    const char *noise_file;   /* optional safetensors: noise_video (24,F,H,W), noise_audio (2L,32) */
-    const char *out_prefix;   /* writes PREFIX.safetensors (video, audio) and PREFIX.json (run record) */
+    const char *variant;    /* "vdn" (default when the checkpoint has a branch), "dense",
+                               "vdn-no-anchors", "window-only", "vdn-additive" */
+    float video_shift;      /* 0 = checkpoint default (12.0) */
+    float audio_shift;      /* 0 = checkpoint default (3.0) */
+    const char *noise_file; /* optional safetensors: noise_video (24,F,H,W), noise_audio (2L,32) */
+    const char
+        *out_prefix; /* writes PREFIX.safetensors (video, audio) and PREFIX.json (run record) */
 } vdn_render_request;
 
 /* Called after each NFE (k of n done, seconds for that NFE). Return nonzero to cancel the render,
@@ -34,7 +36,7 @@ vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra
                             int n_extra, vdn_backend_kind backend, char *err, size_t errlen);
 void vdn_engine_close(vdn_engine *eng);
 const vdn_config *vdn_engine_config(const vdn_engine *eng);
-const char *vdn_engine_identity(const vdn_engine *eng); /* checkpoint identity hash */
+const char *vdn_engine_identity(const vdn_engine *eng);     /* checkpoint identity hash */
 const char *vdn_engine_backend_name(const vdn_engine *eng); /* "cpu" | "cuda" */
 
 /* CPU worker threads for the cpu backend's big products and the render's host work (noise,

@@ -32,12 +32,12 @@ void vdn_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
         }                                                                                          \
     } while (0)
 
-void *vdn_xmalloc(size_t n);  /* abort on OOM, with the size in the message */
+void *vdn_xmalloc(size_t n); /* abort on OOM, with the size in the message */
 void *vdn_xcalloc(size_t n, size_t size);
 char *vdn_xstrdup(const char *s);
 
-double vdn_now(void);         /* monotonic seconds */
-double vdn_wall(void);        /* seconds since the epoch */
+double vdn_now(void);  /* monotonic seconds */
+double vdn_wall(void); /* seconds since the epoch */
 
 /* Whole file into a NUL-terminated buffer; NULL and an error naming the path on failure. */
 char *vdn_read_file(const char *path, size_t *len, char *err, size_t errlen);
@@ -50,7 +50,9 @@ float vdn_bf16_to_f32(uint16_t h);
 uint16_t vdn_f32_to_bf16(float f);
 float vdn_f16_to_f32(uint16_t h);
 uint16_t vdn_f32_to_f16(float f);
-static inline float vdn_round_bf16(float f) { return vdn_bf16_to_f32(vdn_f32_to_bf16(f)); }
+static inline float vdn_round_bf16(float f) {
+    return vdn_bf16_to_f32(vdn_f32_to_bf16(f));
+}
 
 /* SHA-256 (for checkpoint identity in run records). out = 64 hex chars + NUL. */
 void vdn_sha256_hex(const void *data, size_t len, char out[65]);

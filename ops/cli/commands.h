@@ -8,7 +8,7 @@ int vdn_cmd_ckpt(int argc, char **argv);    /* vdn ckpt init ... */
 int vdn_cmd_inspect(int argc, char **argv); /* vdn inspect CKPT */
 int vdn_cmd_render(int argc, char **argv);  /* vdn render ... */
 /* kernels/ */
-int vdn_cmd_bench(int argc, char **argv);   /* vdn bench ... (CUDA) */
+int vdn_cmd_bench(int argc, char **argv); /* vdn bench ... (CUDA) */
 /* coordinator/ */
 int vdn_cmd_coordinator(int argc, char **argv);
 int vdn_cmd_submit(int argc, char **argv);
@@ -24,8 +24,8 @@ int vdn_cmd_up(int argc, char **argv);
 int vdn_cmd_keygen(int argc, char **argv);
 /* worker/ */
 int vdn_cmd_worker(int argc, char **argv);
-int vdn_cmd_store(int argc, char **argv);   /* vdn store put|get|ls|rm URI ... */
+int vdn_cmd_store(int argc, char **argv); /* vdn store put|get|ls|rm URI ... */
 /* eval/ */
-int vdn_cmd_eval(int argc, char **argv);    /* vdn eval suite|sweep|report ... */
+int vdn_cmd_eval(int argc, char **argv); /* vdn eval suite|sweep|report ... */
 
 #endif

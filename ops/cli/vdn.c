@@ -14,7 +14,8 @@ typedef struct {
 static const command commands[] = {
     {"up", vdn_cmd_up, "start coordinator + local worker + SQLite + file store in one directory"},
     {"submit", vdn_cmd_submit, "submit a batch of renders from a JSONL file"},
-    {"status", vdn_cmd_status, "show a batch, a job, or everything (--db FILE reads SQLite offline)"},
+    {"status", vdn_cmd_status,
+     "show a batch, a job, or everything (--db FILE reads SQLite offline)"},
     {"ls", vdn_cmd_ls, "list batches"},
     {"watch", vdn_cmd_watch, "live progress of a batch"},
     {"cancel", vdn_cmd_cancel, "cancel a batch or job"},
