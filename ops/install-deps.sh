@@ -35,7 +35,7 @@ fi
 # A real S3 server for the object-store tests, on loopback only.
 here="$(cd "$(dirname "$0")" && pwd)"
 # Pinned: the store test preloads a fix for this version's PUT-before-write quirk
-# (worker/store/test/s3rver_durable.js), which depends on its internals.
+# (store/test/s3rver_durable.js), which depends on its internals.
 if [ ! -x "$here/node/node_modules/.bin/s3rver" ]; then
   echo "install-deps: installing s3rver (npm) into ops/node"
   mkdir -p "$here/node"

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../../ops/test/check.h"
+#include "../../ops/test/check.h"
 
 /* The error text must mention `want`; prints it either way so logs show real messages. */
 #define CHECK_ERR(rc, err, want)                                                                   \
