@@ -1,4 +1,4 @@
-/* The engine's default attention kernel (variant 3 of vdn_k_attention_wgmma): block-sparse flash
+/* The engine's attention kernel on Hopper (vdn_k_attention_wgmma, launched by attn_wgmma.cu): block-sparse flash
  * attention on Hopper, bf16 in, fp32 accumulation, head dim 128; shared pieces and the tile
  * layout are in attn_wgmma.cuh, the per-tile key ranges in attn_tiles.h.
  *

@@ -1,5 +1,5 @@
-/* Pieces shared by the wgmma attention kernels (attn_wgmma.cu: plain and pipelined;
- * attn_pingpong.cu: the engine's default). Same contract as attn.cu (attn_tiles.h):
+/* Pieces of the Hopper attention kernel (attn_pingpong.cu; its launcher is attn_wgmma.cu). Same
+ * contract as the portable mma.sync kernel attn.cu (attn_tiles.h):
  *
  *   CTA = 128 query rows x one head = 2 warpgroups of 64 rows; 128-key blocks.
  *   S = Q K^T : wgmma m64n128k16, A = Q and B = K both from shared memory (K-major);
@@ -107,44 +107,9 @@ __device__ __forceinline__ uint64_t desc(const void *p) {
            ((uint64_t)1 << 62);
 }
 
-__device__ __forceinline__ void cp16(void *smem, const void *g, int bytes) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(bytes));
-}
-__device__ __forceinline__ void cp_commit() {
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N> __device__ __forceinline__ void cp_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 __device__ __forceinline__ unsigned pack_bf2(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<unsigned *>(&v);
-}
-
-/* byte offset of 16-byte chunk c (0..15) of row r in a swizzled [rows][128] bf16 tile */
-__device__ __forceinline__ int swz(int rows, int r, int c) {
-    return (c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4);
-}
-
-/* [128][128] tile: row r from g + (row0 + r) * ld (16-byte chunks), rows >= limit zero-filled */
-__device__ __forceinline__ void load128(char *sm, const bf16 *g, size_t ld, int row0, int limit) {
-#pragma unroll
-    for (int i = 0; i < 128 * 16 / NT; i++) {
-        int c = threadIdx.x + i * NT, r = c >> 4, ch = c & 15;
-        int gr = row0 + r;
-        const bf16 *src = g + (size_t)(gr < limit ? gr : 0) * ld + ch * 8;
-        cp16(sm + swz(128, r, ch), src, gr < limit ? 16 : 0);
-    }
-}
-
-/* V^T tile: 128 d-rows of Vt (row stride ldt keys, zero-padded past N), keys kb..kb+127 */
-__device__ __forceinline__ void load_vt(char *sm, const bf16 *vt, size_t ldt, int kb) {
-#pragma unroll
-    for (int i = 0; i < 128 * 16 / NT; i++) {
-        int c = threadIdx.x + i * NT, r = c >> 4, ch = c & 15;
-        cp16(sm + swz(128, r, ch), vt + (size_t)r * ldt + kb + ch * 8, 16);
-    }
 }
 
 /* mbarriers (shared memory, CTA scope) */
@@ -338,7 +303,7 @@ __device__ __forceinline__ void issue_pv(float *o, unsigned (*pf)[4], const char
         wgmma_rs(o, pf[kk], desc(v_tile + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
 }
 
-/* the engine's default kernel (attn_pingpong.cu) */
+/* the kernel (attn_pingpong.cu) */
 __global__ void attn_pp_k(const __grid_constant__ CUtensorMap qmap,
                           const __grid_constant__ CUtensorMap kmap,
                           const __grid_constant__ CUtensorMap vmap, int N,

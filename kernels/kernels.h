@@ -50,18 +50,10 @@ int vdn_k_attention(const void *q, int ldq, const void *k, int ldk, const void *
                     const int *tiles, int n_tiles, float scale, const float *gate, void *out,
                     int ld_o, vdn_stream st);
 
-/* The same attention on Hopper's wgmma (attn_wgmma.cu); v is first transposed per head into
- * vt_scratch, which must hold vdn_attention_vt_elems(rows, heads) bf16 values. */
+/* The same attention on Hopper's wgmma with a TMA stage ring and FA3 ping-pong (attn_pingpong.cu,
+ * the engine's kernel; vdn_k_attention is the portable fallback); v is first transposed per head
+ * into vt_scratch, which must hold vdn_attention_vt_elems(rows, heads) bf16 values. */
 size_t vdn_attention_vt_elems(int rows, int heads);
-/* Variants: 1 plain wgmma; 2 softmax of block i+1 overlapped with P_i V_i; 3 (default) + TMA
- * stage ring and FA3 ping-pong between the warpgroups (attn_pingpong.cu). */
-#define VDN_ATTN_NVARIANTS 3
-void vdn_attention_wgmma_variant(int v); /* 1..VDN_ATTN_NVARIANTS; anything else: default */
-int vdn_attention_wgmma_variant_default(void);
-const char *vdn_attention_wgmma_variant_name(int v);
-/* 1 when $VDN_ATTN_VARIANTS (a comma list of variant numbers) is unset or names v: which
- * variants the bench times and the GPU test checks */
-int vdn_attention_wgmma_variant_wanted(int v);
 int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int ldk, const void *v, int ldv,
                           void *vt_scratch, int rows, int heads, const int *lohi, int head_end,
                           int tail_start, const int *tiles, int n_tiles, float scale,
@@ -77,8 +69,7 @@ int vdn_k_vda_act(const void *kin, int ldk, const void *vin, int ldv, const void
 /* the video frames' prep in one pass: spatial 5x5 + temporal 5-tap + SiLU (+ L2) of k and v,
  * SiLU + L2 of q, beta, FHSD layout (twin_vda_prep). k, v, q rows share the stride ld (a multiple
  * of 8; k, v 16-byte aligned). Required: k, v, all four tap sets, beta, kb, vt; optional (NULL =
- * skip): q with qt, kt, ks. $VDN_VDA_PREP=staged selects the variant that also stages q and beta
- * through its cp.async ring (q 16-byte aligned; not yet run on a GPU). */
+ * skip): q with qt, kt, ks. */
 int vdn_k_vda_prep(const void *kin, const void *vin, const void *qin, int ld, int frames, int gh,
                    int gw, int heads, const void *wsk, const void *wtk, const void *wsv,
                    const void *wtv, const float *beta, void *kt, void *kb, void *vt, void *qt,

@@ -210,19 +210,11 @@ extern "C" int vdn_k_vda_act(const void *kin, int ldk, const void *vin, int ldv,
 #define PF_THREADS (64 * PF_TX) /* 448 */
 #define PF_TILE_BYTES (PF_POS * 256)
 #define PF_SMEM (PF_STAGES * PF_TILE_BYTES + 2 * PF_TX * 2 * PF_TY * 4)
-#define PF_TOK (PF_TY * PF_TX) /* output tokens of a patch */
-/* the staged variant adds q rows and beta values of the patch to the ring */
-#define PF_SMEM_STAGED (PF_SMEM + PF_STAGES * PF_TOK * 256 + PF_STAGES * PF_TOK * 4)
 
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
     const int n = valid ? 16 : 0; /* src-size 0: the 16 bytes are zero-filled (conv padding) */
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
-}
-__device__ __forceinline__ void cp_async4(void *smem, const void *gmem, bool valid) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    const int n = valid ? 4 : 0;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(n));
 }
 __device__ __forceinline__ float2 bf2x2(unsigned u) {
     return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
@@ -249,10 +241,6 @@ __device__ __forceinline__ void head_sums(float *ss, float *xch, int par, int tx
         ss[r] += slot[(wp ^ 1) * PF_TY + r];
 }
 
-/* STAGED = false: the kernel measured in run 32 (q and beta read from global inside a step, where
- * their latency is exposed). STAGED = true (VDN_VDA_PREP=staged; not yet run on a GPU): q rows
- * and beta values come through the cp.async ring too, so a step touches only shared memory. */
-template <bool STAGED>
 __global__ void __launch_bounds__(PF_THREADS, 1)
     prep_k(const bf16 *kin, const bf16 *vin, const bf16 *qin, int ld, int F, int gh, int gw, int H,
            const bf16 *wsk, const bf16 *wtk, const bf16 *wsv, const bf16 *wtv, const float *beta,
@@ -260,9 +248,6 @@ __global__ void __launch_bounds__(PF_THREADS, 1)
     extern __shared__ __align__(16) unsigned char pf_smem[];
     uint4 *tile = reinterpret_cast<uint4 *>(pf_smem);
     float *xch = reinterpret_cast<float *>(pf_smem + PF_STAGES * PF_TILE_BYTES);
-    /* STAGED only: q rows [stage][token][64 words], beta [stage][token] */
-    unsigned *qst = reinterpret_cast<unsigned *>(pf_smem + PF_SMEM);
-    float *bst = reinterpret_cast<float *>(pf_smem + PF_SMEM + PF_STAGES * PF_TOK * 256);
     const bool isk = blockIdx.z == 0; /* CTA-uniform: k (+beta, ks) or v (+q) */
     const int h = blockIdx.y, S = gh * gw;
     const int ntx = (gw + PF_TX - 1) / PF_TX;
@@ -290,19 +275,6 @@ __global__ void __launch_bounds__(PF_THREADS, 1)
             const bf16 *src = ok ? in + ((size_t)f * S + yy * gw + xx) * ld + piece * 8 : in;
             cp_async16(dst + e, src, ok);
         }
-        if constexpr (STAGED) {
-            if (do_q) { /* frame f's q rows of the patch, with the tile */
-                uint4 *qd = reinterpret_cast<uint4 *>(qst) + (f % PF_STAGES) * (PF_TOK * 16);
-                for (int e = threadIdx.x; e < PF_TOK * 16; e += PF_THREADS) {
-                    const int p = e >> 4, piece = e & 15;
-                    const int yy = y0 + p / PF_TX, xx = x0 + p % PF_TX;
-                    const bool ok = yy < gh && xx < gw;
-                    const bf16 *src =
-                        ok ? qin + ((size_t)f * S + yy * gw + xx) * ld + h * 128 + piece * 8 : qin;
-                    cp_async16(qd + e, src, ok);
-                }
-            }
-        }
     };
     /* ring[r][d]: spatial output (bf16 pair) of token r at frame t - 4 + d */
     unsigned ring[PF_TY][5];
@@ -327,34 +299,16 @@ __global__ void __launch_bounds__(PF_THREADS, 1)
         asm volatile("cp.async.wait_group 1;\n" ::);
         __syncthreads(); /* frame t has landed; every thread is done with frame t - 1's stage */
         if (t + 2 < F) load(t + 2);
-        if constexpr (STAGED) {
-            /* beta of output frame t, read at step t + 2: into the slot of frame t + 2, whose last
-             * reader (step t - 1) is behind the barrier above */
-            if (isk && t < F)
-                for (int p = threadIdx.x; p < PF_TOK; p += PF_THREADS) {
-                    const int yy = y0 + p / PF_TX, xx = x0 + p % PF_TX;
-                    const bool ok = yy < gh && xx < gw;
-                    cp_async4(bst + ((t + 2) % PF_STAGES) * PF_TOK + p,
-                              ok ? beta + ((size_t)t * S + yy * gw + xx) * H + h : beta, ok);
-                }
-        }
         asm volatile("cp.async.commit_group;\n" ::);
 
         /* q of frame t (v CTAs): its load goes out before the convolution's shared loads */
         unsigned qraw[PF_TY] = {0u};
         if (do_q && t < F) {
-            if constexpr (STAGED) {
-                const unsigned *qs = qst + (t % PF_STAGES) * (PF_TOK * 64);
 #pragma unroll
-                for (int r = 0; r < PF_TY; r++)
-                    qraw[r] = qs[(r * PF_TX + tx) * 64 + cp];
-            } else {
-#pragma unroll
-                for (int r = 0; r < PF_TY; r++)
-                    qraw[r] = live[r] ? __ldg(reinterpret_cast<const unsigned *>(
-                                            qin + ((size_t)t * S + s_of[r]) * ld + c))
-                                      : 0u;
-            }
+            for (int r = 0; r < PF_TY; r++)
+                qraw[r] = live[r] ? __ldg(reinterpret_cast<const unsigned *>(
+                                        qin + ((size_t)t * S + s_of[r]) * ld + c))
+                                  : 0u;
         }
 
         /* spatial 5x5 of frame t (zero beyond the last frame: the temporal padding) */
@@ -413,11 +367,7 @@ __global__ void __launch_bounds__(PF_THREADS, 1)
                     const float ka = rbf(o[r].x * inv), kc = rbf(o[r].y * inv);
                     const size_t row = (size_t)of * S + s_of[r];
                     const size_t ofs = (((size_t)of * H + h) * S + s_of[r]) * 128 + cp * 2;
-                    float bt;
-                    if constexpr (STAGED)
-                        bt = bst[(t % PF_STAGES) * PF_TOK + r * PF_TX + tx];
-                    else
-                        bt = beta[row * H + h];
+                    const float bt = beta[row * H + h];
                     if (kt) *reinterpret_cast<unsigned *>(kt + ofs) = pack_bf2(ka, kc);
                     *reinterpret_cast<unsigned *>(kb + ofs) = pack_bf2(bt * ka, bt * kc);
                     if (ks) {
@@ -472,31 +422,18 @@ extern "C" int vdn_k_vda_prep(const void *kin, const void *vin, const void *qin,
         return -1;
     }
     if (frames <= 0 || gh <= 0 || gw <= 0) return 0;
-    static int staged = -1;
-    if (staged < 0) {
-        const char *e = getenv("VDN_VDA_PREP");
-        staged = e && !strcmp(e, "staged");
-        CUDA_CHECK(cudaFuncSetAttribute(prep_k<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        PF_SMEM));
-        CUDA_CHECK(cudaFuncSetAttribute(prep_k<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        PF_SMEM_STAGED));
-    }
-    if (staged && qin && (uintptr_t)qin % 16) {
-        fprintf(stderr, "vdn_k_vda_prep: q must be 16-byte aligned for VDN_VDA_PREP=staged\n");
-        return -1;
+    static bool attr_set = false;
+    if (!attr_set) {
+        CUDA_CHECK(
+            cudaFuncSetAttribute(prep_k, cudaFuncAttributeMaxDynamicSharedMemorySize, PF_SMEM));
+        attr_set = true;
     }
     const int tiles = ((gh + PF_TY - 1) / PF_TY) * ((gw + PF_TX - 1) / PF_TX);
     dim3 grid(tiles, heads, 2);
-    if (staged)
-        prep_k<true><<<grid, PF_THREADS, PF_SMEM_STAGED, S_(st)>>>(
-            (const bf16 *)kin, (const bf16 *)vin, (const bf16 *)qin, ld, frames, gh, gw, heads,
-            (const bf16 *)wsk, (const bf16 *)wtk, (const bf16 *)wsv, (const bf16 *)wtv, beta,
-            (bf16 *)kt, (bf16 *)kb, (bf16 *)vt, (bf16 *)qt, ks);
-    else
-        prep_k<false><<<grid, PF_THREADS, PF_SMEM, S_(st)>>>(
-            (const bf16 *)kin, (const bf16 *)vin, (const bf16 *)qin, ld, frames, gh, gw, heads,
-            (const bf16 *)wsk, (const bf16 *)wtk, (const bf16 *)wsv, (const bf16 *)wtv, beta,
-            (bf16 *)kt, (bf16 *)kb, (bf16 *)vt, (bf16 *)qt, ks);
+    prep_k<<<grid, PF_THREADS, PF_SMEM, S_(st)>>>(
+        (const bf16 *)kin, (const bf16 *)vin, (const bf16 *)qin, ld, frames, gh, gw, heads,
+        (const bf16 *)wsk, (const bf16 *)wtk, (const bf16 *)wsv, (const bf16 *)wtv, beta,
+        (bf16 *)kt, (bf16 *)kb, (bf16 *)vt, (bf16 *)qt, ks);
     LAUNCH_CHECK("vda_prep");
     return 0;
 }

@@ -268,22 +268,16 @@ static void test_attention() {
         twin_attention(qkv.data(), qkv.data() + H * D, qkv.data() + 2 * H * D, ld, N, H, D, &ar, sc,
                        v == 1 ? gate.data() : NULL, ref.data(), H * D);
         check(names[v], ref, down_bf16(dout, ref.size()), 1e-2);
-        for (int var = 1; var <= VDN_ATTN_NVARIANTS; var++) {
-            if (!vdn_attention_wgmma_variant_wanted(var)) continue;
-            void *vts, *dout2 = poisoned((size_t)N * H * D * 2);
-            CK(cudaMalloc(&vts, vdn_attention_vt_elems(N, H) * 2));
-            CK(cudaMemset(vts, 0xFF, vdn_attention_vt_elems(N, H) * 2));
-            vdn_attention_wgmma_variant(var);
-            OK(vdn_k_attention_wgmma(dq, ld, (uint16_t *)dq + H * D, ld, (uint16_t *)dq + 2 * H * D,
-                                     ld, vts, N, H, dl, ar.head_end, ar.tail_start, dt, nt, sc, gp,
-                                     dout2, H * D, 0));
-            char wname[96];
-            snprintf(wname, sizeof wname, "%s (%s)", names[v],
-                     vdn_attention_wgmma_variant_name(var));
-            check(wname, ref, down_bf16(dout2, ref.size()), 1e-2);
-            cudaFree(vts), cudaFree(dout2);
-        }
-        vdn_attention_wgmma_variant(vdn_attention_wgmma_variant_default());
+        void *vts, *dout2 = poisoned((size_t)N * H * D * 2);
+        CK(cudaMalloc(&vts, vdn_attention_vt_elems(N, H) * 2));
+        CK(cudaMemset(vts, 0xFF, vdn_attention_vt_elems(N, H) * 2));
+        OK(vdn_k_attention_wgmma(dq, ld, (uint16_t *)dq + H * D, ld, (uint16_t *)dq + 2 * H * D, ld,
+                                 vts, N, H, dl, ar.head_end, ar.tail_start, dt, nt, sc, gp, dout2,
+                                 H * D, 0));
+        char wname[96];
+        snprintf(wname, sizeof wname, "%s (wgmma TMA ping-pong)", names[v]);
+        check(wname, ref, down_bf16(dout2, ref.size()), 1e-2);
+        cudaFree(vts), cudaFree(dout2);
         cudaFree(dl), cudaFree(dt), cudaFree(dout), free(tl);
         vdn_attn_rows_free(&ar);
     }
@@ -607,7 +601,7 @@ int main() {
         return 77;
     }
     printf("GPU: %s\n", p.name);
-    /* VDN_TEST_ONLY=attention: just the attention checks (a quick probe of one variant) */
+    /* VDN_TEST_ONLY=attention: just the attention checks */
     const char *only = getenv("VDN_TEST_ONLY");
     int all = !only || !*only;
     if (all) test_convert();
@@ -615,9 +609,6 @@ int main() {
     if (all || strcmp(only, "attention") == 0) test_attention();
     if (all) test_vda();
     if (all || strcmp(only, "prep") == 0) {
-        const char *pv = getenv("VDN_VDA_PREP");
-        printf("vda prep variant: %s\n",
-               pv && !strcmp(pv, "staged") ? "staged (q, beta in the ring)" : "default (run 32)");
         test_vda_prep_fused(12, 6, 7, 2); /* partial patch rows */
         test_vda_prep_fused(3, 5, 9, 3);  /* fewer frames than the temporal taps, partial columns */
         test_vda_prep_fused(1, 2, 16, 1); /* one frame */

@@ -3,9 +3,7 @@
 # device machine lacks the render system's Debian -dev libraries), check every kernel against its
 # CPU twin, benchmark the H3 workload, run the PyTorch peers in the same run, print a summary.
 #   OUT=dir bash ops/device/kernels.sh [peers.py]        (run from the repository root)
-# switches: BENCH=0, SANITIZE=0, SANITIZE_ONLY=prep, PROFILE=1, H3RENDER=1, BENCH_ARGS="--reps 5",
-# VDN_ATTN_VARIANTS=3 (skip the per-variant probes), VDN_VDA_PREP=staged (the VDA prep variant
-# that stages q and beta too: tested, timed and used by the render test in place of the default)
+# switches: BENCH=0, SANITIZE=0, SANITIZE_ONLY=prep, PROFILE=1, H3RENDER=1, BENCH_ARGS="--reps 5"
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 PEERS=${1:-.devcarry/h3_peers.py}
@@ -55,26 +53,13 @@ nvcc -o "$B/vdnmini" "$B/mini_main.o" "$B/cmd_bench.o" "$B/libk.a" $LJ -lcublasL
 gcc $CFLAGS kernels/test/test_twins.c kernels/twin_*.c kernels/attn_tiles.c engine/vdn_util.c -lm -o "$B/test_twins" >> "$OUT/build.log" 2>&1
 echo "build: $(( $(date +%s) - t0 )) s"
 grep -E "error|registers|spill" "$OUT/build.log" | grep -E "error|attn_k|solve_k|scan_k|act_k|prep_k|spill stores [1-9]" | head -20
-command -v cuobjdump > /dev/null && for o in attn attn_wgmma; do
+command -v cuobjdump > /dev/null && for o in attn attn_pingpong; do
   echo "$o: $(cuobjdump --dump-sass "$B/$o.cu.o" | grep -c -E 'HGMMA') HGMMA, $(cuobjdump --dump-sass "$B/$o.cu.o" | grep -c -E 'HMMA') HMMA instructions"
 done
 if [ ! -x "$B/test_gpu" ] || [ ! -x "$B/vdn_bench" ]; then
   echo "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1
 fi
 
-# probe each wgmma attention variant alone first (a hang or fault in one must not take the run
-# down); the full GPU test and the bench then take only the variants that passed
-if [ -z "${VDN_ATTN_VARIANTS:-}" ]; then
-  okv=""
-  for v in 1 2 3; do
-    VDN_TEST_ONLY=attention VDN_ATTN_VARIANTS=$v timeout 60 "$B/test_gpu" > "$OUT/probe$v.log" 2>&1; r=$?
-    echo "attention variant $v probe: rc=$r, $(grep -c ' ok$' "$OUT/probe$v.log") ok, $(grep -c FAIL "$OUT/probe$v.log") FAIL"
-    grep FAIL "$OUT/probe$v.log" | head -3
-    [ $r = 0 ] && okv="$okv${okv:+,}$v"
-  done
-  export VDN_ATTN_VARIANTS=${okv:-2}
-fi
-echo "attention variants tested and timed: $VDN_ATTN_VARIANTS"
 "$B/test_twins" > "$OUT/test.log" 2>&1; tw=$?
 timeout 240 "$B/test_gpu" >> "$OUT/test.log" 2>&1; tg=$?
 if [ -x "$B/test_backend" ]; then timeout 300 "$B/test_backend" >> "$OUT/test.log" 2>&1; tbk=$?; else tbk=nobuild; fi
