@@ -25,7 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ckpt.h" /* vdn_dtype */
+#include "ckpt.h"        /* vdn_dtype */
+#include "safetensors.h" /* vdn_dtype_size, vdn_dtype_name */
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,19 +34,19 @@ extern "C" {
 
 #define VDN_MAX_DIMS 4
 
-typedef struct vdn_dev vdn_dev;                   /* one backend instance (a CPU, a GPU) */
-typedef struct vdn_dev_backend vdn_dev_backend;   /* its op table (op_backend.h) */
-typedef struct vdn_attn_mask vdn_attn_mask;       /* which keys each query sees, on a device */
+typedef struct vdn_dev vdn_dev;                 /* one backend instance (a CPU, a GPU) */
+typedef struct vdn_dev_backend vdn_dev_backend; /* its op table (op_backend.h) */
+typedef struct vdn_attn_mask vdn_attn_mask;     /* which keys each query sees, on a device */
 
 typedef struct {
     vdn_dev *dev;
-    vdn_dtype dtype;     /* VDN_DT_F32, BF16, F16, I32, F64 (and F8_E4M3 for weights) */
-    int ndim;            /* 1..4 */
+    vdn_dtype dtype;          /* VDN_DT_F32, BF16, F16, I32, F64 (and F8_E4M3 for weights) */
+    int ndim;                 /* 1..4 */
     int64_t ne[VDN_MAX_DIMS]; /* sizes, outermost first; unused dims are 1 */
-    int64_t ld;          /* elements between consecutive rows (>= ne[ndim-1]) */
-    void *data;          /* device memory (host memory on the CPU backend) */
-    const float *scale;  /* quantised weights: per-row scales on the device, else NULL */
-    int owned;           /* 1: vdn_tensor_free releases data */
+    int64_t ld;               /* elements between consecutive rows (>= ne[ndim-1]) */
+    void *data;               /* device memory (host memory on the CPU backend) */
+    const float *scale;       /* quantised weights: per-row scales on the device, else NULL */
+    int owned;                /* 1: vdn_tensor_free releases data */
 } vdn_tensor;
 
 /* ---- devices ---- */
@@ -54,10 +55,10 @@ typedef struct {
  * the backend is missing or cannot run here. */
 vdn_dev *vdn_dev_open(const char *backend, int index, int threads, char *err, size_t errlen);
 void vdn_dev_close(vdn_dev *d);
-const char *vdn_dev_name(const vdn_dev *d);     /* "cpu", "cuda:0" */
+const char *vdn_dev_name(const vdn_dev *d); /* "cpu", "cuda:0" */
 int vdn_dev_is_cpu(const vdn_dev *d);
-const char *vdn_dev_error(const vdn_dev *d);    /* the last failed op's message */
-int vdn_dev_sync(vdn_dev *d);                   /* wait for queued work; 0 or -1 */
+const char *vdn_dev_error(const vdn_dev *d); /* the last failed op's message */
+int vdn_dev_sync(vdn_dev *d);                /* wait for queued work; 0 or -1 */
 /* bytes of device memory in use now and at most since open (allocations through this layer) */
 void vdn_dev_memory(const vdn_dev *d, size_t *in_use, size_t *peak);
 
@@ -68,10 +69,12 @@ vdn_tensor *vdn_tensor_new(vdn_dev *d, vdn_dtype dt, int ndim, const int64_t *ne
 vdn_tensor *vdn_tensor_new2(vdn_dev *d, vdn_dtype dt, int64_t rows, int64_t cols);
 void vdn_tensor_free(vdn_tensor *t); /* NULL ok; views must not be freed */
 
+size_t vdn_dtype_size(vdn_dtype dt);          /* bytes per element; 0: not a tensor dtype */
+const char *vdn_dtype_name(vdn_dtype dt);     /* "f32", "bf16", ... */
 int64_t vdn_tensor_rows(const vdn_tensor *t); /* product of all but the innermost dim */
 int64_t vdn_tensor_cols(const vdn_tensor *t); /* the innermost dim */
 int64_t vdn_tensor_numel(const vdn_tensor *t);
-/* "bf16[4,56,128] ld 7168" for messages */
+/* "BF16[4,56,128] ld 7168" for messages */
 const char *vdn_tensor_desc(const vdn_tensor *t, char *buf, size_t len);
 
 /* Views (no copy, not owned): rows [r0, r0+n) of the 2-D form, columns [c0, c0+n), and a new
@@ -108,8 +111,8 @@ int vdn_op_matmul_bt(vdn_tensor *y, const vdn_tensor *a, const vdn_tensor *b, in
 int vdn_op_act(vdn_tensor *y, const vdn_tensor *x, vdn_act act); /* in place ok */
 /* y = value * silu(gate), all [rows, f] (value and gate may be column views of one tensor) */
 int vdn_op_swiglu(vdn_tensor *y, const vdn_tensor *value, const vdn_tensor *gate);
-int vdn_op_add(vdn_tensor *x, const vdn_tensor *y);          /* x += y */
-int vdn_op_scale(vdn_tensor *x, double s);                   /* x *= s */
+int vdn_op_add(vdn_tensor *x, const vdn_tensor *y); /* x += y */
+int vdn_op_scale(vdn_tensor *x, double s);          /* x *= s */
 /* x[r, :] += gate[idx[r], :] * y[r, :]; gate NULL: x += y. gate [n, width] (a view, any ld);
  * idx I32 [rows] (NULL: row r uses gate row r). */
 int vdn_op_gate_residual(vdn_tensor *x, const vdn_tensor *y, const vdn_tensor *gate,
@@ -153,16 +156,15 @@ int vdn_op_qk_norm_rope(vdn_tensor *q_out, vdn_tensor *k_out, const vdn_tensor *
  * (kernels/attn_tiles.h), or causal (k <= r), or all. Made once per layout, kept on the device. */
 vdn_attn_mask *vdn_attn_mask_dense(vdn_dev *d, int rows, int keys);
 vdn_attn_mask *vdn_attn_mask_causal(vdn_dev *d, int rows);
-vdn_attn_mask *vdn_attn_mask_rows(vdn_dev *d, int rows, int head_end, int tail_start,
-                                  const int *lo, const int *hi);
+vdn_attn_mask *vdn_attn_mask_rows(vdn_dev *d, int rows, int head_end, int tail_start, const int *lo,
+                                  const int *hi);
 void vdn_attn_mask_free(vdn_attn_mask *m);
 
 /* o = softmax(q k^T * scale + mask) v per query head, then o *= gate[r, h] when gate != NULL.
  * q [rows, hq*hd], k and v [keys, hkv*hd] (hq % hkv == 0: GQA, query head h reads kv head
  * h / (hq/hkv)), o [rows, hq*hd], gate F32 [rows, hq]. hd: 64 or 128 on CUDA. */
 int vdn_op_attention(vdn_tensor *o, const vdn_tensor *q, const vdn_tensor *k, const vdn_tensor *v,
-                     int head_dim, double scale, const vdn_attn_mask *mask,
-                     const vdn_tensor *gate);
+                     int head_dim, double scale, const vdn_attn_mask *mask, const vdn_tensor *gate);
 
 /* ---- diffusion ---- */
 
