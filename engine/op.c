@@ -281,9 +281,10 @@ int vdn_chk_tensor(vdn_dev *d, const char *op, const char *name, const vdn_tenso
 
 int vdn_chk_float(vdn_dev *d, const char *op, const char *name, const vdn_tensor *t) {
     if (vdn_chk_tensor(d, op, name, t)) return -1;
-    if (t->dtype != VDN_DT_F32 && t->dtype != VDN_DT_BF16 && t->dtype != VDN_DT_F16) {
+    if (t->dtype != VDN_DT_F32 && t->dtype != VDN_DT_BF16 && t->dtype != VDN_DT_F16 &&
+        t->dtype != VDN_DT_F64) {
         char b[96];
-        return vdn_dev_fail(d, "op %s: %s is %s, expected a float tensor (F32, BF16, F16)", op,
+        return vdn_dev_fail(d, "op %s: %s is %s, expected a float tensor (F32, BF16, F16, F64)", op,
                             name, vdn_tensor_desc(t, b, sizeof b));
     }
     return 0;

@@ -15,8 +15,9 @@
  *    device (vdn_dev_error). The front end (engine/op.c) checks shapes and dtypes before it
  *    dispatches, so both backends refuse the same calls with the same words.
  *  - Ops are asynchronous on CUDA (one stream per device); vdn_tensor_get and vdn_dev_sync wait.
- *  - fp32 and bf16 tensors are both accepted where an op says "float"; outputs are rounded to
- *    their dtype. The CPU backend normally holds everything in fp32 (the oracle); the CUDA backend
+ *  - fp32 and bf16 tensors are both accepted where an op says "float" (the front end also lets
+ *    F64 through: the CPU oracle keeps the VDA states in it; a backend without F64 refuses it);
+ *    outputs are rounded to their dtype. The CPU backend normally holds everything in fp32 (the oracle); the CUDA backend
  *    holds activations in bf16 where the contract allows and fp32 where it says so.
  */
 #ifndef VDN_OP_H
