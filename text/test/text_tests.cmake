@@ -1,0 +1,24 @@
+# Tokenizer tests. The corpus test compares every string of corpus.jsonl with the ids the public
+# `tokenizers` library gave (expected_ids.jsonl, made by make_expected_ids.py on the GPU machine).
+add_executable(test_tokenizer ${CMAKE_CURRENT_LIST_DIR}/test_tokenizer.c)
+target_link_libraries(test_tokenizer PRIVATE vdn_text)
+add_test(NAME text_tokenizer COMMAND test_tokenizer ${VDN_QWEN3_TOKENIZER})
+add_test(NAME text_tokenizer_corpus
+         COMMAND test_tokenizer ${VDN_QWEN3_TOKENIZER} ${CMAKE_CURRENT_LIST_DIR}/corpus.jsonl
+                 ${CMAKE_CURRENT_LIST_DIR}/expected_ids.jsonl)
+# The same through the CLI, byte for byte: `vdn tokenize` prints what the public library's ids
+# serialise to (compact JSON arrays, one per line)
+add_test(NAME text_tokenize_cli
+         COMMAND sh -c "$<TARGET_FILE:vdn> tokenize --tokenizer '${VDN_QWEN3_TOKENIZER}' < '${CMAKE_CURRENT_LIST_DIR}/corpus.jsonl' | cmp - '${CMAKE_CURRENT_LIST_DIR}/expected_ids.jsonl'")
+# tokenizer.json loader and the tokenize path under malformed input: the fuzz target's corpus,
+# replayed in normal CI; libFuzzer target with VDN_FUZZ=ON (ops/fuzz.sh)
+add_executable(replay_tokenizer ${CMAKE_CURRENT_LIST_DIR}/fuzz_tokenizer.c
+                                ${CMAKE_SOURCE_DIR}/ops/test/fuzz_replay_main.c)
+target_link_libraries(replay_tokenizer PRIVATE vdn_text)
+add_test(NAME text_tokenizer_fuzz_replay COMMAND replay_tokenizer ${CMAKE_CURRENT_LIST_DIR}/corpus_tokenizer)
+if(VDN_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+  add_executable(fuzz_tokenizer ${CMAKE_CURRENT_LIST_DIR}/fuzz_tokenizer.c)
+  target_compile_options(fuzz_tokenizer PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_options(fuzz_tokenizer PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(fuzz_tokenizer PRIVATE vdn_text)
+endif()
