@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "op_cpu.h"
+#include "op_vda.h"
 #include "ops.h"
 
 static int cpu_available(char *err, size_t errlen) {
@@ -159,6 +160,6 @@ const vdn_dev_backend vdn_cpu_dev_backend = {
     .attention = vdn_cpu_attention,
     .time_features = vdn_cpu_time_features,
     .euler = vdn_cpu_euler,
-    .vda = NULL,
+    .vda = &vdn_cpu_vda_backend,
     .conv = NULL,
 };

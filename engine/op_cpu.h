@@ -105,6 +105,9 @@ static inline double cpu_act(double x, vdn_act act) {
     }
 }
 
+/* the VDA family (op_cpu_vda.c) */
+extern const struct vdn_vda_backend vdn_cpu_vda_backend;
+
 /* the op groups (op_cpu_*.c) */
 int vdn_cpu_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
                    vdn_act act, int accumulate);

@@ -10,7 +10,7 @@
  *
  * Dtypes. The backend says which dtypes it keeps the branch in (the table's two fields below);
  * the model allocates the intermediates with vdn_vda_feat_dtype / vdn_vda_state_dtype and never
- * assumes one. CPU: features F32, states F64 (the oracle); CUDA: features BF16, states F32.
+ * assumes one. CPU: features and states F64 (the oracle); CUDA: features BF16, states F32.
  *   feature tensors: kb, vt, qt, Slin        state tensors: ks, A, B, T, J, P, R, S0, alpha, r
  * State orientation: the readout is r = S q, a frame update S <- S T + J, T = Diag(alpha) M (row
  * l of M scaled by alpha_l), so S is [d_v, d_k] and alpha runs along d_k. */
@@ -53,9 +53,9 @@ int vdn_op_vda_stats(vdn_tensor *A, vdn_tensor *B, const vdn_tensor *ks, const v
                      const vdn_tensor *vt, int nmat);
 
 /* per matrix: M = (I + sym(A))^-1, T = Diag(alpha) M, J = B M; or, additive_S > 0, the SANA rule
- * T = Diag(alpha)(I - sym(A)/S), J = B / sqrt(S) (vdn_k_vda_solve). alpha [nmat, hd] (state) or
- * NULL (= 1); T may be NULL (only J). Fails naming the matrix when I + A is not positive
- * definite (non-finite inputs). */
+ * T = Diag(alpha)(I - sym(A)/S), J = B / sqrt(S) (vdn_k_vda_solve). alpha: nmat hd contiguous
+ * values, [nmat, hd] or [F, C] (state dtype), or NULL (= 1); T may be NULL (only J). Fails naming
+ * the matrix when I + A is not positive definite (non-finite inputs). */
 int vdn_op_vda_solve(vdn_tensor *T, vdn_tensor *J, const vdn_tensor *A, const vdn_tensor *B,
                      const vdn_tensor *alpha, int additive_S);
 
