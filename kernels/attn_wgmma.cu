@@ -67,12 +67,8 @@ extern "C" int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int 
     vt_k<<<tg, tb, 0, S_(st)>>>((const bf16 *)v, ldv, rows, heads, ldt, (bf16 *)vt_scratch);
     LAUNCH_CHECK("attention_vt");
     const int smem = (BM + 2 * NSTAGE * BN) * HD * (int)sizeof(bf16) + 1024;
-    static int configured = 0;
-    if (!configured) {
-        CUDA_CHECK(
-            cudaFuncSetAttribute(attn_pp_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        configured = 1;
-    }
+    static unsigned optin = 0;
+    if (vdn_smem_optin(&optin, (const void *)attn_pp_k, smem)) return -1;
     /* tensor maps: Q and K as [rows][heads][128], V^T as [heads][128][ldt]; boxes of 64 columns
      * (one 128-byte swizzle span) by 128 rows */
     CUtensorMap qm, km, vm;

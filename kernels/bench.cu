@@ -110,7 +110,7 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
     bf16 *tab = (bf16 *)dalloc((size_t)3 * 18 * HID * 2, &err);
     int *idx = (int *)dalloc((size_t)N * 4, &err);
     double *pos = (double *)dalloc((size_t)N * 3 * 8, &err);
-    float *invf = (float *)dalloc(64, &err);
+    float *invf = (float *)dalloc(48 * 4, &err);
     bf16 *Wcat = (bf16 *)dalloc((size_t)LDQ * HID * 2, &err),
          *Wo = (bf16 *)dalloc((size_t)HID * C * 2, &err);
     bf16 *W1 = (bf16 *)dalloc((size_t)2 * FFN * HID * 2, &err),
@@ -192,12 +192,12 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
             hpos[3 * r + 1] = r < NG ? 0 : (v % S) / o->gw;
             hpos[3 * r + 2] = r < NG ? 0 : (v % S) % o->gw;
         }
-        float hf[16];
-        for (int j = 0; j < 16; j++)
-            hf[j] = (float)pow(10000.0, -2.0 * j / 32.0);
+        float hf[48]; /* one per rotated pair: the 16 frequencies for each position axis */
+        for (int j = 0; j < 48; j++)
+            hf[j] = (float)pow(10000.0, -2.0 * (j % 16) / 32.0);
         CUDA_CHECK(cudaMemcpy(idx, hidx.data(), (size_t)N * 4, cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(pos, hpos.data(), (size_t)N * 24, cudaMemcpyHostToDevice));
-        CUDA_CHECK(cudaMemcpy(invf, hf, 64, cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpy(invf, hf, sizeof hf, cudaMemcpyHostToDevice));
         std::vector<int> wl(FI), wh(FI), w2(2 * FI);
         vdn_vda_windows(F, 1, 5, 1, wl.data(), wh.data());
         for (int t = 0; t < FI; t++)

@@ -292,9 +292,9 @@ vdn_backend *cuda_create(vdn_ckpt *ck, const vdn_config *cfg, int threads, char 
     be->aout_w = get<float>(&L, "audio_proj_out.weight", 2, Ca, hid);
     be->aout_b = get<float>(&L, "audio_proj_out.bias", 1, Ca, 0);
     int rc = L.failed ? -1 : 0;
-    float invf[16];
-    for (int k = 0; k < 16; k++)
-        invf[k] = (float)pow(c->rope_theta, -2.0 * k / 32.0);
+    float invf[48]; /* one per rotated pair (kernels.h): the 16 frequencies for each axis */
+    for (int k = 0; k < 48; k++)
+        invf[k] = (float)pow(c->rope_theta, -2.0 * (k % 16) / 32.0);
     be->inv_freq = rc ? NULL : (float *)dev_alloc(&L, sizeof invf);
     if (be->inv_freq && cudaMemcpy(be->inv_freq, invf, sizeof invf, cudaMemcpyHostToDevice))
         rc = vdn_fail(err, errlen, "cuda backend: upload of the RoPE frequencies failed");

@@ -29,6 +29,18 @@
         }                                                                                          \
     } while (0)
 
+/* Opt a kernel into more than 48 KiB of dynamic shared memory, once per GPU (the attribute
+ * belongs to the device's context, so a process driving several GPUs sets it on each); `done` is
+ * the call site's static bit set of devices. 0 or -1 after printing why. */
+static inline int vdn_smem_optin(unsigned *done, const void *kernel, int smem) {
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    if (dev < 32 && ((*done >> dev) & 1u)) return 0;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    if (dev < 32) *done |= 1u << dev;
+    return 0;
+}
+
 typedef __nv_bfloat16 bf16;
 static inline cudaStream_t S_(vdn_stream s) {
     return (cudaStream_t)s;

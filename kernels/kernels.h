@@ -35,7 +35,8 @@ int vdn_k_gate_residual(void *x, const void *y, const void *gate, const int *idx
                         int rows, int width, vdn_stream st);
 int vdn_k_swiglu(const void *h, int rows, int width, void *out, vdn_stream st);
 /* q and k of one layer in one launch: inputs at qin/kin (stride ld_in), outputs qout/kout
- * (stride ld_out); pos [rows, 3] float64 (NULL: norm only, no RoPE); inv_freq [16] fp32;
+ * (stride ld_out); pos [rows, 3] float64 (NULL: norm only, no RoPE); inv_freq [48] fp32, one per
+ * rotated pair (pairs 16a..16a+15 turn with position axis a; H3: the 16 frequencies thrice);
  * wq/wk [128] bf16. */
 int vdn_k_qknorm_rope(const void *qin, const void *kin, int ld_in, const double *pos,
                       const float *inv_freq, const void *wq, const void *wk, int rows, int heads,
@@ -49,6 +50,14 @@ int vdn_k_attention(const void *q, int ldq, const void *k, int ldk, const void *
                     int rows, int heads, const int *lohi, int head_end, int tail_start,
                     const int *tiles, int n_tiles, float scale, const float *gate, void *out,
                     int ld_o, vdn_stream st);
+
+/* The general form of the mma.sync kernel: `rows` query rows against `keys` key rows (tiles and
+ * lohi per query row), head dim 64 or 128, query head h reading key/value head h / group (GQA),
+ * gate [rows][ld_gate]. q, k, v 16-byte aligned. */
+int vdn_k_attention_ex(const void *q, int ldq, const void *k, int ldk, const void *v, int ldv,
+                       int rows, int keys, int heads, int group, int head_dim, const int *lohi,
+                       int head_end, int tail_start, const int *tiles, int n_tiles, float scale,
+                       const float *gate, int ld_gate, void *out, int ld_o, vdn_stream st);
 
 /* The same attention on Hopper's wgmma with a TMA stage ring and FA3 ping-pong (attn_pingpong.cu,
  * the engine's kernel; vdn_k_attention is the portable fallback); v is first transposed per head

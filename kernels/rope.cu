@@ -2,8 +2,9 @@
  * a head's 128 channels; the lane's 4 (cos, sin) pairs are computed once per row and reused for
  * every head of q and k (the angles depend on the row only). Per head: RMSNorm over the 128
  * channels (warp sum), then channel i < 48 pairs with i + 48 (12 lanes away); channels 96..127
- * pass through. Angles in float64, reduced before the float sin/cos, because positions reach
- * several hundred radians. pos == NULL: the QK-norm alone (token refiner). */
+ * pass through. Angles are the reference's float32 products, reduced in float64 before the float
+ * sin/cos, because positions reach several hundred radians. pos == NULL: the QK-norm alone (token
+ * refiner). */
 #include "cuda_util.cuh"
 
 __device__ __forceinline__ void norm_rope_head(const bf16 *src, bf16 *dst, const float *w4,
@@ -51,7 +52,8 @@ __global__ void qknorm_rope_k(const bf16 *qin, const bf16 *kin, int ld_in, const
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             int i = base + j;
-            double ang = pos[(size_t)r * 3 + (i >> 4)] * (double)inv_freq[i & 15];
+            /* the reference's float32 angle float32(pos) * inv (spec 3), reduced in double */
+            double ang = (double)__fmul_rn((float)pos[(size_t)r * 3 + (i >> 4)], inv_freq[i]);
             ang -= 6.283185307179586 * floor(ang * 0.15915494309189535);
             sincosf((float)ang, &s4[j], &c4[j]);
         }

@@ -422,12 +422,8 @@ extern "C" int vdn_k_vda_prep(const void *kin, const void *vin, const void *qin,
         return -1;
     }
     if (frames <= 0 || gh <= 0 || gw <= 0) return 0;
-    static bool attr_set = false;
-    if (!attr_set) {
-        CUDA_CHECK(
-            cudaFuncSetAttribute(prep_k, cudaFuncAttributeMaxDynamicSharedMemorySize, PF_SMEM));
-        attr_set = true;
-    }
+    static unsigned optin = 0;
+    if (vdn_smem_optin(&optin, (const void *)prep_k, PF_SMEM)) return -1;
     const int tiles = ((gh + PF_TY - 1) / PF_TY) * ((gw + PF_TX - 1) / PF_TX);
     dim3 grid(tiles, heads, 2);
     prep_k<<<grid, PF_THREADS, PF_SMEM, S_(st)>>>(

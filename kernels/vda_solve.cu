@@ -164,12 +164,8 @@ extern "C" int vdn_k_vda_solve(const float *A, const float *B, const float *alph
         return 0;
     }
     const int smem = (D * DP + 32 * D + 4 * D) * (int)sizeof(float);
-    static int configured = 0;
-    if (!configured) {
-        CUDA_CHECK(
-            cudaFuncSetAttribute(sweep_k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        configured = 1;
-    }
+    static unsigned optin = 0;
+    if (vdn_smem_optin(&optin, (const void *)sweep_k, smem)) return -1;
     sweep_k<<<nmat, NT, smem, S_(st)>>>(A, B, alpha, T, J);
     LAUNCH_CHECK("vda_solve");
     return 0;

@@ -201,9 +201,9 @@ static void test_rows() {
     std::vector<double> pos((size_t)rows * 3);
     for (auto &p : pos)
         p = urand() * 700 - 60;
-    vf invf(16);
-    for (int j = 0; j < 16; j++)
-        invf[j] = (float)pow(10000.0, -2.0 * j / 32.0);
+    vf invf(48); /* the kernel takes one per rotated pair, the twin the 16 distinct ones */
+    for (int j = 0; j < 48; j++)
+        invf[j] = (float)pow(10000.0, -2.0 * (j % 16) / 32.0);
     void *dq = up_bf16(qkv), *dwq = up_bf16(wq), *dwk = up_bf16(wk);
     float *dinv = up_f32(invf);
     double *dpos;

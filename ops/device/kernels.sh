@@ -12,11 +12,11 @@ B=$(mktemp -d)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"
 
-CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Ikernels -Iengine -Iops/cli"
+CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Ikernels -Iengine -Iops/cli -Itext"
 NVFLAGS="-gencode=arch=compute_90a,code=sm_90a -O3 --use_fast_math -std=c++17 -lineinfo -Ikernels -Iengine -Iops/cli"
 t0=$(date +%s)
 {
-  for f in engine/vdn_util.c kernels/twin_norm.c kernels/twin_attn.c kernels/twin_vda.c engine/attn_tiles.c kernels/upload.c; do
+  for f in engine/vdn_util.c kernels/twin_norm.c kernels/twin_attn.c kernels/twin_vda.c kernels/attn_tiles.c kernels/upload.c; do
     gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o" &
   done
   gcc $CFLAGS -DVDN_HAVE_CUDA=1 -c kernels/cmd_bench.c -o "$B/cmd_bench.o" &
@@ -34,23 +34,26 @@ LJ="-L$PFX/usr/lib/x86_64-linux-gnu -lcjson"
 export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 mkdir -p "$B/eng"
 {
-  for f in engine/*.c; do
+  for f in engine/*.c text/encoder_init.c text/encoder_config.c; do
     case "$f" in engine/vdn_util.c) continue ;; esac
     gcc $CFLAGS $CJ -c "$f" -o "$B/eng/$(basename "$f" .c).o" &
   done
   gcc $CFLAGS $CJ -c kernels/test/test_backend_gpu.c -o "$B/test_backend_gpu.o" &
+  gcc $CFLAGS $CJ -c kernels/test/test_backend_ops.c -o "$B/test_backend_ops.o" &
   gcc $CFLAGS $CJ -c kernels/bench_compare.c -o "$B/bench_compare.o" &
   wait
 } >> "$OUT/build.log" 2>&1
-LIBOBJ=$(ls $B/*.o | grep -v -e test_gpu -e bench_main -e cmd_bench -e test_backend_gpu)
+LIBOBJ=$(ls $B/*.o | grep -v -e test_gpu -e bench_main -e cmd_bench -e test_backend_gpu -e test_backend_ops)
 ar rcs "$B/libk.a" $LIBOBJ $B/eng/*.o
 nvcc -o "$B/test_gpu" "$B/test_gpu.cu.o" "$B/libk.a" -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
 nvcc -o "$B/vdn_bench" "$B/cmd_bench.o" "$B/bench_main.o" "$B/libk.a" $LJ -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
 nvcc -o "$B/test_backend" "$B/test_backend_gpu.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm >> "$OUT/build.log" 2>&1
+nvcc -o "$B/test_backend_ops" "$B/test_backend_ops.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
+  -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/build.log" 2>&1
 gcc $CFLAGS -c ops/bench/mini_main.c -o "$B/mini_main.o" >> "$OUT/build.log" 2>&1
 nvcc -o "$B/vdnmini" "$B/mini_main.o" "$B/cmd_bench.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
-  -Xlinker --undefined=vdn_cuda_backend_ops >> "$OUT/build.log" 2>&1
-gcc $CFLAGS kernels/test/test_twins.c kernels/twin_*.c engine/attn_tiles.c engine/vdn_util.c -lm -o "$B/test_twins" >> "$OUT/build.log" 2>&1
+  -Xlinker --undefined=vdn_cuda_backend_ops -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/build.log" 2>&1
+gcc $CFLAGS kernels/test/test_twins.c kernels/twin_*.c kernels/attn_tiles.c engine/vdn_util.c -lm -o "$B/test_twins" >> "$OUT/build.log" 2>&1
 echo "build: $(( $(date +%s) - t0 )) s"
 grep -E "error|registers|spill" "$OUT/build.log" | grep -E "error|attn_k|solve_k|scan_k|act_k|prep_k|spill stores [1-9]" | head -20
 command -v cuobjdump > /dev/null && for o in attn attn_pingpong; do
@@ -62,6 +65,8 @@ fi
 
 "$B/test_twins" > "$OUT/test.log" 2>&1; tw=$?
 timeout 240 "$B/test_gpu" >> "$OUT/test.log" 2>&1; tg=$?
+if [ -x "$B/test_backend_ops" ]; then timeout 200 "$B/test_backend_ops" > "$OUT/backend_ops.log" 2>&1; tbo=$?; else tbo=nobuild; fi
+grep -E "FAIL|NON-FINITE|passed|failed" "$OUT/backend_ops.log" | head -20
 if [ -x "$B/test_backend" ]; then timeout 300 "$B/test_backend" >> "$OUT/test.log" 2>&1; tbk=$?; else tbk=nobuild; fi
 cat "$OUT/test.log"
 
@@ -111,8 +116,12 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
   VDN_TEST_ONLY=${SANITIZE_ONLY:-} timeout 200 compute-sanitizer --tool memcheck --print-limit 20 "$B/test_gpu" > "$OUT/sanitizer.log" 2>&1
   echo "memcheck: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer.log") clean summaries)"
   grep -E "ERROR SUMMARY|Invalid" "$OUT/sanitizer.log" | head -5
+  # every op of the op layer's CUDA backend under memcheck (strided views, odd shapes)
+  timeout 300 compute-sanitizer --tool memcheck --print-limit 20 "$B/test_backend_ops" > "$OUT/sanitizer_ops.log" 2>&1
+  echo "memcheck backend-ops: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer_ops.log") clean summaries)"
+  grep -E "ERROR SUMMARY|Invalid" "$OUT/sanitizer_ops.log" | head -5
 fi
-echo "== summary: twins rc=$tw  gpu tests rc=$tg  backend test rc=$tbk  bench rc=$tb  peers rc=$tp =="
+echo "== summary: twins rc=$tw  gpu tests rc=$tg  backend-ops rc=$tbo  backend test rc=$tbk  bench rc=$tb  peers rc=$tp =="
 grep -E "FAIL|NON-FINITE" "$OUT/test.log" | head
 grep -E "^(gemm|block|attention|stats|solve|scans|gather|readout|prep|dense|VDN|text|alpha)" "$OUT/bench.log"
 grep -E "ms " "$OUT/peers.log" 2>/dev/null

@@ -1,0 +1,882 @@
+/* The backend-ops test (ggml's test-backend-ops in spirit): every op of engine/op.h and
+ * engine/op_vda.h on the CUDA backend against the CPU backend (the oracle), on fresh random
+ * inputs of several shapes, odd ones included, through strided views where an op takes views.
+ *
+ * How a case works: each operand is a "pair", one tensor per device holding the same values
+ * (inputs are rounded to the GPU tensor's dtype first, so the comparison measures the op, not
+ * the input rounding). Outputs start as NaN on the GPU (an element the op does not write stays
+ * NaN and fails the case) and sit inside a wider parent tensor whose other columns hold a
+ * sentinel that must survive. RUN(call) evaluates the call once per device, with P(x) naming
+ * the operand on the device being run. The GPU output is then compared with the CPU's by
+ * relative L2 error ||gpu - cpu|| / ||cpu|| against a tolerance per op and dtype.
+ *
+ * Adding an op: write case_<op>(shape..., dtype...) below in the pattern of its neighbours (make
+ * inputs with in(), outputs with out(), RUN() the op, cmp() with a tolerance that says why), and
+ * call it from main for a few shapes, at least one of them odd.
+ *
+ * Needs a GPU: without one (or without the CUDA backend) it exits 77, saying why.
+ * VDN_BACKEND_OPS_SELFTEST=1 runs the CPU against itself (checks the harness, no GPU). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_tiles.h"
+#include "../../ops/test/check.h"
+#include "op.h"
+#include "op_vda.h"
+#include "vdn_util.h"
+
+static vdn_dev *dev[2]; /* 0: cpu (the oracle), 1: cuda */
+static int side;        /* the device RUN is evaluating on */
+
+/* ---- random numbers (splitmix64; normal by Box-Muller) ---- */
+static uint64_t rng = 0x5eed;
+static double urand(void) {
+    uint64_t z = (rng += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return ((z ^ (z >> 31)) >> 11) * (1.0 / 9007199254740992.0);
+}
+static double nrand(void) {
+    double u = urand() + 1e-12, v = urand();
+    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* ---- pairs of tensors ---- */
+
+#define PAD 3            /* extra columns left and right of a view inside its parent */
+#define SENTINEL 7.0     /* exact in every float dtype */
+#define MAX_TENSORS 1024 /* parents held until the case ends */
+
+typedef struct {
+    vdn_tensor v[2];       /* the operand on each device (a view) */
+    vdn_tensor *parent[2]; /* what was allocated */
+    int pad;               /* column offset of the view in the parent */
+} pair;
+
+static vdn_tensor *held[MAX_TENSORS];
+static int n_held;
+
+static vdn_tensor *alloc_on(int s, vdn_dtype dt, int64_t rows, int64_t cols) {
+    vdn_tensor *t = vdn_tensor_new2(dev[s], dt, rows, cols);
+    if (!t || n_held == MAX_TENSORS) {
+        fprintf(stderr, "tensor %s [%lld, %lld] on %s: %s\n", vdn_dtype_name(dt), (long long)rows,
+                (long long)cols, vdn_dev_name(dev[s]), t ? "too many held" : vdn_dev_error(dev[s]));
+        exit(1);
+    }
+    held[n_held++] = t;
+    return t;
+}
+
+static void release(void) {
+    for (int i = 0; i < n_held; i++)
+        vdn_tensor_free(held[i]);
+    n_held = 0;
+}
+
+static float *get_f32(const vdn_tensor *t) {
+    float *h = vdn_xmalloc(sizeof(float) * (size_t)(vdn_tensor_numel(t) ? vdn_tensor_numel(t) : 1));
+    CHECK(vdn_tensor_get(t, h) == 0, "get %s: %s", vdn_dev_name(t->dev), vdn_dev_error(t->dev));
+    return h;
+}
+
+/* A [rows, cols] operand: dtype dt_cpu on the CPU, dt_gpu on the GPU, as a column view of a
+ * parent [rows, cols + 2 pad] (pad 0: the packed tensor itself). */
+static pair mk_pair(vdn_dtype dt_cpu, vdn_dtype dt_gpu, int64_t rows, int64_t cols, int pad) {
+    pair p;
+    memset(&p, 0, sizeof p);
+    p.pad = pad;
+    const vdn_dtype dts[2] = {dt_cpu, dt_gpu};
+    for (int s = 0; s < 2; s++) {
+        p.parent[s] = alloc_on(s, dts[s], rows, cols + 2 * pad);
+        p.v[s] = pad ? vdn_view_cols(p.parent[s], pad, cols) : *p.parent[s];
+        p.v[s].owned = 0;
+    }
+    return p;
+}
+
+/* Set both sides from host values h (packed [rows, cols] f32), the CPU side getting the GPU
+ * side's rounding of them; the parent's other columns hold the sentinel. */
+static void put(pair *p, const float *h) {
+    for (int s = 0; s < 2; s++)
+        if (p->pad) CHECK(vdn_tensor_fill(p->parent[s], SENTINEL) == 0);
+    CHECK(vdn_tensor_set(&p->v[1], h, VDN_DT_F32) == 0, "set: %s", vdn_dev_error(dev[1]));
+    float *r = get_f32(&p->v[1]);
+    CHECK(vdn_tensor_set(&p->v[0], r, VDN_DT_F32) == 0, "set: %s", vdn_dev_error(dev[0]));
+    free(r);
+}
+
+/* an input of normal values times `scale` plus `offset` */
+static pair in(vdn_dtype dt_gpu, int64_t rows, int64_t cols, int pad, double scale, double offset) {
+    pair p = mk_pair(VDN_DT_F32, dt_gpu, rows, cols, pad);
+    float *h = vdn_xmalloc(sizeof(float) * (size_t)(rows * cols > 0 ? rows * cols : 1));
+    for (int64_t i = 0; i < rows * cols; i++)
+        h[i] = (float)(offset + scale * nrand());
+    put(&p, h);
+    free(h);
+    return p;
+}
+/* an input uniform in [lo, hi) */
+static pair in_unif(vdn_dtype dt_gpu, int64_t rows, int64_t cols, double lo, double hi) {
+    pair p = mk_pair(VDN_DT_F32, dt_gpu, rows, cols, 0);
+    float *h = vdn_xmalloc(sizeof(float) * (size_t)(rows * cols > 0 ? rows * cols : 1));
+    for (int64_t i = 0; i < rows * cols; i++)
+        h[i] = (float)(lo + (hi - lo) * urand());
+    put(&p, h);
+    free(h);
+    return p;
+}
+/* an output: NaN on the GPU (every element must be written), sentinel around it */
+static pair out_typed(vdn_dtype dt_cpu, vdn_dtype dt_gpu, int64_t rows, int64_t cols, int pad) {
+    pair p = mk_pair(dt_cpu, dt_gpu, rows, cols, pad);
+    for (int s = 0; s < 2; s++) {
+        if (pad) CHECK(vdn_tensor_fill(p.parent[s], SENTINEL) == 0);
+        CHECK(vdn_tensor_fill(&p.v[s], s ? NAN : 0.0) == 0);
+    }
+    return p;
+}
+static pair out(vdn_dtype dt_gpu, int64_t rows, int64_t cols, int pad) {
+    return out_typed(VDN_DT_F32, dt_gpu, rows, cols, pad);
+}
+/* I32 indices (same on both devices) */
+static pair idx_pair(int64_t rows, const int *h) {
+    pair p = mk_pair(VDN_DT_I32, VDN_DT_I32, rows, 1, 0);
+    for (int s = 0; s < 2; s++)
+        CHECK(vdn_tensor_set(&p.v[s], h, VDN_DT_I32) == 0);
+    return p;
+}
+
+#define P(p) (&(p).v[side])
+/* the call once per device; a failure is reported with the device's message */
+#define RUN(call)                                                                                  \
+    do {                                                                                           \
+        for (side = 0; side < 2; side++) {                                                         \
+            int rc_ = (call);                                                                      \
+            CHECK(rc_ == 0, "%s on %s: %s", #call, vdn_dev_name(dev[side]),                        \
+                  vdn_dev_error(dev[side]));                                                       \
+        }                                                                                          \
+        CHECK(vdn_dev_sync(dev[1]) == 0, "sync: %s", vdn_dev_error(dev[1]));                       \
+    } while (0)
+
+/* GPU output against CPU output: relative L2 error under tol, no NaN (unwritten elements), the
+ * parent's columns outside the view untouched. */
+static void cmp(const char *what, const pair *p, double tol) {
+    const vdn_tensor *g = &p->v[1], *c = &p->v[0];
+    const int64_t n = vdn_tensor_numel(c);
+    float *hg = get_f32(g), *hc = get_f32(c);
+    double num = 0, den = 0;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(hg[i])) bad++;
+        num += ((double)hg[i] - hc[i]) * ((double)hg[i] - hc[i]);
+        den += (double)hc[i] * hc[i];
+    }
+    const double err = sqrt(num / (den > 0 ? den : 1));
+    CHECK(den > 0, "%s: the CPU result is all zeros, so the case checks nothing", what);
+    int border_ok = 1;
+    if (p->pad) {
+        float *all = get_f32(p->parent[1]);
+        const int64_t rows = vdn_tensor_rows(g), cols = vdn_tensor_cols(g), w = cols + 2 * p->pad;
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < w; j++)
+                if ((j < p->pad || j >= p->pad + cols) && all[r * w + j] != (float)SENTINEL)
+                    border_ok = 0;
+        free(all);
+    }
+    const int ok = bad == 0 && err <= tol && border_ok;
+    printf("%-58s err %.2e (tol %.0e)%s%s %s\n", what, err, tol, bad ? " NON-FINITE" : "",
+           border_ok ? "" : " WROTE-OUTSIDE", ok ? "ok" : "FAIL");
+    CHECK(ok, "%s: relative error %.3e (tolerance %.0e), %lld non-finite, border %s", what, err,
+          tol, (long long)bad, border_ok ? "intact" : "overwritten");
+    free(hg);
+    free(hc);
+}
+
+static const char *dtn(vdn_dtype dt) {
+    return vdn_dtype_name(dt);
+}
+/* tolerance of a result stored in dt: bf16 / f16 outputs carry their rounding (2^-9 relative at
+ * worst per element, about 3e-3 in L2 over many), fp32 ones the arithmetic's */
+static double tol_of(vdn_dtype dt, double f32_tol) {
+    return dt == VDN_DT_F32 ? f32_tol : 1e-2;
+}
+
+/* ---- transfers ---- */
+
+/* RNE bf16 rounding written here, independently of the code under test */
+static float bf16_rne(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static void case_transfers(int64_t rows, int64_t cols) {
+    char what[128];
+    const int64_t n = rows * cols;
+    float *h = vdn_xmalloc(sizeof(float) * (size_t)n),
+          *back = vdn_xmalloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = (float)(nrand() * 3.0);
+    /* set f32 -> bf16 view, get: RNE of each value; the sentinel columns survive */
+    pair p = mk_pair(VDN_DT_F32, VDN_DT_BF16, rows, cols, PAD);
+    CHECK(vdn_tensor_fill(p.parent[1], SENTINEL) == 0);
+    CHECK(vdn_tensor_set(&p.v[1], h, VDN_DT_F32) == 0, "%s", vdn_dev_error(dev[1]));
+    CHECK(vdn_tensor_get(&p.v[1], back) == 0);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; i++)
+        wrong += back[i] != bf16_rne(h[i]);
+    snprintf(what, sizeof what, "set f32 -> bf16 view [%lld,%lld], get", (long long)rows,
+             (long long)cols);
+    printf("%-58s %lld of %lld differ from RNE %s\n", what, (long long)wrong, (long long)n,
+           wrong ? "FAIL" : "ok");
+    CHECK(wrong == 0, "%s", what);
+    /* raw bf16 back, and set from bf16 host words */
+    uint16_t *raw = vdn_xmalloc(2 * (size_t)n);
+    CHECK(vdn_tensor_get_raw(&p.v[1], raw) == 0);
+    pair q = mk_pair(VDN_DT_F32, VDN_DT_F32, rows, cols, 0);
+    CHECK(vdn_tensor_set(&q.v[1], raw, VDN_DT_BF16) == 0, "%s", vdn_dev_error(dev[1]));
+    CHECK(vdn_tensor_get(&q.v[1], h) == 0);
+    wrong = 0;
+    for (int64_t i = 0; i < n; i++)
+        wrong += h[i] != back[i];
+    snprintf(what, sizeof what, "get_raw bf16, set from bf16 words into f32 [%lld,%lld]",
+             (long long)rows, (long long)cols);
+    printf("%-58s %lld differ %s\n", what, (long long)wrong, wrong ? "FAIL" : "ok");
+    CHECK(wrong == 0, "%s", what);
+    /* copies between dtypes and into views: bf16 view -> f32 packed -> f16 view -> f32 */
+    pair f = out(VDN_DT_F32, rows, cols, 0), f16 = out(VDN_DT_F16, rows, cols, PAD),
+         f2 = out(VDN_DT_F32, rows, cols, 1);
+    side = 1;
+    CHECK(vdn_tensor_copy(P(f), P(p)) == 0, "%s", vdn_dev_error(dev[1]));
+    CHECK(vdn_tensor_copy(P(f16), P(f)) == 0, "%s", vdn_dev_error(dev[1]));
+    CHECK(vdn_tensor_copy(P(f2), P(f16)) == 0, "%s", vdn_dev_error(dev[1]));
+    side = 0; /* the CPU oracle does the same chain from the same values */
+    CHECK(vdn_tensor_set(&p.v[0], back, VDN_DT_F32) == 0);
+    CHECK(vdn_tensor_copy(P(f), P(p)) == 0 && vdn_tensor_copy(P(f16), P(f)) == 0 &&
+          vdn_tensor_copy(P(f2), P(f16)) == 0);
+    snprintf(what, sizeof what, "copy bf16 view -> f32 -> f16 view -> f32 [%lld,%lld]",
+             (long long)rows, (long long)cols);
+    cmp(what, &f2, 0);
+    /* fill a view */
+    pair fl = out(VDN_DT_BF16, rows, cols, PAD);
+    for (side = 0; side < 2; side++)
+        CHECK(vdn_tensor_fill(P(fl), -0.75) == 0);
+    snprintf(what, sizeof what, "fill bf16 view [%lld,%lld]", (long long)rows, (long long)cols);
+    cmp(what, &fl, 0);
+    /* F64 and I32 round trips are exact */
+    double *d64 = vdn_xmalloc(8 * (size_t)n), *d64b = vdn_xmalloc(8 * (size_t)n);
+    int *i32 = vdn_xmalloc(4 * (size_t)n), *i32b = vdn_xmalloc(4 * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        d64[i] = nrand() * 1e3, i32[i] = (int)(urand() * 2e9) - 1000000000;
+    vdn_tensor *t64 = alloc_on(1, VDN_DT_F64, rows, cols),
+               *t32 = alloc_on(1, VDN_DT_I32, rows, cols);
+    CHECK(vdn_tensor_set(t64, d64, VDN_DT_F64) == 0 && vdn_tensor_get_raw(t64, d64b) == 0);
+    CHECK(vdn_tensor_set(t32, i32, VDN_DT_I32) == 0 && vdn_tensor_get_raw(t32, i32b) == 0);
+    CHECK(memcmp(d64, d64b, 8 * (size_t)n) == 0, "F64 round trip");
+    CHECK(memcmp(i32, i32b, 4 * (size_t)n) == 0, "I32 round trip");
+    printf("%-58s %s\n", "F64 and I32 round trips", "checked");
+    free(h), free(back), free(raw), free(d64), free(d64b), free(i32), free(i32b);
+    release();
+}
+
+/* ---- matrix products ---- */
+
+static void case_linear(int64_t rows, int64_t in_f, int64_t out_f, vdn_dtype dt, vdn_dtype dt_b,
+                        vdn_act act, int accumulate) {
+    char what[160];
+    const double ws = 1.0 / sqrt((double)in_f);
+    pair x = in(dt, rows, in_f, PAD, 1.0, 0), w = in(dt, out_f, in_f, 0, ws, 0);
+    const int has_b = dt_b != VDN_DT_COUNT; /* VDN_DT_COUNT: no bias */
+    pair b = in(has_b ? dt_b : dt, 1, out_f, 0, 0.5, 0);
+    pair y = accumulate ? in(dt, rows, out_f, 2, 1.0, 0) : out(dt, rows, out_f, 2);
+    RUN(vdn_op_linear(P(y), P(x), P(w), has_b ? P(b) : NULL, act, accumulate));
+    snprintf(what, sizeof what, "linear %s [%lld,%lld]x[%lld,%lld]^T bias %s act %d%s", dtn(dt),
+             (long long)rows, (long long)in_f, (long long)out_f, (long long)in_f,
+             has_b ? dtn(dt_b) : "-", (int)act, accumulate ? " +=" : "");
+    cmp(what, &y, tol_of(dt, 1e-5)); /* fp32: SGEMM, no TF32 */
+    release();
+}
+
+/* x f32 with w bf16 -> y bf16 (the mixed path: widened to fp32) */
+static void case_linear_mixed(int64_t rows, int64_t in_f, int64_t out_f) {
+    char what[128];
+    pair x = in(VDN_DT_F32, rows, in_f, 0, 1.0, 0), w = in(VDN_DT_BF16, out_f, in_f, 0, 0.2, 0);
+    pair b = in(VDN_DT_F32, 1, out_f, 0, 0.5, 0), y = out(VDN_DT_BF16, rows, out_f, 0);
+    RUN(vdn_op_linear(P(y), P(x), P(w), P(b), VDN_ACT_SILU, 0));
+    snprintf(what, sizeof what, "linear mixed f32 x, bf16 w -> bf16 [%lld,%lld,%lld] silu",
+             (long long)rows, (long long)in_f, (long long)out_f);
+    cmp(what, &y, 1e-2);
+    release();
+}
+
+static void case_matmul_bt(int n, int64_t m, int64_t p, int64_t k, vdn_dtype dt, vdn_dtype dt_y,
+                           int accumulate) {
+    char what[128];
+    pair a = in(dt, n * m, k, 0, 1.0, 0), b = in(dt, n * p, k, 0, 1.0, 0);
+    pair y = accumulate ? in(dt_y, n * m, p, 0, 1.0, 0) : out(dt_y, n * m, p, 0);
+    const int64_t na[3] = {n, m, k}, nb[3] = {n, p, k}, ny[3] = {n, m, p};
+    vdn_tensor A[2], B[2], Y[2];
+    for (int s = 0; s < 2; s++) {
+        A[s] = vdn_view_reshape(&a.v[s], 3, na);
+        B[s] = vdn_view_reshape(&b.v[s], 3, nb);
+        Y[s] = vdn_view_reshape(&y.v[s], 3, ny);
+    }
+    RUN(vdn_op_matmul_bt(&Y[side], &A[side], &B[side], accumulate));
+    snprintf(what, sizeof what, "matmul_bt %s -> %s %d x [%lld,%lld]x[%lld,%lld]^T%s", dtn(dt),
+             dtn(dt_y), n, (long long)m, (long long)k, (long long)p, (long long)k,
+             accumulate ? " +=" : "");
+    cmp(what, &y, tol_of(dt_y, 1e-5));
+    release();
+}
+
+/* ---- elementwise ---- */
+
+static void case_act(int64_t rows, int64_t cols, vdn_dtype dt, vdn_act act) {
+    char what[128];
+    pair x = in(dt, rows, cols, PAD, 2.0, 0), y = out(dt, rows, cols, 1);
+    RUN(vdn_op_act(P(y), P(x), act));
+    snprintf(what, sizeof what, "act %d %s [%lld,%lld]", (int)act, dtn(dt), (long long)rows,
+             (long long)cols);
+    cmp(what, &y, tol_of(dt, 1e-5));
+    release();
+}
+
+/* value and gate as the two halves of one [rows, 2f] tensor (the fused kernel's layout), or as
+ * separate strided tensors */
+static void case_swiglu(int64_t rows, int64_t f, vdn_dtype dt, int halves) {
+    char what[128];
+    pair h = in(dt, rows, 2 * f, halves ? 0 : PAD, 1.5, 0), g = in(dt, rows, f, PAD, 1.5, 0);
+    pair y = out(dt, rows, f, halves ? 0 : 1);
+    vdn_tensor val[2], gate[2];
+    for (int s = 0; s < 2; s++) {
+        val[s] = vdn_view_cols(&h.v[s], 0, f);
+        gate[s] = halves ? vdn_view_cols(&h.v[s], f, f) : g.v[s];
+    }
+    RUN(vdn_op_swiglu(P(y), &val[side], &gate[side]));
+    snprintf(what, sizeof what, "swiglu %s [%lld,%lld]%s", dtn(dt), (long long)rows, (long long)f,
+             halves ? " (halves of one tensor)" : " (separate views)");
+    cmp(what, &y, tol_of(dt, 1e-5));
+    release();
+}
+
+static void case_add_scale(int64_t rows, int64_t cols, vdn_dtype dt, int pad) {
+    char what[128];
+    pair x = in(dt, rows, cols, pad, 1.0, 0), y = in(dt, rows, cols, pad, 1.0, 0);
+    RUN(vdn_op_add(P(x), P(y)));
+    snprintf(what, sizeof what, "add %s [%lld,%lld]%s", dtn(dt), (long long)rows, (long long)cols,
+             pad ? " views" : "");
+    cmp(what, &x, tol_of(dt, 1e-6));
+    RUN(vdn_op_scale(P(y), -1.375));
+    snprintf(what, sizeof what, "scale %s [%lld,%lld]%s", dtn(dt), (long long)rows, (long long)cols,
+             pad ? " views" : "");
+    cmp(what, &y, tol_of(dt, 1e-6));
+    release();
+}
+
+/* x += gate[idx[r]] * y: gate rows of a wider table (a column view, the adaLN layout), idx
+ * picking them; or no idx (row r uses row r); or no gate */
+static void case_gate_residual(int64_t rows, int64_t cols, vdn_dtype dt, int mode) {
+    char what[128];
+    const int n_t = 3;
+    pair x = in(dt, rows, cols, mode == 0 ? 0 : PAD, 1.0, 0), y = in(dt, rows, cols, 0, 1.0, 0);
+    pair table = in(dt, mode == 1 ? rows : n_t, 6 * cols, 0, 0.5, 0);
+    int *ih = vdn_xmalloc(sizeof(int) * (size_t)rows);
+    for (int64_t r = 0; r < rows; r++)
+        ih[r] = (int)(urand() * n_t);
+    pair idx = idx_pair(rows, ih);
+    free(ih);
+    vdn_tensor gate[2];
+    for (int s = 0; s < 2; s++)
+        gate[s] = vdn_view_cols(&table.v[s], 2 * cols, cols);
+    RUN(vdn_op_gate_residual(P(x), P(y), mode == 2 ? NULL : &gate[side],
+                             mode == 0 ? P(idx) : NULL));
+    snprintf(what, sizeof what, "gate_residual %s [%lld,%lld] %s", dtn(dt), (long long)rows,
+             (long long)cols,
+             mode == 0   ? "gate by idx"
+             : mode == 1 ? "gate per row"
+                         : "no gate");
+    cmp(what, &x, tol_of(dt, 1e-6));
+    release();
+}
+
+static void case_mul_groups(int64_t rows, int heads, int group, vdn_dtype dt) {
+    char what[128];
+    pair x = in(dt, rows, (int64_t)heads * group, PAD, 1.0, 0);
+    pair s = in_unif(VDN_DT_F32, rows, heads, 0, 1);
+    RUN(vdn_op_mul_groups(P(x), P(s), group));
+    snprintf(what, sizeof what, "mul_groups %s [%lld,%d x %d]", dtn(dt), (long long)rows, heads,
+             group);
+    cmp(what, &x, tol_of(dt, 1e-6));
+    release();
+}
+
+/* ---- norms ---- */
+
+static void case_rmsnorm(int64_t rows, int64_t cols, vdn_dtype dt, int with_w, int mode) {
+    char what[160];
+    const int n_t = 4;
+    pair x = in(dt, rows, cols, mode == 2 ? PAD : 0, 2.0, 0.3);
+    pair w = in(dt, 1, cols, 0, 0.5, 1.0), y = out(dt, rows, cols, mode == 2 ? 1 : 0);
+    pair table = in(dt, mode == 1 ? n_t : rows, 6 * cols, 0, 0.3, 0);
+    int *ih = vdn_xmalloc(sizeof(int) * (size_t)rows);
+    for (int64_t r = 0; r < rows; r++)
+        ih[r] = (int)(urand() * n_t);
+    pair idx = idx_pair(rows, ih);
+    free(ih);
+    vdn_tensor sh[2], sc[2];
+    for (int s = 0; s < 2; s++) {
+        sh[s] = vdn_view_cols(&table.v[s], 3 * cols, cols);
+        sc[s] = vdn_view_cols(&table.v[s], 4 * cols, cols);
+    }
+    const int mod = mode != 0;
+    RUN(vdn_op_rmsnorm(P(y), P(x), with_w ? P(w) : NULL, 1e-6, mod ? &sh[side] : NULL,
+                       mod ? &sc[side] : NULL, mode == 1 ? P(idx) : NULL));
+    snprintf(what, sizeof what, "rmsnorm %s [%lld,%lld]%s%s", dtn(dt), (long long)rows,
+             (long long)cols, with_w ? " w" : "",
+             mode == 1   ? " adaLN by idx"
+             : mode == 2 ? " adaLN per row, views"
+                         : "");
+    cmp(what, &y, tol_of(dt, 1e-5));
+    release();
+}
+
+static void case_layernorm(int64_t rows, int64_t cols, vdn_dtype dt, int affine) {
+    char what[128];
+    pair x = in(dt, rows, cols, PAD, 3.0, 1.5), y = out(dt, rows, cols, 0);
+    pair w = in(dt, 1, cols, 0, 0.5, 1.0), b = in(dt, 1, cols, 0, 0.5, 0);
+    RUN(vdn_op_layernorm(P(y), P(x), affine ? P(w) : NULL, affine ? P(b) : NULL, 1e-5));
+    snprintf(what, sizeof what, "layernorm %s [%lld,%lld]%s", dtn(dt), (long long)rows,
+             (long long)cols, affine ? " w, b" : "");
+    cmp(what, &y, tol_of(dt, 1e-5));
+    release();
+}
+
+/* q and k as column views of one fused [rows, ...] projection (the DiT's layout) */
+static void case_qk_norm_rope(int64_t rows, int hq, int hk, int hd, int n_rot, int s0, int s1,
+                              int norm, vdn_dtype dt, int with_k) {
+    char what[160];
+    const int64_t wq_ = (int64_t)hq * hd, wk_ = (int64_t)hk * hd;
+    pair qkv = in(dt, rows, wq_ + wk_ + 24, 0, 1.0, 0);
+    pair qo = out(dt, rows, wq_, 0), ko = out(dt, rows, wk_, 0);
+    pair wq = in(dt, 1, hd, 0, 0.3, 1.0), wk = in(dt, 1, hd, 0, 0.3, 1.0);
+    /* positions: text-length offsets plus a media clock, up to several hundred radians; inv:
+     * H3's 10000^(-2j/32) for each axis' pairs */
+    const int half = n_rot / 2;
+    pair pos = mk_pair(VDN_DT_F64, VDN_DT_F64, rows, 3, 0);
+    pair iv = mk_pair(VDN_DT_F32, VDN_DT_F32, 1, half ? half : 1, 0);
+    double *ph = vdn_xmalloc(sizeof(double) * 3 * (size_t)rows);
+    for (int64_t i = 0; i < 3 * rows; i++)
+        ph[i] = floor(urand() * 700) - 60 + (urand() < 0.3 ? 0.5 : 0);
+    float inv[128] = {0};
+    for (int i = 0; i < half; i++) {
+        const int j = i < s0 ? i : (i < s0 + s1 ? i - s0 : i - s0 - s1);
+        inv[i] = (float)pow(10000.0, -2.0 * j / 32.0);
+    }
+    for (int s = 0; s < 2; s++) {
+        CHECK(vdn_tensor_set(&pos.v[s], ph, VDN_DT_F64) == 0);
+        CHECK(vdn_tensor_set(&iv.v[s], inv, VDN_DT_F32) == 0);
+    }
+    free(ph);
+    vdn_tensor q[2], k[2];
+    vdn_rope rope[2];
+    for (int s = 0; s < 2; s++) {
+        q[s] = vdn_view_cols(&qkv.v[s], 0, wq_);
+        k[s] = vdn_view_cols(&qkv.v[s], wq_, wk_);
+        rope[s] = (vdn_rope){&pos.v[s], &iv.v[s], n_rot, {s0, s1, half - s0 - s1}};
+    }
+    RUN(vdn_op_qk_norm_rope(P(qo), with_k ? P(ko) : NULL, &q[side], with_k ? &k[side] : NULL,
+                            norm ? P(wq) : NULL, norm && with_k ? P(wk) : NULL, hd, 1e-6,
+                            n_rot ? &rope[side] : NULL));
+    snprintf(what, sizeof what, "qk_norm_rope %s [%lld] q %dx%d k %dx%d rot %d (%d,%d)%s q",
+             dtn(dt), (long long)rows, hq, hd, with_k ? hk : 0, hd, n_rot, s0, s1,
+             norm ? " norm" : "");
+    cmp(what, &qo, tol_of(dt, 1e-5));
+    if (with_k) {
+        what[strlen(what) - 1] = 'k';
+        cmp(what, &ko, tol_of(dt, 1e-5));
+    }
+    release();
+}
+
+/* ---- attention ---- */
+
+enum { M_DENSE, M_CAUSAL, M_WINDOW };
+
+static void case_attention(int64_t rows, int64_t keys, int hq, int hkv, int hd, int mask_kind,
+                           int gated, vdn_dtype dt) {
+    char what[160];
+    pair q = in(dt, rows, (int64_t)hq * hd, 0, 1.0, 0);
+    pair kv = in(dt, keys, 2 * (int64_t)hkv * hd + 8, 0, 1.0, 0); /* k and v side by side */
+    pair o = out(dt, rows, (int64_t)hq * hd, 0);
+    pair g = in_unif(VDN_DT_F32, rows, hq, 0, 1);
+    vdn_attn_mask *m[2];
+    vdn_attn_rows ar;
+    memset(&ar, 0, sizeof ar);
+    if (mask_kind == M_WINDOW) { /* 60 global rows, frames of 40 tokens, window + anchors */
+        const int frames = (int)((rows - 60) / 40);
+        VDN_ASSERT(vdn_attn_rows_make(&ar, 60, frames, 40, 1, 1, 2, 1) == 0 && ar.rows == rows &&
+                   keys == rows);
+    }
+    vdn_tensor k[2], v[2];
+    for (int s = 0; s < 2; s++) {
+        k[s] = vdn_view_cols(&kv.v[s], 0, (int64_t)hkv * hd);
+        v[s] = vdn_view_cols(&kv.v[s], (int64_t)hkv * hd + 8, (int64_t)hkv * hd);
+        m[s] = mask_kind == M_DENSE    ? vdn_attn_mask_dense(dev[s], (int)rows, (int)keys)
+               : mask_kind == M_CAUSAL ? vdn_attn_mask_causal(dev[s], (int)rows)
+                                       : vdn_attn_mask_rows(dev[s], (int)rows, ar.head_end,
+                                                            ar.tail_start, ar.lo, ar.hi);
+        CHECK(m[s] != NULL, "mask on %s: %s", vdn_dev_name(dev[s]), vdn_dev_error(dev[s]));
+    }
+    vdn_attn_rows_free(&ar);
+    if (m[0] && m[1])
+        RUN(vdn_op_attention(P(o), P(q), &k[side], &v[side], hd, 1.0 / sqrt((double)hd), m[side],
+                             gated ? P(g) : NULL));
+    snprintf(what, sizeof what, "attention %s %lldx%lld q %dx%d kv %d %s%s", dtn(dt),
+             (long long)rows, (long long)keys, hq, hd, hkv,
+             mask_kind == M_DENSE    ? "dense"
+             : mask_kind == M_CAUSAL ? "causal"
+                                     : "window+anchors",
+             gated ? " gate" : "");
+    /* the CUDA kernels compute in bf16 (fp32 operands are rounded first) and round P to bf16
+     * before P V, as every flash kernel does */
+    cmp(what, &o, 1e-2);
+    for (int s = 0; s < 2; s++)
+        vdn_attn_mask_free(m[s]);
+    release();
+}
+
+/* ---- diffusion ---- */
+
+static void case_time_features(int M, int dim) {
+    char what[96];
+    pair t = mk_pair(VDN_DT_F32, VDN_DT_F32, 1, M, 0), e = out(VDN_DT_F32, M, dim, 0);
+    float th[8] = {0.f, 0.37f, 1.f, 999.f, 500.25f, 12.5f, 0.001f, 731.f};
+    for (int s = 0; s < 2; s++)
+        CHECK(vdn_tensor_set(&t.v[s], th, VDN_DT_F32) == 0);
+    const int64_t nt[1] = {M};
+    vdn_tensor tv[2] = {vdn_view_reshape(&t.v[0], 1, nt), vdn_view_reshape(&t.v[1], 1, nt)};
+    RUN(vdn_op_time_features(P(e), &tv[side]));
+    snprintf(what, sizeof what, "time_features [%d,%d]", M, dim);
+    /* the same float32 exponent and argument; cos/sin of it in double on both */
+    cmp(what, &e, 1e-6);
+    release();
+}
+
+static void case_euler(int64_t rows, int64_t cols, vdn_dtype dt_v, double sg, double sn) {
+    char what[128];
+    pair x = in(VDN_DT_F32, rows, cols, PAD, 1.0, 0), v = in(dt_v, rows, cols, 0, 1.0, 0);
+    RUN(vdn_op_euler(P(x), P(v), sg, sn));
+    snprintf(what, sizeof what, "euler v %s [%lld,%lld] sigma %.3f -> %.3f", dtn(dt_v),
+             (long long)rows, (long long)cols, sg, sn);
+    cmp(what, &x, 1e-6); /* the same float32 operations */
+    release();
+}
+
+/* ---- the VDA family (op_vda.h) ---- */
+
+#define HD 128
+
+/* state dtype per side */
+static vdn_dtype st_dt(int s) {
+    return vdn_vda_state_dtype(dev[s]);
+}
+static vdn_dtype ft_dt(int s) {
+    return vdn_vda_feat_dtype(dev[s]);
+}
+static pair st_out(int64_t rows, int64_t cols) {
+    return out_typed(st_dt(0), st_dt(1), rows, cols, 0);
+}
+static pair ft_out(int64_t rows, int64_t cols) {
+    return out_typed(ft_dt(0), ft_dt(1), rows, cols, 0);
+}
+/* an input in the family's dtypes: f32 host values h, rounded to the GPU's dtype for both */
+static pair vda_in(int state, int64_t rows, int64_t cols, const float *h) {
+    pair p = mk_pair(state ? st_dt(0) : ft_dt(0), state ? st_dt(1) : ft_dt(1), rows, cols, 0);
+    put(&p, h);
+    return p;
+}
+static float *randn_h(int64_t n, double scale, double offset) {
+    float *h = vdn_xmalloc(sizeof(float) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        h[i] = (float)(offset + scale * nrand());
+    return h;
+}
+static float *unif_h(int64_t n, double lo, double hi) {
+    float *h = vdn_xmalloc(sizeof(float) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        h[i] = (float)(lo + (hi - lo) * urand());
+    return h;
+}
+
+/* prep: k, v, q column views of one fused projection, the 5x5 / 5-tap convolutions (or none) */
+static void case_vda_prep(int F, int gh, int gw, int H, int conv, int with_q) {
+    char what[128];
+    const int64_t S = (int64_t)gh * gw, C = (int64_t)H * HD, n = F * S;
+    pair proj = in(VDN_DT_BF16, n, 3 * C + 64, 0, 1.0, 0);
+    pair beta = in_unif(VDN_DT_F32, n, H, 0.05, 0.95);
+    pair ksp = in(VDN_DT_BF16, C, 25, 0, 0.2, 0), ktm = in(VDN_DT_BF16, C, 5, 0, 0.4, 0);
+    pair vsp = in(VDN_DT_BF16, C, 25, 0, 0.2, 0), vtm = in(VDN_DT_BF16, C, 5, 0, 0.4, 0);
+    pair ks = st_out((int64_t)F * H * S, HD), kb = ft_out((int64_t)F * H * S, HD);
+    pair vt = ft_out((int64_t)F * H * S, HD), qt = ft_out((int64_t)F * H * S, HD);
+    vdn_tensor q[2], k[2], v[2];
+    vdn_vda_conv cv[2];
+    vdn_vda_feats fo[2];
+    for (int s = 0; s < 2; s++) {
+        q[s] = vdn_view_cols(&proj.v[s], 0, C);
+        k[s] = vdn_view_cols(&proj.v[s], C, C);
+        v[s] = vdn_view_cols(&proj.v[s], 2 * C, C);
+        cv[s] = (vdn_vda_conv){&ksp.v[s], &ktm.v[s], &vsp.v[s], &vtm.v[s]};
+        fo[s] = (vdn_vda_feats){&ks.v[s], &kb.v[s], &vt.v[s], with_q ? &qt.v[s] : NULL};
+    }
+    RUN(vdn_op_vda_prep(&fo[side], &k[side], &v[side], with_q ? &q[side] : NULL,
+                        conv ? &cv[side] : NULL, P(beta), F, gh, gw, H));
+    snprintf(what, sizeof what, "vda_prep F %d grid %dx%d H %d%s", F, gh, gw, H,
+             conv ? " conv" : " no conv (text)");
+    char w2[160];
+    /* bf16 features; k~, q~ are L2-normalised, so errors are relative to unit rows */
+    snprintf(w2, sizeof w2, "%s: ks", what), cmp(w2, &ks, 1e-2);
+    snprintf(w2, sizeof w2, "%s: kb", what), cmp(w2, &kb, 1e-2);
+    snprintf(w2, sizeof w2, "%s: vt", what), cmp(w2, &vt, 1e-2);
+    if (with_q) snprintf(w2, sizeof w2, "%s: qt", what), cmp(w2, &qt, 1e-2);
+    release();
+}
+
+/* stats, solve (inverse and additive), scans, gather, readout on one chain of random inputs */
+static void case_vda_chain(int F, int H, int S, int with_s0, int additive) {
+    char what[160];
+    const int nmat = F * H;
+    const int64_t rows = (int64_t)nmat * S;
+    /* features: L2-normalised k~ scaled by beta like the prep makes them */
+    float *kh = randn_h(rows * HD, 1.0, 0), *vh = randn_h(rows * HD, 1.0, 0);
+    float *ksh = vdn_xmalloc(sizeof(float) * (size_t)rows * HD),
+          *kbh = vdn_xmalloc(sizeof(float) * (size_t)rows * HD);
+    for (int64_t r = 0; r < rows; r++) {
+        double ss = 0, beta = 0.05 + 0.9 * urand();
+        for (int i = 0; i < HD; i++)
+            ss += (double)kh[r * HD + i] * kh[r * HD + i];
+        for (int i = 0; i < HD; i++) {
+            const double kn = kh[r * HD + i] / sqrt(ss);
+            ksh[r * HD + i] = (float)(sqrt(beta) * kn);
+            kbh[r * HD + i] = (float)(beta * kn);
+        }
+    }
+    pair ks = vda_in(1, rows, HD, ksh), kb = vda_in(0, rows, HD, kbh), vt = vda_in(0, rows, HD, vh);
+    free(kh), free(vh), free(ksh), free(kbh);
+    pair A = st_out((int64_t)nmat * HD, HD), B = st_out((int64_t)nmat * HD, HD);
+    RUN(vdn_op_vda_stats(P(A), P(B), P(ks), P(kb), P(vt), nmat));
+    snprintf(what, sizeof what, "vda_stats %d x [%d, %d]: A (TF32 on cuda)", nmat, S, HD);
+    cmp(what, &A, 3e-3);
+    snprintf(what, sizeof what, "vda_stats %d x [%d, %d]: B", nmat, S, HD);
+    cmp(what, &B, 1e-5);
+    /* the rest of the chain starts from the CPU's A and B on both sides */
+    for (int s = 0; s < 2; s++) {
+        float *a = get_f32(&A.v[0]), *b = get_f32(&B.v[0]);
+        CHECK(vdn_tensor_set(&A.v[s], a, VDN_DT_F32) == 0 &&
+              vdn_tensor_set(&B.v[s], b, VDN_DT_F32) == 0);
+        free(a), free(b);
+    }
+    float *al = unif_h((int64_t)F * H * HD, 0.6, 1.0);
+    pair alpha = vda_in(1, F, (int64_t)H * HD, al);
+    free(al);
+    const int64_t nm[2] = {(int64_t)nmat, HD};
+    vdn_tensor alv[2] = {vdn_view_reshape(&alpha.v[0], 2, nm),
+                         vdn_view_reshape(&alpha.v[1], 2, nm)};
+    pair T = st_out((int64_t)nmat * HD, HD), J = st_out((int64_t)nmat * HD, HD);
+    RUN(vdn_op_vda_solve(P(T), P(J), P(A), P(B), &alv[side], additive ? S : 0));
+    snprintf(what, sizeof what, "vda_solve %d x %d%s: T", nmat, HD, additive ? " additive" : "");
+    cmp(what, &T, 1e-4);
+    snprintf(what, sizeof what, "vda_solve %d x %d%s: J", nmat, HD, additive ? " additive" : "");
+    cmp(what, &J, 1e-4);
+    /* the text state's form: no alpha, no T */
+    pair J2 = st_out((int64_t)nmat * HD, HD);
+    RUN(vdn_op_vda_solve(NULL, P(J2), P(A), P(B), NULL, 0));
+    snprintf(what, sizeof what, "vda_solve %d x %d, no alpha, J only", nmat, HD);
+    cmp(what, &J2, 1e-4);
+    /* scans and gather from the CPU's T and J */
+    for (int s = 0; s < 2; s++) {
+        float *t = get_f32(&T.v[0]), *j = get_f32(&J.v[0]);
+        CHECK(vdn_tensor_set(&T.v[s], t, VDN_DT_F32) == 0 &&
+              vdn_tensor_set(&J.v[s], j, VDN_DT_F32) == 0);
+        free(t), free(j);
+    }
+    float *s0h = randn_h((int64_t)H * HD * HD, 0.05, 0);
+    pair S0 = vda_in(1, (int64_t)H * HD, HD, s0h);
+    free(s0h);
+    pair Pm = st_out((int64_t)nmat * HD, HD), Rm = st_out((int64_t)nmat * HD, HD);
+    RUN(vdn_op_vda_scans(P(Pm), P(Rm), P(T), P(J), with_s0 ? P(S0) : NULL, F));
+    snprintf(what, sizeof what, "vda_scans F %d H %d%s: P", F, H, with_s0 ? " S0" : "");
+    cmp(what, &Pm, 1e-4);
+    snprintf(what, sizeof what, "vda_scans F %d H %d%s: R", F, H, with_s0 ? " S0" : "");
+    cmp(what, &Rm, 1e-4);
+    for (int s = 0; s < 2; s++) {
+        float *p = get_f32(&Pm.v[0]), *r = get_f32(&Rm.v[0]);
+        CHECK(vdn_tensor_set(&Pm.v[s], p, VDN_DT_F32) == 0 &&
+              vdn_tensor_set(&Rm.v[s], r, VDN_DT_F32) == 0);
+        free(p), free(r);
+    }
+    /* chunk windows (chunk 2, radius 1: S0 reaches the frames through the window ends), or each
+     * frame alone (the scans' P and R bridge into every frame) */
+    int *wh = vdn_xmalloc(sizeof(int) * 2 * (size_t)F);
+    for (int t = 0; t < F; t++) {
+        const int c = t / 2;
+        wh[2 * t] = with_s0 ? (c - 1) * 2 : t, wh[2 * t + 1] = with_s0 ? (c + 2) * 2 - 1 : t;
+    }
+    pair win = mk_pair(VDN_DT_I32, VDN_DT_I32, F, 2, 0);
+    for (int s = 0; s < 2; s++)
+        CHECK(vdn_tensor_set(&win.v[s], wh, VDN_DT_I32) == 0);
+    free(wh);
+    pair Sl = ft_out((int64_t)nmat * HD, HD);
+    RUN(vdn_op_vda_gather(P(Sl), P(Pm), P(Rm), with_s0 ? P(S0) : NULL, P(alpha), P(win), F));
+    snprintf(what, sizeof what, "vda_gather F %d H %d%s", F, H, with_s0 ? " S0" : "");
+    cmp(what, &Sl, 1e-2);
+    /* readout from the GPU's Slin on both sides (a bf16 feature) */
+    float *slh = get_f32(&Sl.v[1]), *qh = randn_h(rows * HD, 0.1, 0);
+    pair Sl2 = vda_in(0, (int64_t)nmat * HD, HD, slh), qt = vda_in(0, rows, HD, qh);
+    free(slh), free(qh);
+    pair r = st_out(rows, HD);
+    RUN(vdn_op_vda_readout(P(r), P(Sl2), P(qt), nmat));
+    snprintf(what, sizeof what, "vda_readout %d x [%d, %d]", nmat, S, HD);
+    cmp(what, &r, 1e-5);
+    release();
+}
+
+static void case_vda_epilogue(int F, int H, int S) {
+    char what[96];
+    const int64_t C = (int64_t)H * HD, rows = (int64_t)F * S;
+    float *rh = randn_h(rows * C, 1.0, 0.2);
+    pair r = vda_in(1, (int64_t)F * H * S, HD, rh);
+    free(rh);
+    pair wn = in(VDN_DT_BF16, 1, HD, 0, 0.3, 1.0), gpre = in(VDN_DT_BF16, rows, C, 4, 2.0, 0);
+    pair o = out(VDN_DT_BF16, rows, C, 4);
+    RUN(vdn_op_vda_epilogue(P(o), P(r), P(wn), 1e-6, P(gpre), F, H));
+    snprintf(what, sizeof what, "vda_epilogue F %d H %d S %d (views)", F, H, S);
+    cmp(what, &o, 1e-2);
+    release();
+}
+
+static void case_vda_alpha(int F, int S, int hidden, int H) {
+    char what[96];
+    pair x = in(VDN_DT_BF16, (int64_t)F * S, hidden, 0, 1.0, 0.1);
+    pair m = out(VDN_DT_F32, F, hidden, 0);
+    RUN(vdn_op_frame_means(P(m), P(x), F));
+    snprintf(what, sizeof what, "frame_means F %d S %d hidden %d", F, S, hidden);
+    cmp(what, &m, 1e-5);
+    const int64_t C = (int64_t)H * HD;
+    pair u = in(VDN_DT_F32, F, C, 0, 1.0, 0), db = in(VDN_DT_F32, 1, C, 0, 0.5, -1.0);
+    pair al = in(VDN_DT_F32, 1, H, 0, 0.5, -1.0);
+    pair a = st_out(F, C);
+    RUN(vdn_op_alpha_finish(P(a), P(u), P(db), P(al)));
+    snprintf(what, sizeof what, "alpha_finish F %d C %lld", F, (long long)C);
+    cmp(what, &a, 1e-5);
+    release();
+}
+
+int main(void) {
+    char err[512];
+    /* VDN_BACKEND_OPS_SELFTEST=1: the CPU against itself, to check the harness without a GPU */
+    const char *self = getenv("VDN_BACKEND_OPS_SELFTEST");
+    const int selftest = self && strcmp(self, "1") == 0;
+    dev[1] = vdn_dev_open(selftest ? "cpu" : "cuda", 0, 0, err, sizeof err);
+    if (!dev[1]) {
+        printf("SKIP: no CUDA device for the backend-ops test: %s\n", err);
+        return 77;
+    }
+    dev[0] = vdn_dev_open("cpu", 0, 2, err, sizeof err);
+    if (!dev[0]) {
+        fprintf(stderr, "cpu device: %s\n", err);
+        return 1;
+    }
+    const vdn_dtype BF = VDN_DT_BF16, F32 = VDN_DT_F32, NB = VDN_DT_COUNT;
+
+    case_transfers(37, 129);
+    case_transfers(1, 8);
+
+    /* linear: cuBLASLt bf16 (fused bf16 bias, fp32 bias as epilogue), fp32 SGEMM, mixed */
+    case_linear(130, 264, 96, BF, BF, VDN_ACT_NONE, 0);
+    case_linear(37, 72, 40, BF, F32, VDN_ACT_SILU, 0);
+    case_linear(64, 128, 136, BF, NB, VDN_ACT_NONE, 1);
+    case_linear(5, 16, 24, BF, BF, VDN_ACT_GELU_TANH, 0);
+    case_linear(37, 13, 7, F32, F32, VDN_ACT_NONE, 0);
+    case_linear(3, 256, 1024, F32, F32, VDN_ACT_SILU, 0);
+    case_linear(29, 40, 33, F32, NB, VDN_ACT_NONE, 1);
+    case_linear(17, 24, 9, F32, F32, VDN_ACT_SIGMOID, 0);
+    case_linear_mixed(21, 48, 40);
+
+    case_matmul_bt(3, 17, 33, 40, BF, F32, 0);
+    case_matmul_bt(2, 64, 64, 128, BF, BF, 0);
+    case_matmul_bt(1, 9, 5, 7, F32, F32, 1);
+    case_matmul_bt(4, 8, 16, 24, F32, BF, 0);
+
+    for (int a = VDN_ACT_SILU; a <= VDN_ACT_SIGMOID; a++) {
+        case_act(33, 77, F32, (vdn_act)a);
+        case_act(16, 256, BF, (vdn_act)a);
+    }
+    case_swiglu(37, 64, BF, 1);
+    case_swiglu(130, 136, BF, 1);
+    case_swiglu(9, 13, F32, 0);
+    case_swiglu(11, 40, BF, 0);
+    case_add_scale(21, 96, BF, 0);
+    case_add_scale(7, 13, F32, PAD);
+    case_add_scale(5, 31, BF, PAD);
+    case_gate_residual(130, 256, BF, 0);
+    case_gate_residual(9, 40, F32, 0);
+    case_gate_residual(13, 24, BF, 1);
+    case_gate_residual(6, 10, F32, 2);
+    case_mul_groups(37, 4, 32, BF);
+    case_mul_groups(5, 3, 7, F32);
+
+    case_rmsnorm(130, 512, BF, 1, 1); /* the DiT's fused adaLN form */
+    case_rmsnorm(33, 264, BF, 1, 0);
+    case_rmsnorm(17, 40, BF, 0, 0);
+    case_rmsnorm(9, 37, F32, 1, 2);
+    case_rmsnorm(4, 96, F32, 0, 1);
+    case_layernorm(21, 64, F32, 1);
+    case_layernorm(9, 37, BF, 0);
+    case_layernorm(130, 1024, BF, 1);
+
+    /* the DiT's form (fused kernel), the refiner's (no rope), and the decoders'/text encoder's */
+    case_qk_norm_rope(130, 4, 4, 128, 96, 16, 16, 1, BF, 1);
+    case_qk_norm_rope(37, 3, 3, 128, 0, 0, 0, 1, BF, 1);
+    case_qk_norm_rope(37, 8, 2, 64, 32, 6, 5, 1, BF, 1);
+    case_qk_norm_rope(21, 4, 4, 128, 96, 16, 16, 1, F32, 1);
+    case_qk_norm_rope(13, 2, 2, 64, 64, 32, 0, 0, F32, 0);
+    case_qk_norm_rope(19, 6, 2, 128, 128, 20, 22, 1, BF, 1);
+
+    /* wgmma kernel: hd 128, same heads, keys = rows; mma.sync: hd 64, GQA, keys != rows */
+    case_attention(300, 300, 2, 2, 128, M_DENSE, 0, BF);
+    case_attention(460, 460, 2, 2, 128, M_WINDOW, 1, BF);
+    case_attention(1, 1, 2, 2, 128, M_DENSE, 0, BF);
+    case_attention(200, 200, 4, 2, 64, M_CAUSAL, 0, BF);
+    case_attention(9, 70, 2, 2, 128, M_DENSE, 1, BF);
+    case_attention(131, 131, 3, 3, 64, M_DENSE, 1, BF);
+    case_attention(77, 77, 8, 1, 128, M_CAUSAL, 0, BF);
+    case_attention(65, 65, 2, 2, 128, M_CAUSAL, 0, F32);
+    case_attention(260, 260, 2, 1, 64, M_WINDOW, 0, BF);
+
+    case_time_features(3, 256);
+    case_time_features(8, 34);
+    case_euler(37, 129, F32, 0.9, 0.75);
+    case_euler(5, 16, BF, 0.3, 0.0);
+
+    /* VDA: the video frames' prep (conv), the text state's (none); the chain; epilogue; alpha */
+    case_vda_prep(4, 5, 7, 2, 1, 1);
+    case_vda_prep(3, 8, 14, 1, 1, 1);
+    case_vda_prep(1, 37, 1, 2, 0, 0);
+    case_vda_chain(4, 2, 35, 1, 0);
+    case_vda_chain(3, 1, 64, 0, 0);
+    case_vda_chain(2, 2, 50, 1, 1);
+    case_vda_epilogue(3, 2, 35);
+    case_vda_alpha(3, 35, 264, 2);
+
+    size_t in_use = 0, peak = 0;
+    vdn_dev_memory(dev[1], &in_use, &peak);
+    printf("cuda memory: %zu bytes in use after the cases (backend workspace and scratch), peak "
+           "%zu\n",
+           in_use, peak);
+    vdn_dev_close(dev[0]);
+    vdn_dev_close(dev[1]);
+    return check_report("test_backend_ops");
+}
