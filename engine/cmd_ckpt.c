@@ -124,7 +124,10 @@ int vdn_cmd_ckpt(int argc, char **argv) {
     }
     char root[4096];
     snprintf(root, sizeof root, "%s%s", o.out, o.vdn ? "/base" : "");
-    if (text_encoder && vdn_text_encoder_init(root, o.seed, tokenizer_json, err, sizeof err)) {
+    vdn_config cfg;
+    if (text_encoder &&
+        (vdn_ckpt_preset(o.preset, o.layers, &cfg, err, sizeof err) ||
+         vdn_text_encoder_init(root, o.seed, cfg.text_dim, tokenizer_json, err, sizeof err))) {
         fprintf(stderr, "vdn ckpt init: text encoder: %s\n", err);
         return 1;
     }

@@ -24,7 +24,25 @@ typedef struct {
     const char *noise_file; /* optional safetensors: noise_video (24,F,H,W), noise_audio (2L,32) */
     const char
         *out_prefix; /* writes PREFIX.safetensors (video, audio) and PREFIX.json (run record) */
+    /* Resumable renders (the worker's snapshots; docs/engine.md "Snapshots and resume"). */
+    const struct vdn_render_state *resume; /* NULL = start from the noise; else continue it */
+    int (*snapshot)(void *user, const struct vdn_render_state *state); /* NULL = none */
+    void *snapshot_user;
+    int snapshot_every_nfe;        /* a snapshot after every K-th NFE (0 = by time only) */
+    double snapshot_every_seconds; /* or once this much loop time passed since the last one */
 } vdn_render_request;
+
+/* The sampler between two model evaluations: everything a bit-identical continuation needs
+ * beyond the request itself (noise, sigma grids, sequence and keyframe conditioning are rebuilt
+ * from the request and the seed). Latents in the loop's own layouts: video as its patch rows
+ * (n_video floats), audio as its 2 x audio-latents rows of audio channels (n_audio floats).
+ * A plain struct: the caller serializes it however it likes. */
+typedef struct vdn_render_state {
+    int step;  /* model evaluations done; the next one evaluates sigma[step] */
+    int steps; /* the request's steps (a resume must match) */
+    size_t n_video, n_audio;
+    float *video, *audio; /* snapshot callback: valid during the call only */
+} vdn_render_state;
 
 /* Called after each NFE (k of n done, seconds for that NFE). Return nonzero to cancel the render,
  * which then fails with "cancelled". Called on the rendering thread. */
@@ -44,7 +62,12 @@ const char *vdn_engine_backend_name(const vdn_engine *eng); /* "cpu" | "cuda" */
  * backend (whose forward leaves the cores idle). Call before open. */
 void vdn_engine_set_threads(int threads);
 
-/* 0 on success; -1 with a message in err. Safe to call repeatedly on one engine. */
+/* 0 on success; -1 with a message in err. Safe to call repeatedly on one engine.
+ * Snapshots: when req->snapshot is set, it is called on the rendering thread after the NFEs the
+ * request's snapshot_every_* pick (never after the last), before that NFE's progress call. A
+ * nonzero return is logged and the render goes on. With req->resume the render starts at
+ * resume->step; on one backend the outputs equal an uninterrupted render's bit for bit, and
+ * progress counts on from resume->step. */
 int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progress_fn progress,
                       void *user, char *err, size_t errlen);
 

@@ -79,6 +79,7 @@ char *vdn_record_json(const vdn_record *r) {
     cJSON_AddBoolToObject(v, "bypass", r->plan->bypass);
     cJSON *sc = cJSON_AddObjectToObject(o, "sampler");
     cJSON_AddNumberToObject(sc, "nfe", r->n_sigma - 1);
+    cJSON_AddNumberToObject(sc, "resumed_from_step", r->resumed_from_step);
     cJSON_AddNumberToObject(sc, "video_shift", r->video_shift);
     cJSON_AddNumberToObject(sc, "audio_shift", r->audio_shift);
     cJSON_AddItemToObject(sc, "sigma_video", float_array(r->sigma_video, r->n_sigma));

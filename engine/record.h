@@ -26,6 +26,7 @@ typedef struct {
     int n_sigma;
     const double *nfe_seconds;
     int n_nfe;
+    int resumed_from_step; /* NFEs taken from a snapshot (their nfe_seconds are 0), 0 = none */
     double total_seconds, wall_start, wall_end;
     double setup_seconds;  /* start to the first NFE: prompt, sequence, noise, backend setup */
     double output_seconds; /* unpatchify + writing PREFIX.safetensors (the record not counted) */

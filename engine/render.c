@@ -37,6 +37,33 @@ static int prepare_out_dir(const char *prefix, char *err, size_t errlen) {
     return 0;
 }
 
+/* A resume must come from a render of this very request: same steps, same latent sizes. */
+static int resume_state(const vdn_render_request *req, size_t n_video, size_t n_audio, float *video,
+                        float *audio, char *err, size_t errlen) {
+    const vdn_render_state *r = req->resume;
+    if (r->steps != req->steps || r->step < 0 || r->step >= req->steps)
+        return vdn_fail(err, errlen,
+                        "resume: snapshot at step %d of %d, the request has %d steps (expected "
+                        "0 <= step < steps of the same request)",
+                        r->step, r->steps, req->steps);
+    if (r->n_video != n_video || r->n_audio != n_audio || !r->video || !r->audio)
+        return vdn_fail(err, errlen,
+                        "resume: snapshot holds %zu video / %zu audio latents, the request "
+                        "needs %zu / %zu (a snapshot of another request?)",
+                        r->n_video, r->n_audio, n_video, n_audio);
+    memcpy(video, r->video, sizeof(float) * n_video);
+    memcpy(audio, r->audio, sizeof(float) * n_audio);
+    return 0;
+}
+
+/* After NFE `done` (never the last): every K-th NFE counted from the resume point, or once the
+ * time since the last snapshot reaches snapshot_every_seconds. */
+static int snapshot_due(const vdn_render_request *req, int done, int k0, double last) {
+    if (!req->snapshot || done >= req->steps) return 0;
+    if (req->snapshot_every_nfe > 0 && (done - k0) % req->snapshot_every_nfe == 0) return 1;
+    return req->snapshot_every_seconds > 0 && vdn_now() - last >= req->snapshot_every_seconds;
+}
+
 int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progress_fn progress,
                       void *user, char *err, size_t errlen) {
     const vdn_config *c = &eng->cfg;
@@ -166,10 +193,15 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
     vdn_attn_plan plan = vdn_attn_plan_make(c, mode, F);
     double *nfe_s = vdn_xcalloc((size_t)req->steps, sizeof(double));
     int done = 0;
+    const size_t n_vrows = (size_t)L->n_video * pf;
+    if (rc == 0 && req->resume) rc = resume_state(req, n_vrows, na, vx, audio_rows, err, errlen);
+    const int k0 = rc == 0 && req->resume ? req->resume->step : 0;
+    done = k0;
+    double last_snapshot = vdn_now();
     if (rc == 0) rc = eng->ops->reserve(eng->be, L, err, errlen);
     if (rc == 0) rc = eng->ops->set_text(eng->be, pr.embeds, pr.n_text, err, errlen);
     const double t_loop = vdn_now(); /* setup: prompt, sequence, noise, patchify, reserve, text */
-    for (int k = 0; k < req->steps && rc == 0; k++) {
+    for (int k = k0; k < req->steps && rc == 0; k++) {
         double t0 = vdn_now();
         float tv = 1.0f - sv[k], ta = 1.0f - sa[k];
         vdn_seq_timesteps(&seq, tv, ta);
@@ -181,6 +213,12 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
         vdn_euler_step(audio_rows, av, na, ta, sa[k], sa[k + 1]);
         nfe_s[k] = vdn_now() - t0;
         done = k + 1;
+        if (snapshot_due(req, k + 1, k0, last_snapshot)) {
+            vdn_render_state snap = {k + 1, req->steps, n_vrows, na, vx, audio_rows};
+            if (req->snapshot(req->snapshot_user, &snap) != 0)
+                VDN_WARN("render: snapshot after NFE %d failed; rendering on", k + 1);
+            last_snapshot = vdn_now();
+        }
         if (progress && progress(user, k + 1, req->steps, nfe_s[k]) != 0)
             rc = vdn_fail(err, errlen, "cancelled after %d of %d model evaluations", k + 1,
                           req->steps);
@@ -227,6 +265,7 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
                               .n_sigma = req->steps + 1,
                               .nfe_seconds = nfe_s,
                               .n_nfe = done,
+                              .resumed_from_step = k0,
                               .setup_seconds = t_loop - t_start,
                               .output_seconds = vdn_now() - t_out,
                               .warnings = warn_ptr,

@@ -23,16 +23,6 @@ const char *vdn_default_tokenizer_json(void) {
     return env && env[0] ? env : VDN_QWEN3_TOKENIZER_JSON;
 }
 
-static const vdn_text_config tiny = {.vocab = 151936,
-                                     .hidden = 32,
-                                     .intermediate = 96,
-                                     .head_dim = 64,
-                                     .layers = 4,
-                                     .heads = 4,
-                                     .kv_heads = 2,
-                                     .rms_eps = 1e-6,
-                                     .rope_theta = 5000000.0,
-                                     .max_positions = 512};
 
 static uint64_t mix64(uint64_t z) {
     z += 0x9E3779B97F4A7C15ull;
@@ -205,8 +195,21 @@ static int copy_file(const char *from, const char *to, char *err, size_t errlen)
     return rc;
 }
 
-int vdn_text_encoder_init(const char *root, uint64_t seed, const char *tokenizer_json, char *err,
-                          size_t errlen) {
+int vdn_text_encoder_init(const char *root, uint64_t seed, int64_t hidden,
+                          const char *tokenizer_json, char *err, size_t errlen) {
+    if (hidden < 1 || hidden > 65536)
+        return vdn_fail(err, errlen, "text encoder: hidden size %lld outside 1..65536",
+                        (long long)hidden);
+    const vdn_text_config tiny = {.vocab = 151936,
+                                  .hidden = hidden,
+                                  .intermediate = 3 * hidden,
+                                  .head_dim = 64,
+                                  .layers = 4,
+                                  .heads = 4,
+                                  .kv_heads = 2,
+                                  .rms_eps = 1e-6,
+                                  .rope_theta = 5000000.0,
+                                  .max_positions = 512};
     char dir[4096], path[4352];
     snprintf(dir, sizeof dir, "%s/text_encoder", root);
     if (vdn_mkdir_p(dir, err, errlen) || write_config(dir, &tiny, err, errlen) ||

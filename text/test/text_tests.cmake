@@ -22,3 +22,10 @@ if(VDN_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   target_link_options(fuzz_tokenizer PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_libraries(fuzz_tokenizer PRIVATE vdn_text)
 endif()
+# The encoder (CPU, fp32) against the public transformers Qwen3-VL model's hidden states on the
+# tiny random checkpoint (expected_hidden.safetensors, made by reference/make_expected_hidden.py)
+add_executable(test_encoder ${CMAKE_CURRENT_LIST_DIR}/test_encoder.c)
+target_link_libraries(test_encoder PRIVATE vdn_text)
+add_test(NAME text_encoder_vs_transformers
+         COMMAND sh -c "rm -rf te_ckpt && $<TARGET_FILE:vdn> ckpt init --preset tiny --text-encoder --tokenizer-json '${VDN_QWEN3_TOKENIZER}' --out te_ckpt >/dev/null && $<TARGET_FILE:test_encoder> te_ckpt '${CMAKE_CURRENT_LIST_DIR}/expected_hidden.safetensors' cpu"
+         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})

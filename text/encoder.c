@@ -1,0 +1,309 @@
+/* The Qwen3-VL text encoder over the op layer (see encoder.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "encoder.h"
+#include "safetensors.h"
+#include "vdn_util.h"
+
+typedef struct {
+    vdn_tensor *in_norm, *q, *k, *v, *o, *q_norm, *k_norm, *post_norm, *gate, *up, *down;
+} enc_layer;
+
+struct vdn_text_encoder {
+    vdn_text_config cfg;
+    int layer; /* hidden_states[layer]: this many decoder layers run */
+    vdn_dev *dev;
+    vdn_st_set *st;
+    const vdn_st_entry *embed; /* [vocab, hidden] in the mapping */
+    const vdn_st_file *embed_file;
+    enc_layer *layers;
+    vdn_tensor *inv_freq; /* F32 [head_dim / 2] */
+    char identity[65];
+};
+
+/* ---- loading ---- */
+
+static const vdn_st_entry *find_checked(vdn_text_encoder *e, int layer, const char *what, int ndim,
+                                        int64_t d0, int64_t d1, const vdn_st_file **file, char *err,
+                                        size_t errlen) {
+    char name[256];
+    vdn_text_weight_name(name, sizeof name, layer, what);
+    const vdn_st_file *f;
+    const vdn_st_entry *t = vdn_st_set_find(e->st, name, &f);
+    if (!t) {
+        vdn_fail(err, errlen, "text encoder: tensor %s is missing from the checkpoint", name);
+        return NULL;
+    }
+    int64_t shape[2] = {d0, d1};
+    if (vdn_st_check_shape(f, t, ndim, shape, err, errlen)) return NULL;
+    if (!vdn_dtype_is_float(t->dtype)) {
+        vdn_fail(err, errlen, "%s: tensor %s: dtype %s, expected BF16, F16 or F32", vdn_st_path(f),
+                 name, vdn_dtype_name(t->dtype));
+        return NULL;
+    }
+    if (file) *file = f;
+    return t;
+}
+
+/* A weight onto the device, in the device's weight dtype. */
+static vdn_tensor *upload(vdn_text_encoder *e, int layer, const char *what, int ndim, int64_t d0,
+                          int64_t d1, char *err, size_t errlen) {
+    const vdn_st_entry *t = find_checked(e, layer, what, ndim, d0, d1, NULL, err, errlen);
+    if (!t) return NULL;
+    vdn_dtype dt = vdn_dev_is_cpu(e->dev) ? VDN_DT_F32 : VDN_DT_BF16;
+    int64_t ne[2] = {d0, d1};
+    vdn_tensor *w = vdn_tensor_new(e->dev, dt, ndim, ne);
+    if (!w || vdn_tensor_set(w, t->data, t->dtype)) {
+        vdn_fail(err, errlen, "text encoder: uploading %s of layer %d: %s", what, layer,
+                 vdn_dev_error(e->dev));
+        vdn_tensor_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+static int load_layer(vdn_text_encoder *e, int l, char *err, size_t errlen) {
+    const vdn_text_config *c = &e->cfg;
+    enc_layer *L = &e->layers[l];
+    int64_t H = c->hidden, qd = c->heads * c->head_dim, kd = c->kv_heads * c->head_dim;
+    int64_t I = c->intermediate;
+    if (!(L->in_norm = upload(e, l, "input_layernorm.weight", 1, H, 0, err, errlen)) ||
+        !(L->q = upload(e, l, "self_attn.q_proj.weight", 2, qd, H, err, errlen)) ||
+        !(L->k = upload(e, l, "self_attn.k_proj.weight", 2, kd, H, err, errlen)) ||
+        !(L->v = upload(e, l, "self_attn.v_proj.weight", 2, kd, H, err, errlen)) ||
+        !(L->o = upload(e, l, "self_attn.o_proj.weight", 2, H, qd, err, errlen)) ||
+        !(L->q_norm = upload(e, l, "self_attn.q_norm.weight", 1, c->head_dim, 0, err, errlen)) ||
+        !(L->k_norm = upload(e, l, "self_attn.k_norm.weight", 1, c->head_dim, 0, err, errlen)) ||
+        !(L->post_norm = upload(e, l, "post_attention_layernorm.weight", 1, H, 0, err, errlen)) ||
+        !(L->gate = upload(e, l, "mlp.gate_proj.weight", 2, I, H, err, errlen)) ||
+        !(L->up = upload(e, l, "mlp.up_proj.weight", 2, I, H, err, errlen)) ||
+        !(L->down = upload(e, l, "mlp.down_proj.weight", 2, H, I, err, errlen)))
+        return -1;
+    return 0;
+}
+
+/* inv_freq[i] = 1 / theta^(2i / head_dim), rounded to float32 as transformers holds it */
+static int make_inv_freq(vdn_text_encoder *e, char *err, size_t errlen) {
+    int half = (int)(e->cfg.head_dim / 2);
+    float *inv = vdn_xmalloc(sizeof(float) * (size_t)half);
+    for (int i = 0; i < half; i++) {
+        float expo = (float)(2 * i) / (float)e->cfg.head_dim;
+        inv[i] = (float)(1.0 / pow(e->cfg.rope_theta, (double)expo));
+    }
+    int64_t ne[1] = {half};
+    e->inv_freq = vdn_tensor_new(e->dev, VDN_DT_F32, 1, ne);
+    int rc = !e->inv_freq || vdn_tensor_set(e->inv_freq, inv, VDN_DT_F32);
+    free(inv);
+    return rc ? vdn_fail(err, errlen, "text encoder: inv_freq: %s", vdn_dev_error(e->dev)) : 0;
+}
+
+static int open_shards(vdn_text_encoder *e, const char *dir, char *err, size_t errlen) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    FILE *f = fopen(path, "r");
+    if (f)
+        fclose(f);
+    else
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    e->st = vdn_st_set_open(path, err, errlen);
+    return e->st ? 0 : -1;
+}
+
+static void make_identity(vdn_text_encoder *e, const char *dir) {
+    char path[4096], err[VDN_ERR_LEN];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    size_t len = 0;
+    char *cfg = vdn_read_file(path, &len, err, sizeof err);
+    size_t cap = len + 64, used = 0;
+    for (int i = 0; i < vdn_st_set_file_count(e->st); i++) {
+        size_t hl;
+        vdn_st_header(vdn_st_set_file(e->st, i), &hl);
+        cap += hl;
+    }
+    char *buf = vdn_xmalloc(cap);
+    if (cfg) memcpy(buf, cfg, len);
+    used = len;
+    for (int i = 0; i < vdn_st_set_file_count(e->st); i++) {
+        size_t hl;
+        const char *h = vdn_st_header(vdn_st_set_file(e->st, i), &hl);
+        memcpy(buf + used, h, hl);
+        used += hl;
+    }
+    used += (size_t)snprintf(buf + used, cap - used, "\nlayer %d", e->layer);
+    vdn_sha256_hex(buf, used, e->identity);
+    free(buf);
+    free(cfg);
+}
+
+vdn_text_encoder *vdn_text_encoder_open(const char *dir, vdn_dev *dev, int layer, char *err,
+                                        size_t errlen) {
+    vdn_text_encoder *e = vdn_xcalloc(1, sizeof *e);
+    e->dev = dev;
+    if (vdn_text_config_load(dir, &e->cfg, err, errlen)) goto fail;
+    e->layer = layer > 0 ? layer : vdn_text_encoder_default_layer(&e->cfg);
+    if (e->layer > e->cfg.layers) {
+        vdn_fail(err, errlen, "text encoder %s: layer %d asked for, the model has %d", dir,
+                 e->layer, e->cfg.layers);
+        goto fail;
+    }
+    if (open_shards(e, dir, err, errlen)) goto fail;
+    e->embed = find_checked(e, -1, "embed_tokens.weight", 2, e->cfg.vocab, e->cfg.hidden,
+                            &e->embed_file, err, errlen);
+    if (!e->embed) goto fail;
+    e->layers = vdn_xcalloc((size_t)e->layer, sizeof *e->layers);
+    for (int l = 0; l < e->layer; l++)
+        if (load_layer(e, l, err, errlen)) goto fail;
+    if (make_inv_freq(e, err, errlen)) goto fail;
+    make_identity(e, dir);
+    return e;
+fail:
+    vdn_text_encoder_close(e);
+    return NULL;
+}
+
+void vdn_text_encoder_close(vdn_text_encoder *e) {
+    if (!e) return;
+    for (int l = 0; e->layers && l < e->layer; l++) {
+        enc_layer *L = &e->layers[l];
+        vdn_tensor *all[] = {L->in_norm, L->q,         L->k,    L->v,  L->o,   L->q_norm,
+                             L->k_norm,  L->post_norm, L->gate, L->up, L->down};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+            vdn_tensor_free(all[i]);
+    }
+    free(e->layers);
+    vdn_tensor_free(e->inv_freq);
+    vdn_st_set_close(e->st);
+    free(e);
+}
+
+const vdn_text_config *vdn_text_encoder_config(const vdn_text_encoder *e) {
+    return &e->cfg;
+}
+int vdn_text_encoder_layer(const vdn_text_encoder *e) {
+    return e->layer;
+}
+const char *vdn_text_encoder_identity(const vdn_text_encoder *e) {
+    return e->identity;
+}
+
+/* ---- the forward ---- */
+
+/* Activations of one run: h is the residual stream (fp32 everywhere: the sum of 50 layers). */
+typedef struct {
+    vdn_tensor *h, *x, *q, *k, *v, *qr, *kr, *att, *gate, *up, *act, *pos;
+    vdn_attn_mask *mask;
+} enc_acts;
+
+static void acts_free(enc_acts *a) {
+    vdn_tensor *all[] = {a->h,  a->x,   a->q,    a->k,  a->v,   a->qr,
+                         a->kr, a->att, a->gate, a->up, a->act, a->pos};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        vdn_tensor_free(all[i]);
+    vdn_attn_mask_free(a->mask);
+}
+
+static int acts_new(vdn_text_encoder *e, int n, enc_acts *a) {
+    const vdn_text_config *c = &e->cfg;
+    vdn_dtype adt = vdn_dev_is_cpu(e->dev) ? VDN_DT_F32 : VDN_DT_BF16;
+    int64_t qd = c->heads * c->head_dim, kd = c->kv_heads * c->head_dim;
+    memset(a, 0, sizeof *a);
+    a->h = vdn_tensor_new2(e->dev, VDN_DT_F32, n, c->hidden);
+    a->x = vdn_tensor_new2(e->dev, adt, n, c->hidden);
+    a->q = vdn_tensor_new2(e->dev, adt, n, qd);
+    a->k = vdn_tensor_new2(e->dev, adt, n, kd);
+    a->v = vdn_tensor_new2(e->dev, adt, n, kd);
+    a->qr = vdn_tensor_new2(e->dev, adt, n, qd);
+    a->kr = vdn_tensor_new2(e->dev, adt, n, kd);
+    a->att = vdn_tensor_new2(e->dev, adt, n, qd);
+    a->gate = vdn_tensor_new2(e->dev, adt, n, c->intermediate);
+    a->up = vdn_tensor_new2(e->dev, adt, n, c->intermediate);
+    a->act = vdn_tensor_new2(e->dev, adt, n, c->intermediate);
+    a->pos = vdn_tensor_new2(e->dev, VDN_DT_F64, n, 3);
+    a->mask = vdn_attn_mask_causal(e->dev, n);
+    if (!a->h || !a->x || !a->q || !a->k || !a->v || !a->qr || !a->kr || !a->att || !a->gate ||
+        !a->up || !a->act || !a->pos || !a->mask)
+        return -1;
+    /* text tokens: the three multimodal RoPE axes all hold the token's index */
+    double *pos = vdn_xmalloc(sizeof(double) * 3 * (size_t)n);
+    for (int i = 0; i < 3 * n; i++)
+        pos[i] = (double)(i / 3);
+    int rc = vdn_tensor_set(a->pos, pos, VDN_DT_F64);
+    free(pos);
+    return rc;
+}
+
+/* The prompt's rows of the embedding table, widened to float on the host, onto the device. */
+static int embed(vdn_text_encoder *e, const int32_t *ids, int n, vdn_tensor *h) {
+    int64_t H = e->cfg.hidden;
+    size_t es = vdn_dtype_size(e->embed->dtype);
+    float *rows = vdn_xmalloc(sizeof(float) * (size_t)(n * H));
+    for (int i = 0; i < n; i++) {
+        const uint8_t *src = (const uint8_t *)e->embed->data + (size_t)ids[i] * (size_t)H * es;
+        for (int64_t j = 0; j < H; j++) {
+            const uint8_t *p = src + (size_t)j * es;
+            uint16_t u16;
+            float f;
+            if (e->embed->dtype == VDN_DT_F32) {
+                memcpy(&f, p, 4);
+            } else {
+                memcpy(&u16, p, 2);
+                f = e->embed->dtype == VDN_DT_BF16 ? vdn_bf16_to_f32(u16) : vdn_f16_to_f32(u16);
+            }
+            rows[(size_t)i * (size_t)H + (size_t)j] = f;
+        }
+    }
+    int rc = vdn_tensor_set(h, rows, VDN_DT_F32);
+    free(rows);
+    return rc;
+}
+
+static int run_layer(vdn_text_encoder *e, const enc_layer *L, enc_acts *a) {
+    const vdn_text_config *c = &e->cfg;
+    int hd = (int)c->head_dim;
+    vdn_rope rope = {.pos = a->pos, .inv = e->inv_freq, .n_rot = hd, .sections = {hd / 2, 0, 0}};
+    double eps = c->rms_eps;
+    if (vdn_op_rmsnorm(a->x, a->h, L->in_norm, eps, NULL, NULL, NULL) ||
+        vdn_op_linear(a->q, a->x, L->q, NULL, VDN_ACT_NONE, 0) ||
+        vdn_op_linear(a->k, a->x, L->k, NULL, VDN_ACT_NONE, 0) ||
+        vdn_op_linear(a->v, a->x, L->v, NULL, VDN_ACT_NONE, 0) ||
+        vdn_op_qk_norm_rope(a->qr, a->kr, a->q, a->k, L->q_norm, L->k_norm, hd, eps, &rope) ||
+        vdn_op_attention(a->att, a->qr, a->kr, a->v, hd, 1.0 / sqrt((double)hd), a->mask, NULL) ||
+        vdn_op_linear(a->h, a->att, L->o, NULL, VDN_ACT_NONE, 1) || /* residual */
+        vdn_op_rmsnorm(a->x, a->h, L->post_norm, eps, NULL, NULL, NULL) ||
+        vdn_op_linear(a->gate, a->x, L->gate, NULL, VDN_ACT_NONE, 0) ||
+        vdn_op_linear(a->up, a->x, L->up, NULL, VDN_ACT_NONE, 0) ||
+        vdn_op_swiglu(a->act, a->up, a->gate) ||
+        vdn_op_linear(a->h, a->act, L->down, NULL, VDN_ACT_NONE, 1)) /* residual */
+        return -1;
+    return 0;
+}
+
+int vdn_text_encoder_run(vdn_text_encoder *e, const int32_t *ids, int n, float *out, char *err,
+                         size_t errlen) {
+    const vdn_text_config *c = &e->cfg;
+    if (n < 1) return vdn_fail(err, errlen, "text encoder: the prompt has no tokens");
+    if (n > c->max_positions)
+        return vdn_fail(err, errlen,
+                        "text encoder: the prompt is %d tokens; the limit is %lld "
+                        "(text_config.max_position_embeddings)",
+                        n, (long long)c->max_positions);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= c->vocab)
+            return vdn_fail(err, errlen,
+                            "text encoder: token %d is id %d, outside the "
+                            "vocabulary of %lld",
+                            i, ids[i], (long long)c->vocab);
+    enc_acts a;
+    int rc = acts_new(e, n, &a) || embed(e, ids, n, a.h);
+    for (int l = 0; !rc && l < e->layer; l++)
+        rc = run_layer(e, &e->layers[l], &a);
+    if (!rc) rc = vdn_tensor_get(a.h, out);
+    if (rc)
+        vdn_fail(err, errlen, "text encoder on %s: %s", vdn_dev_name(e->dev),
+                 vdn_dev_error(e->dev));
+    acts_free(&a);
+    return rc ? -1 : 0;
+}

@@ -1,0 +1,41 @@
+/* The Qwen3-VL text encoder, written once over the op layer (engine/op.h): token embeddings, then
+ * decoder layers of RMSNorm, causal GQA attention with per-head q/k RMSNorm and RoPE (Qwen3-VL's
+ * multimodal RoPE with all three position axes equal, as for text tokens), residual, RMSNorm,
+ * SwiGLU MLP, residual. The output is hidden_states[layer]: the output of decoder layer `layer`,
+ * with no final norm (what a prompt cache's prompt_embeds holds).
+ *
+ * Only the embeddings and the first `layer` layers are read from the safetensors shards (by the
+ * released names); the embedding table stays in the file mapping and only the prompt's rows are
+ * gathered. fp32 weights on the CPU (the oracle), bf16 where the device is a GPU. */
+#ifndef VDN_TEXT_ENCODER_H
+#define VDN_TEXT_ENCODER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "encoder_config.h"
+#include "op.h"
+
+typedef struct vdn_text_encoder vdn_text_encoder;
+
+/* dir: the text_encoder/ folder (config.json + model.safetensors[.index.json]). layer: 0 = the
+ * default (vdn_text_encoder_default_layer), else 1..num_hidden_layers. Errors name the file and
+ * tensor. */
+vdn_text_encoder *vdn_text_encoder_open(const char *dir, vdn_dev *dev, int layer, char *err,
+                                        size_t errlen);
+void vdn_text_encoder_close(vdn_text_encoder *e);
+
+const vdn_text_config *vdn_text_encoder_config(const vdn_text_encoder *e);
+int vdn_text_encoder_layer(const vdn_text_encoder *e);
+/* SHA-256 hex of what decides the output: config.json, the shard headers (names, dtypes,
+ * shapes, offsets) and the layer. Not the weight values (63 GB): a changed checkpoint is a new
+ * folder in practice, and the headers pin its layout. */
+const char *vdn_text_encoder_identity(const vdn_text_encoder *e);
+
+/* out[n, hidden] (host float32) = hidden_states[layer] for ids[n]. A prompt longer than
+ * text_config.max_position_embeddings, an empty one, or an id outside the vocabulary is refused
+ * naming the limit. */
+int vdn_text_encoder_run(vdn_text_encoder *e, const int32_t *ids, int n, float *out, char *err,
+                         size_t errlen);
+
+#endif
