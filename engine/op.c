@@ -87,6 +87,9 @@ int vdn_dev_is_cpu(const vdn_dev *d) {
 const char *vdn_dev_error(const vdn_dev *d) {
     return d->err;
 }
+vdn_dtype vdn_dev_act_dtype(const vdn_dev *d) {
+    return d->be->act_dtype;
+}
 int vdn_dev_sync(vdn_dev *d) {
     return d->be->sync(d);
 }
@@ -547,7 +550,8 @@ static int chk_row_table(vdn_dev *d, const char *op, const char *name, const vdn
 static int chk_idx(vdn_dev *d, const char *op, const vdn_tensor *idx, int64_t rows) {
     if (!idx) return 0;
     if (vdn_chk_dtype(d, op, "idx", idx, VDN_DT_I32)) return -1;
-    if (vdn_tensor_numel(idx) != rows || vdn_tensor_cols(idx) != idx->ld) {
+    if (vdn_tensor_numel(idx) != rows ||
+        (vdn_tensor_rows(idx) > 1 && vdn_tensor_cols(idx) != idx->ld)) {
         char b[96];
         return vdn_dev_fail(d, "op %s: idx is %s, expected %lld contiguous indices (one per row)",
                             op, vdn_tensor_desc(idx, b, sizeof b), (long long)rows);
@@ -702,7 +706,8 @@ int vdn_op_time_features(vdn_tensor *e, const vdn_tensor *t) {
     const char *op = "time_features";
     if (vdn_chk_dtype(d, op, "e", e, VDN_DT_F32) || vdn_chk_dtype(d, op, "t", t, VDN_DT_F32))
         return -1;
-    if (vdn_tensor_numel(t) != vdn_tensor_rows(e) || t->ld != vdn_tensor_cols(t)) {
+    if (vdn_tensor_numel(t) != vdn_tensor_rows(e) ||
+        (vdn_tensor_rows(t) > 1 && t->ld != vdn_tensor_cols(t))) {
         char bt[96], be[96];
         return vdn_dev_fail(d,
                             "op time_features: t is %s, expected one contiguous value per row "

@@ -17,8 +17,9 @@
  *  - Ops are asynchronous on CUDA (one stream per device); vdn_tensor_get and vdn_dev_sync wait.
  *  - fp32 and bf16 tensors are both accepted where an op says "float" (the front end also lets
  *    F64 through: the CPU oracle keeps the VDA states in it; a backend without F64 refuses it);
- *    outputs are rounded to their dtype. The CPU backend normally holds everything in fp32 (the oracle); the CUDA backend
- *    holds activations in bf16 where the contract allows and fp32 where it says so.
+ *    outputs are rounded to their dtype. The CPU backend normally holds everything in fp32 (the
+ * oracle); the CUDA backend holds activations in bf16 where the contract allows and fp32 where it
+ * says so.
  */
 #ifndef VDN_OP_H
 #define VDN_OP_H
@@ -60,6 +61,14 @@ const char *vdn_dev_name(const vdn_dev *d); /* "cpu", "cuda:0" */
 int vdn_dev_is_cpu(const vdn_dev *d);
 const char *vdn_dev_error(const vdn_dev *d); /* the last failed op's message */
 int vdn_dev_sync(vdn_dev *d);                /* wait for queued work; 0 or -1 */
+/* Record a failure in d (the backends' own errors; a model's, e.g. "dit: ...") and return -1. */
+int vdn_dev_fail(vdn_dev *d, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* The dtype the device keeps activations and big weights in (CPU F32, CUDA BF16). */
+vdn_dtype vdn_dev_act_dtype(const vdn_dev *d);
 /* bytes of device memory in use now and at most since open (allocations through this layer) */
 void vdn_dev_memory(const vdn_dev *d, size_t *in_use, size_t *peak);
 

@@ -65,8 +65,7 @@ struct vdn_dev_backend {
                         const vdn_tensor *k_in, const vdn_tensor *wq, const vdn_tensor *wk,
                         int head_dim, double eps, const vdn_rope *rope);
     int (*attention)(vdn_tensor *o, const vdn_tensor *q, const vdn_tensor *k, const vdn_tensor *v,
-                     int head_dim, double scale, const vdn_attn_mask *mask,
-                     const vdn_tensor *gate);
+                     int head_dim, double scale, const vdn_attn_mask *mask, const vdn_tensor *gate);
     int (*time_features)(vdn_tensor *e, const vdn_tensor *t);
     int (*euler)(vdn_tensor *x, const vdn_tensor *v, double sigma, double sigma_next);
 
@@ -76,6 +75,10 @@ struct vdn_dev_backend {
      * backend Y". */
     const struct vdn_vda_backend *vda;
     const struct vdn_conv_backend *conv;
+
+    /* The dtype the backend keeps activations and the models' big matrices in (CPU: F32, the
+     * zero default; CUDA: BF16). Models allocate with vdn_dev_act_dtype. */
+    vdn_dtype act_dtype;
 };
 
 struct vdn_dev {
@@ -86,13 +89,6 @@ struct vdn_dev {
     char err[512];
     size_t mem_in_use, mem_peak;
 };
-
-/* Record a failure in d and return -1 (printf-style). */
-int vdn_dev_fail(vdn_dev *d, const char *fmt, ...)
-#ifdef __GNUC__
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
 
 /* Registry (like backend.h's): the CPU table is built in; kernels/ provides "cuda" by the weak
  * symbol vdn_cuda_dev_backend or by vdn_dev_backend_register before vdn_dev_open. */

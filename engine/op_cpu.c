@@ -39,21 +39,32 @@ static void cpu_free(vdn_dev *d, void *p) {
     free(p);
 }
 
-/* a host value of dtype dt as a double */
+/* a host value of dtype dt as a double; memcpy reads, since checkpoint data mapped from a file
+ * may be unaligned (ckpt.h, vdn_ckpt_stored) */
 static double host_at(const void *host, vdn_dtype dt, size_t i) {
+    const char *p = (const char *)host + i * vdn_dtype_size(dt);
+    float f;
+    double d;
+    uint16_t h;
+    int32_t n;
     switch (dt) {
     case VDN_DT_F32:
-        return ((const float *)host)[i];
+        memcpy(&f, p, 4);
+        return f;
     case VDN_DT_BF16:
-        return vdn_bf16_to_f32(((const uint16_t *)host)[i]);
+        memcpy(&h, p, 2);
+        return vdn_bf16_to_f32(h);
     case VDN_DT_F16:
-        return vdn_f16_to_f32(((const uint16_t *)host)[i]);
+        memcpy(&h, p, 2);
+        return vdn_f16_to_f32(h);
     case VDN_DT_F64:
-        return ((const double *)host)[i];
+        memcpy(&d, p, 8);
+        return d;
     case VDN_DT_I32:
-        return ((const int32_t *)host)[i];
+        memcpy(&n, p, 4);
+        return n;
     case VDN_DT_U8:
-        return ((const uint8_t *)host)[i];
+        return *(const uint8_t *)p;
     default:
         return NAN;
     }
@@ -162,4 +173,5 @@ const vdn_dev_backend vdn_cpu_dev_backend = {
     .euler = vdn_cpu_euler,
     .vda = &vdn_cpu_vda_backend,
     .conv = NULL,
+    .act_dtype = VDN_DT_F32,
 };

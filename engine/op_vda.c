@@ -109,7 +109,8 @@ int vdn_op_vda_solve(vdn_tensor *T, vdn_tensor *J, const vdn_tensor *A, const vd
     if (chk(d, op, "B", B, rows, hd) || chk(d, op, "J", J, rows, hd) ||
         (T && chk(d, op, "T", T, rows, hd)) || (alpha && vdn_chk_float(d, op, "alpha", alpha)))
         return -1;
-    if (alpha && (vdn_tensor_numel(alpha) != nmat * hd || alpha->ld != vdn_tensor_cols(alpha))) {
+    if (alpha && (vdn_tensor_numel(alpha) != nmat * hd ||
+                  (vdn_tensor_rows(alpha) > 1 && alpha->ld != vdn_tensor_cols(alpha)))) {
         char b[96];
         return vdn_dev_fail(d,
                             "op vda_solve: alpha is %s, expected %lld x %lld contiguous values "

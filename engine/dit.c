@@ -1,0 +1,258 @@
+/* The DiT forward over the op layer (dit.h; spec 2-5): embeddings, the token refiner, the time
+ * embedding, adaLN blocks with dense or windowed attention and the softmax gate, the VDN linear
+ * branch (dit_vda.c), the final layer and the output heads. One code path for every backend;
+ * each stage is a handful of ops on device tensors. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dit_internal.h"
+#include "vdn_util.h"
+
+#define OK(call)                                                                                   \
+    do {                                                                                           \
+        if ((call) != 0) return -1;                                                                \
+    } while (0)
+
+/* ---- buffers ---- */
+
+static vdn_tensor *own(vdn_dit_buffers *b, vdn_dtype dt, int64_t rows, int64_t cols, int *fail) {
+    if (*fail) return NULL;
+    vdn_tensor *t = vdn_tensor_new2(b->dev, dt, rows, cols);
+    if (!t) {
+        *fail = 1;
+        return NULL;
+    }
+    b->owned = realloc(b->owned, sizeof(vdn_tensor *) * (size_t)(b->n_owned + 1));
+    VDN_ASSERT(b->owned);
+    return b->owned[b->n_owned++] = t;
+}
+
+vdn_dit_buffers *vdn_dit_buffers_new(const vdn_dit_weights *w, const vdn_dit_seq *s) {
+    const vdn_config *c = &w->cfg;
+    const vdn_layout *L = &s->lay;
+    vdn_dit_buffers *b = vdn_xcalloc(1, sizeof *b);
+    b->dev = w->dev;
+    const vdn_dtype A = vdn_dev_act_dtype(w->dev), F32 = VDN_DT_F32;
+    const int64_t n = L->n_rows, hid = c->hidden, H = c->heads, hd = c->head_dim, C = H * hd;
+    int fail = 0;
+    b->x = own(b, A, n, hid, &fail), b->h = own(b, A, n, hid, &fail);
+    b->y = own(b, A, n, hid, &fail);
+    b->qkv = own(b, A, n, w->ldq > w->ldq_refiner ? w->ldq : w->ldq_refiner, &fail);
+    b->qr = own(b, A, n, C, &fail), b->kr = own(b, A, n, C, &fail), b->ao = own(b, A, n, C, &fail);
+    b->fh = own(b, A, n, 2 * (int64_t)c->ffn, &fail), b->fa = own(b, A, n, c->ffn, &fail);
+    if (c->has_vdn) b->sgate = own(b, F32, n, H, &fail);
+    b->tf = own(b, F32, DIT_MAX_T, c->freq_dim, &fail);
+    b->th = own(b, F32, DIT_MAX_T, c->time_hidden, &fail);
+    b->st = own(b, F32, DIT_MAX_T, c->time_embed_dim, &fail);
+    b->st_act = own(b, A, DIT_MAX_T, c->time_embed_dim, &fail);
+    b->ada = own(b, A, DIT_MAX_T, 18 * hid, &fail), b->fin = own(b, A, DIT_MAX_T, 2 * hid, &fail);
+    b->hf = own(b, F32, L->n_video > L->n_audio ? L->n_video : L->n_audio, hid, &fail);
+    const int f0 = s->plan.skip_ends ? 1 : 0, Fp = L->frames - 2 * f0;
+    const int64_t S = L->tokens_per_frame, nl = (int64_t)Fp * S;
+    if (c->has_vdn && s->plan.linear && Fp > 0) {
+        const vdn_dtype ft = vdn_vda_feat_dtype(w->dev), st = vdn_vda_state_dtype(w->dev);
+        const int64_t nmat = (int64_t)Fp * H;
+        b->beta = own(b, F32, nl, H, &fail);
+        b->feats.ks = own(b, st, nmat * S, hd, &fail);
+        b->feats.kb = own(b, ft, nmat * S, hd, &fail);
+        b->feats.vt = own(b, ft, nmat * S, hd, &fail);
+        b->feats.qt = own(b, ft, nmat * S, hd, &fail);
+        b->means = own(b, F32, Fp, hid, &fail), b->dvec = own(b, F32, Fp, c->alpha_rank, &fail);
+        b->uvec = own(b, F32, Fp, C, &fail), b->alpha = own(b, st, Fp, C, &fail);
+        vdn_tensor **mats[6] = {&b->A, &b->B, &b->T, &b->J, &b->P, &b->R};
+        for (int i = 0; i < 6; i++)
+            *mats[i] = own(b, st, nmat * hd, hd, &fail);
+        b->Slin = own(b, ft, nmat * hd, hd, &fail);
+        b->r = own(b, st, nmat * S, hd, &fail);
+        b->gpre = own(b, A, nl, C, &fail), b->lin = own(b, A, nl, C, &fail);
+        if (c->text_state && L->n_text > 0) {
+            const int64_t Lt = L->n_text;
+            b->beta_t = own(b, F32, Lt, H, &fail);
+            b->tfeats.ks = own(b, st, H * Lt, hd, &fail);
+            b->tfeats.kb = own(b, ft, H * Lt, hd, &fail);
+            b->tfeats.vt = own(b, ft, H * Lt, hd, &fail);
+            b->At = own(b, st, H * hd, hd, &fail), b->Bt = own(b, st, H * hd, hd, &fail);
+            b->S0 = own(b, st, H * hd, hd, &fail);
+        }
+    }
+    if (fail) {
+        vdn_dit_buffers_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void vdn_dit_buffers_free(vdn_dit_buffers *b) {
+    if (!b) return;
+    for (int i = 0; i < b->n_owned; i++)
+        vdn_tensor_free(b->owned[i]);
+    free(b->owned);
+    free(b);
+}
+
+/* ---- pieces ---- */
+
+static vdn_tensor cols(const vdn_tensor *t, int64_t c0, int64_t n) {
+    return vdn_view_cols(t, c0, n);
+}
+static vdn_tensor rows(const vdn_tensor *t, int64_t r0, int64_t n) {
+    return vdn_view_rows(t, r0, n);
+}
+
+/* SwiGLU feed-forward of h's rows into y */
+static int feed_forward(const vdn_dit_block *b, vdn_tensor *h, vdn_tensor *fh, vdn_tensor *fa,
+                        vdn_tensor *y, int64_t ffn) {
+    OK(vdn_op_linear(fh, h, b->ff_in, NULL, VDN_ACT_NONE, 0));
+    vdn_tensor value = cols(fh, 0, ffn), gate = cols(fh, ffn, ffn);
+    OK(vdn_op_swiglu(fa, &value, &gate));
+    return vdn_op_linear(y, fa, b->ff_out, NULL, VDN_ACT_NONE, 0);
+}
+
+int vdn_dit_refine_text(const vdn_dit_weights *w, const vdn_tensor *embeds, vdn_tensor *text) {
+    const vdn_config *c = &w->cfg;
+    vdn_dev *d = w->dev;
+    const int64_t Lt = vdn_tensor_rows(embeds), hid = c->hidden,
+                  C = (int64_t)c->heads * c->head_dim;
+    const vdn_dtype A = vdn_dev_act_dtype(d);
+    vdn_tensor *emb = vdn_tensor_new2(d, A, Lt, c->text_dim);
+    vdn_tensor *h = vdn_tensor_new2(d, A, Lt, hid), *y = vdn_tensor_new2(d, A, Lt, hid);
+    vdn_tensor *qkv = vdn_tensor_new2(d, A, Lt, w->ldq_refiner);
+    vdn_tensor *qr = vdn_tensor_new2(d, A, Lt, C), *kr = vdn_tensor_new2(d, A, Lt, C);
+    vdn_tensor *ao = vdn_tensor_new2(d, A, Lt, C);
+    vdn_tensor *fh = vdn_tensor_new2(d, A, Lt, 2 * (int64_t)c->ffn);
+    vdn_tensor *fa = vdn_tensor_new2(d, A, Lt, c->ffn);
+    vdn_attn_mask *mask = vdn_attn_mask_dense(d, (int)Lt, (int)Lt);
+    int rc = -1;
+    if (emb && h && y && qkv && qr && kr && ao && fh && fa && mask) {
+        rc = vdn_tensor_copy(emb, embeds) ||
+             vdn_op_linear(text, emb, w->ctx_w, w->ctx_b, VDN_ACT_NONE, 0);
+        for (int i = 0; i < c->refiner_layers && rc == 0; i++) { /* pre-norm, no adaLN/RoPE */
+            const vdn_dit_block *b = &w->refiner[i];
+            vdn_tensor q = cols(qkv, 0, C), k = cols(qkv, C, C), v = cols(qkv, 2 * C, C);
+            rc = vdn_op_rmsnorm(h, text, b->norm1, c->norm_eps, NULL, NULL, NULL) ||
+                 vdn_op_linear(qkv, h, b->wqkv, NULL, VDN_ACT_NONE, 0) ||
+                 vdn_op_qk_norm_rope(qr, kr, &q, &k, b->norm_q, b->norm_k, c->head_dim, c->norm_eps,
+                                     NULL) ||
+                 vdn_op_attention(ao, qr, kr, &v, c->head_dim, 1.0 / sqrt((double)c->head_dim),
+                                  mask, NULL) ||
+                 vdn_op_linear(y, ao, b->to_out, NULL, VDN_ACT_NONE, 0) || vdn_op_add(text, y) ||
+                 vdn_op_rmsnorm(h, text, b->norm2, c->norm_eps, NULL, NULL, NULL) ||
+                 feed_forward(b, h, fh, fa, y, c->ffn) || vdn_op_add(text, y);
+        }
+        if (rc == 0)
+            rc = vdn_op_rmsnorm(text, text, w->refiner_final_norm, c->norm_eps, NULL, NULL, NULL);
+    } /* else: the failed allocation left its message in the device */
+    vdn_tensor *all[] = {emb, h, y, qkv, qr, kr, ao, fh, fa};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        vdn_tensor_free(all[i]);
+    vdn_attn_mask_free(mask);
+    return rc ? -1 : 0;
+}
+
+/* SiLU(temb) for each of the n_t timesteps into buf->st_act (spec 2.3): sinusoid (cos first),
+ * two float32 linears with SiLU, then the activation dtype for the adaLN products */
+static int time_embed(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffers *buf) {
+    const int M = s->n_t;
+    vdn_tensor t = cols(s->t_values, 0, M), tf = rows(buf->tf, 0, M), th = rows(buf->th, 0, M);
+    vdn_tensor st = rows(buf->st, 0, M), sa = rows(buf->st_act, 0, M);
+    OK(vdn_op_time_features(&tf, &t));
+    OK(vdn_op_linear(&th, &tf, w->t1_w, w->t1_b, VDN_ACT_SILU, 0));
+    OK(vdn_op_linear(&st, &th, w->t2_w, w->t2_b, VDN_ACT_SILU, 0));
+    return vdn_tensor_copy(&sa, &st);
+}
+
+/* one DiT block on buf->x (spec 2.4-2.6, 5): the adaLN table of this block for every
+ * (timestep, tag) row, attention + gated residual, feed-forward + gated residual */
+static int dit_block(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                     vdn_dit_buffers *buf) {
+    const vdn_config *c = &w->cfg;
+    const vdn_attn_plan *p = &s->plan;
+    const int M = s->n_t;
+    const int64_t hid = c->hidden, H = c->heads, C = H * c->head_dim;
+    vdn_tensor sa = rows(buf->st_act, 0, M), P = rows(buf->ada, 0, M);
+    OK(vdn_op_linear(&P, &sa, b->ada_w, b->ada_b, VDN_ACT_NONE, 0));
+    /* row (timestep m, tag j) of the table = row 3m + j of P seen as [3M, 6 hidden]; its
+     * columns k hidden .. are shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp */
+    const int64_t six[2] = {3 * (int64_t)M, 6 * hid};
+    vdn_tensor P6 = vdn_view_reshape(&P, 2, six);
+    vdn_tensor ada[6];
+    for (int k = 0; k < 6; k++)
+        ada[k] = cols(&P6, k * hid, hid);
+    const vdn_tensor *idx = s->ada_idx;
+    OK(vdn_op_rmsnorm(buf->h, buf->x, b->norm1, c->norm_eps, &ada[0], &ada[1], idx));
+    vdn_tensor qkv = cols(buf->qkv, 0, w->ldq);
+    OK(vdn_op_linear(&qkv, buf->h, b->wqkv, b->bqkv, VDN_ACT_NONE, 0));
+    vdn_tensor q = cols(&qkv, 0, C), k = cols(&qkv, C, C), v = cols(&qkv, 2 * C, C);
+    const vdn_rope rope = {s->pos,
+                           w->rope_inv,
+                           6 * c->rope_freq_dim,
+                           {c->rope_freq_dim, c->rope_freq_dim, c->rope_freq_dim}};
+    OK(vdn_op_qk_norm_rope(buf->qr, buf->kr, &q, &k, b->norm_q, b->norm_k, c->head_dim, c->norm_eps,
+                           &rope));
+    const vdn_tensor *gate = NULL;
+    if (c->has_vdn && p->softmax_gate) { /* per-head sigmoid gate on every row */
+        vdn_tensor g = cols(&qkv, w->col_sgate, H);
+        OK(vdn_op_act(buf->sgate, &g, VDN_ACT_SIGMOID));
+        gate = buf->sgate;
+    }
+    OK(vdn_op_attention(buf->ao, buf->qr, buf->kr, &v, c->head_dim, 1.0 / sqrt((double)c->head_dim),
+                        s->mask, gate));
+    OK(vdn_op_linear(buf->y, buf->ao, b->to_out, NULL, VDN_ACT_NONE, 0));
+    if (c->has_vdn && p->linear) OK(vdn_dit_vda_branch(w, b, s, buf));
+    OK(vdn_op_gate_residual(buf->x, buf->y, &ada[2], idx));
+    OK(vdn_op_rmsnorm(buf->h, buf->x, b->norm2, c->norm_eps, &ada[3], &ada[4], idx));
+    OK(feed_forward(b, buf->h, buf->fh, buf->fa, buf->y, c->ffn));
+    return vdn_op_gate_residual(buf->x, buf->y, &ada[5], idx);
+}
+
+/* the rows [r0, r0+n) of h through a float32 head: out = h W^T + b */
+static int head(vdn_dit_buffers *buf, int64_t r0, int64_t n, const vdn_tensor *W,
+                const vdn_tensor *bias, vdn_tensor *out) {
+    if (n == 0) return 0;
+    vdn_tensor hr = rows(buf->h, r0, n), hf = rows(buf->hf, 0, n);
+    OK(vdn_tensor_copy(&hf, &hr));
+    return vdn_op_linear(out, &hf, W, bias, VDN_ACT_NONE, 0);
+}
+
+/* the patch or audio rows [r0, r0+n) of x = in W^T + b (float32 projections) */
+static int embed(vdn_dit_buffers *buf, int64_t r0, const vdn_tensor *in, const vdn_tensor *W,
+                 const vdn_tensor *bias) {
+    if (!in) return 0;
+    vdn_tensor xr = rows(buf->x, r0, vdn_tensor_rows(in));
+    return vdn_op_linear(&xr, in, W, bias, VDN_ACT_NONE, 0);
+}
+
+static int forward(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffers *buf,
+                   const vdn_tensor *text, const vdn_tensor *video_x, const vdn_tensor *cond_x,
+                   const vdn_tensor *audio_x, vdn_tensor *video_v, vdn_tensor *audio_v) {
+    const vdn_config *c = &w->cfg;
+    const vdn_layout *L = &s->lay;
+    const int64_t hid = c->hidden;
+    if (s->n_t < 1) return vdn_dev_fail(w->dev, "dit: forward before vdn_dit_seq_timesteps");
+    vdn_tensor xt = rows(buf->x, 0, L->n_text);
+    OK(vdn_tensor_copy(&xt, text));
+    if (L->n_cond) OK(embed(buf, L->cond_start, cond_x, w->proj_in_w, w->proj_in_b));
+    if (L->n_audio) OK(embed(buf, L->audio_start, audio_x, w->audio_in_w, w->audio_in_b));
+    OK(embed(buf, L->video_start, video_x, w->proj_in_w, w->proj_in_b));
+    OK(time_embed(w, s, buf));
+    for (int l = 0; l < c->layers; l++)
+        OK(dit_block(w, &w->blocks[l], s, buf));
+    /* final layer: (shift, scale) per timestep, no modality; then the heads */
+    vdn_tensor sa = rows(buf->st_act, 0, s->n_t), F2 = rows(buf->fin, 0, s->n_t);
+    OK(vdn_op_linear(&F2, &sa, w->norm_out_lin_w, w->norm_out_lin_b, VDN_ACT_NONE, 0));
+    vdn_tensor shift = cols(&F2, 0, hid), scale = cols(&F2, hid, hid);
+    OK(vdn_op_rmsnorm(buf->h, buf->x, w->norm_out_w, c->norm_eps, &shift, &scale, s->t_idx));
+    OK(head(buf, L->video_start, L->n_video, w->proj_out_w, w->proj_out_b, video_v));
+    return head(buf, L->audio_start, L->n_audio, w->audio_out_w, w->audio_out_b, audio_v);
+}
+
+int vdn_dit_forward(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffers *buf,
+                    const vdn_tensor *text, const vdn_tensor *video_x, const vdn_tensor *cond_x,
+                    const vdn_tensor *audio_x, vdn_tensor *video_v, vdn_tensor *audio_v) {
+    vdn_dit_buffers *own_buf = NULL;
+    if (!buf && !(buf = own_buf = vdn_dit_buffers_new(w, s))) return -1;
+    int rc = forward(w, s, buf, text, video_x, cond_x, audio_x, video_v, audio_v);
+    vdn_dit_buffers_free(own_buf);
+    return rc;
+}

@@ -1,0 +1,112 @@
+/* The MiniMax-H3 / VDN-H3 DiT (spec 2-5) written once over the op layer (op.h, op_vda.h): the
+ * same code runs on every backend. Weights are device tensors uploaded once (dit_weights.c);
+ * a forward is a function of (device, weights, inputs) with scratch for one layout
+ * (vdn_dit_buffers), so it can run per rank of a sharded forward.
+ *
+ *   w = vdn_dit_weights_load(dev, cfg, source)        once per engine
+ *   per render: text = vdn_dit_refine_text(...)       the token refiner, once
+ *               seq  = vdn_dit_seq_init(...)          positions, masks, windows on the device
+ *               buf  = vdn_dit_buffers_new(...)       activations for this layout
+ *   per NFE:    vdn_dit_seq_timesteps(...)            the few per-row timestep indices
+ *               vdn_dit_forward(...)                  velocities, on the device
+ *
+ * Dtypes: activations and the big matrices in the device's activation dtype
+ * (vdn_dev_act_dtype: CPU F32, CUDA BF16); float32 where the contract keeps float32: the time
+ * MLP, the patch/audio projections in and out, the VDA alpha projections, the softmax gate's
+ * bias. Each DiT block's q, k, v, output-gate down projection, softmax gate and beta are one
+ * fused weight [q; k; v; gate_down; softmax_gate; beta; zero rows to a multiple of 64], so one
+ * product serves them all (the softmax gate's bias rides in the fused bias). */
+#ifndef VDN_DIT_H
+#define VDN_DIT_H
+
+#include "backend.h" /* vdn_layout, vdn_attn_plan */
+#include "config.h"
+#include "op.h"
+
+/* Where the weights come from: the tensor `name` (canonical diffusers name, ckpt.h) of the
+ * given shape in its stored dtype (F32, BF16, F16), or NULL with a message naming it. release
+ * (may be NULL) drops a host copy once uploaded. */
+typedef struct {
+    const void *(*get)(void *ctx, const char *name, int ndim, const int64_t *shape,
+                       vdn_dtype *dtype, char *err, size_t errlen);
+    void (*release)(void *ctx, const char *name);
+    void *ctx;
+} vdn_weight_source;
+vdn_weight_source vdn_weight_source_ckpt(vdn_ckpt *ck);
+
+typedef struct {
+    vdn_tensor *norm1, *norm2;         /* [hidden] */
+    vdn_tensor *wqkv, *bqkv;           /* fused [ldq, hidden]; bias F32 [ldq] (VDN) or NULL */
+    vdn_tensor *norm_q, *norm_k;       /* [head_dim] */
+    vdn_tensor *to_out;                /* [hidden, C] */
+    vdn_tensor *ff_in, *ff_out;        /* [2 ffn, hidden] rows [value; gate], [hidden, ffn] */
+    vdn_tensor *ada_w, *ada_b;         /* [18 hidden, time_embed_dim], [18 hidden] (DiT blocks) */
+    vdn_tensor *to_out_linear;         /* [hidden, C] (VDN) */
+    vdn_tensor *k_sp, *v_sp;           /* [C, ks*ks] */
+    vdn_tensor *k_tm, *v_tm;           /* [C, kt] */
+    vdn_tensor *gate_up, *gate_up_b;   /* [C, gate_rank], [C] */
+    vdn_tensor *lin_norm;              /* [head_dim] */
+    vdn_tensor *alpha_down, *alpha_up; /* F32 [alpha_rank, hidden], [C, alpha_rank] */
+    vdn_tensor *A_log, *dt_bias;       /* F32 [heads], [C] */
+} vdn_dit_block;
+
+typedef struct {
+    vdn_config cfg;
+    vdn_dev *dev;
+    int ldq, ldq_refiner;                   /* widths of the fused projection outputs */
+    int col_gate_down, col_sgate, col_beta; /* their column offsets (VDN) */
+    vdn_tensor *proj_in_w, *proj_in_b, *audio_in_w, *audio_in_b; /* F32 */
+    vdn_tensor *ctx_w, *ctx_b;
+    vdn_tensor *t1_w, *t1_b, *t2_w, *t2_b; /* F32 */
+    vdn_tensor *refiner_final_norm, *norm_out_w, *norm_out_lin_w, *norm_out_lin_b;
+    vdn_tensor *proj_out_w, *proj_out_b, *audio_out_w, *audio_out_b; /* F32 */
+    vdn_tensor *rope_inv; /* F32 [3 rope_freq_dim]: the reference's float32 inv_freq per pair */
+    vdn_dit_block *refiner, *blocks;
+    vdn_tensor **owned; /* every tensor above, for vdn_dit_weights_free */
+    int n_owned, cap_owned;
+} vdn_dit_weights;
+
+/* Upload every tensor the forward needs (shape-checked by the source). -1 + err. */
+int vdn_dit_weights_load(vdn_dit_weights *w, vdn_dev *d, const vdn_config *cfg,
+                         const vdn_weight_source *src, char *err, size_t errlen);
+void vdn_dit_weights_free(vdn_dit_weights *w);
+
+/* prompt_embeds F32 [n_text, text_dim] -> text [n_text, hidden] (act dtype): context embedder,
+ * the token refiner (pre-norm blocks, no adaLN, no RoPE), its final norm. */
+int vdn_dit_refine_text(const vdn_dit_weights *w, const vdn_tensor *embeds, vdn_tensor *text);
+
+/* The per-render inputs on the device, made from the host sequence (seq.h). */
+typedef struct {
+    vdn_layout lay;
+    vdn_attn_plan plan;
+    vdn_tensor *pos;      /* F64 [n_rows, 3] RoPE positions */
+    vdn_tensor *ada_idx;  /* I32 [n_rows]: adaLN table row t_index * 3 + tag */
+    vdn_tensor *t_idx;    /* I32 [n_rows]: t_index (final layer) */
+    vdn_tensor *t_values; /* F32 [4]: the unique timesteps, n_t of them */
+    int n_t;
+    vdn_attn_mask *mask; /* the softmax branch's visible keys (attn_tiles.h rules) */
+    vdn_tensor *vda_win; /* I32 [F', 2] the branch frames' windows (plan.linear), or NULL */
+    int *h_ada, *h_tidx; /* host copies: upload only what changed */
+} vdn_dit_seq;
+
+int vdn_dit_seq_init(vdn_dit_seq *s, vdn_dev *d, const vdn_config *cfg, const vdn_layout *lay,
+                     const vdn_attn_plan *plan, const double *pos);
+/* This NFE's timesteps: per-row indices (only changed rows are sent) and the unique values. */
+int vdn_dit_seq_timesteps(vdn_dit_seq *s, const int8_t *tags, const int *t_index,
+                          const float *t_values, int n_t);
+void vdn_dit_seq_free(vdn_dit_seq *s);
+
+/* Activations of one layout; NULL on out of memory (message in the device). */
+typedef struct vdn_dit_buffers vdn_dit_buffers;
+vdn_dit_buffers *vdn_dit_buffers_new(const vdn_dit_weights *w, const vdn_dit_seq *s);
+void vdn_dit_buffers_free(vdn_dit_buffers *b);
+
+/* One evaluation. text: refined text rows; video_x / cond_x (NULL when no keyframes) F32
+ * [rows, patch features], audio_x F32 [n_audio, audio_channels]; outputs F32 video_v
+ * [n_video, patch features], audio_v [n_audio, audio_channels] (data-ward velocities).
+ * buf NULL: scratch made for this call. -1 with the failed op's message in vdn_dev_error. */
+int vdn_dit_forward(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffers *buf,
+                    const vdn_tensor *text, const vdn_tensor *video_x, const vdn_tensor *cond_x,
+                    const vdn_tensor *audio_x, vdn_tensor *video_v, vdn_tensor *audio_v);
+
+#endif
