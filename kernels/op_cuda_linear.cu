@@ -1,5 +1,5 @@
 /* Matrix products of the CUDA backend.
- *   linear     bf16 x, w, y (16-byte rows): cuBLASLt (gemm.cu), the bias fused when it is bf16;
+ *   linear     bf16 x, w, y (16-byte rows): cuBLASLt (gemm.cu) with the bias fused (as bf16);
  *              fp32 x, w, y: cuBLAS SGEMM in full fp32 (the contract's fp32 heads, no TF32);
  *              mixed dtypes: operands widened to fp32 in scratch, then SGEMM.
  *              The activation (and an fp32 bias) follow in one epilogue kernel.
@@ -66,11 +66,14 @@ int op_cuda_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, cons
      * an odd view takes the fp32 route below */
     if (is_bf16(x) && is_bf16(w) && is_bf16(y) && aligned_rows(x) && aligned_rows(w) &&
         aligned_rows(y)) {
-        const int fuse_bias = b && is_bf16(b);
+        /* the bias rides in cuBLASLt's epilogue as bf16: an fp32 one (the DiT's fused qkv bias)
+         * is rounded to bf16 first, which costs one rounding of a value the output rounds anyway,
+         * instead of a second pass over the whole output */
+        const void *bias = NULL;
+        if (b && !(bias = op_cuda_packed(d, b, VDN_DT_BF16, SCR_W0))) return -1;
         OPK(vdn_gemm_bf16(cdev(d)->gc, x->data, (int)x->ld, w->data, (int)w->ld, y->data,
-                          (int)y->ld, (int)rows, (int)n, (int)k, fuse_bias ? b->data : NULL,
-                          accumulate, vst(d)));
-        return op_cuda_bias_act(d, OP, fview(y), rows, n, fuse_bias ? NULL : b, act);
+                          (int)y->ld, (int)rows, (int)n, (int)k, bias, accumulate, vst(d)));
+        return op_cuda_bias_act(d, OP, fview(y), rows, n, NULL, act);
     }
     int64_t ldx, ldw;
     const float *xf = as_f32(d, x, SCR_CONV, &ldx), *wf = as_f32(d, w, SCR_CONV2, &ldw);
