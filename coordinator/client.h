@@ -17,7 +17,8 @@
 
 /* A parsed request line. Strings are malloc'd (vdn_job_spec_free); 0 / NULL = engine default. */
 typedef struct {
-    char *prompt_cache; /* path or URI; required */
+    char *prompt_cache; /* path or URI; this or prompt is required */
+    char *prompt;       /* text; encoded on the worker (text/prompt_text.h) when no prompt_cache */
     int frames, height, width, steps;
     uint64_t seed;
     int has_seed;

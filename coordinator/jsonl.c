@@ -36,6 +36,7 @@ void vdn_errlist_free(vdn_errlist *e) {
 
 void vdn_job_spec_free(vdn_job_spec *s) {
     free(s->prompt_cache);
+    free(s->prompt);
     free(s->variant);
     free(s->checkpoint);
     free(s->output_prefix);
@@ -190,8 +191,10 @@ static int prefix_ok(const char *p) {
 /* Range checks shared by the parser and the coordinator's check of wire requests. */
 int vdn_job_spec_validate(const vdn_job_spec *s, vdn_errlist *errs, const char *where) {
     int n0 = errs->n;
-    if (!s->prompt_cache || !s->prompt_cache[0])
-        vdn_errlist_add(errs, "%s: field 'prompt_cache' (or 'prompt_file'): required", where);
+    if ((!s->prompt_cache || !s->prompt_cache[0]) && (!s->prompt || !s->prompt[0]))
+        vdn_errlist_add(errs,
+                        "%s: field 'prompt' (text) or 'prompt_cache' (or 'prompt_file'): required",
+                        where);
     if (s->frames < 0 || s->frames > 100000)
         vdn_errlist_add(errs, "%s: field 'frames': expected 1..100000, got %d", where, s->frames);
     if (s->height < 0 || s->height % 32 || s->height > 8192)
@@ -305,7 +308,16 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
             get_bool(c, v, k, &s->record);
         } else if (!strcmp(k, "latents_root")) {
             get_str(c, v, k, &s->latents_root);
-        } else if (!strcmp(k, "id") || !strcmp(k, "prompt") || !strcmp(k, "comment")) {
+        } else if (!strcmp(k, "prompt")) {
+            /* text: the worker encodes it unless a prompt cache is given too (official lines
+             * carry both, the text then only informational) */
+            if (!cJSON_IsString(v) || !v->valuestring[0]) {
+                bad(c, k, "expected the prompt's text (a non-empty string)");
+            } else {
+                free(s->prompt); /* newlines and tabs are prompt text, unlike in paths */
+                s->prompt = vdn_xstrdup(v->valuestring);
+            }
+        } else if (!strcmp(k, "id") || !strcmp(k, "comment")) {
             /* informational, kept in source_line */
         } else {
             bad(c, k,
@@ -316,7 +328,10 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
         }
     }
     cJSON_Delete(o);
-    if (!seen_prompt) bad(c, "prompt_cache", "required (or the official 'prompt_file')");
+    if (!seen_prompt && !s->prompt)
+        bad(c, "prompt_cache",
+            "required: a text 'prompt', or 'prompt_cache' (or the official "
+            "'prompt_file')");
     if (c->bad == before && s->variant && !variant_ok(s->variant))
         bad(c, "variant",
             "expected one of vdn, dense, vdn-no-anchors, window-only, vdn-additive, got \"%.60s\"",
@@ -434,7 +449,9 @@ int vdn_jsonl_parse_file(const char *path, int check_files, vdn_job_spec **jobs,
 
 char *vdn_job_spec_to_json(const vdn_job_spec *s) {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "prompt_cache", s->prompt_cache ? s->prompt_cache : "");
+    if (s->prompt_cache || !s->prompt)
+        cJSON_AddStringToObject(o, "prompt_cache", s->prompt_cache ? s->prompt_cache : "");
+    if (s->prompt) cJSON_AddStringToObject(o, "prompt", s->prompt);
     if (s->frames) cJSON_AddNumberToObject(o, "frames", s->frames);
     if (s->height) cJSON_AddNumberToObject(o, "height", s->height);
     if (s->width) cJSON_AddNumberToObject(o, "width", s->width);
@@ -465,6 +482,7 @@ char *vdn_job_spec_to_json(const vdn_job_spec *s) {
 void vdn_job_spec_to_proto(const vdn_job_spec *s, Vdn__RenderRequest *r) {
     vdn__render_request__init(r);
     r->prompt_cache = s->prompt_cache;
+    r->prompt = s->prompt;
 #define SETI(f)                                                                                    \
     if (s->f) r->has_##f = 1, r->f = s->f
     SETI(frames);
@@ -492,6 +510,7 @@ void vdn_job_spec_from_proto(const Vdn__RenderRequest *r, vdn_job_spec *s) {
     memset(s, 0, sizeof *s);
 #define DUP(f) s->f = r->f && r->f[0] ? vdn_xstrdup(r->f) : NULL
     DUP(prompt_cache);
+    DUP(prompt);
     DUP(variant);
     DUP(checkpoint);
     DUP(output_prefix);

@@ -112,30 +112,41 @@ static int open_shards(vdn_text_encoder *e, const char *dir, char *err, size_t e
     return e->st ? 0 : -1;
 }
 
-static void make_identity(vdn_text_encoder *e, const char *dir) {
+static void hash_identity(const vdn_st_set *st, const char *dir, int layer, char out[65]) {
     char path[4096], err[VDN_ERR_LEN];
     snprintf(path, sizeof path, "%s/config.json", dir);
     size_t len = 0;
     char *cfg = vdn_read_file(path, &len, err, sizeof err);
     size_t cap = len + 64, used = 0;
-    for (int i = 0; i < vdn_st_set_file_count(e->st); i++) {
+    for (int i = 0; i < vdn_st_set_file_count(st); i++) {
         size_t hl;
-        vdn_st_header(vdn_st_set_file(e->st, i), &hl);
+        vdn_st_header(vdn_st_set_file(st, i), &hl);
         cap += hl;
     }
     char *buf = vdn_xmalloc(cap);
     if (cfg) memcpy(buf, cfg, len);
     used = len;
-    for (int i = 0; i < vdn_st_set_file_count(e->st); i++) {
+    for (int i = 0; i < vdn_st_set_file_count(st); i++) {
         size_t hl;
-        const char *h = vdn_st_header(vdn_st_set_file(e->st, i), &hl);
+        const char *h = vdn_st_header(vdn_st_set_file(st, i), &hl);
         memcpy(buf + used, h, hl);
         used += hl;
     }
-    used += (size_t)snprintf(buf + used, cap - used, "\nlayer %d", e->layer);
-    vdn_sha256_hex(buf, used, e->identity);
+    used += (size_t)snprintf(buf + used, cap - used, "\nlayer %d", layer);
+    vdn_sha256_hex(buf, used, out);
     free(buf);
     free(cfg);
+}
+
+int vdn_text_encoder_identity_of(const char *dir, int layer, char out[65], char *err,
+                                 size_t errlen) {
+    vdn_text_encoder e = {0};
+    if (vdn_text_config_load(dir, &e.cfg, err, errlen)) return -1;
+    if (layer <= 0) layer = vdn_text_encoder_default_layer(&e.cfg);
+    if (open_shards(&e, dir, err, errlen)) return -1;
+    hash_identity(e.st, dir, layer, out);
+    vdn_st_set_close(e.st);
+    return 0;
 }
 
 vdn_text_encoder *vdn_text_encoder_open(const char *dir, vdn_dev *dev, int layer, char *err,
@@ -157,7 +168,7 @@ vdn_text_encoder *vdn_text_encoder_open(const char *dir, vdn_dev *dev, int layer
     for (int l = 0; l < e->layer; l++)
         if (load_layer(e, l, err, errlen)) goto fail;
     if (make_inv_freq(e, err, errlen)) goto fail;
-    make_identity(e, dir);
+    hash_identity(e->st, dir, e->layer, e->identity);
     return e;
 fail:
     vdn_text_encoder_close(e);

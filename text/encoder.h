@@ -31,6 +31,9 @@ int vdn_text_encoder_layer(const vdn_text_encoder *e);
  * shapes, offsets) and the layer. Not the weight values (63 GB): a changed checkpoint is a new
  * folder in practice, and the headers pin its layout. */
 const char *vdn_text_encoder_identity(const vdn_text_encoder *e);
+/* The same without loading the weights (layer 0 = the default). */
+int vdn_text_encoder_identity_of(const char *dir, int layer, char out[65], char *err,
+                                 size_t errlen);
 
 /* out[n, hidden] (host float32) = hidden_states[layer] for ids[n]. A prompt longer than
  * text_config.max_position_embeddings, an empty one, or an id outside the vocabulary is refused

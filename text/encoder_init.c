@@ -23,7 +23,6 @@ const char *vdn_default_tokenizer_json(void) {
     return env && env[0] ? env : VDN_QWEN3_TOKENIZER_JSON;
 }
 
-
 static uint64_t mix64(uint64_t z) {
     z += 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

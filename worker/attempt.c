@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include "prompt.h"
+#include "prompt_text.h"
 
 void vdn_assignment_free(vdn_assignment *s) {
     free(s->prompt_cache);
+    free(s->prompt);
     free(s->variant);
     free(s->noise_file);
     free(s->store_uri);
@@ -27,6 +29,7 @@ void vdn_assignment_free(vdn_assignment *s) {
 void vdn_worker_stores_close(vdn_worker_stores *c) {
     if (c->dflt) vdn_store_close(c->dflt);
     if (c->other) vdn_store_close(c->other);
+    vdn_text_prompts_close(c->text);
     free(c->default_uri);
     free(c->other_uri);
     memset(c, 0, sizeof *c);
@@ -147,6 +150,31 @@ static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, int 
     return 0;
 }
 
+/* A text prompt: its cache entry from the job's store, or encoded here and stored (the first
+ * job with this prompt under this encoder). A prompt the tokenizer refuses, or a checkpoint
+ * without a text encoder, fails alike everywhere: not retryable; the store may recover. */
+static int text_prompt_cache(vdn_attempt *j, vdn_store *st, char *path, size_t pathlen,
+                             vdn_text_cache_info *info, int *retryable, char *err, size_t errlen) {
+    char terr[VDN_ERR_LEN], key[256];
+    *retryable = 0;
+    vdn_worker_stores *c = j->stores;
+    if (!c->text && !(c->text = vdn_text_prompts_open(c->checkpoint ? c->checkpoint : "", NULL, 0,
+                                                      terr, sizeof terr)))
+        return vdn_fail(err, errlen, "text prompt: %s", terr);
+    if (vdn_text_prompts_key(c->text, j->spec.prompt, key, sizeof key, NULL, terr, sizeof terr))
+        return vdn_fail(err, errlen, "text prompt: %s", terr);
+    snprintf(path, pathlen, "%s/prompt.safetensors", j->scratch);
+    if (vdn_text_prompts_cached(c->text, st, j->spec.prompt, path, info, terr, sizeof terr)) {
+        *retryable = 1;
+        return vdn_fail(err, errlen, "text prompt (cache %s in %s): %s", key, vdn_store_uri(st),
+                        terr);
+    }
+    VDN_INFO("job %llu: text prompt, %d tokens: cache %s (%s, %.2f s)",
+             (unsigned long long)j->spec.job_id, info->tokens, info->hit ? "hit" : "miss",
+             info->key, info->seconds);
+    return 0;
+}
+
 /* After the prompt cache has been checked, an engine failure is still most often a property of
  * the request (a size the model cannot take), so not retryable, unless it names the machine:
  * memory or the GPU, which another worker may not run out of. */
@@ -195,7 +223,11 @@ static void *job_main(void *arg) {
         finish(j, 0, 1, msg);
         return NULL;
     }
-    if (resolve_prompt_cache(j, pc_path, sizeof pc_path, &retryable, err, sizeof err)) {
+    int text = (!j->spec.prompt_cache || !j->spec.prompt_cache[0]) && j->spec.prompt;
+    vdn_text_cache_info text_info;
+    if (text ? text_prompt_cache(j, st, pc_path, sizeof pc_path, &text_info, &retryable, err,
+                                 sizeof err)
+             : resolve_prompt_cache(j, pc_path, sizeof pc_path, &retryable, err, sizeof err)) {
         finish(j, 0, retryable, err);
         return NULL;
     }
@@ -267,6 +299,13 @@ static void *job_main(void *arg) {
         return NULL;
     }
     snprintf(local, sizeof local, "%s.json", prefix);
+    if (text &&
+        vdn_text_cache_info_to_record(local, &text_info, vdn_text_prompts_identity(j->stores->text),
+                                      err, sizeof err)) {
+        snprintf(msg, sizeof msg, "run record: %s", err);
+        finish(j, 0, 0, msg);
+        return NULL;
+    }
     size_t rlen = 0;
     char *record = vdn_read_file(local, &rlen, err, sizeof err);
     if (!record) {

@@ -17,6 +17,7 @@
 typedef struct {
     uint64_t job_id, attempt_id, batch_id;
     char *prompt_cache;  /* local path, file:// or s3:// URI, or a key in the job's store */
+    char *prompt;        /* text, used when prompt_cache is empty: encoded through the cache */
     char *variant;       /* NULL = engine default */
     char *noise_file;    /* NULL = none */
     char *store_uri;     /* NULL = the worker's --store */
@@ -45,6 +46,10 @@ typedef struct {
     vdn_store *dflt;
     char *other_uri;
     vdn_store *other;
+    /* Text prompts (text/prompt_text.h): the worker's checkpoint, whose tokenizer/ and
+     * text_encoder/ encode them, opened on the first text prompt and kept. */
+    const char *checkpoint;
+    struct vdn_text_prompts *text;
 } vdn_worker_stores;
 
 void vdn_worker_stores_close(vdn_worker_stores *c);

@@ -275,6 +275,7 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
     s.attempt_id = a->attempt_id;
     s.batch_id = a->batch_id;
     s.prompt_cache = dup_or_null(rq->prompt_cache);
+    s.prompt = dup_or_null(rq->prompt);
     s.variant = dup_or_null(rq->variant);
     s.noise_file = dup_or_null(rq->noise_file);
     s.store_uri = dup_or_null(a->store_uri);
@@ -292,8 +293,10 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
     s.audio_shift = rq->has_audio_shift ? rq->audio_shift : 0;
     VDN_INFO("worker %s: job %llu attempt %llu: start (%s, %dx%dx%d, %d steps, seed %llu)",
              w->o->id, (unsigned long long)s.job_id, (unsigned long long)s.attempt_id,
-             s.prompt_cache ? s.prompt_cache : "-", s.frames, s.height, s.width, s.steps,
-             (unsigned long long)s.seed);
+             s.prompt_cache ? s.prompt_cache
+             : s.prompt     ? "text prompt"
+                            : "-",
+             s.frames, s.height, s.width, s.steps, (unsigned long long)s.seed);
     uint64_t attempt = s.attempt_id;
     w->cur = vdn_attempt_start(&s, w->eng, &w->stores, w->scratch, w->o->upload_attempts, err,
                                sizeof err);
@@ -700,6 +703,7 @@ int vdn_worker_run(const vdn_worker_opts *o) {
              vdn_now() - t0, vdn_engine_identity(w.eng), vdn_engine_backend_name(w.eng));
     if (o->store) w.stores.default_uri = vdn_xstrdup(o->store);
     w.stores.opts.retry_max_seconds = o->store_retry_s;
+    w.stores.checkpoint = o->checkpoint;
 
     w.ctx = zmq_ctx_new();
     int rc = run_loop(&w);

@@ -29,6 +29,7 @@
 #include "commands.h"
 #include "conf.h"
 #include "gpus.h"
+#include "encoder_init.h"
 #include "vdn_util.h"
 
 #define MAX_CHILDREN 65
@@ -193,10 +194,18 @@ static int make_checkpoint(up *u) {
     char out[PATH_MAX + 8];
     snprintf(out, sizeof out, "%s/ckpt", u->dir);
     VDN_INFO("up: no --checkpoint; making a tiny random VDN checkpoint in %s", out);
+    if (access(vdn_default_tokenizer_json(), R_OK) != 0)
+        VDN_WARN("up: no tokenizer at %s (ops/install-deps.sh installs it): the farm takes prompt "
+                 "caches only, no text prompts",
+                 vdn_default_tokenizer_json());
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
-        char *argv[] = {u->exe, "ckpt", "init", "--preset", "tiny", "--vdn", "--out", out, NULL};
+        /* with the tiny text encoder and the real tokenizer when the tokenizer is installed, so
+         * requests may carry text prompts (ops/install-deps.sh installs it) */
+        char *argv[] = {u->exe, "ckpt", "init", "--preset", "tiny", "--vdn", "--out", out,
+                        "--text-encoder", NULL};
+        if (access(vdn_default_tokenizer_json(), R_OK) != 0) argv[8] = NULL;
         execv(u->exe, argv);
         _exit(127);
     }

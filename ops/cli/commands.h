@@ -27,6 +27,7 @@ int vdn_cmd_worker(int argc, char **argv);
 int vdn_cmd_store(int argc, char **argv); /* vdn store put|get|ls|rm URI ... */
 /* text/ */
 int vdn_cmd_tokenize(int argc, char **argv); /* vdn tokenize < lines.jsonl */
+int vdn_cmd_encode(int argc, char **argv);   /* vdn encode TEXT -o CACHE */
 /* eval/ */
 int vdn_cmd_eval(int argc, char **argv); /* vdn eval suite|sweep|report ... */
 

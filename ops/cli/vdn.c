@@ -31,6 +31,8 @@ static const command commands[] = {
     {"ckpt", vdn_cmd_ckpt, "make random checkpoints in the released layouts (ckpt init)"},
     {"inspect", vdn_cmd_inspect, "show what a checkpoint holds"},
     {"bench", vdn_cmd_bench, "benchmark the CUDA engine at the H3 workload"},
+    {"encode", vdn_cmd_encode,
+     "encode a text prompt into a prompt cache (tokenizer + text encoder)"},
     {"tokenize", vdn_cmd_tokenize, "token ids of JSON-string lines (the prompt tokenizer)"},
     {"eval", vdn_cmd_eval, "evaluation suites, sweeps and reports"},
 };
