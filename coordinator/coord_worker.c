@@ -80,16 +80,37 @@ static void send_ack(coord *c, cworker *w, int64_t attempt) {
     send_env(c, w, &env);
 }
 
-/* A worker whose attempts keep failing gets a time-out from new work (Flamenco's soft-fail). */
-static void maybe_blocklist(coord *c, const char *worker_id) {
-    int64_t f = cdb_int(c->db, 0, "SELECT failures FROM workers WHERE id=?", "s", worker_id);
-    if (f < c->o.blocklist_failures) return;
-    char err[VDN_ERR_LEN], detail[128];
+/* Worker faults in a row keep a worker from new work for a while (Flamenco's soft-fail): in
+ * the failing job's class after --blocklist-failures of them there, from everything after twice
+ * as many across classes (a machine that fails whatever it gets). */
+static void maybe_blocklist(coord *c, const char *worker_id, int64_t job) {
+    char err[VDN_ERR_LEN], detail[512], cls[300] = "";
+    sqlite3_stmt *st = cdb_prep(c->db, "SELECT job_class FROM jobs WHERE id=?", "i", job);
+    if (st && sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(cls, sizeof cls, "%s", sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
     double until = vdn_wall() + c->o.blocklist_seconds;
+    int64_t fc =
+        cdb_int(c->db, 0, "SELECT failures FROM worker_blocks WHERE worker_id=? AND job_class=?",
+                "ss", worker_id, cls);
+    if (fc >= c->o.blocklist_failures) {
+        cdb_run(c->db, err, sizeof err,
+                "UPDATE worker_blocks SET failures=0, blocked_until=? WHERE worker_id=? AND "
+                "job_class=?",
+                "dss", until, worker_id, cls);
+        snprintf(detail, sizeof detail,
+                 "%lld worker faults in a row in class %s; none of it for "
+                 "%.0f s",
+                 (long long)fc, cls, c->o.blocklist_seconds);
+        cdb_event(c->db, 0, 0, 0, worker_id, "blocklisted_class", detail);
+        VDN_WARN("worker %s blocklisted for a class: %s", worker_id, detail);
+    }
+    int64_t f = cdb_int(c->db, 0, "SELECT failures FROM workers WHERE id=?", "s", worker_id);
+    if (f < 2 * (int64_t)c->o.blocklist_failures) return;
     cdb_run(c->db, err, sizeof err, "UPDATE workers SET failures=0, blocked_until=? WHERE id=?",
             "ds", until, worker_id);
-    snprintf(detail, sizeof detail, "%lld failed attempts in a row; no work for %.0f s",
-             (long long)f, c->o.blocklist_seconds);
+    snprintf(detail, sizeof detail, "%lld worker faults in a row; no work for %.0f s", (long long)f,
+             c->o.blocklist_seconds);
     cdb_event(c->db, 0, 0, 0, worker_id, "blocklisted", detail);
     cworker *w = coord_worker_by_id(c, worker_id);
     if (w) {
@@ -101,23 +122,25 @@ static void maybe_blocklist(coord *c, const char *worker_id) {
 
 /* Ends a running attempt (lost, expired, failed) and requeues or fails its job. */
 static void end_attempt(coord *c, int64_t attempt, const char *state, const char *reason,
-                        int retryable) {
+                        job_fault fault) {
     char err[VDN_ERR_LEN], js[16];
     attempt_info a;
     if (!jobs_attempt(c->db, attempt, &a) || !a.current) return;
-    if (jobs_end_attempt(c->db, attempt, state, reason, retryable, c->o.max_attempts, js, err,
+    if (jobs_end_attempt(c->db, attempt, state, reason, fault, c->o.max_attempts, js, err,
                          sizeof err)) {
         VDN_ERROR("attempt %lld: %s", (long long)attempt, err);
         return;
     }
-    VDN_INFO("job j%lld attempt %lld %s (%s): job now %s", (long long)a.job, (long long)attempt,
-             state, reason, js);
-    maybe_blocklist(c, a.worker);
+    VDN_INFO("job j%lld attempt %lld %s (%s fault: %s): job now %s", (long long)a.job,
+             (long long)attempt, state, job_fault_name(fault), reason, js);
+    if (fault == FAULT_WORKER) maybe_blocklist(c, a.worker, a.job);
 }
 
-static void worker_lost(coord *c, cworker *w, const char *why) {
+/* A worker that vanished mid-job (crash, power, a cut cable) is the machine's fault; one that
+ * said goodbye (shutdown) or whose connection now speaks for another id is nobody's. */
+static void worker_lost(coord *c, cworker *w, const char *why, job_fault fault) {
     VDN_WARN("worker %s lost: %s", w->id, why);
-    if (w->attempt) end_attempt(c, w->attempt, "expired", why, 1);
+    if (w->attempt) end_attempt(c, w->attempt, "expired", why, fault);
     w->attempt = 0;
     w->connected = 0;
     coord_worker_save(c, w);
@@ -135,7 +158,8 @@ static void on_ready(coord *c, const uint8_t *ident, size_t n, const Vdn__Ready 
     /* another live connection with this worker id: the old one is a stale socket */
     cworker *w = coord_worker_by_id(c, r->worker_id);
     cworker *other = by_ident(c, ident, n);
-    if (other && other != w) worker_lost(c, other, "its connection now speaks for another id");
+    if (other && other != w)
+        worker_lost(c, other, "its connection now speaks for another id", FAULT_TRANSIENT);
     if (!w) {
         c->w = realloc(c->w, sizeof *c->w * (size_t)(c->nw + 1));
         VDN_ASSERT(c->w);
@@ -210,7 +234,7 @@ static void on_ready(coord *c, const uint8_t *ident, size_t n, const Vdn__Ready 
     }
     sqlite3_finalize(st);
     for (int i = 0; i < nl; i++)
-        end_attempt(c, lost[i], "expired", "worker restarted without it (READY)", 1);
+        end_attempt(c, lost[i], "expired", "worker restarted without it (READY)", FAULT_WORKER);
     if (keep)
         w->attempt = keep, w->cancel_sent = 0;
     else if (!(r->has_running_attempt && r->running_attempt))
@@ -245,6 +269,9 @@ static void on_progress(coord *c, cworker *w, const Vdn__Progress *p) {
     }
     jobs_progress(c->db, (int64_t)p->attempt_id, p->nfe_done, p->nfe_total, p->nfe_seconds,
                   p->elapsed_seconds, vdn_wall() + c->o.lease_seconds);
+    if (p->has_nfe_evaluated || (p->snapshot_key && p->snapshot_key[0]))
+        jobs_snapshot(c->db, (int64_t)p->attempt_id, p->nfe_evaluated, p->snapshot_key,
+                      p->snapshot_step);
 }
 
 static void on_result(coord *c, cworker *w, const Vdn__Result *r) {
@@ -278,8 +305,11 @@ static void on_fail(coord *c, cworker *w, const Vdn__Fail *f) {
     }
     if (w->attempt == x) w->attempt = 0;
     if (!fence(c, w, x, "FAIL", &a)) return;
-    end_attempt(c, x, "failed", f->reason ? f->reason : "(no reason given)",
-                !f->has_retryable || f->retryable);
+    /* an older worker says only whether to retry: a retryable failure was the machine's */
+    job_fault fault = f->has_fault                          ? (job_fault)f->fault
+                      : (!f->has_retryable || f->retryable) ? FAULT_WORKER
+                                                            : FAULT_JOB;
+    end_attempt(c, x, "failed", f->reason ? f->reason : "(no reason given)", fault);
     send_ack(c, w, x);
     coord_worker_save(c, w);
 }
@@ -345,7 +375,8 @@ void coord_on_worker_frame(coord *c, const uint8_t *ident, size_t ident_len, con
         on_fail(c, w, env->fail);
         break;
     case VDN__ENVELOPE__PAYLOAD_DISCONNECT:
-        worker_lost(c, w, env->disconnect->reason ? env->disconnect->reason : "disconnected");
+        worker_lost(c, w, env->disconnect->reason ? env->disconnect->reason : "disconnected",
+                    FAULT_TRANSIENT);
         break;
     default:
         snprintf(err, sizeof err, "%s does not belong on the worker endpoint",
@@ -364,7 +395,7 @@ static void assign(coord *c, cworker *w, const job_claim *cl) {
                         &n, &errs) ||
         n != 1) {
         end_attempt(c, cl->attempt, "failed",
-                    errs.n ? errs.lines[0] : "stored request does not parse", 0);
+                    errs.n ? errs.lines[0] : "stored request does not parse", FAULT_JOB);
         vdn_errlist_free(&errs);
         vdn_jobs_free(specs, n);
         return;
@@ -385,6 +416,7 @@ static void assign(coord *c, cworker *w, const job_claim *cl) {
     m.attempt_id = (uint64_t)cl->attempt;
     m.lease_seconds = c->o.lease_seconds;
     m.store_uri = (char *)c->o.store_uri;
+    m.resume_key = cl->resume_key;
     m.request = &req;
     Vdn__Envelope env = VDN__ENVELOPE__INIT;
     env.payload_case = VDN__ENVELOPE__PAYLOAD_ASSIGN;
@@ -393,7 +425,7 @@ static void assign(coord *c, cworker *w, const job_claim *cl) {
     w->cancel_sent = 0;
     send_env(c, w, &env);
     if (!w->connected)
-        worker_lost(c, w, "ASSIGN could not be delivered");
+        worker_lost(c, w, "ASSIGN could not be delivered", FAULT_TRANSIENT);
     else
         VDN_INFO("job j%lld -> %s (attempt %lld)", (long long)cl->job, w->id,
                  (long long)cl->attempt);
@@ -426,7 +458,8 @@ static void expire_one(void *user, int64_t attempt) {
     coord *c = user;
     attempt_info a;
     if (!jobs_attempt(c->db, attempt, &a)) return;
-    end_attempt(c, attempt, "expired", "lease expired (no heartbeat or progress in time)", 1);
+    end_attempt(c, attempt, "expired", "lease expired (no heartbeat or progress in time)",
+                FAULT_WORKER);
     cworker *w = coord_worker_by_id(c, a.worker);
     if (w && w->attempt == attempt) coord_send_cancel(c, attempt, w->id, "lease expired");
 }
@@ -439,7 +472,7 @@ void coord_tick(coord *c) {
         if (now - w->last_seen > 3 * c->o.heartbeat_seconds) {
             char why[128];
             snprintf(why, sizeof why, "no heartbeat for %.1f s", now - w->last_seen);
-            worker_lost(c, w, why);
+            worker_lost(c, w, why, FAULT_WORKER);
             continue;
         }
         /* a worker that never answers a CANCEL is free again after one lease */
@@ -456,7 +489,7 @@ void coord_tick(coord *c) {
             env.heartbeat = &hb;
             send_env(c, w, &env);
             w->last_hb_sent = now;
-            if (!w->connected) worker_lost(c, w, "its connection is gone");
+            if (!w->connected) worker_lost(c, w, "its connection is gone", FAULT_WORKER);
         }
     }
     jobs_each_expired(c->db, vdn_wall(), expire_one, c);
@@ -465,7 +498,8 @@ void coord_tick(coord *c) {
 
 static void requeue_past(void *user, int64_t attempt) {
     coord *c = user;
-    end_attempt(c, attempt, "expired", "lease passed while the coordinator was down", 1);
+    end_attempt(c, attempt, "expired", "lease passed while the coordinator was down",
+                FAULT_TRANSIENT);
 }
 
 void coord_recover(coord *c) {

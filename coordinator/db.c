@@ -76,6 +76,20 @@ static const char *const migrations[] = {
     "CREATE INDEX events_job ON events(job_id, id);\n"
     "CREATE INDEX attempts_job ON attempts(job_id, id);\n"
     "CREATE INDEX attempts_running ON attempts(state, lease_until);\n",
+    /* 2 -> 3: failure blame (whose fault each attempt's end was), blocklists per job class,
+     * resumable renders (the newest sampler snapshot of a job, NFEs evaluated in all) */
+    "ALTER TABLE attempts ADD COLUMN fault TEXT;\n"
+    "ALTER TABLE jobs ADD COLUMN job_class TEXT NOT NULL DEFAULT '';\n"
+    "ALTER TABLE jobs ADD COLUMN snapshot_key TEXT;\n"
+    "ALTER TABLE jobs ADD COLUMN snapshot_step INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE jobs ADD COLUMN nfe_evaluated INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE attempts ADD COLUMN nfe_evaluated INTEGER NOT NULL DEFAULT 0;\n"
+    "CREATE TABLE worker_blocks(\n"
+    "  worker_id TEXT NOT NULL,\n"
+    "  job_class TEXT NOT NULL,\n"
+    "  failures INTEGER NOT NULL DEFAULT 0,\n"
+    "  blocked_until REAL NOT NULL DEFAULT 0,\n"
+    "  PRIMARY KEY(worker_id, job_class));\n",
 };
 
 int cdb_schema_version(sqlite3 *db) {

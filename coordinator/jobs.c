@@ -12,7 +12,24 @@
 void job_claim_free(job_claim *c) {
     free(c->request_json);
     free(c->output_prefix);
+    free(c->resume_key);
     memset(c, 0, sizeof *c);
+}
+
+const char *job_fault_name(job_fault f) {
+    return f == FAULT_JOB ? "job" : f == FAULT_WORKER ? "worker" : "transient";
+}
+
+void jobs_class_of(const vdn_job_spec *s, char *buf, size_t len) {
+    /* sizes a GPU cannot take come in bands: a worker that runs out of memory at 2^k pixels of
+     * video will at 2^k + 1 too, and may well manage 2^(k-1) */
+    double px = (double)(s->frames > 0 ? s->frames : 1) * (s->height > 0 ? s->height : 1) *
+                (s->width > 0 ? s->width : 1);
+    int band = 0;
+    while (band < 62 && (double)(1ull << band) < px)
+        band++;
+    snprintf(buf, len, "%s/%s/2^%d", s->checkpoint && *s->checkpoint ? s->checkpoint : "*",
+             s->variant && *s->variant ? s->variant : "vdn", band);
 }
 
 int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, int64_t *batch, int64_t **job_ids,
@@ -50,13 +67,14 @@ int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, int64_t *batch, int6
         vdn_job_spec *s = &specs[i];
         int jp = req->n_job_priorities ? req->job_priorities[i] : prio;
         const char *tag = req->n_job_tags && req->job_tags[i][0] ? req->job_tags[i] : req->tag;
-        char *json = vdn_job_spec_to_json(s);
+        char *json = vdn_job_spec_to_json(s), cls[300];
+        jobs_class_of(s, cls, sizeof cls);
         int bad = cdb_run(db, err, sizeof err,
                           "INSERT INTO jobs(batch_id,state,priority,tag,request,checkpoint,gpus,"
-                          "min_gpu_memory,output_prefix,submitted_at) "
-                          "VALUES(?,'queued',?,?,?,?,?,?,'',?)",
-                          "iisssiid", *batch, (int64_t)jp, tag, json, s->checkpoint,
-                          (int64_t)(s->gpus ? s->gpus : 1), (int64_t)s->min_gpu_memory, now);
+                          "min_gpu_memory,output_prefix,submitted_at,job_class) "
+                          "VALUES(?,'queued',?,?,?,?,?,?,'',?,?)",
+                          "iisssiids", *batch, (int64_t)jp, tag, json, s->checkpoint,
+                          (int64_t)(s->gpus ? s->gpus : 1), (int64_t)s->min_gpu_memory, now, cls);
         free(json);
         if (bad) goto rollback;
         ids[i] = sqlite3_last_insert_rowid(db);
@@ -94,15 +112,17 @@ int jobs_claim(sqlite3 *db, const job_caps *caps, double lease, job_claim *out, 
                size_t errlen) {
     memset(out, 0, sizeof *out);
     if (cdb_begin(db, err, errlen)) return -1;
-    sqlite3_stmt *st =
-        cdb_prep(db,
-                 "SELECT id, batch_id, request, output_prefix FROM jobs WHERE state='queued' "
-                 "AND gpus <= ? AND min_gpu_memory <= ? "
-                 "AND (checkpoint IS NULL OR checkpoint = ? OR checkpoint = ?) "
-                 "ORDER BY priority DESC, submitted_at, id LIMIT 1",
-                 "iiss", (int64_t)caps->ngpus, (int64_t)caps->gpu_memory,
-                 caps->checkpoint ? caps->checkpoint : "",
-                 caps->checkpoint_identity ? caps->checkpoint_identity : "");
+    sqlite3_stmt *st = cdb_prep(
+        db,
+        "SELECT id, batch_id, request, output_prefix, snapshot_key FROM jobs "
+        "WHERE state='queued' AND gpus <= ? AND min_gpu_memory <= ? "
+        "AND (checkpoint IS NULL OR checkpoint = ? OR checkpoint = ?) "
+        "AND job_class NOT IN (SELECT job_class FROM worker_blocks WHERE worker_id = ? "
+        "AND blocked_until > ?) "
+        "ORDER BY priority DESC, submitted_at, id LIMIT 1",
+        "iisssd", (int64_t)caps->ngpus, (int64_t)caps->gpu_memory,
+        caps->checkpoint ? caps->checkpoint : "",
+        caps->checkpoint_identity ? caps->checkpoint_identity : "", caps->worker_id, vdn_wall());
     if (!st) {
         cdb_rollback(db);
         return vdn_fail(err, errlen, "claim: %s", sqlite3_errmsg(db));
@@ -117,6 +137,7 @@ int jobs_claim(sqlite3 *db, const job_caps *caps, double lease, job_claim *out, 
     out->batch = sqlite3_column_int64(st, 1);
     out->request_json = cdb_col_str(st, 2);
     out->output_prefix = cdb_col_str(st, 3);
+    out->resume_key = cdb_col_str(st, 4);
     sqlite3_finalize(st);
     double now = vdn_wall();
     if (cdb_run(db, err, errlen,
@@ -188,15 +209,43 @@ int jobs_progress(sqlite3 *db, int64_t attempt, int nfe_done, int nfe_total, dou
     return cdb_commit(db, err, sizeof err);
 }
 
+int jobs_snapshot(sqlite3 *db, int64_t attempt, int nfe_evaluated, const char *key, int step) {
+    char err[VDN_ERR_LEN];
+    if (cdb_begin(db, err, sizeof err)) return -1;
+    int bad = cdb_run(db, err, sizeof err,
+                      "UPDATE attempts SET nfe_evaluated=max(nfe_evaluated, ?) WHERE id=? AND "
+                      "state='running'",
+                      "ii", (int64_t)nfe_evaluated, attempt) ||
+              cdb_run(db, err, sizeof err,
+                      "UPDATE jobs SET nfe_evaluated=(SELECT sum(nfe_evaluated) FROM attempts "
+                      "WHERE job_id=jobs.id) WHERE current_attempt=? AND state='running'",
+                      "i", attempt);
+    /* only a later step replaces the newest snapshot (messages may arrive out of order) */
+    if (!bad && key && *key && step > 0)
+        bad = cdb_run(db, err, sizeof err,
+                      "UPDATE jobs SET snapshot_key=?, snapshot_step=? WHERE current_attempt=? "
+                      "AND state='running' AND snapshot_step < ?",
+                      "siii", key, (int64_t)step, attempt, (int64_t)step);
+    if (bad) {
+        cdb_rollback(db);
+        VDN_ERROR("snapshot: %s", err);
+        return -1;
+    }
+    return cdb_commit(db, err, sizeof err);
+}
+
 /* What a finished render did, from its run record (engine/record.c: sampler.nfe,
  * timing.total_seconds). PROGRESS messages sent while the coordinator was down are lost, so
  * the record, not the last PROGRESS, is what a done job's progress is taken from. 0 = absent
  * (a record that is not JSON, or an older worker's): the request's steps then stand in. */
-static void record_nfe(const char *record, int *nfe, double *seconds) {
-    *nfe = 0;
+static void record_nfe(const char *record, int *nfe, int *resumed, double *seconds) {
+    *nfe = *resumed = 0;
     *seconds = 0;
     cJSON *r = record ? cJSON_Parse(record) : NULL;
     const cJSON *n = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "sampler"), "nfe");
+    const cJSON *rs = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "sampler"), "resumed_from_step");
+    if (cJSON_IsNumber(rs) && rs->valuedouble >= 0 && rs->valuedouble <= 1e6)
+        *resumed = (int)rs->valuedouble;
     const cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "timing"), "total_seconds");
     if (cJSON_IsNumber(n) && n->valuedouble >= 1 && n->valuedouble <= 1e6)
         *nfe = (int)n->valuedouble;
@@ -215,8 +264,9 @@ int jobs_complete(sqlite3 *db, int64_t attempt, char **keys, size_t nkeys, const
     char *keys_json = cJSON_PrintUnformatted(arr);
     cJSON_Delete(arr);
     double now = vdn_wall(), rec_seconds;
-    int rc = -1, rec_nfe;
-    record_nfe(record, &rec_nfe, &rec_seconds);
+    int rc = -1, rec_nfe, rec_resumed;
+    record_nfe(record, &rec_nfe, &rec_resumed, &rec_seconds);
+    int evaluated = rec_nfe > rec_resumed ? rec_nfe - rec_resumed : 0;
     if (cdb_begin(db, err, errlen)) goto out;
     if (cdb_run(db, err, errlen, "UPDATE attempts SET state='done', finished_at=? WHERE id=?", "di",
                 now, attempt) ||
@@ -234,7 +284,20 @@ int jobs_complete(sqlite3 *db, int64_t attempt, char **keys, size_t nkeys, const
                 "UPDATE jobs SET nfe_done=nfe_total, elapsed_seconds=CASE WHEN ?>0 THEN ? "
                 "ELSE elapsed_seconds END WHERE id=?",
                 "ddi", rec_seconds, rec_seconds, a.job) ||
-        cdb_run(db, err, errlen, "UPDATE workers SET failures=0 WHERE id=?", "s", a.worker)) {
+        /* this attempt's own NFEs (its last PROGRESS may not have come), then the job's sum;
+         * the worker deletes the snapshots with the result, so none is left to resume from */
+        cdb_run(db, err, errlen,
+                "UPDATE attempts SET nfe_evaluated=max(nfe_evaluated, ?) WHERE id=?", "ii",
+                (int64_t)evaluated, attempt) ||
+        cdb_run(db, err, errlen,
+                "UPDATE jobs SET nfe_evaluated=(SELECT sum(nfe_evaluated) FROM attempts WHERE "
+                "job_id=jobs.id), snapshot_key=NULL WHERE id=?",
+                "i", a.job) ||
+        cdb_run(db, err, errlen, "UPDATE workers SET failures=0 WHERE id=?", "s", a.worker) ||
+        cdb_run(db, err, errlen,
+                "UPDATE worker_blocks SET failures=0 WHERE worker_id=? AND job_class=(SELECT "
+                "job_class FROM jobs WHERE id=?)",
+                "si", a.worker, a.job)) {
         cdb_rollback(db);
         goto out;
     }
@@ -249,7 +312,7 @@ out:
 }
 
 int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, const char *reason,
-                     int retryable, int max_attempts, char job_state_out[16], char *err,
+                     job_fault fault, int max_attempts, char job_state_out[16], char *err,
                      size_t errlen) {
     attempt_info a;
     if (!jobs_attempt(db, attempt, &a) || !a.current)
@@ -257,29 +320,40 @@ int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, co
     double now = vdn_wall();
     if (cdb_begin(db, err, errlen)) return -1;
     int64_t used = cdb_int(db, 0, "SELECT attempts FROM jobs WHERE id=?", "i", a.job);
-    int final = !retryable || used >= max_attempts;
+    int final = fault == FAULT_JOB || used >= max_attempts;
     const char *js = final ? "failed" : "queued";
     char line[VDN_ERR_LEN];
-    snprintf(line, sizeof line, "attempt %lld on %s %s: %s", (long long)attempt, a.worker,
-             attempt_state, reason ? reason : "(no reason)");
+    snprintf(line, sizeof line, "attempt %lld on %s %s (%s fault): %s", (long long)attempt,
+             a.worker, attempt_state, job_fault_name(fault), reason ? reason : "(no reason)");
     /* last_error keeps every attempt's reason, newest last, so a failed job explains itself */
-    if (cdb_run(db, err, errlen, "UPDATE attempts SET state=?, finished_at=?, reason=? WHERE id=?",
-                "sdsi", attempt_state, now, reason, attempt) ||
+    if (cdb_run(db, err, errlen,
+                "UPDATE attempts SET state=?, finished_at=?, reason=?, fault=? WHERE id=?", "sdssi",
+                attempt_state, now, reason, job_fault_name(fault), attempt) ||
         cdb_run(db, err, errlen,
                 "UPDATE jobs SET state=?, current_attempt=NULL, finished_at=?, "
                 "last_error = CASE WHEN last_error IS NULL THEN ? ELSE last_error || char(10) || ? "
                 "END WHERE id=?",
-                "sdssi", js, final ? now : 0.0, line, line, a.job) ||
-        cdb_run(db, err, errlen, "UPDATE workers SET failures=failures+1 WHERE id=?", "s",
-                a.worker)) {
+                "sdssi", js, final ? now : 0.0, line, line, a.job)) {
+        cdb_rollback(db);
+        return -1;
+    }
+    /* only the machine's own faults count against it, overall and in the job's class */
+    if (fault == FAULT_WORKER &&
+        (cdb_run(db, err, errlen, "UPDATE workers SET failures=failures+1 WHERE id=?", "s",
+                 a.worker) ||
+         cdb_run(db, err, errlen,
+                 "INSERT INTO worker_blocks(worker_id, job_class, failures) SELECT ?, job_class, "
+                 "1 FROM jobs WHERE id=? ON CONFLICT(worker_id, job_class) DO UPDATE SET "
+                 "failures=failures+1",
+                 "si", a.worker, a.job))) {
         cdb_rollback(db);
         return -1;
     }
     if (!final) cdb_run(db, err, errlen, "UPDATE jobs SET finished_at=NULL WHERE id=?", "i", a.job);
     cdb_event(db, a.batch, a.job, attempt, a.worker, attempt_state, reason);
     char detail[96];
-    snprintf(detail, sizeof detail, "after %lld of %d attempts%s", (long long)used, max_attempts,
-             retryable ? "" : " (not retryable)");
+    snprintf(detail, sizeof detail, "after %lld of %d attempts (%s fault)%s", (long long)used,
+             max_attempts, job_fault_name(fault), fault == FAULT_JOB ? ", not retried" : "");
     cdb_event(db, a.batch, a.job, attempt, a.worker, final ? "failed" : "requeued", detail);
     if (cdb_commit(db, err, errlen)) {
         cdb_rollback(db);

@@ -22,7 +22,17 @@ typedef struct {
     int64_t job, batch, attempt;
     char *request_json; /* normalized request (jsonl.c) */
     char *output_prefix;
+    char *resume_key; /* newest sampler snapshot of the job, NULL = none */
 } job_claim;
+
+/* Whose fault an attempt's end was (docs/protocol.md "Failure blame"): the values of the wire's
+ * Fail.Fault. Only WORKER counts toward blocklists; JOB fails the job at once. */
+typedef enum { FAULT_JOB = 1, FAULT_WORKER = 2, FAULT_TRANSIENT = 3 } job_fault;
+const char *job_fault_name(job_fault f); /* "job" "worker" "transient" */
+
+/* The class a worker is blocklisted for after repeated worker faults: checkpoint, variant and
+ * size class (a power of two of frames x height x width). Written into buf. */
+void jobs_class_of(const vdn_job_spec *s, char *buf, size_t len);
 void job_claim_free(job_claim *c);
 
 /* Validates every job (errs gets one line per problem) and inserts all or nothing. */
@@ -47,12 +57,16 @@ int jobs_attempt(sqlite3 *db, int64_t attempt, attempt_info *out);
 int jobs_renew(sqlite3 *db, int64_t attempt, double lease_until);
 int jobs_progress(sqlite3 *db, int64_t attempt, int nfe_done, int nfe_total, double nfe_seconds,
                   double elapsed, double lease_until);
+/* The attempt's own NFE count, and a snapshot it saved (key NULL = none new). */
+int jobs_snapshot(sqlite3 *db, int64_t attempt, int nfe_evaluated, const char *key, int step);
 int jobs_complete(sqlite3 *db, int64_t attempt, char **keys, size_t nkeys, const char *record,
                   char *err, size_t errlen);
 /* Ends a running attempt as attempt_state ("failed", "expired") and requeues the job, or fails
- * it when not retryable or out of attempts. job_state_out gets the job's new state. */
+ * it when the fault is the job's or it is out of attempts. A worker fault adds one to the
+ * worker's failures and to its failures in the job's class. job_state_out gets the job's new
+ * state. */
 int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, const char *reason,
-                     int retryable, int max_attempts, char job_state_out[16], char *err,
+                     job_fault fault, int max_attempts, char job_state_out[16], char *err,
                      size_t errlen);
 
 /* Cancel: queued jobs -> cancelled; running ones -> cancelled with their attempt 'cancelled';

@@ -57,7 +57,8 @@ static Vdn__BatchInfo *batch_row(sqlite3_stmt *st) {
 static const char *JOB_SQL =
     "SELECT j.id, j.batch_id, j.state, j.priority, j.tag, j.attempts, j.current_attempt, "
     "a.worker_id, j.nfe_done, j.nfe_total, j.elapsed_seconds, j.submitted_at, j.finished_at, "
-    "j.object_keys, j.last_error, j.request, j.nfe_seconds, j.output_prefix "
+    "j.object_keys, j.last_error, j.request, j.nfe_seconds, j.output_prefix, j.snapshot_step, "
+    "j.nfe_evaluated, j.job_class "
     "FROM jobs j LEFT JOIN attempts a ON a.id = j.current_attempt ";
 
 static Vdn__JobInfo *job_row(sqlite3_stmt *st) {
@@ -108,8 +109,11 @@ static Vdn__JobInfo *job_row(sqlite3_stmt *st) {
         }
         vdn_errlist_free(&errs);
     }
-    j->has_nfe_seconds = 1;
+    j->has_nfe_seconds = j->has_snapshot_step = j->has_nfe_evaluated = 1;
     j->nfe_seconds = sqlite3_column_double(st, 16);
+    j->snapshot_step = sqlite3_column_int(st, 18);
+    j->nfe_evaluated = sqlite3_column_int(st, 19);
+    j->job_class = cdb_col_str(st, 20);
     return j;
 }
 
@@ -175,6 +179,13 @@ static Vdn__WorkerInfo *worker_row(sqlite3 *db, sqlite3_stmt *st) {
         w->running_job = (uint64_t)sqlite3_column_int64(a, 1);
     }
     sqlite3_finalize(a);
+    sqlite3_stmt *b = cdb_prep(db,
+                               "SELECT job_class FROM worker_blocks WHERE worker_id=? AND "
+                               "blocked_until > ? ORDER BY job_class",
+                               "sd", w->worker_id, vdn_wall());
+    while (b && sqlite3_step(b) == SQLITE_ROW)
+        PUSH(w->blocked_classes, w->n_blocked_classes, cdb_col_str(b, 0));
+    sqlite3_finalize(b);
     return w;
 }
 

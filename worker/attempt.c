@@ -92,10 +92,11 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
     return 0;
 }
 
-static void finish(vdn_attempt *j, int ok, int retryable, const char *reason) {
+static void finish(vdn_attempt *j, int ok, vdn_fault fault, const char *reason) {
     pthread_mutex_lock(&j->mu);
     j->ok = ok;
-    j->retryable = retryable;
+    j->fault = ok ? 0 : fault;
+    j->retryable = !ok && fault != VDN_FAULT_JOB;
     snprintf(j->reason, sizeof j->reason, "%s", reason ? reason : "");
     j->phase = VDN_ATTEMPT_FINISHED;
     pthread_mutex_unlock(&j->mu);
@@ -103,11 +104,12 @@ static void finish(vdn_attempt *j, int ok, int retryable, const char *reason) {
 }
 
 /* Where the prompt cache is on this machine; downloads it into the scratch dir when it lives
- * in a store. Sets *retryable for failures another try might not have. */
-static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, int *retryable,
+ * in a store. *fault: the job's (a file that is not there, a bad URI) unless the store failed
+ * (transient: another try may succeed). */
+static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, vdn_fault *fault,
                                 char *err, size_t errlen) {
     const char *pc = j->spec.prompt_cache;
-    *retryable = 0;
+    *fault = VDN_FAULT_JOB;
     if (!pc || !*pc) return vdn_fail(err, errlen, "ASSIGN request.prompt_cache: empty");
     if (!strncmp(pc, "file://", 7)) pc += 7;
     int is_s3 = !strncmp(pc, "s3://", 5);
@@ -133,10 +135,13 @@ static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, int 
     }
     char serr[VDN_ERR_LEN];
     vdn_store *st = store_for(j->stores, store_uri, serr, sizeof serr);
-    if (!st) return vdn_fail(err, errlen, "prompt cache '%s': %s", pc, serr);
+    if (!st) {
+        *fault = VDN_FAULT_TRANSIENT;
+        return vdn_fail(err, errlen, "prompt cache '%s': %s", pc, serr);
+    }
     int have = vdn_store_exists(st, key, NULL, serr, sizeof serr);
     if (have < 0) {
-        *retryable = 1;
+        *fault = VDN_FAULT_TRANSIENT;
         return vdn_fail(err, errlen, "prompt cache '%s': %s", pc, serr);
     }
     if (have == 0)
@@ -144,7 +149,7 @@ static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, int 
                         pc, key, vdn_store_uri(st));
     snprintf(path, pathlen, "%s/prompt.safetensors", j->scratch);
     if (vdn_store_get_file(st, key, path, serr, sizeof serr)) {
-        *retryable = 1;
+        *fault = VDN_FAULT_TRANSIENT;
         return vdn_fail(err, errlen, "prompt cache '%s': download failed: %s", pc, serr);
     }
     return 0;
@@ -152,11 +157,12 @@ static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, int 
 
 /* A text prompt: its cache entry from the job's store, or encoded here and stored (the first
  * job with this prompt under this encoder). A prompt the tokenizer refuses, or a checkpoint
- * without a text encoder, fails alike everywhere: not retryable; the store may recover. */
+ * without a text encoder, fails alike everywhere: the job's fault; the store's is transient. */
 static int text_prompt_cache(vdn_attempt *j, vdn_store *st, char *path, size_t pathlen,
-                             vdn_text_cache_info *info, int *retryable, char *err, size_t errlen) {
+                             vdn_text_cache_info *info, vdn_fault *fault, char *err,
+                             size_t errlen) {
     char terr[VDN_ERR_LEN], key[256];
-    *retryable = 0;
+    *fault = VDN_FAULT_JOB;
     vdn_worker_stores *c = j->stores;
     if (!c->text && !(c->text = vdn_text_prompts_open(c->checkpoint ? c->checkpoint : "", NULL, 0,
                                                       terr, sizeof terr)))
@@ -165,7 +171,7 @@ static int text_prompt_cache(vdn_attempt *j, vdn_store *st, char *path, size_t p
         return vdn_fail(err, errlen, "text prompt: %s", terr);
     snprintf(path, pathlen, "%s/prompt.safetensors", j->scratch);
     if (vdn_text_prompts_cached(c->text, st, j->spec.prompt, path, info, terr, sizeof terr)) {
-        *retryable = 1;
+        *fault = VDN_FAULT_TRANSIENT;
         return vdn_fail(err, errlen, "text prompt (cache %s in %s): %s", key, vdn_store_uri(st),
                         terr);
     }
@@ -176,15 +182,15 @@ static int text_prompt_cache(vdn_attempt *j, vdn_store *st, char *path, size_t p
 }
 
 /* After the prompt cache has been checked, an engine failure is still most often a property of
- * the request (a size the model cannot take), so not retryable, unless it names the machine:
+ * the request (a size the model cannot take): the job's fault, unless it names the machine:
  * memory or the GPU, which another worker may not run out of. */
-static int engine_error_retryable(const char *msg) {
+static vdn_fault engine_error_fault(const char *msg) {
     static const char *machine[] = {
         "out of memory", "Cannot allocate memory", "CUDA error", "cudaError",
         "cuBLAS",        "CUBLAS_STATUS",          "ENOMEM"};
     for (size_t i = 0; i < sizeof machine / sizeof *machine; i++)
-        if (strstr(msg, machine[i])) return 1;
-    return 0;
+        if (strstr(msg, machine[i])) return VDN_FAULT_WORKER;
+    return VDN_FAULT_JOB;
 }
 
 static int upload(vdn_attempt *j, vdn_store *st, const char *key, const char *local, char *err,
@@ -206,29 +212,31 @@ static int upload(vdn_attempt *j, vdn_store *st, const char *key, const char *lo
 static void *job_main(void *arg) {
     vdn_attempt *j = arg;
     char err[VDN_ERR_LEN], msg[VDN_ERR_LEN + 256];
-    int retryable = 0;
+    vdn_fault fault = VDN_FAULT_JOB;
     char pc_path[4096], prefix[4200], local[4300], keybuf[2200];
     const char *latents_key, *record_key;
 
     if (vdn_attempt_output_keys(&j->spec, &latents_key, &record_key, keybuf, sizeof keybuf, err,
                                 sizeof err)) {
-        finish(j, 0, 0, err);
+        finish(j, 0, VDN_FAULT_JOB, err);
         return NULL;
     }
     /* The output store first: a worker that cannot open it should not spend a render. (The
      * handle is fetched again before the upload: the prompt cache's store may take its slot.) */
     vdn_store *st = store_for(j->stores, j->spec.store_uri, err, sizeof err);
     if (!st) {
+        /* no store at all is this worker's set-up; one that does not open, the store's */
         snprintf(msg, sizeof msg, "output store: %s", err);
-        finish(j, 0, 1, msg);
+        int mine = !(j->spec.store_uri && *j->spec.store_uri) && !j->stores->default_uri;
+        finish(j, 0, mine ? VDN_FAULT_WORKER : VDN_FAULT_TRANSIENT, msg);
         return NULL;
     }
     int text = (!j->spec.prompt_cache || !j->spec.prompt_cache[0]) && j->spec.prompt;
     vdn_text_cache_info text_info;
-    if (text ? text_prompt_cache(j, st, pc_path, sizeof pc_path, &text_info, &retryable, err,
-                                 sizeof err)
-             : resolve_prompt_cache(j, pc_path, sizeof pc_path, &retryable, err, sizeof err)) {
-        finish(j, 0, retryable, err);
+    if (text
+            ? text_prompt_cache(j, st, pc_path, sizeof pc_path, &text_info, &fault, err, sizeof err)
+            : resolve_prompt_cache(j, pc_path, sizeof pc_path, &fault, err, sizeof err)) {
+        finish(j, 0, fault, err);
         return NULL;
     }
 
@@ -237,7 +245,7 @@ static void *job_main(void *arg) {
     vdn_prompt pr;
     if (vdn_prompt_load(pc_path, vdn_engine_config(j->eng)->text_dim, &pr, err, sizeof err)) {
         snprintf(msg, sizeof msg, "bad prompt cache: %s", err);
-        finish(j, 0, 0, msg);
+        finish(j, 0, VDN_FAULT_JOB, msg);
         return NULL;
     }
     vdn_prompt_free(&pr);
@@ -259,7 +267,7 @@ static void *job_main(void *arg) {
     if (vdn_engine_render(j->eng, &req, on_progress, j, err, sizeof err)) {
         int cancelled = atomic_load(&j->cancel);
         snprintf(msg, sizeof msg, "%s%s", cancelled ? "cancelled: " : "render failed: ", err);
-        finish(j, 0, cancelled ? 1 : engine_error_retryable(err), msg);
+        finish(j, 0, cancelled ? VDN_FAULT_TRANSIENT : engine_error_fault(err), msg);
         return NULL;
     }
 
@@ -280,7 +288,7 @@ static void *job_main(void *arg) {
     if (go) j->phase = VDN_ATTEMPT_UPLOADING;
     pthread_mutex_unlock(&j->mu);
     if (!go) {
-        finish(j, 0, 1, "cancelled before upload: the attempt is no longer ours");
+        finish(j, 0, VDN_FAULT_TRANSIENT, "cancelled before upload: the attempt is no longer ours");
         return NULL;
     }
     wake(j);
@@ -288,14 +296,14 @@ static void *job_main(void *arg) {
     st = store_for(j->stores, j->spec.store_uri, err, sizeof err);
     if (!st) {
         snprintf(msg, sizeof msg, "output store: %s", err);
-        finish(j, 0, 1, msg);
+        finish(j, 0, VDN_FAULT_TRANSIENT, msg);
         return NULL;
     }
     snprintf(local, sizeof local, "%s.safetensors", prefix);
     if (upload(j, st, latents_key, local, err, sizeof err)) {
         snprintf(msg, sizeof msg, "upload of %s to %s failed: %s", latents_key, vdn_store_uri(st),
                  err);
-        finish(j, 0, 1, msg);
+        finish(j, 0, VDN_FAULT_TRANSIENT, msg);
         return NULL;
     }
     snprintf(local, sizeof local, "%s.json", prefix);
@@ -310,14 +318,14 @@ static void *job_main(void *arg) {
     char *record = vdn_read_file(local, &rlen, err, sizeof err);
     if (!record) {
         snprintf(msg, sizeof msg, "engine wrote no run record: %s", err);
-        finish(j, 0, 0, msg);
+        finish(j, 0, VDN_FAULT_WORKER, msg);
         return NULL;
     }
     if (upload(j, st, record_key, local, err, sizeof err)) {
         free(record);
         snprintf(msg, sizeof msg, "upload of %s to %s failed: %s", record_key, vdn_store_uri(st),
                  err);
-        finish(j, 0, 1, msg);
+        finish(j, 0, VDN_FAULT_TRANSIENT, msg);
         return NULL;
     }
     pthread_mutex_lock(&j->mu);

@@ -13,6 +13,10 @@
 #include "store.h"
 #include "vdn_util.h"
 
+/* Whose fault a failed attempt was: the wire's Fail.Fault values (docs/protocol.md "Failure
+ * blame"). The job's fails it at once; only the worker's counts toward its blocklist. */
+typedef enum { VDN_FAULT_JOB = 1, VDN_FAULT_WORKER = 2, VDN_FAULT_TRANSIENT = 3 } vdn_fault;
+
 /* What the coordinator asked for, copied out of the ASSIGN so the envelope can be freed. */
 typedef struct {
     uint64_t job_id, attempt_id, batch_id;
@@ -75,6 +79,7 @@ typedef struct {
     double *nfe_seconds; /* per NFE, grown as the engine reports */
     int nfe_cap;
     int ok, retryable;
+    vdn_fault fault; /* on failure: whose fault (retryable = fault != VDN_FAULT_JOB) */
     char reason[VDN_ERR_LEN];
     char *record_json;  /* on success */
     char **object_keys; /* on success: the keys written */

@@ -29,7 +29,7 @@ enum { CANCEL_NONE = 0, CANCEL_BY_COORDINATOR, CANCEL_STALE, CANCEL_SHUTDOWN };
 typedef struct {
     int active;
     uint64_t attempt_id, job_id;
-    int ok, retryable;
+    int ok, retryable, fault;
     char *reason;
     char **keys;
     int nkeys;
@@ -166,23 +166,25 @@ static void send_outcome(worker *w) {
         env.payload_case = VDN__ENVELOPE__PAYLOAD_RESULT;
         env.result = &r;
     } else {
-        f.has_attempt_id = f.has_retryable = 1;
+        f.has_attempt_id = f.has_retryable = f.has_fault = 1;
         f.attempt_id = o->attempt_id;
         f.reason = o->reason;
         f.retryable = o->retryable;
+        f.fault = (Vdn__Fail__Fault)o->fault;
         env.payload_case = VDN__ENVELOPE__PAYLOAD_FAIL;
         env.fail = &f;
     }
     if (send_env(w, &env) == 0) o->sent_at = vdn_now();
 }
 
-static void send_fail_now(worker *w, uint64_t attempt, const char *reason, int retryable) {
+static void send_fail_now(worker *w, uint64_t attempt, const char *reason, vdn_fault fault) {
     Vdn__Envelope env = VDN__ENVELOPE__INIT;
     Vdn__Fail f = VDN__FAIL__INIT;
-    f.has_attempt_id = f.has_retryable = 1;
+    f.has_attempt_id = f.has_retryable = f.has_fault = 1;
     f.attempt_id = attempt;
     f.reason = (char *)reason;
-    f.retryable = retryable;
+    f.retryable = fault != VDN_FAULT_JOB;
+    f.fault = (Vdn__Fail__Fault)fault;
     env.payload_case = VDN__ENVELOPE__PAYLOAD_FAIL;
     env.fail = &f;
     send_env(w, &env);
@@ -267,7 +269,7 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
     char err[VDN_ERR_LEN];
     const Vdn__RenderRequest *rq = a->request;
     if (!rq) {
-        send_fail_now(w, a->attempt_id, "ASSIGN without a request", 0);
+        send_fail_now(w, a->attempt_id, "ASSIGN without a request", VDN_FAULT_JOB);
         return;
     }
     vdn_assignment s = {0};
@@ -306,7 +308,7 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
     w->gate_state = 0;
     if (!w->cur) {
         VDN_ERROR("worker %s: attempt %llu: %s", w->o->id, (unsigned long long)attempt, err);
-        send_fail_now(w, attempt, err, 1);
+        send_fail_now(w, attempt, err, VDN_FAULT_WORKER);
     }
 }
 
@@ -315,7 +317,7 @@ static void on_assign(worker *w, const Vdn__Assign *a) {
         /* The coordinator may assign to us between our last RESULT and our DISCONNECT
          * (heartbeats say we drain, but an older coordinator may not listen). Give it straight
          * back and leave before another one comes. */
-        send_fail_now(w, a->attempt_id, "worker is shutting down", 1);
+        send_fail_now(w, a->attempt_id, "worker is shutting down", VDN_FAULT_TRANSIENT);
         if (!w->cur && !w->out.active) w->leave_now = 1;
         return;
     }
@@ -328,7 +330,7 @@ static void on_assign(worker *w, const Vdn__Assign *a) {
         char msg[128];
         snprintf(msg, sizeof msg, "worker busy with attempt %llu",
                  (unsigned long long)w->cur->spec.attempt_id);
-        send_fail_now(w, a->attempt_id, msg, 1);
+        send_fail_now(w, a->attempt_id, msg, VDN_FAULT_TRANSIENT);
         return;
     }
     start_attempt(w, a);
@@ -522,19 +524,26 @@ static void on_attempt_event(worker *w) {
         } else {
             char reason[VDN_ERR_LEN + 64];
             o->retryable = a->retryable;
+            o->fault = a->fault;
             if (w->cancel_why == CANCEL_BY_COORDINATOR) {
                 o->retryable = 0;
+                o->fault = VDN_FAULT_JOB; /* the job is over already: nothing to retry */
                 snprintf(reason, sizeof reason, "cancelled by the coordinator");
             } else if (w->cancel_why == CANCEL_SHUTDOWN) {
                 o->retryable = 1;
+                o->fault = VDN_FAULT_TRANSIENT;
                 snprintf(reason, sizeof reason, "worker shut down (second SIGTERM) mid-job");
             } else {
                 snprintf(reason, sizeof reason, "%s", a->reason);
             }
             o->reason = vdn_xstrdup(reason);
-            VDN_WARN("worker %s: job %llu attempt %llu: failed after %.1f s (%s): %s", w->o->id,
-                     (unsigned long long)o->job_id, (unsigned long long)o->attempt_id, took,
-                     o->retryable ? "retryable" : "not retryable", reason);
+            VDN_WARN("worker %s: job %llu attempt %llu: failed after %.1f s (%s fault): %s",
+                     w->o->id, (unsigned long long)o->job_id, (unsigned long long)o->attempt_id,
+                     took,
+                     o->fault == VDN_FAULT_JOB      ? "job"
+                     : o->fault == VDN_FAULT_WORKER ? "worker"
+                                                    : "transient",
+                     reason);
         }
         send_outcome(w);
     }

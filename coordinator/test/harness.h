@@ -346,6 +346,19 @@ static inline void fw_result(fake_worker *w, uint64_t attempt, const char *key) 
     fw_send(w, &env);
 }
 
+/* FAIL with a fault (Vdn__Fail__Fault): whose fault it was, as a current worker says. */
+static inline void fw_fail_fault(fake_worker *w, uint64_t attempt, const char *reason, int fault) {
+    Vdn__Fail f = VDN__FAIL__INIT;
+    f.has_attempt_id = f.has_retryable = f.has_fault = 1;
+    f.attempt_id = attempt, f.retryable = fault != VDN__FAIL__FAULT__JOB, f.reason = (char *)reason;
+    f.fault = (Vdn__Fail__Fault)fault;
+    Vdn__Envelope env = VDN__ENVELOPE__INIT;
+    env.payload_case = VDN__ENVELOPE__PAYLOAD_FAIL;
+    env.fail = &f;
+    fw_send(w, &env);
+}
+
+/* FAIL as an older worker says it: retryable or not, no fault. */
 static inline void fw_fail(fake_worker *w, uint64_t attempt, const char *reason, int retryable) {
     Vdn__Fail f = VDN__FAIL__INIT;
     f.has_attempt_id = f.has_retryable = 1;

@@ -248,15 +248,43 @@ static void test_failures(void) {
     CHECK(!strcmp(j->state, "failed") && j->attempts == 1);
     vdn_client_free(h);
 
-    /* three failures in a row: w3 is blocklisted, the next job waits */
+    /* the job's fault did not count against w3: it takes the next job at once */
     submit(c, 1, 0, NULL, 0, ids3);
+    e = expect_assign(&w, 3);
+    REQUIRE(e);
+    uint64_t a4 = e->assign->attempt_id;
+    CHECK(e->assign->job_id == ids3[0]);
+    vdn__envelope__free_unpacked(e, NULL);
+    w.attempt = 0;
+    /* a third worker fault in the job's class (checkpoint any, vdn, its size): w3 gets no more
+     * of that class, but is not blocked from everything */
+    fw_fail_fault(&w, a4, "CUDA error: an illegal memory access", VDN__FAIL__FAULT__WORKER);
     e = expect_assign(&w, 1.0);
-    CHECK(e == NULL);
+    CHECK(e == NULL, "a job of the blocked class was assigned");
     if (e) vdn__envelope__free_unpacked(e, NULL);
     Vdn__WorkersReply *wr = vdn_client_workers(c, err, sizeof err);
     REQUIRE(wr && wr->n_workers == 1);
-    CHECK(!strcmp(wr->workers[0]->state, "blocked") && wr->workers[0]->blocked_until > vdn_wall());
+    CHECK(strcmp(wr->workers[0]->state, "blocked") && wr->workers[0]->n_blocked_classes == 1,
+          "state %s, %zu blocked classes", wr->workers[0]->state,
+          wr->workers[0]->n_blocked_classes);
+    if (wr->workers[0]->n_blocked_classes)
+        CHECK(strstr(wr->workers[0]->blocked_classes[0], "*/vdn/2^"), "class %s",
+              wr->workers[0]->blocked_classes[0]);
     vdn_client_free(wr);
+    /* a job of another class (it names the checkpoint) runs on w3 at once */
+    uint64_t other[1];
+    submit(c, 1, 0, "tiny", 0, other);
+    e = expect_assign(&w, 3);
+    REQUIRE(e);
+    uint64_t a5 = e->assign->attempt_id;
+    CHECK(e->assign->job_id == other[0]);
+    vdn__envelope__free_unpacked(e, NULL);
+    w.attempt = 0;
+    /* a transient failure (the store) counts for nobody: the job comes straight back */
+    fw_fail_fault(&w, a5, "upload failed: store unreachable", VDN__FAIL__FAULT__TRANSIENT);
+    e = expect_assign(&w, 3);
+    CHECK(e && e->assign->job_id == other[0] && e->assign->attempt_id != a5);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
 
     /* a two-GPU job goes to a two-GPU worker only */
     uint64_t big[1];

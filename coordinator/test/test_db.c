@@ -42,14 +42,27 @@ int main(void) {
                   "INSERT INTO jobs(batch_id,state,request,output_prefix,submitted_at) "
                   "VALUES(1,'queued','{}','o',1)",
                   "") == 0);
-    /* pretend this database predates migration 2: the reopen applies it again, rows survive */
-    CHECK(cdb_run(db, err, sizeof err, "DELETE FROM schema_version WHERE version = 2", "") == 0);
+    /* pretend this database predates migration 2: the reopen applies 2 and 3 again, rows
+     * survive */
+    CHECK(cdb_run(db, err, sizeof err, "DELETE FROM schema_version WHERE version >= 2", "") == 0);
     CHECK(cdb_run(db, err, sizeof err, "DROP INDEX events_job", "") == 0);
     CHECK(cdb_run(db, err, sizeof err, "DROP INDEX attempts_job", "") == 0);
     CHECK(cdb_run(db, err, sizeof err, "DROP INDEX attempts_running", "") == 0);
+    const char *undo3[] = {"DROP TABLE worker_blocks",
+                           "ALTER TABLE attempts DROP COLUMN fault",
+                           "ALTER TABLE attempts DROP COLUMN nfe_evaluated",
+                           "ALTER TABLE jobs DROP COLUMN job_class",
+                           "ALTER TABLE jobs DROP COLUMN snapshot_key",
+                           "ALTER TABLE jobs DROP COLUMN snapshot_step",
+                           "ALTER TABLE jobs DROP COLUMN nfe_evaluated"};
+    for (size_t i = 0; i < sizeof undo3 / sizeof *undo3; i++)
+        CHECK(cdb_run(db, err, sizeof err, undo3[i], "") == 0, "%s: %s", undo3[i], err);
     cdb_close(db);
     db = cdb_open(path, 0, err, sizeof err);
-    CHECK(db && cdb_schema_version(db) == 2);
+    CHECK(db && cdb_schema_version(db) == 3);
+    CHECK(db &&
+          q(db, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name='job_class'") == 1);
+    CHECK(db && q(db, "SELECT count(*) FROM jobs WHERE job_class=''") == 1); /* from before */
     CHECK(db &&
           q(db, "SELECT count(*) FROM sqlite_master WHERE type='index' AND name='events_job'") ==
               1);
