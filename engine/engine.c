@@ -9,6 +9,7 @@
 #include "ckpt.h"
 #include "engine.h"
 #include "engine_internal.h"
+#include "op_backend.h"
 #include "ops.h"
 #include "vdn_util.h"
 
@@ -47,6 +48,30 @@ void vdn_engine_set_threads(int threads) {
     g_threads = threads;
 }
 
+/* The op layer renders with the backends that have the DiT over their op table: "cpu" always;
+ * "cuda" when VDN_ENGINE_OPS=1 (until kernels/ has every op: then the model-level CUDA backend
+ * goes and this becomes the default). */
+static int use_op_layer(const vdn_backend_ops *ops) {
+    if (ops == vdn_cpu_backend_ops()) return 1;
+    const char *env = getenv("VDN_ENGINE_OPS");
+    return env && strcmp(env, "1") == 0 && vdn_dev_backend_find(ops->name) != NULL;
+}
+
+static int open_op_layer(vdn_engine *eng, const char *name, char *err, size_t errlen) {
+    eng->dev = vdn_dev_open(name, 0, g_threads > 0 ? g_threads : 2, err, errlen);
+    if (!eng->dev) return -1;
+    vdn_weight_source src = vdn_weight_source_ckpt(eng->ck);
+    if (vdn_dit_weights_load(&eng->w, eng->dev, &eng->cfg, &src, err, errlen) != 0) {
+        vdn_dev_close(eng->dev);
+        eng->dev = NULL;
+        return -1;
+    }
+    size_t bytes;
+    vdn_dev_memory(eng->dev, &bytes, NULL);
+    VDN_INFO("%s: DiT weights on the device (%.1f MB)", vdn_dev_name(eng->dev), bytes / 1e6);
+    return 0;
+}
+
 vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra_adapters,
                             int n_extra, vdn_backend_kind backend, char *err, size_t errlen) {
     const vdn_backend_ops *ops = NULL;
@@ -74,8 +99,10 @@ vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         vdn_ops_set_threads(cores < 1 ? 1 : cores > 8 ? 8 : (int)cores);
     }
-    eng->be = ops->create(ck, &eng->cfg, g_threads, err, errlen);
-    if (!eng->be) {
+    int rc = use_op_layer(ops)
+                 ? open_op_layer(eng, ops->name, err, errlen)
+                 : ((eng->be = ops->create(ck, &eng->cfg, g_threads, err, errlen)) ? 0 : -1);
+    if (rc != 0) {
         vdn_ckpt_close(ck);
         free(eng);
         return NULL;
@@ -85,7 +112,12 @@ vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra
 
 void vdn_engine_close(vdn_engine *eng) {
     if (!eng) return;
-    eng->ops->destroy(eng->be);
+    if (eng->dev) {
+        vdn_dit_weights_free(&eng->w);
+        vdn_dev_close(eng->dev);
+    } else {
+        eng->ops->destroy(eng->be);
+    }
     vdn_ckpt_close(eng->ck);
     free(eng);
 }

@@ -5,12 +5,43 @@
 #include "backend.h"
 #include "ckpt.h"
 #include "config.h"
+#include "dit.h"
+#include "engine.h"
+#include "op.h"
+#include "seq.h"
 
 struct vdn_engine {
     vdn_ckpt *ck;
     vdn_config cfg;
+    /* the op layer (dit.h): a device and the DiT's weights on it; NULL dev: the model-level
+     * backend below renders (the CUDA backend until the DiT runs over its op table) */
+    vdn_dev *dev;
+    vdn_dit_weights w;
     const vdn_backend_ops *ops;
     vdn_backend *be;
 };
+
+/* What a sampling loop needs from the render's setup (render.c). Host arrays. */
+typedef struct {
+    const vdn_render_request *req;  /* steps, snapshot callback and cadence */
+    vdn_seq *seq;                   /* layout, tags, positions; timesteps rewritten per NFE */
+    const float *embeds;            /* prompt_embeds [n_text, text_dim] */
+    float *video_rows;              /* [n_video, patch features] noise (or resume) in, latent out */
+    float *audio_rows;              /* [n_audio, audio_channels] likewise */
+    const float *cond_rows;         /* [n_cond, patch features] noised keyframes, or NULL */
+    const float *sigma_v, *sigma_a; /* steps + 1 points each */
+    int k0;                         /* the first NFE (a resume's step) */
+    vdn_attn_plan plan;
+    double *nfe_s; /* [steps] seconds per model evaluation */
+    int done;      /* model evaluations done (k0 before the first) */
+    vdn_progress_fn progress;
+    void *user;
+} vdn_render_loop;
+
+/* The loop over the op layer (render_ops.c): latents and sampler state stay on the device. */
+int vdn_render_loop_ops(struct vdn_engine *eng, vdn_render_loop *lp, char *err, size_t errlen);
+/* Whether a snapshot is due after NFE `done` (render.c): every K-th NFE from the resume point,
+ * or once snapshot_every_seconds passed since `last`; never after the last NFE. */
+int vdn_render_snapshot_due(const vdn_render_request *req, int done, int k0, double last);
 
 #endif

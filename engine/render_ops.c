@@ -1,0 +1,129 @@
+/* The sampling loop of a render over the op layer (engine_internal.h): the noise (or a resumed
+ * state) is uploaded once, the DiT (dit.h) and the Euler steps (vdn_op_euler) run on the device,
+ * and per model evaluation only the per-row timestep indices that changed and the unique
+ * timestep values go to it; the latents come back at the end, and for each snapshot. */
+#include <stdlib.h>
+
+#include "engine_internal.h"
+#include "vdn_util.h"
+
+/* the sampler state on the device: what a snapshot reads back (with the step) */
+typedef struct {
+    vdn_tensor *video; /* F32 [n_video, patch features] */
+    vdn_tensor *audio; /* F32 [n_audio, audio_channels] */
+    int step;          /* model evaluations done */
+} device_state;
+
+/* the device tensors of one render */
+typedef struct {
+    vdn_tensor *embeds, *text, *cond, *vv, *av;
+    device_state st;
+    vdn_dit_seq seq;
+    int seq_ready;
+    vdn_dit_buffers *buf;
+} loop_tensors;
+
+static vdn_tensor *upload(vdn_dev *d, const float *host, int64_t rows, int64_t cols) {
+    vdn_tensor *t = vdn_tensor_new2(d, VDN_DT_F32, rows, cols);
+    if (t && host && vdn_tensor_set(t, host, VDN_DT_F32) != 0) {
+        vdn_tensor_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+static void release(loop_tensors *t) {
+    vdn_dit_buffers_free(t->buf);
+    if (t->seq_ready) vdn_dit_seq_free(&t->seq);
+    vdn_tensor *all[] = {t->embeds, t->text, t->cond, t->vv, t->av, t->st.video, t->st.audio};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        vdn_tensor_free(all[i]);
+}
+
+/* everything on the device before the first NFE: text rows (the refiner, once), positions and
+ * masks, latents, keyframes, scratch */
+static int setup(vdn_engine *eng, vdn_render_loop *lp, loop_tensors *t) {
+    vdn_dev *d = eng->dev;
+    const vdn_config *c = &eng->cfg;
+    const vdn_layout *L = &lp->seq->lay;
+    const int pf = c->in_channels * c->patch_t * c->patch_h * c->patch_w;
+    if (!(t->embeds = upload(d, lp->embeds, L->n_text, c->text_dim))) return -1;
+    if (!(t->text = vdn_tensor_new2(d, vdn_dev_act_dtype(d), L->n_text, c->hidden))) return -1;
+    if (vdn_dit_refine_text(&eng->w, t->embeds, t->text) != 0) return -1;
+    if (vdn_dit_seq_init(&t->seq, d, c, L, &lp->plan, lp->seq->pos) != 0) return -1;
+    t->seq_ready = 1;
+    if (!(t->st.video = upload(d, lp->video_rows, L->n_video, pf))) return -1;
+    if (!(t->st.audio = upload(d, lp->audio_rows, L->n_audio, c->audio_channels))) return -1;
+    t->st.step = lp->k0;
+    if (L->n_cond && !(t->cond = upload(d, lp->cond_rows, L->n_cond, pf))) return -1;
+    if (!(t->vv = upload(d, NULL, L->n_video, pf))) return -1;
+    if (!(t->av = upload(d, NULL, L->n_audio, c->audio_channels))) return -1;
+    return (t->buf = vdn_dit_buffers_new(&eng->w, &t->seq)) ? 0 : -1;
+}
+
+/* one model evaluation and the Euler steps of video and audio */
+static int nfe(vdn_engine *eng, vdn_render_loop *lp, loop_tensors *t, int k) {
+    const float tv = 1.0f - lp->sigma_v[k], ta = 1.0f - lp->sigma_a[k];
+    vdn_seq *s = lp->seq;
+    vdn_seq_timesteps(s, tv, ta);
+    if (vdn_dit_seq_timesteps(&t->seq, s->tags, s->t_index, s->t_values, s->n_t) != 0) return -1;
+    if (vdn_dit_forward(&eng->w, &t->seq, t->buf, t->text, t->st.video, t->cond, t->st.audio, t->vv,
+                        t->av) != 0)
+        return -1;
+    if (vdn_op_euler(t->st.video, t->vv, lp->sigma_v[k], lp->sigma_v[k + 1]) != 0) return -1;
+    if (vdn_op_euler(t->st.audio, t->av, lp->sigma_a[k], lp->sigma_a[k + 1]) != 0) return -1;
+    return vdn_dev_sync(eng->dev); /* the NFE's time is its device time */
+}
+
+/* the latents back into the host rows (a snapshot, or the end) */
+static int download(const device_state *st, vdn_render_loop *lp) {
+    if (vdn_tensor_get(st->video, lp->video_rows) != 0) return -1;
+    return vdn_tensor_get(st->audio, lp->audio_rows);
+}
+
+static void snapshot(vdn_engine *eng, vdn_render_loop *lp, const loop_tensors *t) {
+    const vdn_render_request *req = lp->req;
+    const vdn_layout *L = &lp->seq->lay;
+    const vdn_config *c = &eng->cfg;
+    if (download(&t->st, lp) != 0) {
+        VDN_WARN("render: snapshot after NFE %d not read back (%s); rendering on", t->st.step,
+                 vdn_dev_error(eng->dev));
+        return;
+    }
+    const size_t pf = (size_t)c->in_channels * c->patch_t * c->patch_h * c->patch_w;
+    vdn_render_state snap = {t->st.step,
+                             req->steps,
+                             (size_t)L->n_video * pf,
+                             (size_t)L->n_audio * c->audio_channels,
+                             lp->video_rows,
+                             lp->audio_rows};
+    if (req->snapshot(req->snapshot_user, &snap) != 0)
+        VDN_WARN("render: snapshot after NFE %d failed; rendering on", t->st.step);
+}
+
+int vdn_render_loop_ops(vdn_engine *eng, vdn_render_loop *lp, char *err, size_t errlen) {
+    const int steps = lp->req->steps;
+    loop_tensors t = {0};
+    int rc = setup(eng, lp, &t);
+    double last_snapshot = vdn_now();
+    for (int k = lp->k0; k < steps && rc == 0; k++) {
+        double t0 = vdn_now();
+        rc = nfe(eng, lp, &t, k);
+        if (rc != 0) break;
+        t.st.step = lp->done = k + 1;
+        lp->nfe_s[k] = vdn_now() - t0;
+        if (vdn_render_snapshot_due(lp->req, k + 1, lp->k0, last_snapshot)) {
+            snapshot(eng, lp, &t);
+            last_snapshot = vdn_now();
+        }
+        if (lp->progress && lp->progress(lp->user, k + 1, steps, lp->nfe_s[k]) != 0) {
+            release(&t);
+            return vdn_fail(err, errlen, "cancelled after %d of %d model evaluations", k + 1,
+                            steps);
+        }
+    }
+    if (rc == 0) rc = download(&t.st, lp);
+    if (rc != 0) vdn_fail(err, errlen, "%s: %s", vdn_dev_name(eng->dev), vdn_dev_error(eng->dev));
+    release(&t);
+    return rc;
+}
