@@ -109,4 +109,11 @@ int vdn_dit_forward(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buff
                     const vdn_tensor *text, const vdn_tensor *video_x, const vdn_tensor *cond_x,
                     const vdn_tensor *audio_x, vdn_tensor *video_v, vdn_tensor *audio_v);
 
+/* From host arrays (dit_host.c), for the model-level "cpu" backend and the tests: text
+ * [n_text, hidden] floats; one evaluation of vdn_step_inputs (backend.h) into host velocities. */
+int vdn_dit_refine_text_host(const vdn_dit_weights *w, const float *embeds, int n_text, float *text,
+                             char *err, size_t errlen);
+int vdn_dit_forward_host(const vdn_dit_weights *w, const float *text, const vdn_step_inputs *in,
+                         float *video_v, float *audio_v, char *err, size_t errlen);
+
 #endif

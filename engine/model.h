@@ -1,5 +1,6 @@
-/* The H3 / VDN-H3 forward on the CPU (spec 2-5): weights as views into the checkpoint's float32
- * tensors, one function per stage. Wrapped as the "cpu" backend in cpu_backend.c. */
+/* The DiT's weights as host float32 arrays, one struct per block: the form the forward tests
+ * build their tiny random models in (engine/test/tiny_model.h) and hand to the DiT over the op
+ * layer by canonical name (engine/test/tiny_source.h). The forward itself is dit.c. */
 #ifndef VDN_MODEL_H
 #define VDN_MODEL_H
 
@@ -35,26 +36,5 @@ typedef struct {
     vdn_block_weights *refiner;                   /* refiner_layers */
     vdn_block_weights *blocks;                    /* layers */
 } vdn_weights;
-
-/* Look every tensor up (shape-checked). has_vdn: also the hybrid tensors. */
-int vdn_weights_load(vdn_weights *w, vdn_ckpt *ck, const vdn_config *cfg, char *err, size_t errlen);
-void vdn_weights_free(vdn_weights *w);
-
-/* prompt_embeds (L, text_dim) -> refined text rows (L, hidden). */
-void vdn_model_refine_text(float *out, const float *embeds, int L, const vdn_weights *w,
-                           const vdn_config *cfg);
-/* One evaluation; text: refined text rows. */
-int vdn_model_forward(const vdn_weights *w, const vdn_config *cfg, const float *text,
-                      const vdn_step_inputs *in, float *video_v, float *audio_v, char *err,
-                      size_t errlen);
-
-/* Pieces, exported for tests. */
-/* temb -> SiLU(temb) for a timestep: out (time_embed_dim). */
-void vdn_model_time_embed(float *silu_temb, float t, const vdn_weights *w, const vdn_config *cfg);
-/* adaLN value k (0 shift_msa .. 5 gate_mlp) of row tag j from a block's projection P (18*hidden):
- * P[j*6*hidden + k*hidden + c] (spec 2.4). */
-static inline const float *vdn_adaln_slice(const float *P, int tag, int k, int hidden) {
-    return P + (size_t)tag * 6 * hidden + (size_t)k * hidden;
-}
 
 #endif

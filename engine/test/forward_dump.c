@@ -7,6 +7,7 @@
 #include "safetensors.h"
 #include "seq.h"
 #include "tiny_model.h"
+#include "tiny_forward.h"
 
 #define MAXT 400
 static vdn_st_tensor T[MAXT];
@@ -71,14 +72,14 @@ int main(int argc, char **argv) {
     int pf = 12, nv = lay->n_video * pf, na = lay->n_audio * 4, nc = lay->n_cond * pf;
     float *emb = rnd_arr(L * c.text_dim, 1), *vx = rnd_arr(nv, 1), *ax = rnd_arr(na, 1);
     float *cx = rnd_arr(nc, 1), *text = vdn_xmalloc(sizeof(float) * L * c.hidden);
-    vdn_model_refine_text(text, emb, L, &w, &c);
+    tiny_refine_text(text, emb, L, &w, &c);
     static float vout[5][4096], aout[5][1024];
     VDN_ASSERT(nv <= 4096 && na <= 1024);
     for (int m = 0; m < 5; m++) {
         vdn_step_inputs in = {
             lay,   vx,        cx,         ax,    s.tags,
             s.pos, s.t_index, s.t_values, s.n_t, vdn_attn_plan_make(&c, (vdn_attn_mode)m, F)};
-        if (vdn_model_forward(&w, &c, text, &in, vout[m], aout[m], err, sizeof err) != 0) {
+        if (tiny_forward(&w, &c, text, &in, vout[m], aout[m], err, sizeof err) != 0) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }

@@ -11,6 +11,7 @@
 #include "seq.h"
 #include "vdn_util.h"
 #include "tiny_model.h"
+#include "tiny_forward.h"
 
 /* ---- float64 reference of a dense (stock H3) forward with one DiT block ---- */
 
@@ -107,11 +108,11 @@ static void test_dense_forward(void) {
     float *text = vdn_xmalloc(sizeof(float) * L * 16),
           *vv = vdn_xmalloc(sizeof(float) * lay->n_video * pf);
     float *av = vdn_xmalloc(sizeof(float) * lay->n_audio * 4);
-    vdn_model_refine_text(text, emb, L, &w, &c);
+    tiny_refine_text(text, emb, L, &w, &c);
     vdn_step_inputs in = {
         lay,   vx,        NULL,       ax,    s.tags,
         s.pos, s.t_index, s.t_values, s.n_t, vdn_attn_plan_make(&c, VDN_ATTN_DENSE, F)};
-    CHECK(vdn_model_forward(&w, &c, text, &in, vv, av, err, sizeof err) == 0, "%s", err);
+    CHECK(tiny_forward(&w, &c, text, &in, vv, av, err, sizeof err) == 0, "%s", err);
 
     static double x[MAXR][16], h[MAXR][16], y[MAXR][16];
     /* text: context_embedder, refiner block (no adaLN, no RoPE), final norm */
@@ -204,7 +205,7 @@ static void run_variant(float *vv, float *av, const vdn_weights *w, const vdn_co
         &s->lay, vx,         NULL,        ax,     s->tags,
         s->pos,  s->t_index, s->t_values, s->n_t, vdn_attn_plan_make(c, mode, s->lay.frames)};
     char err[256];
-    CHECK(vdn_model_forward(w, c, text, &in, vv, av, err, sizeof err) == 0, "%s", err);
+    CHECK(tiny_forward(w, c, text, &in, vv, av, err, sizeof err) == 0, "%s", err);
 }
 
 static void test_variants(void) {
@@ -223,7 +224,7 @@ static void test_variants(void) {
         int nv = s.lay.n_video * 12, na = s.lay.n_audio * 4;
         float *emb = rnd_arr(L * 12, 1), *vx = rnd_arr(nv, 1), *ax = rnd_arr(na, 1);
         float *text = vdn_xmalloc(sizeof(float) * L * 16);
-        vdn_model_refine_text(text, emb, L, &w, &c);
+        tiny_refine_text(text, emb, L, &w, &c);
         float *out[5], *aout[5];
         for (int m = 0; m < 5; m++) {
             out[m] = vdn_xmalloc(sizeof(float) * nv), aout[m] = vdn_xmalloc(sizeof(float) * na);
