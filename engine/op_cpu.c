@@ -172,6 +172,6 @@ const vdn_dev_backend vdn_cpu_dev_backend = {
     .time_features = vdn_cpu_time_features,
     .euler = vdn_cpu_euler,
     .vda = &vdn_cpu_vda_backend,
-    .conv = NULL,
+    .conv = &vdn_cpu_conv_backend,
     .act_dtype = VDN_DT_F32,
 };

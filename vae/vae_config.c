@@ -102,7 +102,8 @@ static int get_int(const cJSON *j, const char *key, int *out, int lo, int hi, co
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo ||
         v->valuedouble > hi)
-        return vdn_fail(err, errlen, "%s: field %s: expected an integer in %d..%d", path, key, lo, hi);
+        return vdn_fail(err, errlen, "%s: field %s: expected an integer in %d..%d", path, key, lo,
+                        hi);
     *out = (int)v->valuedouble;
     return 0;
 }
@@ -112,7 +113,8 @@ static int get_num(const cJSON *j, const char *key, double *out, double lo, doub
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi))
-        return vdn_fail(err, errlen, "%s: field %s: expected a number in [%g, %g]", path, key, lo, hi);
+        return vdn_fail(err, errlen, "%s: field %s: expected a number in [%g, %g]", path, key, lo,
+                        hi);
     *out = v->valuedouble;
     return 0;
 }
@@ -130,7 +132,8 @@ static int get_ints(const cJSON *j, const char *key, int *out, int *n, int max, 
         const cJSON *e = cJSON_GetArrayItem(v, i);
         if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < lo ||
             e->valuedouble > 1 << 20)
-            return vdn_fail(err, errlen, "%s: field %s[%d]: expected an integer >= %d", path, key, i, lo);
+            return vdn_fail(err, errlen, "%s: field %s[%d]: expected an integer >= %d", path, key,
+                            i, lo);
         out[i] = (int)e->valuedouble;
     }
     if (n) *n = len;
@@ -142,8 +145,10 @@ static int get_stats(const cJSON *j, const char *key, double *out, int n, int po
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != n)
-        return vdn_fail(err, errlen, "%s: field %s: expected a list of %d numbers (one per latent "
-                        "channel)", path, key, n);
+        return vdn_fail(err, errlen,
+                        "%s: field %s: expected a list of %d numbers (one per latent "
+                        "channel)",
+                        path, key, n);
     for (int i = 0; i < n; i++) {
         const cJSON *e = cJSON_GetArrayItem(v, i);
         if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || (positive && e->valuedouble <= 0))
@@ -169,10 +174,12 @@ static cJSON *read_json(const char *dir, char *path, size_t pathlen, char *err, 
     return j;
 }
 
-static int check_class(const cJSON *j, const char *want, const char *path, char *err, size_t errlen) {
+static int check_class(const cJSON *j, const char *want, const char *path, char *err,
+                       size_t errlen) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "_class_name");
     if (cJSON_IsString(v) && strcmp(v->valuestring, want))
-        return vdn_fail(err, errlen, "%s: _class_name \"%s\": expected %s", path, v->valuestring, want);
+        return vdn_fail(err, errlen, "%s: _class_name \"%s\": expected %s", path, v->valuestring,
+                        want);
     return 0;
 }
 
@@ -185,27 +192,46 @@ int vdn_vae_video_config_load(const char *dir, vdn_vae_video_config *c, char *er
     int nb = c->n_levels, ns = c->n_levels, nt = c->n_levels;
     if (!rc) rc = get_int(j, "in_channels", &c->in_channels, 1, 16, path, err, errlen);
     if (!rc) rc = get_int(j, "out_channels", &c->out_channels, 3, 3, path, err, errlen);
-    if (!rc) rc = get_int(j, "latent_channels", &c->latent_channels, 1, VDN_VAE_MAX_CH, path, err, errlen);
-    if (!rc) rc = get_ints(j, "block_out_channels", c->block_out_channels, &nb, VDN_VAE_MAX_LEVELS, 0, 1, path, err, errlen);
-    if (!rc) rc = get_ints(j, "spatial_downsample_factors", c->spatial_factors, &ns, VDN_VAE_MAX_LEVELS, nb, 1, path, err, errlen);
-    if (!rc) rc = get_ints(j, "temporal_downsample_factors", c->temporal_factors, &nt, VDN_VAE_MAX_LEVELS, nb, 1, path, err, errlen);
+    if (!rc)
+        rc = get_int(j, "latent_channels", &c->latent_channels, 1, VDN_VAE_MAX_CH, path, err,
+                     errlen);
+    if (!rc)
+        rc = get_ints(j, "block_out_channels", c->block_out_channels, &nb, VDN_VAE_MAX_LEVELS, 0, 1,
+                      path, err, errlen);
+    if (!rc)
+        rc = get_ints(j, "spatial_downsample_factors", c->spatial_factors, &ns, VDN_VAE_MAX_LEVELS,
+                      nb, 1, path, err, errlen);
+    if (!rc)
+        rc = get_ints(j, "temporal_downsample_factors", c->temporal_factors, &nt,
+                      VDN_VAE_MAX_LEVELS, nb, 1, path, err, errlen);
     c->n_levels = nb;
     if (!rc && (ns != nb || nt != nb))
-        rc = vdn_fail(err, errlen, "%s: the downsample factor lists must have %d entries (one per block_out_channels)", path, nb);
+        rc = vdn_fail(
+            err, errlen,
+            "%s: the downsample factor lists must have %d entries (one per block_out_channels)",
+            path, nb);
     if (!rc) rc = get_int(j, "layers_per_block", &c->layers_per_block, 1, 64, path, err, errlen);
     if (!rc) rc = get_int(j, "norm_num_groups", &c->norm_num_groups, 1, 1 << 16, path, err, errlen);
     if (!rc) rc = get_int(j, "decoder_num_layers", &c->dec_layers, 1, 1024, path, err, errlen);
-    if (!rc) rc = get_int(j, "decoder_num_attention_heads", &c->dec_heads, 1, 1024, path, err, errlen);
-    if (!rc) rc = get_int(j, "decoder_attention_head_dim", &c->dec_head_dim, 64, 64, path, err, errlen);
-    if (!rc) rc = get_int(j, "decoder_num_register_tokens", &c->dec_registers, 0, 1024, path, err, errlen);
+    if (!rc)
+        rc = get_int(j, "decoder_num_attention_heads", &c->dec_heads, 1, 1024, path, err, errlen);
+    if (!rc)
+        rc = get_int(j, "decoder_attention_head_dim", &c->dec_head_dim, 64, 64, path, err, errlen);
+    if (!rc)
+        rc = get_int(j, "decoder_num_register_tokens", &c->dec_registers, 0, 1024, path, err,
+                     errlen);
     if (!rc) rc = get_int(j, "decoder_ffn_mult", &c->dec_ffn_mult, 1, 64, path, err, errlen);
     if (!rc) rc = get_num(j, "decoder_rope_theta", &c->rope_theta, 1.0, 1e9, path, err, errlen);
-    if (!rc) rc = get_num(j, "decoder_rope_dim_ratio", &c->rope_dim_ratio, 0.0, 1.0, path, err, errlen);
+    if (!rc)
+        rc = get_num(j, "decoder_rope_dim_ratio", &c->rope_dim_ratio, 0.0, 1.0, path, err, errlen);
     if (!rc) rc = get_num(j, "decoder_norm_eps", &c->dec_norm_eps, 0.0, 1.0, path, err, errlen);
     if (!rc) rc = get_int(j, "clip_length", &c->clip_length, 1, 1 << 16, path, err, errlen);
     if (!rc) rc = get_int(j, "token_drop", &c->token_drop, 0, 1 << 16, path, err, errlen);
-    if (!rc) rc = get_stats(j, "latents_mean", c->latents_mean, c->latent_channels, 0, path, err, errlen);
-    if (!rc) rc = get_stats(j, "latents_std", c->latents_std, c->latent_channels, 1, path, err, errlen);
+    if (!rc)
+        rc =
+            get_stats(j, "latents_mean", c->latents_mean, c->latent_channels, 0, path, err, errlen);
+    if (!rc)
+        rc = get_stats(j, "latents_std", c->latents_std, c->latent_channels, 1, path, err, errlen);
     cJSON_Delete(j);
     if (rc) return -1;
     c->spatial_ratio = c->temporal_ratio = 1;
@@ -213,14 +239,22 @@ int vdn_vae_video_config_load(const char *dir, vdn_vae_video_config *c, char *er
         c->spatial_ratio *= c->spatial_factors[i];
         c->temporal_ratio *= c->temporal_factors[i];
         if (c->block_out_channels[i] % c->norm_num_groups)
-            return vdn_fail(err, errlen, "%s: block_out_channels[%d] = %d is not a multiple of norm_num_groups %d", path, i, c->block_out_channels[i], c->norm_num_groups);
+            return vdn_fail(
+                err, errlen,
+                "%s: block_out_channels[%d] = %d is not a multiple of norm_num_groups %d", path, i,
+                c->block_out_channels[i], c->norm_num_groups);
     }
     int rot = (int)(c->dec_head_dim * c->rope_dim_ratio);
     if (rot % 6)
-        return vdn_fail(err, errlen, "%s: decoder_rope_dim_ratio %g gives %d rotated channels, expected a multiple of 6 (2 x 3 axes)", path, c->rope_dim_ratio, rot);
+        return vdn_fail(err, errlen,
+                        "%s: decoder_rope_dim_ratio %g gives %d rotated channels, expected a "
+                        "multiple of 6 (2 x 3 axes)",
+                        path, c->rope_dim_ratio, rot);
     int chunk = (c->clip_length + c->temporal_ratio - 1) / c->temporal_ratio;
     if (c->token_drop >= chunk)
-        return vdn_fail(err, errlen, "%s: token_drop %d: expected fewer than the %d latent frames of a chunk", path, c->token_drop, chunk);
+        return vdn_fail(err, errlen,
+                        "%s: token_drop %d: expected fewer than the %d latent frames of a chunk",
+                        path, c->token_drop, chunk);
     return 0;
 }
 
@@ -232,42 +266,65 @@ int vdn_vae_audio_config_load(const char *dir, vdn_vae_audio_config *c, char *er
     int rc = check_class(j, "AutoencoderKLMiniMaxH3Audio", path, err, errlen);
     int nk = c->n_ups, nrk = c->n_res;
     if (!rc) rc = get_int(j, "encoder_dim", &c->encoder_dim, 1, 1 << 16, path, err, errlen);
-    if (!rc) rc = get_ints(j, "encoder_rates", c->encoder_rates, &c->n_enc_rates, VDN_VAE_MAX_LEVELS, 0, 1, path, err, errlen);
+    if (!rc)
+        rc = get_ints(j, "encoder_rates", c->encoder_rates, &c->n_enc_rates, VDN_VAE_MAX_LEVELS, 0,
+                      1, path, err, errlen);
     if (!rc) rc = get_int(j, "latent_dim", &c->latent_dim, 1, 1 << 16, path, err, errlen);
-    if (!rc) rc = get_int(j, "latent_channels", &c->latent_channels, 1, VDN_VAE_MAX_CH, path, err, errlen);
+    if (!rc)
+        rc = get_int(j, "latent_channels", &c->latent_channels, 1, VDN_VAE_MAX_CH, path, err,
+                     errlen);
     if (!rc) rc = get_int(j, "num_attention_heads", &c->heads, 1, 1024, path, err, errlen);
     if (!rc) rc = get_int(j, "decoder_dim", &c->decoder_dim, 1, 1 << 16, path, err, errlen);
-    if (!rc) rc = get_ints(j, "decoder_rates", c->decoder_rates, &c->n_ups, VDN_VAE_MAX_LEVELS, 0, 1, path, err, errlen);
-    if (!rc) rc = get_ints(j, "decoder_kernel_sizes", c->decoder_kernels, &nk, VDN_VAE_MAX_LEVELS, 0, 1, path, err, errlen);
+    if (!rc)
+        rc = get_ints(j, "decoder_rates", c->decoder_rates, &c->n_ups, VDN_VAE_MAX_LEVELS, 0, 1,
+                      path, err, errlen);
+    if (!rc)
+        rc = get_ints(j, "decoder_kernel_sizes", c->decoder_kernels, &nk, VDN_VAE_MAX_LEVELS, 0, 1,
+                      path, err, errlen);
     if (!rc && nk != c->n_ups)
-        rc = vdn_fail(err, errlen, "%s: decoder_kernel_sizes has %d entries, decoder_rates %d", path, nk, c->n_ups);
-    if (!rc) rc = get_ints(j, "resblock_kernel_sizes", c->res_kernels, &nrk, 4, 0, 1, path, err, errlen);
+        rc = vdn_fail(err, errlen, "%s: decoder_kernel_sizes has %d entries, decoder_rates %d",
+                      path, nk, c->n_ups);
+    if (!rc)
+        rc = get_ints(j, "resblock_kernel_sizes", c->res_kernels, &nrk, 4, 0, 1, path, err, errlen);
     c->n_res = nrk;
     const cJSON *dl = cJSON_GetObjectItemCaseSensitive(j, "resblock_dilation_sizes");
     if (!rc && dl && !cJSON_IsNull(dl)) {
         if (!cJSON_IsArray(dl) || cJSON_GetArraySize(dl) != c->n_res)
-            rc = vdn_fail(err, errlen, "%s: field resblock_dilation_sizes: expected %d lists (one per resblock kernel)", path, c->n_res);
+            rc = vdn_fail(
+                err, errlen,
+                "%s: field resblock_dilation_sizes: expected %d lists (one per resblock kernel)",
+                path, c->n_res);
         for (int i = 0; !rc && i < c->n_res; i++) {
             const cJSON *e = cJSON_GetArrayItem(dl, i);
             int n = 0;
             int *d = c->res_dilations[i];
             if (!cJSON_IsArray(e) || cJSON_GetArraySize(e) < 1 || cJSON_GetArraySize(e) > 4)
-                rc = vdn_fail(err, errlen, "%s: field resblock_dilation_sizes[%d]: expected 1..4 integers", path, i);
+                rc = vdn_fail(err, errlen,
+                              "%s: field resblock_dilation_sizes[%d]: expected 1..4 integers", path,
+                              i);
             for (int k = 0; !rc && k < cJSON_GetArraySize(e); k++) {
                 const cJSON *x = cJSON_GetArrayItem(e, k);
                 if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > 1024)
-                    rc = vdn_fail(err, errlen, "%s: field resblock_dilation_sizes[%d][%d]: expected an integer >= 1", path, i, k);
+                    rc = vdn_fail(
+                        err, errlen,
+                        "%s: field resblock_dilation_sizes[%d][%d]: expected an integer >= 1", path,
+                        i, k);
                 else
                     d[n++] = (int)x->valuedouble;
             }
             if (!rc && i > 0 && n != c->n_dil)
-                rc = vdn_fail(err, errlen, "%s: resblock_dilation_sizes: every list must have the same length", path);
+                rc = vdn_fail(err, errlen,
+                              "%s: resblock_dilation_sizes: every list must have the same length",
+                              path);
             c->n_dil = n;
         }
     }
     if (!rc) rc = get_int(j, "sampling_rate", &c->sampling_rate, 1000, 1000000, path, err, errlen);
-    if (!rc) rc = get_stats(j, "latents_mean", c->latents_mean, c->latent_channels, 0, path, err, errlen);
-    if (!rc) rc = get_stats(j, "latents_std", c->latents_std, c->latent_channels, 1, path, err, errlen);
+    if (!rc)
+        rc =
+            get_stats(j, "latents_mean", c->latents_mean, c->latent_channels, 0, path, err, errlen);
+    if (!rc)
+        rc = get_stats(j, "latents_std", c->latents_std, c->latent_channels, 1, path, err, errlen);
     cJSON_Delete(j);
     if (rc) return -1;
     int henc = 1, hdec = 1;
@@ -276,12 +333,18 @@ int vdn_vae_audio_config_load(const char *dir, vdn_vae_audio_config *c, char *er
     for (int i = 0; i < c->n_ups; i++)
         hdec *= c->decoder_rates[i];
     if (henc != hdec)
-        return vdn_fail(err, errlen, "%s: decoder_rates multiply to %d, encoder_rates to %d: expected equal", path, hdec, henc);
+        return vdn_fail(err, errlen,
+                        "%s: decoder_rates multiply to %d, encoder_rates to %d: expected equal",
+                        path, hdec, henc);
     c->hop = hdec;
     if (c->decoder_dim >> c->n_ups < 1)
-        return vdn_fail(err, errlen, "%s: decoder_dim %d cannot be halved %d times", path, c->decoder_dim, c->n_ups);
+        return vdn_fail(err, errlen, "%s: decoder_dim %d cannot be halved %d times", path,
+                        c->decoder_dim, c->n_ups);
     if (c->latent_dim % c->latent_channels || c->latent_dim % c->heads)
-        return vdn_fail(err, errlen, "%s: latent_dim %d must be a multiple of latent_channels %d and num_attention_heads %d", path, c->latent_dim, c->latent_channels, c->heads);
+        return vdn_fail(
+            err, errlen,
+            "%s: latent_dim %d must be a multiple of latent_channels %d and num_attention_heads %d",
+            path, c->latent_dim, c->latent_channels, c->heads);
     return 0;
 }
 
@@ -309,8 +372,10 @@ char *vdn_vae_video_config_json(const vdn_vae_video_config *c) {
     cJSON_AddNumberToObject(j, "latent_channels", c->latent_channels);
     cJSON_AddItemToObject(j, "block_out_channels", int_array(c->block_out_channels, c->n_levels));
     cJSON_AddNumberToObject(j, "layers_per_block", c->layers_per_block);
-    cJSON_AddItemToObject(j, "spatial_downsample_factors", int_array(c->spatial_factors, c->n_levels));
-    cJSON_AddItemToObject(j, "temporal_downsample_factors", int_array(c->temporal_factors, c->n_levels));
+    cJSON_AddItemToObject(j, "spatial_downsample_factors",
+                          int_array(c->spatial_factors, c->n_levels));
+    cJSON_AddItemToObject(j, "temporal_downsample_factors",
+                          int_array(c->temporal_factors, c->n_levels));
     cJSON_AddNumberToObject(j, "norm_num_groups", c->norm_num_groups);
     cJSON_AddNumberToObject(j, "norm_eps", 1e-6);
     cJSON_AddStringToObject(j, "spatial_padding_mode", "reflect");
@@ -430,7 +495,8 @@ void vdn_vae_video_tensors(const vdn_vae_video_config *c, vdn_vae_tensor_fn fn, 
 }
 
 /* a weight-normalised Conv1d (or ConvTranspose1d: weight [in, out, k], g over dim 0 = in) */
-static void wn_conv(vdn_vae_tensor_fn fn, void *u, const char *pre, int d0, int d1, int k, int bias_ch) {
+static void wn_conv(vdn_vae_tensor_fn fn, void *u, const char *pre, int d0, int d1, int k,
+                    int bias_ch) {
     char n[320];
     emit(fn, u, NAME("%s.weight_g", pre), 3, d0, 1, 1, 0, 0);
     emit(fn, u, NAME("%s.weight_v", pre), 3, d0, d1, k, 0, 0);
@@ -464,7 +530,8 @@ void vdn_vae_audio_tensors(const vdn_vae_audio_config *c, vdn_vae_tensor_fn fn, 
         wn_conv(fn, u, NAME("encoder.block.%d.block.4", i + 1), d, half, 2 * s, d);
     }
     emit(fn, u, NAME("encoder.block.%d.alpha", c->n_enc_rates + 1), 3, 1, d, 1, 0, 0);
-    wn_conv(fn, u, NAME("encoder.block.%d", c->n_enc_rates + 2), c->latent_dim, d, 3, c->latent_dim);
+    wn_conv(fn, u, NAME("encoder.block.%d", c->n_enc_rates + 2), c->latent_dim, d, 3,
+            c->latent_dim);
     /* pre_block */
     const int L = c->latent_dim, C = c->latent_channels;
     affine(fn, u, "pre_block.norm1", L, 1);
@@ -490,7 +557,8 @@ void vdn_vae_audio_tensors(const vdn_vae_audio_config *c, vdn_vae_tensor_fn fn, 
     const int U = c->decoder_dim;
     wn_conv(fn, u, "decoder.conv_pre", U, L, 7, U);
     for (int i = 0; i < c->n_ups; i++)
-        wn_conv(fn, u, NAME("decoder.ups.%d.0", i), U >> i, U >> (i + 1), c->decoder_kernels[i], U >> (i + 1));
+        wn_conv(fn, u, NAME("decoder.ups.%d.0", i), U >> i, U >> (i + 1), c->decoder_kernels[i],
+                U >> (i + 1));
     for (int i = 0; i < c->n_ups; i++) {
         int ch = U >> (i + 1);
         for (int j = 0; j < c->n_res; j++) {
@@ -524,9 +592,12 @@ static double bessel_i0(double x) { /* power series; converges fast for the beta
 void vdn_vae_kaiser_sinc(double cutoff, double half_width, int kernel, float *out) {
     const int half = kernel / 2;
     double att = 2.285 * (half - 1) * M_PI * (4 * half_width) + 7.95, beta;
-    if (att > 50.0) beta = 0.1102 * (att - 8.7);
-    else if (att >= 21.0) beta = 0.5842 * pow(att - 21.0, 0.4) + 0.07886 * (att - 21.0);
-    else beta = 0.0;
+    if (att > 50.0)
+        beta = 0.1102 * (att - 8.7);
+    else if (att >= 21.0)
+        beta = 0.5842 * pow(att - 21.0, 0.4) + 0.07886 * (att - 21.0);
+    else
+        beta = 0.0;
     double f[64], sum = 0.0;
     for (int i = 0; i < kernel && i < 64; i++) {
         double r = kernel > 1 ? 2.0 * i / (kernel - 1) - 1.0 : 0.0; /* symmetric window */

@@ -49,16 +49,26 @@ static void fill(uint64_t seed, const char *name, int ndim, const int64_t *shape
     }
     for (int64_t i = 0; i < n; i++) {
         double u = unif(key, i), v;
-        if (ends(name, "zero_k_bias")) v = 0.0;
-        else if (ends(name, "weight_g")) v = 1.0 + 0.2 * u;
-        else if (ends(name, "weight_v")) v = u;
-        else if (strstr(name, "norm") && ends(name, ".weight")) v = 1.0 + 0.1 * u;
-        else if (ends(name, ".scale1") || ends(name, ".scale2")) v = 0.4 + 0.2 * u;
-        else if (ends(name, ".act.alpha") || ends(name, ".act.beta")) v = 0.3 * u; /* log space */
-        else if (ends(name, ".alpha")) v = 1.0 + 0.5 * u;                          /* Snake1d */
-        else if (ends(name, "register_tokens")) v = u;
-        else if (ends(name, "bias")) v = 0.1 * u;
-        else v = u * sqrt(3.0 / (double)fan_in);
+        if (ends(name, "zero_k_bias"))
+            v = 0.0;
+        else if (ends(name, "weight_g"))
+            v = 1.0 + 0.2 * u;
+        else if (ends(name, "weight_v"))
+            v = u;
+        else if (strstr(name, "norm") && ends(name, ".weight"))
+            v = 1.0 + 0.1 * u;
+        else if (ends(name, ".scale1") || ends(name, ".scale2"))
+            v = 0.4 + 0.2 * u;
+        else if (ends(name, ".act.alpha") || ends(name, ".act.beta"))
+            v = 0.3 * u; /* log space */
+        else if (ends(name, ".alpha"))
+            v = 1.0 + 0.5 * u; /* Snake1d */
+        else if (ends(name, "register_tokens"))
+            v = u;
+        else if (ends(name, "bias"))
+            v = 0.1 * u;
+        else
+            v = u * sqrt(3.0 / (double)fan_in);
         out[i] = (float)v;
     }
 }

@@ -1,0 +1,88 @@
+/* Front end of the convolution ops (op_conv.h): shape and dtype checks, then the device's table. */
+#include "op_conv.h"
+#include "op_check.h"
+
+#define CONV_TABLE(d, op)                                                                          \
+    const struct vdn_conv_backend *ct_ = (d)->be->conv;                                            \
+    if (vdn_chk_family(d, op, ct_)) return -1
+
+static int chk(vdn_dev *d, const char *op, const char *name, const vdn_tensor *t, int64_t rows,
+               int64_t cols) {
+    return vdn_chk_float(d, op, name, t) || vdn_chk_2d(d, op, name, t, rows, cols) ? -1 : 0;
+}
+
+int vdn_op_conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
+                  int K, int stride, int pad, int dilation) {
+    if (!y || !x || !w) return -1;
+    vdn_dev *d = y->dev;
+    const char *op = "conv1d";
+    CONV_TABLE(d, op);
+    if (K < 1 || stride < 1 || pad < 0 || dilation < 1)
+        return vdn_dev_fail(d,
+                            "op conv1d: kernel %d, stride %d, pad %d, dilation %d (expected "
+                            "K, stride, dilation >= 1, pad >= 0)",
+                            K, stride, pad, dilation);
+    const int64_t cin = vdn_tensor_rows(x), lin = vdn_tensor_cols(x), cout = vdn_tensor_rows(w);
+    const int64_t span = (int64_t)dilation * (K - 1) + 1;
+    if (lin + 2 * pad < span)
+        return vdn_dev_fail(d,
+                            "op conv1d: %lld samples + 2 x %d padding are shorter than the "
+                            "kernel's span %lld",
+                            (long long)lin, pad, (long long)span);
+    const int64_t lout = (lin + 2 * pad - span) / stride + 1;
+    if (vdn_chk_float(d, op, "x", x) || chk(d, op, "w", w, cout, cin * K) ||
+        (b && chk(d, op, "b", b, 1, cout)) || chk(d, op, "y", y, cout, lout))
+        return -1;
+    return ct_->conv1d(y, x, w, b, K, stride, pad, dilation);
+}
+
+int vdn_op_conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w,
+                            const vdn_tensor *b, int K, int stride, int pad) {
+    if (!y || !x || !w) return -1;
+    vdn_dev *d = y->dev;
+    const char *op = "conv_transpose1d";
+    CONV_TABLE(d, op);
+    if (K < 1 || stride < 1 || pad < 0)
+        return vdn_dev_fail(d,
+                            "op conv_transpose1d: kernel %d, stride %d, pad %d (expected K, "
+                            "stride >= 1, pad >= 0)",
+                            K, stride, pad);
+    const int64_t cin = vdn_tensor_rows(x), lin = vdn_tensor_cols(x);
+    const int64_t lout = (lin - 1) * stride - 2 * (int64_t)pad + K;
+    if (lout < 1)
+        return vdn_dev_fail(d,
+                            "op conv_transpose1d: %lld samples give no output with kernel %d, "
+                            "stride %d, pad %d",
+                            (long long)lin, K, stride, pad);
+    if (vdn_tensor_cols(w) % K)
+        return vdn_dev_fail(d,
+                            "op conv_transpose1d: w has %lld columns, not a multiple of the "
+                            "kernel %d",
+                            (long long)vdn_tensor_cols(w), K);
+    const int64_t cout = vdn_tensor_cols(w) / K;
+    if (vdn_chk_float(d, op, "x", x) || chk(d, op, "w", w, cin, cout * K) ||
+        (b && chk(d, op, "b", b, 1, cout)) || chk(d, op, "y", y, cout, lout))
+        return -1;
+    return ct_->conv_transpose1d(y, x, w, b, K, stride, pad);
+}
+
+int vdn_op_snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha,
+                    const vdn_tensor *beta, const vdn_tensor *up_filter,
+                    const vdn_tensor *down_filter, int ratio) {
+    if (!y || !x || !alpha || !beta || !up_filter || !down_filter) return -1;
+    vdn_dev *d = y->dev;
+    const char *op = "snake_aa";
+    CONV_TABLE(d, op);
+    const int64_t C = vdn_tensor_rows(x), L = vdn_tensor_cols(x);
+    const int64_t K = vdn_tensor_numel(up_filter);
+    if (ratio < 1 || K < ratio || K / ratio < 1)
+        return vdn_dev_fail(d,
+                            "op snake_aa: ratio %d with a %lld-tap filter (expected taps >= "
+                            "ratio >= 1)",
+                            ratio, (long long)K);
+    if (vdn_chk_float(d, op, "x", x) || chk(d, op, "y", y, C, L) ||
+        chk(d, op, "alpha", alpha, 1, C) || chk(d, op, "beta", beta, 1, C) ||
+        chk(d, op, "up_filter", up_filter, 1, K) || chk(d, op, "down_filter", down_filter, 1, K))
+        return -1;
+    return ct_->snake_aa(y, x, alpha, beta, up_filter, down_filter, ratio);
+}

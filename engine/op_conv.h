@@ -1,0 +1,57 @@
+/* The decoders' convolutions as ops of the op layer: a model family with its own table (struct
+ * vdn_conv_backend, pointed to by vdn_dev_backend.conv). The audio VAE's BigVGAN decoder is
+ * written with these (vae/audio_decoder.c); the CPU implementation is engine/op_cpu_conv.c (the
+ * oracle: float64 sums, one rounding at the output); the front end engine/op_conv.c checks every
+ * call, so every backend refuses the same calls with the same words.
+ *
+ * Layout. One signal per call, channels-major: x [C, L] (row c is channel c's samples, as torch's
+ * [C, L] for batch 1). Weights are torch's, flattened to 2-D: a Conv1d weight [Cout, Cin, K] is
+ * [Cout, Cin*K]; a ConvTranspose1d weight [Cin, Cout, K] is [Cin, Cout*K]. */
+#ifndef VDN_OP_CONV_H
+#define VDN_OP_CONV_H
+
+#include "op.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* torch.nn.functional.conv1d (cross-correlation, zero padding `pad` on both sides):
+ * y[o, n] = b[o] + sum_{i,k} w[o, i*K + k] x[i, n*stride + k*dilation - pad].
+ * x [Cin, Lin], w [Cout, Cin*K], b [Cout] or NULL, y [Cout, Lout] with
+ * Lout = (Lin + 2 pad - dilation (K - 1) - 1) / stride + 1. */
+int vdn_op_conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
+                  int K, int stride, int pad, int dilation);
+
+/* torch.nn.functional.conv_transpose1d: y[o, n] = b[o] + sum over (i, m, k) with
+ * n = m*stride + k - pad of x[i, m] w[i, o*K + k]. x [Cin, Lin], w [Cin, Cout*K], b [Cout] or
+ * NULL, y [Cout, Lout], Lout = (Lin - 1) stride - 2 pad + K. */
+int vdn_op_conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w,
+                            const vdn_tensor *b, int K, int stride, int pad);
+
+/* BigVGAN's anti-aliased SnakeBeta (alias-free-torch Activation1d around SnakeBeta), per channel:
+ *   up   = ratio * conv_transpose1d(replicate_pad(x, K/ratio - 1), up_filter, stride ratio),
+ *          cropped by (K/ratio - 1) ratio + (K - ratio)/2 on the left and
+ *          (K/ratio - 1) ratio + (K - ratio + 1)/2 on the right (length ratio L);
+ *   act  = up + sin(exp(alpha[c]) up)^2 / (exp(beta[c]) + 1e-9);
+ *   y    = conv1d(replicate_pad(act, K/2 - (K even), K/2), down_filter, stride ratio) (length L).
+ * x, y [C, L]; alpha, beta [C] (log scale, as stored); up_filter, down_filter [K]. */
+int vdn_op_snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha,
+                    const vdn_tensor *beta, const vdn_tensor *up_filter,
+                    const vdn_tensor *down_filter, int ratio);
+
+/* ---- the table a backend implements (calls already checked) ---- */
+struct vdn_conv_backend {
+    int (*conv1d)(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
+                  int K, int stride, int pad, int dilation);
+    int (*conv_transpose1d)(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w,
+                            const vdn_tensor *b, int K, int stride, int pad);
+    int (*snake_aa)(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha,
+                    const vdn_tensor *beta, const vdn_tensor *up_filter,
+                    const vdn_tensor *down_filter, int ratio);
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,109 @@
+/* The convolution ops on the CPU (op_conv.h): the oracle, float64 sums and one rounding at each
+ * output, written for clarity. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "op_conv.h"
+#include "op_cpu.h"
+
+static int cpu_conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
+                      int K, int stride, int pad, int dilation) {
+    const int64_t cin = vdn_tensor_rows(x), lin = vdn_tensor_cols(x);
+    const int64_t cout = vdn_tensor_rows(y), lout = vdn_tensor_cols(y);
+    double *acc = vdn_xmalloc(sizeof(double) * (size_t)lout);
+    for (int64_t o = 0; o < cout; o++) {
+        for (int64_t n = 0; n < lout; n++)
+            acc[n] = b ? cpu_at(b, 0, o) : 0.0;
+        for (int64_t i = 0; i < cin; i++)
+            for (int k = 0; k < K; k++) {
+                const double wv = cpu_at(w, o, i * K + k);
+                for (int64_t n = 0; n < lout; n++) {
+                    int64_t s = n * stride + (int64_t)k * dilation - pad;
+                    if (s >= 0 && s < lin) acc[n] += wv * cpu_at(x, i, s);
+                }
+            }
+        for (int64_t n = 0; n < lout; n++)
+            cpu_put(y, o, n, acc[n]);
+    }
+    free(acc);
+    return 0;
+}
+
+static int cpu_conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w,
+                                const vdn_tensor *b, int K, int stride, int pad) {
+    const int64_t cin = vdn_tensor_rows(x), lin = vdn_tensor_cols(x);
+    const int64_t cout = vdn_tensor_rows(y), lout = vdn_tensor_cols(y);
+    double *acc = vdn_xmalloc(sizeof(double) * (size_t)lout);
+    for (int64_t o = 0; o < cout; o++) {
+        for (int64_t n = 0; n < lout; n++)
+            acc[n] = b ? cpu_at(b, 0, o) : 0.0;
+        for (int64_t i = 0; i < cin; i++)
+            for (int k = 0; k < K; k++) {
+                const double wv = cpu_at(w, i, o * K + k);
+                for (int64_t m = 0; m < lin; m++) {
+                    int64_t n = m * stride + k - pad;
+                    if (n >= 0 && n < lout) acc[n] += wv * cpu_at(x, i, m);
+                }
+            }
+        for (int64_t n = 0; n < lout; n++)
+            cpu_put(y, o, n, acc[n]);
+    }
+    free(acc);
+    return 0;
+}
+
+static int64_t clampi(int64_t v, int64_t lo, int64_t hi) {
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+static int cpu_snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha,
+                        const vdn_tensor *beta, const vdn_tensor *up_filter,
+                        const vdn_tensor *down_filter, int ratio) {
+    const int64_t C = vdn_tensor_rows(x), L = vdn_tensor_cols(x);
+    const int K = (int)vdn_tensor_numel(up_filter);
+    const int pad = K / ratio - 1;
+    const int crop_left = pad * ratio + (K - ratio) / 2;
+    /* the down filter's replicate pad: K/2 - (K even) on the left (the right pad, K/2, only
+     * completes the last window and is covered by the clamp) */
+    const int dpad_left = K / 2 - (K % 2 == 0);
+    const int64_t lp = L + 2 * pad;           /* replicate-padded input */
+    const int64_t lup = (lp - 1) * ratio + K; /* transposed convolution output */
+    const int64_t lact = L * ratio;           /* after the crop */
+    double *up = vdn_xmalloc(sizeof(double) * (size_t)lup);
+    double *act = vdn_xmalloc(sizeof(double) * (size_t)lact);
+    double fu[64], fd[64];
+    for (int k = 0; k < K && k < 64; k++) {
+        fu[k] = cpu_at(up_filter, 0, k);
+        fd[k] = cpu_at(down_filter, 0, k);
+    }
+    for (int64_t c = 0; c < C; c++) {
+        const double a = exp(cpu_at(alpha, 0, c)), inv_b = 1.0 / (exp(cpu_at(beta, 0, c)) + 1e-9);
+        for (int64_t n = 0; n < lup; n++)
+            up[n] = 0.0;
+        for (int64_t m = 0; m < lp; m++) {
+            const double v = cpu_at(x, c, clampi(m - pad, 0, L - 1));
+            for (int k = 0; k < K; k++)
+                up[m * ratio + k] += v * fu[k];
+        }
+        for (int64_t n = 0; n < lact; n++) {
+            const double u = ratio * up[n + crop_left];
+            const double s = sin(a * u);
+            act[n] = u + inv_b * s * s;
+        }
+        for (int64_t n = 0; n < L; n++) {
+            double acc = 0.0;
+            for (int k = 0; k < K; k++)
+                acc += fd[k] * act[clampi(n * ratio + k - dpad_left, 0, lact - 1)];
+            cpu_put(y, c, n, acc);
+        }
+    }
+    free(up);
+    free(act);
+    return 0;
+}
+
+const struct vdn_conv_backend vdn_cpu_conv_backend = {
+    .conv1d = cpu_conv1d,
+    .conv_transpose1d = cpu_conv_transpose1d,
+    .snake_aa = cpu_snake_aa,
+};

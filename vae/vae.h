@@ -1,0 +1,53 @@
+/* The released MiniMax-H3 decoders, written once over the op layer (engine/op.h, op_conv.h):
+ * the video VAE's ViT decoder with its temporal chunks and spatial tiles, and the audio VAE's
+ * BigVGAN decoder. The numerical contract is diffusers' autoencoder_kl_minimax_h3.py and
+ * autoencoder_kl_minimax_h3_audio.py plus the pipeline's decode steps
+ * (modular_pipelines/minimax_h3/decoders.py); vae/test compares both with values that code
+ * produced (docs/reference-check.md).
+ *
+ * Latents in are vdn's (and the official save_latents') normalised latents: video (C, T, h, w),
+ * audio (2, C, La) (one row per stereo channel). Out: frames (3, F, 16h, 16w) float32 in [0, 1],
+ * waveforms (2, La * hop) float32 in [-1, 1]. */
+#ifndef VDN_VAE_H
+#define VDN_VAE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "op.h"
+#include "vae_config.h"
+
+typedef struct vdn_video_vae vdn_video_vae;
+typedef struct vdn_audio_vae vdn_audio_vae;
+
+/* progress: units done of total (tile decodes for video, channels for audio) */
+typedef void (*vdn_vae_progress_fn)(void *user, int done, int total);
+
+/* DIR holds config.json and diffusion_pytorch_model.safetensors (or its .index.json). Every
+ * released tensor must be present with its shape (the encoder's too: a file that is not the
+ * release is refused, naming the tensor); only the decoder's go onto the device. */
+vdn_video_vae *vdn_video_vae_load(vdn_dev *dev, const char *dir, char *err, size_t errlen);
+void vdn_video_vae_free(vdn_video_vae *v);
+const vdn_vae_video_config *vdn_video_vae_config(const vdn_video_vae *v);
+/* Pixel frames decoded from T latent frames; -1 (with a message) when T is too few for one
+ * chunk. */
+int vdn_video_vae_frames(const vdn_video_vae *v, int T, char *err, size_t errlen);
+/* latents (C, T, h, w) -> frames (3, F, 16h, 16w), F = vdn_video_vae_frames(T). */
+int vdn_video_vae_decode(vdn_video_vae *v, const float *latents, int T, int h, int w, float *frames,
+                         vdn_vae_progress_fn progress, void *user, char *err, size_t errlen);
+
+vdn_audio_vae *vdn_audio_vae_load(vdn_dev *dev, const char *dir, char *err, size_t errlen);
+void vdn_audio_vae_free(vdn_audio_vae *a);
+const vdn_vae_audio_config *vdn_audio_vae_config(const vdn_audio_vae *a);
+/* latents (channels, C, La) -> wave (channels, La * hop), each channel decoded alone (mono VAE). */
+int vdn_audio_vae_decode(vdn_audio_vae *a, const float *latents, int channels, int La, float *wave,
+                         vdn_vae_progress_fn progress, void *user, char *err, size_t errlen);
+
+/* shared by both loaders (vae_weights.c) */
+typedef struct vdn_st_set vdn_st_set;
+vdn_st_set *vdn_vae_open_weights(const char *dir, int video, const void *config, char *err,
+                                 size_t errlen);
+/* the tensor as float32, in a new host buffer (n: its element count) */
+float *vdn_vae_read(vdn_st_set *st, const char *name, int64_t *n);
+
+#endif

@@ -1,0 +1,596 @@
+/* The video VAE's decoder over the op layer (vae.h): un-normalise, temporal chunks with a
+ * cross-fade, spatial tiles with linear blends, and per tile post_quant_conv + the ViT decoder
+ * (proj_in, register tokens, blocks of RMSNorm / biased qkv / per-head q-k RMSNorm / 3-axis RoPE
+ * / attention / scale1 and RMSNorm / SwiGLU / scale2, LayerNorm, proj_out, unpatchify), then
+ * ImageNet de-normalisation and a clamp to [0, 1]. The orchestration (chunks, tiles, blends) runs
+ * on the host in float32 with the reference's rounding order; every tile's ViT runs on the
+ * device. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+#include "vae.h"
+#include "vdn_util.h"
+
+#define VDN_MAX_ROT 128 /* rotated pairs per head: head_dim is 64 */
+
+static inline int imin(int a, int b) {
+    return a < b ? a : b;
+}
+static inline int imax(int a, int b) {
+    return a > b ? a : b;
+}
+
+typedef struct {
+    vdn_tensor *norm1, *qkv_w, *qkv_b, *out_w, *out_b, *scale1, *norm2, *ff1_w, *ff1_b, *ff2_w,
+        *ff2_b, *scale2;
+} vit_block;
+
+struct vdn_video_vae {
+    vdn_vae_video_config cfg;
+    vdn_dev *dev;
+    int dim, inner, patch_out; /* model width, FFN width, proj_out width */
+    vdn_tensor *pq_w, *pq_b, *in_w, *in_b, *registers, *norm_out_w, *norm_out_b, *out_w, *out_b;
+    vdn_tensor *ones; /* [head_dim]: the q/k RMSNorm has no weight */
+    vdn_tensor *inv;  /* [n_rot / 2] rope frequencies per pair */
+    int n_rot, axis_pairs;
+    vit_block *blocks;
+};
+
+const vdn_vae_video_config *vdn_video_vae_config(const vdn_video_vae *v) {
+    return &v->cfg;
+}
+
+static vdn_tensor *dev_tensor(vdn_dev *d, int64_t rows, int64_t cols, const float *host, char *err,
+                              size_t errlen, const char *what) {
+    vdn_dtype dt = vdn_dev_is_cpu(d) ? VDN_DT_F32 : VDN_DT_BF16;
+    vdn_tensor *t = vdn_tensor_new2(d, dt, rows, cols);
+    if (!t || (host && vdn_tensor_set(t, host, VDN_DT_F32))) {
+        vdn_fail(err, errlen, "video VAE: uploading %s: %s", what, vdn_dev_error(d));
+        vdn_tensor_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* a released tensor onto the device as [rows, cols] (the loader checked its shape) */
+static vdn_tensor *up(vdn_video_vae *v, vdn_st_set *st, const char *name, int64_t rows,
+                      int64_t cols, char *err, size_t errlen) {
+    int64_t n;
+    float *h = vdn_vae_read(st, name, &n);
+    if (!h) {
+        vdn_fail(err, errlen, "video VAE: reading %s", name);
+        return NULL;
+    }
+    vdn_tensor *t = dev_tensor(v->dev, rows, cols, h, err, errlen, name);
+    free(h);
+    return t;
+}
+
+/* q, k, v weights (or biases) stacked into one [3 dim, cols] tensor: one product per block */
+static vdn_tensor *up_qkv(vdn_video_vae *v, vdn_st_set *st, const char *pre, const char *what,
+                          int64_t cols, char *err, size_t errlen) {
+    const int64_t dim = v->dim, rows = cols == 1 ? 1 : 3 * dim, per = dim * cols;
+    float *all = vdn_xmalloc(sizeof(float) * (size_t)(3 * per));
+    const char *parts[3] = {"to_q", "to_k", "to_v"};
+    for (int p = 0; p < 3; p++) {
+        char name[256];
+        snprintf(name, sizeof name, "%s.attn.%s.%s", pre, parts[p], what);
+        float *h = vdn_vae_read(st, name, NULL);
+        if (!h) {
+            free(all);
+            vdn_fail(err, errlen, "video VAE: reading %s", name);
+            return NULL;
+        }
+        memcpy(all + p * per, h, sizeof(float) * (size_t)per);
+        free(h);
+    }
+    vdn_tensor *t = dev_tensor(v->dev, rows, cols == 1 ? 3 * dim : cols, all, err, errlen, pre);
+    free(all);
+    return t;
+}
+
+void vdn_video_vae_free(vdn_video_vae *v) {
+    if (!v) return;
+    vdn_tensor *const *own[] = {&v->pq_w,      &v->pq_b,       &v->in_w,       &v->in_b,
+                                &v->registers, &v->norm_out_w, &v->norm_out_b, &v->out_w,
+                                &v->out_b,     &v->ones,       &v->inv};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        vdn_tensor_free(*own[i]);
+    for (int l = 0; v->blocks && l < v->cfg.dec_layers; l++) {
+        vit_block *b = &v->blocks[l];
+        vdn_tensor *t[] = {b->norm1, b->qkv_w, b->qkv_b, b->out_w, b->out_b, b->scale1,
+                           b->norm2, b->ff1_w, b->ff1_b, b->ff2_w, b->ff2_b, b->scale2};
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+            vdn_tensor_free(t[i]);
+    }
+    free(v->blocks);
+    free(v);
+}
+
+vdn_video_vae *vdn_video_vae_load(vdn_dev *dev, const char *dir, char *err, size_t errlen) {
+    vdn_video_vae *v = calloc(1, sizeof *v);
+    if (!v) {
+        vdn_fail(err, errlen, "video VAE: out of memory");
+        return NULL;
+    }
+    v->dev = dev;
+    if (vdn_vae_video_config_load(dir, &v->cfg, err, errlen)) {
+        free(v);
+        return NULL;
+    }
+    vdn_st_set *st = vdn_vae_open_weights(dir, 1, &v->cfg, err, errlen);
+    if (!st) {
+        free(v);
+        return NULL;
+    }
+    const vdn_vae_video_config *c = &v->cfg;
+    const int lc = c->latent_channels, hd = c->dec_head_dim;
+    v->dim = c->dec_heads * hd;
+    v->inner = v->dim * c->dec_ffn_mult;
+    v->patch_out = c->out_channels * c->temporal_ratio * c->spatial_ratio * c->spatial_ratio;
+    v->n_rot = (int)(hd * c->rope_dim_ratio);
+    v->axis_pairs = v->n_rot / 6;
+    v->blocks = calloc((size_t)c->dec_layers, sizeof *v->blocks);
+    int ok = v->blocks != NULL;
+    ok = ok && (v->pq_w = up(v, st, "post_quant_conv.weight", lc, lc, err, errlen));
+    ok = ok && (v->pq_b = up(v, st, "post_quant_conv.bias", 1, lc, err, errlen));
+    ok = ok && (v->in_w = up(v, st, "decoder.proj_in.weight", v->dim, lc, err, errlen));
+    ok = ok && (v->in_b = up(v, st, "decoder.proj_in.bias", 1, v->dim, err, errlen));
+    ok =
+        ok && (v->registers = up(v, st, "decoder.register_tokens",
+                                 c->dec_registers > 0 ? c->dec_registers : 1, v->dim, err, errlen));
+    ok = ok && (v->norm_out_w = up(v, st, "decoder.norm_out.weight", 1, v->dim, err, errlen));
+    ok = ok && (v->norm_out_b = up(v, st, "decoder.norm_out.bias", 1, v->dim, err, errlen));
+    ok = ok && (v->out_w = up(v, st, "decoder.proj_out.weight", v->patch_out, v->dim, err, errlen));
+    ok = ok && (v->out_b = up(v, st, "decoder.proj_out.bias", 1, v->patch_out, err, errlen));
+    for (int l = 0; ok && l < c->dec_layers; l++) {
+        char pre[128], n[256];
+        vit_block *b = &v->blocks[l];
+        snprintf(pre, sizeof pre, "decoder.transformer_blocks.%d", l);
+#define UP(field, suffix, r, cc)                                                                   \
+    ok = ok && (snprintf(n, sizeof n, "%s.%s", pre, suffix),                                       \
+                (b->field = up(v, st, n, r, cc, err, errlen)))
+        UP(norm1, "norm1.weight", 1, v->dim);
+        ok = ok && (b->qkv_w = up_qkv(v, st, pre, "weight", v->dim, err, errlen));
+        ok = ok && (b->qkv_b = up_qkv(v, st, pre, "bias", 1, err, errlen));
+        UP(out_w, "attn.to_out.0.weight", v->dim, v->dim);
+        UP(out_b, "attn.to_out.0.bias", 1, v->dim);
+        UP(scale1, "scale1", 1, v->dim);
+        UP(norm2, "norm2.weight", 1, v->dim);
+        UP(ff1_w, "ff.net.0.proj.weight", 2 * v->inner, v->dim);
+        UP(ff1_b, "ff.net.0.proj.bias", 1, 2 * v->inner);
+        UP(ff2_w, "ff.net.2.weight", v->dim, v->inner);
+        UP(ff2_b, "ff.net.2.bias", 1, v->dim);
+        UP(scale2, "scale2", 1, v->dim);
+#undef UP
+    }
+    vdn_st_set_close(st);
+    if (ok) { /* constants: ones for the weightless q/k norm, the rope frequencies */
+        float *ones = vdn_xmalloc(sizeof(float) * (size_t)hd);
+        for (int i = 0; i < hd; i++)
+            ones[i] = 1.0f;
+        v->ones = vdn_tensor_new2(dev, VDN_DT_F32, 1, hd);
+        ok = v->ones && !vdn_tensor_set(v->ones, ones, VDN_DT_F32);
+        free(ones);
+        /* inv_freq = 1 / theta^(arange(0, 1, 6 / n_rot)) (float32), one value per pair and axis:
+         * the pairs of axis a are [a P, (a+1) P), P = n_rot / 6 */
+        float inv[VDN_MAX_ROT];
+        for (int i = 0; ok && i < v->n_rot / 2; i++) {
+            float e = (float)(i % v->axis_pairs) * (6.0f / (float)v->n_rot);
+            inv[i] = 1.0f / powf((float)c->rope_theta, e);
+        }
+        v->inv = ok ? vdn_tensor_new2(dev, VDN_DT_F32, 1, v->n_rot / 2) : NULL;
+        ok = v->inv && !vdn_tensor_set(v->inv, inv, VDN_DT_F32);
+        if (!ok && !err[0]) vdn_fail(err, errlen, "video VAE: %s", vdn_dev_error(dev));
+    }
+    if (!ok) {
+        vdn_video_vae_free(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* ---- one tile through post_quant_conv and the ViT ---- */
+
+typedef struct {
+    vdn_tensor *x_in, *xq, *h, *hn, *qkv, *q, *k, *o, *a, *f, *s, *y, *proj, *pos, *idx;
+    vdn_attn_mask *mask;
+} tile_bufs;
+
+static void tile_bufs_free(tile_bufs *b) {
+    vdn_tensor *t[] = {b->x_in, b->xq, b->h, b->hn, b->qkv,  b->q,   b->k,  b->o,
+                       b->a,    b->f,  b->s, b->y,  b->proj, b->pos, b->idx};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        vdn_tensor_free(t[i]);
+    vdn_attn_mask_free(b->mask);
+}
+
+/* RoPE coordinates of the tokens: per axis 2 ((i + 0.5) / size) - 1, times 2 pi, in float32 as
+ * the reference forms them; the register and zero tokens sit at 0. */
+static double *positions(int64_t rows, int Tl, int th, int tw) {
+    double *pos = calloc((size_t)rows * 3, sizeof(double));
+    if (!pos) return NULL;
+    const float two_pi = (float)(2.0 * M_PI);
+    const int size[3] = {Tl, th, tw};
+    int64_t r = 0;
+    for (int t = 0; t < Tl; t++)
+        for (int y = 0; y < th; y++)
+            for (int x = 0; x < tw; x++, r++) {
+                const int idx[3] = {t, y, x};
+                for (int a = 0; a < 3; a++) {
+                    float p = 2.0f * (((float)idx[a] + 0.5f) / (float)size[a]) - 1.0f;
+                    pos[r * 3 + a] = (double)(two_pi * p);
+                }
+            }
+    return pos;
+}
+
+#define OPS(call)                                                                                  \
+    do {                                                                                           \
+        if (call) {                                                                                \
+            vdn_fail(err, errlen, "video VAE: %s", vdn_dev_error(v->dev));                         \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+/* zt: host tokens [N, lc] in (t, y, x) order; out: host (3, Tl * tr, th * sr, tw * sr) */
+static int decode_tile(vdn_video_vae *v, const float *zt, int Tl, int th, int tw, float *out,
+                       char *err, size_t errlen) {
+    const vdn_vae_video_config *c = &v->cfg;
+    vdn_dev *d = v->dev;
+    const int64_t N = (int64_t)Tl * th * tw, R = c->dec_registers, rows = N + R + 1;
+    const int64_t dim = v->dim, inner = v->inner, lc = c->latent_channels;
+    const vdn_dtype act = vdn_dev_is_cpu(d) ? VDN_DT_F32 : VDN_DT_BF16;
+    tile_bufs b = {0};
+    double *pos = NULL;
+    float *proj = NULL;
+    int rc = -1;
+    b.x_in = vdn_tensor_new2(d, VDN_DT_F32, N, lc);
+    b.xq = vdn_tensor_new2(d, act, N, lc);
+    b.h = vdn_tensor_new2(d, VDN_DT_F32, rows, dim); /* the residual stream stays float32 */
+    b.hn = vdn_tensor_new2(d, act, rows, dim);
+    b.qkv = vdn_tensor_new2(d, act, rows, 3 * dim);
+    b.q = vdn_tensor_new2(d, act, rows, dim);
+    b.k = vdn_tensor_new2(d, act, rows, dim);
+    b.o = vdn_tensor_new2(d, act, rows, dim);
+    b.a = vdn_tensor_new2(d, act, rows, dim);
+    b.f = vdn_tensor_new2(d, act, rows, 2 * inner);
+    b.s = vdn_tensor_new2(d, act, rows, inner);
+    b.y = vdn_tensor_new2(d, act, rows, dim);
+    b.proj = vdn_tensor_new2(d, VDN_DT_F32, N, v->patch_out);
+    b.pos = vdn_tensor_new2(d, VDN_DT_F64, rows, 3);
+    b.idx = vdn_tensor_new2(d, VDN_DT_I32, rows, 1);
+    b.mask = vdn_attn_mask_dense(d, (int)rows, (int)rows);
+    if (!b.x_in || !b.xq || !b.h || !b.hn || !b.qkv || !b.q || !b.k || !b.o || !b.a || !b.f ||
+        !b.s || !b.y || !b.proj || !b.pos || !b.idx || !b.mask) {
+        vdn_fail(err, errlen, "video VAE: tile of %lld tokens: %s", (long long)rows,
+                 vdn_dev_error(d));
+        goto fail;
+    }
+    pos = positions(rows, Tl, th, tw);
+    if (!pos) {
+        vdn_fail(err, errlen, "video VAE: out of memory");
+        goto fail;
+    }
+    OPS(vdn_tensor_set(b.pos, pos, VDN_DT_F64));
+    OPS(vdn_tensor_fill(b.idx, 0.0));
+    OPS(vdn_tensor_set(b.x_in, zt, VDN_DT_F32));
+    OPS(vdn_op_linear(b.xq, b.x_in, v->pq_w, v->pq_b, VDN_ACT_NONE, 0)); /* post_quant_conv */
+    vdn_tensor tokens = vdn_view_rows(b.h, 0, N), regs = vdn_view_rows(b.h, N, R),
+               zero = vdn_view_rows(b.h, N + R, 1);
+    OPS(vdn_op_linear(&tokens, b.xq, v->in_w, v->in_b, VDN_ACT_NONE, 0));
+    if (R > 0) OPS(vdn_tensor_copy(&regs, v->registers));
+    OPS(vdn_tensor_fill(&zero, 0.0));
+
+    const int hd = c->dec_head_dim, P = v->axis_pairs;
+    const vdn_rope rope = {b.pos, v->inv, v->n_rot, {P, P, P}};
+    const double eps = c->dec_norm_eps, scale = 1.0 / sqrt((double)hd);
+    vdn_tensor qv = vdn_view_cols(b.qkv, 0, dim), kv = vdn_view_cols(b.qkv, dim, dim),
+               vv = vdn_view_cols(b.qkv, 2 * dim, dim);
+    vdn_tensor fv = vdn_view_cols(b.f, 0, inner), fg = vdn_view_cols(b.f, inner, inner);
+    for (int l = 0; l < c->dec_layers; l++) {
+        const vit_block *bl = &v->blocks[l];
+        OPS(vdn_op_rmsnorm(b.hn, b.h, bl->norm1, eps, NULL, NULL, NULL));
+        OPS(vdn_op_linear(b.qkv, b.hn, bl->qkv_w, bl->qkv_b, VDN_ACT_NONE, 0));
+        OPS(vdn_op_qk_norm_rope(b.q, b.k, &qv, &kv, v->ones, v->ones, hd, eps, &rope));
+        OPS(vdn_op_attention(b.o, b.q, b.k, &vv, hd, scale, b.mask, NULL));
+        OPS(vdn_op_linear(b.a, b.o, bl->out_w, bl->out_b, VDN_ACT_NONE, 0));
+        OPS(vdn_op_gate_residual(b.h, b.a, bl->scale1, b.idx));
+        OPS(vdn_op_rmsnorm(b.hn, b.h, bl->norm2, eps, NULL, NULL, NULL));
+        OPS(vdn_op_linear(b.f, b.hn, bl->ff1_w, bl->ff1_b, VDN_ACT_NONE, 0));
+        OPS(vdn_op_swiglu(b.s, &fv, &fg));
+        OPS(vdn_op_linear(b.y, b.s, bl->ff2_w, bl->ff2_b, VDN_ACT_NONE, 0));
+        OPS(vdn_op_gate_residual(b.h, b.y, bl->scale2, b.idx));
+    }
+    OPS(vdn_op_layernorm(b.hn, b.h, v->norm_out_w, v->norm_out_b, eps));
+    vdn_tensor hn_tok = vdn_view_rows(b.hn, 0, N); /* registers and the zero token are dropped */
+    OPS(vdn_op_linear(b.proj, &hn_tok, v->out_w, v->out_b, VDN_ACT_NONE, 0));
+    proj = vdn_xmalloc(sizeof(float) * (size_t)(N * v->patch_out));
+    OPS(vdn_tensor_get(b.proj, proj));
+
+    /* unpatchify: column ((ch pt + dt) p + dy) p + dx of token (t, y, x) is pixel
+     * (ch, t pt + dt, y p + dy, x p + dx) */
+    const int pt = c->temporal_ratio, p = c->spatial_ratio, H = th * p, W = tw * p, F = Tl * pt;
+    for (int t = 0; t < Tl; t++)
+        for (int y = 0; y < th; y++)
+            for (int x = 0; x < tw; x++) {
+                const float *row = proj + (((int64_t)t * th + y) * tw + x) * v->patch_out;
+                for (int ch = 0; ch < c->out_channels; ch++)
+                    for (int dt = 0; dt < pt; dt++)
+                        for (int dy = 0; dy < p; dy++) {
+                            float *dst = out +
+                                         (((int64_t)ch * F + t * pt + dt) * H + y * p + dy) * W +
+                                         x * p;
+                            memcpy(dst, row + ((ch * pt + dt) * p + dy) * p,
+                                   sizeof(float) * (size_t)p);
+                        }
+            }
+    rc = 0;
+fail:
+    free(pos);
+    free(proj);
+    tile_bufs_free(&b);
+    return rc;
+}
+
+/* ---- tiles and chunks (float32 arithmetic in the reference's order) ---- */
+
+typedef struct {
+    int n, start[64], len[64], overlap[64];
+} tiling;
+
+static int split_tiles(int length, int tile, int min_overlap, int ratio, tiling *t) {
+    memset(t, 0, sizeof *t);
+    if (tile >= length) {
+        t->n = 1;
+        t->len[0] = length;
+        return 0;
+    }
+    int n = (length + tile - 1) / tile;
+    while (tile * n - min_overlap * (n - 1) - length < 0)
+        n++;
+    if (n > 64) return -1;
+    t->n = n;
+    int sum = 0;
+    for (int i = 0; i < n - 1; i++) {
+        t->overlap[i] = min_overlap;
+        sum += min_overlap;
+    }
+    int remaining = tile * n - sum - length;
+    for (int i = 0; i < remaining / ratio; i++)
+        t->overlap[i % (n - 1)] += ratio;
+    for (int i = 0; i < n; i++) {
+        t->len[i] = tile;
+        t->start[i] = i == 0 ? 0 : t->start[i - 1] + tile - t->overlap[i - 1];
+    }
+    return 0;
+}
+
+/* the reference's _blend weights: position p of e: a (1 - p/e) + b (p/e), float32 */
+static inline float blend1(float a, float b, int p, int e) {
+    const float q = (float)p / (float)e;
+    const float wa = 1.0f - q;
+    const float x = a * wa, y = b * q;
+    return x + y;
+}
+
+typedef struct {
+    int F, H, W; /* a (3, F, H, W) block of frames */
+    float *px;
+} frames3;
+
+static inline float *at(const frames3 *f, int ch, int t, int y) {
+    return f->px + (((int64_t)ch * f->F + t) * f->H + y) * f->W;
+}
+
+/* one clip of latent frames (lc, Tl, h, w) (a slice of z: its own strides) -> raw decoder output
+ * (3, Tl tr, h sr, w sr), tiled as released */
+static int decode_clip(vdn_video_vae *v, const float *z, int Tz, int T0, int Tl, int h, int w,
+                       frames3 *out, int *done, int total, vdn_vae_progress_fn progress, void *user,
+                       char *err, size_t errlen) {
+    const vdn_vae_video_config *c = &v->cfg;
+    const int sr = c->spatial_ratio, lc = c->latent_channels;
+    tiling ty, tx;
+    if (split_tiles(h * sr, 256, 64, sr, &ty) || split_tiles(w * sr, 256, 64, sr, &tx))
+        return vdn_fail(err, errlen, "video VAE: %dx%d px needs more than 64 tiles a side", w * sr,
+                        h * sr);
+    const int F = Tl * c->temporal_ratio;
+    frames3 *tiles = calloc((size_t)(ty.n * tx.n), sizeof *tiles);
+    float *zt = NULL;
+    int rc = -1;
+    if (!tiles) return vdn_fail(err, errlen, "video VAE: out of memory");
+    for (int i = 0; i < ty.n; i++)
+        for (int j = 0; j < tx.n; j++) {
+            const int y0 = ty.start[i] / sr, th = ty.len[i] / sr, x0 = tx.start[j] / sr,
+                      tw = tx.len[j] / sr;
+            free(zt);
+            zt = vdn_xmalloc(sizeof(float) * (size_t)Tl * th * tw * lc);
+            for (int t = 0; t < Tl; t++)
+                for (int y = 0; y < th; y++)
+                    for (int x = 0; x < tw; x++)
+                        for (int ch = 0; ch < lc; ch++)
+                            zt[(((int64_t)t * th + y) * tw + x) * lc + ch] =
+                                z[(((int64_t)ch * Tz + T0 + t) * h + y0 + y) * w + x0 + x];
+            frames3 *tl = &tiles[i * tx.n + j];
+            tl->F = F;
+            tl->H = th * sr;
+            tl->W = tw * sr;
+            tl->px = malloc(sizeof(float) * 3 * (size_t)F * tl->H * tl->W);
+            if (!tl->px) {
+                vdn_fail(err, errlen, "video VAE: out of memory");
+                goto fail;
+            }
+            if (decode_tile(v, zt, Tl, th, tw, tl->px, err, errlen)) goto fail;
+            if (progress) progress(user, ++*done, total);
+        }
+    /* stitch: each tile blended with the raw tile above (rows) and the raw tile to its left
+     * (columns), then cropped by its own overlaps, as _stitch_tiles does */
+    for (int i = 0; i < ty.n; i++)
+        for (int j = 0; j < tx.n; j++) {
+            const frames3 *tl = &tiles[i * tx.n + j];
+            const int keep_h = tl->H - (i < ty.n - 1 ? ty.overlap[i] : 0);
+            const int keep_w = tl->W - (j < tx.n - 1 ? tx.overlap[j] : 0);
+            const frames3 *up_t = i > 0 ? &tiles[(i - 1) * tx.n + j] : NULL;
+            const frames3 *left = j > 0 ? &tiles[i * tx.n + j - 1] : NULL;
+            const int eh = up_t ? imin(imin(up_t->H, tl->H), ty.overlap[i - 1]) : 0;
+            const int ew = left ? imin(imin(left->W, tl->W), tx.overlap[j - 1]) : 0;
+            float *rowbuf = vdn_xmalloc(sizeof(float) * (size_t)tl->W);
+            for (int ch = 0; ch < 3; ch++)
+                for (int t = 0; t < F; t++)
+                    for (int y = 0; y < keep_h; y++) {
+                        const float *src = at(tl, ch, t, y);
+                        for (int x = 0; x < tl->W; x++)
+                            rowbuf[x] =
+                                y < eh ? blend1(at(up_t, ch, t, up_t->H - eh + y)[x], src[x], y, eh)
+                                       : src[x];
+                        if (left) {
+                            const float *lr = at(left, ch, t, y);
+                            for (int x = 0; x < ew; x++)
+                                rowbuf[x] = blend1(lr[left->W - ew + x], rowbuf[x], x, ew);
+                        }
+                        memcpy(at(out, ch, t, ty.start[i] + y) + tx.start[j], rowbuf,
+                               sizeof(float) * (size_t)keep_w);
+                    }
+            free(rowbuf);
+        }
+    rc = 0;
+fail:
+    for (int i = 0; i < ty.n * tx.n; i++)
+        free(tiles[i].px);
+    free(tiles);
+    free(zt);
+    return rc;
+}
+
+/* the chunk geometry of _decode */
+typedef struct {
+    int chunk, tok_overlap, pre, frame_overlap, chunk_frames, pad, n_chunks, pad_frames, total;
+} chunking;
+
+static int plan_chunks(const vdn_vae_video_config *c, int T, chunking *k) {
+    const int tr = c->temporal_ratio;
+    k->chunk = (c->clip_length + tr - 1) / tr;
+    k->tok_overlap = ((-c->token_drop) % k->chunk + k->chunk) % k->chunk;
+    k->pre = ((-c->clip_length) % tr + tr) % tr;
+    k->frame_overlap = imax(k->tok_overlap * tr - k->pre, 0);
+    k->chunk_frames = k->chunk * tr;
+    const int tokens = T + c->token_drop;
+    k->pad = ((-tokens) % k->chunk + k->chunk) % k->chunk;
+    k->n_chunks = (tokens + k->pad) / k->chunk - (c->token_drop > 0);
+    if (k->n_chunks < 1) return -1;
+    const int intra_tail = c->clip_length % tr;
+    k->pad_frames = 0;
+    for (int j = 0; j < k->pad; j++)
+        k->pad_frames += intra_tail && (T + j) % k->chunk == 0 ? intra_tail : tr;
+    const int clip_frames = (k->chunk + k->tok_overlap) * tr;
+    const int j0 = imin(k->chunk_frames, clip_frames) - k->pre;
+    const int j1 = c->token_drop > 0 ? imax(clip_frames - k->chunk_frames, 0) - k->pre : 0;
+    k->total = k->n_chunks * j0 + (c->token_drop > 0 ? imax(j1, 0) : 0) - k->pad_frames;
+    return 0;
+}
+
+int vdn_video_vae_frames(const vdn_video_vae *v, int T, char *err, size_t errlen) {
+    chunking k;
+    if (T < 1 || plan_chunks(&v->cfg, T, &k) || k.total < 1) {
+        int need = 1;
+        while (plan_chunks(&v->cfg, need, &k) || k.total < 1)
+            need++;
+        return vdn_fail(err, errlen,
+                        "%d latent frames: too few for one decoder chunk (expected at "
+                        "least %d)",
+                        T, need);
+    }
+    return k.total;
+}
+
+int vdn_video_vae_decode(vdn_video_vae *v, const float *latents, int T, int h, int w, float *frames,
+                         vdn_vae_progress_fn progress, void *user, char *err, size_t errlen) {
+    const vdn_vae_video_config *c = &v->cfg;
+    const int n_out = vdn_video_vae_frames(v, T, err, errlen);
+    if (n_out < 0) return -1;
+    if (h < 1 || w < 1)
+        return vdn_fail(err, errlen, "latent grid %dx%d: expected at least 1x1", w, h);
+    chunking k;
+    plan_chunks(c, T, &k);
+    const int lc = c->latent_channels, sr = c->spatial_ratio, tr = c->temporal_ratio;
+    const int Tz = T + k.pad, H = h * sr, W = w * sr, Tl = k.chunk + k.tok_overlap;
+    /* un-normalise (float32: z std + mean) and repeat the last frame into the padding */
+    float *z = vdn_xmalloc(sizeof(float) * (size_t)lc * Tz * h * w);
+    for (int ch = 0; ch < lc; ch++) {
+        const float sd = (float)c->latents_std[ch], mu = (float)c->latents_mean[ch];
+        for (int t = 0; t < Tz; t++) {
+            const float *src = latents + (((int64_t)ch * T + imin(t, T - 1)) * h) * w;
+            float *dst = z + (((int64_t)ch * Tz + t) * h) * w;
+            for (int64_t i = 0; i < (int64_t)h * w; i++) {
+                const float s = src[i] * sd;
+                dst[i] = s + mu;
+            }
+        }
+    }
+    const int full = k.n_chunks * (k.chunk_frames - k.pre) + k.frame_overlap;
+    frames3 all = {full, H, W, calloc((size_t)3 * full * H * W, sizeof(float))};
+    frames3 clip = {Tl * tr, H, W, malloc(sizeof(float) * 3 * (size_t)Tl * tr * H * W)};
+    frames3 ov = {k.frame_overlap, H, W,
+                  malloc(sizeof(float) * 3 * (size_t)imax(k.frame_overlap, 1) * H * W)};
+    int rc = -1, done = 0, have_ov = 0;
+    tiling ty, tx;
+    split_tiles(H, 256, 64, sr, &ty);
+    split_tiles(W, 256, 64, sr, &tx);
+    const int total = k.n_chunks * ty.n * tx.n;
+    if (!all.px || !clip.px || !ov.px) {
+        vdn_fail(err, errlen, "video VAE: out of memory for %d frames of %dx%d", full, W, H);
+        goto fail;
+    }
+    const int j0 = k.chunk_frames - k.pre; /* frames a chunk contributes */
+    const int64_t plane = (int64_t)H * W;
+    for (int i = 0; i < k.n_chunks; i++) {
+        if (decode_clip(v, z, Tz, i * k.chunk, Tl, h, w, &clip, &done, total, progress, user, err,
+                        errlen))
+            goto fail;
+        const int e = have_ov ? imin(imin(k.frame_overlap, j0), k.frame_overlap) : 0;
+        for (int ch = 0; ch < 3; ch++)
+            for (int t = 0; t < j0; t++) {
+                const float *src = at(&clip, ch, k.pre + t, 0);
+                float *dst = at(&all, ch, i * j0 + t, 0);
+                if (t < e) {
+                    const float *a = at(&ov, ch, k.frame_overlap - e + t, 0);
+                    for (int64_t p = 0; p < plane; p++)
+                        dst[p] = blend1(a[p], src[p], t, e);
+                } else {
+                    memcpy(dst, src, sizeof(float) * (size_t)plane);
+                }
+            }
+        if (c->token_drop > 0 && k.frame_overlap > 0) { /* the next chunk's cross-fade source */
+            for (int ch = 0; ch < 3; ch++)
+                memcpy(at(&ov, ch, 0, 0), at(&clip, ch, k.chunk_frames + k.pre, 0),
+                       sizeof(float) * (size_t)plane * k.frame_overlap);
+            have_ov = 1;
+        }
+    }
+    if (have_ov)
+        for (int ch = 0; ch < 3; ch++)
+            memcpy(at(&all, ch, k.n_chunks * j0, 0), at(&ov, ch, 0, 0),
+                   sizeof(float) * (size_t)plane * k.frame_overlap);
+    /* drop the frames of the repeated tail, then ImageNet de-normalisation and the clamp */
+    static const float mean[3] = {0.485f, 0.456f, 0.406f}, std_[3] = {0.229f, 0.224f, 0.225f};
+    for (int ch = 0; ch < 3; ch++)
+        for (int t = 0; t < n_out; t++) {
+            const float *src = at(&all, ch, t, 0);
+            float *dst = frames + ((int64_t)ch * n_out + t) * plane;
+            for (int64_t p = 0; p < plane; p++) {
+                const float s = src[p] * std_[ch];
+                const float x = s + mean[ch];
+                dst[p] = x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x;
+            }
+        }
+    rc = 0;
+fail:
+    free(z);
+    free(all.px);
+    free(clip.px);
+    free(ov.px);
+    return rc;
+}
