@@ -1,7 +1,8 @@
-/* Video Delta Attention: the VDN-H3 linear branch (spec 5.3, paper section 3 and appendix A.4),
- * CPU reference. State matrices are float64, row-major [d_v][d_k]: the readout is r = S q, a frame
- * update is S <- S T_f + J_f with T_f = Diag(alpha_f) M_f (row l of M scaled by alpha_l).
- * The pieces are exported separately so the tests can check each against an independent form. */
+/* Video Delta Attention: the VDN-H3 linear branch's math (spec 5.3, paper section 3 and appendix
+ * A.4) in float64, used by the CPU op layer (op_cpu_vda.c); the branch itself is dit_vda.c. State
+ * matrices are float64, row-major [d_v][d_k]: the readout is r = S q, a frame update is S <- S T_f
+ * + J_f with T_f = Diag(alpha_f) M_f (row l of M scaled by alpha_l). The pieces are exported
+ * separately so the tests can check each against an independent form. */
 #ifndef VDN_VDA_H
 #define VDN_VDA_H
 
@@ -58,12 +59,5 @@ void vdn_vda_scans(double *P, double *R, const double *T, const double *J, const
  * alpha: (F, H, d). out: (H, d, d). */
 void vdn_vda_gather(double *out, const double *P, const double *R, const double *S0,
                     const double *alpha, int F, int H, int d, int t, int lo, int hi);
-
-/* The whole branch for one block. x: modulated attention input (n_rows, hidden); q/k/v_raw:
- * pre-norm, pre-RoPE projections (n_rows, H*d). out: (n_video, H*d) gated, normed readout (before
- * to_out_linear); rows of skipped anchor frames are exact zeros. */
-int vdn_vda_branch(float *out, const float *x, const float *q_raw, const float *k_raw,
-                   const float *v_raw, const vdn_layout *lay, const vdn_attn_plan *plan,
-                   const vdn_config *cfg, const vdn_vda_weights *w, char *err, size_t errlen);
 
 #endif

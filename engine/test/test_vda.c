@@ -1,9 +1,11 @@
-/* VDA invariants and the whole linear branch against an independent float64 reference. */
+/* VDA invariants, and the whole linear branch as the DiT runs it (dit_vda.c over the CPU op
+ * layer) against an independent float64 reference. */
 #include <math.h>
 #include <string.h>
 
 #include "backend.h"
 #include "check.h"
+#include "dit_internal.h"
 #include "ops.h"
 #include "vda.h"
 #include "vdn_util.h"
@@ -443,6 +445,80 @@ static void ref_branch(double *out, const float *x, const float *qr, const float
     }
 }
 
+/* The branch of dit_vda.c on the CPU op layer, from the host arrays of test_branch: the fused
+ * projection [q | k | v | gate_down | softmax gate | beta] and the modulated input as the block
+ * leaves them, to_out_linear = [I; 0] so the block output's first C columns are the branch
+ * output itself. out: (n_video, C), zero rows for frames outside the branch. */
+static int dit_branch(float *out, const float *x, const float *q, const float *k, const float *v,
+                      const vdn_layout *L, const vdn_attn_plan *p, const vdn_config *cfg,
+                      const vdn_vda_weights *vw) {
+    char err[256];
+    vdn_dev *d = vdn_dev_open("cpu", 0, 2, err, sizeof err);
+    VDN_ASSERT(d);
+    vdn_config c = *cfg;
+    c.ffn = 4, c.freq_dim = 2, c.time_hidden = 2, c.time_embed_dim = 2; /* scratch sizes only */
+    const int H = c.heads, hd = c.head_dim, C = H * hd, hid = c.hidden, n = L->n_rows;
+    const int G = c.gate_rank, R = c.alpha_rank;
+    vdn_dit_weights w = {0};
+    w.cfg = c, w.dev = d;
+    w.col_gate_down = 3 * C, w.col_sgate = 3 * C + G, w.col_beta = 3 * C + G + H;
+    w.ldq = w.ldq_refiner = 3 * C + G + 2 * H;
+    vdn_tensor *held[32];
+    int nh = 0;
+#define T2(r, cc, host)                                                                            \
+    (held[nh] = vdn_tensor_new2(d, VDN_DT_F32, r, cc),                                             \
+     (host) ? (void)vdn_tensor_set(held[nh], host, VDN_DT_F32) : (void)0, held[nh++])
+    float *lin_w = vdn_xcalloc((size_t)hid * C, sizeof(float));
+    for (int i = 0; i < C; i++)
+        lin_w[i * C + i] = 1.0f;
+    vdn_dit_block b = {0};
+    b.k_sp = T2(C, 25, vw->k_sp), b.v_sp = T2(C, 25, vw->v_sp);
+    b.k_tm = T2(C, 5, vw->k_tm), b.v_tm = T2(C, 5, vw->v_tm);
+    b.gate_up = T2(C, G, vw->gate_up), b.gate_up_b = T2(1, C, vw->gate_up_b);
+    b.lin_norm = T2(1, hd, vw->norm_w), b.alpha_down = T2(R, hid, vw->alpha_down);
+    b.alpha_up = T2(C, R, vw->alpha_up), b.A_log = T2(1, H, vw->A_log);
+    b.dt_bias = T2(1, C, vw->dt_bias), b.to_out_linear = T2(hid, C, lin_w);
+    /* the fused projection's columns as the block's linear would make them */
+    float *qkv = vdn_xcalloc((size_t)n * w.ldq, sizeof(float));
+    for (int r = 0; r < n; r++) {
+        float *row = qkv + (size_t)r * w.ldq;
+        memcpy(row, q + (size_t)r * C, sizeof(float) * C);
+        memcpy(row + C, k + (size_t)r * C, sizeof(float) * C);
+        memcpy(row + 2 * C, v + (size_t)r * C, sizeof(float) * C);
+        for (int o = 0; o < G + H; o++) { /* gate_down rows, then beta rows (gate cols stay 0) */
+            const float *wr = o < G ? vw->gate_down + o * hid : vw->beta_w + (o - G) * hid;
+            double acc = 0;
+            for (int i = 0; i < hid; i++)
+                acc += (double)x[(size_t)r * hid + i] * wr[i];
+            row[o < G ? w.col_gate_down + o : w.col_beta + (o - G)] = (float)acc;
+        }
+    }
+    vdn_dit_seq s;
+    double *pos = vdn_xcalloc((size_t)n * 3, sizeof(double));
+    int rc = vdn_dit_seq_init(&s, d, &c, L, p, pos);
+    vdn_dit_buffers *buf = rc == 0 ? vdn_dit_buffers_new(&w, &s) : NULL;
+    if (buf) {
+        vdn_tensor_set(buf->qkv, qkv, VDN_DT_F32);
+        vdn_tensor_set(buf->h, x, VDN_DT_F32);
+        vdn_tensor_fill(buf->y, 0.0);
+        rc = vdn_dit_vda_branch(&w, &b, &s, buf);
+        float *y = vdn_xmalloc(sizeof(float) * (size_t)n * hid);
+        vdn_tensor_get(buf->y, y);
+        for (int r = 0; r < L->n_video; r++)
+            memcpy(out + (size_t)r * C, y + ((size_t)L->video_start + r) * hid, sizeof(float) * C);
+        free(y);
+    }
+    if (rc) fprintf(stderr, "dit branch: %s\n", vdn_dev_error(d));
+    vdn_dit_buffers_free(buf);
+    vdn_dit_seq_free(&s);
+    for (int i = 0; i < nh; i++)
+        vdn_tensor_free(held[i]);
+#undef T2
+    free(lin_w), free(qkv), free(pos);
+    vdn_dev_close(d);
+    return rc ? -1 : 0;
+}
+
 static void test_branch(void) {
     vdn_config c = {0};
     c.hidden = 12, c.heads = 2, c.head_dim = 4, c.has_vdn = 1, c.chunk = 5, c.radius = 1;
@@ -463,12 +539,10 @@ static void test_branch(void) {
     fill(gdn, 36, 1), fill(gup, 24, 1), fill(gub, 8, 1), fill(nw, 4, 1);
     vdn_vda_weights w = {ksp, vsp, ktm, vtm, bw, ad, au, Al, dtb, gdn, gup, gub, nw};
     static double ref[78 * 8];
-    char err[256];
     for (int anchors = 1; anchors >= 0; anchors--) {
         vdn_attn_plan p =
             vdn_attn_plan_make(&c, anchors ? VDN_ATTN_HYBRID : VDN_ATTN_NO_ANCHORS, 13);
-        CHECK(vdn_vda_branch(out, x, q, k, v, &L, &p, &c, &w, err, sizeof err) == 0, "branch: %s",
-              err);
+        CHECK(dit_branch(out, x, q, k, v, &L, &p, &c, &w) == 0, "the DiT's branch failed");
         ref_branch(ref, x, q, k, v, &L, &p, &c, &w);
         CHECK_REL(ref, out, 78 * 8, 1e-5,
                   anchors ? "VDA branch (anchors, skip_ends)" : "VDA branch (no anchors)");
