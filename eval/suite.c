@@ -144,8 +144,13 @@ static int parse_line(const char *line, size_t len, const char *where, vdn_suite
     free(mode);
     it->mode = (vdn_suite_mode)m;
     if (get_str(o, "prompt", 1, &it->prompt, where, err, errlen)) goto out;
-    if (get_str(o, "prompt_cache", 1, &it->prompt_cache, where, err, errlen)) goto out;
-    if (!it->prompt_cache[0]) {
+    /* a t2va prompt may be text alone: the farm encodes it (text/prompt_text.h); keyframe modes
+     * take their keyframe latents from a cache file */
+    int text_only = it->mode == VDN_MODE_T2VA && it->prompt[0] &&
+                    !cJSON_GetObjectItemCaseSensitive(o, "prompt_cache");
+    if (!text_only && get_str(o, "prompt_cache", 1, &it->prompt_cache, where, err, errlen))
+        goto out;
+    if (it->prompt_cache && !it->prompt_cache[0]) {
         vdn_fail(err, errlen,
                  "%s: field 'prompt_cache': expected a path or URI, got an empty string", where);
         goto out;
@@ -276,7 +281,7 @@ char *vdn_suite_item_json(const vdn_suite_item *it) {
     cJSON_AddStringToObject(o, "id", it->id);
     cJSON_AddStringToObject(o, "mode", vdn_suite_mode_name(it->mode));
     cJSON_AddStringToObject(o, "prompt", it->prompt ? it->prompt : "");
-    cJSON_AddStringToObject(o, "prompt_cache", it->prompt_cache);
+    if (it->prompt_cache) cJSON_AddStringToObject(o, "prompt_cache", it->prompt_cache);
     if (it->keyframes) cJSON_AddStringToObject(o, "keyframes", it->keyframes);
     char seed[32]; /* raw: cJSON would print a 2^53 seed with 15 digits */
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)it->seed);

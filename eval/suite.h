@@ -6,7 +6,8 @@
  *
  * id: 1..63 characters of [A-Za-z0-9._-], unique (it becomes part of store keys).
  * mode: t2va | i2va | l2va | fl2va. prompt: the text (may be empty; the cache is what renders).
- * prompt_cache: safetensors path (relative to the manifest's folder) or store URI
+ * prompt_cache: safetensors path (relative to the manifest's folder) or store URI; a t2va line
+ *   may leave it out and give only the prompt's text, which the farm encodes
  *   ("scheme://..."), holding prompt_embeds (L, text_dim) and text_token_tags (L,) exactly as the
  *   official Qwen3-VL caches do (engine/prompt.h). keyframes: a safetensors file holding the
  *   conditioning latents "keyframe_first" and/or "keyframe_last" ((24,1,h,w) or (1,24,1,h,w),
@@ -26,7 +27,7 @@ typedef struct {
     char id[64];
     vdn_suite_mode mode;
     char *prompt;
-    char *prompt_cache; /* as written */
+    char *prompt_cache; /* as written; NULL: a t2va text prompt (the farm encodes `prompt`) */
     char *keyframes;    /* as written, NULL when absent */
     uint64_t seed;
     int frames, height, width;

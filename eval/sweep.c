@@ -435,7 +435,9 @@ int vdn_eval_sweep_main(int argc, char **argv) {
         const vdn_variant *va = &vars[i % nv];
         vdn_job_spec *j = &jobs[n_jobs];
         char *cache = vdn_suite_resolve(&suite, it->prompt_cache);
-        if (upload && !strstr(cache, "://")) {
+        if (!cache) /* a text prompt: the worker encodes it through the store's cache */
+            j->prompt = vdn_xstrdup(it->prompt);
+        else if (upload && !strstr(cache, "://")) {
             char key[512];
             if (upload_cache(st, tag, it->id, cache, key, sizeof key, err, sizeof err)) {
                 fprintf(stderr, "vdn eval sweep: uploading %s: %s\n", cache, err);

@@ -15,6 +15,7 @@ static void usage(FILE *f) {
             "usage: vdn bench [--frames 102] [--text 512] [--audio 575] [--grid 24x42]\n"
             "                 [--reps 10] [--attn-reps 3] [--json FILE] [--peers PEERS.json]\n"
             "       vdn bench compare VDN.json PEERS.json\n"
+            "       vdn bench text-encoder --help   (the Qwen3-VL text encoder, text/)\n"
             "Times one MiniMax-H3 / VDN-H3 block op by op (CUDA events, warm, median) at the\n"
             "given workload with random weights generated on the GPU, and estimates seconds per\n"
             "model evaluation (50 blocks + embeddings and heads) for dense and VDN attention.\n"
@@ -103,9 +104,17 @@ static int compare(const char *ours, const char *peers) {
     return 0;
 }
 
+/* text/bench_text.c; weak, so builds without text/ (ops/device scripts) still link */
+int vdn_text_bench(int argc, char **argv) __attribute__((weak));
+
 int vdn_cmd_bench(int argc, char **argv) {
     vdn_bench_opts o;
     int help = 0;
+    if (argc >= 2 && !strcmp(argv[1], "text-encoder")) {
+        if (vdn_text_bench) return vdn_text_bench(argc - 1, argv + 1);
+        fprintf(stderr, "vdn bench text-encoder: this build has no text/ module\n");
+        return 1;
+    }
     if (argc >= 2 && !strcmp(argv[1], "compare")) {
         if (argc != 4) {
             usage(stderr);

@@ -175,6 +175,86 @@ fail:
     return NULL;
 }
 
+/* ---- random weights (benchmarks) ---- */
+
+static uint64_t mix(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* uniform in [mean - a, mean + a] with a = std * sqrt(3): the std a layer's init has */
+static float rnd(uint64_t key, uint64_t i, double mean, double std) {
+    double u = (double)(mix(key ^ mix(i)) >> 11) / 9007199254740992.0;
+    return (float)(mean + std * 1.7320508075688772 * (2 * u - 1));
+}
+
+static vdn_tensor *random_weight(vdn_dev *dev, int ndim, int64_t d0, int64_t d1, double mean,
+                                 double std, uint64_t key) {
+    int64_t ne[2] = {d0, d1}, n = d0 * (ndim == 2 ? d1 : 1);
+    uint16_t *h = vdn_xmalloc(2 * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = vdn_f32_to_bf16(rnd(key, (uint64_t)i, mean, std));
+    vdn_tensor *w = vdn_tensor_new(dev, vdn_dev_is_cpu(dev) ? VDN_DT_F32 : VDN_DT_BF16, ndim, ne);
+    if (w && vdn_tensor_set(w, h, VDN_DT_BF16)) {
+        vdn_tensor_free(w);
+        w = NULL;
+    }
+    free(h);
+    return w;
+}
+
+vdn_text_encoder *vdn_text_encoder_random(const vdn_text_config *cfg, int layer, vdn_dev *dev,
+                                          uint64_t seed, char *err, size_t errlen) {
+    vdn_text_encoder *e = vdn_xcalloc(1, sizeof *e);
+    e->cfg = *cfg;
+    e->dev = dev;
+    e->layer = layer > 0 ? layer : vdn_text_encoder_default_layer(cfg);
+    e->layers = vdn_xcalloc((size_t)e->layer, sizeof *e->layers);
+    int64_t H = cfg->hidden, qd = cfg->heads * cfg->head_dim, kd = cfg->kv_heads * cfg->head_dim;
+    int64_t I = cfg->intermediate;
+    enc_layer first = {
+        .in_norm = random_weight(dev, 1, H, 0, 1, 0.1, seed + 1),
+        .q = random_weight(dev, 2, qd, H, 0, 1 / sqrt((double)H), seed + 2),
+        .k = random_weight(dev, 2, kd, H, 0, 1 / sqrt((double)H), seed + 3),
+        .v = random_weight(dev, 2, kd, H, 0, 1 / sqrt((double)H), seed + 4),
+        .o = random_weight(dev, 2, H, qd, 0, 1 / sqrt((double)qd), seed + 5),
+        .q_norm = random_weight(dev, 1, cfg->head_dim, 0, 1, 0.1, seed + 6),
+        .k_norm = random_weight(dev, 1, cfg->head_dim, 0, 1, 0.1, seed + 7),
+        .post_norm = random_weight(dev, 1, H, 0, 1, 0.1, seed + 8),
+        .gate = random_weight(dev, 2, I, H, 0, 1 / sqrt((double)H), seed + 9),
+        .up = random_weight(dev, 2, I, H, 0, 1 / sqrt((double)H), seed + 10),
+        .down = random_weight(dev, 2, H, I, 0, 1 / sqrt((double)I), seed + 11),
+    };
+    e->layers[0] = first;
+    vdn_tensor **f = (vdn_tensor **)&e->layers[0];
+    for (size_t k = 0; k < sizeof(enc_layer) / sizeof(vdn_tensor *); k++)
+        if (!f[k]) {
+            vdn_fail(err, errlen, "text encoder (random): %s", vdn_dev_error(dev));
+            vdn_text_encoder_close(e);
+            return NULL;
+        }
+    /* every other layer: its own copy of the same values (device to device) */
+    for (int l = 1; l < e->layer; l++) {
+        vdn_tensor **dst = (vdn_tensor **)&e->layers[l];
+        for (size_t k = 0; k < sizeof(enc_layer) / sizeof(vdn_tensor *); k++) {
+            dst[k] = vdn_tensor_new(dev, f[k]->dtype, f[k]->ndim, f[k]->ne);
+            if (!dst[k] || vdn_tensor_copy(dst[k], f[k])) {
+                vdn_fail(err, errlen, "text encoder (random), layer %d: %s", l, vdn_dev_error(dev));
+                vdn_text_encoder_close(e);
+                return NULL;
+            }
+        }
+    }
+    if (make_inv_freq(e, err, errlen)) {
+        vdn_text_encoder_close(e);
+        return NULL;
+    }
+    snprintf(e->identity, sizeof e->identity, "random-%llu", (unsigned long long)seed);
+    return e;
+}
+
 void vdn_text_encoder_close(vdn_text_encoder *e) {
     if (!e) return;
     for (int l = 0; e->layers && l < e->layer; l++) {
@@ -202,15 +282,17 @@ const char *vdn_text_encoder_identity(const vdn_text_encoder *e) {
 
 /* ---- the forward ---- */
 
-/* Activations of one run: h is the residual stream (fp32 everywhere: the sum of 50 layers). */
+/* Activations of one run: h is the residual stream (fp32 everywhere: the sum of 50 layers); the
+ * projections into it land in `out` (the device's activation dtype) and are added, so the GEMMs
+ * stay bf16 x bf16 -> bf16 on a GPU (an fp32 output would take the backend's fp32 SGEMM path). */
 typedef struct {
-    vdn_tensor *h, *x, *q, *k, *v, *qr, *kr, *att, *gate, *up, *act, *pos;
+    vdn_tensor *h, *x, *q, *k, *v, *qr, *kr, *att, *gate, *up, *act, *out, *pos;
     vdn_attn_mask *mask;
 } enc_acts;
 
 static void acts_free(enc_acts *a) {
-    vdn_tensor *all[] = {a->h,  a->x,   a->q,    a->k,  a->v,   a->qr,
-                         a->kr, a->att, a->gate, a->up, a->act, a->pos};
+    vdn_tensor *all[] = {a->h,   a->x,    a->q,  a->k,   a->v,   a->qr, a->kr,
+                         a->att, a->gate, a->up, a->act, a->out, a->pos};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         vdn_tensor_free(all[i]);
     vdn_attn_mask_free(a->mask);
@@ -232,10 +314,11 @@ static int acts_new(vdn_text_encoder *e, int n, enc_acts *a) {
     a->gate = vdn_tensor_new2(e->dev, adt, n, c->intermediate);
     a->up = vdn_tensor_new2(e->dev, adt, n, c->intermediate);
     a->act = vdn_tensor_new2(e->dev, adt, n, c->intermediate);
+    a->out = vdn_tensor_new2(e->dev, adt, n, c->hidden);
     a->pos = vdn_tensor_new2(e->dev, VDN_DT_F64, n, 3);
     a->mask = vdn_attn_mask_causal(e->dev, n);
     if (!a->h || !a->x || !a->q || !a->k || !a->v || !a->qr || !a->kr || !a->att || !a->gate ||
-        !a->up || !a->act || !a->pos || !a->mask)
+        !a->up || !a->act || !a->out || !a->pos || !a->mask)
         return -1;
     /* text tokens: the three multimodal RoPE axes all hold the token's index */
     double *pos = vdn_xmalloc(sizeof(double) * 3 * (size_t)n);
@@ -249,8 +332,17 @@ static int acts_new(vdn_text_encoder *e, int n, enc_acts *a) {
 /* The prompt's rows of the embedding table, widened to float on the host, onto the device. */
 static int embed(vdn_text_encoder *e, const int32_t *ids, int n, vdn_tensor *h) {
     int64_t H = e->cfg.hidden;
-    size_t es = vdn_dtype_size(e->embed->dtype);
     float *rows = vdn_xmalloc(sizeof(float) * (size_t)(n * H));
+    if (!e->embed) { /* random weights: row id of a table that is never stored */
+        for (int i = 0; i < n; i++)
+            for (int64_t j = 0; j < H; j++)
+                rows[(size_t)i * (size_t)H + (size_t)j] = vdn_round_bf16(
+                    rnd(0x656d626564ull, (uint64_t)ids[i] * (uint64_t)H + (uint64_t)j, 0, 1));
+        int rc = vdn_tensor_set(h, rows, VDN_DT_F32);
+        free(rows);
+        return rc;
+    }
+    size_t es = vdn_dtype_size(e->embed->dtype);
     for (int i = 0; i < n; i++) {
         const uint8_t *src = (const uint8_t *)e->embed->data + (size_t)ids[i] * (size_t)H * es;
         for (int64_t j = 0; j < H; j++) {
@@ -282,12 +374,14 @@ static int run_layer(vdn_text_encoder *e, const enc_layer *L, enc_acts *a) {
         vdn_op_linear(a->v, a->x, L->v, NULL, VDN_ACT_NONE, 0) ||
         vdn_op_qk_norm_rope(a->qr, a->kr, a->q, a->k, L->q_norm, L->k_norm, hd, eps, &rope) ||
         vdn_op_attention(a->att, a->qr, a->kr, a->v, hd, 1.0 / sqrt((double)hd), a->mask, NULL) ||
-        vdn_op_linear(a->h, a->att, L->o, NULL, VDN_ACT_NONE, 1) || /* residual */
+        vdn_op_linear(a->out, a->att, L->o, NULL, VDN_ACT_NONE, 0) ||
+        vdn_op_add(a->h, a->out) || /* residual */
         vdn_op_rmsnorm(a->x, a->h, L->post_norm, eps, NULL, NULL, NULL) ||
         vdn_op_linear(a->gate, a->x, L->gate, NULL, VDN_ACT_NONE, 0) ||
         vdn_op_linear(a->up, a->x, L->up, NULL, VDN_ACT_NONE, 0) ||
         vdn_op_swiglu(a->act, a->up, a->gate) ||
-        vdn_op_linear(a->h, a->act, L->down, NULL, VDN_ACT_NONE, 1)) /* residual */
+        vdn_op_linear(a->out, a->act, L->down, NULL, VDN_ACT_NONE, 0) ||
+        vdn_op_add(a->h, a->out)) /* residual */
         return -1;
     return 0;
 }

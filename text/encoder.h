@@ -24,6 +24,10 @@ typedef struct vdn_text_encoder vdn_text_encoder;
 vdn_text_encoder *vdn_text_encoder_open(const char *dir, vdn_dev *dev, int layer, char *err,
                                         size_t errlen);
 void vdn_text_encoder_close(vdn_text_encoder *e);
+/* Random weights of the given shapes, made on the host and uploaded, for benchmarks at the real
+ * size without a 63 GB file (one random matrix per weight shape, shared by every layer). */
+vdn_text_encoder *vdn_text_encoder_random(const vdn_text_config *cfg, int layer, vdn_dev *dev,
+                                          uint64_t seed, char *err, size_t errlen);
 
 const vdn_text_config *vdn_text_encoder_config(const vdn_text_encoder *e);
 int vdn_text_encoder_layer(const vdn_text_encoder *e);

@@ -182,6 +182,17 @@ int vdn_text_prompts_write(vdn_text_prompts *p, const char *text, const char *pa
     return rc;
 }
 
+/* VDN_TEXT_ENCODER_UNLOAD=1: give the encoder's memory back after each encode, for a GPU too
+ * small to hold it beside the DiT (under ~100 GB); each miss then reloads it. */
+static void unload_if_asked(vdn_text_prompts *p) {
+    const char *v = getenv("VDN_TEXT_ENCODER_UNLOAD");
+    if (!v || strcmp(v, "1")) return;
+    vdn_text_encoder_close(p->enc);
+    vdn_dev_close(p->dev);
+    p->enc = NULL;
+    p->dev = NULL;
+}
+
 int vdn_text_prompts_cached(vdn_text_prompts *p, vdn_store *st, const char *text,
                             const char *local_path, vdn_text_cache_info *info, char *err,
                             size_t errlen) {
@@ -202,6 +213,7 @@ int vdn_text_prompts_cached(vdn_text_prompts *p, vdn_store *st, const char *text
     } else {
         rc = write_cache(p, text, ids, n, local_path, err, errlen);
         if (!rc) rc = vdn_store_put_file(st, info->key, local_path, err, errlen);
+        unload_if_asked(p);
     }
     pthread_mutex_unlock(&p->mu);
     free(ids);

@@ -45,6 +45,12 @@ static const bad_case bad[] = {
     {"{\"id\":\"a\",\"mode\":\"t2va\",\"prompt\":\"x\",\"prompt_cache\":\"\",\"seed\":1,\"frames\":"
      "22,\"height\":32,\"width\":32}",
      {"'prompt_cache'", "empty", NULL}},
+    {"{\"id\":\"a\",\"mode\":\"fl2va\",\"prompt\":\"x\",\"seed\":1,\"frames\":22,\"height\":32,"
+     "\"width\":32}",
+     {"missing field 'prompt_cache'", NULL, NULL}},
+    {"{\"id\":\"a\",\"mode\":\"t2va\",\"prompt\":\"\",\"seed\":1,\"frames\":22,\"height\":32,"
+     "\"width\":32}",
+     {"missing field 'prompt_cache'", NULL, NULL}},
     {"{\"id\":\"a\",\"mode\":\"t2va\",\"keyframes\":\"k\"," GOOD "}",
      {"'keyframes'", "t2va takes no keyframes", NULL}},
     {"{\"id\":\"a\",\"mode\":\"t2va\"", {"m.jsonl:1", "not valid JSON", NULL}},
@@ -114,6 +120,24 @@ int main(void) {
                         bad[i].want[k]);
                 failures++;
             }
+    }
+    /* a t2va line may be text alone (the farm encodes it); it round-trips without a cache */
+    const char *text_only = "{\"id\":\"t\",\"mode\":\"t2va\",\"prompt\":\"a cat\\non a roof\","
+                            "\"seed\":3,\"frames\":22,\"height\":32,\"width\":32}";
+    rc = vdn_suite_parse(text_only, strlen(text_only), "t.jsonl", &s, err, sizeof err);
+    CHECK(rc == 0, "%s", err);
+    if (rc == 0) {
+        CHECK(s.n == 1 && !s.items[0].prompt_cache &&
+              !strcmp(s.items[0].prompt, "a cat\non a roof"));
+        char *line = vdn_suite_item_json(&s.items[0]);
+        vdn_suite t;
+        CHECK(vdn_suite_parse(line, strlen(line), "rt.jsonl", &t, err, sizeof err) == 0, "%s", err);
+        if (t.n == 1) {
+            CHECK(!t.items[0].prompt_cache && !strcmp(t.items[0].prompt, "a cat\non a roof"));
+            vdn_suite_free(&t);
+        }
+        free(line);
+        vdn_suite_free(&s);
     }
     /* a missing file names the path */
     rc = vdn_suite_load("/nonexistent/suite.jsonl", &s, err, sizeof err);

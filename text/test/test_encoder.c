@@ -20,6 +20,7 @@
 #include "vdn_util.h"
 
 static double tol = 1e-4;
+static vdn_text_encoder *cpu_twin; /* when the backend under test is not the CPU: the oracle */
 
 /* max |got - want| relative to max |want| */
 static double rel_err(const float *got, const float *want, size_t n) {
@@ -61,6 +62,14 @@ static void compare(vdn_text_encoder *enc, const vdn_st_file *f, const char *ids
         printf("%-10s %4d tokens, layer %d: max error %.2e of max |h|\n", want_name, n,
                vdn_text_encoder_layer(enc), e);
         CHECK(e <= tol, "%s: error %.3e > %.1e", want_name, e, tol);
+        float *ref = vdn_xmalloc(sizeof(float) * (size_t)(n * H));
+        if (cpu_twin && vdn_text_encoder_layer(cpu_twin) == vdn_text_encoder_layer(enc) &&
+            vdn_text_encoder_run(cpu_twin, ids, n, ref, err, sizeof err) == 0) {
+            double ec = rel_err(got, ref, (size_t)(n * H));
+            printf("%-10s against the CPU backend: max error %.2e of max |h|\n", want_name, ec);
+            CHECK(ec <= tol, "%s: against CPU: error %.3e > %.1e", want_name, ec, tol);
+        }
+        free(ref);
     }
     free(ids);
     free(got);
@@ -135,6 +144,12 @@ int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s/text_encoder", argv[1]);
     vdn_text_encoder *enc = vdn_text_encoder_open(dir, dev, 0, err, sizeof err);
     CHECK(enc, "%s", err);
+    vdn_dev *cpu = NULL;
+    if (!vdn_dev_is_cpu(dev)) {
+        cpu = vdn_dev_open("cpu", 0, 0, err, sizeof err);
+        cpu_twin = cpu ? vdn_text_encoder_open(dir, cpu, 0, err, sizeof err) : NULL;
+        CHECK(cpu_twin, "%s", err);
+    }
     if (f && enc) {
         same_ids(argv[1], f);
         char ids[32], want[32];
@@ -153,6 +168,8 @@ int main(int argc, char **argv) {
               "%s", err);
     }
     vdn_text_encoder_close(enc);
+    vdn_text_encoder_close(cpu_twin);
+    vdn_dev_close(cpu);
     vdn_st_close(f);
     vdn_dev_close(dev);
     return check_report("test_encoder");

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# One device run for the text encoder: build the op layer (engine/, kernels/op_cuda*) and text/
+# with nvcc/gcc directly (the device machine lacks the Debian -dev libraries: cJSON, PCRE2 and
+# utf8proc travel as .deb files), then
+#   1. test_encoder on the CUDA backend: the tiny checkpoint against the transformers values and
+#      against the CPU backend (and under compute-sanitizer memcheck);
+#   2. `vdn bench text-encoder` at the Qwen3-VL-32B text shapes, 512 tokens, hidden_states[50];
+#   3. the PyTorch peer (text/bench/peer_text_encoder.py) in the same run.
+#   OUT=dir bash text/test/device.sh CKPT DEBS_DIR        (from the repository root)
+set -uo pipefail
+OUT=${OUT:-/tmp/vdn-out}
+CKPT=$1
+DEBS=$2
+mkdir -p "$OUT"
+B=$(mktemp -d)
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
+PFX="$B/deps"
+for d in "$DEBS"/*.deb; do dpkg -x "$d" "$PFX"; done
+INC="-I$PFX/usr/include -I$PFX/usr/include/x86_64-linux-gnu"
+LIBS="-L$PFX/usr/lib/x86_64-linux-gnu -lcjson -lpcre2-8 -lutf8proc"
+export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Ikernels -Iengine -Iops/cli -Itext $INC"
+NVFLAGS="-gencode=arch=compute_90a,code=sm_90a -O3 --use_fast_math -std=c++17 -lineinfo -Ikernels -Iengine -Iops/cli"
+t0=$(date +%s)
+mkdir -p "$B/o"
+{
+  for f in engine/*.c kernels/upload.c kernels/twin_*.c text/tokenizer_load.c text/tokenizer.c \
+    text/encoder_config.c text/encoder_init.c text/encoder.c text/bench_text.c; do
+    gcc $CFLAGS -c "$f" -o "$B/o/$(basename "$f" .c).o" &
+  done
+  gcc $CFLAGS -c text/test/test_encoder.c -o "$B/test_encoder.o" &
+  for f in kernels/*.cu; do nvcc $NVFLAGS -c "$f" -o "$B/o/$(basename "$f" .cu).cu.o" & done
+  wait
+} > "$OUT/build.log" 2>&1
+ar rcs "$B/lib.a" "$B"/o/*.o
+printf '#include <stdio.h>\nint vdn_text_bench(int, char **);\nint main(int c, char **v) { return vdn_text_bench(c, v); }\n' > "$B/bm.c"
+gcc -c "$B/bm.c" -o "$B/bm.o"
+L="$B/lib.a $LIBS -lcublasLt -lcublas -lpthread -lm -Xlinker --undefined=vdn_cuda_dev_backend"
+nvcc -o "$B/test_encoder" "$B/test_encoder.o" $L >> "$OUT/build.log" 2>&1
+nvcc -o "$B/bench" "$B/bm.o" $L >> "$OUT/build.log" 2>&1
+echo "build: $(( $(date +%s) - t0 )) s"
+if [ ! -x "$B/test_encoder" ] || [ ! -x "$B/bench" ]; then
+  echo "BUILD FAILED"; grep -E "error" "$OUT/build.log" | head -30; tail -20 "$OUT/build.log"; exit 1
+fi
+timeout 120 "$B/test_encoder" "$CKPT" text/test/expected_hidden.safetensors cuda 3e-2 2>&1 | tee "$OUT/test_cuda.log"; tt=${PIPESTATUS[0]}
+if command -v compute-sanitizer > /dev/null; then
+  timeout 200 compute-sanitizer --tool memcheck --print-limit 10 "$B/test_encoder" "$CKPT" \
+    text/test/expected_hidden.safetensors cuda 3e-2 > "$OUT/memcheck.log" 2>&1
+  echo "memcheck: exit $? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+fi
+timeout 200 "$B/bench" --tokens 512 --layer 50 --reps 5 --json "$OUT/bench_text.json" 2>&1 | tee "$OUT/bench.log"; tb=${PIPESTATUS[0]}
+PYTHONUNBUFFERED=1 timeout 300 python3 text/bench/peer_text_encoder.py 512 50 5 2>&1 | tee "$OUT/peer.log"; tp=${PIPESTATUS[0]}
+echo "== summary: cuda test rc=$tt  bench rc=$tb  peer rc=$tp =="
