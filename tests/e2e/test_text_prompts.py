@@ -26,12 +26,12 @@ PROMPTS = [
 ]
 
 
-def records(store):
+def records(store, under=""):
     out = []
-    for root, _, files in os.walk(store):
+    for root, _, files in os.walk(os.path.join(store, under)):
         for f in files:
             p = os.path.join(root, f)
-            if f.endswith(".json") and "prompt-cache" not in p:
+            if f.endswith(".json") and "prompt-cache" not in p and "/eval/" not in p:
                 out.append(json.load(open(p)))
     return out
 
@@ -135,6 +135,30 @@ def test(args):
               (len(text), sum(r["text_prompt"]["cache"] == "miss" for r in text)))
         check(len(cache_entries(store)) == 4, "batch 2 added cache entries")
         log("batch 2: 20 jobs, 0 encodes; a line with a prompt cache used it")
+
+        # an eval suite of text prompts: one seen before (a hit for both variants), one new (one
+        # miss, then a hit for the other variant)
+        suite = os.path.join(d, "suite.jsonl")
+        with open(suite, "w") as f:
+            for i, p in enumerate((PROMPTS[0], "a brand new prompt for the sweep")):
+                f.write(json.dumps({"id": "t%d" % i, "mode": "t2va", "prompt": p, "seed": i + 1,
+                                    "frames": FRAMES, "height": 32, "width": 32}) + "\n")
+        r = subprocess.run([vdn, "eval", "sweep", suite, "--variants", "vdn@2,dense@2", "--dir", d,
+                            "--steps-override", "1", "--wait", "--timeout", "120"],
+                           capture_output=True, text=True, timeout=180)
+        check(r.returncode == 0, "vdn eval sweep of text prompts: %s%s" % (r.stdout[-2000:],
+                                                                           r.stderr[-2000:]))
+        ev = []
+        for root, _, files in os.walk(os.path.join(store, "eval")):
+            ev += [json.load(open(os.path.join(root, f))) for f in files if f.endswith(".json")]
+        check(len(ev) == 4 and all("text_prompt" in r for r in ev),
+              "eval sweep: %d records, %d with text_prompt; expected 4" %
+              (len(ev), sum("text_prompt" in r for r in ev)))
+        check(sum(r["text_prompt"]["cache"] == "miss" for r in ev) == 1,
+              "eval sweep: expected exactly one encode (the new prompt)")
+        check(len(cache_entries(store)) == 5, "eval sweep: %d cache entries, expected 5" %
+              len(cache_entries(store)))
+        log("eval sweep of 2 text prompts x 2 variants: 1 encode, 3 reuses")
 
         r = subprocess.run([vdn, "up", d, "--stop"], capture_output=True, text=True, timeout=90)
         check(r.returncode == 0, "vdn up --stop: %s%s" % (r.stdout, r.stderr))
