@@ -8,8 +8,10 @@
 #include "safetensors.h"
 #include "vdn_util.h"
 
+/* One decoder layer's weights. q/k/v are stacked into one [q + k + v, hidden] matrix and
+ * gate/up into one [2 x intermediate, hidden] (gate first), so each is one GEMM. */
 typedef struct {
-    vdn_tensor *in_norm, *q, *k, *v, *o, *q_norm, *k_norm, *post_norm, *gate, *up, *down;
+    vdn_tensor *in_norm, *qkv, *o, *q_norm, *k_norm, *post_norm, *gate_up, *down;
 } enc_layer;
 
 struct vdn_text_encoder {
@@ -65,21 +67,50 @@ static vdn_tensor *upload(vdn_text_encoder *e, int layer, const char *what, int 
     return w;
 }
 
+/* Several released weights stacked by rows into one device matrix (a fused projection). */
+static vdn_tensor *upload_stacked(vdn_text_encoder *e, int layer, const char *const *whats,
+                                  const int64_t *rows, int n, int64_t cols, char *err,
+                                  size_t errlen) {
+    int64_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += rows[i];
+    vdn_dtype dt = vdn_dev_is_cpu(e->dev) ? VDN_DT_F32 : VDN_DT_BF16;
+    vdn_tensor *w = vdn_tensor_new2(e->dev, dt, total, cols);
+    if (!w) {
+        vdn_fail(err, errlen, "text encoder: layer %d: %s", layer, vdn_dev_error(e->dev));
+        return NULL;
+    }
+    for (int i = 0, r0 = 0; i < n; r0 += (int)rows[i++]) {
+        const vdn_st_entry *t =
+            find_checked(e, layer, whats[i], 2, rows[i], cols, NULL, err, errlen);
+        vdn_tensor part = vdn_view_rows(w, r0, rows[i]);
+        if (!t || vdn_tensor_set(&part, t->data, t->dtype)) {
+            if (t)
+                vdn_fail(err, errlen, "text encoder: uploading %s of layer %d: %s", whats[i], layer,
+                         vdn_dev_error(e->dev));
+            vdn_tensor_free(w);
+            return NULL;
+        }
+    }
+    return w;
+}
+
 static int load_layer(vdn_text_encoder *e, int l, char *err, size_t errlen) {
     const vdn_text_config *c = &e->cfg;
     enc_layer *L = &e->layers[l];
     int64_t H = c->hidden, qd = c->heads * c->head_dim, kd = c->kv_heads * c->head_dim;
     int64_t I = c->intermediate;
+    const char *qkv[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                         "self_attn.v_proj.weight"};
+    const char *gu[] = {"mlp.gate_proj.weight", "mlp.up_proj.weight"};
+    int64_t qkv_rows[] = {qd, kd, kd}, gu_rows[] = {I, I};
     if (!(L->in_norm = upload(e, l, "input_layernorm.weight", 1, H, 0, err, errlen)) ||
-        !(L->q = upload(e, l, "self_attn.q_proj.weight", 2, qd, H, err, errlen)) ||
-        !(L->k = upload(e, l, "self_attn.k_proj.weight", 2, kd, H, err, errlen)) ||
-        !(L->v = upload(e, l, "self_attn.v_proj.weight", 2, kd, H, err, errlen)) ||
+        !(L->qkv = upload_stacked(e, l, qkv, qkv_rows, 3, H, err, errlen)) ||
         !(L->o = upload(e, l, "self_attn.o_proj.weight", 2, H, qd, err, errlen)) ||
         !(L->q_norm = upload(e, l, "self_attn.q_norm.weight", 1, c->head_dim, 0, err, errlen)) ||
         !(L->k_norm = upload(e, l, "self_attn.k_norm.weight", 1, c->head_dim, 0, err, errlen)) ||
         !(L->post_norm = upload(e, l, "post_attention_layernorm.weight", 1, H, 0, err, errlen)) ||
-        !(L->gate = upload(e, l, "mlp.gate_proj.weight", 2, I, H, err, errlen)) ||
-        !(L->up = upload(e, l, "mlp.up_proj.weight", 2, I, H, err, errlen)) ||
+        !(L->gate_up = upload_stacked(e, l, gu, gu_rows, 2, H, err, errlen)) ||
         !(L->down = upload(e, l, "mlp.down_proj.weight", 2, H, I, err, errlen)))
         return -1;
     return 0;
@@ -216,15 +247,12 @@ vdn_text_encoder *vdn_text_encoder_random(const vdn_text_config *cfg, int layer,
     int64_t I = cfg->intermediate;
     enc_layer first = {
         .in_norm = random_weight(dev, 1, H, 0, 1, 0.1, seed + 1),
-        .q = random_weight(dev, 2, qd, H, 0, 1 / sqrt((double)H), seed + 2),
-        .k = random_weight(dev, 2, kd, H, 0, 1 / sqrt((double)H), seed + 3),
-        .v = random_weight(dev, 2, kd, H, 0, 1 / sqrt((double)H), seed + 4),
+        .qkv = random_weight(dev, 2, qd + 2 * kd, H, 0, 1 / sqrt((double)H), seed + 2),
         .o = random_weight(dev, 2, H, qd, 0, 1 / sqrt((double)qd), seed + 5),
         .q_norm = random_weight(dev, 1, cfg->head_dim, 0, 1, 0.1, seed + 6),
         .k_norm = random_weight(dev, 1, cfg->head_dim, 0, 1, 0.1, seed + 7),
         .post_norm = random_weight(dev, 1, H, 0, 1, 0.1, seed + 8),
-        .gate = random_weight(dev, 2, I, H, 0, 1 / sqrt((double)H), seed + 9),
-        .up = random_weight(dev, 2, I, H, 0, 1 / sqrt((double)H), seed + 10),
+        .gate_up = random_weight(dev, 2, 2 * I, H, 0, 1 / sqrt((double)H), seed + 9),
         .down = random_weight(dev, 2, H, I, 0, 1 / sqrt((double)I), seed + 11),
     };
     e->layers[0] = first;
@@ -259,8 +287,8 @@ void vdn_text_encoder_close(vdn_text_encoder *e) {
     if (!e) return;
     for (int l = 0; e->layers && l < e->layer; l++) {
         enc_layer *L = &e->layers[l];
-        vdn_tensor *all[] = {L->in_norm, L->q,         L->k,    L->v,  L->o,   L->q_norm,
-                             L->k_norm,  L->post_norm, L->gate, L->up, L->down};
+        vdn_tensor *all[] = {L->in_norm, L->qkv,       L->o,       L->q_norm,
+                             L->k_norm,  L->post_norm, L->gate_up, L->down};
         for (size_t i = 0; i < sizeof all / sizeof *all; i++)
             vdn_tensor_free(all[i]);
     }
@@ -282,17 +310,16 @@ const char *vdn_text_encoder_identity(const vdn_text_encoder *e) {
 
 /* ---- the forward ---- */
 
-/* Activations of one run: h is the residual stream (fp32 everywhere: the sum of 50 layers); the
- * projections into it land in `out` (the device's activation dtype) and are added, so the GEMMs
- * stay bf16 x bf16 -> bf16 on a GPU (an fp32 output would take the backend's fp32 SGEMM path). */
+/* Activations of one run, in the device's activation dtype (fp32 on the CPU, bf16 on a GPU as
+ * the released model runs): h is the residual stream, which the o and down projections
+ * accumulate into; q/k/v and gate/up are column views of the fused GEMMs' outputs. */
 typedef struct {
-    vdn_tensor *h, *x, *q, *k, *v, *qr, *kr, *att, *gate, *up, *act, *out, *pos;
+    vdn_tensor *h, *x, *qkv, *qr, *kr, *att, *gu, *act, *pos;
     vdn_attn_mask *mask;
 } enc_acts;
 
 static void acts_free(enc_acts *a) {
-    vdn_tensor *all[] = {a->h,   a->x,    a->q,  a->k,   a->v,   a->qr, a->kr,
-                         a->att, a->gate, a->up, a->act, a->out, a->pos};
+    vdn_tensor *all[] = {a->h, a->x, a->qkv, a->qr, a->kr, a->att, a->gu, a->act, a->pos};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         vdn_tensor_free(all[i]);
     vdn_attn_mask_free(a->mask);
@@ -303,22 +330,18 @@ static int acts_new(vdn_text_encoder *e, int n, enc_acts *a) {
     vdn_dtype adt = vdn_dev_is_cpu(e->dev) ? VDN_DT_F32 : VDN_DT_BF16;
     int64_t qd = c->heads * c->head_dim, kd = c->kv_heads * c->head_dim;
     memset(a, 0, sizeof *a);
-    a->h = vdn_tensor_new2(e->dev, VDN_DT_F32, n, c->hidden);
+    a->h = vdn_tensor_new2(e->dev, adt, n, c->hidden);
     a->x = vdn_tensor_new2(e->dev, adt, n, c->hidden);
-    a->q = vdn_tensor_new2(e->dev, adt, n, qd);
-    a->k = vdn_tensor_new2(e->dev, adt, n, kd);
-    a->v = vdn_tensor_new2(e->dev, adt, n, kd);
+    a->qkv = vdn_tensor_new2(e->dev, adt, n, qd + 2 * kd);
     a->qr = vdn_tensor_new2(e->dev, adt, n, qd);
     a->kr = vdn_tensor_new2(e->dev, adt, n, kd);
     a->att = vdn_tensor_new2(e->dev, adt, n, qd);
-    a->gate = vdn_tensor_new2(e->dev, adt, n, c->intermediate);
-    a->up = vdn_tensor_new2(e->dev, adt, n, c->intermediate);
+    a->gu = vdn_tensor_new2(e->dev, adt, n, 2 * c->intermediate);
     a->act = vdn_tensor_new2(e->dev, adt, n, c->intermediate);
-    a->out = vdn_tensor_new2(e->dev, adt, n, c->hidden);
     a->pos = vdn_tensor_new2(e->dev, VDN_DT_F64, n, 3);
     a->mask = vdn_attn_mask_causal(e->dev, n);
-    if (!a->h || !a->x || !a->q || !a->k || !a->v || !a->qr || !a->kr || !a->att || !a->gate ||
-        !a->up || !a->act || !a->out || !a->pos || !a->mask)
+    if (!a->h || !a->x || !a->qkv || !a->qr || !a->kr || !a->att || !a->gu || !a->act || !a->pos ||
+        !a->mask)
         return -1;
     /* text tokens: the three multimodal RoPE axes all hold the token's index */
     double *pos = vdn_xmalloc(sizeof(double) * 3 * (size_t)n);
@@ -366,22 +389,21 @@ static int embed(vdn_text_encoder *e, const int32_t *ids, int n, vdn_tensor *h) 
 static int run_layer(vdn_text_encoder *e, const enc_layer *L, enc_acts *a) {
     const vdn_text_config *c = &e->cfg;
     int hd = (int)c->head_dim;
+    int64_t qd = c->heads * c->head_dim, kd = c->kv_heads * c->head_dim, I = c->intermediate;
     vdn_rope rope = {.pos = a->pos, .inv = e->inv_freq, .n_rot = hd, .sections = {hd / 2, 0, 0}};
     double eps = c->rms_eps;
+    vdn_tensor q = vdn_view_cols(a->qkv, 0, qd), k = vdn_view_cols(a->qkv, qd, kd);
+    vdn_tensor v = vdn_view_cols(a->qkv, qd + kd, kd);
+    vdn_tensor gate = vdn_view_cols(a->gu, 0, I), up = vdn_view_cols(a->gu, I, I);
     if (vdn_op_rmsnorm(a->x, a->h, L->in_norm, eps, NULL, NULL, NULL) ||
-        vdn_op_linear(a->q, a->x, L->q, NULL, VDN_ACT_NONE, 0) ||
-        vdn_op_linear(a->k, a->x, L->k, NULL, VDN_ACT_NONE, 0) ||
-        vdn_op_linear(a->v, a->x, L->v, NULL, VDN_ACT_NONE, 0) ||
-        vdn_op_qk_norm_rope(a->qr, a->kr, a->q, a->k, L->q_norm, L->k_norm, hd, eps, &rope) ||
-        vdn_op_attention(a->att, a->qr, a->kr, a->v, hd, 1.0 / sqrt((double)hd), a->mask, NULL) ||
-        vdn_op_linear(a->out, a->att, L->o, NULL, VDN_ACT_NONE, 0) ||
-        vdn_op_add(a->h, a->out) || /* residual */
+        vdn_op_linear(a->qkv, a->x, L->qkv, NULL, VDN_ACT_NONE, 0) ||
+        vdn_op_qk_norm_rope(a->qr, a->kr, &q, &k, L->q_norm, L->k_norm, hd, eps, &rope) ||
+        vdn_op_attention(a->att, a->qr, a->kr, &v, hd, 1.0 / sqrt((double)hd), a->mask, NULL) ||
+        vdn_op_linear(a->h, a->att, L->o, NULL, VDN_ACT_NONE, 1) || /* + residual */
         vdn_op_rmsnorm(a->x, a->h, L->post_norm, eps, NULL, NULL, NULL) ||
-        vdn_op_linear(a->gate, a->x, L->gate, NULL, VDN_ACT_NONE, 0) ||
-        vdn_op_linear(a->up, a->x, L->up, NULL, VDN_ACT_NONE, 0) ||
-        vdn_op_swiglu(a->act, a->up, a->gate) ||
-        vdn_op_linear(a->out, a->act, L->down, NULL, VDN_ACT_NONE, 0) ||
-        vdn_op_add(a->h, a->out)) /* residual */
+        vdn_op_linear(a->gu, a->x, L->gate_up, NULL, VDN_ACT_NONE, 0) ||
+        vdn_op_swiglu(a->act, &up, &gate) ||
+        vdn_op_linear(a->h, a->act, L->down, NULL, VDN_ACT_NONE, 1)) /* + residual */
         return -1;
     return 0;
 }
