@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
+#include "decode.h"
 #include "engine.h"
 #include "vdn_util.h"
 
@@ -14,8 +16,10 @@ static const char *usage =
     "usage: vdn render --checkpoint DIR --prompt-cache FILE --frames N --height H --width W\n"
     "                  --steps K --seed S --out PREFIX [options]\n"
     "\n"
-    "Renders one clip; writes PREFIX.safetensors (video (24,F,H/16,W/16), audio (2,32,L), float32\n"
-    "latents) and PREFIX.json (run record).\n"
+    "Renders one clip; writes PREFIX.mp4 (H.264 + AAC, decoded with the VAEs beside the\n"
+    "checkpoint's transformer/, or --vae/--audio-vae) and PREFIX.json (run record); the latents\n"
+    "PREFIX.safetensors (video (24,F,H/16,W/16), audio (2,32,L), float32) only with\n"
+    "--save-latents, or when no video VAE is there.\n"
     "\n"
     "  --checkpoint DIR     diffusers/native base or VDN checkpoint directory\n"
     "  --prompt-cache FILE  safetensors prompt cache (prompt_embeds, text_token_tags[, "
@@ -31,6 +35,10 @@ static const char *usage =
     "  --dense              same as --variant dense\n"
     "  --video-shift X --audio-shift X   sigma shifts (default 12 and 3)\n"
     "  --adapter PATH       fold another PEFT adapter (repeatable)\n"
+    "  --vae DIR --audio-vae DIR   the VAE folders (default: beside the checkpoint's\n"
+    "                       transformer/; no audio VAE: an mp4 without sound)\n"
+    "  --save-latents       keep PREFIX.safetensors beside the mp4\n"
+    "  --crf N              H.264 quality 0..51 (default 18)\n"
     "  --cpu                use the CPU backend even when a GPU is present\n"
     "  --threads N          CPU threads: the cpu backend's products and the render's host\n"
     "                       work (default 2 with cpu, the cores up to 8 with cuda)\n"
@@ -112,7 +120,8 @@ static int on_progress(void *user, int k, int n, double secs) {
 int vdn_cmd_render(int argc, char **argv) {
     const char *ckpt = NULL;
     const char *adapters[64];
-    int n_ad = 0, cpu = 0, quiet = 0, json = 0;
+    int n_ad = 0, cpu = 0, quiet = 0, json = 0, save_latents = 0, crf = -1;
+    const char *vae = NULL, *audio_vae = NULL;
     long long v;
     vdn_render_request rq = {0};
     int have_seed = 0;
@@ -136,6 +145,10 @@ int vdn_cmd_render(int argc, char **argv) {
         }
         if (!strcmp(a, "--json")) {
             json = 1;
+            continue;
+        }
+        if (!strcmp(a, "--save-latents")) {
+            save_latents = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -185,6 +198,13 @@ int vdn_cmd_render(int argc, char **argv) {
         } else if (!strcmp(a, "--threads")) {
             if (parse_int(a, val, 1, 64, &v)) return 2;
             vdn_engine_set_threads((int)v);
+        } else if (!strcmp(a, "--vae")) {
+            vae = val;
+        } else if (!strcmp(a, "--audio-vae")) {
+            audio_vae = val;
+        } else if (!strcmp(a, "--crf")) {
+            if (parse_int(a, val, 0, 51, &v)) return 2;
+            crf = (int)v;
         } else if (!strcmp(a, "--video-shift")) {
             if (parse_float(a, val, &rq.video_shift)) return 2;
         } else if (!strcmp(a, "--audio-shift")) {
@@ -242,12 +262,31 @@ int vdn_cmd_render(int argc, char **argv) {
     progress_state ps = {vdn_now(), quiet, json};
     int rc = vdn_engine_render(eng, &rq, on_progress, &ps, err, sizeof err);
     if (rc != 0) fprintf(stderr, "vdn render: %s\n", err);
+    char vdir[4400], adir[4400], lat[4200], mp4[4200];
+    snprintf(lat, sizeof lat, "%s.safetensors", rq.out_prefix);
+    snprintf(mp4, sizeof mp4, "%s.mp4", rq.out_prefix);
+    if (!vae && vdn_vae_find(ckpt, "vae", vdir, sizeof vdir) == 0) vae = vdir;
+    if (!audio_vae && vdn_vae_find(ckpt, "audio_vae", adir, sizeof adir) == 0) audio_vae = adir;
+    int have_mp4 = 0;
+    if (rc == 0 && vae) { /* the product: the mp4; the latents stay only when asked */
+        vdn_decode_opts dopt = {.latents = lat,
+                                .mp4 = mp4,
+                                .vae_dir = vae,
+                                .audio_vae_dir = audio_vae,
+                                .crf = crf,
+                                .quiet = quiet || json};
+        rc = vdn_decode_file(&dopt, err, sizeof err);
+        if (rc != 0) fprintf(stderr, "vdn render: decoding: %s\n", err);
+        have_mp4 = rc == 0;
+        if (!save_latents) unlink(lat);
+    } else if (rc == 0 && !quiet && !json)
+        fprintf(stderr, "vdn render: no video VAE beside %s (and no --vae): latents only\n", ckpt);
     if (json) {
         cJSON *o = event(rc == 0 ? "done" : "error");
         if (rc == 0) {
             char path[4096];
-            snprintf(path, sizeof path, "%s.safetensors", rq.out_prefix);
-            cJSON_AddStringToObject(o, "output", path);
+            if (have_mp4) cJSON_AddStringToObject(o, "mp4", mp4);
+            if (!have_mp4 || save_latents) cJSON_AddStringToObject(o, "output", lat);
             snprintf(path, sizeof path, "%s.json", rq.out_prefix);
             cJSON_AddStringToObject(o, "record", path);
             cJSON_AddNumberToObject(o, "seconds", vdn_now() - ps.t0);
@@ -255,7 +294,8 @@ int vdn_cmd_render(int argc, char **argv) {
             cJSON_AddStringToObject(o, "message", err);
         emit(o);
     } else if (rc == 0 && !quiet)
-        fprintf(stderr, "vdn render: wrote %s.safetensors and %s.json\n", rq.out_prefix,
+        fprintf(stderr, "vdn render: wrote %s%s%s and %s.json\n", have_mp4 ? mp4 : lat,
+                have_mp4 && save_latents ? ", " : "", have_mp4 && save_latents ? lat : "",
                 rq.out_prefix);
     vdn_engine_close(eng);
     return rc == 0 ? 0 : 1;

@@ -28,6 +28,8 @@ int vdn_cmd_store(int argc, char **argv); /* vdn store put|get|ls|rm URI ... */
 /* text/ */
 int vdn_cmd_tokenize(int argc, char **argv); /* vdn tokenize < lines.jsonl */
 int vdn_cmd_encode(int argc, char **argv);   /* vdn encode TEXT -o CACHE */
+/* vae/ */
+int vdn_cmd_decode(int argc, char **argv); /* vdn decode LATENTS -o CLIP.mp4 */
 /* eval/ */
 int vdn_cmd_eval(int argc, char **argv); /* vdn eval suite|sweep|report ... */
 

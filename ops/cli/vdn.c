@@ -30,6 +30,7 @@ static const command commands[] = {
     {"render", vdn_cmd_render, "render one request in this process"},
     {"ckpt", vdn_cmd_ckpt, "make random checkpoints in the released layouts (ckpt init)"},
     {"inspect", vdn_cmd_inspect, "show what a checkpoint holds"},
+    {"decode", vdn_cmd_decode, "decode latents into an mp4 with the released VAEs"},
     {"bench", vdn_cmd_bench, "benchmark the CUDA engine at the H3 workload"},
     {"encode", vdn_cmd_encode,
      "encode a text prompt into a prompt cache (tokenizer + text encoder)"},

@@ -1,0 +1,179 @@
+/* Latents file -> mp4, frames, WAV, poster (decode.h). */
+#include "decode.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mp4.h"
+#include "safetensors.h"
+#include "still.h"
+#include "vae.h"
+#include "vdn_util.h"
+
+int vdn_vae_find(const char *root, const char *which, char *out, size_t len) {
+    const char *sub[2] = {"", "/base"};
+    for (int i = 0; i < 2; i++) {
+        char cfg[4400];
+        struct stat sb;
+        snprintf(out, len, "%s%s/%s", root, sub[i], which);
+        snprintf(cfg, sizeof cfg, "%s/config.json", out);
+        if (stat(cfg, &sb) == 0) return 0;
+    }
+    out[0] = 0;
+    return -1;
+}
+
+static const vdn_st_entry *find_any(vdn_st_file *f, const char *a, const char *b) {
+    const vdn_st_entry *e = vdn_st_find(f, a);
+    return e ? e : vdn_st_find(f, b);
+}
+
+typedef struct {
+    int quiet;
+    const char *what;
+} progress_ctx;
+
+static void on_progress(void *user, int done, int total) {
+    const progress_ctx *p = user;
+    if (!p->quiet) fprintf(stderr, "vdn decode: %s %d/%d\n", p->what, done, total);
+}
+
+int vdn_decode_file(const vdn_decode_opts *o, char *err, size_t errlen) {
+    if (!o->vae_dir)
+        return vdn_fail(err, errlen, "no video VAE folder (--vae DIR or a checkpoint with vae/)");
+    vdn_st_file *lf = vdn_st_open(o->latents, err, errlen);
+    if (!lf) return -1;
+    vdn_dev *dev = NULL;
+    vdn_video_vae *vv = NULL;
+    vdn_audio_vae *av = NULL;
+    float *z = NULL, *za = NULL, *frames = NULL, *wave = NULL;
+    int rc = -1, wrote_mp4 = 0, wrote_frames = 0, wrote_wav = 0;
+    const vdn_st_entry *ve = find_any(lf, "video", "latents");
+    const vdn_st_entry *ae = find_any(lf, "audio", "audio_latents");
+    if (!ve) {
+        vdn_fail(
+            err, errlen,
+            "%s: no video latents (tensor \"video\" (C, T, h, w) or \"latents\" (1, C, T, h, w))",
+            o->latents);
+        goto done;
+    }
+    const int off = ve->ndim == 5 ? 1 : 0;
+    if (!((ve->ndim == 4) || (ve->ndim == 5 && ve->shape[0] == 1))) {
+        vdn_fail(err, errlen, "%s: tensor %s: %d dims, expected (C, T, h, w) or (1, C, T, h, w)",
+                 o->latents, ve->name, ve->ndim);
+        goto done;
+    }
+    const int C = (int)ve->shape[off], T = (int)ve->shape[off + 1], h = (int)ve->shape[off + 2],
+              w = (int)ve->shape[off + 3];
+    if (ae && (ae->ndim != 3 || ae->shape[0] < 1 || ae->shape[0] > 2)) {
+        vdn_fail(err, errlen, "%s: tensor %s: expected (channels, C, La) with 1 or 2 channels",
+                 o->latents, ae->name);
+        goto done;
+    }
+    dev = vdn_dev_open(o->backend ? o->backend : "cpu", 0, 0, err, errlen);
+    if (!dev) goto done;
+    vv = vdn_video_vae_load(dev, o->vae_dir, err, errlen);
+    if (!vv) goto done;
+    const vdn_vae_video_config *vc = vdn_video_vae_config(vv);
+    if (C != vc->latent_channels) {
+        vdn_fail(err, errlen, "%s: tensor %s has %d latent channels, the video VAE (%s) takes %d",
+                 o->latents, ve->name, C, o->vae_dir, vc->latent_channels);
+        goto done;
+    }
+    char ferr[512];
+    const int F = vdn_video_vae_frames(vv, T, ferr, sizeof ferr);
+    if (F < 0) {
+        vdn_fail(err, errlen, "%s: tensor %s: %s", o->latents, ve->name, ferr);
+        goto done;
+    }
+    if (o->audio_vae_dir && ae) {
+        av = vdn_audio_vae_load(dev, o->audio_vae_dir, err, errlen);
+        if (!av) goto done;
+        if (ae->shape[1] != vdn_audio_vae_config(av)->latent_channels) {
+            vdn_fail(err, errlen,
+                     "%s: tensor %s has %lld latent channels, the audio VAE (%s) takes %d",
+                     o->latents, ae->name, (long long)ae->shape[1], o->audio_vae_dir,
+                     vdn_audio_vae_config(av)->latent_channels);
+            goto done;
+        }
+    } else if (ae && !o->quiet) {
+        fprintf(stderr, "vdn decode: no audio VAE: the video will have no sound\n");
+    }
+    /* decode */
+    z = vdn_xmalloc(sizeof(float) * (size_t)ve->numel);
+    if (vdn_st_to_f32(lf, ve, z, err, errlen)) goto done;
+    const int H = h * vc->spatial_ratio, W = w * vc->spatial_ratio;
+    frames = malloc(sizeof(float) * 3 * (size_t)F * H * W);
+    if (!frames) {
+        vdn_fail(err, errlen, "out of memory for %d frames of %dx%d", F, W, H);
+        goto done;
+    }
+    progress_ctx pv = {o->quiet, "video tile"};
+    if (vdn_video_vae_decode(vv, z, T, h, w, frames, on_progress, &pv, err, errlen)) goto done;
+    int64_t n = 0;
+    int chans = 0, rate = 0;
+    if (av) {
+        const vdn_vae_audio_config *ac = vdn_audio_vae_config(av);
+        chans = (int)ae->shape[0];
+        const int La = (int)ae->shape[2];
+        n = (int64_t)La * ac->hop;
+        rate = ac->sampling_rate;
+        za = vdn_xmalloc(sizeof(float) * (size_t)ae->numel);
+        wave = vdn_xmalloc(sizeof(float) * (size_t)(chans * n));
+        progress_ctx pa = {o->quiet, "audio channel"};
+        if (vdn_st_to_f32(lf, ae, za, err, errlen) ||
+            vdn_audio_vae_decode(av, za, chans, La, wave, on_progress, &pa, err, errlen))
+            goto done;
+    }
+    /* write: the mp4 first (the product), then the extras; a failure removes what this call wrote
+     */
+    if (o->mp4) {
+        vdn_mp4_opts mo = {.width = W, .height = H, .crf = o->crf, .sample_rate = rate};
+        if (wave) {
+            mo.left = wave;
+            mo.right = chans == 2 ? wave + n : wave;
+            mo.n_samples = n;
+        }
+        if (vdn_mp4_write(o->mp4, frames, F, &mo, err, errlen)) goto done;
+        wrote_mp4 = 1;
+    }
+    if (o->frames_out) {
+        vdn_st_tensor t = {"frames", VDN_DT_F32, 4, {3, F, H, W}, frames};
+        vdn_st_kv meta[1] = {{"vae", o->vae_dir}};
+        if (vdn_st_write(o->frames_out, &t, 1, meta, 1, err, errlen)) goto done;
+        wrote_frames = 1;
+    }
+    if (o->wav) {
+        if (!wave) {
+            vdn_fail(err, errlen, "%s: no waveform to write (%s)", o->wav,
+                     ae ? "no audio VAE" : "the latents have no audio");
+            goto done;
+        }
+        const float *ch[2] = {wave, chans == 2 ? wave + n : wave};
+        if (vdn_wav_write_f32(o->wav, ch, 2, n, rate, err, errlen)) goto done;
+        wrote_wav = 1;
+    }
+    if (o->poster && vdn_poster_png3(o->poster, frames, F, H, W, err, errlen)) goto done;
+    if (!o->quiet)
+        fprintf(stderr, "vdn decode: %d frames %dx%d%s%s\n", F, W, H,
+                wave ? ", stereo audio" : ", no audio", o->mp4 ? "" : " (no mp4 asked)");
+    rc = 0;
+done:
+    if (rc) {
+        if (wrote_mp4) unlink(o->mp4);
+        if (wrote_frames) unlink(o->frames_out);
+        if (wrote_wav) unlink(o->wav);
+    }
+    free(z);
+    free(za);
+    free(frames);
+    free(wave);
+    vdn_audio_vae_free(av);
+    vdn_video_vae_free(vv);
+    if (dev) vdn_dev_close(dev);
+    vdn_st_close(lf);
+    return rc;
+}

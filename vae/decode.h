@@ -1,0 +1,29 @@
+/* Latents file -> mp4 (and, on request, lossless frames, a WAV, a poster PNG): what `vdn decode`,
+ * `vdn render` and the farm worker call. */
+#ifndef VDN_VAE_DECODE_H
+#define VDN_VAE_DECODE_H
+
+#include <stddef.h>
+
+typedef struct {
+    const char *latents;       /* safetensors: video (C,T,h,w) or latents (1,C,T,h,w); optional
+                                  audio / audio_latents (channels, C, La) */
+    const char *mp4;           /* output (NULL: none) */
+    const char *vae_dir;       /* video VAE folder (config.json + safetensors) */
+    const char *audio_vae_dir; /* NULL: a video without sound */
+    const char *frames_out;    /* NULL, or safetensors "frames" F32 (3, T, H, W) in [0, 1] */
+    const char *wav;           /* NULL, or float32 WAV of the decoded waveform */
+    const char *poster;        /* NULL, or PNG of the first, middle and last frame */
+    const char *backend;       /* "cpu" (default) or "cuda" */
+    int crf;                   /* -1: the mp4 writer's default */
+    int quiet;                 /* no progress on stderr */
+} vdn_decode_opts;
+
+/* 0, or -1 with a message naming the file, tensor or field; no output file is left on failure. */
+int vdn_decode_file(const vdn_decode_opts *o, char *err, size_t errlen);
+
+/* The released layout keeps vae/ and audio_vae/ beside transformer/: ROOT/vae, or ROOT/base/vae
+ * for a VDN checkpoint folder. Fills out (size len) and returns 0 when ROOT has one. */
+int vdn_vae_find(const char *root, const char *which, char *out, size_t len);
+
+#endif
