@@ -48,15 +48,6 @@ void vdn_engine_set_threads(int threads) {
     g_threads = threads;
 }
 
-/* The op layer renders with the backends that have the DiT over their op table: "cpu" always;
- * "cuda" when VDN_ENGINE_OPS=1 (until kernels/ has every op: then the model-level CUDA backend
- * goes and this becomes the default). */
-static int use_op_layer(const vdn_backend_ops *ops) {
-    if (ops == vdn_cpu_backend_ops()) return 1;
-    const char *env = getenv("VDN_ENGINE_OPS");
-    return env && strcmp(env, "1") == 0 && vdn_dev_backend_find(ops->name) != NULL;
-}
-
 static int open_op_layer(vdn_engine *eng, const char *name, char *err, size_t errlen) {
     eng->dev = vdn_dev_open(name, 0, g_threads > 0 ? g_threads : 2, err, errlen);
     if (!eng->dev) return -1;
@@ -72,36 +63,50 @@ static int open_op_layer(vdn_engine *eng, const char *name, char *err, size_t er
     return 0;
 }
 
+/* Which backend renders: "cuda" when one is present and available, else "cpu". A model-level
+ * "cuda" (backend.h: kernels/cuda_backend.cu until it retires) takes precedence over the op
+ * layer's "cuda" device (kernels/op_cuda*.cu, or a test's stand-in registered under the name);
+ * every other choice renders over the op layer. Sets *ops (model-level) or *dev_name. */
+static int pick_backend(vdn_backend_kind backend, const vdn_backend_ops **ops,
+                        const char **dev_name, char *err, size_t errlen) {
+    char why[VDN_ERR_LEN] = "";
+    *ops = NULL, *dev_name = NULL;
+    if (backend == VDN_BACKEND_CUDA || backend == VDN_BACKEND_AUTO) {
+        *ops = vdn_backend_find("cuda");
+        if (*ops && !(*ops)->available(why, sizeof why)) *ops = NULL;
+        const vdn_dev_backend *db = *ops ? NULL : vdn_dev_backend_find("cuda");
+        if (db && (!db->available || db->available(why, sizeof why))) *dev_name = "cuda";
+        if (*ops || *dev_name) return 0;
+        if (backend == VDN_BACKEND_CUDA)
+            return vdn_fail(err, errlen, "backend cuda: %s",
+                            why[0] ? why
+                                   : "not built into this binary (no CUDA toolkit at build time)");
+        if (why[0]) VDN_INFO("cuda backend unavailable (%s); using cpu", why);
+    }
+    *dev_name = "cpu";
+    return 0;
+}
+
 vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra_adapters,
                             int n_extra, vdn_backend_kind backend, char *err, size_t errlen) {
-    const vdn_backend_ops *ops = NULL;
-    char why[VDN_ERR_LEN] = "";
-    if (backend == VDN_BACKEND_CUDA || backend == VDN_BACKEND_AUTO) {
-        ops = vdn_backend_find("cuda");
-        if (ops && !ops->available(why, sizeof why)) ops = NULL;
-        if (!ops && backend == VDN_BACKEND_CUDA) {
-            vdn_fail(err, errlen, "backend cuda: %s",
-                     why[0] ? why : "not built into this binary (no CUDA toolkit at build time)");
-            return NULL;
-        }
-        if (!ops && why[0]) VDN_INFO("cuda backend unavailable (%s); using cpu", why);
-    }
-    if (!ops) ops = vdn_cpu_backend_ops();
+    const vdn_backend_ops *ops;
+    const char *dev_name;
+    if (pick_backend(backend, &ops, &dev_name, err, errlen) != 0) return NULL;
     vdn_ckpt *ck = vdn_ckpt_open(checkpoint_dir, extra_adapters, n_extra, err, errlen);
     if (!ck) return NULL;
     vdn_engine *eng = vdn_xcalloc(1, sizeof *eng);
     eng->ck = ck;
     eng->cfg = *vdn_ckpt_config(ck);
     eng->ops = ops;
+    const int on_cpu = dev_name && strcmp(dev_name, "cpu") == 0;
     if (g_threads > 0)
         vdn_ops_set_threads(g_threads);
-    else if (ops != vdn_cpu_backend_ops()) { /* the render's host work (noise, Euler) */
+    else if (!on_cpu) { /* the render's host work (noise) uses the cores the GPU leaves idle */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         vdn_ops_set_threads(cores < 1 ? 1 : cores > 8 ? 8 : (int)cores);
     }
-    int rc = use_op_layer(ops)
-                 ? open_op_layer(eng, ops->name, err, errlen)
-                 : ((eng->be = ops->create(ck, &eng->cfg, g_threads, err, errlen)) ? 0 : -1);
+    int rc = dev_name ? open_op_layer(eng, dev_name, err, errlen)
+                      : ((eng->be = ops->create(ck, &eng->cfg, g_threads, err, errlen)) ? 0 : -1);
     if (rc != 0) {
         vdn_ckpt_close(ck);
         free(eng);
@@ -129,5 +134,5 @@ const char *vdn_engine_identity(const vdn_engine *eng) {
     return vdn_ckpt_identity(eng->ck);
 }
 const char *vdn_engine_backend_name(const vdn_engine *eng) {
-    return eng->ops->name;
+    return eng->dev ? eng->dev->be->name : eng->ops->name;
 }

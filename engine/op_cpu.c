@@ -115,6 +115,15 @@ static int cpu_copy(vdn_tensor *dst, const vdn_tensor *src) {
 
 static int cpu_fill(vdn_tensor *t, double value) {
     const int64_t rows = vdn_tensor_rows(t), cols = vdn_tensor_cols(t);
+    if (t->dtype == VDN_DT_F32) {
+        const float f = (float)value;
+        for (int64_t r = 0; r < rows; r++) {
+            float *p = (float *)t->data + (size_t)r * t->ld;
+            for (int64_t c = 0; c < cols; c++)
+                p[c] = f;
+        }
+        return 0;
+    }
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
             cpu_put(t, r, c, value);

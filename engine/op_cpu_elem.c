@@ -70,6 +70,18 @@ int vdn_cpu_time_features(vdn_tensor *e, const vdn_tensor *t) {
 int vdn_cpu_euler(vdn_tensor *x, const vdn_tensor *v, double sigma, double sigma_next) {
     const float s = (float)sigma, sn = (float)sigma_next;
     const float t = 1.0f - s, sig_t = 1.0f - t, ratio = sn / s, one_minus_r = 1.0f - ratio;
+    if (x->dtype == VDN_DT_F32 && v->dtype == VDN_DT_F32) { /* the latents: plain float rows */
+        const int64_t rows = vdn_tensor_rows(x), cols = vdn_tensor_cols(x);
+        for (int64_t r = 0; r < rows; r++) {
+            float *xr = (float *)x->data + (size_t)r * x->ld;
+            const float *vr = (const float *)v->data + (size_t)r * v->ld;
+            for (int64_t c = 0; c < cols; c++) {
+                float x0 = xr[c] + sig_t * vr[c];
+                xr[c] = ratio * xr[c] + one_minus_r * x0;
+            }
+        }
+        return 0;
+    }
     FOR_EACH(x) {
         float xv = (float)cpu_at(x, r, c), vv = (float)cpu_at(v, r, c);
         float x0 = xv + sig_t * vv;

@@ -11,7 +11,7 @@
 #include "check.h"
 #include "ckpt_init.h"
 #include "engine.h"
-#include "null_backend.h"
+#include "null_device.h"
 #include "vdn_util.h"
 
 /* What the rules say for a request, independently: n warnings and a word each must contain. */
@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ckpt init: %s\n", err);
         return 1;
     }
-    CHECK(vdn_backend_register(&null_ops) == 0, "register");
+    CHECK(vdn_dev_backend_register(null_device()) == 0, "register");
     vdn_engine *eng = vdn_engine_open(ck, NULL, 0, VDN_BACKEND_CUDA, err, sizeof err);
     CHECK(eng != NULL, "open: %s", err);
     if (!eng) return test_done("engine_request");
