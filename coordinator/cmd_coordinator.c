@@ -13,6 +13,7 @@
 #include "coord.h"
 #include "curve.h"
 #include "db.h"
+#include "http.h"
 #include "vdn_util.h"
 #include "wire.h"
 
@@ -32,11 +33,17 @@ static void usage(FILE *f) {
         "                       [--lease-seconds 60] [--heartbeat-seconds 5]\n"
         "                       [--max-attempts 3] [--blocklist-failures 3]\n"
         "                       [--blocklist-seconds 300] [--keys DIR]\n"
+        "                       [--http 127.0.0.1:8080 [--http-token-file FILE]\n"
+        "                        [--http-cert PEM --http-key PEM]]\n"
         "\n"
         "Keeps every job in SQLite (WAL) and hands them to workers over ZeroMQ.\n"
         "--keys DIR turns on CURVE: DIR/coordinator.key (+ .pub), DIR/authorized_workers/*.pub,\n"
         "DIR/authorized_clients/*.pub (make keys with `vdn keygen`; SIGHUP re-reads the\n"
-        "authorized folders). Without --keys only loopback endpoints are allowed.\n");
+        "authorized folders). Without --keys only loopback endpoints are allowed.\n"
+        "--http HOST:PORT serves a read-only status page (/), its JSON (/api/status) and\n"
+        "Prometheus metrics (/metrics); off by default. Beyond loopback it needs TLS\n"
+        "(--http-cert/--http-key) and a token (--http-token-file; send it as\n"
+        "'Authorization: Bearer TOKEN' or ?token=TOKEN).\n");
 }
 
 static int parse_num(const char *flag, const char *v, double lo, double hi, double *out) {
@@ -115,6 +122,7 @@ int vdn_cmd_coordinator(int argc, char **argv) {
     coord c;
     memset(&c, 0, sizeof c);
     coord_opts *o = &c.o;
+    coord_http_opts http = {0};
     o->bind = "tcp://127.0.0.1:5555";
     o->client_bind = "tcp://127.0.0.1:5556";
     o->lease_seconds = 60;
@@ -145,6 +153,14 @@ int vdn_cmd_coordinator(int argc, char **argv) {
             o->store_uri = v;
         else if (!strcmp(a, "--keys"))
             o->keys_dir = v;
+        else if (!strcmp(a, "--http"))
+            http.bind = v;
+        else if (!strcmp(a, "--http-token-file"))
+            http.token_file = v;
+        else if (!strcmp(a, "--http-cert"))
+            http.tls_cert = v;
+        else if (!strcmp(a, "--http-key"))
+            http.tls_key = v;
         else if (!strcmp(a, "--lease-seconds")) {
             if (parse_num(a, v, 0.1, 86400 * 7, &o->lease_seconds)) return 2;
         } else if (!strcmp(a, "--heartbeat-seconds")) {
@@ -166,6 +182,10 @@ int vdn_cmd_coordinator(int argc, char **argv) {
     if (!o->db_path) {
         fprintf(stderr, "vdn coordinator: --db FILE is required\n");
         usage(stderr);
+        return 2;
+    }
+    if (!http.bind && (http.token_file || http.tls_cert || http.tls_key)) {
+        fprintf(stderr, "vdn coordinator: --http-token-file/--http-cert/--http-key need --http\n");
         return 2;
     }
     char err[VDN_ERR_LEN];
@@ -221,7 +241,13 @@ int vdn_cmd_coordinator(int argc, char **argv) {
     coord_recover(&c);
     c.ctx = zmq_ctx_new();
     zap_handler *zap = NULL;
+    coord_http *web = NULL;
     int rc = 1;
+    http.db_path = o->db_path;
+    if (http.bind && !(web = coord_http_start(&http, err, sizeof err))) {
+        fprintf(stderr, "vdn coordinator: %s\n", err);
+        goto out;
+    }
     if (c.curve && !(zap = zap_start(c.ctx, o->keys_dir, err, sizeof err))) {
         fprintf(stderr, "vdn coordinator: %s\n", err);
         goto out;
@@ -290,6 +316,7 @@ int vdn_cmd_coordinator(int argc, char **argv) {
     VDN_INFO("coordinator stopping");
     rc = 0;
 out:
+    coord_http_stop(web);
     if (c.wsock) zmq_close(c.wsock);
     if (c.csock) zmq_close(c.csock);
     zmq_ctx_shutdown(c.ctx);

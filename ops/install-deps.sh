@@ -12,9 +12,10 @@ PKGS=(
   # libraries
   libcjson-dev libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libcurl4-openssl-dev
   libsqlite3-dev sqlite3 libpng-dev zlib1g-dev libpcre2-dev libutf8proc-dev
-  libavformat-dev libavcodec-dev libavutil-dev libswscale-dev
+  libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libmicrohttpd-dev
   # test references and tools
   python3 python3-numpy python3-scipy python3-skimage python3-opencv ffmpeg
+  python3-prometheus-client
   awscli chromium procps curl
 )
 # Node.js + npm (for s3rver): only when missing. Machines that carry NodeSource's nodejs (which

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "prompt.h"
+#include "snapshot.h"
 #include "prompt_text.h"
 
 void vdn_assignment_free(vdn_assignment *s) {
@@ -20,6 +21,7 @@ void vdn_assignment_free(vdn_assignment *s) {
     free(s->noise_file);
     free(s->store_uri);
     free(s->output_prefix);
+    free(s->resume_key);
     for (int i = 0; i < s->nkeys; i++)
         free(s->keys[i]);
     free(s->keys);
@@ -84,6 +86,80 @@ static int on_progress(void *user, int nfe_done, int nfe_total, double nfe_secon
     return atomic_load(&j->cancel);
 }
 
+/* Where this attempt's snapshots go: next to the outputs, one key per attempt (the fence: no
+ * two attempts ever write the same key), replaced by each newer snapshot. */
+static void snapshot_prefix(const char *latents_key, char *buf, size_t len) {
+    size_t n = strlen(latents_key), sfx = strlen(".safetensors");
+    if (n > sfx && !strcmp(latents_key + n - sfx, ".safetensors")) n -= sfx;
+    snprintf(buf, len, "%.*s.snapshots/", (int)n, latents_key);
+}
+
+static int on_snapshot(void *user, const vdn_render_state *state) {
+    vdn_attempt *j = user;
+    char path[2200], key[1200], err[VDN_ERR_LEN];
+    double t0 = vdn_now();
+    snprintf(path, sizeof path, "%s/snapshot.safetensors", j->scratch);
+    snprintf(key, sizeof key, "%sa%llu.safetensors", j->snap_prefix,
+             (unsigned long long)j->spec.attempt_id);
+    vdn_store *st = NULL;
+    if (vdn_snapshot_write(path, state, j->fingerprint, err, sizeof err) ||
+        !(st = store_for(j->stores, j->spec.store_uri, err, sizeof err)) ||
+        vdn_store_put_file(st, key, path, err, sizeof err)) {
+        VDN_WARN("job %llu attempt %llu: snapshot after NFE %d not stored: %s",
+                 (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id,
+                 state->step, err);
+        return -1;
+    }
+    pthread_mutex_lock(&j->mu);
+    snprintf(j->snap_key, sizeof j->snap_key, "%s", key);
+    j->snap_step = state->step;
+    pthread_mutex_unlock(&j->mu);
+    wake(j);
+    VDN_INFO("job %llu attempt %llu: snapshot after NFE %d/%d stored as %s (%.2f s)",
+             (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id,
+             state->step, state->steps, key, vdn_now() - t0);
+    return 0;
+}
+
+/* The newest snapshot of the job, when the coordinator names one and it fits this render; any
+ * problem only means starting from the noise. 1 = resume from *state. */
+static int load_resume(vdn_attempt *j, vdn_render_state *state) {
+    const char *key = j->spec.resume_key;
+    if (!key || !*key) return 0;
+    char path[2200], err[VDN_ERR_LEN];
+    snprintf(path, sizeof path, "%s/resume.safetensors", j->scratch);
+    vdn_store *st = store_for(j->stores, j->spec.store_uri, err, sizeof err);
+    if (!st || vdn_store_get_file(st, key, path, err, sizeof err) ||
+        vdn_snapshot_read(path, j->fingerprint, state, err, sizeof err) ||
+        state->steps != j->spec.steps) {
+        VDN_WARN("job %llu attempt %llu: not resuming from %s (%s); starting from the noise",
+                 (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id, key,
+                 err);
+        vdn_snapshot_free(state);
+        return 0;
+    }
+    VDN_INFO("job %llu attempt %llu: resuming after NFE %d/%d from %s",
+             (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id,
+             state->step, state->steps, key);
+    return 1;
+}
+
+static int delete_key(void *user, const char *key, uint64_t size) {
+    (void)size;
+    char err[VDN_ERR_LEN];
+    if (vdn_store_delete(user, key, err, sizeof err))
+        VDN_WARN("snapshot %s not deleted: %s", key, err);
+    return 0;
+}
+
+/* The job is done: every attempt's snapshots go (they would only take space). */
+static void delete_snapshots(vdn_attempt *j, vdn_store *st) {
+    char err[VDN_ERR_LEN];
+    if (vdn_store_list(st, j->snap_prefix, delete_key, st, err, sizeof err))
+        VDN_WARN("job %llu: snapshots under %s not listed for deletion: %s",
+                 (unsigned long long)j->spec.job_id, j->snap_prefix, err);
+}
+
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb;
     (void)flag;
@@ -113,10 +189,10 @@ static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, vdn_
     if (!pc || !*pc) return vdn_fail(err, errlen, "ASSIGN request.prompt_cache: empty");
     if (!strncmp(pc, "file://", 7)) pc += 7;
     int is_s3 = !strncmp(pc, "s3://", 5);
-    if (!is_s3 && access(pc, R_OK) == 0) {
-        snprintf(path, pathlen, "%s", pc);
-        return 0;
-    }
+    /* a local file (an absolute path, or a name that exists here): only under --data-root */
+    if (!is_s3 && (pc[0] == '/' || access(pc, F_OK) == 0))
+        return vdn_path_in_roots(pc, j->spec.data_roots, j->spec.n_data_roots, path, pathlen, err,
+                                 errlen);
     /* s3://bucket/dir/key -> store s3://bucket, key dir/key; a bare key -> the job's store. */
     char uri[1024] = "", key[1024];
     const char *store_uri = j->spec.store_uri;
@@ -127,7 +203,7 @@ static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, vdn_
         snprintf(uri, sizeof uri, "%.*s", (int)(slash - pc), pc);
         snprintf(key, sizeof key, "%s", slash + 1);
         store_uri = uri;
-    } else if (pc[0] == '/' || (!j->stores->default_uri && !(store_uri && *store_uri))) {
+    } else if (!j->stores->default_uri && !(store_uri && *store_uri)) {
         return vdn_fail(err, errlen, "prompt cache '%s': no such file on this worker (%s)", pc,
                         strerror(errno));
     } else {
@@ -249,6 +325,26 @@ static void *job_main(void *arg) {
         return NULL;
     }
     vdn_prompt_free(&pr);
+    const char *noise = j->spec.noise_file;
+    char noise_path[4096];
+    if (noise && *noise) {
+        if (vdn_path_in_roots(noise, j->spec.data_roots, j->spec.n_data_roots, noise_path,
+                              sizeof noise_path, err, sizeof err)) {
+            snprintf(msg, sizeof msg, "noise_file: %s", err);
+            finish(j, 0, VDN_FAULT_JOB, msg);
+            return NULL;
+        }
+        noise = noise_path;
+    }
+
+    snapshot_prefix(latents_key, j->snap_prefix, sizeof j->snap_prefix);
+    vdn_snapshot_fingerprint(&j->spec, vdn_engine_identity(j->eng), vdn_engine_backend_name(j->eng),
+                             j->fingerprint, sizeof j->fingerprint);
+    vdn_render_state resume;
+    int resuming = load_resume(j, &resume);
+    pthread_mutex_lock(&j->mu);
+    j->resumed_from = resuming ? resume.step : 0;
+    pthread_mutex_unlock(&j->mu);
 
     snprintf(prefix, sizeof prefix, "%s/out", j->scratch);
     vdn_render_request req = {
@@ -261,10 +357,17 @@ static void *job_main(void *arg) {
         .variant = j->spec.variant,
         .video_shift = j->spec.video_shift,
         .audio_shift = j->spec.audio_shift,
-        .noise_file = j->spec.noise_file,
+        .noise_file = noise,
         .out_prefix = prefix,
+        .resume = resuming ? &resume : NULL,
+        .snapshot = j->spec.snapshot_seconds > 0 || j->spec.snapshot_every > 0 ? on_snapshot : NULL,
+        .snapshot_user = j,
+        .snapshot_every_nfe = j->spec.snapshot_every,
+        .snapshot_every_seconds = j->spec.snapshot_seconds,
     };
-    if (vdn_engine_render(j->eng, &req, on_progress, j, err, sizeof err)) {
+    int render_rc = vdn_engine_render(j->eng, &req, on_progress, j, err, sizeof err);
+    if (resuming) vdn_snapshot_free(&resume);
+    if (render_rc) {
         int cancelled = atomic_load(&j->cancel);
         snprintf(msg, sizeof msg, "%s%s", cancelled ? "cancelled: " : "render failed: ", err);
         finish(j, 0, cancelled ? VDN_FAULT_TRANSIENT : engine_error_fault(err), msg);
@@ -328,6 +431,7 @@ static void *job_main(void *arg) {
         finish(j, 0, VDN_FAULT_TRANSIENT, msg);
         return NULL;
     }
+    delete_snapshots(j, st);
     pthread_mutex_lock(&j->mu);
     j->record_json = record;
     j->object_keys = vdn_xcalloc(2, sizeof *j->object_keys);

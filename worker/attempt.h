@@ -31,6 +31,12 @@ typedef struct {
     int frames, height, width, steps;
     uint64_t seed;
     float video_shift, audio_shift;
+    char *resume_key; /* newest sampler snapshot of the job (ASSIGN resume_key), NULL = none */
+    /* the worker's policy, not owned: */
+    double snapshot_seconds;       /* a snapshot after this much render time (0 = by count) */
+    int snapshot_every;            /* or after every K NFEs (0 = by time only) */
+    const char *const *data_roots; /* local paths a request may name live under these */
+    int n_data_roots;
 } vdn_assignment;
 
 void vdn_assignment_free(vdn_assignment *s);
@@ -66,6 +72,9 @@ typedef struct {
     int upload_attempts; /* whole-upload retries on top of the store's own retries */
     int nfe_delay_ms;    /* test hook: sleep after each NFE so tests can hit a live render */
 
+    char snap_prefix[1100]; /* store prefix of the job's snapshots (KEY.snapshots/) */
+    char fingerprint[2048]; /* what a snapshot must match to be resumed from (snapshot.h) */
+
     pthread_t thread;
     int efd;           /* eventfd: written whenever the state below changes */
     atomic_int cancel; /* set by the main loop (CANCEL, stale, second SIGTERM) */
@@ -76,6 +85,9 @@ typedef struct {
     int gate; /* upload permission: 0 = not yet, 1 = go, -1 = refused */
     pthread_cond_t gate_cv;
     int nfe_done, nfe_total;
+    int resumed_from;    /* NFEs taken from a snapshot (0 = started from noise) */
+    char snap_key[1200]; /* the newest snapshot this attempt stored ("" = none yet) */
+    int snap_step;
     double *nfe_seconds; /* per NFE, grown as the engine reports */
     int nfe_cap;
     int ok, retryable;
@@ -101,6 +113,11 @@ void vdn_attempt_free(vdn_attempt *j);
 /* Resolves the output keys of a spec: the coordinator's keys when given, else PREFIX.safetensors
  * and PREFIX.json. Picks which is the record (.json) and which the latents (.safetensors).
  * -1 with an error when the keys do not name exactly one of each. */
+/* A local path a request names, confined to the worker's --data-root folders: 0 with the
+ * resolved path in `resolved`, or -1 saying why (none configured, outside them, missing). */
+int vdn_path_in_roots(const char *path, const char *const *roots, int nroots, char *resolved,
+                      size_t len, char *err, size_t errlen);
+
 int vdn_attempt_output_keys(const vdn_assignment *s, const char **latents_key,
                             const char **record_key, char *buf, size_t buflen, char *err,
                             size_t errlen);

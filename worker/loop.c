@@ -55,6 +55,7 @@ typedef struct {
     int gate_state; /* 0 = not asked, 1 = waiting for a heartbeat, 2 = answered */
     double gate_since;
     int progress_sent; /* NFEs of cur already reported */
+    int snap_sent;     /* step of cur's newest snapshot already reported */
     outcome out;
 
     double last_heard, last_hb;
@@ -293,6 +294,11 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
     s.seed = rq->has_seed ? rq->seed : 0;
     s.video_shift = rq->has_video_shift ? rq->video_shift : 0;
     s.audio_shift = rq->has_audio_shift ? rq->audio_shift : 0;
+    s.resume_key = dup_or_null(a->resume_key);
+    s.snapshot_seconds = w->o->snapshot_seconds;
+    s.snapshot_every = w->o->snapshot_every;
+    s.data_roots = w->o->data_roots;
+    s.n_data_roots = w->o->n_data_roots;
     VDN_INFO("worker %s: job %llu attempt %llu: start (%s, %dx%dx%d, %d steps, seed %llu)",
              w->o->id, (unsigned long long)s.job_id, (unsigned long long)s.attempt_id,
              s.prompt_cache ? s.prompt_cache
@@ -304,6 +310,7 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
                                sizeof err);
     w->cancel_why = CANCEL_NONE;
     w->progress_sent = 0;
+    w->snap_sent = 0;
     w->suspect = 0;
     w->gate_state = 0;
     if (!w->cur) {
@@ -450,9 +457,14 @@ static void on_attempt_event(worker *w) {
     uint64_t n;
     while (read(a->efd, &n, sizeof n) > 0) {
     }
-    int first = w->progress_sent, done, total, finished, phase;
+    int first = w->progress_sent, done, total, finished, phase, resumed, snap_step;
     double secs[64];
+    char snap_key[sizeof a->snap_key];
     pthread_mutex_lock(&a->mu);
+    resumed = a->resumed_from;
+    if (first < resumed) first = resumed; /* those came from the snapshot */
+    snap_step = a->snap_step;
+    memcpy(snap_key, a->snap_key, sizeof snap_key);
     done = a->nfe_done;
     total = a->nfe_total;
     finished = a->phase == VDN_ATTEMPT_FINISHED;
@@ -474,6 +486,15 @@ static void on_attempt_event(worker *w) {
             p.nfe_total = total;
             p.nfe_seconds = secs[k - 1 - first];
             p.elapsed_seconds = vdn_now() - a->started;
+            p.has_nfe_evaluated = 1;
+            p.nfe_evaluated = k - resumed;
+            /* the snapshot taken after NFE k (it is stored before NFE k is reported) */
+            if (snap_step > w->snap_sent && snap_step <= k) {
+                p.snapshot_key = snap_key;
+                p.has_snapshot_step = 1;
+                p.snapshot_step = snap_step;
+                w->snap_sent = snap_step;
+            }
             env.payload_case = VDN__ENVELOPE__PAYLOAD_PROGRESS;
             env.progress = &p;
             send_env(w, &env);

@@ -28,6 +28,11 @@ static const char usage[] =
     "  --upload-attempts N   whole-upload retries on top of the store's (default 3)\n"
     "  --threads N           CPU backend threads (default: the engine's)\n"
     "  --store-retry-seconds S  give up one store request after S s of retries (default 120)\n"
+    "  --data-root DIR       local paths a request names (prompt cache, noise file) must lie\n"
+    "                        under DIR (repeatable; none: only store URIs and keys)\n"
+    "  --snapshot-seconds S  store the sampler state after S s of rendering, so a requeued\n"
+    "                        job resumes there (default 60; 0 = never)\n"
+    "  --snapshot-every K    also after every K model evaluations (default 0 = by time)\n"
     "  --config FILE         cluster config (ops/cluster.example.conf); flags override it\n"
     "SIGTERM: finish the current job, then exit. A second SIGTERM: hand the job back, exit.\n";
 
@@ -71,6 +76,7 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
     o->liveness = 5;
     o->reconnect_max_s = 30.0;
     o->upload_attempts = 3;
+    o->snapshot_seconds = 60;
     const char *gpus = NULL, *keys = NULL;
 
     for (int i = 1; i < argc; i++) {
@@ -106,7 +112,25 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
             o->server_key = v;
         else if (!strcmp(a, "--scratch"))
             o->scratch = v;
-        else if (!strcmp(a, "--adapter")) {
+        else if (!strcmp(a, "--data-root")) {
+            if (o->n_data_roots >= 16)
+                return vdn_fail(err, errlen, "vdn worker: more than 16 --data-root");
+            if (access(v, X_OK))
+                return vdn_fail(err, errlen,
+                                "vdn worker: --data-root '%s': not a folder we can "
+                                "enter",
+                                v);
+            o->data_roots[o->n_data_roots++] = v;
+        } else if (!strcmp(a, "--snapshot-seconds") || !strcmp(a, "--snapshot-every")) {
+            char *end;
+            double x = strtod(v, &end);
+            if (end == v || *end || !(x >= 0) || x > 1e6)
+                return vdn_fail(err, errlen, "vdn worker: %s '%s': expected a number >= 0", a, v);
+            if (!strcmp(a, "--snapshot-seconds"))
+                o->snapshot_seconds = x;
+            else
+                o->snapshot_every = (int)x;
+        } else if (!strcmp(a, "--adapter")) {
             if (o->n_adapters >= 16)
                 return vdn_fail(err, errlen, "vdn worker: more than 16 --adapter");
             o->adapters[o->n_adapters++] = v;
@@ -142,6 +166,10 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
         if (!o->store) o->store = vdn_conf_get(&conf, "store");
         if (!o->scratch) o->scratch = vdn_conf_get(&conf, "scratch");
         if (!keys && !o->key) keys = vdn_conf_get(&conf, "keys");
+        /* data roots from the file add to those given as flags */
+        const char *r;
+        for (int i = 0; (r = vdn_conf_get_nth(&conf, "data_root", i)) && o->n_data_roots < 16; i++)
+            o->data_roots[o->n_data_roots++] = r;
     }
     if (!o->connect) return vdn_fail(err, errlen, "vdn worker: --connect is required\n%s", usage);
     if (!o->checkpoint)

@@ -203,8 +203,8 @@ static int make_checkpoint(up *u) {
     if (pid == 0) {
         /* with the tiny text encoder and the real tokenizer when the tokenizer is installed, so
          * requests may carry text prompts (ops/install-deps.sh installs it) */
-        char *argv[] = {u->exe, "ckpt", "init", "--preset", "tiny", "--vdn", "--out", out,
-                        "--text-encoder", NULL};
+        char *argv[] = {u->exe,  "ckpt",  "init", "--preset",       "tiny",
+                        "--vdn", "--out", out,    "--text-encoder", NULL};
         if (access(vdn_default_tokenizer_json(), R_OK) != 0) argv[8] = NULL;
         execv(u->exe, argv);
         _exit(127);
@@ -599,6 +599,8 @@ int vdn_cmd_up(int argc, char **argv) {
         child_add(&u, id, "worker", "--connect", u.worker_ep, "--checkpoint", u.ckpt, "--store",
                   u.store, "--scratch", scratch, NULL);
         child *w = &u.kids[u.nkids - 1];
+        /* one user's farm on loopback: its workers read any local file that user names */
+        child_arg(w, "--data-root", "/");
         snprintf(id, sizeof id, "up-%d", k);
         child_arg(w, "--id", id);
         if (u.cpu)

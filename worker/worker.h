@@ -26,6 +26,11 @@ typedef struct {
     int upload_attempts;    /* whole-upload retries on top of the store's own */
     int threads;            /* CPU backend threads, 0 = the engine's default */
     double store_retry_s;   /* cap on one store request's retry backoff, 0 = the store's (120 s) */
+    double
+        snapshot_seconds; /* sampler snapshot after this much render time (default 60, 0 = off) */
+    int snapshot_every;   /* or after every K NFEs (0 = by time only) */
+    const char *data_roots[16]; /* local paths a request names must lie under one of these */
+    int n_data_roots;
 } vdn_worker_opts;
 
 /* Parses argv (argv[0] = "worker"). 0 ok, 1 = --help printed, -1 = error printed to err. */

@@ -124,12 +124,12 @@ class Farm:
         self.logs[name] = path
         return p
 
-    def start_coordinator(self):
+    def start_coordinator(self, extra_args=()):
         return self.spawn("coordinator", [
             "coordinator", "--db", self.db, "--bind", self.worker_ep,
             "--client-bind", self.client_ep, "--store", self.store,
             "--lease-seconds", str(self.lease), "--heartbeat-seconds", str(self.heartbeat),
-            "--max-attempts", str(self.max_attempts)])
+            "--max-attempts", str(self.max_attempts)] + list(extra_args))
 
     def start_worker(self, wid, nfe_delay_ms=0, extra_env=None, extra_args=()):
         env = dict(self.env)
@@ -139,7 +139,8 @@ class Farm:
         return self.spawn(wid, [
             "worker", "--connect", self.worker_ep, "--checkpoint", self.ckpt, "--store", self.store,
             "--id", wid, "--cpu", "--scratch", os.path.join(self.dir, "scratch"),
-            "--heartbeat-seconds", str(self.heartbeat), "--threads", "1"] + list(extra_args),
+            "--heartbeat-seconds", str(self.heartbeat), "--threads", "1",
+            "--data-root", self.dir] + list(extra_args),
             env=env)
 
     def kill(self, name, sig=signal.SIGKILL, quiet=False):

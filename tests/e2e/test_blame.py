@@ -1,8 +1,11 @@
 """Failure blame on a one-worker farm (issue 11): ten jobs whose prompt cache is garbage each
 fail at once as the job's fault and leave the worker's standing alone, so good jobs submitted
-right after run at once (before, three such jobs blocklisted the only worker for 300 s)."""
+right after run at once (before, three such jobs blocklisted the only worker for 300 s). Local
+paths outside the worker's --data-root (also through a symlink) are refused the same way."""
 import os
+import shutil
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -32,6 +35,28 @@ def test(args):
               "blocked until %s" % (failures, blocked))
         check(farm.q("SELECT count(*) FROM events WHERE kind LIKE 'blocklisted%'")[0][0] == 0,
               "a blocklisted event was written")
+
+        # paths a client may name: outside the worker's --data-root (the farm dir), directly or
+        # through a symlink inside it, is refused as the job's fault; the worker stays clean
+        outside = tempfile.mkdtemp(prefix="vdn-e2e-outside-")
+        try:
+            shutil.copy(good, os.path.join(outside, "prompt.safetensors"))
+            link = os.path.join(farm.dir, "link.safetensors")
+            os.symlink(os.path.join(outside, "prompt.safetensors"), link)
+            for path in (os.path.join(outside, "prompt.safetensors"), link):
+                farm.prompt = path
+                b = farm.submit(1, fname="outside.jsonl")
+                farm.wait_batch(b, 1, timeout=30)
+                st, attempts, err = farm.q("SELECT state, attempts, last_error FROM jobs WHERE "
+                                           "batch_id=?", b)[0]
+                log("%s: %s after %d attempt(s): %s" % (path, st, attempts, err))
+                check(st == "failed" and attempts == 1 and "job fault" in err and
+                      "outside this worker's --data-root" in err and path in err,
+                      "a path outside the data root: %s, %r" % (st, err))
+        finally:
+            shutil.rmtree(outside, ignore_errors=True)
+        check(farm.q("SELECT failures FROM workers WHERE id='w'")[0][0] == 0,
+              "refused paths counted against the worker")
 
         farm.prompt = good
         t0 = time.time()

@@ -37,9 +37,9 @@ def test(args):
         conf = os.path.join(farm.dir, "cluster.conf")
         with open(conf, "w") as f:
             f.write("# test cluster\nworker_endpoint = %s\nclient_endpoint = %s\n"
-                    "checkpoint = %s\nstore = %s\nkeys = %s\nscratch = %s\n" % (
+                    "checkpoint = %s\nstore = %s\nkeys = %s\nscratch = %s\ndata_root = %s\n" % (
                         farm.worker_ep, farm.client_ep, farm.ckpt, farm.store, wk,
-                        os.path.join(farm.dir, "scratch")))
+                        os.path.join(farm.dir, "scratch"), farm.dir))
         common = ["--cpu", "--heartbeat-seconds", "0.5", "--threads", "1"]
         farm.spawn("cw", ["worker", "--config", conf, "--id", "cw"] + common)
         farm.spawn("intruder", ["worker", "--connect", farm.worker_ep, "--checkpoint", farm.ckpt,

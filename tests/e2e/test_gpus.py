@@ -26,7 +26,8 @@ def test(args):
         # no --cpu: the worker asks nvidia-smi
         args_ = ["worker", "--connect", farm.worker_ep, "--checkpoint", farm.ckpt, "--store",
                  farm.store, "--id", "g", "--gpus", "1,3", "--scratch",
-                 os.path.join(farm.dir, "scratch"), "--heartbeat-seconds", "0.5"]
+                 os.path.join(farm.dir, "scratch"), "--heartbeat-seconds", "0.5",
+                 "--data-root", farm.dir]
         farm.spawn("g", args_, env=dict(farm.env, **env))
         t0 = time.time()
         rows = []

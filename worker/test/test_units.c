@@ -155,12 +155,53 @@ static void test_example(const char *path) {
     vdn_conf_free(&c);
 }
 
+/* --data-root: a path counts as inside a root only after both are resolved; a root's name as a
+ * mere string prefix ("/x/data" vs "/x/data2") is not inside. */
+static void test_data_roots(void) {
+    char dir[] = "/tmp/vdn_roots_XXXXXX", p[512], out[4096], err[VDN_ERR_LEN];
+    if (!mkdtemp(dir)) return;
+    char root[300], root2[300], inside[400], outside[400], link[400], dotdot[500];
+    snprintf(root, sizeof root, "%s/data", dir);
+    snprintf(root2, sizeof root2, "%s/data2", dir);
+    snprintf(inside, sizeof inside, "%s/a.safetensors", root);
+    snprintf(outside, sizeof outside, "%s/b.safetensors", root2);
+    snprintf(link, sizeof link, "%s/link.safetensors", root);
+    snprintf(dotdot, sizeof dotdot, "%s/../data2/b.safetensors", root);
+    CHECK(vdn_mkdir_p(root, err, sizeof err) == 0 && vdn_mkdir_p(root2, err, sizeof err) == 0);
+    CHECK(vdn_write_file_atomic(inside, "x", 1, err, sizeof err) == 0);
+    CHECK(vdn_write_file_atomic(outside, "x", 1, err, sizeof err) == 0);
+    CHECK(symlink(outside, link) == 0);
+    const char *roots[1] = {root};
+    CHECK(vdn_path_in_roots(inside, roots, 1, out, sizeof out, err, sizeof err) == 0 &&
+              !strcmp(out, inside),
+          "%s", err);
+    CHECK(vdn_path_in_roots(outside, roots, 1, out, sizeof out, err, sizeof err) == -1 &&
+              strstr(err, "outside") && strstr(err, outside) && strstr(err, root),
+          "%s", err);
+    CHECK(vdn_path_in_roots(link, roots, 1, out, sizeof out, err, sizeof err) == -1, "symlink");
+    CHECK(vdn_path_in_roots(dotdot, roots, 1, out, sizeof out, err, sizeof err) == -1, "..");
+    CHECK(vdn_path_in_roots(inside, roots, 0, out, sizeof out, err, sizeof err) == -1 &&
+              strstr(err, "--data-root"),
+          "no roots: %s", err);
+    snprintf(p, sizeof p, "%s/missing.safetensors", root);
+    CHECK(vdn_path_in_roots(p, roots, 1, out, sizeof out, err, sizeof err) == -1 &&
+              strstr(err, "no such file"),
+          "missing: %s", err);
+    const char *both[2] = {root2, root}, *slash[1] = {"/"};
+    CHECK(vdn_path_in_roots(outside, both, 2, out, sizeof out, err, sizeof err) == 0, "%s", err);
+    CHECK(vdn_path_in_roots(link, slash, 1, out, sizeof out, err, sizeof err) == 0 &&
+              !strcmp(out, outside),
+          "root /: %s", err);
+    remove(link), remove(inside), remove(outside), rmdir(root), rmdir(root2), rmdir(dir);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) test_example(argv[1]);
     test_gpu_spec();
     test_nvidia_smi();
     test_conf();
     test_output_keys();
+    test_data_roots();
     if (failures)
         fprintf(stderr, "test_worker_units: %d failure(s)\n", failures);
     else

@@ -165,6 +165,8 @@ int main(int argc, char **argv) {
                          "0.2",
                          "--threads",
                          "1",
+                         "--data-root",
+                         dir,
                          NULL};
         execv(vdn, wargv);
         _exit(127);

@@ -1,0 +1,202 @@
+"""The coordinator's status page and metrics (issue 11): `vdn coordinator --http` on loopback
+with a token; /metrics read by the Prometheus project's own text parser (python3-prometheus-
+client) while jobs run and after, checked against the database; the page loaded in headless
+Chromium, its live tables checked in the DOM and a screenshot kept (e2e_http_screenshot.png in
+the test's working folder); beyond loopback only with TLS and a token (a self-signed pair from
+openssl), served over HTTPS."""
+import json
+import os
+import re
+import shutil
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import Farm, SkipTest, check, free_port, log, main
+
+TOKEN = "e2e-status-token-0123456789"
+
+
+def get(url, token=None, ctx=None):
+    req = urllib.request.Request(url)
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=10, context=ctx) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def metrics(base):
+    from prometheus_client.parser import text_string_to_metric_families
+    st, body = get(base + "/metrics", TOKEN)
+    check(st == 200, "/metrics: HTTP %d %s" % (st, body[:200]))
+    fams = {f.name: f for f in text_string_to_metric_families(body)}
+    return fams, body
+
+
+def samples(fams, name, suffix=""):
+    return {tuple(sorted(s.labels.items())): s.value for s in fams[name].samples
+            if s.name == name + suffix}
+
+
+def check_histogram(fams, name, count):
+    f = fams.get(name)
+    check(f is not None and f.type == "histogram", "%s missing or not a histogram" % name)
+    buckets = [(s.labels["le"], s.value) for s in f.samples if s.name == name + "_bucket"]
+    vals = [v for _, v in buckets]
+    check(vals == sorted(vals), "%s buckets not cumulative: %s" % (name, buckets))
+    check(buckets[-1][0] == "+Inf" and buckets[-1][1] == count, "%s +Inf bucket %s, expected %d"
+          % (name, buckets[-1], count))
+    n = [s.value for s in f.samples if s.name == name + "_count"]
+    check(n == [count], "%s_count %s, expected %d" % (name, n, count))
+
+
+def chromium_page(url, shot):
+    chrome = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chrome:
+        raise SkipTest("chromium not installed")
+    prof = tempfile.mkdtemp(prefix="vdn-e2e-chrome-")
+    flags = [chrome, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--user-data-dir=" + prof, "--virtual-time-budget=6000", "--run-all-compositor-"
+             "stages-before-draw"]
+    try:
+        subprocess.run(flags + ["--screenshot=" + shot, "--window-size=1400,1000", url],
+                       capture_output=True, timeout=120)
+        dom = subprocess.run(flags + ["--dump-dom", url], capture_output=True, text=True,
+                             timeout=120).stdout
+    finally:
+        shutil.rmtree(prof, ignore_errors=True)
+    return dom
+
+
+def test(args):
+    port = free_port()
+    base = "http://127.0.0.1:%d" % port
+    with Farm(args.vdn, "http", steps=8, max_attempts=2, keep=args.keep) as farm:
+        tokf = os.path.join(farm.dir, "http.token")
+        with open(tokf, "w") as f:
+            f.write(TOKEN + "\n")
+        farm.start_coordinator(["--http", "127.0.0.1:%d" % port, "--http-token-file", tokf])
+        t0 = time.time()
+        while True:
+            try:
+                if get(base + "/metrics", TOKEN)[0] == 200:
+                    break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            check(time.time() - t0 < 15, "no /metrics after 15 s")
+            time.sleep(0.1)
+        st, _ = get(base + "/metrics")
+        check(st == 401, "/metrics without the token: HTTP %d, expected 401" % st)
+        check(get(base + "/metrics", "wrong-token-0123456789")[0] == 401, "a wrong token passed")
+        check(get(base + "/nothing", TOKEN)[0] == 404, "unknown path not 404")
+
+        farm.start_worker("w", nfe_delay_ms=250)
+        bad = os.path.join(farm.dir, "garbage.safetensors")
+        with open(bad, "wb") as f:
+            f.write(os.urandom(200))
+        good, farm.prompt = farm.prompt, bad
+        b_bad = farm.submit(1, fname="bad.jsonl")
+        farm.wait_batch(b_bad, 1, timeout=30)
+        farm.prompt = good
+        b = farm.submit(3)
+
+        # while a job renders: a busy worker, NFEs per second, a running job
+        t0 = time.time()
+        while True:
+            fams, body = metrics(base)
+            jobs = samples(fams, "vdn_jobs")
+            rate = samples(fams, "vdn_model_evaluations_per_second")[()]
+            if jobs[(("state", "running"),)] == 1 and rate > 0:
+                break
+            check(time.time() - t0 < 30, "never saw a running job with NFE/s > 0:\n" + body)
+            time.sleep(0.2)
+        workers = samples(fams, "vdn_workers")
+        check(workers[(("state", "busy"),)] == 1, "workers by state while rendering: %s" % workers)
+        log("while rendering: jobs %s, %.2f NFE/s" % (
+            {k[0][1]: v for k, v in jobs.items()}, rate))
+
+        # the page, live: Chromium runs its script against /api/status
+        shot = os.path.abspath("e2e_http_screenshot.png")
+        dom = chromium_page(base + "/?token=" + TOKEN, shot)
+        problem = re.search(r'id="problem">([^<]*)<', dom)
+        check(problem and not problem.group(1), "the page could not load its data: %s"
+              % (problem.group(1) if problem else "no problem line in the DOM"))
+        for want in ("vdn farm", ">w<", "b%d" % b, "running", "job fault", "updated"):
+            check(want in dom, "the page's DOM lacks %r" % want)
+        check(os.path.getsize(shot) > 10000, "screenshot %s missing or tiny" % shot)
+        import cv2
+        img = cv2.imread(shot)
+        colours = len({tuple(p) for p in img[::4, ::4].reshape(-1, 3)})
+        check(colours > 20, "screenshot looks blank (%d colours)" % colours)
+        log("page rendered in Chromium: screenshot %s (%dx%d, %d colours)"
+            % (shot, img.shape[1], img.shape[0], colours))
+
+        farm.wait_batch(b, 3, timeout=60)
+        fams, body = metrics(base)
+        jobs = {k[0][1]: v for k, v in samples(fams, "vdn_jobs").items()}
+        db = dict(farm.q("SELECT state, count(*) FROM jobs GROUP BY state"))
+        check(jobs == {s: db.get(s, 0) for s in jobs} and jobs["done"] == 3 and
+              jobs["failed"] == 1, "vdn_jobs %s vs database %s" % (jobs, db))
+        check_histogram(fams, "vdn_job_queue_wait_seconds", 4)
+        check_histogram(fams, "vdn_job_render_seconds", 3)
+        # the parser names a counter's family without "_total" (OpenMetrics), its sample with it
+        total = samples(fams, "vdn_model_evaluations", "_total")[()]
+        check(total == 3 * farm.steps, "NFEs evaluated %s, expected %d" % (total, 3 * farm.steps))
+        faults = {k[0][1]: v for k, v in samples(fams, "vdn_attempt_failures", "_total").items()}
+        check(faults == {"job": 1, "worker": 0, "transient": 0}, "failures by fault %s" % faults)
+        check(samples(fams, "vdn_workers")[(("state", "idle"),)] == 1, "worker not idle after")
+        info = samples(fams, "vdn_worker_info")
+        check(list(info) == [(("state", "idle"), ("worker", "w"))], "vdn_worker_info %s" % info)
+        st, js = get(base + "/api/status", TOKEN)
+        status = json.loads(js)
+        check(st == 200 and len(status["jobs"]) == 4 and status["workers"][0]["worker_id"] == "w",
+              "/api/status: %s" % js[:300])
+        log("after: jobs %s, queue-wait and render histograms consistent, %d NFEs" % (jobs, total))
+
+        # beyond loopback: refused without TLS and a token; served over HTTPS with both
+        r = farm.run(["coordinator", "--db", os.path.join(farm.dir, "o.db"), "--bind",
+                      "tcp://127.0.0.1:%d" % free_port(), "--client-bind",
+                      "tcp://127.0.0.1:%d" % free_port(), "--http", "0.0.0.0:%d" % free_port()],
+                     check_rc=False, timeout=20)
+        check(r.returncode != 0 and "TLS with a token" in r.stderr,
+              "non-loopback --http without TLS: rc %d %s" % (r.returncode, r.stderr))
+        if not shutil.which("openssl"):
+            log("openssl missing: HTTPS part left out")
+            return
+        cert, key = os.path.join(farm.dir, "c.pem"), os.path.join(farm.dir, "k.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                        key, "-out", cert, "-days", "1", "-subj", "/CN=localhost"],
+                       capture_output=True, check=True, timeout=60)
+        p2 = free_port()
+        farm.spawn("coordinator2", [
+            "coordinator", "--db", os.path.join(farm.dir, "o.db"), "--bind",
+            "tcp://127.0.0.1:%d" % free_port(), "--client-bind", "tcp://127.0.0.1:%d" % free_port(),
+            "--http", "0.0.0.0:%d" % p2, "--http-token-file", tokf, "--http-cert", cert,
+            "--http-key", key])
+        ctx = ssl.create_default_context(cafile=cert)
+        ctx.check_hostname = False
+        t0 = time.time()
+        while True:
+            try:
+                st, body = get("https://127.0.0.1:%d/metrics" % p2, TOKEN, ctx)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                check(time.time() - t0 < 15, "HTTPS coordinator never answered")
+                time.sleep(0.2)
+        check(st == 200 and "vdn_jobs" in body, "HTTPS /metrics: %d" % st)
+        check(get("https://127.0.0.1:%d/metrics" % p2, None, ctx)[0] == 401,
+              "HTTPS without the token was served")
+        log("beyond loopback: refused without TLS; HTTPS with the token served, without it 401")
+
+
+if __name__ == "__main__":
+    main(test)

@@ -1,0 +1,26 @@
+/* Sampler snapshots as files (docs/cluster.md "Resumable renders"): a safetensors file with the
+ * render state's two latent tensors, its step, and a fingerprint of everything that must match
+ * for a continuation to equal an uninterrupted render bit for bit (the request, the checkpoint
+ * identity, the backend). A snapshot that does not match is not resumed from. */
+#ifndef VDN_WORKER_SNAPSHOT_H
+#define VDN_WORKER_SNAPSHOT_H
+
+#include <stddef.h>
+
+#include "attempt.h"
+#include "engine.h"
+
+/* The fingerprint of a job's render on this engine (written into buf). */
+void vdn_snapshot_fingerprint(const vdn_assignment *s, const char *identity, const char *backend,
+                              char *buf, size_t len);
+
+int vdn_snapshot_write(const char *path, const vdn_render_state *st, const char *fingerprint,
+                       char *err, size_t errlen);
+
+/* Reads a snapshot into st (video/audio malloc'd; free with vdn_snapshot_free). -1 with a reason
+ * when the file is not a snapshot, is damaged, or belongs to another render (fingerprint). */
+int vdn_snapshot_read(const char *path, const char *fingerprint, vdn_render_state *st, char *err,
+                      size_t errlen);
+void vdn_snapshot_free(vdn_render_state *st);
+
+#endif
