@@ -1,27 +1,12 @@
-/* A backend computes ONE MODEL EVALUATION of MiniMax-H3 / VDN-H3 on one packed sequence:
- * (patch features, tags, RoPE positions, per-row timesteps, text) -> (video, audio) velocities.
+/* Shared types of one model evaluation: the packed sequence's layout, the attention plan of a
+ * variant, and the inputs of one evaluation as host arrays (vdn_step_inputs: what dit_host.c and
+ * the tests hand the DiT over the op layer). Everything around the model lives in engine/:
+ * the packed sequence (seq.h), positions, per-row timesteps, sigma grids, noise, patchify, I/O.
  *
- * Everything around the model is shared and lives in engine/ (never in a backend): building the
- * packed sequence (seq.h), RoPE positions, per-row timesteps, the sigma grid and the Euler update
- * (sched.h), noise, patchify/unpatchify, I/O and run records (render.c). So a backend is exactly
- * "the forward of spec/H3-VDN-ARCH.md sections 2-5", and two backends given the same
- * vdn_step_inputs must return the same velocities up to their precision.
- *
- * Lifecycle, as the engine drives it:
- *
- *   be = ops->create(ckpt, cfg, threads)      once per engine: read/upload every weight once
- *   per render:
- *     ops->reserve(be, &layout)               sizes of this render (scratch may grow here)
- *     ops->set_text(be, embeds, n_text, tags) condition_proj + 2-layer token refiner, ONCE per
- *                                             render (the refiner has no adaLN and no timestep);
- *                                             the backend keeps the refined rows for forward()
- *     per NFE: ops->forward(be, &step, video_v, audio_v)
- *   ops->destroy(be)
- *
- * The CPU backend (engine/cpu_backend.c, "cpu") is the numerical oracle;
- * engine/test/backend_compare runs any backend against it (every variant, t2va + fl2va); the CUDA
- * backend is compared with it by the ctest kernels_cuda_backend. A CUDA backend lives in kernels/
- * and registers itself (see vdn_backend_register below) so that engine/ never depends on CUDA.
+ * Also, until kernels/cuda_backend.cu retires, the model-level backend interface it implements
+ * (vdn_backend_ops: create / reserve / set_text / forward / destroy, host arrays in and out every
+ * NFE); engine.c prefers such a "cuda" when present, else renders over the op layer (op.h,
+ * dit.h), which is where every other backend lives.
  *
  * Row layout of the packed sequence (spec 1.2), batch 1, no padding:
  *
@@ -124,17 +109,16 @@ int vdn_attn_keep(const vdn_config *cfg, const vdn_attn_plan *plan, const vdn_la
 int vdn_attn_mode_parse(const char *name, vdn_attn_mode *mode);
 const char *vdn_attn_mode_name(vdn_attn_mode mode);
 
-/* Registry. The CPU backend is always available. Two ways for kernels/ to provide "cuda"
- * without engine/ depending on CUDA:
+/* Registry of model-level backends (only the retiring CUDA one). Two ways for kernels/ to provide
+ * "cuda" without engine/ depending on CUDA:
  *  1. define `const vdn_backend_ops vdn_cuda_backend_ops = {"cuda", ...};` (C linkage) in an
  *     object that is linked into the binary. engine.c refers to it weakly, so the linker does NOT
  *     pull it out of a static archive by itself: link that object directly (an OBJECT library,
  *     or $<LINK_LIBRARY:WHOLE_ARCHIVE,vdn_cuda>), or reference it from code that is linked;
  *  2. call vdn_backend_register(&ops) before vdn_engine_open (a later registration of the same
  *     name replaces the earlier one).
- * VDN_BACKEND_AUTO then picks "cuda" when found and its available() says yes, else "cpu". */
+ * VDN_BACKEND_AUTO then picks it when found and its available() says yes; else the op layer. */
 int vdn_backend_register(const vdn_backend_ops *ops); /* 0, or -1 when the table is full */
 const vdn_backend_ops *vdn_backend_find(const char *name);
-const vdn_backend_ops *vdn_cpu_backend_ops(void);
 
 #endif

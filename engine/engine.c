@@ -36,7 +36,6 @@ int vdn_backend_register(const vdn_backend_ops *ops) {
 const vdn_backend_ops *vdn_backend_find(const char *name) {
     for (int i = 0; i < g_n_backends; i++)
         if (strcmp(g_backends[i]->name, name) == 0) return g_backends[i];
-    if (strcmp(name, "cpu") == 0) return vdn_cpu_backend_ops();
     if (strcmp(name, "cuda") == 0 && &vdn_cuda_backend_ops) return &vdn_cuda_backend_ops;
     return NULL;
 }

@@ -1,7 +1,7 @@
-/* Compare a backend (default "cuda") with the CPU oracle on one checkpoint: every attention
- * variant, t2va and (when the prompt has keyframes) fl2va sequences, two timesteps, relative RMS
- * error of the video and audio velocities. Exit 77 (ctest skip) when the backend is not linked in
- * or not available here (no GPU).
+/* Compare the DiT over the op layer on one device (default "cuda") with the CPU device, the
+ * oracle, on one checkpoint: every attention variant, t2va and (when the prompt has keyframes)
+ * fl2va sequences, two timesteps, relative RMS error of the video and audio velocities. Exit 77
+ * (ctest skip) when the backend is not linked in or not available here (no GPU).
  *
  *   backend_compare CKPT_DIR PROMPT [PROMPT...] [--backend NAME] [--tol X]
  *
@@ -13,6 +13,8 @@
 #include <string.h>
 
 #include "backend.h"
+#include "dit.h"
+#include "op_backend.h"
 #include "ckpt.h"
 #include "engine.h"
 #include "prompt.h"
@@ -49,12 +51,12 @@ int main(int argc, char **argv) {
         return 2;
     }
     char err[VDN_ERR_LEN] = "";
-    const vdn_backend_ops *test = vdn_backend_find(name), *ref = vdn_cpu_backend_ops();
+    const vdn_dev_backend *test = vdn_dev_backend_find(name);
     if (!test) {
         printf("skip: backend '%s' is not linked into this binary\n", name);
         return 77;
     }
-    if (!test->available(err, sizeof err)) {
+    if (test->available && !test->available(err, sizeof err)) {
         printf("skip: backend '%s' not available here: %s\n", name, err);
         return 77;
     }
@@ -64,10 +66,13 @@ int main(int argc, char **argv) {
         return 1;
     }
     const vdn_config *c = vdn_ckpt_config(ck);
-    vdn_backend *br = ref->create(ck, c, 2, err, sizeof err);
-    vdn_backend *bt = br ? test->create(ck, c, 2, err, sizeof err) : NULL;
-    if (!br || !bt) {
-        fprintf(stderr, "create: %s\n", err);
+    vdn_dev *dr = vdn_dev_open("cpu", 0, 2, err, sizeof err);
+    vdn_dev *dt = dr ? vdn_dev_open(name, 0, 2, err, sizeof err) : NULL;
+    vdn_weight_source src = vdn_weight_source_ckpt(ck);
+    vdn_dit_weights wr, wt;
+    if (!dt || vdn_dit_weights_load(&wr, dr, c, &src, err, sizeof err) != 0 ||
+        vdn_dit_weights_load(&wt, dt, c, &src, err, sizeof err) != 0) {
+        fprintf(stderr, "open: %s\n", err);
         return 1;
     }
     int fails = 0;
@@ -102,9 +107,10 @@ int main(int argc, char **argv) {
               *ra = vdn_xmalloc(sizeof(float) * L->n_audio * ac);
         float *tv = vdn_xmalloc(sizeof(float) * L->n_video * pf),
               *ta = vdn_xmalloc(sizeof(float) * L->n_audio * ac);
-        if (ref->reserve(br, L, err, sizeof err) || test->reserve(bt, L, err, sizeof err) ||
-            ref->set_text(br, pr.embeds, pr.n_text, err, sizeof err) ||
-            test->set_text(bt, pr.embeds, pr.n_text, err, sizeof err)) {
+        float *text_r = vdn_xmalloc(sizeof(float) * pr.n_text * c->hidden);
+        float *text_t = vdn_xmalloc(sizeof(float) * pr.n_text * c->hidden);
+        if (vdn_dit_refine_text_host(&wr, pr.embeds, pr.n_text, text_r, err, sizeof err) ||
+            vdn_dit_refine_text_host(&wt, pr.embeds, pr.n_text, text_t, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }
@@ -117,8 +123,8 @@ int main(int argc, char **argv) {
                 vdn_step_inputs in = {
                     L,          vx,    L->n_cond ? cx : NULL,         ax, s.tags, s.pos, s.t_index,
                     s.t_values, s.n_t, vdn_attn_plan_make(c, mode, F)};
-                if (ref->forward(br, &in, rv, ra, err, sizeof err) ||
-                    test->forward(bt, &in, tv, ta, err, sizeof err)) {
+                if (vdn_dit_forward_host(&wr, text_r, &in, rv, ra, err, sizeof err) ||
+                    vdn_dit_forward_host(&wt, text_t, &in, tv, ta, err, sizeof err)) {
                     fprintf(stderr, "forward: %s\n", err);
                     return 1;
                 }
@@ -131,11 +137,14 @@ int main(int argc, char **argv) {
             }
         }
         free(vx), free(ax), free(cx), free(rv), free(ra), free(tv), free(ta), free(tags);
+        free(text_r), free(text_t);
         vdn_seq_free(&s);
         vdn_prompt_free(&pr);
     }
-    test->destroy(bt);
-    ref->destroy(br);
+    vdn_dit_weights_free(&wt);
+    vdn_dit_weights_free(&wr);
+    vdn_dev_close(dt);
+    vdn_dev_close(dr);
     vdn_ckpt_close(ck);
     printf("backend_compare %s vs cpu: %s\n", name, fails ? "FAILED" : "ok");
     return fails ? 1 : 0;
