@@ -61,6 +61,11 @@ static void test_bad_lines(void) {
     bad_line("{\"prompt_cache\": \"p.safetensors\", \"num_frames\": 1e9}", "num_frames", "integer");
     bad_line("{\"prompt_cache\": \"p.safetensors\", \"height\": 100}", "height", "multiple of 32");
     bad_line("{\"prompt_cache\": \"p.safetensors\", \"width\": 16}", "width", "32..8192");
+    /* 1000 frames (snapped to 1008) at 4096 x 4096: 1 text row + 297 latent frames x 128 x 128
+     * patches + 2 x 1680 audio rows = 4869409 > 2^21 */
+    bad_line("{\"prompt_cache\": \"p.safetensors\", \"frames\": 1000, \"height\": 4096, "
+             "\"width\": 4096}",
+             "frames", "4869409 sequence rows, above the engine's limit of 2097152");
     bad_line("{\"prompt_cache\": \"p.safetensors\", \"seed\": -1}", "seed", "non-negative");
     bad_line("{\"prompt_cache\": \"p.safetensors\", \"seed\": \"12x\"}", "seed", "non-negative");
     bad_line("{\"prompt_cache\": \"p.safetensors\", \"seed\": \"99999999999999999999999\"}", "seed",
