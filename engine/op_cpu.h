@@ -11,8 +11,22 @@
 #include "op_backend.h"
 #include "vdn_util.h"
 
+static inline size_t cpu_esize(vdn_dtype dt) { /* vdn_dtype_size, inlined for the hot loops */
+    switch (dt) {
+    case VDN_DT_F64:
+        return 8;
+    case VDN_DT_BF16:
+    case VDN_DT_F16:
+        return 2;
+    case VDN_DT_U8:
+        return 1;
+    default:
+        return 4;
+    }
+}
+
 static inline void *cpu_addr(const vdn_tensor *t, int64_t r, int64_t c) {
-    return (char *)t->data + ((size_t)r * (size_t)t->ld + (size_t)c) * vdn_dtype_size(t->dtype);
+    return (char *)t->data + ((size_t)r * (size_t)t->ld + (size_t)c) * cpu_esize(t->dtype);
 }
 
 /* element (r, c) of the 2-D form as a double */

@@ -18,6 +18,7 @@ typedef struct {
 static void linear_chunk(void *ctx, int c) {
     const linear_job *j = ctx;
     int64_t r0 = (int64_t)c * j->chunk, r1 = r0 + j->chunk < j->rows ? r0 + j->chunk : j->rows;
+    float *yf = j->y->dtype == VDN_DT_F32 ? (float *)j->y->data : NULL;
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = cpu_frow(&j->x, r);
         for (int64_t o = 0; o < j->out; o++) {
@@ -26,7 +27,11 @@ static void linear_chunk(void *ctx, int c) {
             for (int64_t i = 0; i < j->in; i++)
                 acc += (double)xr[i] * wo[i];
             float v = (float)acc; /* the product's float32 value; the act reads it */
-            if (j->accumulate)
+            if (yf)               /* float32 output: the same roundings, stored directly */
+                yf[(size_t)r * j->y->ld + o] = j->accumulate
+                                                   ? yf[(size_t)r * j->y->ld + o] + v
+                                                   : (j->act ? (float)cpu_act(v, j->act) : v);
+            else if (j->accumulate)
                 cpu_put(j->y, r, o, (float)cpu_at(j->y, r, o) + v);
             else
                 cpu_put(j->y, r, o, j->act ? cpu_act(v, j->act) : v);
