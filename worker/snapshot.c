@@ -53,11 +53,8 @@ static float *read_rows(vdn_st_file *f, const char *name, size_t *n, char *err, 
     return x;
 }
 
-int vdn_snapshot_read(const char *path, const char *fingerprint, vdn_render_state *st, char *err,
-                      size_t errlen) {
-    memset(st, 0, sizeof *st);
-    vdn_st_file *f = vdn_st_open(path, err, errlen);
-    if (!f) return -1;
+static int read_from(vdn_st_file *f, const char *path, const char *fingerprint,
+                     vdn_render_state *st, char *err, size_t errlen) {
     int rc = -1;
     const char *fp = vdn_st_meta(f, "vdn_snapshot");
     if (!fp) {
@@ -75,6 +72,20 @@ int vdn_snapshot_read(const char *path, const char *fingerprint, vdn_render_stat
     vdn_st_close(f);
     if (rc) vdn_snapshot_free(st);
     return rc;
+}
+
+int vdn_snapshot_read(const char *path, const char *fingerprint, vdn_render_state *st, char *err,
+                      size_t errlen) {
+    memset(st, 0, sizeof *st);
+    vdn_st_file *f = vdn_st_open(path, err, errlen);
+    return f ? read_from(f, path, fingerprint, st, err, errlen) : -1;
+}
+
+int vdn_snapshot_read_mem(const void *buf, size_t len, const char *label, const char *fingerprint,
+                          vdn_render_state *st, char *err, size_t errlen) {
+    memset(st, 0, sizeof *st);
+    vdn_st_file *f = vdn_st_open_mem(buf, len, label, err, errlen);
+    return f ? read_from(f, label, fingerprint, st, err, errlen) : -1;
 }
 
 void vdn_snapshot_free(vdn_render_state *st) {

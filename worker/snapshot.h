@@ -21,6 +21,9 @@ int vdn_snapshot_write(const char *path, const vdn_render_state *st, const char 
  * when the file is not a snapshot, is damaged, or belongs to another render (fingerprint). */
 int vdn_snapshot_read(const char *path, const char *fingerprint, vdn_render_state *st, char *err,
                       size_t errlen);
+/* The same over bytes the caller keeps alive (fuzzing); label names them in errors. */
+int vdn_snapshot_read_mem(const void *buf, size_t len, const char *label, const char *fingerprint,
+                          vdn_render_state *st, char *err, size_t errlen);
 void vdn_snapshot_free(vdn_render_state *st);
 
 #endif
