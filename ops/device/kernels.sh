@@ -116,6 +116,16 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
   VDN_TEST_ONLY=${SANITIZE_ONLY:-} timeout 200 compute-sanitizer --tool memcheck --print-limit 20 "$B/test_gpu" > "$OUT/sanitizer.log" 2>&1
   echo "memcheck: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer.log") clean summaries)"
   grep -E "ERROR SUMMARY|Invalid" "$OUT/sanitizer.log" | head -5
+  # a small whole render (every op the DiT uses, on the device) under memcheck
+  if [ -x "$B/vdnmini" ]; then
+    SM=/tmp/vdn-small-mc; rm -rf "$SM"
+    "$B/vdnmini" ckpt init --preset small --vdn --out "$SM" > "$OUT/sanitizer_render.log" 2>&1
+    timeout 300 compute-sanitizer --tool memcheck --print-limit 20 "$B/vdnmini" render --checkpoint "$SM" \
+      --prompt-cache "$SM/prompt.safetensors" --frames 39 --height 128 --width 128 --steps 2 --seed 1 \
+      --variant vdn --out /tmp/vdn-small-mc-out >> "$OUT/sanitizer_render.log" 2>&1
+    echo "memcheck small render: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer_render.log") clean summaries)"
+    grep -E "ERROR SUMMARY|Invalid|error" "$OUT/sanitizer_render.log" | head -5
+  fi
   # every op of the op layer's CUDA backend under memcheck (strided views, odd shapes)
   timeout 300 compute-sanitizer --tool memcheck --print-limit 20 "$B/test_backend_ops" > "$OUT/sanitizer_ops.log" 2>&1
   echo "memcheck backend-ops: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer_ops.log") clean summaries)"
