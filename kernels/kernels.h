@@ -118,16 +118,8 @@ int vdn_sgemm_f32(void *cublas, const float *x, const float *W, float *y, int ro
 int vdn_k_sigmoid_cols(const void *x, int ld, int c0, int n, int rows, const float *bias,
                        float *out, vdn_stream st);
 
-/* ---- glue (cast.cu) ---- */
-/* out = act(y + bias) (act 0 none, 1 SiLU) into fp32 and/or bf16 outputs (either may be NULL) */
-int vdn_k_bias_act(const float *y, int ldy, const float *bias, int rows, int n, int act,
-                   float *out_f32, int ld_f, void *out_bf16, int ld_b, vdn_stream st);
-int vdn_k_bf16_to_f32(const void *x, int ldx, int rows, int n, float *y, int ldy, vdn_stream st);
-int vdn_k_add_bf16(void *x, const void *y, size_t n, vdn_stream st); /* x += y, n % 8 == 0 */
-int vdn_k_scale_f32(float *x, size_t n, float s, vdn_stream st);
-/* n values, device src in dtype `have` -> device dst in `want`, codes of ckpt.h's vdn_dtype
- * (0 F32, 1 BF16, 2 F16 in; 0 F32, 1 BF16 out), round to nearest even (weight upload) */
-int vdn_k_convert(void *dst, int want, const void *src, int have, size_t n, vdn_stream st);
+/* x += y over n bf16 values, n % 8 == 0, 16-byte aligned (norm.cu) */
+int vdn_k_add_bf16(void *x, const void *y, size_t n, vdn_stream st);
 
 void *vdn_cublas_create(void);
 void vdn_cublas_destroy(void *h);

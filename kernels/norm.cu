@@ -1,5 +1,6 @@
 /* Per-row kernels of a DiT block (spec 3): RMSNorm + adaLN modulate, gate + residual, SwiGLU,
- * and sigmoid of a few projection columns. 16-byte loads; widths are multiples of 8. */
+ * the plain residual add, and sigmoid of a few projection columns. 16-byte loads; widths are
+ * multiples of 8. */
 #include "cuda_util.cuh"
 
 __device__ float block_sum(float v, float *sh) {
@@ -145,5 +146,34 @@ extern "C" int vdn_k_sigmoid_cols(const void *x, int ld, int c0, int n, int rows
     sigmoid_cols_k<<<grid ? grid : 1, 256, 0, S_(st)>>>((const bf16 *)x, ld, c0, n, rows, bias,
                                                         out);
     LAUNCH_CHECK("sigmoid_cols");
+    return 0;
+}
+
+static int grid_of8(size_t n8) {
+    size_t g = (n8 + 255) / 256;
+    return (int)(g > 1048576 ? 1048576 : (g ? g : 1));
+}
+
+/* x += y over n bf16 values (the refiner's residuals) */
+__global__ void add_bf16_k(bf16 *x, const bf16 *y, size_t n8) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n8;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float a[8], b[8];
+        unpack8(reinterpret_cast<uint4 *>(x)[i], a);
+        unpack8(reinterpret_cast<const uint4 *>(y)[i], b);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            a[j] += b[j];
+        reinterpret_cast<uint4 *>(x)[i] = pack8(a);
+    }
+}
+
+extern "C" int vdn_k_add_bf16(void *x, const void *y, size_t n, vdn_stream st) {
+    if (n % 8) {
+        fprintf(stderr, "vdn_k_add_bf16: %zu elements, expected a multiple of 8\n", n);
+        return -1;
+    }
+    add_bf16_k<<<grid_of8(n / 8), 256, 0, S_(st)>>>((bf16 *)x, (const bf16 *)y, n / 8);
+    LAUNCH_CHECK("add_bf16");
     return 0;
 }

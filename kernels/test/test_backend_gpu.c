@@ -1,5 +1,6 @@
-/* The CUDA backend against the CPU backend (the oracle) on whole renders: a small random VDN
- * checkpoint in the released layout (head_dim 128, as the kernels need), every attention variant,
+/* Whole renders of the DiT over the op layer on the CUDA device against the same on the CPU
+ * device (the oracle): a small random VDN checkpoint in the released layout (head_dim 128, the
+ * fused kernels' shapes), every attention variant,
  * a t2va and an fl2va (keyframe rows) prompt, two model evaluations each. The outputs (video and
  * audio latents) must agree within the bf16 tolerance; as a check that the comparison can fail,
  * the dense and VDN renders of the same request must differ by much more than that.
@@ -10,13 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
 #include "ckpt_init.h"
 #include "engine.h"
+#include "op_backend.h"
 #include "safetensors.h"
 #include "vdn_util.h"
-
-extern const vdn_backend_ops vdn_cuda_backend_ops;
 
 static float *load(const char *prefix, const char *name, size_t *n) {
     char path[1024], err[VDN_ERR_LEN];
@@ -71,7 +70,9 @@ static int render(vdn_engine *eng, const char *prompt, const char *variant, cons
 
 int main(void) {
     char why[VDN_ERR_LEN] = "", err[VDN_ERR_LEN];
-    if (!vdn_cuda_backend_ops.available(why, sizeof why)) {
+    const vdn_dev_backend *cuda = vdn_dev_backend_find("cuda");
+    if (!cuda || !cuda->available(why, sizeof why)) {
+        if (!cuda) snprintf(why, sizeof why, "no CUDA backend in this binary");
         printf("SKIP: %s; the CUDA backend test needs a Hopper GPU\n", why);
         return 77;
     }

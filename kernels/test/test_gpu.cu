@@ -106,66 +106,6 @@ static void check(const char *what, const vf &ref, const vf &out, double tol) {
     if (!ok) failures++;
 }
 
-/* weight upload conversion (vdn_k_convert): every stored dtype to bf16 and fp32, bit-compared
- * with the host's round-to-nearest-even conversions (vdn_util.c), values spanning the bf16
- * range plus ties, subnormals, zeros of both signs and infinities */
-static void test_convert() {
-    const size_t n = 4099;
-    std::vector<float> f(n);
-    for (size_t i = 0; i < n; i++)
-        f[i] = (float)(nrand() * pow(2.0, (int)(urand() * 60) - 30));
-    uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x00000001u, 0x80000000u,
-                          0x7f800000u, 0xff800000u, 0x3f80ffffu, 0x477fe000u};
-    for (size_t i = 0; i < sizeof special / 4; i++)
-        memcpy(&f[i], &special[i], 4);
-    int bad = 0;
-    for (int have = 0; have < 3; have++) {
-        /* the stored bytes, and their exact float values */
-        std::vector<uint8_t> stored(n * 4);
-        std::vector<float> exact(n);
-        for (size_t i = 0; i < n; i++) {
-            if (have == 0) {
-                memcpy(&stored[4 * i], &f[i], 4);
-                exact[i] = f[i];
-            } else {
-                uint16_t h = have == 1 ? vdn_f32_to_bf16(f[i]) : vdn_f32_to_f16(f[i]);
-                memcpy(&stored[2 * i], &h, 2);
-                exact[i] = have == 1 ? vdn_bf16_to_f32(h) : vdn_f16_to_f32(h);
-            }
-        }
-        void *src, *dst;
-        CK(cudaMalloc(&src, n * 4));
-        CK(cudaMalloc(&dst, n * 4));
-        CK(cudaMemcpy(src, stored.data(), n * 4, cudaMemcpyHostToDevice));
-        for (int want = 0; want < 2; want++) {
-            CK(cudaMemset(dst, 0xFF, n * 4));
-            OK(vdn_k_convert(dst, want, src, have, n, NULL));
-            std::vector<uint8_t> out(n * 4);
-            CK(cudaMemcpy(out.data(), dst, n * 4, cudaMemcpyDeviceToHost));
-            for (size_t i = 0; i < n; i++) {
-                uint32_t a = 0, b = 0;
-                if (want == 0) {
-                    memcpy(&a, &out[4 * i], 4);
-                    memcpy(&b, &exact[i], 4);
-                } else {
-                    uint16_t h;
-                    memcpy(&h, &out[2 * i], 2);
-                    a = h, b = vdn_f32_to_bf16(exact[i]);
-                }
-                if (a != b && bad++ < 5)
-                    printf("convert %d -> %d: [%zu] 0x%x, expected 0x%x\n", have, want, i, a, b);
-            }
-        }
-        CK(cudaFree(src));
-        CK(cudaFree(dst));
-    }
-    int rej = vdn_k_convert(NULL, 2, NULL, 0, 1, NULL) == -1 &&
-              vdn_k_convert(NULL, 0, NULL, 3, 1, NULL) == -1;
-    printf("%-44s %d mismatches, bad dtypes %s %s\n", "weight convert F32/BF16/F16 -> F32/BF16",
-           bad, rej ? "refused" : "ACCEPTED", bad == 0 && rej ? "ok" : "FAIL");
-    if (bad || !rej) failures++;
-}
-
 static void test_rows() {
     const int rows = 301, W = 1024, T = 4, ts = 6 * W;
     vf x = randv((size_t)rows * W, 1.5f), w = randv(W, 1.f), tab = randv((size_t)T * ts, .3f);
@@ -604,7 +544,6 @@ int main() {
     /* VDN_TEST_ONLY=attention: just the attention checks */
     const char *only = getenv("VDN_TEST_ONLY");
     int all = !only || !*only;
-    if (all) test_convert();
     if (all) test_rows();
     if (all || strcmp(only, "attention") == 0) test_attention();
     if (all) test_vda();

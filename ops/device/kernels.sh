@@ -16,7 +16,7 @@ CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Ikernels -Iengine -Iops/cli -I
 NVFLAGS="-gencode=arch=compute_90a,code=sm_90a -O3 --use_fast_math -std=c++17 -lineinfo -Ikernels -Iengine -Iops/cli"
 t0=$(date +%s)
 {
-  for f in engine/vdn_util.c kernels/twin_norm.c kernels/twin_attn.c kernels/twin_vda.c engine/attn_tiles.c kernels/upload.c; do
+  for f in engine/vdn_util.c kernels/twin_norm.c kernels/twin_attn.c kernels/twin_vda.c engine/attn_tiles.c; do
     gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o" &
   done
   gcc $CFLAGS -DVDN_HAVE_CUDA=1 -c kernels/cmd_bench.c -o "$B/cmd_bench.o" &
@@ -47,12 +47,13 @@ LIBOBJ=$(ls $B/*.o | grep -v -e test_gpu -e bench_main -e cmd_bench -e test_back
 ar rcs "$B/libk.a" $LIBOBJ $B/eng/*.o
 nvcc -o "$B/test_gpu" "$B/test_gpu.cu.o" "$B/libk.a" -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
 nvcc -o "$B/vdn_bench" "$B/cmd_bench.o" "$B/bench_main.o" "$B/libk.a" $LJ -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
-nvcc -o "$B/test_backend" "$B/test_backend_gpu.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm >> "$OUT/build.log" 2>&1
+nvcc -o "$B/test_backend" "$B/test_backend_gpu.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
+  -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/build.log" 2>&1
 nvcc -o "$B/test_backend_ops" "$B/test_backend_ops.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
   -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/build.log" 2>&1
 gcc $CFLAGS -c ops/bench/mini_main.c -o "$B/mini_main.o" >> "$OUT/build.log" 2>&1
 nvcc -o "$B/vdnmini" "$B/mini_main.o" "$B/cmd_bench.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
-  -Xlinker --undefined=vdn_cuda_backend_ops -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/build.log" 2>&1
+  -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/build.log" 2>&1
 gcc $CFLAGS kernels/test/test_twins.c kernels/twin_*.c engine/attn_tiles.c engine/vdn_util.c -lm -o "$B/test_twins" >> "$OUT/build.log" 2>&1
 echo "build: $(( $(date +%s) - t0 )) s"
 grep -E "error|registers|spill" "$OUT/build.log" | grep -E "error|attn_k|solve_k|scan_k|act_k|prep_k|spill stores [1-9]" | head -20
@@ -93,7 +94,7 @@ if [ "${H3RENDER:-0}" = 1 ] && [ -x "$B/vdnmini" ]; then
       --frames 345 --height 768 --width 1344 --steps 3 --seed 1 --variant $v --out "/tmp/h3-$v" \
       >> "$OUT/h3render.log" 2>&1
     echo "h3 render $v: exit $? in $(( $(date +%s) - t1 )) s" | tee -a "$OUT/h3render.log"
-    grep -E "host memory|weight tensors uploaded" "$OUT/h3render.log" | tail -2
+    grep -E "host memory|DiT weights on the device" "$OUT/h3render.log" | tail -2
     /usr/bin/env python3 -c "import json,sys; r=json.load(open('/tmp/h3-$v.json')); print('$v', json.dumps(r.get('timing', r))[:400])" 2>&1 | tee -a "$OUT/h3render.log"
   done
 fi
