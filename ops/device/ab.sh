@@ -15,7 +15,7 @@ mkdir -p "$OUT"
 run_tree() { # name dir extra-env...
   local name=$1 dir=$2
   shift 2
-  (cd "$dir" && env "$@" OUT="$W/$name" H3RENDER=1 timeout 560 bash ops/device/kernels.sh /nonexistent) \
+  (cd "$dir" && env "$@" OUT="$W/$name" H3RENDER=1 timeout ${TREE_TIMEOUT:-280} bash ops/device/kernels.sh /nonexistent) \
     > "$W/$name.summary" 2>&1
   echo "$name: kernels.sh exit $?"
 }
