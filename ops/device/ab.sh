@@ -20,8 +20,17 @@ run_tree() { # name dir extra-env...
   echo "$name: kernels.sh exit $?"
 }
 t0=$(date +%s)
+# the old tree's kernels.sh gets this one's H3 block (checkpoint reuse) so the renders share files
+python3 - "$OLD/ops/device/kernels.sh" ops/device/kernels.sh <<'EOF'
+import sys
+old, new = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+cut = lambda s: (s.index('if [ "${H3RENDER:-0}" = 1 ]'), s.index('tb=skip'))
+a, b = cut(old)
+c, d = cut(new)
+open(sys.argv[1], "w").write(old[:a] + new[c:d] + old[b:])
+EOF
 run_tree old "$OLD" VDN_ATTN_VARIANTS=3 SANITIZE=0
-run_tree new . SANITIZE=${SANITIZE:-0}
+run_tree new . SANITIZE=${SANITIZE:-0} H3_REUSE=1
 echo "both trees: $(( $(date +%s) - t0 )) s"
 for n in old new; do
   cp "$W/$n/bench.json" "$OUT/$n-bench.json" 2>/dev/null

@@ -83,13 +83,21 @@ fi
 if [ "${H3RENDER:-0}" = 1 ] && [ -x "$B/vdnmini" ]; then
   # whole renders through the engine on an H3-shaped random checkpoint with 2 DiT blocks (the
   # refiner, embeddings, heads, sampler and host<->device copies included), dense and VDN
-  H3=/tmp/vdn-h3; rm -rf "$H3"
+  # H3_REUSE=1 keeps a checkpoint an earlier run on this machine made (ab.sh: both trees render
+  # the same files; making them takes ~100 s)
+  H3=/tmp/vdn-h3
   t1=$(date +%s)
-  "$B/vdnmini" ckpt init --preset h3 --layers 2 --vdn --out "$H3" > "$OUT/h3render.log" 2>&1
-  echo "h3 ckpt init (2 layers): exit $? in $(( $(date +%s) - t1 )) s" | tee -a "$OUT/h3render.log"
+  if [ "${H3_REUSE:-0}" = 1 ] && [ -f "$H3/prompt.safetensors" ]; then
+    echo "h3 checkpoint reused" > "$OUT/h3render.log"
+  else
+    rm -rf "$H3"
+    "$B/vdnmini" ckpt init --preset h3 --layers 2 --vdn --out "$H3" > "$OUT/h3render.log" 2>&1
+    echo "h3 ckpt init (2 layers): exit $? in $(( $(date +%s) - t1 )) s" | tee -a "$OUT/h3render.log"
+  fi
   echo "h3 checkpoint: $(du -sh --apparent-size "$H3" | cut -f1) on disk ($(du -sh --apparent-size "$H3/base" 2>/dev/null | cut -f1) base)" | tee -a "$OUT/h3render.log"
   for v in dense vdn; do
     t1=$(date +%s)
+    rm -rf "/tmp/h3-$v" "/tmp/h3-$v.json"
     timeout 240 "$B/vdnmini" render --checkpoint "$H3" --prompt-cache "$H3/prompt.safetensors" \
       --frames 345 --height 768 --width 1344 --steps 3 --seed 1 --variant $v --out "/tmp/h3-$v" \
       >> "$OUT/h3render.log" 2>&1
