@@ -12,7 +12,7 @@ B=$(mktemp -d)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"
 
-CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Ikernels -Iengine -Iops/cli -Itext"
+CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Ikernels -Iengine -Iops/cli -Itext -Ivae"
 NVFLAGS="-gencode=arch=compute_90a,code=sm_90a -O3 --use_fast_math -std=c++17 -lineinfo -Ikernels -Iengine -Iops/cli"
 t0=$(date +%s)
 {
@@ -34,7 +34,7 @@ LJ="-L$PFX/usr/lib/x86_64-linux-gnu -lcjson"
 export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 mkdir -p "$B/eng"
 {
-  for f in engine/*.c text/encoder_init.c text/encoder_config.c; do
+  for f in engine/*.c text/encoder_init.c text/encoder_config.c vae/vae_init.c vae/vae_config.c; do
     case "$f" in engine/vdn_util.c) continue ;; esac
     gcc $CFLAGS $CJ -c "$f" -o "$B/eng/$(basename "$f" .c).o" &
   done
