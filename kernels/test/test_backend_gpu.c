@@ -1,7 +1,7 @@
 /* Whole renders of the DiT over the op layer on the CUDA device against the same on the CPU
  * device (the oracle): a small random VDN checkpoint in the released layout (head_dim 128, the
- * fused kernels' shapes), every attention variant,
- * a t2va and an fl2va (keyframe rows) prompt, two model evaluations each. The outputs (video and
+ * fused kernels' shapes), every attention variant on a t2va and on an fl2va (keyframe rows)
+ * prompt, two model evaluations each. The outputs (video and
  * audio latents) must agree within the bf16 tolerance; as a check that the comparison can fail,
  * the dense and VDN renders of the same request must differ by much more than that.
  * Skips (77) without a Hopper GPU. */
@@ -95,12 +95,11 @@ int main(void) {
     }
     const char *variants[] = {"dense", "vdn", "vdn-no-anchors", "window-only", "vdn-additive"};
     const char *prompts[] = {"prompt.safetensors", "prompt_fl2va.safetensors"};
-    const double tol = 1e-2; /* measured on an H200: 2.4e-3 .. 2.8e-3 */
+    const double tol = 1e-2; /* measured on an H200 (run 11, DiT over ops): 2.35e-3 .. 2.84e-3 */
     int failures = 0;
     double dense_vs_vdn = 0;
     for (int p = 0; p < 2; p++)
         for (int v = 0; v < 5; v++) {
-            if (p == 1 && v > 1) continue; /* keyframes: dense and vdn suffice */
             char prompt[512], pc[512], pg[512];
             snprintf(prompt, sizeof prompt, "%s/%s", dir, prompts[p]);
             snprintf(pc, sizeof pc, "%s/cpu-%d-%s", dir, p, variants[v]);
