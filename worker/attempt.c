@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "decode.h"
 #include "prompt.h"
 #include "snapshot.h"
 #include "prompt_text.h"
@@ -285,6 +286,13 @@ static int upload(vdn_attempt *j, vdn_store *st, const char *key, const char *lo
     }
 }
 
+/* KEY with its ".safetensors" suffix replaced by ext (".mp4", ".png") */
+static void sibling_key(const char *key, const char *ext, char *out, size_t len) {
+    size_t n = strlen(key), m = strlen(".safetensors");
+    if (n >= m && !strcmp(key + n - m, ".safetensors")) n -= m;
+    snprintf(out, len, "%.*s%s", (int)n, key, ext);
+}
+
 static void *job_main(void *arg) {
     vdn_attempt *j = arg;
     char err[VDN_ERR_LEN], msg[VDN_ERR_LEN + 256];
@@ -374,6 +382,33 @@ static void *job_main(void *arg) {
         return NULL;
     }
 
+    /* The product a person opens: out.mp4 and its poster out.png, decoded with the VAEs beside
+     * the checkpoint's transformer/ (a checkpoint without them yields the latents only). */
+    char vdir[4400], adir[4400], mp4_local[4300], png_local[4300], mp4_key[2200], png_key[2200];
+    int have_mp4 = 0;
+    if (j->stores->checkpoint &&
+        vdn_vae_find(j->stores->checkpoint, "vae", vdir, sizeof vdir) == 0) {
+        int audio = vdn_vae_find(j->stores->checkpoint, "audio_vae", adir, sizeof adir) == 0;
+        snprintf(local, sizeof local, "%s.safetensors", prefix);
+        snprintf(mp4_local, sizeof mp4_local, "%s.mp4", prefix);
+        snprintf(png_local, sizeof png_local, "%s.png", prefix);
+        vdn_decode_opts dopt = {.latents = local,
+                                .mp4 = mp4_local,
+                                .poster = png_local,
+                                .vae_dir = vdir,
+                                .audio_vae_dir = audio ? adir : NULL,
+                                .crf = -1,
+                                .quiet = 1};
+        if (vdn_decode_file(&dopt, err, sizeof err)) {
+            snprintf(msg, sizeof msg, "decoding the latents into an mp4: %s", err);
+            finish(j, 0, VDN_FAULT_WORKER, msg);
+            return NULL;
+        }
+        sibling_key(latents_key, ".mp4", mp4_key, sizeof mp4_key);
+        sibling_key(latents_key, ".png", png_key, sizeof png_key);
+        have_mp4 = 1;
+    }
+
     /* Ask the main loop whether this attempt is still ours before writing to the store. */
     pthread_mutex_lock(&j->mu);
     j->phase = VDN_ATTEMPT_UPLOAD_WAIT;
@@ -409,6 +444,14 @@ static void *job_main(void *arg) {
         finish(j, 0, VDN_FAULT_TRANSIENT, msg);
         return NULL;
     }
+    const char *extra_key[2] = {mp4_key, png_key}, *extra_local[2] = {mp4_local, png_local};
+    for (int e = 0; have_mp4 && e < 2; e++)
+        if (upload(j, st, extra_key[e], extra_local[e], err, sizeof err)) {
+            snprintf(msg, sizeof msg, "upload of %.400s to %.200s failed: %.500s", extra_key[e],
+                     vdn_store_uri(st), err);
+            finish(j, 0, VDN_FAULT_TRANSIENT, msg);
+            return NULL;
+        }
     snprintf(local, sizeof local, "%s.json", prefix);
     if (text &&
         vdn_text_cache_info_to_record(local, &text_info, vdn_text_prompts_identity(j->stores->text),
@@ -434,10 +477,16 @@ static void *job_main(void *arg) {
     delete_snapshots(j, st);
     pthread_mutex_lock(&j->mu);
     j->record_json = record;
-    j->object_keys = vdn_xcalloc(2, sizeof *j->object_keys);
-    j->object_keys[0] = vdn_xstrdup(latents_key);
-    j->object_keys[1] = vdn_xstrdup(record_key);
-    j->n_object_keys = 2;
+    /* the mp4 first: `vdn status` shows a done job's first object */
+    j->object_keys = vdn_xcalloc(4, sizeof *j->object_keys);
+    int nk = 0;
+    if (have_mp4) {
+        j->object_keys[nk++] = vdn_xstrdup(mp4_key);
+        j->object_keys[nk++] = vdn_xstrdup(png_key);
+    }
+    j->object_keys[nk++] = vdn_xstrdup(latents_key);
+    j->object_keys[nk++] = vdn_xstrdup(record_key);
+    j->n_object_keys = nk;
     pthread_mutex_unlock(&j->mu);
     finish(j, 1, 0, NULL);
     return NULL;

@@ -189,7 +189,8 @@ static int port_open(int port) {
     return ok;
 }
 
-/* Runs `vdn ckpt init` as a child of our own binary and waits for it. */
+/* Runs `vdn ckpt init` as a child of our own binary and waits for it (with the tiny VAEs, so
+ * every job stores a playable out.mp4). */
 static int make_checkpoint(up *u) {
     char out[PATH_MAX + 8];
     snprintf(out, sizeof out, "%s/ckpt", u->dir);
@@ -203,9 +204,9 @@ static int make_checkpoint(up *u) {
     if (pid == 0) {
         /* with the tiny text encoder and the real tokenizer when the tokenizer is installed, so
          * requests may carry text prompts (ops/install-deps.sh installs it) */
-        char *argv[] = {u->exe,  "ckpt",  "init", "--preset",       "tiny",
-                        "--vdn", "--out", out,    "--text-encoder", NULL};
-        if (access(vdn_default_tokenizer_json(), R_OK) != 0) argv[8] = NULL;
+        char *argv[] = {u->exe,  "ckpt",  "init", "--preset",       "tiny", "--vdn",
+                        "--vae", "--out", out,    "--text-encoder", NULL};
+        if (access(vdn_default_tokenizer_json(), R_OK) != 0) argv[9] = NULL;
         execv(u->exe, argv);
         _exit(127);
     }
@@ -213,7 +214,7 @@ static int make_checkpoint(up *u) {
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
     if (!WIFEXITED(st) || WEXITSTATUS(st)) {
-        VDN_ERROR("up: `vdn ckpt init --preset tiny --vdn --out %s` failed (status %d)", out,
+        VDN_ERROR("up: `vdn ckpt init --preset tiny --vdn --vae --out %s` failed (status %d)", out,
                   WIFEXITED(st) ? WEXITSTATUS(st) : -1);
         return -1;
     }

@@ -146,11 +146,24 @@ def test(args):
         objs = []
         for root, _, files in os.walk(store):
             objs += [os.path.join(root, f) for f in files]
-        check(len(objs) == 8, "expected 8 objects (4 latents + 4 records), found %d" % len(objs))
+        # the embedded default checkpoint has the tiny VAEs: each job stores its mp4 and poster
+        check(len(objs) == 16, "expected 16 objects (4 latents + 4 records + 4 mp4 + 4 posters), "
+              "found %d" % len(objs))
         for o in objs:
             data = open(o, "rb").read()
             if o.endswith(".json"):
                 json.loads(data)
+            elif o.endswith(".mp4"):
+                p = subprocess.run(["ffprobe", "-v", "error", "-count_frames", "-show_streams",
+                                    "-of", "json", o], capture_output=True, text=True)
+                st = json.loads(p.stdout).get("streams", []) if p.returncode == 0 else []
+                kinds = sorted((x["codec_type"], x["codec_name"]) for x in st)
+                check(kinds == [("audio", "aac"), ("video", "h264")],
+                      "%s: streams %s (%s)" % (o, kinds, p.stderr))
+                check(any(x.get("nb_read_frames") == str(FRAMES) for x in st),
+                      "%s: not %d frames: %s" % (o, FRAMES, st))
+            elif o.endswith(".png"):
+                check(data[:8] == b"\x89PNG\r\n\x1a\n", "%s: not a PNG" % o)
             else:
                 check_safetensors(data, o)
         r = subprocess.run([vdn, "up", d, "--stop"], capture_output=True, text=True, timeout=90)
