@@ -18,7 +18,8 @@ struct vdn_text_prompts {
     int layer;
     vdn_tokenizer *tok;
     char identity[65];
-    vdn_dev *dev; /* opened with the encoder, on the first encode */
+    vdn_text_config cfg; /* from text_encoder/config.json, read at open */
+    vdn_dev *dev;        /* opened with the encoder, on the first encode */
     vdn_text_encoder *enc;
     long encodes;
     pthread_mutex_t mu; /* one encode or cache lookup at a time */
@@ -54,7 +55,8 @@ vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const char *backend, i
     snprintf(dir, sizeof dir, "%s/tokenizer", p->root);
     p->tok = vdn_tokenizer_load(dir, err, errlen);
     snprintf(dir, sizeof dir, "%s/text_encoder", p->root);
-    if (!p->tok || vdn_text_encoder_identity_of(dir, layer, p->identity, err, errlen)) {
+    if (!p->tok || vdn_text_config_load(dir, &p->cfg, err, errlen) ||
+        vdn_text_encoder_identity_of(dir, layer, p->identity, err, errlen)) {
         vdn_text_prompts_close(p);
         return NULL;
     }
@@ -68,6 +70,10 @@ void vdn_text_prompts_close(vdn_text_prompts *p) {
     vdn_tokenizer_free(p->tok);
     pthread_mutex_destroy(&p->mu);
     free(p);
+}
+
+int64_t vdn_text_prompts_max_tokens(const vdn_text_prompts *p) {
+    return p->cfg.max_positions;
 }
 
 const char *vdn_text_prompts_identity(const vdn_text_prompts *p) {

@@ -25,6 +25,8 @@ vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const char *backend, i
                                         size_t errlen);
 void vdn_text_prompts_close(vdn_text_prompts *p);
 const char *vdn_text_prompts_identity(const vdn_text_prompts *p); /* the encoder's */
+/* The longest prompt the encoder takes (text_config.max_position_embeddings), in tokens. */
+int64_t vdn_text_prompts_max_tokens(const vdn_text_prompts *p);
 
 /* The store key of text's cache entry; *tokens (optional) gets its token count. */
 int vdn_text_prompts_key(vdn_text_prompts *p, const char *text, char *key, size_t keylen,

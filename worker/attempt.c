@@ -233,19 +233,27 @@ static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, vdn_
 }
 
 /* A text prompt: its cache entry from the job's store, or encoded here and stored (the first
- * job with this prompt under this encoder). A prompt the tokenizer refuses, or a checkpoint
- * without a text encoder, fails alike everywhere: the job's fault; the store's is transient. */
+ * job with this prompt under this encoder). A prompt the tokenizer refuses or one longer than
+ * the encoder takes fails alike everywhere: the job's fault; a checkpoint without a text encoder
+ * is this worker's; the store's (or an encode's) trouble is transient. */
 static int text_prompt_cache(vdn_attempt *j, vdn_store *st, char *path, size_t pathlen,
                              vdn_text_cache_info *info, vdn_fault *fault, char *err,
                              size_t errlen) {
     char terr[VDN_ERR_LEN], key[256];
-    *fault = VDN_FAULT_JOB;
+    int tokens = 0;
+    *fault = VDN_FAULT_WORKER;
     vdn_worker_stores *c = j->stores;
     if (!c->text && !(c->text = vdn_text_prompts_open(c->checkpoint ? c->checkpoint : "", NULL, 0,
                                                       terr, sizeof terr)))
         return vdn_fail(err, errlen, "text prompt: %s", terr);
-    if (vdn_text_prompts_key(c->text, j->spec.prompt, key, sizeof key, NULL, terr, sizeof terr))
+    *fault = VDN_FAULT_JOB;
+    if (vdn_text_prompts_key(c->text, j->spec.prompt, key, sizeof key, &tokens, terr, sizeof terr))
         return vdn_fail(err, errlen, "text prompt: %s", terr);
+    if (tokens > vdn_text_prompts_max_tokens(c->text))
+        return vdn_fail(err, errlen,
+                        "text prompt: %d tokens; the text encoder takes at most %lld "
+                        "(text_config.max_position_embeddings)",
+                        tokens, (long long)vdn_text_prompts_max_tokens(c->text));
     snprintf(path, pathlen, "%s/prompt.safetensors", j->scratch);
     if (vdn_text_prompts_cached(c->text, st, j->spec.prompt, path, info, terr, sizeof terr)) {
         *fault = VDN_FAULT_TRANSIENT;

@@ -41,7 +41,7 @@ def cache_entries(store):
     return sorted(os.listdir(d)) if os.path.isdir(d) else []
 
 
-def submit_and_wait(vdn, d, lines, name):
+def submit_and_wait(vdn, d, lines, name, expect_ok=True):
     req = os.path.join(d, name + ".jsonl")
     with open(req, "w") as f:
         for line in lines:
@@ -52,8 +52,9 @@ def submit_and_wait(vdn, d, lines, name):
     check(m, "no batch id in %r" % r.stdout)
     w = subprocess.run([vdn, "watch", "b" + m.group(1), "--dir", d], capture_output=True,
                        text=True, timeout=300)
-    check(w.returncode == 0, "vdn watch %s: %d %s%s" % (name, w.returncode, w.stdout[-2000:],
-                                                        w.stderr[-2000:]))
+    check((w.returncode == 0) == expect_ok, "vdn watch %s: %d %s%s" %
+          (name, w.returncode, w.stdout[-2000:], w.stderr[-2000:]))
+    return "b" + m.group(1)
 
 
 def st_header(path):
@@ -135,6 +136,23 @@ def test(args):
               (len(text), sum(r["text_prompt"]["cache"] == "miss" for r in text)))
         check(len(cache_entries(store)) == 4, "batch 2 added cache entries")
         log("batch 2: 20 jobs, 0 encodes; a line with a prompt cache used it")
+
+        # a prompt longer than the encoder takes (the tiny one: 512 positions) fails as the job's
+        # fault, naming the limit, without a retry
+        b = submit_and_wait(vdn, d, [dict(job, prompt="cat " * 600, seed=9)], "toolong",
+                            expect_ok=False)
+        r = subprocess.run([vdn, "status", b, "--dir", d, "--json"], capture_output=True,
+                           text=True, timeout=60)
+        check(r.returncode == 0, "vdn status %s --json: %s" % (b, r.stderr))
+        jobs = json.loads(r.stdout)["jobs"]
+        check(len(jobs) == 1, "status %s: %d jobs" % (b, len(jobs)))
+        j = jobs[0]
+        text = json.dumps(j)
+        check(j.get("state") == "failed" and "601 tokens" in text and "takes at most 512" in text,
+              "the too-long prompt's failure does not name the limit: %s" %
+              {k: v for k, v in j.items() if k not in ("request", "source_line")})
+        check(j.get("attempts") == 1, "the too-long prompt was tried %s times" % j.get("attempts"))
+        log("a 601-token prompt: failed once, as the job's fault, naming the limit of 512")
 
         # an eval suite of text prompts: one seen before (a hit for both variants), one new (one
         # miss, then a hit for the other variant)
