@@ -437,7 +437,7 @@ extern "C" const vdn_dev_backend vdn_cuda_dev_backend = {
     op_cuda_time_features,
     op_cuda_euler,
     &op_cuda_vda,
-    /* conv */ NULL,
+    &op_cuda_conv,
     /* act_dtype: activations and the big matrices in bf16 (the contract's precision) */
     VDN_DT_BF16,
 };

@@ -7,6 +7,7 @@
  *   op_cuda_linear.cu  linear (cuBLASLt bf16 with the fused bias, cuBLAS fp32), matmul_bt
  *   op_cuda_attn.cu    attention (the wgmma ping-pong kernel, else the portable mma.sync one)
  *   op_cuda_vda.cu     the VDA family (engine/op_vda.h)
+ *   op_cuda_conv.cu    the decoders' convolutions (engine/op_conv.h)
  *
  * Every op maps onto the kernels of this folder (kernels.h); where its call fits a fused kernel's
  * layout (bf16, contiguous, 16-byte aligned) that kernel runs, otherwise a plain strided kernel
@@ -131,6 +132,7 @@ const void *op_cuda_as_bf16_packed(vdn_dev *d, const vdn_tensor *t, int slot, in
 const void *op_cuda_packed(vdn_dev *d, const vdn_tensor *t, vdn_dtype dt, int slot);
 
 extern "C" const struct vdn_vda_backend op_cuda_vda;
+extern "C" const struct vdn_conv_backend op_cuda_conv;
 
 /* the table's members, by file */
 int op_cuda_act(vdn_tensor *y, const vdn_tensor *x, vdn_act act);

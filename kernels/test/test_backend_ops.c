@@ -1,6 +1,7 @@
-/* The backend-ops test (ggml's test-backend-ops in spirit): every op of engine/op.h and
- * engine/op_vda.h on the CUDA backend against the CPU backend (the oracle), on fresh random
- * inputs of several shapes, odd ones included, through strided views where an op takes views.
+/* The backend-ops test (ggml's test-backend-ops in spirit): every op of engine/op.h and of the
+ * model families' tables (engine/op_vda.h, engine/op_conv.h) on the CUDA backend against the CPU
+ * backend (the oracle), on fresh random inputs of several shapes, odd ones included, through
+ * strided views where an op takes views.
  *
  * How a case works: each operand is a "pair", one tensor per device holding the same values
  * (inputs are rounded to the GPU tensor's dtype first, so the comparison measures the op, not
@@ -24,6 +25,7 @@
 #include "attn_tiles.h"
 #include "../../ops/test/check.h"
 #include "op.h"
+#include "op_conv.h"
 #include "op_vda.h"
 #include "vdn_util.h"
 
@@ -774,6 +776,63 @@ static void case_vda_alpha(int F, int S, int hidden, int H) {
     release();
 }
 
+/* ---- the decoders' convolutions (op_conv.h) ---- */
+
+static void case_conv1d(int64_t cin, int64_t lin, int64_t cout, int K, int stride, int pad,
+                        int dilation, int bias, vdn_dtype dt) {
+    char what[128];
+    const int64_t lout = (lin + 2 * pad - (int64_t)dilation * (K - 1) - 1) / stride + 1;
+    pair x = in(dt, cin, lin, PAD, 1.0, 0), w = in(dt, cout, cin * K, 0, 1.0 / sqrt(cin * K), 0);
+    pair b = in(dt, 1, cout, 0, 0.3, 0), y = out(dt, cout, lout, 1);
+    RUN(vdn_op_conv1d(P(y), P(x), P(w), bias ? P(b) : NULL, K, stride, pad, dilation));
+    snprintf(what, sizeof what, "conv1d %s [%lld,%lld] -> %lld, K %d stride %d pad %d dil %d%s",
+             dtn(dt), (long long)cin, (long long)lin, (long long)cout, K, stride, pad, dilation,
+             bias ? " bias" : "");
+    cmp(what, &y, tol_of(dt, 1e-5));
+    release();
+}
+
+static void case_conv_transpose1d(int64_t cin, int64_t lin, int64_t cout, int K, int stride,
+                                  int pad, int bias, vdn_dtype dt) {
+    char what[128];
+    const int64_t lout = (lin - 1) * stride - 2 * pad + K;
+    pair x = in(dt, cin, lin, PAD, 1.0, 0), w = in(dt, cin, cout * K, 0, 1.0 / sqrt(cin * K), 0);
+    pair b = in(dt, 1, cout, 0, 0.3, 0), y = out(dt, cout, lout, 0);
+    RUN(vdn_op_conv_transpose1d(P(y), P(x), P(w), bias ? P(b) : NULL, K, stride, pad));
+    snprintf(what, sizeof what, "conv_transpose1d %s [%lld,%lld] -> %lld, K %d stride %d pad %d%s",
+             dtn(dt), (long long)cin, (long long)lin, (long long)cout, K, stride, pad,
+             bias ? " bias" : "");
+    cmp(what, &y, tol_of(dt, 1e-5));
+    release();
+}
+
+/* BigVGAN's anti-aliased SnakeBeta: 12-tap low-pass filters (a windowed sinc, as the release's
+ * kaiser-sinc filters are), ratio 2; alpha, beta on their log scale */
+static void case_snake_aa(int64_t C, int64_t L, int K, int ratio, vdn_dtype dt) {
+    char what[128];
+    float f[64];
+    double sum = 0;
+    for (int k = 0; k < K; k++) {
+        const double t = (k - (K - 1) / 2.0) / ratio,
+                     win = 0.5 - 0.5 * cos(6.283185307 * (k + 0.5) / K);
+        f[k] = (float)((t == 0 ? 1.0 : sin(3.14159265 * t) / (3.14159265 * t)) * win);
+        sum += f[k];
+    }
+    for (int k = 0; k < K; k++)
+        f[k] = (float)(f[k] / sum);
+    pair x = in(dt, C, L, PAD, 1.0, 0), al = in(VDN_DT_F32, 1, C, 0, 0.3, 0),
+         be = in(VDN_DT_F32, 1, C, 0, 0.3, 0);
+    pair fu = mk_pair(VDN_DT_F32, VDN_DT_F32, 1, K, 0),
+         fd = mk_pair(VDN_DT_F32, VDN_DT_F32, 1, K, 0);
+    put(&fu, f), put(&fd, f);
+    pair y = out(dt, C, L, 1);
+    RUN(vdn_op_snake_aa(P(y), P(x), P(al), P(be), P(fu), P(fd), ratio));
+    snprintf(what, sizeof what, "snake_aa %s [%lld,%lld] K %d ratio %d", dtn(dt), (long long)C,
+             (long long)L, K, ratio);
+    cmp(what, &y, tol_of(dt, 1e-5));
+    release();
+}
+
 int main(void) {
     char err[512];
     /* VDN_BACKEND_OPS_SELFTEST=1: the CPU against itself, to check the harness without a GPU */
@@ -875,6 +934,19 @@ int main(void) {
     case_vda_chain(2, 2, 50, 1, 1);
     case_vda_epilogue(3, 2, 35);
     case_vda_alpha(3, 35, 264, 2);
+
+    /* the audio decoder's convolutions: residual convs (dilations 1, 3, 5), strided upsampling,
+     * the anti-aliased activation; odd lengths */
+    case_conv1d(16, 101, 24, 7, 1, 3, 1, 1, F32);
+    case_conv1d(8, 77, 8, 3, 1, 5, 5, 1, BF);
+    case_conv1d(12, 50, 4, 1, 1, 0, 1, 0, F32);
+    case_conv1d(5, 64, 7, 4, 2, 1, 1, 1, F32);
+    case_conv_transpose1d(16, 33, 8, 16, 8, 4, 1, F32);
+    case_conv_transpose1d(6, 17, 5, 4, 2, 1, 0, BF);
+    case_conv_transpose1d(3, 9, 4, 11, 5, 3, 1, F32);
+    case_snake_aa(6, 131, 12, 2, F32);
+    case_snake_aa(3, 40, 12, 2, BF);
+    case_snake_aa(2, 17, 6, 3, F32);
 
     size_t in_use = 0, peak = 0;
     vdn_dev_memory(dev[1], &in_use, &peak);
