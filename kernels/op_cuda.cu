@@ -204,10 +204,15 @@ void *op_cuda_scratch(vdn_dev *d, int slot, size_t bytes) {
     CudaDev *c = cdev(d);
     if (bytes <= c->scratch_bytes[slot]) return c->scratch[slot];
     if (c->scratch[slot]) {
-        /* queued work may still read it: cudaFree waits for the device */
-        cudaFree(c->scratch[slot]);
+        /* queued work may still read it: cudaFree waits for the device (and reports an earlier
+         * asynchronous failure, which must not pass unnoticed) */
+        cudaError_t fe = cudaFree(c->scratch[slot]);
         account(d, -(ptrdiff_t)c->scratch_bytes[slot]);
         c->scratch[slot] = NULL, c->scratch_bytes[slot] = 0;
+        if (fe != cudaSuccess) {
+            vdn_dev_fail(d, "cuda: freeing scratch on %s: %s", d->name, cudaGetErrorString(fe));
+            return NULL;
+        }
     }
     size_t want = bytes + bytes / 4 + 256; /* headroom: shapes grow a little between calls */
     cudaError_t e = cudaMalloc(&c->scratch[slot], want);
