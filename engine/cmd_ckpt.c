@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "encoder_init.h"
 #include "safetensors.h"
+#include "vae.h"
 #include "vae_init.h"
 #include "vdn_util.h"
 
@@ -151,6 +152,64 @@ int vdn_cmd_ckpt(int argc, char **argv) {
 
 /* ---- inspect ---- */
 
+/* The VAEs beside the base's transformer/: config, decoder size, and whether every released
+ * tensor is there with its shape (the loader's check). */
+static void inspect_vaes(const char *dir, cJSON *j, int json) {
+    const char *which[2] = {"vae", "audio_vae"};
+    for (int v = 0; v < 2; v++) {
+        char path[4400], err[VDN_ERR_LEN], line[512] = "";
+        cJSON *o = cJSON_AddObjectToObject(j, which[v]);
+        if (vdn_vae_find(dir, which[v], path, sizeof path)) {
+            cJSON_AddBoolToObject(o, "present", 0);
+            if (!json)
+                printf("%-11s none beside transformer/ (vdn decode needs --%s DIR)\n", which[v],
+                       v ? "audio-vae" : "vae");
+            continue;
+        }
+        cJSON_AddBoolToObject(o, "present", 1);
+        cJSON_AddStringToObject(o, "path", path);
+        vdn_vae_video_config vc;
+        vdn_vae_audio_config ac;
+        int rc = v == 0 ? vdn_vae_video_config_load(path, &vc, err, sizeof err)
+                        : vdn_vae_audio_config_load(path, &ac, err, sizeof err);
+        vdn_st_set *st =
+            rc ? NULL
+               : vdn_vae_open_weights(path, v == 0, v == 0 ? (const void *)&vc : (const void *)&ac,
+                                      err, sizeof err);
+        cJSON_AddBoolToObject(o, "ok", st != NULL);
+        if (!st) {
+            cJSON_AddStringToObject(o, "error", err);
+            if (!json) printf("%-11s %s: UNUSABLE: %s\n", which[v], path, err);
+            continue;
+        }
+        cJSON_AddNumberToObject(o, "tensors", vdn_st_set_count(st));
+        vdn_st_set_close(st);
+        if (v == 0) {
+            cJSON_AddNumberToObject(o, "latent_channels", vc.latent_channels);
+            cJSON_AddNumberToObject(o, "decoder_layers", vc.dec_layers);
+            cJSON_AddNumberToObject(o, "decoder_heads", vc.dec_heads);
+            cJSON_AddNumberToObject(o, "spatial_ratio", vc.spatial_ratio);
+            cJSON_AddNumberToObject(o, "temporal_ratio", vc.temporal_ratio);
+            snprintf(line, sizeof line,
+                     "ViT decoder %d layers x %d heads, %d latent channels, %dx spatial / %dx "
+                     "temporal, chunks of %d frames",
+                     vc.dec_layers, vc.dec_heads, vc.latent_channels, vc.spatial_ratio,
+                     vc.temporal_ratio, vc.clip_length);
+        } else {
+            cJSON_AddNumberToObject(o, "latent_channels", ac.latent_channels);
+            cJSON_AddNumberToObject(o, "decoder_dim", ac.decoder_dim);
+            cJSON_AddNumberToObject(o, "hop", ac.hop);
+            cJSON_AddNumberToObject(o, "sampling_rate", ac.sampling_rate);
+            snprintf(line, sizeof line,
+                     "BigVGAN decoder width %d, %d latent channels, hop %d, %d Hz", ac.decoder_dim,
+                     ac.latent_channels, ac.hop, ac.sampling_rate);
+        }
+        if (!json)
+            printf("%-11s %s: %s (%d tensors, all released names and shapes)\n", which[v], path,
+                   line, (int)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "tensors")));
+    }
+}
+
 /* A float config value as its shortest decimal (1e-05, not 9.99999974737875e-06). */
 static double as_printed(float v) {
     char buf[32];
@@ -226,6 +285,7 @@ int vdn_cmd_inspect(int argc, char **argv) {
         cJSON_AddItemToArray(aj, a);
     }
     if (json) {
+        inspect_vaes(dir, j, json);
         char *s = cJSON_Print(j);
         printf("%s\n", s);
         cJSON_free(s);
@@ -251,6 +311,7 @@ int vdn_cmd_inspect(int argc, char **argv) {
             printf("adapter     %s: rank %d, %d targets\n", vdn_ckpt_adapter_name(ck, i),
                    vdn_ckpt_adapter_rank(ck, i), vdn_ckpt_adapter_targets(ck, i));
     }
+    inspect_vaes(dir, j, json);
     cJSON_Delete(j);
     vdn_ckpt_close(ck);
     return 0;

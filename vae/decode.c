@@ -13,19 +13,6 @@
 #include "vae.h"
 #include "vdn_util.h"
 
-int vdn_vae_find(const char *root, const char *which, char *out, size_t len) {
-    const char *sub[2] = {"", "/base"};
-    for (int i = 0; i < 2; i++) {
-        char cfg[4400];
-        struct stat sb;
-        snprintf(out, len, "%s%s/%s", root, sub[i], which);
-        snprintf(cfg, sizeof cfg, "%s/config.json", out);
-        if (stat(cfg, &sb) == 0) return 0;
-    }
-    out[0] = 0;
-    return -1;
-}
-
 static const vdn_st_entry *find_any(vdn_st_file *f, const char *a, const char *b) {
     const vdn_st_entry *e = vdn_st_find(f, a);
     return e ? e : vdn_st_find(f, b);

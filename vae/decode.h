@@ -22,8 +22,7 @@ typedef struct {
 /* 0, or -1 with a message naming the file, tensor or field; no output file is left on failure. */
 int vdn_decode_file(const vdn_decode_opts *o, char *err, size_t errlen);
 
-/* The released layout keeps vae/ and audio_vae/ beside transformer/: ROOT/vae, or ROOT/base/vae
- * for a VDN checkpoint folder. Fills out (size len) and returns 0 when ROOT has one. */
-int vdn_vae_find(const char *root, const char *which, char *out, size_t len);
+/* vdn_vae_find (vae.h) locates the VAE folders beside a checkpoint's transformer/. */
+#include "vae.h"
 
 #endif

@@ -47,6 +47,10 @@ int vdn_audio_vae_decode(vdn_audio_vae *a, const float *latents, int channels, i
 typedef struct vdn_st_set vdn_st_set;
 vdn_st_set *vdn_vae_open_weights(const char *dir, int video, const void *config, char *err,
                                  size_t errlen);
+/* The released layout keeps vae/ and audio_vae/ beside transformer/: ROOT/vae, or ROOT/base/vae
+ * for a VDN checkpoint folder. Fills out (size len) and returns 0 when ROOT has one (a folder
+ * with a config.json), else -1. */
+int vdn_vae_find(const char *root, const char *which, char *out, size_t len);
 /* the tensor as float32, in a new host buffer (n: its element count) */
 float *vdn_vae_read(vdn_st_set *st, const char *name, int64_t *n);
 

@@ -81,3 +81,16 @@ float *vdn_vae_read(vdn_st_set *st, const char *name, int64_t *n) {
     if (n) *n = e->numel;
     return out;
 }
+
+int vdn_vae_find(const char *root, const char *which, char *out, size_t len) {
+    const char *sub[2] = {"", "/base"};
+    for (int i = 0; i < 2; i++) {
+        char cfg[4400];
+        struct stat sb;
+        snprintf(out, len, "%s%s/%s", root, sub[i], which);
+        snprintf(cfg, sizeof cfg, "%s/config.json", out);
+        if (stat(cfg, &sb) == 0) return 0;
+    }
+    out[0] = 0;
+    return -1;
+}

@@ -34,7 +34,7 @@ LJ="-L$PFX/usr/lib/x86_64-linux-gnu -lcjson"
 export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 mkdir -p "$B/eng"
 {
-  for f in engine/*.c text/encoder_init.c text/encoder_config.c vae/vae_init.c vae/vae_config.c; do
+  for f in engine/*.c text/encoder_init.c text/encoder_config.c vae/vae_init.c vae/vae_config.c vae/vae_weights.c; do
     case "$f" in engine/vdn_util.c) continue ;; esac
     gcc $CFLAGS $CJ -c "$f" -o "$B/eng/$(basename "$f" .c).o" &
   done

@@ -12,7 +12,9 @@ A tiny checkpoint with VAEs (`vdn ckpt init --vae`) renders a 22-frame t2va clip
   - latents without audio give an mp4 without an audio stream;
   - bad input fails naming the problem and leaves no file: latents with 16 channels, 2 latent
     frames (too few for one chunk), an output folder under a file, a VAE missing a tensor, a VAE
-    with a mis-shaped tensor.
+    with a mis-shaped tensor;
+  - `vdn inspect` lists both VAEs (tensor count, channels, rate), and names the missing tensor of a
+    broken one.
 usage: test_decode.py VDN WORKDIR
 """
 import json
@@ -135,6 +137,19 @@ for args, out, words in cases:
     st.check(r.returncode != 0 and words in r.stderr, f"{args}: rc {r.returncode}, expected {words!r} in {r.stderr!r}")
     left = [p for p in (out, out + ".partial", out + ".frames") if os.path.exists(p)]
     st.check(not left, f"{args}: files left behind: {left}")
+
+# vdn inspect shows the VAEs beside transformer/, and says when one is unusable
+ins = json.loads(run("inspect", "ck", "--json").stdout)
+st.check(ins["vae"].get("ok") and ins["vae"]["tensors"] == len(vw) and ins["vae"]["latent_channels"] == C,
+         f"inspect vae: {ins['vae']}")
+st.check(ins["audio_vae"].get("ok") and ins["audio_vae"]["sampling_rate"] == 32000, f"inspect audio_vae: {ins['audio_vae']}")
+shutil.copytree("ck", "ck_bad")
+shutil.rmtree("ck_bad/vae")
+shutil.copytree("bad/vae_missing", "ck_bad/vae")
+shutil.rmtree("ck_bad/audio_vae")
+r = run("inspect", "ck_bad")
+st.check("UNUSABLE" in r.stdout and "decoder.proj_in.bias is missing" in r.stdout, f"inspect, bad vae: {r.stdout!r}")
+st.check("audio_vae   none" in r.stdout, f"inspect, no audio vae: {r.stdout!r}")
 
 if st.failures:
     raise SystemExit(f"vae_decode_e2e: {len(st.failures)} check(s) failed")
