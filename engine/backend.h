@@ -2,11 +2,7 @@
  * variant, and the inputs of one evaluation as host arrays (vdn_step_inputs: what dit_host.c and
  * the tests hand the DiT over the op layer). Everything around the model lives in engine/:
  * the packed sequence (seq.h), positions, per-row timesteps, sigma grids, noise, patchify, I/O.
- *
- * Also, until kernels/cuda_backend.cu retires, the model-level backend interface it implements
- * (vdn_backend_ops: create / reserve / set_text / forward / destroy, host arrays in and out every
- * NFE); engine.c prefers such a "cuda" when present, else renders over the op layer (op.h,
- * dit.h), which is where every other backend lives.
+ * Backends are the op layer's (op_backend.h); the model is written once over it (dit.h).
  *
  * Row layout of the packed sequence (spec 1.2), batch 1, no padding:
  *
@@ -70,30 +66,6 @@ typedef struct {
     vdn_attn_plan plan;
 } vdn_step_inputs;
 
-typedef struct vdn_backend vdn_backend; /* a backend's private state */
-
-typedef struct {
-    const char *name; /* "cpu", "cuda" */
-    /* 1 when this backend can run here (e.g. a GPU is present); 0 with a reason in err. */
-    int (*available)(char *err, size_t errlen);
-    /* Read every tensor the forward needs from ck (canonical diffusers names, float32, LoRA
-     * merged: ckpt.h) and keep/upload it. threads: CPU worker threads (0 = default). */
-    vdn_backend *(*create)(vdn_ckpt *ck, const vdn_config *cfg, int threads, char *err,
-                           size_t errlen);
-    /* Sizes of the coming render; called before set_text/forward of every render. */
-    int (*reserve)(vdn_backend *be, const vdn_layout *layout, char *err, size_t errlen);
-    /* prompt_embeds (n_text, text_dim) -> condition_proj -> token refiner -> final norm, kept
-     * inside the backend as the text rows' initial residual stream for every forward(). */
-    int (*set_text)(vdn_backend *be, const float *prompt_embeds, int n_text, char *err,
-                    size_t errlen);
-    /* One evaluation. video_v: (n_video, patch width) velocities of the target video rows;
-     * audio_v: (n_audio, audio_channels) velocities of the audio rows. Data-ward convention:
-     * x0_hat = x + sigma * v. Conditioning rows' outputs are not returned. */
-    int (*forward)(vdn_backend *be, const vdn_step_inputs *in, float *video_v, float *audio_v,
-                   char *err, size_t errlen);
-    void (*destroy)(vdn_backend *be);
-} vdn_backend_ops;
-
 /* Shared rules every backend follows (engine/attention_plan.c). */
 
 /* Resolve the variant for this clip: dense when the checkpoint has no branch or mode is DENSE;
@@ -108,17 +80,5 @@ int vdn_attn_keep(const vdn_config *cfg, const vdn_attn_plan *plan, const vdn_la
 /* Parse "dense" | "vdn" | "vdn-no-anchors" | "window-only" | "vdn-additive"; -1 if unknown. */
 int vdn_attn_mode_parse(const char *name, vdn_attn_mode *mode);
 const char *vdn_attn_mode_name(vdn_attn_mode mode);
-
-/* Registry of model-level backends (only the retiring CUDA one). Two ways for kernels/ to provide
- * "cuda" without engine/ depending on CUDA:
- *  1. define `const vdn_backend_ops vdn_cuda_backend_ops = {"cuda", ...};` (C linkage) in an
- *     object that is linked into the binary. engine.c refers to it weakly, so the linker does NOT
- *     pull it out of a static archive by itself: link that object directly (an OBJECT library,
- *     or $<LINK_LIBRARY:WHOLE_ARCHIVE,vdn_cuda>), or reference it from code that is linked;
- *  2. call vdn_backend_register(&ops) before vdn_engine_open (a later registration of the same
- *     name replaces the earlier one).
- * VDN_BACKEND_AUTO then picks it when found and its available() says yes; else the op layer. */
-int vdn_backend_register(const vdn_backend_ops *ops); /* 0, or -1 when the table is full */
-const vdn_backend_ops *vdn_backend_find(const char *name);
 
 #endif

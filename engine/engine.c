@@ -1,5 +1,5 @@
-/* vdn_engine_*: checkpoint + backend, opened once, rendering many requests (engine.h). Also the
- * backend registry (backend.h) and the official frame arithmetic. */
+/* vdn_engine_*: a checkpoint and the DiT's weights on one op-layer device, opened once,
+ * rendering many requests (engine.h). Also the official frame arithmetic. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,33 +12,6 @@
 #include "op_backend.h"
 #include "ops.h"
 #include "vdn_util.h"
-
-/* ---- backend registry ---- */
-
-#define MAX_BACKENDS 8
-static const vdn_backend_ops *g_backends[MAX_BACKENDS];
-static int g_n_backends;
-
-/* A CUDA object may define this (see backend.h); absent, its address is NULL. */
-extern const vdn_backend_ops vdn_cuda_backend_ops __attribute__((weak));
-
-int vdn_backend_register(const vdn_backend_ops *ops) {
-    for (int i = 0; i < g_n_backends; i++)
-        if (strcmp(g_backends[i]->name, ops->name) == 0) {
-            g_backends[i] = ops;
-            return 0;
-        }
-    if (g_n_backends == MAX_BACKENDS) return -1;
-    g_backends[g_n_backends++] = ops;
-    return 0;
-}
-
-const vdn_backend_ops *vdn_backend_find(const char *name) {
-    for (int i = 0; i < g_n_backends; i++)
-        if (strcmp(g_backends[i]->name, name) == 0) return g_backends[i];
-    if (strcmp(name, "cuda") == 0 && &vdn_cuda_backend_ops) return &vdn_cuda_backend_ops;
-    return NULL;
-}
 
 /* ---- engine ---- */
 
@@ -62,51 +35,39 @@ static int open_op_layer(vdn_engine *eng, const char *name, char *err, size_t er
     return 0;
 }
 
-/* Which backend renders: "cuda" when one is present and available, else "cpu". A model-level
- * "cuda" (backend.h: kernels/cuda_backend.cu until it retires) takes precedence over the op
- * layer's "cuda" device (kernels/op_cuda*.cu, or a test's stand-in registered under the name);
- * every other choice renders over the op layer. Sets *ops (model-level) or *dev_name. */
-static int pick_backend(vdn_backend_kind backend, const vdn_backend_ops **ops,
-                        const char **dev_name, char *err, size_t errlen) {
+/* Which device renders: "cuda" when its backend is linked in (kernels/op_cuda*.cu, through op.c's
+ * weak symbol, or a test's stand-in registered under the name) and available, else "cpu". */
+static const char *pick_device(vdn_backend_kind backend, char *err, size_t errlen) {
     char why[VDN_ERR_LEN] = "";
-    *ops = NULL, *dev_name = NULL;
     if (backend == VDN_BACKEND_CUDA || backend == VDN_BACKEND_AUTO) {
-        *ops = vdn_backend_find("cuda");
-        if (*ops && !(*ops)->available(why, sizeof why)) *ops = NULL;
-        const vdn_dev_backend *db = *ops ? NULL : vdn_dev_backend_find("cuda");
-        if (db && (!db->available || db->available(why, sizeof why))) *dev_name = "cuda";
-        if (*ops || *dev_name) return 0;
-        if (backend == VDN_BACKEND_CUDA)
-            return vdn_fail(err, errlen, "backend cuda: %s",
-                            why[0] ? why
-                                   : "not built into this binary (no CUDA toolkit at build time)");
+        const vdn_dev_backend *db = vdn_dev_backend_find("cuda");
+        if (db && (!db->available || db->available(why, sizeof why))) return "cuda";
+        if (backend == VDN_BACKEND_CUDA) {
+            vdn_fail(err, errlen, "backend cuda: %s",
+                     why[0] ? why : "not built into this binary (no CUDA toolkit at build time)");
+            return NULL;
+        }
         if (why[0]) VDN_INFO("cuda backend unavailable (%s); using cpu", why);
     }
-    *dev_name = "cpu";
-    return 0;
+    return "cpu";
 }
 
 vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra_adapters,
                             int n_extra, vdn_backend_kind backend, char *err, size_t errlen) {
-    const vdn_backend_ops *ops;
-    const char *dev_name;
-    if (pick_backend(backend, &ops, &dev_name, err, errlen) != 0) return NULL;
+    const char *dev_name = pick_device(backend, err, errlen);
+    if (!dev_name) return NULL;
     vdn_ckpt *ck = vdn_ckpt_open(checkpoint_dir, extra_adapters, n_extra, err, errlen);
     if (!ck) return NULL;
     vdn_engine *eng = vdn_xcalloc(1, sizeof *eng);
     eng->ck = ck;
     eng->cfg = *vdn_ckpt_config(ck);
-    eng->ops = ops;
-    const int on_cpu = dev_name && strcmp(dev_name, "cpu") == 0;
     if (g_threads > 0)
         vdn_ops_set_threads(g_threads);
-    else if (!on_cpu) { /* the render's host work (noise) uses the cores the GPU leaves idle */
+    else if (strcmp(dev_name, "cpu") != 0) { /* host work (noise): the cores the GPU leaves idle */
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         vdn_ops_set_threads(cores < 1 ? 1 : cores > 8 ? 8 : (int)cores);
     }
-    int rc = dev_name ? open_op_layer(eng, dev_name, err, errlen)
-                      : ((eng->be = ops->create(ck, &eng->cfg, g_threads, err, errlen)) ? 0 : -1);
-    if (rc != 0) {
+    if (open_op_layer(eng, dev_name, err, errlen) != 0) {
         vdn_ckpt_close(ck);
         free(eng);
         return NULL;
@@ -116,12 +77,8 @@ vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra
 
 void vdn_engine_close(vdn_engine *eng) {
     if (!eng) return;
-    if (eng->dev) {
-        vdn_dit_weights_free(&eng->w);
-        vdn_dev_close(eng->dev);
-    } else {
-        eng->ops->destroy(eng->be);
-    }
+    vdn_dit_weights_free(&eng->w);
+    vdn_dev_close(eng->dev);
     vdn_ckpt_close(eng->ck);
     free(eng);
 }
@@ -133,5 +90,5 @@ const char *vdn_engine_identity(const vdn_engine *eng) {
     return vdn_ckpt_identity(eng->ck);
 }
 const char *vdn_engine_backend_name(const vdn_engine *eng) {
-    return eng->dev ? eng->dev->be->name : eng->ops->name;
+    return eng->dev->be->name;
 }

@@ -13,15 +13,11 @@
 struct vdn_engine {
     vdn_ckpt *ck;
     vdn_config cfg;
-    /* the op layer (dit.h): a device and the DiT's weights on it; NULL dev: the model-level
-     * backend below renders (the CUDA backend until the DiT runs over its op table) */
-    vdn_dev *dev;
-    vdn_dit_weights w;
-    const vdn_backend_ops *ops;
-    vdn_backend *be;
+    vdn_dev *dev;      /* the op-layer device that renders (op.h) */
+    vdn_dit_weights w; /* the DiT's weights on it (dit.h) */
 };
 
-/* What a sampling loop needs from the render's setup (render.c). Host arrays. */
+/* What the sampling loop needs from the render's setup (render.c). Host arrays. */
 typedef struct {
     const vdn_render_request *req;  /* steps, snapshot callback and cadence */
     vdn_seq *seq;                   /* layout, tags, positions; timesteps rewritten per NFE */

@@ -64,48 +64,6 @@ int vdn_render_snapshot_due(const vdn_render_request *req, int done, int k0, dou
     return req->snapshot_every_seconds > 0 && vdn_now() - last >= req->snapshot_every_seconds;
 }
 
-/* The loop through a model-level backend (backend.h): host arrays in and out every NFE. Used
- * by the CUDA backend until the DiT runs over its op table (render_ops.c is the op layer's). */
-static int loop_backend(vdn_engine *eng, vdn_render_loop *lp, int n_text, char *err,
-                        size_t errlen) {
-    const vdn_render_request *req = lp->req;
-    vdn_seq *seq = lp->seq;
-    const vdn_layout *L = &seq->lay;
-    const vdn_config *c = &eng->cfg;
-    const int pf = c->in_channels * c->patch_t * c->patch_h * c->patch_w;
-    const size_t n_vrows = (size_t)L->n_video * pf, na = (size_t)L->n_audio * c->audio_channels;
-    float *vv = vdn_xmalloc(sizeof(float) * n_vrows), *av = vdn_xmalloc(sizeof(float) * (na + 1));
-    double last_snapshot = vdn_now();
-    int rc = eng->ops->reserve(eng->be, L, err, errlen);
-    if (rc == 0) rc = eng->ops->set_text(eng->be, lp->embeds, n_text, err, errlen);
-    for (int k = lp->k0; k < req->steps && rc == 0; k++) {
-        double t0 = vdn_now();
-        float tv = 1.0f - lp->sigma_v[k], ta = 1.0f - lp->sigma_a[k];
-        vdn_seq_timesteps(seq, tv, ta);
-        vdn_step_inputs in = {L,        lp->video_rows, lp->cond_rows, lp->audio_rows, seq->tags,
-                              seq->pos, seq->t_index,   seq->t_values, seq->n_t,       lp->plan};
-        rc = eng->ops->forward(eng->be, &in, vv, av, err, errlen);
-        if (rc != 0) break;
-        vdn_euler_step(lp->video_rows, vv, n_vrows, tv, lp->sigma_v[k], lp->sigma_v[k + 1]);
-        vdn_euler_step(lp->audio_rows, av, na, ta, lp->sigma_a[k], lp->sigma_a[k + 1]);
-        lp->nfe_s[k] = vdn_now() - t0;
-        lp->done = k + 1;
-        if (vdn_render_snapshot_due(req, k + 1, lp->k0, last_snapshot)) {
-            vdn_render_state snap = {k + 1, req->steps,     n_vrows,
-                                     na,    lp->video_rows, lp->audio_rows};
-            if (req->snapshot(req->snapshot_user, &snap) != 0)
-                VDN_WARN("render: snapshot after NFE %d failed; rendering on", k + 1);
-            last_snapshot = vdn_now();
-        }
-        if (lp->progress && lp->progress(lp->user, k + 1, req->steps, lp->nfe_s[k]) != 0)
-            rc = vdn_fail(err, errlen, "cancelled after %d of %d model evaluations", k + 1,
-                          req->steps);
-    }
-    free(vv);
-    free(av);
-    return rc;
-}
-
 int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progress_fn progress,
                       void *user, char *err, size_t errlen) {
     const vdn_config *c = &eng->cfg;
@@ -252,9 +210,7 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
                           .progress = progress,
                           .user = user};
     const double t_loop = vdn_now(); /* setup: prompt, sequence, noise, patchify */
-    if (rc == 0)
-        rc = eng->dev ? vdn_render_loop_ops(eng, &lp, err, errlen)
-                      : loop_backend(eng, &lp, pr.n_text, err, errlen);
+    if (rc == 0) rc = vdn_render_loop_ops(eng, &lp, err, errlen);
     done = lp.done;
     if (rc == 0) { /* outputs: video (24,F,H,W), audio (2,32,La) float32; then the record */
         const double t_out = vdn_now();
