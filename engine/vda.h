@@ -9,22 +9,6 @@
 #include "backend.h"
 #include "config.h"
 
-/* One block's branch weights, canonical names under transformer_blocks.{i}.attn.linear_attention.
- */
-typedef struct {
-    const float *k_sp, *v_sp; /* short_conv.{k,v}_sp.weight (C, 1, ks, ks) */
-    const float *k_tm, *v_tm; /* short_conv.{k,v}_tm.weight (C, 1, kt) */
-    const float *beta_w;      /* beta_proj.weight (H, hidden) */
-    const float *alpha_down;  /* alpha.down.weight (R, hidden) */
-    const float *alpha_up;    /* alpha.up.weight (C, R) */
-    const float *A_log;       /* alpha.A_log (H) */
-    const float *dt_bias;     /* alpha.dt_bias (C) */
-    const float *gate_down;   /* output_gate.down.weight (G, hidden) */
-    const float *gate_up;     /* output_gate.up.weight (C, G) */
-    const float *gate_up_b;   /* output_gate.up.bias (C) */
-    const float *norm_w;      /* norm.weight (d) */
-} vdn_vda_weights;
-
 /* Depthwise spatial conv over each frame's (gh, gw) grid, zero padding ks/2, cross-correlation
  * like torch conv2d. in/out: (frames*gh*gw, C) rows, t-major then row-major (h, w). */
 void vdn_vda_conv_spatial(float *out, const float *in, const float *w, int frames, int gh, int gw,

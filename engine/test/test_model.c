@@ -6,7 +6,6 @@
 
 #include "backend.h"
 #include "check.h"
-#include "model.h"
 #include "ops.h"
 #include "seq.h"
 #include "vdn_util.h"

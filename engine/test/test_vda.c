@@ -7,6 +7,7 @@
 #include "check.h"
 #include "dit_internal.h"
 #include "ops.h"
+#include "host_weights.h"
 #include "vda.h"
 #include "vdn_util.h"
 

@@ -6,7 +6,7 @@
 #include <math.h>
 
 #include "check.h"
-#include "model.h"
+#include "host_weights.h"
 #include "vdn_util.h"
 
 static inline float *rnd_arr(size_t n, double scale) {

@@ -1,13 +1,24 @@
-/* The DiT's weights as host float32 arrays, one struct per block: the form the forward tests
- * build their tiny random models in (engine/test/tiny_model.h) and hand to the DiT over the op
- * layer by canonical name (engine/test/tiny_source.h). The forward itself is dit.c. */
-#ifndef VDN_MODEL_H
-#define VDN_MODEL_H
+/* The DiT's weights as host float32 arrays, one struct per block: the form the forward tests build
+ * their tiny random models in (tiny_model.h) and hand to the DiT over the op layer by canonical
+ * name (tiny_source.h). The forward itself is engine/dit.c. */
+#ifndef VDN_TEST_HOST_WEIGHTS_H
+#define VDN_TEST_HOST_WEIGHTS_H
 
-#include "backend.h"
-#include "ckpt.h"
-#include "config.h"
-#include "vda.h"
+/* One block's branch weights, canonical names under transformer_blocks.{i}.attn.linear_attention.
+ */
+typedef struct {
+    const float *k_sp, *v_sp; /* short_conv.{k,v}_sp.weight (C, 1, ks, ks) */
+    const float *k_tm, *v_tm; /* short_conv.{k,v}_tm.weight (C, 1, kt) */
+    const float *beta_w;      /* beta_proj.weight (H, hidden) */
+    const float *alpha_down;  /* alpha.down.weight (R, hidden) */
+    const float *alpha_up;    /* alpha.up.weight (C, R) */
+    const float *A_log;       /* alpha.A_log (H) */
+    const float *dt_bias;     /* alpha.dt_bias (C) */
+    const float *gate_down;   /* output_gate.down.weight (G, hidden) */
+    const float *gate_up;     /* output_gate.up.weight (C, G) */
+    const float *gate_up_b;   /* output_gate.up.bias (C) */
+    const float *norm_w;      /* norm.weight (d) */
+} vdn_vda_weights;
 
 /* One transformer block (DiT block or token-refiner block; the refiner has no adaLN/hybrid). */
 typedef struct {
