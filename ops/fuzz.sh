@@ -42,6 +42,7 @@ declare -A CORPUS=(
     [fuzz_eval_suite]=eval/test/corpus_suite
     [fuzz_eval_configs]=eval/test/corpus_configs
     [fuzz_tokenizer]=text/test/corpus_tokenizer
+    [fuzz_vae_config]=vae/test/corpus_vae_config
     [fuzz_bench_args]=@bench # a few command lines written below
 )
 

@@ -159,19 +159,23 @@ static int get_stats(const cJSON *j, const char *key, double *out, int n, int po
     return 0;
 }
 
-static cJSON *read_json(const char *dir, char *path, size_t pathlen, char *err, size_t errlen) {
-    snprintf(path, pathlen, "%s/config.json", dir);
-    size_t len;
-    char *text = vdn_read_file(path, &len, err, errlen);
-    if (!text) return NULL;
+/* text (len bytes) as a JSON object; label names it in messages */
+static cJSON *parse_json(const char *text, size_t len, const char *label, char *err,
+                         size_t errlen) {
     cJSON *j = cJSON_ParseWithLength(text, len);
-    free(text);
     if (!j || !cJSON_IsObject(j)) {
-        vdn_fail(err, errlen, "%s: not a JSON object", path);
+        vdn_fail(err, errlen, "%s: not a JSON object", label);
         cJSON_Delete(j);
         return NULL;
     }
     return j;
+}
+
+/* DIR/config.json read into a new buffer; path gets its name */
+static char *read_config(const char *dir, char *path, size_t pathlen, size_t *len, char *err,
+                         size_t errlen) {
+    snprintf(path, pathlen, "%s/config.json", dir);
+    return vdn_read_file(path, len, err, errlen);
 }
 
 static int check_class(const cJSON *j, const char *want, const char *path, char *err,
@@ -185,8 +189,18 @@ static int check_class(const cJSON *j, const char *want, const char *path, char 
 
 int vdn_vae_video_config_load(const char *dir, vdn_vae_video_config *c, char *err, size_t errlen) {
     char path[4200];
+    size_t len;
+    char *text = read_config(dir, path, sizeof path, &len, err, errlen);
+    if (!text) return -1;
+    int rc = vdn_vae_video_config_parse(text, len, path, c, err, errlen);
+    free(text);
+    return rc;
+}
+
+int vdn_vae_video_config_parse(const char *text, size_t len, const char *path,
+                               vdn_vae_video_config *c, char *err, size_t errlen) {
     vdn_vae_video_defaults(c);
-    cJSON *j = read_json(dir, path, sizeof path, err, errlen);
+    cJSON *j = parse_json(text, len, path, err, errlen);
     if (!j) return -1;
     int rc = check_class(j, "AutoencoderKLMiniMaxH3", path, err, errlen);
     int nb = c->n_levels, ns = c->n_levels, nt = c->n_levels;
@@ -260,8 +274,18 @@ int vdn_vae_video_config_load(const char *dir, vdn_vae_video_config *c, char *er
 
 int vdn_vae_audio_config_load(const char *dir, vdn_vae_audio_config *c, char *err, size_t errlen) {
     char path[4200];
+    size_t len;
+    char *text = read_config(dir, path, sizeof path, &len, err, errlen);
+    if (!text) return -1;
+    int rc = vdn_vae_audio_config_parse(text, len, path, c, err, errlen);
+    free(text);
+    return rc;
+}
+
+int vdn_vae_audio_config_parse(const char *text, size_t len, const char *path,
+                               vdn_vae_audio_config *c, char *err, size_t errlen) {
     vdn_vae_audio_defaults(c);
-    cJSON *j = read_json(dir, path, sizeof path, err, errlen);
+    cJSON *j = parse_json(text, len, path, err, errlen);
     if (!j) return -1;
     int rc = check_class(j, "AutoencoderKLMiniMaxH3Audio", path, err, errlen);
     int nk = c->n_ups, nrk = c->n_res;

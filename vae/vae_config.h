@@ -49,6 +49,12 @@ void vdn_vae_audio_tiny(vdn_vae_audio_config *c);
  * file and field. */
 int vdn_vae_video_config_load(const char *dir, vdn_vae_video_config *c, char *err, size_t errlen);
 int vdn_vae_audio_config_load(const char *dir, vdn_vae_audio_config *c, char *err, size_t errlen);
+/* The same from text in memory (label names it in messages): what the loaders call, and the fuzz
+ * target vae/test/fuzz_vae_config.c. */
+int vdn_vae_video_config_parse(const char *text, size_t len, const char *label,
+                               vdn_vae_video_config *c, char *err, size_t errlen);
+int vdn_vae_audio_config_parse(const char *text, size_t len, const char *label,
+                               vdn_vae_audio_config *c, char *err, size_t errlen);
 /* config.json text of a config (caller frees). */
 char *vdn_vae_video_config_json(const vdn_vae_video_config *c);
 char *vdn_vae_audio_config_json(const vdn_vae_audio_config *c);
