@@ -114,6 +114,10 @@ void print_workers(FILE *f, Vdn__WorkerInfo **w, size_t n) {
         fprintf(f, "%-16s %-9s %4zu %-10s %-8d %-21s %s\n", w[i]->worker_id, w[i]->state,
                 w[i]->n_gpus, job, w[i]->failures, cli_time(w[i]->last_seen, t, sizeof t),
                 w[i]->checkpoint ? w[i]->checkpoint : "");
+        /* worker faults kept it from these job classes for now (docs/protocol.md) */
+        for (size_t k = 0; k < w[i]->n_blocked_classes; k++)
+            fprintf(f, "%-16s   no jobs of class %s for now (worker faults)\n", "",
+                    w[i]->blocked_classes[k]);
     }
 }
 
@@ -122,11 +126,12 @@ void print_logs(FILE *f, const Vdn__LogsReply *r) {
     fprintf(f, "\nattempts:\n");
     for (size_t i = 0; i < r->n_attempts; i++) {
         const Vdn__AttemptInfo *a = r->attempts[i];
-        char t[40], d[24];
-        fprintf(f, "  %-6llu %-10s %-16s %s  %s  %s\n", (unsigned long long)a->attempt_id, a->state,
-                a->worker_id ? a->worker_id : "", cli_time(a->started_at, t, sizeof t),
+        char t[40], d[24], fault[32] = "";
+        if (a->fault) snprintf(fault, sizeof fault, "(%s fault) ", a->fault);
+        fprintf(f, "  %-6llu %-10s %-16s %s  %s  %d NFE  %s%s\n", (unsigned long long)a->attempt_id,
+                a->state, a->worker_id ? a->worker_id : "", cli_time(a->started_at, t, sizeof t),
                 a->has_finished_at ? fmt_duration(a->finished_at - a->started_at, d, sizeof d) : "",
-                a->reason ? a->reason : "");
+                a->nfe_evaluated, fault, a->reason ? a->reason : "");
     }
     fprintf(f, "\nevents:\n");
     for (size_t i = 0; i < r->n_events; i++) {

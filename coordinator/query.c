@@ -272,8 +272,8 @@ Vdn__LogsReply *query_logs(sqlite3 *db, int64_t job, char *err, size_t errlen) {
     }
     sqlite3_finalize(st);
     st = cdb_prep(db,
-                  "SELECT id, job_id, worker_id, state, started_at, finished_at, reason FROM "
-                  "attempts WHERE job_id = ? ORDER BY id",
+                  "SELECT id, job_id, worker_id, state, started_at, finished_at, reason, fault, "
+                  "nfe_evaluated FROM attempts WHERE job_id = ? ORDER BY id",
                   "i", job);
     while (st && sqlite3_step(st) == SQLITE_ROW) {
         Vdn__AttemptInfo *a = vdn_xmalloc(sizeof *a);
@@ -287,6 +287,9 @@ Vdn__LogsReply *query_logs(sqlite3 *db, int64_t job, char *err, size_t errlen) {
         if (sqlite3_column_type(st, 5) != SQLITE_NULL)
             a->has_finished_at = 1, a->finished_at = sqlite3_column_double(st, 5);
         a->reason = cdb_col_str(st, 6);
+        a->fault = cdb_col_str(st, 7);
+        a->has_nfe_evaluated = 1;
+        a->nfe_evaluated = sqlite3_column_int(st, 8);
         PUSH(r->attempts, r->n_attempts, a);
     }
     sqlite3_finalize(st);

@@ -30,6 +30,9 @@ def test(args):
         faults = farm.q("SELECT fault, count(*) FROM attempts a JOIN jobs j ON a.job_id=j.id "
                         "WHERE j.batch_id=? GROUP BY fault", b_bad)
         check(faults == [("job", 10)], "attempts' faults: %s" % faults)
+        first_bad = farm.q("SELECT min(id) FROM jobs WHERE batch_id=?", b_bad)[0][0]
+        r = farm.run(["logs", "j%d" % first_bad, "--coordinator", farm.client_ep])
+        check("(job fault) bad prompt cache" in r.stdout, "vdn logs lacks the blame:\n" + r.stdout)
         failures, blocked = farm.q("SELECT failures, blocked_until FROM workers WHERE id='w'")[0]
         check(failures == 0 and blocked == 0, "the worker's standing changed: %d failures, "
               "blocked until %s" % (failures, blocked))
