@@ -396,6 +396,8 @@ static void test_attention(void) {
     for (int r = 0; r < rows; r++) { /* windows of 10 rows; row 33 sees only the head/tail */
         lo[r] = (r / 10) * 10, hi[r] = lo[r] + 10;
         if (r == 33) lo[r] = hi[r] = 20;
+        if (r == 50) lo[r] = 68, hi[r] = 70; /* a window past the tail's start (66) */
+        if (r == 51) lo[r] = 2, hi[r] = 69;  /* one covering head, tail and what is between */
     }
     rows_rule rule = {4, 66, lo, hi};
     double *ref = vdn_xmalloc(sizeof(double) * rows * hq * hd);
