@@ -189,6 +189,10 @@ int vdn_cmd_coordinator(int argc, char **argv) {
         return 2;
     }
     char err[VDN_ERR_LEN];
+    if (http.bind && coord_http_check(&http, err, sizeof err)) {
+        fprintf(stderr, "vdn coordinator: %s\n", err);
+        return 2;
+    }
     if (o->lease_seconds < 2 * o->heartbeat_seconds)
         VDN_WARN("--lease-seconds %.1f is under two heartbeats (%.1f s): busy workers may lose "
                  "their jobs between heartbeats",

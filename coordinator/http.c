@@ -172,19 +172,28 @@ void coord_http_stop(coord_http *h) {
     free(h);
 }
 
-coord_http *coord_http_start(const coord_http_opts *o, char *err, size_t errlen) {
-    struct sockaddr_storage ss;
+static int check(const coord_http_opts *o, struct sockaddr_storage *ss, char *err, size_t errlen) {
     int loopback = 0;
-    if (parse_bind(o->bind, &ss, &loopback, err, errlen)) return NULL;
+    if (parse_bind(o->bind, ss, &loopback, err, errlen)) return -1;
     if ((o->tls_cert != NULL) != (o->tls_key != NULL))
-        return vdn_fail(err, errlen, "--http-cert and --http-key go together"), NULL;
+        return vdn_fail(err, errlen, "--http-cert and --http-key go together");
     if (!loopback && !(o->tls_cert && o->token_file))
         return vdn_fail(err, errlen,
                         "--http %s is not a loopback address: the page is served beyond this "
                         "machine only over TLS with a token (--http-cert, --http-key, "
                         "--http-token-file)",
-                        o->bind),
-               NULL;
+                        o->bind);
+    return 0;
+}
+
+int coord_http_check(const coord_http_opts *o, char *err, size_t errlen) {
+    struct sockaddr_storage ss;
+    return check(o, &ss, err, errlen);
+}
+
+coord_http *coord_http_start(const coord_http_opts *o, char *err, size_t errlen) {
+    struct sockaddr_storage ss;
+    if (check(o, &ss, err, errlen)) return NULL;
     coord_http *h = vdn_xcalloc(1, sizeof *h);
     h->db_path = vdn_xstrdup(o->db_path);
     if (o->token_file) {

@@ -17,7 +17,10 @@ typedef struct {
 
 typedef struct coord_http coord_http;
 
-/* Checks the options (non-loopback needs TLS and a token), reads the files, binds, starts. */
+/* The options alone (address, non-loopback only with TLS and a token), before anything is
+ * opened: 0, or -1 saying what is wrong. */
+int coord_http_check(const coord_http_opts *o, char *err, size_t errlen);
+/* Checks the options, reads the files, binds, starts. */
 coord_http *coord_http_start(const coord_http_opts *o, char *err, size_t errlen);
 void coord_http_stop(coord_http *h);
 

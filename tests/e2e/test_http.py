@@ -167,8 +167,10 @@ def test(args):
                       "tcp://127.0.0.1:%d" % free_port(), "--client-bind",
                       "tcp://127.0.0.1:%d" % free_port(), "--http", "0.0.0.0:%d" % free_port()],
                      check_rc=False, timeout=20)
-        check(r.returncode != 0 and "TLS with a token" in r.stderr,
+        check(r.returncode == 2 and "TLS with a token" in r.stderr,
               "non-loopback --http without TLS: rc %d %s" % (r.returncode, r.stderr))
+        check(not os.path.exists(os.path.join(farm.dir, "o.db")),
+              "the refused coordinator created its database anyway")
         if not shutil.which("openssl"):
             log("openssl missing: HTTPS part left out")
             return
