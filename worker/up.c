@@ -54,6 +54,7 @@ typedef struct {
     char worker_ep[64], client_ep[64];
     int workers, cpu, detach, stop, port;
     const char *gpus, *lease, *heartbeat, *max_attempts;
+    const char *http; /* --http HOST:PORT for the coordinator's status page and metrics */
     child kids[MAX_CHILDREN];
     int nkids;
     int sigfd;
@@ -63,12 +64,13 @@ typedef struct {
 static const char usage[] =
     "usage: vdn up DIR [--workers N] [--cpu] [--store URI] [--checkpoint DIR] [--port P]\n"
     "                  [--gpus SPEC] [--lease-seconds S] [--heartbeat-seconds S]\n"
-    "                  [--max-attempts N] [--detach]\n"
+    "                  [--max-attempts N] [--http 127.0.0.1:8080] [--detach]\n"
     "       vdn up DIR --stop\n"
     "Runs coordinator + N local workers (default 1) + SQLite (DIR/vdn.db) + a file store\n"
     "(DIR/store) in the foreground until Ctrl-C; --detach runs it in the background.\n"
     "Without --checkpoint a tiny random VDN checkpoint is made in DIR/ckpt.\n"
-    "Then: vdn submit requests.jsonl --dir DIR; vdn watch BATCH --dir DIR.\n";
+    "Then: vdn submit requests.jsonl --dir DIR; vdn watch BATCH --dir DIR.\n"
+    "--http: the coordinator serves a live status page and Prometheus /metrics there.\n";
 
 static void child_add(up *u, const char *name, ...) {
     child *c = &u->kids[u->nkids++];
@@ -442,6 +444,8 @@ static int parse(up *u, int argc, char **argv) {
                 u->heartbeat = v;
             else if (!strcmp(a, "--max-attempts"))
                 u->max_attempts = v;
+            else if (!strcmp(a, "--http"))
+                u->http = v;
             else {
                 fprintf(stderr, "vdn up: unknown option '%s'\n%s", a, usage);
                 return -1;
@@ -590,6 +594,7 @@ int vdn_cmd_up(int argc, char **argv) {
     if (u.lease) child_arg(co, "--lease-seconds", u.lease);
     if (u.heartbeat) child_arg(co, "--heartbeat-seconds", u.heartbeat);
     if (u.max_attempts) child_arg(co, "--max-attempts", u.max_attempts);
+    if (u.http) child_arg(co, "--http", u.http);
     vdn_gpu_list gpus = {0};
     if (!u.cpu && !u.gpus) {
         char gerr[VDN_ERR_LEN];

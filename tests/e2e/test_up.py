@@ -7,9 +7,10 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import FRAMES, check, check_safetensors, log, main, sanitizer_reports
+from harness import FRAMES, check, check_safetensors, free_port, log, main, sanitizer_reports
 
 
 def conf(path):
@@ -107,8 +108,10 @@ def test(args):
     ok = False
     pid = None
     try:
-        r = subprocess.run([vdn, "up", d, "--detach", "--cpu", "--workers", "2"],
-                           capture_output=True, text=True, timeout=120)
+        http_port = free_port()
+        r = subprocess.run([vdn, "up", d, "--detach", "--cpu", "--workers", "2", "--http",
+                            "127.0.0.1:%d" % http_port], capture_output=True, text=True,
+                           timeout=120)
         check(r.returncode == 0, "vdn up --detach exited %d: %s%s" % (r.returncode, r.stdout,
                                                                       r.stderr))
         c = conf(os.path.join(d, "vdn.conf"))
@@ -118,6 +121,18 @@ def test(args):
         check(len(kids) == 3, "expected coordinator + 2 workers under pid %d, got %s" % (pid, kids))
         for k in ("client_endpoint", "worker_endpoint", "db", "store", "checkpoint"):
             check(k in c, "vdn.conf lacks %s: %s" % (k, c))
+        # --http reached its coordinator: the status page's metrics list both workers
+        t0 = time.time()
+        while True:
+            try:
+                body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % http_port,
+                                              timeout=5).read().decode()
+                if body.count("vdn_worker_info{") == 2:
+                    break
+            except OSError:
+                pass
+            check(time.time() - t0 < 30, "vdn up --http: no metrics with 2 workers in 30 s")
+            time.sleep(0.2)
         r2 = subprocess.run([vdn, "up", d, "--detach", "--cpu"], capture_output=True, text=True,
                             timeout=60)
         check(r2.returncode != 0 and "already runs" in r2.stderr,
