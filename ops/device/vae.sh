@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One device run for the VAE decoders: build test_vae_reference with the CUDA op backend (nvcc/gcc
+# directly, cJSON from the carried .deb files, as kernels.sh does) and run it on the GPU and on
+# the CPU against vae/test/reference/expected_vae.safetensors.
+#   OUT=dir bash ops/device/vae.sh CKPT_ROOT      (CKPT_ROOT: `vdn ckpt init --preset tiny --vae`,
+#                                                   carried; the test checks its sha256)
+set -uo pipefail
+OUT=${OUT:-/tmp/vdn-out}
+CK=${1:?usage: vae.sh CKPT_ROOT}
+mkdir -p "$OUT"
+B=$(mktemp -d)
+PFX="$B/deps"
+for d in .devcarry/*.deb; do [ -f "$d" ] && dpkg -x "$d" "$PFX"; done
+CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Ikernels -Iengine -Iops/cli -Itext -Ivae -Imedia -I$PFX/usr/include"
+NVFLAGS="-gencode=arch=compute_90a,code=sm_90a -O3 --use_fast_math -std=c++17 -Ikernels -Iengine -Iops/cli"
+export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+t0=$(date +%s)
+{
+  for f in engine/*.c text/encoder_init.c text/encoder_config.c vae/vae_config.c vae/vae_init.c \
+           vae/vae_weights.c vae/video_vae.c vae/audio_vae.c vae/test/test_vae_reference.c; do
+    gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o" &
+  done
+  for f in kernels/*.cu; do nvcc $NVFLAGS -c "$f" -o "$B/$(basename "$f" .cu).cu.o" & done
+  wait
+} > "$OUT/vae_build.log" 2>&1
+ar rcs "$B/libv.a" $(ls $B/*.o | grep -v test_vae_reference)
+nvcc -o "$B/test_vae_reference" "$B/test_vae_reference.o" "$B/libv.a" -L"$PFX/usr/lib/x86_64-linux-gnu" \
+  -lcjson -lcublasLt -lcublas -lpthread -lm -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/vae_build.log" 2>&1
+echo "build: $(( $(date +%s) - t0 )) s"
+if [ ! -x "$B/test_vae_reference" ]; then echo "BUILD FAILED"; grep -E "error" "$OUT/vae_build.log" | head -20; exit 1; fi
+E=vae/test/reference/expected_vae.safetensors
+timeout 200 "$B/test_vae_reference" "$CK" "$E" all cuda 2>&1 | tee "$OUT/vae_cuda.log"; rc_gpu=${PIPESTATUS[0]}
+timeout 200 "$B/test_vae_reference" "$CK" "$E" all cpu > "$OUT/vae_cpu.log" 2>&1; rc_cpu=$?
+tail -3 "$OUT/vae_cpu.log"
+echo "vae.sh: cuda rc $rc_gpu, cpu rc $rc_cpu"
