@@ -93,7 +93,8 @@ def test(args):
         check(r.returncode != 0 and r.stderr.count("prompt") >= 3,
               "bad text prompts not refused: %d %s%s" % (r.returncode, r.stdout, r.stderr))
 
-        job = {"frames": FRAMES, "height": 32, "width": 32, "steps": 2}
+        # the smallest clip (22 frames, 32x32, 1 step): every job also decodes an mp4 and a poster
+        job = {"frames": 22, "height": 32, "width": 32, "steps": 1}
         lines = [dict(job, prompt=PROMPTS[i % 4], seed=100 + i) for i in range(20)]
         submit_and_wait(vdn, d, lines, "batch1")
         recs = records(store)
@@ -160,7 +161,7 @@ def test(args):
         with open(suite, "w") as f:
             for i, p in enumerate((PROMPTS[0], "a brand new prompt for the sweep")):
                 f.write(json.dumps({"id": "t%d" % i, "mode": "t2va", "prompt": p, "seed": i + 1,
-                                    "frames": FRAMES, "height": 32, "width": 32}) + "\n")
+                                    "frames": 22, "height": 32, "width": 32}) + "\n")
         r = subprocess.run([vdn, "eval", "sweep", suite, "--variants", "vdn@2,dense@2", "--dir", d,
                             "--steps-override", "1", "--wait", "--timeout", "120"],
                            capture_output=True, text=True, timeout=180)
