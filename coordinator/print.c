@@ -73,7 +73,11 @@ void print_job_detail(FILE *f, const Vdn__JobInfo *j) {
     if (j->tag) fprintf(f, "  tag        %s\n", j->tag);
     if (j->request) {
         const Vdn__RenderRequest *r = j->request;
-        fprintf(f, "  prompt     %s\n", r->prompt_cache ? r->prompt_cache : "");
+        if (r->prompt_cache && r->prompt_cache[0])
+            fprintf(f, "  prompt     %s\n", r->prompt_cache);
+        else if (r->prompt) /* a text prompt: the worker encodes it; its first line shown */
+            fprintf(f, "  prompt     text \"%.*s%s\"\n", (int)strcspn(r->prompt, "\n"), r->prompt,
+                    strchr(r->prompt, '\n') ? " ..." : "");
         fprintf(f, "  render     %d frames, %dx%d, %d steps, seed %s%llu, variant %s\n", r->frames,
                 r->width, r->height, r->steps, r->has_seed ? "" : "(default) ",
                 (unsigned long long)r->seed, r->variant ? r->variant : "vdn");
