@@ -16,6 +16,7 @@
 #include "store.h"
 #include "suite.h"
 #include "sweep.h"
+#include "vae.h"
 #include "vdn_util.h"
 
 #define PSNR_CAP 100.0 /* identical outputs give +inf; capped so they still count in the means */
@@ -23,19 +24,46 @@
 typedef struct {
     float *video; /* (C, F, H, W) */
     int C, F, H, W;
+    float *px; /* with --vae: the decoded frames (3, pF, pH, pW) in [0, 1], else NULL */
+    int pF, pH, pW;
     char *local_video, *local_record;
 } output;
+
+/* --vae: the output's frames through the video VAE (CPU). A clip too short for one decoder
+ * chunk, or a latent grid the VAE does not take, leaves px NULL with a message. */
+static int decode_pixels(vdn_video_vae *vae, output *o, char *err, size_t errlen) {
+    const vdn_vae_video_config *c = vdn_video_vae_config(vae);
+    if (o->C != c->latent_channels)
+        return vdn_fail(err, errlen, "pixels: %d latent channels, the VAE takes %d", o->C,
+                        c->latent_channels);
+    char e2[512];
+    int F = vdn_video_vae_frames(vae, o->F, e2, sizeof e2);
+    if (F < 0) return vdn_fail(err, errlen, "pixels: %s", e2);
+    o->pF = F;
+    o->pH = o->H * c->spatial_ratio;
+    o->pW = o->W * c->spatial_ratio;
+    o->px = malloc(sizeof(float) * 3 * (size_t)F * o->pH * o->pW);
+    if (!o->px) return vdn_fail(err, errlen, "pixels: out of memory");
+    if (vdn_video_vae_decode(vae, o->video, o->F, o->H, o->W, o->px, NULL, NULL, err, errlen)) {
+        free(o->px);
+        o->px = NULL;
+        return -1;
+    }
+    return 0;
+}
 
 static void usage(FILE *f) {
     fprintf(
         f,
         "usage: vdn eval report SWEEP.json --out DIR [--scorers CONF.json] [--strips N]\n"
         "                       [--baseline VARIANT] [--resamples N] [--seed S] [--title TEXT]\n"
-        "                       [--keep-outputs]\n"
+        "                       [--keep-outputs] [--vae DIR]\n"
         "Reads every output of the sweep from its store, computes the metrics (docs/eval.md),\n"
         "paired statistics against the baseline, and writes DIR/report.html + DIR/report.json.\n"
         "Outputs are downloaded into DIR/outputs/ one prompt at a time and removed after scoring\n"
-        "unless --keep-outputs.\n");
+        "unless --keep-outputs. --vae DIR decodes every output with that video VAE (CPU) and adds\n"
+        "pixel metrics (PSNR to the baseline's frames, motion, temporal stability) and frame\n"
+        "strips of the decoded frames.\n");
 }
 
 static double cap(double x) {
@@ -162,7 +190,7 @@ static int mode_of(const vdn_suite *s, int p) {
 
 int vdn_eval_report_main(int argc, char **argv) {
     const char *sweep_path = NULL, *out_dir = NULL, *scorers_path = NULL, *title = NULL,
-               *baseline = NULL;
+               *baseline = NULL, *vae_dir = NULL;
     int n_strips = 4, resamples = 10000, keep = 0;
     unsigned long long seed = 20261120ull;
     for (int i = 1; i < argc; i++) {
@@ -186,6 +214,8 @@ int vdn_eval_report_main(int argc, char **argv) {
                 baseline = v;
             else if (!strcmp(a, "--title"))
                 title = v;
+            else if (!strcmp(a, "--vae"))
+                vae_dir = v;
             else if (!strcmp(a, "--strips"))
                 n_strips = atoi(v);
             else if (!strcmp(a, "--resamples"))
@@ -246,6 +276,17 @@ int vdn_eval_report_main(int argc, char **argv) {
         return 1;
     }
 
+    vdn_dev *vae_dev = NULL;
+    vdn_video_vae *vae = NULL;
+    if (vae_dir) {
+        vae_dev = vdn_dev_open("cpu", 0, 0, err, sizeof err);
+        vae = vae_dev ? vdn_video_vae_load(vae_dev, vae_dir, err, sizeof err) : NULL;
+        if (!vae) {
+            fprintf(stderr, "vdn eval report: --vae %s: %s\n", vae_dir, err);
+            if (vae_dev) vdn_dev_close(vae_dev);
+            return 1;
+        }
+    }
     int np = suite.n, nv = sw.n_variants;
     vdn_results r;
     vdn_results_init(&r, np, nv, 0);
@@ -305,6 +346,17 @@ int vdn_eval_report_main(int argc, char **argv) {
                                       VDN_METRIC_PAIRED);
     int m_tv = vdn_results_add_metric(&r, "temporal_diff_var", "Variance of frame-to-frame change",
                                       "", 0, VDN_METRIC_PAIRED);
+    /* on decoded frames (--vae): pixels in [0, 1] */
+    int m_pp = -1, m_pm = -1, m_pt = -1;
+    if (vae) {
+        m_pp = vdn_results_add_metric(&r, "pixel_psnr", "PSNR to baseline (decoded frames)", "dB",
+                                      1, VDN_METRIC_REFERENCE);
+        m_pm = vdn_results_add_metric(&r, "pixel_motion_flow", "Mean ILK flow (decoded frames)",
+                                      "px", 0, VDN_METRIC_PAIRED);
+        m_pt = vdn_results_add_metric(&r, "pixel_temporal_diff",
+                                      "Frame-to-frame RMS change (decoded frames)", "", 0,
+                                      VDN_METRIC_PAIRED);
+    }
 
     /* strips: the first prompt of each mode, then the next prompts in order */
     int *strip_of = vdn_xcalloc((size_t)np + 1, sizeof *strip_of), chosen = 0;
@@ -357,6 +409,17 @@ int vdn_eval_report_main(int argc, char **argv) {
             vdn_temporal_diff(o->video, o->C, o->F, o->H, o->W, &tm, &tvv);
             *vdn_results_at(&r, m_td, v, p) = tm;
             *vdn_results_at(&r, m_tv, v, p) = tvv;
+            if (vae) {
+                if (decode_pixels(vae, o, err, sizeof err)) {
+                    vdn_results_set_error(&r, v, p, "%s", err);
+                } else {
+                    *vdn_results_at(&r, m_pm, v, p) =
+                        vdn_pixel_mean_flow(o->px, o->pF, o->pH, o->pW);
+                    double pm, pv;
+                    vdn_temporal_diff(o->px, 3, o->pF, o->pH, o->pW, &pm, &pv);
+                    *vdn_results_at(&r, m_pt, v, p) = pm;
+                }
+            }
             int nk = vdn_suite_mode_keyframes(it->mode);
             if (nk) {
                 char *kname =
@@ -425,6 +488,16 @@ int vdn_eval_report_main(int argc, char **argv) {
                 continue;
             }
             size_t n = (size_t)o->C * o->F * o->H * o->W;
+            if (o->px && b->px) { /* same latent shape: same decoded shape */
+                size_t pn = (size_t)3 * o->pF * o->pH * o->pW;
+                double mse = 0;
+                for (size_t k = 0; k < pn; k++) {
+                    double d = (double)o->px[k] - b->px[k];
+                    mse += d * d;
+                }
+                mse /= (double)pn;
+                *vdn_results_at(&r, m_pp, v, p) = mse > 0 ? cap(-10 * log10(mse)) : PSNR_CAP;
+            }
             *vdn_results_at(&r, m_l2, v, p) = vdn_rel_l2(b->video, o->video, n);
             *vdn_results_at(&r, m_fp, v, p) = cap(vdn_latent_psnr(b->video, o->video, n));
             size_t i = (size_t)v * np + p, plane = (size_t)o->H * o->W;
@@ -478,7 +551,22 @@ int vdn_eval_report_main(int argc, char **argv) {
                     memset(sp->rgb[v], 255, (size_t)rw * sp->tile_h * 3); /* white gutters */
                     for (int k = 0; k < cols; k++) {
                         int f = cols > 1 ? (int)lround((double)k * (o->F - 1) / (cols - 1)) : 0;
-                        vdn_latent_preview(o->video, o->C, o->F, o->H, o->W, f, scale, NULL, t);
+                        if (o->px) { /* the decoded frame, sampled down to the tile */
+                            int pf =
+                                cols > 1 ? (int)lround((double)k * (o->pF - 1) / (cols - 1)) : 0;
+                            for (int y = 0; y < sp->tile_h; y++)
+                                for (int x = 0; x < sp->tile_w; x++)
+                                    for (int ch = 0; ch < 3; ch++) {
+                                        size_t sy = (size_t)y * o->pH / sp->tile_h,
+                                               sx = (size_t)x * o->pW / sp->tile_w;
+                                        float val =
+                                            o->px[(((size_t)ch * o->pF + pf) * o->pH + sy) * o->pW +
+                                                  sx];
+                                        t[((size_t)y * sp->tile_w + x) * 3 + ch] =
+                                            (uint8_t)lrintf(val * 255.0f);
+                                    }
+                        } else
+                            vdn_latent_preview(o->video, o->C, o->F, o->H, o->W, f, scale, NULL, t);
                         for (int y = 0; y < sp->tile_h; y++)
                             memcpy(sp->rgb[v] +
                                        ((size_t)y * rw + (size_t)k * (sp->tile_w + sp->gap)) * 3,
@@ -492,6 +580,8 @@ int vdn_eval_report_main(int argc, char **argv) {
             if (!keep && outs[v].local_video) remove(outs[v].local_video);
             if (!keep && outs[v].local_record) remove(outs[v].local_record);
             free(outs[v].video);
+            free(outs[v].px);
+            outs[v].px = NULL;
             free(outs[v].local_video);
             free(outs[v].local_record);
         }
@@ -507,6 +597,8 @@ int vdn_eval_report_main(int argc, char **argv) {
         printf("report: %s/report.html (%d of %d outputs read; numbers in %s/report.json)\n",
                out_dir, n_ok, np * nv, out_dir);
     vdn_results_free(&r);
+    vdn_video_vae_free(vae);
+    if (vae_dev) vdn_dev_close(vae_dev);
     vdn_store_close(st);
     vdn_scorers_free(&scorers);
     vdn_suite_free(&suite);

@@ -51,6 +51,11 @@ void vdn_flow_ilk(const double *ref, const double *moving, int h, int w, int rad
  * pixels (preview pixels / vdn_preview_scale). NAN for F < 2. */
 double vdn_motion_mean_flow(const float *video, int C, int F, int H, int W);
 
+/* Motion on decoded frames: rgb (3, F, H, W) in [0, 1]; the mean ILK flow magnitude (radius 7,
+ * 10 warps, as skimage's optical_flow_ilk) between consecutive frames of the luminance
+ * (R + G + B) / 3, in pixels. */
+double vdn_pixel_mean_flow(const float *rgb, int F, int H, int W);
+
 /* Temporal stability: RMS latent difference between consecutive frames, mean and variance
  * over the F-1 pairs. */
 void vdn_temporal_diff(const float *video, int C, int F, int H, int W, double *mean,

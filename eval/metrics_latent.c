@@ -86,6 +86,33 @@ double vdn_motion_mean_flow(const float *video, int C, int F, int H, int W) {
     return total / (F - 1) / s;
 }
 
+double vdn_pixel_mean_flow(const float *rgb, int F, int H, int W) {
+    if (F < 2) return NAN;
+    const size_t n = (size_t)H * W, chan = n * (size_t)F;
+    double *a = vdn_xmalloc(n * sizeof *a), *b = vdn_xmalloc(n * sizeof *b);
+    double *flow = vdn_xmalloc(2 * n * sizeof *flow);
+    double total = 0;
+    for (int t = 0; t < F; t++) {
+        for (size_t i = 0; i < n; i++) /* luminance as the mean of R, G, B */
+            b[i] =
+                ((double)rgb[t * n + i] + rgb[chan + t * n + i] + rgb[2 * chan + t * n + i]) / 3.0;
+        if (t > 0) {
+            vdn_flow_ilk(a, b, H, W, 7, 10, flow);
+            double m = 0;
+            for (size_t i = 0; i < n; i++)
+                m += sqrt(flow[i] * flow[i] + flow[n + i] * flow[n + i]);
+            total += m / (double)n;
+        }
+        double *tmp = a;
+        a = b;
+        b = tmp;
+    }
+    free(a);
+    free(b);
+    free(flow);
+    return total / (F - 1);
+}
+
 void vdn_temporal_diff(const float *video, int C, int F, int H, int W, double *mean,
                        double *variance) {
     *mean = *variance = NAN;
