@@ -12,7 +12,7 @@ static void usage(FILE *f) {
         f,
         "usage: vdn decode LATENTS.safetensors -o CLIP.mp4 [--checkpoint DIR] [--vae DIR]\n"
         "                  [--audio-vae DIR] [--frames-out F.safetensors] [--wav A.wav]\n"
-        "                  [--poster P.png] [--crf N] [--backend cpu|cuda] [--quiet]\n"
+        "                  [--poster P.png] [--crf N] [--backend auto|cpu|cuda] [--quiet]\n"
         "Decodes video latents (tensor video (C,T,h,w), or latents (1,C,T,h,w) as the official\n"
         "save_latents writes) and audio latents (audio or audio_latents (2,C,La)) with the\n"
         "released VAEs into an H.264 + AAC mp4 (24 fps). The VAEs come from --vae/--audio-vae or\n"

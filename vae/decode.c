@@ -60,8 +60,14 @@ int vdn_decode_file(const vdn_decode_opts *o, char *err, size_t errlen) {
                  o->latents, ae->name);
         goto done;
     }
-    dev = vdn_dev_open(o->backend ? o->backend : "cpu", 0, 0, err, errlen);
+    if (!o->backend || !strcmp(o->backend, "auto")) { /* the GPU when there is one */
+        char e2[256];
+        dev = vdn_dev_open("cuda", 0, 0, e2, sizeof e2);
+        if (!dev) dev = vdn_dev_open("cpu", 0, 0, err, errlen);
+    } else
+        dev = vdn_dev_open(o->backend, 0, 0, err, errlen);
     if (!dev) goto done;
+    if (!o->quiet) fprintf(stderr, "vdn decode: decoding on %s\n", vdn_dev_name(dev));
     vv = vdn_video_vae_load(dev, o->vae_dir, err, errlen);
     if (!vv) goto done;
     const vdn_vae_video_config *vc = vdn_video_vae_config(vv);

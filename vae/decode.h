@@ -14,7 +14,7 @@ typedef struct {
     const char *frames_out;    /* NULL, or safetensors "frames" F32 (3, T, H, W) in [0, 1] */
     const char *wav;           /* NULL, or float32 WAV of the decoded waveform */
     const char *poster;        /* NULL, or PNG of the first, middle and last frame */
-    const char *backend;       /* "cpu" (default) or "cuda" */
+    const char *backend;       /* "cpu", "cuda", or NULL / "auto": cuda when a GPU is there */
     int crf;                   /* -1: the mp4 writer's default */
     int quiet;                 /* no progress on stderr */
 } vdn_decode_opts;
