@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Render a small batch end to end on one machine: build vdn, start a farm in ./quickstart
 # (coordinator + one CPU worker + SQLite + file store + a tiny random checkpoint), submit four
-# tiny renders, watch them finish, list what landed in the store, stop the farm.
+# tiny renders (two from text prompts, two from a prompt cache), watch them finish, list what
+# landed in the store (an mp4 with sound, a poster, the latents and the run record per job), check
+# the mp4 files with ffprobe, stop the farm.
 # Run after `sudo ops/install-deps.sh`. Takes a minute or two on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,11 +24,17 @@ trap stop EXIT
 echo "== start the farm in $DIR"
 "$VDN" up "$DIR" --detach --cpu --workers 1
 
-# Four renders at the tiny size: 56 pixel frames = 17 latent frames, so the VDN branch runs.
+# Four renders at the tiny size: 56 pixel frames = 17 latent frames, so the VDN branch runs. Two
+# take text (tokenized with the real Qwen3 tokenizer, encoded once by the tiny random encoder and
+# kept in the store's prompt cache), two a prompt cache made beforehand.
 PROMPT=$(sed -n 's/^checkpoint = //p' "$DIR/vdn.conf")/prompt.safetensors
 REQ=$DIR/requests.jsonl
 : >"$REQ"
-for seed in 1 2 3 4; do
+for seed in 1 2; do
+  printf '{"prompt": "A red fox trots through fresh snow at dawn, its breath misting.", "frames": 56, "height": 32, "width": 32, "steps": 4, "seed": %d}\n' \
+    "$seed" >>"$REQ"
+done
+for seed in 3 4; do
   printf '{"prompt_cache": "%s", "frames": 56, "height": 32, "width": 32, "steps": 4, "seed": %d}\n' \
     "$PROMPT" "$seed" >>"$REQ"
 done
@@ -43,6 +51,17 @@ echo "== watch $BATCH"
 echo "== objects in the store"
 "$VDN" store ls "$(sed -n 's/^store = //p' "$DIR/vdn.conf")"
 
+STORE=$(sed -n 's/^store = //p' "$DIR/vdn.conf")
+STORE=${STORE#file://}
+if command -v ffprobe >/dev/null 2>&1 && [ -d "$STORE" ]; then
+  echo "== the mp4 files, as ffprobe reads them"
+  find "$STORE" -name '*.mp4' | sort | while read -r f; do
+    printf '%s: ' "${f#"$STORE"/}"
+    ffprobe -v error -show_entries stream=codec_name,width,height,nb_frames,channels,sample_rate \
+      -of compact=p=0 "$f" | paste -sd';' -
+  done
+fi
+
 echo "== stop"
 trap - EXIT
 stop
@@ -51,7 +70,7 @@ cat <<MSG
 Done. Where things are:
   $DIR/vdn.conf      endpoints and paths of this farm
   $DIR/vdn.db        the job database (try: $VDN status --db $DIR/vdn.db)
-  $DIR/store/        rendered latents (.safetensors) and run records (.json)
+  $DIR/store/        per job: out.mp4 (H.264 + AAC), out.png (poster), latents, run record
   $DIR/logs/         coordinator and worker logs
   $DIR/ckpt/         the tiny random checkpoint
 Start it again with: $VDN up $DIR   (Ctrl-C stops it)
