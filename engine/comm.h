@@ -66,9 +66,9 @@ typedef struct {
 struct vdn_comm {
     const vdn_comm_impl *impl;
     int rank, size;
-    vdn_dev *dev;      /* this rank's device */
-    uint64_t bytes;    /* payload bytes this rank sent to other ranks (all collectives) */
-    void *state;       /* the implementation's */
+    vdn_dev *dev;   /* this rank's device */
+    uint64_t bytes; /* payload bytes this rank sent to other ranks (all collectives) */
+    void *state;    /* the implementation's */
 };
 
 /* ---- the in-process communicator ---- */

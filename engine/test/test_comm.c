@@ -1,0 +1,121 @@
+/* The in-process communicator on the CPU backend (comm.h): splits, both all-to-alls, the
+ * all-gather and the all-reduce for P = 1..8 ranks against direct indexing of the full matrix,
+ * uneven splits (ranks with no rows or no columns), and a failing rank failing the collective on
+ * every rank instead of hanging. */
+#include <string.h>
+
+#include "check.h"
+#include "comm.h"
+
+enum { S = 23, C = 10 };
+
+static void test_splits(void) {
+    vdn_split sp;
+    vdn_split_heads(&sp, 56, 6);
+    const int64_t want[7] = {0, 10, 20, 29, 38, 47, 56};
+    for (int r = 0; r <= 6; r++)
+        CHECK(sp.off[r] == want[r], "56 heads over 6: off[%d] = %lld", r, (long long)sp.off[r]);
+    vdn_split_rows(&sp, 10, 4); /* ceil = 3: 3, 3, 3, 1 */
+    CHECK(sp.off[1] == 3 && sp.off[3] == 9 && sp.off[4] == 10, "10 rows over 4");
+    vdn_split_rows(&sp, 10, 8); /* ceil = 2: 2 2 2 2 2 0 0 0 */
+    CHECK(sp.off[5] == 10 && sp.off[8] == 10 && vdn_split_len(&sp, 6) == 0, "10 rows over 8");
+}
+
+typedef struct {
+    int P;
+    vdn_comm_group *g;
+    float full[S * C]; /* the global matrix: value r * C + c, a distinct value per element */
+    int bad_rank;      /* this rank passes a wrongly shaped tensor (-1: none) */
+    int failures[8];
+} job;
+
+static int rank_fn(int rank, void *arg) {
+    job *j = arg;
+    char err[256];
+    vdn_dev *d = vdn_dev_open("cpu", 0, 1, err, sizeof err);
+    if (!d) return -1;
+    vdn_comm *c = vdn_comm_inproc(j->g, rank, d);
+    vdn_split rows, cols;
+    vdn_split_rows(&rows, S, j->P);
+    vdn_split_heads(&cols, C, j->P);
+    const int64_t nr = vdn_split_len(&rows, rank), nc = vdn_split_len(&cols, rank);
+    const int64_t r0 = rows.off[rank], c0 = cols.off[rank];
+    /* tensors of at least one row/column; views give the exact (possibly empty) shapes */
+    vdn_tensor *mine = vdn_tensor_new2(d, VDN_DT_F32, nr ? nr : 1, C);
+    vdn_tensor *heads = vdn_tensor_new2(d, VDN_DT_F32, S, nc ? nc : 1);
+    vdn_tensor *back = vdn_tensor_new2(d, VDN_DT_F32, nr ? nr : 1, C);
+    vdn_tensor *all = vdn_tensor_new2(d, VDN_DT_F32, S, C);
+    vdn_tensor *sum = vdn_tensor_new2(d, VDN_DT_F32, 2, 3);
+    vdn_tensor m = *mine, h = *heads, bk = *back;
+    m.ne[0] = nr, bk.ne[0] = nr, h.ne[1] = nc;
+    if (nr) vdn_tensor_set(&m, j->full + r0 * C, VDN_DT_F32);
+    int fails = 0;
+    if (j->bad_rank == rank) {
+        vdn_tensor wrong = vdn_view_cols(all, 0, C - 1);
+        fails += vdn_op_rows_to_cols(c, &h, &wrong, &rows, &cols) != 0;
+        fails += vdn_op_all_gather_rows(c, all, &wrong, &rows) != 0;
+    } else {
+        fails += vdn_op_rows_to_cols(c, &h, &m, &rows, &cols) != 0;
+        if (j->bad_rank < 0) {
+            float *hv = malloc(sizeof(float) * S * (nc ? nc : 1));
+            if (nc) vdn_tensor_get(&h, hv);
+            for (int r = 0; r < S && nc; r++)
+                for (int k = 0; k < nc; k++)
+                    CHECK(hv[r * nc + k] == j->full[r * C + c0 + k], "P=%d rank %d head-sharded",
+                          j->P, rank);
+            free(hv);
+            fails += vdn_op_cols_to_rows(c, &bk, &h, &rows, &cols) != 0;
+            float bv[S * C];
+            if (nr) vdn_tensor_get(&bk, bv);
+            for (int64_t i = 0; i < nr * C; i++)
+                CHECK(bv[i] == j->full[r0 * C + i], "P=%d rank %d back to rows", j->P, rank);
+        }
+        fails += vdn_op_all_gather_rows(c, all, &m, &rows) != 0;
+        if (j->bad_rank < 0) {
+            float av[S * C];
+            vdn_tensor_get(all, av);
+            CHECK(memcmp(av, j->full, sizeof av) == 0, "P=%d rank %d all-gather", j->P, rank);
+        }
+    }
+    const float part[6] = {(float)rank, 1, 2, 3, 4, (float)(rank * rank)};
+    vdn_tensor_set(sum, part, VDN_DT_F32);
+    if (j->bad_rank < 0) {
+        fails += vdn_op_all_reduce_sum(c, sum) != 0;
+        float sv[6];
+        vdn_tensor_get(sum, sv);
+        const int P = j->P;
+        CHECK(sv[0] == P * (P - 1) / 2 && sv[1] == P && sv[5] == (P - 1) * P * (2 * P - 1) / 6,
+              "P=%d rank %d all-reduce", P, rank);
+    }
+    j->failures[rank] = fails;
+    vdn_tensor *ts[] = {mine, heads, back, all, sum};
+    for (int i = 0; i < 5; i++)
+        vdn_tensor_free(ts[i]);
+    vdn_comm_free(c);
+    vdn_dev_close(d);
+    return 0;
+}
+
+int main(void) {
+    test_splits();
+    char err[256];
+    for (int P = 1; P <= 8; P++) {
+        job j = {.P = P, .bad_rank = -1};
+        j.g = vdn_comm_group_new(P, err, sizeof err);
+        for (int i = 0; i < S * C; i++)
+            j.full[i] = (float)i;
+        CHECK(vdn_comm_run_ranks(P, rank_fn, &j) == 0, "P=%d ranks ran", P);
+        for (int r = 0; r < P; r++)
+            CHECK(j.failures[r] == 0, "P=%d rank %d: %d collectives failed", P, r, j.failures[r]);
+        if (P >= 2) { /* rank 1 passes a bad shape: both collectives fail on every rank */
+            j.bad_rank = 1;
+            CHECK(vdn_comm_run_ranks(P, rank_fn, &j) == 0, "P=%d bad rank run", P);
+            for (int r = 0; r < P; r++)
+                CHECK(j.failures[r] == 2, "P=%d rank %d: %d of 2 collectives failed", P, r,
+                      j.failures[r]);
+        }
+        vdn_comm_group_free(j.g);
+    }
+    CHECK(vdn_comm_group_new(0, err, sizeof err) == NULL && strstr(err, "0 ranks"), "0 ranks");
+    return test_done("test_comm");
+}
