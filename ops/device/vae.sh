@@ -4,6 +4,9 @@
 # the CPU against vae/test/reference/expected_vae.safetensors.
 #   OUT=dir bash ops/device/vae.sh CKPT_ROOT      (CKPT_ROOT: `vdn ckpt init --preset tiny --vae`,
 #                                                   carried; the test checks its sha256)
+# BENCH=1 also times both decoders at the release's size against the PyTorch decode in the same
+# run (ops/reference/vae_bench.py writes the random full-size weights both load; needs .ref/ with
+# the diffusers files, as docs/reference-check.md describes). BENCH_ARGS: e.g. "--h 48 --w 84".
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 CK=${1:?usage: vae.sh CKPT_ROOT}
@@ -17,14 +20,17 @@ export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 t0=$(date +%s)
 {
   for f in engine/*.c text/encoder_init.c text/encoder_config.c vae/vae_config.c vae/vae_init.c \
-           vae/vae_weights.c vae/video_vae.c vae/audio_vae.c vae/test/test_vae_reference.c; do
+           vae/vae_weights.c vae/video_vae.c vae/audio_vae.c vae/test/test_vae_reference.c \
+           vae/test/bench_vae.c; do
     gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o" &
   done
   for f in kernels/*.cu; do nvcc $NVFLAGS -c "$f" -o "$B/$(basename "$f" .cu).cu.o" & done
   wait
 } > "$OUT/vae_build.log" 2>&1
-ar rcs "$B/libv.a" $(ls $B/*.o | grep -v test_vae_reference)
+ar rcs "$B/libv.a" $(ls $B/*.o | grep -v -e test_vae_reference -e bench_vae)
 nvcc -o "$B/test_vae_reference" "$B/test_vae_reference.o" "$B/libv.a" -L"$PFX/usr/lib/x86_64-linux-gnu" \
+  -lcjson -lcublasLt -lcublas -lpthread -lm -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/vae_build.log" 2>&1
+nvcc -o "$B/bench_vae" "$B/bench_vae.o" "$B/libv.a" -L"$PFX/usr/lib/x86_64-linux-gnu" \
   -lcjson -lcublasLt -lcublas -lpthread -lm -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/vae_build.log" 2>&1
 echo "build: $(( $(date +%s) - t0 )) s"
 if [ ! -x "$B/test_vae_reference" ]; then echo "BUILD FAILED"; grep -E "error" "$OUT/vae_build.log" | head -20; exit 1; fi
@@ -33,3 +39,10 @@ timeout 200 "$B/test_vae_reference" "$CK" "$E" all cuda 2>&1 | tee "$OUT/vae_cud
 timeout 200 "$B/test_vae_reference" "$CK" "$E" all cpu > "$OUT/vae_cpu.log" 2>&1; rc_cpu=$?
 tail -3 "$OUT/vae_cpu.log"
 echo "vae.sh: cuda rc $rc_gpu, cpu rc $rc_cpu"
+if [ "${BENCH:-0}" = 1 ]; then
+  W=$(mktemp -d)
+  python3 ops/reference/vae_bench.py --ref .ref --out "$W" ${BENCH_ARGS:-} 2>"$OUT/vae_bench_torch.err" | tee "$OUT/vae_bench_torch.json"
+  read -r T h w La < <(python3 -c "import json,sys; d=json.load(open('$OUT/vae_bench_torch.json')); print(*d['latents'][1:], d['audio_latents'])")
+  timeout 400 "$B/bench_vae" "$W/vae" "$W/audio_vae" cuda "$T" "$h" "$w" "$La" 3 2>&1 | tee "$OUT/vae_bench_vdn.json"
+  rm -rf "$W"
+fi

@@ -1,0 +1,103 @@
+/* Decode timing of the two VAE decoders on one backend: random normal latents (fixed seed), one
+ * warm-up decode, then REPS timed decodes (wall clock, the result read back to the host each
+ * time, as `vdn decode` does). Prints one JSON line.
+ * usage: bench_vae VAE_DIR AUDIO_VAE_DIR BACKEND T h w La REPS */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "vae.h"
+#include "vdn_util.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void randn(float *x, size_t n, uint64_t seed) {
+    for (size_t i = 0; i < n; i += 2) { /* Box-Muller over a 64-bit LCG */
+        double u[2];
+        for (int k = 0; k < 2; k++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            u[k] = ((seed >> 11) + 0.5) * 0x1.0p-53;
+        }
+        double r = sqrt(-2 * log(u[0]));
+        x[i] = (float)(r * cos(2 * M_PI * u[1]));
+        if (i + 1 < n) x[i + 1] = (float)(r * sin(2 * M_PI * u[1]));
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 9) {
+        fprintf(stderr, "usage: %s VAE_DIR AUDIO_VAE_DIR BACKEND T h w La REPS\n", argv[0]);
+        return 2;
+    }
+    const int T = atoi(argv[4]), h = atoi(argv[5]), w = atoi(argv[6]), La = atoi(argv[7]),
+              reps = atoi(argv[8]);
+    char err[1024];
+    vdn_dev *dev = vdn_dev_open(argv[3], 0, 0, err, sizeof err);
+    if (!dev) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    double t0 = now();
+    vdn_video_vae *v = vdn_video_vae_load(dev, argv[1], err, sizeof err);
+    if (!v) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    vdn_audio_vae *a = vdn_audio_vae_load(dev, argv[2], err, sizeof err);
+    if (!a) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    const double load_s = now() - t0;
+    const vdn_vae_video_config *vc = vdn_video_vae_config(v);
+    const int F = vdn_video_vae_frames(v, T, err, sizeof err);
+    if (F < 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    const size_t nz = (size_t)vc->latent_channels * T * h * w;
+    float *z = vdn_xmalloc(sizeof(float) * nz);
+    randn(z, nz, 1);
+    float *frames = vdn_xmalloc(sizeof(float) * 3 * (size_t)F * h * 16 * w * 16);
+    const int C = vdn_audio_vae_config(a)->latent_channels, hop = vdn_audio_vae_config(a)->hop;
+    float *za = vdn_xmalloc(sizeof(float) * 2 * (size_t)C * La);
+    randn(za, 2 * (size_t)C * La, 2);
+    float *wave = vdn_xmalloc(sizeof(float) * 2 * (size_t)La * hop);
+    double tv = 0, ta = 0;
+    for (int r = -1; r < reps; r++) {
+        double s = now();
+        if (vdn_video_vae_decode(v, z, T, h, w, frames, NULL, NULL, err, sizeof err)) {
+            fprintf(stderr, "video: %s\n", err);
+            return 1;
+        }
+        double m = now();
+        if (vdn_audio_vae_decode(a, za, 2, La, wave, NULL, NULL, err, sizeof err)) {
+            fprintf(stderr, "audio: %s\n", err);
+            return 1;
+        }
+        if (r >= 0) {
+            tv += m - s;
+            ta += now() - m;
+        }
+    }
+    double sum = 0;
+    for (size_t i = 0; i < 3 * (size_t)F * h * 16 * w * 16; i++)
+        sum += frames[i];
+    printf("{\"backend\": \"%s\", \"latents\": [%d, %d, %d, %d], \"frames\": %d, \"audio_latents\": %d, "
+           "\"video_s\": %.4f, \"audio_s\": %.4f, \"load_s\": %.1f, \"reps\": %d, \"frame_mean\": %.4f}\n",
+           vdn_dev_name(dev), vc->latent_channels, T, h, w, F, La, tv / reps, ta / reps, load_s,
+           reps, sum / (3.0 * F * h * 16 * w * 16));
+    vdn_video_vae_free(v);
+    vdn_audio_vae_free(a);
+    vdn_dev_close(dev);
+    free(z);
+    free(za);
+    free(frames);
+    free(wave);
+    return 0;
+}
