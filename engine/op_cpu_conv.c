@@ -1,55 +1,79 @@
 /* The convolution ops on the CPU (op_conv.h): the oracle, float64 sums and one rounding at each
- * output, written for clarity. */
+ * output, written for clarity; output channels run in parallel (vdn_parallel_for), each summing
+ * in the same order, so the result does not depend on the thread count. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "op_conv.h"
 #include "op_cpu.h"
+#include "ops.h" /* vdn_parallel_for */
+
+/* x as a float64 array [rows, cols] (one conversion instead of one per product) */
+static double *to_f64(const vdn_tensor *x) {
+    const int64_t rows = vdn_tensor_rows(x), cols = vdn_tensor_cols(x);
+    double *d = vdn_xmalloc(sizeof(double) * (size_t)(rows * cols > 0 ? rows * cols : 1));
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            d[r * cols + c] = cpu_at(x, r, c);
+    return d;
+}
+
+typedef struct {
+    vdn_tensor *y;
+    const vdn_tensor *w, *b;
+    const double *x;
+    int64_t cin, lin, lout;
+    int K, stride, pad, dilation, transpose;
+} conv_job;
+
+/* one output channel o; the sum runs over (i, k) in order, so threading never changes a bit */
+static void conv_channel(void *ctx, int o) {
+    const conv_job *j = ctx;
+    double *acc = vdn_xmalloc(sizeof(double) * (size_t)j->lout);
+    for (int64_t n = 0; n < j->lout; n++)
+        acc[n] = j->b ? cpu_at(j->b, 0, o) : 0.0;
+    for (int64_t i = 0; i < j->cin; i++) {
+        const double *xi = j->x + i * j->lin;
+        for (int k = 0; k < j->K; k++) {
+            if (!j->transpose) { /* n with 0 <= n stride + k dilation - pad < lin */
+                const double wv = cpu_at(j->w, o, i * j->K + k);
+                const int64_t off = (int64_t)k * j->dilation - j->pad;
+                for (int64_t n = 0; n < j->lout; n++) {
+                    const int64_t s = n * j->stride + off;
+                    if (s >= 0 && s < j->lin) acc[n] += wv * xi[s];
+                }
+            } else { /* n = m stride + k - pad */
+                const double wv = cpu_at(j->w, i, (int64_t)o * j->K + k);
+                for (int64_t m = 0; m < j->lin; m++) {
+                    const int64_t n = m * j->stride + k - j->pad;
+                    if (n >= 0 && n < j->lout) acc[n] += wv * xi[m];
+                }
+            }
+        }
+    }
+    for (int64_t n = 0; n < j->lout; n++)
+        cpu_put(j->y, o, n, acc[n]);
+    free(acc);
+}
+
+static int run_conv(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
+                    int K, int stride, int pad, int dilation, int transpose) {
+    conv_job j = {
+        y, w,      b,   to_f64(x), vdn_tensor_rows(x), vdn_tensor_cols(x), vdn_tensor_cols(y),
+        K, stride, pad, dilation,  transpose};
+    vdn_parallel_for((int)vdn_tensor_rows(y), conv_channel, &j);
+    free((void *)j.x);
+    return 0;
+}
 
 static int cpu_conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
                       int K, int stride, int pad, int dilation) {
-    const int64_t cin = vdn_tensor_rows(x), lin = vdn_tensor_cols(x);
-    const int64_t cout = vdn_tensor_rows(y), lout = vdn_tensor_cols(y);
-    double *acc = vdn_xmalloc(sizeof(double) * (size_t)lout);
-    for (int64_t o = 0; o < cout; o++) {
-        for (int64_t n = 0; n < lout; n++)
-            acc[n] = b ? cpu_at(b, 0, o) : 0.0;
-        for (int64_t i = 0; i < cin; i++)
-            for (int k = 0; k < K; k++) {
-                const double wv = cpu_at(w, o, i * K + k);
-                for (int64_t n = 0; n < lout; n++) {
-                    int64_t s = n * stride + (int64_t)k * dilation - pad;
-                    if (s >= 0 && s < lin) acc[n] += wv * cpu_at(x, i, s);
-                }
-            }
-        for (int64_t n = 0; n < lout; n++)
-            cpu_put(y, o, n, acc[n]);
-    }
-    free(acc);
-    return 0;
+    return run_conv(y, x, w, b, K, stride, pad, dilation, 0);
 }
 
 static int cpu_conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w,
                                 const vdn_tensor *b, int K, int stride, int pad) {
-    const int64_t cin = vdn_tensor_rows(x), lin = vdn_tensor_cols(x);
-    const int64_t cout = vdn_tensor_rows(y), lout = vdn_tensor_cols(y);
-    double *acc = vdn_xmalloc(sizeof(double) * (size_t)lout);
-    for (int64_t o = 0; o < cout; o++) {
-        for (int64_t n = 0; n < lout; n++)
-            acc[n] = b ? cpu_at(b, 0, o) : 0.0;
-        for (int64_t i = 0; i < cin; i++)
-            for (int k = 0; k < K; k++) {
-                const double wv = cpu_at(w, i, o * K + k);
-                for (int64_t m = 0; m < lin; m++) {
-                    int64_t n = m * stride + k - pad;
-                    if (n >= 0 && n < lout) acc[n] += wv * cpu_at(x, i, m);
-                }
-            }
-        for (int64_t n = 0; n < lout; n++)
-            cpu_put(y, o, n, acc[n]);
-    }
-    free(acc);
-    return 0;
+    return run_conv(y, x, w, b, K, stride, pad, 1, 1);
 }
 
 static int64_t clampi(int64_t v, int64_t lo, int64_t hi) {
