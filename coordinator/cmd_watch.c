@@ -175,7 +175,7 @@ static void draw_screen(const Vdn__StatusReply *r, uint64_t id, int finished, co
     /* workers shown: those not gone */
     size_t nw = 0;
     for (size_t i = 0; i < r->n_workers; i++)
-        nw += strcmp(r->workers[i]->state, "gone") != 0;
+        if (strcmp(r->workers[i]->state, "gone")) nw += 1 + r->workers[i]->n_gpus;
     /* rows left for jobs: header 3, job title 1, a blank and the worker title 2, the workers,
      * one for "... more" and one for the cursor's last line */
     int room = rows - 3 - 1 - 2 - (int)nw - 2;
@@ -231,7 +231,15 @@ static void draw_screen(const Vdn__StatusReply *r, uint64_t id, int finished, co
             }
             if (!prog[0]) snprintf(prog, sizeof prog, "(another batch)");
         }
+        if (w->n_running_attempts > 1)
+            snprintf(prog, sizeof prog, "%zu jobs", w->n_running_attempts);
         put_line(cols, "%-16s %-9s %-8s %s", w->worker_id, w->state, job, prog);
+        for (size_t g = 0; g < w->n_gpus; g++) {
+            char line[512];
+            print_gpu_line(line, sizeof line, w->gpus[g]);
+            put_line(cols, "  %s", line);
+        }
+        if (w->reservation) put_line(cols, "  GPUs held back for %s", w->reservation);
     }
     printf("\033[J"); /* whatever the last screen had below this one */
     fflush(stdout);

@@ -23,17 +23,47 @@ typedef struct {
     double blocklist_seconds;
 } coord_opts;
 
+#define COORD_MAX_GPUS 64
+#define COORD_MAX_HOLDS 128
+
+/* An attempt a worker holds (running, or being stopped), and on which of its GPUs. */
+typedef struct {
+    int64_t attempt, job; /* job 0: not known (a stale attempt a worker still runs) */
+    uint64_t mask;        /* bit i: GPU position i */
+    double cancel_sent;   /* when we told it to stop, 0 = not */
+    double started;       /* monotonic */
+    double est_seconds;   /* estimated render time when placed, < 0 unknown */
+    double pixels;        /* frames x height x width of the request, 0 unknown */
+    int nfe_done, nfe_total;
+    double nfe_seconds; /* the last NFE's */
+} chold;
+
+typedef struct {
+    int index; /* as the worker numbers it (nvidia-smi) */
+    char name[64];
+    uint64_t memory; /* bytes */
+    uint64_t used;   /* bytes in use, from its last HEARTBEAT */
+    int out_of_service;
+    char fault[160];
+} cgpu;
+
 typedef struct {
     char id[128];
     uint8_t ident[256]; /* ZeroMQ routing id of its DEALER */
     size_t ident_len;
-    int ngpus;
+    int ngpus; /* GPUs it reported (0: a CPU worker, placed as one slot) */
+    cgpu gpu[COORD_MAX_GPUS];
+    int per_gpu;         /* runs a job per GPU set (READY.per_gpu); else one job at a time */
     uint64_t gpu_memory; /* smallest GPU */
     char checkpoint[256];
     char identity[160];
-    int64_t attempt;    /* attempt it holds (0 = idle); may already be cancelled in the DB */
-    double cancel_sent; /* when we told it to stop `attempt`, 0 = not */
-    double last_seen;   /* monotonic */
+    chold hold[COORD_MAX_HOLDS]; /* attempts it holds; may already be cancelled in the DB */
+    int nhold;
+    int64_t reserved_for; /* job the placement holds GPUs back for here, 0 = none */
+    uint64_t reserved_mask;
+    double reserved_deadline; /* monotonic time it is expected to start; < 0 unknown */
+    double rate;      /* observed seconds per NFE per pixel-frame on this worker, 0 = none */
+    double last_seen; /* monotonic */
     double last_hb_sent;
     double last_saved;    /* monotonic time its row was last written (last_seen) */
     double blocked_until; /* wall clock */
@@ -49,6 +79,7 @@ typedef struct coord {
     cworker *w;
     int nw;
     int curve;
+    double rate; /* seconds per NFE per pixel-frame over the farm (EMA), 0 = none yet */
 } coord;
 
 /* coord_worker.c */

@@ -10,9 +10,101 @@
 #include "coord.h"
 #include "db.h"
 #include "jobs.h"
+#include "place.h"
 #include "spec.h"
 #include "vdn_util.h"
 #include "wire.h"
+
+/* ---- the attempts a worker holds, and on which GPUs ---- */
+
+static int npos(const cworker *w) {
+    return w->ngpus > 0 ? w->ngpus : 1; /* a CPU worker: one slot */
+}
+
+static uint64_t all_gpus(const cworker *w) {
+    int n = npos(w);
+    return n >= 64 ? ~0ull : (1ull << n) - 1;
+}
+
+static chold *find_hold(cworker *w, int64_t attempt) {
+    for (int i = 0; i < w->nhold; i++)
+        if (w->hold[i].attempt == attempt) return &w->hold[i];
+    return NULL;
+}
+
+static chold *add_hold(cworker *w, int64_t attempt, int64_t job, uint64_t mask) {
+    chold *h = find_hold(w, attempt);
+    if (!h) {
+        if (w->nhold == COORD_MAX_HOLDS) return NULL;
+        h = &w->hold[w->nhold++];
+    }
+    memset(h, 0, sizeof *h);
+    h->attempt = attempt;
+    h->job = job;
+    h->mask = mask;
+    h->started = vdn_now();
+    h->est_seconds = -1;
+    return h;
+}
+
+static void drop_hold(cworker *w, int64_t attempt) {
+    chold *h = find_hold(w, attempt);
+    if (h) *h = w->hold[--w->nhold];
+}
+
+/* GPUs a READY or HEARTBEAT says run attempt x; 0 when it does not say (an older worker). */
+static uint64_t mask_of(const cworker *w, Vdn__Gpu **g, size_t n, int64_t x) {
+    uint64_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (g[i]->has_attempt_id && (int64_t)g[i]->attempt_id == x)
+            for (int p = 0; p < w->ngpus; p++)
+                if (w->gpu[p].index == g[i]->index) m |= 1ull << p;
+    return m;
+}
+
+/* A worker's GPU state from READY or HEARTBEAT (memory in use, out of service). */
+static void note_gpu_state(coord *c, cworker *w, Vdn__Gpu **g, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        for (int p = 0; p < w->ngpus; p++) {
+            cgpu *x = &w->gpu[p];
+            if (x->index != g[i]->index) continue;
+            x->used = g[i]->memory_used;
+            int out = g[i]->has_out_of_service && g[i]->out_of_service;
+            if (out && !x->out_of_service) {
+                snprintf(x->fault, sizeof x->fault, "%s", g[i]->fault ? g[i]->fault : "");
+                VDN_WARN("worker %s: GPU %d out of service (%s); nothing more is placed on it",
+                         w->id, x->index, x->fault);
+                cdb_event(c->db, 0, 0, 0, w->id, "gpu_out_of_service", x->fault);
+            }
+            x->out_of_service = out;
+        }
+}
+
+/* The live state of every GPU, as the workers table keeps it for `vdn workers`. */
+static char *gpus_json(const cworker *w) {
+    cJSON *arr = cJSON_CreateArray();
+    for (int p = 0; p < w->ngpus; p++) {
+        const cgpu *g = &w->gpu[p];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "index", g->index);
+        if (g->name[0]) cJSON_AddStringToObject(o, "name", g->name);
+        cJSON_AddNumberToObject(o, "memory", (double)g->memory);
+        if (g->used) cJSON_AddNumberToObject(o, "used", (double)g->used);
+        for (int i = 0; i < w->nhold; i++)
+            if (w->hold[i].mask >> p & 1)
+                cJSON_AddNumberToObject(o, "attempt", (double)w->hold[i].attempt);
+        if (g->out_of_service) {
+            cJSON_AddTrueToObject(o, "out_of_service");
+            cJSON_AddStringToObject(o, "fault", g->fault);
+        }
+        if (w->reserved_for && (w->reserved_mask >> p & 1))
+            cJSON_AddNumberToObject(o, "reserved_for", (double)w->reserved_for);
+        cJSON_AddItemToArray(arr, o);
+    }
+    char *s = cJSON_PrintUnformatted(arr);
+    cJSON_Delete(arr);
+    return s;
+}
 
 cworker *coord_worker_by_id(coord *c, const char *id) {
     for (int i = 0; i < c->nw; i++)
@@ -31,18 +123,21 @@ static const char *worker_state(const coord *c, const cworker *w) {
     (void)c;
     if (!w->connected) return "gone";
     if (w->blocked_until > vdn_wall()) return "blocked";
-    if (w->draining || w->stopping) return w->attempt ? "draining" : "drained";
-    return w->attempt ? "busy" : "idle";
+    if (w->draining || w->stopping) return w->nhold ? "draining" : "drained";
+    return w->nhold ? "busy" : "idle";
 }
 
 void coord_worker_save(coord *c, cworker *w) {
     char err[VDN_ERR_LEN];
     w->last_saved = vdn_now();
+    char *gj = gpus_json(w);
     if (cdb_run(c->db, err, sizeof err,
-                "UPDATE workers SET state=?, last_seen=?, draining=?, blocked_until=? WHERE id=?",
-                "sdids", worker_state(c, w), vdn_wall(), (int64_t)w->draining, w->blocked_until,
-                w->id))
+                "UPDATE workers SET state=?, last_seen=?, draining=?, blocked_until=?, gpus=? "
+                "WHERE id=?",
+                "sdidss", worker_state(c, w), vdn_wall(), (int64_t)w->draining, w->blocked_until,
+                gj, w->id))
         VDN_ERROR("worker %s: %s", w->id, err);
+    free(gj);
 }
 
 static void send_env(coord *c, cworker *w, Vdn__Envelope *env) {
@@ -66,7 +161,8 @@ void coord_send_cancel(coord *c, int64_t attempt, const char *worker_id, const c
     env.payload_case = VDN__ENVELOPE__PAYLOAD_CANCEL;
     env.cancel = &m;
     send_env(c, w, &env);
-    if (w->attempt == attempt) w->cancel_sent = vdn_now();
+    chold *h = find_hold(w, attempt);
+    if (h) h->cancel_sent = vdn_now();
     VDN_INFO("worker %s: CANCEL attempt %lld (%s)", w->id, (long long)attempt, reason);
 }
 
@@ -137,11 +233,13 @@ static void end_attempt(coord *c, int64_t attempt, const char *state, const char
 }
 
 /* A worker that vanished mid-job (crash, power, a cut cable) is the machine's fault; one that
- * said goodbye (shutdown) or whose connection now speaks for another id is nobody's. */
+ * said goodbye (shutdown) or whose connection now speaks for another id is nobody's. All of its
+ * attempts end at once. */
 static void worker_lost(coord *c, cworker *w, const char *why, job_fault fault) {
-    VDN_WARN("worker %s lost: %s", w->id, why);
-    if (w->attempt) end_attempt(c, w->attempt, "expired", why, fault);
-    w->attempt = 0;
+    VDN_WARN("worker %s lost: %s (%d attempt(s) requeued)", w->id, why, w->nhold);
+    for (int i = 0; i < w->nhold; i++)
+        end_attempt(c, w->hold[i].attempt, "expired", why, fault);
+    w->nhold = 0;
     w->connected = 0;
     coord_worker_save(c, w);
     cdb_event(c->db, 0, 0, 0, w->id, "worker_gone", why);
@@ -171,25 +269,23 @@ static void on_ready(coord *c, const uint8_t *ident, size_t n, const Vdn__Ready 
     w->ident_len = n;
     w->connected = 1;
     w->last_seen = vdn_now();
-    w->ngpus = (int)r->n_gpus;
+    w->ngpus = r->n_gpus > COORD_MAX_GPUS ? COORD_MAX_GPUS : (int)r->n_gpus;
     w->gpu_memory = 0;
-    cJSON *gpus = cJSON_CreateArray();
-    for (size_t i = 0; i < r->n_gpus; i++) {
+    for (int i = 0; i < w->ngpus; i++) {
         const Vdn__Gpu *g = r->gpus[i];
+        cgpu *x = &w->gpu[i];
+        memset(x, 0, sizeof *x);
+        x->index = g->has_index ? g->index : i;
+        snprintf(x->name, sizeof x->name, "%s", g->name ? g->name : "");
+        x->memory = g->memory_bytes;
         if (i == 0 || g->memory_bytes < w->gpu_memory) w->gpu_memory = g->memory_bytes;
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "index", g->has_index ? g->index : (int)i);
-        if (g->name) cJSON_AddStringToObject(o, "name", g->name);
-        cJSON_AddNumberToObject(o, "memory", (double)g->memory_bytes);
-        cJSON_AddItemToArray(gpus, o);
     }
-    /* a CPU-only worker renders one job at a time: count it as one device without memory */
-    if (w->ngpus == 0) w->ngpus = 1;
+    note_gpu_state(c, w, r->gpus, (size_t)w->ngpus);
+    w->per_gpu = r->has_per_gpu && r->per_gpu;
     snprintf(w->checkpoint, sizeof w->checkpoint, "%s", r->checkpoint ? r->checkpoint : "");
     snprintf(w->identity, sizeof w->identity, "%s",
              r->checkpoint_identity ? r->checkpoint_identity : "");
-    char *gj = cJSON_PrintUnformatted(gpus);
-    cJSON_Delete(gpus);
+    char *gj = gpus_json(w);
     double now = vdn_wall();
     cdb_run(c->db, err, sizeof err,
             "INSERT INTO workers(id,state,gpus,checkpoint,checkpoint_identity,engine_version,"
@@ -209,40 +305,48 @@ static void on_ready(coord *c, const uint8_t *ident, size_t n, const Vdn__Ready 
     w->blocked_until = bu;
     w->stopping = r->has_draining && r->draining;
 
-    /* Reconnect: a worker still running attempt X may finish it when X is still current. Any
-     * other attempt the database has it running was lost with the worker's old process. */
-    int64_t keep = 0;
-    if (r->has_running_attempt && r->running_attempt) {
+    /* Reconnect: a worker still running attempt X (or holding its unACKed report) may finish
+     * it when X is still current. Any other attempt the database has it running was lost with
+     * the worker's old process. A worker that runs a job per GPU lists them all. */
+    uint64_t one = r->has_running_attempt ? r->running_attempt : 0;
+    uint64_t *ann = w->per_gpu ? r->running_attempts : &one;
+    size_t nann = w->per_gpu ? r->n_running_attempts : (one ? 1 : 0);
+    int64_t keep[COORD_MAX_HOLDS];
+    int nkeep = 0;
+    w->nhold = 0;
+    for (size_t i = 0; i < nann; i++) {
         attempt_info a;
-        int64_t x = (int64_t)r->running_attempt;
+        int64_t x = (int64_t)ann[i];
+        uint64_t m = w->per_gpu ? mask_of(w, r->gpus, (size_t)w->ngpus, x) : all_gpus(w);
         if (jobs_attempt(c->db, x, &a) && a.current && !strcmp(a.worker, w->id)) {
-            keep = x;
+            if (nkeep < COORD_MAX_HOLDS) keep[nkeep++] = x;
+            add_hold(w, x, a.job, m);
             jobs_renew(c->db, x, now + c->o.lease_seconds);
             cdb_event(c->db, a.batch, a.job, x, w->id, "resumed", "worker reconnected with it");
         } else {
-            w->attempt = x; /* until it acknowledges the cancel */
+            add_hold(w, x, 0, m); /* busy until it acknowledges the cancel */
             coord_send_cancel(c, x, w->id, "attempt is no longer current");
         }
     }
     st = cdb_prep(c->db, "SELECT id FROM attempts WHERE worker_id=? AND state='running'", "s",
                   w->id);
-    int64_t lost[64];
+    int64_t lost[COORD_MAX_HOLDS];
     int nl = 0;
-    while (st && sqlite3_step(st) == SQLITE_ROW && nl < 64) {
+    while (st && sqlite3_step(st) == SQLITE_ROW && nl < COORD_MAX_HOLDS) {
         int64_t x = sqlite3_column_int64(st, 0);
-        if (x != keep) lost[nl++] = x;
+        int kept = 0;
+        for (int i = 0; i < nkeep; i++)
+            kept |= keep[i] == x;
+        if (!kept) lost[nl++] = x;
     }
     sqlite3_finalize(st);
     for (int i = 0; i < nl; i++)
         end_attempt(c, lost[i], "expired", "worker restarted without it (READY)", FAULT_WORKER);
-    if (keep)
-        w->attempt = keep, w->cancel_sent = 0;
-    else if (!(r->has_running_attempt && r->running_attempt))
-        w->attempt = 0;
     coord_worker_save(c, w);
     cdb_event(c->db, 0, 0, 0, w->id, "worker_ready", r->engine_version);
-    VDN_INFO("worker %s ready: %d GPU(s), checkpoint '%s'%s", w->id, (int)r->n_gpus, w->checkpoint,
-             keep ? ", resuming its attempt" : "");
+    VDN_INFO("worker %s ready: %d GPU(s)%s, checkpoint '%s'%s", w->id, (int)r->n_gpus,
+             w->per_gpu ? ", a job per GPU" : "", w->checkpoint,
+             nkeep ? ", resuming its attempt(s)" : "");
 }
 
 /* Fencing: a message about an attempt counts only if that attempt is the job's current one and
@@ -272,12 +376,24 @@ static void on_progress(coord *c, cworker *w, const Vdn__Progress *p) {
     if (p->has_nfe_evaluated || (p->snapshot_key && p->snapshot_key[0]))
         jobs_snapshot(c->db, (int64_t)p->attempt_id, p->nfe_evaluated, p->snapshot_key,
                       p->snapshot_step);
+    chold *h = find_hold(w, (int64_t)p->attempt_id);
+    if (!h) return;
+    h->nfe_done = p->nfe_done;
+    h->nfe_total = p->nfe_total;
+    h->nfe_seconds = p->nfe_seconds;
+    /* the placement's duration estimates: seconds per NFE per pixel-frame, per worker and
+     * over the farm, as moving averages of what the workers report */
+    if (h->pixels > 0 && p->nfe_seconds > 0) {
+        double r = p->nfe_seconds / h->pixels;
+        w->rate = w->rate > 0 ? 0.7 * w->rate + 0.3 * r : r;
+        c->rate = c->rate > 0 ? 0.9 * c->rate + 0.1 * r : r;
+    }
 }
 
 static void on_result(coord *c, cworker *w, const Vdn__Result *r) {
     attempt_info a;
     int64_t x = (int64_t)r->attempt_id;
-    if (w->attempt == x) w->attempt = 0;
+    drop_hold(w, x);
     if (!fence(c, w, x, "RESULT", &a)) return;
     char err[VDN_ERR_LEN];
     if (jobs_complete(c->db, x, r->object_keys, r->n_object_keys, r->run_record_json, err,
@@ -297,13 +413,13 @@ static void on_fail(coord *c, cworker *w, const Vdn__Fail *f) {
     attempt_info a;
     int64_t x = (int64_t)f->attempt_id;
     /* the answer to our CANCEL: the job is already cancelled, just free the worker */
-    if (w->attempt == x && jobs_attempt(c->db, x, &a) && !strcmp(a.state, "cancelled")) {
-        w->attempt = 0;
+    if (find_hold(w, x) && jobs_attempt(c->db, x, &a) && !strcmp(a.state, "cancelled")) {
+        drop_hold(w, x);
         send_ack(c, w, x);
         coord_worker_save(c, w);
         return;
     }
-    if (w->attempt == x) w->attempt = 0;
+    drop_hold(w, x);
     if (!fence(c, w, x, "FAIL", &a)) return;
     /* an older worker says only whether to retry: a retryable failure was the machine's */
     job_fault fault = f->has_fault                          ? (job_fault)f->fault
@@ -312,6 +428,43 @@ static void on_fail(coord *c, cworker *w, const Vdn__Fail *f) {
     end_attempt(c, x, "failed", f->reason ? f->reason : "(no reason given)", fault);
     send_ack(c, w, x);
     coord_worker_save(c, w);
+}
+
+static void on_heartbeat(coord *c, cworker *w, const Vdn__Heartbeat *hb) {
+    /* SIGTERM: it finishes what it has and leaves; an ASSIGN now would only come back */
+    if (hb->has_draining && hb->draining && !w->stopping) {
+        w->stopping = 1;
+        VDN_INFO("worker %s is shutting down: no new work for it", w->id);
+        coord_worker_save(c, w);
+    }
+    note_gpu_state(c, w, hb->gpus, hb->n_gpus);
+    uint64_t one = hb->has_attempt_id ? hb->attempt_id : 0;
+    uint64_t *ids = w->per_gpu ? hb->attempt_ids : &one;
+    size_t n = w->per_gpu ? hb->n_attempt_ids : (one ? 1 : 0);
+    for (size_t i = 0; i < n; i++) {
+        int64_t x = (int64_t)ids[i];
+        attempt_info a;
+        if (jobs_attempt(c->db, x, &a) && a.current && !strcmp(a.worker, w->id)) {
+            jobs_renew(c->db, x, vdn_wall() + c->o.lease_seconds);
+            continue;
+        }
+        /* it still renders a stale attempt: its GPUs are busy until it stops */
+        if (!find_hold(w, x))
+            add_hold(w, x, 0, w->per_gpu ? mask_of(w, hb->gpus, hb->n_gpus, x) : all_gpus(w));
+        coord_send_cancel(c, x, w->id, "attempt is no longer current");
+    }
+    /* an attempt we thought it held and it no longer names is over only if the database
+     * agrees (a just-sent ASSIGN may cross this heartbeat on the wire, a RESULT may follow) */
+    for (int i = w->nhold - 1; i >= 0; i--) {
+        int64_t x = w->hold[i].attempt;
+        int named = 0;
+        for (size_t k = 0; k < n; k++)
+            named |= (int64_t)ids[k] == x;
+        attempt_info a;
+        if (!named && !(jobs_attempt(c->db, x, &a) && a.current)) drop_hold(w, x);
+    }
+    /* keep `vdn workers` LAST SEEN and the GPUs' memory fresh without a write per heartbeat */
+    if (vdn_now() - w->last_saved > 5) coord_worker_save(c, w);
 }
 
 void coord_on_worker_frame(coord *c, const uint8_t *ident, size_t ident_len, const void *body,
@@ -342,29 +495,9 @@ void coord_on_worker_frame(coord *c, const uint8_t *ident, size_t ident_len, con
     }
     w->last_seen = vdn_now();
     switch (env->payload_case) {
-    case VDN__ENVELOPE__PAYLOAD_HEARTBEAT: {
-        int64_t x = env->heartbeat->has_attempt_id ? (int64_t)env->heartbeat->attempt_id : 0;
-        attempt_info a;
-        /* SIGTERM: it finishes what it has and leaves; an ASSIGN now would only come back */
-        if (env->heartbeat->has_draining && env->heartbeat->draining && !w->stopping) {
-            w->stopping = 1;
-            VDN_INFO("worker %s is shutting down: no new work for it", w->id);
-            coord_worker_save(c, w);
-        }
-        if (x && jobs_attempt(c->db, x, &a) && a.current && !strcmp(a.worker, w->id))
-            jobs_renew(c->db, x, vdn_wall() + c->o.lease_seconds);
-        else if (x && (!a.job || !a.current || strcmp(a.worker, w->id))) {
-            /* it still renders a stale attempt: busy until it stops, so no ASSIGN meanwhile */
-            if (!w->attempt) w->attempt = x;
-            coord_send_cancel(c, x, w->id, "attempt is no longer current");
-        }
-        /* the worker says it is idle: an attempt we thought it held is over only if the
-         * database agrees (a just-sent ASSIGN may cross this heartbeat on the wire) */
-        if (!x && w->attempt && !(jobs_attempt(c->db, w->attempt, &a) && a.current)) w->attempt = 0;
-        /* keep `vdn workers` LAST SEEN fresh without a write per heartbeat */
-        if (vdn_now() - w->last_saved > 5) coord_worker_save(c, w);
+    case VDN__ENVELOPE__PAYLOAD_HEARTBEAT:
+        on_heartbeat(c, w, env->heartbeat);
         break;
-    }
     case VDN__ENVELOPE__PAYLOAD_PROGRESS:
         on_progress(c, w, env->progress);
         break;
@@ -387,7 +520,7 @@ void coord_on_worker_frame(coord *c, const uint8_t *ident, size_t ident_len, con
     coord_schedule(c);
 }
 
-static void assign(coord *c, cworker *w, const job_claim *cl) {
+static void assign(coord *c, cworker *w, const job_claim *cl, uint64_t mask, double est) {
     vdn_job_spec *specs = NULL;
     int n = 0;
     vdn_errlist errs = {0};
@@ -418,40 +551,208 @@ static void assign(coord *c, cworker *w, const job_claim *cl) {
     m.store_uri = (char *)c->o.store_uri;
     m.resume_key = cl->resume_key;
     m.request = &req;
+    /* a worker that runs a job per GPU is told which; a CPU worker has one slot, unnamed */
+    int32_t idx[COORD_MAX_GPUS];
+    char gl[256] = "";
+    if (w->per_gpu && w->ngpus > 0) {
+        for (int p = 0; p < w->ngpus; p++)
+            if (mask >> p & 1) {
+                idx[m.n_gpu_indices++] = w->gpu[p].index;
+                snprintf(gl + strlen(gl), sizeof gl - strlen(gl), "%s%d", gl[0] ? "," : " GPU ",
+                         w->gpu[p].index);
+            }
+        m.gpu_indices = idx;
+    }
     Vdn__Envelope env = VDN__ENVELOPE__INIT;
     env.payload_case = VDN__ENVELOPE__PAYLOAD_ASSIGN;
     env.assign = &m;
-    w->attempt = cl->attempt;
-    w->cancel_sent = 0;
+    chold *h = add_hold(w, cl->attempt, cl->job, mask);
+    if (h) {
+        h->est_seconds = est;
+        h->pixels = (double)specs[0].frames * specs[0].height * specs[0].width;
+    }
     send_env(c, w, &env);
     if (!w->connected)
         worker_lost(c, w, "ASSIGN could not be delivered", FAULT_TRANSIENT);
     else
-        VDN_INFO("job j%lld -> %s (attempt %lld)", (long long)cl->job, w->id,
+        VDN_INFO("job j%lld -> %s%s (attempt %lld)", (long long)cl->job, w->id, gl,
                  (long long)cl->attempt);
     vdn_jobs_free(specs, n);
 }
 
+/* Seconds until a held attempt frees its GPUs, from its progress (NFEs left x the last NFE's
+ * time) or its estimate at placement; < 0 unknown. */
+static double remaining(const chold *h) {
+    if (h->nfe_total > 0 && h->nfe_seconds > 0)
+        return (h->nfe_total - h->nfe_done) * h->nfe_seconds;
+    if (h->est_seconds >= 0) {
+        double left = h->est_seconds - (vdn_now() - h->started);
+        return left > 0 ? left : 0;
+    }
+    return -1;
+}
+
+static void worker_for_plan(const coord *c, const cworker *w, double wall, place_worker *p) {
+    memset(p, 0, sizeof *p);
+    p->n = npos(w);
+    p->eligible = w->connected && !w->draining && !w->stopping && w->blocked_until <= wall;
+    p->one_job = !w->per_gpu || w->ngpus == 0;
+    p->checkpoint = w->checkpoint;
+    p->identity = w->identity;
+    p->rate = w->rate > 0 ? w->rate : c->rate;
+    for (int i = 0; i < p->n; i++) {
+        p->in_service[i] = w->ngpus == 0 || !w->gpu[i].out_of_service;
+        p->memory[i] = w->ngpus ? w->gpu[i].memory : 0;
+        p->release_in[i] = 0;
+    }
+    for (int k = 0; k < w->nhold; k++)
+        for (int i = 0; i < p->n; i++)
+            if (w->hold[k].mask >> i & 1) {
+                double r = remaining(&w->hold[k]);
+                /* the GPU frees when its slowest holder does */
+                if (!p->busy[i] || r < 0 || (p->release_in[i] >= 0 && r > p->release_in[i]))
+                    p->release_in[i] = r;
+                p->busy[i] = 1;
+            }
+    if (p->one_job && w->nhold) /* one job at a time: busy whatever GPUs it named */
+        for (int i = 0; i < p->n; i++)
+            if (!p->busy[i]) p->busy[i] = 1, p->release_in[i] = remaining(&w->hold[0]);
+}
+
+static void free_plan_workers(place_worker *pw, int n) {
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < pw[i].nblocked; k++)
+            free(pw[i].blocked[k]);
+        free(pw[i].blocked);
+    }
+    free(pw);
+}
+
+enum { PLAN_MAX_JOBS = 1000 };
+
+/* Places queued jobs on free GPUs (coordinator/place.h: reservation for the job at the head of
+ * the queue, backfill only of what cannot delay it) and records the reservation for display. */
 void coord_schedule(coord *c) {
     double wall = vdn_wall();
     /* the common case on every heartbeat: nothing queued, no transaction per idle worker */
     if (!cdb_int(c->db, 0, "SELECT count(*) FROM (SELECT 1 FROM jobs WHERE state='queued' LIMIT 1)",
-                 ""))
+                 "")) {
+        for (int i = 0; i < c->nw; i++)
+            if (c->w[i].reserved_for) {
+                c->w[i].reserved_for = 0;
+                if (c->w[i].connected) coord_worker_save(c, &c->w[i]);
+            }
         return;
+    }
+    place_worker *pw = vdn_xcalloc((size_t)c->nw + 1, sizeof *pw);
+    int any = 0;
     for (int i = 0; i < c->nw; i++) {
-        cworker *w = &c->w[i];
-        if (!w->connected || w->attempt || w->draining || w->stopping || w->blocked_until > wall)
-            continue;
-        job_caps caps = {w->id, w->ngpus, w->gpu_memory, w->checkpoint, w->identity};
+        worker_for_plan(c, &c->w[i], wall, &pw[i]);
+        /* job classes this worker keeps failing at (worker faults) are not placed on it */
+        sqlite3_stmt *b = pw[i].eligible ? cdb_prep(c->db,
+                                                    "SELECT job_class FROM worker_blocks WHERE "
+                                                    "worker_id = ? AND blocked_until > ?",
+                                                    "sd", c->w[i].id, wall)
+                                         : NULL;
+        while (b && sqlite3_step(b) == SQLITE_ROW) {
+            pw[i].blocked = realloc(pw[i].blocked, sizeof *pw[i].blocked * (pw[i].nblocked + 1));
+            VDN_ASSERT(pw[i].blocked);
+            pw[i].blocked[pw[i].nblocked++] = cdb_col_str(b, 0);
+        }
+        sqlite3_finalize(b);
+        for (int g = 0; g < pw[i].n && pw[i].eligible; g++)
+            any |= pw[i].in_service[g] && !pw[i].busy[g];
+    }
+    if (!any) { /* no free GPU anywhere: nothing can start, the reservation stands */
+        free_plan_workers(pw, c->nw);
+        return;
+    }
+    sqlite3_stmt *st =
+        cdb_prep(c->db,
+                 "SELECT id, gpus, min_gpu_memory, checkpoint, "
+                 "json_extract(request,'$.steps'), json_extract(request,'$.frames'), "
+                 "json_extract(request,'$.height'), json_extract(request,'$.width'), job_class "
+                 "FROM jobs WHERE state='queued' "
+                 "ORDER BY priority DESC, submitted_at, id LIMIT ?",
+                 "i", (int64_t)PLAN_MAX_JOBS);
+    place_job *pj = vdn_xcalloc(PLAN_MAX_JOBS, sizeof *pj);
+    char **ck = vdn_xcalloc(PLAN_MAX_JOBS, sizeof *ck);
+    char **cls = vdn_xcalloc(PLAN_MAX_JOBS, sizeof *cls);
+    int nj = 0;
+    while (st && nj < PLAN_MAX_JOBS && sqlite3_step(st) == SQLITE_ROW) {
+        place_job *j = &pj[nj];
+        j->id = sqlite3_column_int64(st, 0);
+        j->gpus = sqlite3_column_int(st, 1) > 0 ? sqlite3_column_int(st, 1) : 1;
+        j->min_memory = (uint64_t)sqlite3_column_int64(st, 2);
+        ck[nj] = cdb_col_str(st, 3);
+        j->checkpoint = ck[nj];
+        j->steps = sqlite3_column_int(st, 4);
+        j->frames = sqlite3_column_int(st, 5);
+        j->height = sqlite3_column_int(st, 6);
+        j->width = sqlite3_column_int(st, 7);
+        cls[nj] = cdb_col_str(st, 8);
+        j->job_class = cls[nj];
+        nj++;
+    }
+    sqlite3_finalize(st);
+    place_pick *picks = vdn_xcalloc((size_t)nj + 1, sizeof *picks);
+    /* the last plan's reservation, its deadline brought up to now */
+    place_reservation prev = {.job = -1, .worker = -1}, res;
+    double mono = vdn_now();
+    for (int i = 0; i < c->nw; i++)
+        if (c->w[i].reserved_for) {
+            prev.worker = i;
+            prev.job_id = c->w[i].reserved_for;
+            prev.start_in = c->w[i].reserved_deadline < 0      ? -1
+                            : c->w[i].reserved_deadline > mono ? c->w[i].reserved_deadline - mono
+                                                               : 0;
+        }
+    int np = place_plan(pw, c->nw, pj, nj, picks, nj, &prev, &res);
+    for (int k = 0; k < np; k++) {
+        cworker *w = &c->w[picks[k].worker];
+        const place_job *j = &pj[picks[k].job];
         job_claim cl;
         char err[VDN_ERR_LEN];
-        int rc = jobs_claim(c->db, &caps, c->o.lease_seconds, &cl, err, sizeof err);
-        if (rc < 0) VDN_ERROR("claim for %s: %s", w->id, err);
+        int rc = jobs_claim(c->db, j->id, w->id, c->o.lease_seconds, &cl, err, sizeof err);
+        if (rc < 0) VDN_ERROR("claim of j%lld for %s: %s", (long long)j->id, w->id, err);
         if (rc <= 0) continue;
-        assign(c, w, &cl);
+        assign(c, w, &cl, picks[k].mask, place_estimate(&pw[picks[k].worker], j));
         job_claim_free(&cl);
         coord_worker_save(c, w);
     }
+    /* the reservation, for `vdn workers` and the log (once per change) */
+    int64_t rjob = res.job >= 0 ? pj[res.job].id : 0;
+    for (int i = 0; i < c->nw; i++) {
+        cworker *w = &c->w[i];
+        int64_t want = i == res.worker ? rjob : 0;
+        uint64_t mask = i == res.worker ? res.mask : 0;
+        w->reserved_deadline = i == res.worker && res.start_in >= 0 ? mono + res.start_in : -1;
+        if (want == w->reserved_for && mask == w->reserved_mask) continue;
+        w->reserved_for = want;
+        w->reserved_mask = mask;
+        if (want) {
+            char when[64];
+            if (res.start_in >= 0)
+                snprintf(when, sizeof when, "expected in %.0f s", res.start_in);
+            else
+                snprintf(when, sizeof when, "start time not yet estimable");
+            VDN_INFO("reserving %d GPU(s) of %s for j%lld (%d GPUs, head of the queue), %s; "
+                     "only work that cannot delay it is backfilled there",
+                     __builtin_popcountll(mask), w->id, (long long)want, pj[res.job].gpus, when);
+            char detail[300];
+            snprintf(detail, sizeof detail, "%d GPU(s) of %s held for it, %s",
+                     __builtin_popcountll(mask), w->id, when);
+            cdb_event(c->db, 0, want, 0, w->id, "reserved", detail);
+        }
+        if (w->connected) coord_worker_save(c, w);
+    }
+    for (int k = 0; k < nj; k++)
+        free(ck[k]), free(cls[k]);
+    free(ck);
+    free(cls);
+    free(pj);
+    free(picks);
+    free_plan_workers(pw, c->nw);
 }
 
 static void expire_one(void *user, int64_t attempt) {
@@ -461,7 +762,7 @@ static void expire_one(void *user, int64_t attempt) {
     end_attempt(c, attempt, "expired", "lease expired (no heartbeat or progress in time)",
                 FAULT_WORKER);
     cworker *w = coord_worker_by_id(c, a.worker);
-    if (w && w->attempt == attempt) coord_send_cancel(c, attempt, w->id, "lease expired");
+    if (w && find_hold(w, attempt)) coord_send_cancel(c, attempt, w->id, "lease expired");
 }
 
 void coord_tick(coord *c) {
@@ -475,11 +776,10 @@ void coord_tick(coord *c) {
             worker_lost(c, w, why, FAULT_WORKER);
             continue;
         }
-        /* a worker that never answers a CANCEL is free again after one lease */
-        if (w->cancel_sent && now - w->cancel_sent > c->o.lease_seconds) {
-            w->attempt = 0;
-            w->cancel_sent = 0;
-        }
+        /* a worker that never answers a CANCEL frees those GPUs after one lease */
+        for (int k = w->nhold - 1; k >= 0; k--)
+            if (w->hold[k].cancel_sent && now - w->hold[k].cancel_sent > c->o.lease_seconds)
+                drop_hold(w, w->hold[k].attempt);
         if (now - w->last_hb_sent >= c->o.heartbeat_seconds) {
             Vdn__Heartbeat hb = VDN__HEARTBEAT__INIT;
             hb.has_sent_at = 1;

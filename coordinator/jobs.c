@@ -108,21 +108,14 @@ out:
     return rc;
 }
 
-int jobs_claim(sqlite3 *db, const job_caps *caps, double lease, job_claim *out, char *err,
-               size_t errlen) {
+int jobs_claim(sqlite3 *db, int64_t job, const char *worker_id, double lease, job_claim *out,
+               char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     if (cdb_begin(db, err, errlen)) return -1;
-    sqlite3_stmt *st = cdb_prep(
-        db,
-        "SELECT id, batch_id, request, output_prefix, snapshot_key FROM jobs "
-        "WHERE state='queued' AND gpus <= ? AND min_gpu_memory <= ? "
-        "AND (checkpoint IS NULL OR checkpoint = ? OR checkpoint = ?) "
-        "AND job_class NOT IN (SELECT job_class FROM worker_blocks WHERE worker_id = ? "
-        "AND blocked_until > ?) "
-        "ORDER BY priority DESC, submitted_at, id LIMIT 1",
-        "iisssd", (int64_t)caps->ngpus, (int64_t)caps->gpu_memory,
-        caps->checkpoint ? caps->checkpoint : "",
-        caps->checkpoint_identity ? caps->checkpoint_identity : "", caps->worker_id, vdn_wall());
+    sqlite3_stmt *st = cdb_prep(db,
+                                "SELECT id, batch_id, request, output_prefix, snapshot_key FROM "
+                                "jobs WHERE id = ? AND state='queued'",
+                                "i", job);
     if (!st) {
         cdb_rollback(db);
         return vdn_fail(err, errlen, "claim: %s", sqlite3_errmsg(db));
@@ -143,7 +136,7 @@ int jobs_claim(sqlite3 *db, const job_caps *caps, double lease, job_claim *out, 
     if (cdb_run(db, err, errlen,
                 "INSERT INTO attempts(job_id,worker_id,state,started_at,lease_until) "
                 "VALUES(?,?,'running',?,?)",
-                "isdd", out->job, caps->worker_id, now, now + lease))
+                "isdd", out->job, worker_id, now, now + lease))
         goto fail;
     out->attempt = sqlite3_last_insert_rowid(db);
     if (cdb_run(db, err, errlen,
@@ -151,7 +144,7 @@ int jobs_claim(sqlite3 *db, const job_caps *caps, double lease, job_claim *out, 
                 "nfe_done=0, nfe_total=0, nfe_seconds=0, elapsed_seconds=0 WHERE id=?",
                 "ii", out->attempt, out->job))
         goto fail;
-    cdb_event(db, out->batch, out->job, out->attempt, caps->worker_id, "assigned", NULL);
+    cdb_event(db, out->batch, out->job, out->attempt, worker_id, "assigned", NULL);
     if (cdb_commit(db, err, errlen)) goto fail;
     return 1;
 fail:

@@ -9,15 +9,6 @@
 #include "client.h"
 #include "vdn.pb-c.h"
 
-/* What a worker offers, for matching. */
-typedef struct {
-    const char *worker_id;
-    int ngpus;
-    uint64_t gpu_memory; /* the smallest GPU's memory, bytes */
-    const char *checkpoint;
-    const char *checkpoint_identity;
-} job_caps;
-
 typedef struct {
     int64_t job, batch, attempt;
     char *request_json; /* normalized request (jsonl.c) */
@@ -39,10 +30,11 @@ void job_claim_free(job_claim *c);
 int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, int64_t *batch, int64_t **job_ids,
                 vdn_errlist *errs);
 
-/* Best queued job for these capabilities (priority desc, then submit time), made running under a
- * new attempt with lease_until = now + lease. 1 claimed, 0 nothing fits, -1 error. */
-int jobs_claim(sqlite3 *db, const job_caps *caps, double lease, job_claim *out, char *err,
-               size_t errlen);
+/* Makes queued job `job` running under a new attempt held by worker_id, with lease_until =
+ * now + lease (which job, which worker: coordinator/place.h decides). 1 claimed, 0 the job is
+ * no longer queued, -1 error. */
+int jobs_claim(sqlite3 *db, int64_t job, const char *worker_id, double lease, job_claim *out,
+               char *err, size_t errlen);
 
 typedef struct {
     int64_t job, batch;

@@ -102,6 +102,29 @@ void print_job_detail(FILE *f, const Vdn__JobInfo *j) {
     }
 }
 
+void print_gpu_line(char *buf, size_t len, const Vdn__Gpu *g) {
+    char mem[64] = "";
+    if (g->memory_used && g->memory_bytes)
+        snprintf(mem, sizeof mem, "  %.1f/%.0f GiB", g->memory_used / 1073741824.0,
+                 g->memory_bytes / 1073741824.0);
+    else if (g->memory_bytes)
+        snprintf(mem, sizeof mem, "  %.0f GiB", g->memory_bytes / 1073741824.0);
+    if (g->out_of_service)
+        snprintf(buf, len, "gpu %-3d OUT OF SERVICE%s  (%s)", g->index, mem,
+                 g->fault ? g->fault : "no reason given");
+    else if (g->has_job_id && g->nfe_total > 0)
+        snprintf(buf, len, "gpu %-3d j%-8llu NFE %d/%d%s", g->index, (unsigned long long)g->job_id,
+                 g->nfe_done, g->nfe_total, mem);
+    else if (g->has_job_id)
+        snprintf(buf, len, "gpu %-3d j%-8llu starting%s", g->index, (unsigned long long)g->job_id,
+                 mem);
+    else if (g->attempt_id)
+        snprintf(buf, len, "gpu %-3d stopping attempt %llu%s", g->index,
+                 (unsigned long long)g->attempt_id, mem);
+    else
+        snprintf(buf, len, "gpu %-3d free%s", g->index, mem);
+}
+
 void print_workers(FILE *f, Vdn__WorkerInfo **w, size_t n) {
     if (!n) {
         fprintf(f, "no workers\n");
@@ -110,8 +133,11 @@ void print_workers(FILE *f, Vdn__WorkerInfo **w, size_t n) {
     fprintf(f, "%-16s %-9s %4s %-10s %-8s %-21s %s\n", "WORKER", "STATE", "GPUS", "JOB", "FAILS",
             "LAST SEEN", "CHECKPOINT");
     for (size_t i = 0; i < n; i++) {
-        char job[24], t[40];
-        if (w[i]->has_running_job)
+        char job[40], t[40];
+        if (w[i]->n_running_attempts > 1)
+            snprintf(job, sizeof job, "j%llu +%zu", (unsigned long long)w[i]->running_job,
+                     w[i]->n_running_attempts - 1);
+        else if (w[i]->has_running_job)
             snprintf(job, sizeof job, "j%llu", (unsigned long long)w[i]->running_job);
         else
             snprintf(job, sizeof job, "-");
@@ -122,6 +148,15 @@ void print_workers(FILE *f, Vdn__WorkerInfo **w, size_t n) {
         for (size_t k = 0; k < w[i]->n_blocked_classes; k++)
             fprintf(f, "%-16s   no jobs of class %s for now (worker faults)\n", "",
                     w[i]->blocked_classes[k]);
+        /* each GPU of a connected worker: its job and progress, memory in use, faults */
+        if (!strcmp(w[i]->state, "gone")) continue;
+        for (size_t g = 0; g < w[i]->n_gpus; g++) {
+            char line[512];
+            print_gpu_line(line, sizeof line, w[i]->gpus[g]);
+            fprintf(f, "  %s\n", line);
+        }
+        if (w[i]->reservation)
+            fprintf(f, "  GPUs held back for %s (the head of the queue)\n", w[i]->reservation);
     }
 }
 

@@ -157,6 +157,35 @@ static Vdn__WorkerInfo *worker_row(sqlite3 *db, sqlite3_stmt *st) {
                 x->name = vdn_xstrdup(v->valuestring);
             if ((v = cJSON_GetObjectItem(g, "memory")) && cJSON_IsNumber(v))
                 x->has_memory_bytes = 1, x->memory_bytes = (uint64_t)v->valuedouble;
+            if ((v = cJSON_GetObjectItem(g, "used")) && cJSON_IsNumber(v))
+                x->has_memory_used = 1, x->memory_used = (uint64_t)v->valuedouble;
+            if (cJSON_IsTrue(cJSON_GetObjectItem(g, "out_of_service"))) {
+                x->has_out_of_service = 1, x->out_of_service = 1;
+                if ((v = cJSON_GetObjectItem(g, "fault")) && cJSON_IsString(v))
+                    x->fault = vdn_xstrdup(v->valuestring);
+            }
+            if ((v = cJSON_GetObjectItem(g, "attempt")) && cJSON_IsNumber(v)) {
+                x->has_attempt_id = 1, x->attempt_id = (uint64_t)v->valuedouble;
+                /* its job and progress, while the attempt is still the job's current one */
+                sqlite3_stmt *q = cdb_prep(db,
+                                           "SELECT j.id, j.nfe_done, j.nfe_total FROM attempts a "
+                                           "JOIN jobs j ON j.id = a.job_id WHERE a.id = ? AND "
+                                           "j.current_attempt = a.id",
+                                           "i", (int64_t)x->attempt_id);
+                if (q && sqlite3_step(q) == SQLITE_ROW) {
+                    x->has_job_id = x->has_nfe_done = x->has_nfe_total = 1;
+                    x->job_id = (uint64_t)sqlite3_column_int64(q, 0);
+                    x->nfe_done = sqlite3_column_int(q, 1);
+                    x->nfe_total = sqlite3_column_int(q, 2);
+                }
+                sqlite3_finalize(q);
+            }
+            if ((v = cJSON_GetObjectItem(g, "reserved_for")) && cJSON_IsNumber(v) &&
+                !w->reservation) {
+                char rs[64];
+                snprintf(rs, sizeof rs, "j%.0f", v->valuedouble);
+                w->reservation = vdn_xstrdup(rs);
+            }
             PUSH(w->gpus, w->n_gpus, x);
         }
         cJSON_Delete(arr);
@@ -171,12 +200,19 @@ static Vdn__WorkerInfo *worker_row(sqlite3 *db, sqlite3_stmt *st) {
     w->hostname = cdb_col_str(st, 9);
     sqlite3_stmt *a = cdb_prep(db,
                                "SELECT id, job_id FROM attempts WHERE worker_id=? AND "
-                               "state='running' ORDER BY id DESC LIMIT 1",
+                               "state='running' ORDER BY id",
                                "s", w->worker_id);
-    if (a && sqlite3_step(a) == SQLITE_ROW) {
-        w->has_running_attempt = w->has_running_job = 1;
-        w->running_attempt = (uint64_t)sqlite3_column_int64(a, 0);
-        w->running_job = (uint64_t)sqlite3_column_int64(a, 1);
+    while (a && sqlite3_step(a) == SQLITE_ROW) {
+        uint64_t x = (uint64_t)sqlite3_column_int64(a, 0);
+        if (!w->n_running_attempts) {
+            w->has_running_attempt = w->has_running_job = 1;
+            w->running_attempt = x;
+            w->running_job = (uint64_t)sqlite3_column_int64(a, 1);
+        }
+        w->running_attempts =
+            realloc(w->running_attempts, sizeof *w->running_attempts * (w->n_running_attempts + 1));
+        VDN_ASSERT(w->running_attempts);
+        w->running_attempts[w->n_running_attempts++] = x;
     }
     sqlite3_finalize(a);
     sqlite3_stmt *b = cdb_prep(db,

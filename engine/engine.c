@@ -20,8 +20,10 @@ void vdn_engine_set_threads(int threads) {
     g_threads = threads;
 }
 
-static int open_op_layer(vdn_engine *eng, const char *name, char *err, size_t errlen) {
-    eng->dev = vdn_dev_open(name, 0, g_threads > 0 ? g_threads : 2, err, errlen);
+static int open_op_layer(vdn_engine *eng, const char *name, int device, char *err, size_t errlen) {
+    /* device: the GPU (an ordinal among the visible ones); the CPU has one */
+    eng->dev = vdn_dev_open(name, strcmp(name, "cpu") && device > 0 ? device : 0,
+                            g_threads > 0 ? g_threads : 2, err, errlen);
     if (!eng->dev) return -1;
     vdn_weight_source src = vdn_weight_source_ckpt(eng->ck);
     if (vdn_dit_weights_load(&eng->w, eng->dev, &eng->cfg, &src, err, errlen) != 0) {
@@ -54,6 +56,12 @@ static const char *pick_device(vdn_backend_kind backend, char *err, size_t errle
 
 vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra_adapters,
                             int n_extra, vdn_backend_kind backend, char *err, size_t errlen) {
+    return vdn_engine_open_on(checkpoint_dir, extra_adapters, n_extra, backend, -1, err, errlen);
+}
+
+vdn_engine *vdn_engine_open_on(const char *checkpoint_dir, const char *const *extra_adapters,
+                               int n_extra, vdn_backend_kind backend, int device, char *err,
+                               size_t errlen) {
     const char *dev_name = pick_device(backend, err, errlen);
     if (!dev_name) return NULL;
     vdn_ckpt *ck = vdn_ckpt_open(checkpoint_dir, extra_adapters, n_extra, err, errlen);
@@ -67,7 +75,7 @@ vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         vdn_ops_set_threads(cores < 1 ? 1 : cores > 8 ? 8 : (int)cores);
     }
-    if (open_op_layer(eng, dev_name, err, errlen) != 0) {
+    if (open_op_layer(eng, dev_name, device, err, errlen) != 0) {
         vdn_ckpt_close(ck);
         free(eng);
         return NULL;
@@ -91,4 +99,10 @@ const char *vdn_engine_identity(const vdn_engine *eng) {
 }
 const char *vdn_engine_backend_name(const vdn_engine *eng) {
     return eng->dev->be->name;
+}
+
+uint64_t vdn_engine_memory_used(const vdn_engine *eng) {
+    size_t in_use = 0;
+    vdn_dev_memory(eng->dev, &in_use, NULL);
+    return in_use;
 }

@@ -52,6 +52,15 @@ typedef struct vdn_engine vdn_engine;
 
 vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra_adapters,
                             int n_extra, vdn_backend_kind backend, char *err, size_t errlen);
+/* As vdn_engine_open, on GPU `device` (an ordinal among the visible GPUs; -1 = the backend's
+ * default). A worker with several GPUs opens one engine per GPU this way. The CPU backend
+ * ignores the device. */
+vdn_engine *vdn_engine_open_on(const char *checkpoint_dir, const char *const *extra_adapters,
+                               int n_extra, vdn_backend_kind backend, int device, char *err,
+                               size_t errlen);
+/* Bytes of device memory the engine holds now (allocations through the op layer: weights and
+ * activations; on the CPU backend, host memory). */
+uint64_t vdn_engine_memory_used(const vdn_engine *eng);
 void vdn_engine_close(vdn_engine *eng);
 const vdn_config *vdn_engine_config(const vdn_engine *eng);
 const char *vdn_engine_identity(const vdn_engine *eng);     /* checkpoint identity hash */

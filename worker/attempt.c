@@ -69,6 +69,10 @@ static int on_progress(void *user, int nfe_done, int nfe_total, double nfe_secon
         while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
         }
     }
+    if (j->inject_fault && nfe_done >= 1) {
+        atomic_store(&j->injected, 1);
+        return 1; /* stops the render; job_main reports it as the GPU's fault */
+    }
     pthread_mutex_lock(&j->mu);
     if (nfe_done > j->nfe_cap) {
         int cap = nfe_total > nfe_done ? nfe_total : nfe_done;
@@ -383,6 +387,12 @@ static void *job_main(void *arg) {
     };
     int render_rc = vdn_engine_render(j->eng, &req, on_progress, j, err, sizeof err);
     if (resuming) vdn_snapshot_free(&resume);
+    if (atomic_load(&j->injected)) {
+        finish(j, 0, VDN_FAULT_WORKER,
+               "render failed: CUDA error: an illegal memory access was encountered (injected "
+               "by VDN_TEST_GPU_FAULT)");
+        return NULL;
+    }
     if (render_rc) {
         int cancelled = atomic_load(&j->cancel);
         snprintf(msg, sizeof msg, "%s%s", cancelled ? "cancelled: " : "render failed: ", err);
@@ -511,6 +521,7 @@ vdn_attempt *vdn_attempt_start(vdn_assignment *spec, vdn_engine *eng, vdn_worker
     j->upload_attempts = upload_attempts > 0 ? upload_attempts : 1;
     const char *delay = getenv("VDN_TEST_NFE_DELAY_MS");
     j->nfe_delay_ms = delay ? atoi(delay) : 0;
+    atomic_init(&j->injected, 0);
     j->started = vdn_now();
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->gate_cv, NULL);

@@ -48,8 +48,8 @@ typedef enum {
     VDN_ATTEMPT_FINISHED
 } vdn_attempt_phase;
 
-/* Store handles kept across jobs (opening an s3:// store is cheap but not free). Touched only
- * by job threads, which never overlap. */
+/* Store handles kept across jobs (opening an s3:// store is cheap but not free). One set per
+ * GPU slot (slots.h): touched only by the job thread of that slot, one at a time. */
 typedef struct {
     vdn_store_opts opts; /* retry budget etc. for every store opened */
     char *default_uri;
@@ -66,11 +66,14 @@ void vdn_worker_stores_close(vdn_worker_stores *c);
 
 typedef struct {
     vdn_assignment spec;
-    vdn_engine *eng; /* shared, used by one job at a time */
+    vdn_engine *eng; /* the slot's engine, used by one job at a time */
     vdn_worker_stores *stores;
     char scratch[2048];  /* this attempt's private directory, removed at the end */
     int upload_attempts; /* whole-upload retries on top of the store's own retries */
     int nfe_delay_ms;    /* test hook: sleep after each NFE so tests can hit a live render */
+    int inject_fault;    /* test hook (VDN_TEST_GPU_FAULT): fail after the first NFE with a
+                            CUDA error, as a GPU that faults mid-render would */
+    atomic_int injected;
 
     char snap_prefix[1100]; /* store prefix of the job's snapshots (KEY.snapshots/) */
     char fingerprint[2048]; /* what a snapshot must match to be resumed from (snapshot.h) */

@@ -1,11 +1,13 @@
 /* The worker's main loop: the only thread that touches the ZeroMQ socket.
  *
- * It polls three things: the DEALER socket to the coordinator, the running attempt's eventfd
- * (progress and outcome from the render thread) and a signalfd (SIGTERM/SIGINT). Every outcome
- * (RESULT or FAIL) is kept until the coordinator ACKs it, and re-sent after a reconnect, so a
- * finished render is never lost to a coordinator restart. When the coordinator falls silent for
- * `liveness` heartbeats, the socket is dropped and re-made with exponential backoff; READY then
- * re-announces the attempt still running, and the coordinator decides whether it is current. */
+ * A worker drives every GPU it is given (slots.h): one engine per GPU, and one render thread per
+ * running attempt, each on the GPUs its ASSIGN names. The loop polls the DEALER socket to the
+ * coordinator, each running attempt's eventfd (progress and outcome from its render thread) and
+ * a signalfd (SIGTERM/SIGINT). Every outcome (RESULT or FAIL) is kept until the coordinator ACKs
+ * it, and re-sent after a reconnect, so a finished render is never lost to a coordinator
+ * restart. When the coordinator falls silent for `liveness` heartbeats, the socket is dropped and
+ * re-made with exponential backoff; READY then re-announces the attempts still running, and the
+ * coordinator decides which are current. */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -19,6 +21,7 @@
 #include "attempt.h"
 #include "curve.h"
 #include "engine.h"
+#include "slots.h"
 #include "vdn_util.h"
 #include "wire.h"
 #include "worker.h"
@@ -27,7 +30,6 @@ enum { CANCEL_NONE = 0, CANCEL_BY_COORDINATOR, CANCEL_STALE, CANCEL_SHUTDOWN };
 
 /* A finished attempt's report, kept until ACKed. */
 typedef struct {
-    int active;
     uint64_t attempt_id, job_id;
     int ok, retryable, fault;
     char *reason;
@@ -37,16 +39,11 @@ typedef struct {
     double sent_at; /* vdn_now() of the last send, 0 = not yet sent */
 } outcome;
 
+/* An attempt rendering now, on the slots (GPUs) in pos[]. */
 typedef struct {
-    const vdn_worker_opts *o;
-    void *ctx, *sock;
-    vdn_engine *eng;
-    vdn_gpu_list gpus;
-    vdn_worker_stores stores;
-    char scratch[1900];
-    char hostname[256];
-
-    vdn_attempt *cur;
+    vdn_attempt *a;
+    int pos[VDN_MAX_GPUS];
+    int npos;
     int cancel_why;
     /* Upload gate (see vdn_attempt_gate): `suspect` is set when, since the attempt began, we
      * were frozen, lost the connection or stopped hearing the coordinator's heartbeats; then
@@ -54,9 +51,22 @@ typedef struct {
     int suspect;
     int gate_state; /* 0 = not asked, 1 = waiting for a heartbeat, 2 = answered */
     double gate_since;
-    int progress_sent; /* NFEs of cur already reported */
-    int snap_sent;     /* step of cur's newest snapshot already reported */
-    outcome out;
+    int progress_sent; /* NFEs already reported */
+    int snap_sent;     /* step of its newest snapshot already reported */
+} running;
+
+typedef struct {
+    const vdn_worker_opts *o;
+    void *ctx, *sock;
+    vdn_slots slots;
+    vdn_gpu_list gpus;
+    char scratch[1900];
+    char hostname[256];
+
+    running run[VDN_MAX_GPUS];
+    int nrun;
+    outcome *outs; /* reports waiting for their ACK */
+    int nouts;
 
     double last_heard, last_hb;
     int need_ready;       /* READY not yet through (the connection is still being made) */
@@ -67,16 +77,36 @@ typedef struct {
     int sigfd;
     int terms;
     double term_at;
-    int leave_now; /* shutting down and nothing left to report */
+    int leave_now;   /* shutting down and nothing left to report */
+    int fault_index; /* test hook VDN_TEST_GPU_FAULT: the GPU index whose renders fault, or -2 */
 } worker;
 
-static void outcome_clear(outcome *o) {
+static void outcome_free(outcome *o) {
     free(o->reason);
     for (int i = 0; i < o->nkeys; i++)
         free(o->keys[i]);
     free(o->keys);
     free(o->record);
     memset(o, 0, sizeof *o);
+}
+
+static outcome *find_outcome(worker *w, uint64_t attempt) {
+    for (int i = 0; i < w->nouts; i++)
+        if (w->outs[i].attempt_id == attempt) return &w->outs[i];
+    return NULL;
+}
+
+static void drop_outcome(worker *w, outcome *o) {
+    outcome_free(o);
+    int i = (int)(o - w->outs);
+    memmove(&w->outs[i], &w->outs[i + 1], sizeof *o * (size_t)(w->nouts - i - 1));
+    w->nouts--;
+}
+
+static running *find_run(worker *w, uint64_t attempt) {
+    for (int i = 0; i < w->nrun; i++)
+        if (w->run[i].a->spec.attempt_id == attempt) return &w->run[i];
+    return NULL;
 }
 
 /* Non-blocking send: with the coordinator away a DEALER would otherwise block once its queue
@@ -96,35 +126,63 @@ static int send_env(worker *w, Vdn__Envelope *env) {
     return 0;
 }
 
-static uint64_t running_attempt(const worker *w) {
-    if (w->cur && w->cancel_why != CANCEL_STALE) return w->cur->spec.attempt_id;
-    return 0;
+/* Attempts we still render for the coordinator (a stale one is only being stopped). */
+static int running_attempts(const worker *w, uint64_t *ids) {
+    int n = 0;
+    for (int i = 0; i < w->nrun; i++)
+        if (w->run[i].cancel_why != CANCEL_STALE) ids[n++] = w->run[i].a->spec.attempt_id;
+    return n;
 }
+
+/* Each slot's live state for READY and HEARTBEAT. g and gp have room for VDN_MAX_GPUS. A CPU
+ * slot is not a GPU: a CPU worker reports none, as it always did. */
+static size_t gpu_states(worker *w, Vdn__Gpu *g, Vdn__Gpu **gp) {
+    size_t n = 0;
+    for (int i = 0; i < w->slots.n; i++) {
+        const vdn_slot *s = &w->slots.s[i];
+        if (s->index < 0) continue;
+        vdn__gpu__init(&g[n]);
+        g[n].has_index = g[n].has_memory_bytes = g[n].has_attempt_id = 1;
+        g[n].has_out_of_service = g[n].has_memory_used = 1;
+        g[n].index = s->index;
+        g[n].name = (char *)s->name;
+        g[n].memory_bytes = s->memory;
+        g[n].attempt_id = s->attempt;
+        g[n].out_of_service = s->out_of_service;
+        if (s->out_of_service) g[n].fault = (char *)s->fault;
+        g[n].memory_used = s->eng ? vdn_engine_memory_used(s->eng) : 0;
+        gp[n] = &g[n];
+        n++;
+    }
+    return n;
+}
+
+static void send_outcome(worker *w, outcome *o);
 
 static void send_ready(worker *w) {
     Vdn__Envelope env = VDN__ENVELOPE__INIT;
     Vdn__Ready r = VDN__READY__INIT;
     Vdn__Gpu g[VDN_MAX_GPUS], *gp[VDN_MAX_GPUS];
-    for (int i = 0; i < w->gpus.n; i++) {
-        vdn__gpu__init(&g[i]);
-        g[i].has_index = g[i].has_memory_bytes = 1;
-        g[i].index = w->gpus.gpu[i].index;
-        g[i].name = w->gpus.gpu[i].name;
-        g[i].memory_bytes = w->gpus.gpu[i].memory_mib << 20;
-        gp[i] = &g[i];
-    }
+    uint64_t ids[2 * VDN_MAX_GPUS + 64];
+    vdn_engine *eng = vdn_slots_engine(&w->slots);
     r.worker_id = (char *)w->o->id;
-    r.n_gpus = (size_t)w->gpus.n;
+    r.n_gpus = gpu_states(w, g, gp);
     r.gpus = gp;
     r.checkpoint = (char *)w->o->checkpoint_name;
-    r.checkpoint_identity = (char *)vdn_engine_identity(w->eng);
+    r.checkpoint_identity = (char *)vdn_engine_identity(eng);
     r.engine_version = VDN_ENGINE_VERSION;
-    r.backend = (char *)vdn_engine_backend_name(w->eng);
+    r.backend = (char *)vdn_engine_backend_name(eng);
     r.hostname = w->hostname;
-    uint64_t a = running_attempt(w);
-    if (!a && w->out.active) a = w->out.attempt_id;
+    /* running ones, then the finished ones whose report is not ACKed yet */
+    size_t n = (size_t)running_attempts(w, ids);
+    for (int i = 0; i < w->nouts && n < sizeof ids / sizeof *ids; i++)
+        ids[n++] = w->outs[i].attempt_id;
     r.has_running_attempt = 1;
-    r.running_attempt = a;
+    r.running_attempt = n ? ids[0] : 0;
+    r.n_running_attempts = n;
+    r.running_attempts = ids;
+    r.has_per_gpu = 1;
+    r.per_gpu = 1;
     r.has_draining = 1;
     r.draining = w->terms > 0; /* re-registering while shutting down: no new work */
     env.payload_case = VDN__ENVELOPE__PAYLOAD_READY;
@@ -135,26 +193,26 @@ static void send_ready(worker *w) {
     }
     w->need_ready = 0;
     w->ready_sent_at = vdn_now();
-    if (w->cur) {
+    for (int i = 0; i < w->nrun; i++) {
         /* A coordinator that lost us lost our progress too: report the latest NFE again. */
-        w->suspect = 1;
-        if (w->progress_sent > 0) {
-            w->progress_sent--;
+        running *j = &w->run[i];
+        j->suspect = 1;
+        if (j->progress_sent > 0) {
+            j->progress_sent--;
             uint64_t one = 1;
-            if (write(w->cur->efd, &one, sizeof one) < 0) VDN_DEBUG("worker: eventfd write failed");
+            if (write(j->a->efd, &one, sizeof one) < 0) VDN_DEBUG("worker: eventfd write failed");
         }
     }
-    if (a)
-        VDN_INFO("worker %s: READY sent to %s, re-announcing attempt %llu", w->o->id, w->o->connect,
-                 (unsigned long long)a);
+    if (n)
+        VDN_INFO("worker %s: READY sent to %s, re-announcing %zu attempt(s), first %llu", w->o->id,
+                 w->o->connect, n, (unsigned long long)ids[0]);
     else
-        VDN_INFO("worker %s: READY sent to %s (%d GPU(s), backend %s)", w->o->id, w->o->connect,
-                 w->gpus.n, r.backend);
+        VDN_INFO("worker %s: READY sent to %s (%zu GPU(s), backend %s)", w->o->id, w->o->connect,
+                 r.n_gpus, r.backend);
 }
 
-static void send_outcome(worker *w) {
-    outcome *o = &w->out;
-    if (!o->active || !w->sock) return;
+static void send_outcome(worker *w, outcome *o) {
+    if (!w->sock) return;
     Vdn__Envelope env = VDN__ENVELOPE__INIT;
     Vdn__Result r = VDN__RESULT__INIT;
     Vdn__Fail f = VDN__FAIL__INIT;
@@ -178,6 +236,11 @@ static void send_outcome(worker *w) {
     if (send_env(w, &env) == 0) o->sent_at = vdn_now();
 }
 
+static void send_outcomes(worker *w) {
+    for (int i = 0; i < w->nouts; i++)
+        send_outcome(w, &w->outs[i]);
+}
+
 static void send_fail_now(worker *w, uint64_t attempt, const char *reason, vdn_fault fault) {
     Vdn__Envelope env = VDN__ENVELOPE__INIT;
     Vdn__Fail f = VDN__FAIL__INIT;
@@ -194,8 +257,15 @@ static void send_fail_now(worker *w, uint64_t attempt, const char *reason, vdn_f
 static void send_heartbeat(worker *w) {
     Vdn__Envelope env = VDN__ENVELOPE__INIT;
     Vdn__Heartbeat h = VDN__HEARTBEAT__INIT;
+    Vdn__Gpu g[VDN_MAX_GPUS], *gp[VDN_MAX_GPUS];
+    uint64_t ids[VDN_MAX_GPUS];
+    size_t n = (size_t)running_attempts(w, ids);
     h.has_attempt_id = h.has_sent_at = 1;
-    h.attempt_id = running_attempt(w);
+    h.attempt_id = n ? ids[0] : 0;
+    h.n_attempt_ids = n;
+    h.attempt_ids = ids;
+    h.n_gpus = gpu_states(w, g, gp);
+    h.gpus = gp;
     h.sent_at = vdn_wall();
     h.has_draining = 1;
     h.draining = w->terms > 0;
@@ -254,7 +324,8 @@ static int open_socket(worker *w) {
 /* Drop the connection and come back after an exponentially growing, jittered wait. */
 static void schedule_reconnect(worker *w, const char *why) {
     close_socket(w, 0);
-    if (w->cur) w->suspect = 1;
+    for (int i = 0; i < w->nrun; i++)
+        w->run[i].suspect = 1;
     double jitter = 0.75 + 0.5 * ((double)rand() / RAND_MAX);
     double wait = w->backoff * jitter;
     VDN_WARN("worker %s: %s; reconnecting to %s in %.1f s", w->o->id, why, w->o->connect, wait);
@@ -266,11 +337,65 @@ static char *dup_or_null(const char *s) {
     return s && *s ? vdn_xstrdup(s) : NULL;
 }
 
+/* Which slots an ASSIGN runs on: the GPUs it names, or (a coordinator that does not place per
+ * GPU) every slot in service, one job at a time. 0, or -1 with why (nobody's fault: the job
+ * goes back to the queue). */
+static int pick_slots(worker *w, const Vdn__Assign *a, running *j, char *why, size_t whylen) {
+    j->npos = 0;
+    if (a->n_gpu_indices == 0) {
+        if (w->nrun) {
+            snprintf(why, whylen, "worker busy with attempt %llu",
+                     (unsigned long long)w->run[0].a->spec.attempt_id);
+            return -1;
+        }
+        for (int i = 0; i < w->slots.n; i++)
+            if (!w->slots.s[i].out_of_service) j->pos[j->npos++] = i;
+        if (!j->npos) {
+            snprintf(why, whylen, "every GPU of this worker is out of service");
+            return -1;
+        }
+        return 0;
+    }
+    for (size_t k = 0; k < a->n_gpu_indices; k++) {
+        int p = vdn_slots_find(&w->slots, a->gpu_indices[k]);
+        if (p < 0) {
+            snprintf(why, whylen, "ASSIGN gpu_indices: GPU %d is not on this worker",
+                     a->gpu_indices[k]);
+            return -1;
+        }
+        const vdn_slot *s = &w->slots.s[p];
+        for (int i = 0; i < j->npos; i++)
+            if (j->pos[i] == p) {
+                snprintf(why, whylen, "ASSIGN gpu_indices: GPU %d named twice", s->index);
+                return -1;
+            }
+        if (s->out_of_service) {
+            snprintf(why, whylen, "GPU %d is out of service (%s)", s->index, s->fault);
+            return -1;
+        }
+        if (s->attempt) {
+            snprintf(why, whylen, "worker busy: GPU %d runs attempt %llu", s->index,
+                     (unsigned long long)s->attempt);
+            return -1;
+        }
+        j->pos[j->npos++] = p;
+    }
+    return 0;
+}
+
 static void start_attempt(worker *w, const Vdn__Assign *a) {
     char err[VDN_ERR_LEN];
     const Vdn__RenderRequest *rq = a->request;
     if (!rq) {
         send_fail_now(w, a->attempt_id, "ASSIGN without a request", VDN_FAULT_JOB);
+        return;
+    }
+    running *j = &w->run[w->nrun];
+    memset(j, 0, sizeof *j);
+    if (pick_slots(w, a, j, err, sizeof err)) {
+        VDN_WARN("worker %s: attempt %llu refused: %s", w->o->id, (unsigned long long)a->attempt_id,
+                 err);
+        send_fail_now(w, a->attempt_id, err, VDN_FAULT_TRANSIENT);
         return;
     }
     vdn_assignment s = {0};
@@ -299,24 +424,32 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
     s.snapshot_every = w->o->snapshot_every;
     s.data_roots = w->o->data_roots;
     s.n_data_roots = w->o->n_data_roots;
-    VDN_INFO("worker %s: job %llu attempt %llu: start (%s, %dx%dx%d, %d steps, seed %llu)",
+    /* The render runs on the first slot's engine. Until the sharded forward lands, a k-GPU
+     * job holds its k GPUs (so nothing else is placed there) and renders on the first. */
+    vdn_slot *first = &w->slots.s[j->pos[0]];
+    char gl[256] = "";
+    for (int i = 0; i < j->npos; i++)
+        snprintf(gl + strlen(gl), sizeof gl - strlen(gl), "%s%d", i ? "," : "",
+                 w->slots.s[j->pos[i]].index);
+    VDN_INFO("worker %s: job %llu attempt %llu: start on %s %s (%s, %dx%dx%d, %d steps, seed %llu)",
              w->o->id, (unsigned long long)s.job_id, (unsigned long long)s.attempt_id,
+             first->index < 0 ? "the" : "GPU", first->index < 0 ? "CPU" : gl,
              s.prompt_cache ? s.prompt_cache
              : s.prompt     ? "text prompt"
                             : "-",
              s.frames, s.height, s.width, s.steps, (unsigned long long)s.seed);
     uint64_t attempt = s.attempt_id;
-    w->cur = vdn_attempt_start(&s, w->eng, &w->stores, w->scratch, w->o->upload_attempts, err,
-                               sizeof err);
-    w->cancel_why = CANCEL_NONE;
-    w->progress_sent = 0;
-    w->snap_sent = 0;
-    w->suspect = 0;
-    w->gate_state = 0;
-    if (!w->cur) {
+    j->a = vdn_attempt_start(&s, first->eng, &first->stores, w->scratch, w->o->upload_attempts, err,
+                             sizeof err);
+    if (!j->a) {
         VDN_ERROR("worker %s: attempt %llu: %s", w->o->id, (unsigned long long)attempt, err);
         send_fail_now(w, attempt, err, VDN_FAULT_WORKER);
+        return;
     }
+    if (w->fault_index != -2 && first->index == w->fault_index) j->a->inject_fault = 1;
+    for (int i = 0; i < j->npos; i++)
+        w->slots.s[j->pos[i]].attempt = attempt;
+    w->nrun++;
 }
 
 static void on_assign(worker *w, const Vdn__Assign *a) {
@@ -325,19 +458,13 @@ static void on_assign(worker *w, const Vdn__Assign *a) {
          * (heartbeats say we drain, but an older coordinator may not listen). Give it straight
          * back and leave before another one comes. */
         send_fail_now(w, a->attempt_id, "worker is shutting down", VDN_FAULT_TRANSIENT);
-        if (!w->cur && !w->out.active) w->leave_now = 1;
+        if (!w->nrun && !w->nouts) w->leave_now = 1;
         return;
     }
-    if (w->cur && w->cur->spec.attempt_id == a->attempt_id) return; /* repeated ASSIGN */
-    if (w->out.active && w->out.attempt_id == a->attempt_id) {
-        send_outcome(w); /* it is done already; say so again */
-        return;
-    }
-    if (w->cur) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "worker busy with attempt %llu",
-                 (unsigned long long)w->cur->spec.attempt_id);
-        send_fail_now(w, a->attempt_id, msg, VDN_FAULT_TRANSIENT);
+    if (find_run(w, a->attempt_id)) return; /* repeated ASSIGN */
+    outcome *o = find_outcome(w, a->attempt_id);
+    if (o) {
+        send_outcome(w, o); /* it is done already; say so again */
         return;
     }
     start_attempt(w, a);
@@ -350,16 +477,39 @@ static void on_assign(worker *w, const Vdn__Assign *a) {
 static void reregister(worker *w, int asked) {
     if (w->need_ready || (!asked && vdn_now() - w->ready_sent_at < 1.0)) return;
     send_ready(w);
-    if (!w->need_ready) send_outcome(w);
+    if (!w->need_ready) send_outcomes(w);
 }
 
-static void cancel_current(worker *w, int why, const char *log_reason) {
-    if (!w->cur) return;
-    if (w->cancel_why == CANCEL_NONE || why == CANCEL_STALE) w->cancel_why = why;
-    atomic_store(&w->cur->cancel, 1);
-    vdn_attempt_gate(w->cur, 0);
+static void cancel_run(worker *w, running *j, int why, const char *log_reason) {
+    if (j->cancel_why == CANCEL_NONE || why == CANCEL_STALE) j->cancel_why = why;
+    atomic_store(&j->a->cancel, 1);
+    vdn_attempt_gate(j->a, 0);
     VDN_INFO("worker %s: attempt %llu: cancelling (%s)", w->o->id,
-             (unsigned long long)w->cur->spec.attempt_id, log_reason);
+             (unsigned long long)j->a->spec.attempt_id, log_reason);
+}
+
+static void on_heartbeat(worker *w) {
+    /* Learn the coordinator's heartbeat interval so silence is judged on its clock, not ours:
+     * it may beat far slower than we do. */
+    double now = vdn_now();
+    if (w->coord_hb_at > 0) {
+        double gap = now - w->coord_hb_at;
+        if (gap > 2 * w->coord_gap) /* it lost us for a while? */
+            for (int i = 0; i < w->nrun; i++)
+                w->run[i].suspect = 1;
+        w->coord_gap = gap < w->o->heartbeat_s ? w->o->heartbeat_s : gap;
+    }
+    w->coord_hb_at = now;
+    for (int i = 0; i < w->nrun; i++) {
+        running *j = &w->run[i];
+        if (j->gate_state == 1 && j->cancel_why == CANCEL_NONE && !w->need_ready &&
+            now - j->gate_since >= 0.5 * w->coord_gap) {
+            VDN_INFO("worker %s: attempt %llu is still ours; uploading", w->o->id,
+                     (unsigned long long)j->a->spec.attempt_id);
+            j->gate_state = 2;
+            vdn_attempt_gate(j->a, 1);
+        }
+    }
 }
 
 static void on_message(worker *w, const void *buf, size_t len) {
@@ -373,41 +523,29 @@ static void on_message(worker *w, const void *buf, size_t len) {
     w->last_heard = vdn_now();
     w->backoff = 0.5;
     switch (env->payload_case) {
-    case VDN__ENVELOPE__PAYLOAD_HEARTBEAT: {
-        /* Learn the coordinator's heartbeat interval so silence is judged on its clock, not
-         * ours: it may beat far slower than we do. */
-        double now = vdn_now();
-        if (w->coord_hb_at > 0) {
-            double gap = now - w->coord_hb_at;
-            if (w->cur && gap > 2 * w->coord_gap) w->suspect = 1; /* it lost us for a while? */
-            w->coord_gap = gap < w->o->heartbeat_s ? w->o->heartbeat_s : gap;
-        }
-        w->coord_hb_at = now;
-        if (w->cur && w->gate_state == 1 && w->cancel_why == CANCEL_NONE && !w->need_ready &&
-            now - w->gate_since >= 0.5 * w->coord_gap) {
-            VDN_INFO("worker %s: attempt %llu is still ours; uploading", w->o->id,
-                     (unsigned long long)w->cur->spec.attempt_id);
-            w->gate_state = 2;
-            vdn_attempt_gate(w->cur, 1);
-        }
+    case VDN__ENVELOPE__PAYLOAD_HEARTBEAT:
+        on_heartbeat(w);
         break;
-    }
     case VDN__ENVELOPE__PAYLOAD_ASSIGN:
         on_assign(w, env->assign);
         break;
-    case VDN__ENVELOPE__PAYLOAD_CANCEL:
-        if (w->cur && w->cur->spec.attempt_id == env->cancel->attempt_id)
-            cancel_current(w, CANCEL_BY_COORDINATOR,
-                           env->cancel->reason ? env->cancel->reason : "coordinator CANCEL");
+    case VDN__ENVELOPE__PAYLOAD_CANCEL: {
+        running *j = find_run(w, env->cancel->attempt_id);
+        if (j)
+            cancel_run(w, j, CANCEL_BY_COORDINATOR,
+                       env->cancel->reason ? env->cancel->reason : "coordinator CANCEL");
         break;
-    case VDN__ENVELOPE__PAYLOAD_ACK:
-        if (w->out.active && w->out.attempt_id == env->ack->attempt_id) {
+    }
+    case VDN__ENVELOPE__PAYLOAD_ACK: {
+        outcome *o = find_outcome(w, env->ack->attempt_id);
+        if (o) {
             VDN_DEBUG("worker %s: attempt %llu acknowledged", w->o->id,
-                      (unsigned long long)w->out.attempt_id);
-            outcome_clear(&w->out);
-            if (w->terms && !w->cur) w->leave_now = 1; /* read nothing more: go */
+                      (unsigned long long)o->attempt_id);
+            drop_outcome(w, o);
+            if (w->terms && !w->nrun && !w->nouts) w->leave_now = 1; /* read nothing more: go */
         }
         break;
+    }
     case VDN__ENVELOPE__PAYLOAD_DISCONNECT:
         VDN_INFO("worker %s: coordinator asks us to register again (%s)", w->o->id,
                  env->disconnect->reason ? env->disconnect->reason : "no reason");
@@ -419,9 +557,10 @@ static void on_message(worker *w, const void *buf, size_t len) {
         if (e->code == VDN__ERROR__CODE__STALE_ATTEMPT) {
             VDN_WARN("worker %s: coordinator refused attempt %llu as stale: %s", w->o->id,
                      (unsigned long long)e->attempt_id, m);
-            if (w->cur && w->cur->spec.attempt_id == e->attempt_id)
-                cancel_current(w, CANCEL_STALE, "the job was reassigned");
-            if (w->out.active && w->out.attempt_id == e->attempt_id) outcome_clear(&w->out);
+            running *j = find_run(w, e->attempt_id);
+            if (j) cancel_run(w, j, CANCEL_STALE, "the job was reassigned");
+            outcome *o = find_outcome(w, e->attempt_id);
+            if (o) drop_outcome(w, o);
         } else if (e->code == VDN__ERROR__CODE__UNKNOWN_WORKER) {
             VDN_INFO("worker %s: coordinator does not know us (%s)", w->o->id, m);
             reregister(w, 0);
@@ -451,84 +590,41 @@ static void drain_socket(worker *w) {
     }
 }
 
-/* Progress and the outcome from the render thread. */
-static void on_attempt_event(worker *w) {
-    vdn_attempt *a = w->cur;
-    uint64_t n;
-    while (read(a->efd, &n, sizeof n) > 0) {
+/* The upload gate of a rendered attempt: go at once when we heard the coordinator all along,
+ * else ask it first (see vdn_attempt_gate). */
+static void open_gate(worker *w, running *j) {
+    double now = vdn_now();
+    if (j->cancel_why != CANCEL_NONE) {
+        j->gate_state = 2;
+        vdn_attempt_gate(j->a, 0);
+    } else if (!j->suspect && w->sock && !w->need_ready && w->coord_hb_at > 0 &&
+               now - w->coord_hb_at <= 2 * w->coord_gap) {
+        j->gate_state = 2; /* heard from the coordinator all along: ours */
+        vdn_attempt_gate(j->a, 1);
+    } else {
+        VDN_INFO("worker %s: attempt %llu rendered after a gap in contact; checking with the "
+                 "coordinator before uploading",
+                 w->o->id, (unsigned long long)j->a->spec.attempt_id);
+        j->gate_state = 1;
+        j->gate_since = now;
+        send_heartbeat(w); /* names the attempt: a stale one draws a CANCEL */
     }
-    int first = w->progress_sent, done, total, finished, phase, resumed, snap_step;
-    double secs[64];
-    char snap_key[sizeof a->snap_key];
-    pthread_mutex_lock(&a->mu);
-    resumed = a->resumed_from;
-    if (first < resumed) first = resumed; /* those came from the snapshot */
-    snap_step = a->snap_step;
-    memcpy(snap_key, a->snap_key, sizeof snap_key);
-    done = a->nfe_done;
-    total = a->nfe_total;
-    finished = a->phase == VDN_ATTEMPT_FINISHED;
-    phase = a->phase;
-    /* More than 64 NFEs between two polls: report the latest ones; the count says the rest. */
-    if (done - first > 64) first = done - 64;
-    for (int k = first; k < done; k++)
-        secs[k - first] = a->nfe_seconds[k];
-    pthread_mutex_unlock(&a->mu);
+}
 
-    if (w->cancel_why != CANCEL_STALE) {
-        for (int k = first + 1; k <= done; k++) {
-            Vdn__Envelope env = VDN__ENVELOPE__INIT;
-            Vdn__Progress p = VDN__PROGRESS__INIT;
-            p.has_attempt_id = p.has_nfe_done = p.has_nfe_total = 1;
-            p.has_nfe_seconds = p.has_elapsed_seconds = 1;
-            p.attempt_id = a->spec.attempt_id;
-            p.nfe_done = k;
-            p.nfe_total = total;
-            p.nfe_seconds = secs[k - 1 - first];
-            p.elapsed_seconds = vdn_now() - a->started;
-            p.has_nfe_evaluated = 1;
-            p.nfe_evaluated = k - resumed;
-            /* the snapshot taken after NFE k (it is stored before NFE k is reported) */
-            if (snap_step > w->snap_sent && snap_step <= k) {
-                p.snapshot_key = snap_key;
-                p.has_snapshot_step = 1;
-                p.snapshot_step = snap_step;
-                w->snap_sent = snap_step;
-            }
-            env.payload_case = VDN__ENVELOPE__PAYLOAD_PROGRESS;
-            env.progress = &p;
-            send_env(w, &env);
-        }
-    }
-    w->progress_sent = done;
-    if (phase == VDN_ATTEMPT_UPLOAD_WAIT && w->gate_state == 0) {
-        double now = vdn_now();
-        if (w->cancel_why != CANCEL_NONE) {
-            w->gate_state = 2;
-            vdn_attempt_gate(a, 0);
-        } else if (!w->suspect && w->sock && !w->need_ready && w->coord_hb_at > 0 &&
-                   now - w->coord_hb_at <= 2 * w->coord_gap) {
-            w->gate_state = 2; /* heard from the coordinator all along: ours */
-            vdn_attempt_gate(a, 1);
-        } else {
-            VDN_INFO("worker %s: attempt %llu rendered after a gap in contact; checking with the "
-                     "coordinator before uploading",
-                     w->o->id, (unsigned long long)a->spec.attempt_id);
-            w->gate_state = 1;
-            w->gate_since = now;
-            send_heartbeat(w); /* names the attempt: a stale one draws a CANCEL */
-        }
-    }
-    if (!finished) return;
-
+/* A finished attempt: keep its report until ACKed, free its GPUs (taking them out of service
+ * when the render failed on a GPU fault), forget the render thread. */
+static void finish_run(worker *w, running *j) {
+    vdn_attempt *a = j->a;
     double took = vdn_now() - a->started;
-    outcome *o = &w->out;
-    outcome_clear(o);
-    if (w->cancel_why == CANCEL_STALE) {
+    int fault = 0;
+    if (j->cancel_why == CANCEL_STALE) {
         VDN_INFO("worker %s: job %llu attempt %llu: dropped (stale) after %.1f s", w->o->id,
                  (unsigned long long)a->spec.job_id, (unsigned long long)a->spec.attempt_id, took);
     } else {
-        o->active = 1;
+        w->outs = realloc(w->outs, sizeof *w->outs * (size_t)(w->nouts + 1));
+        VDN_ASSERT(w->outs);
+        outcome *o = &w->outs[w->nouts++];
+        memset(o, 0, sizeof *o);
         o->attempt_id = a->spec.attempt_id;
         o->job_id = a->spec.job_id;
         o->ok = a->ok;
@@ -546,16 +642,24 @@ static void on_attempt_event(worker *w) {
             char reason[VDN_ERR_LEN + 64];
             o->retryable = a->retryable;
             o->fault = a->fault;
-            if (w->cancel_why == CANCEL_BY_COORDINATOR) {
+            if (j->cancel_why == CANCEL_BY_COORDINATOR) {
                 o->retryable = 0;
                 o->fault = VDN_FAULT_JOB; /* the job is over already: nothing to retry */
                 snprintf(reason, sizeof reason, "cancelled by the coordinator");
-            } else if (w->cancel_why == CANCEL_SHUTDOWN) {
+            } else if (j->cancel_why == CANCEL_SHUTDOWN) {
                 o->retryable = 1;
                 o->fault = VDN_FAULT_TRANSIENT;
                 snprintf(reason, sizeof reason, "worker shut down (second SIGTERM) mid-job");
             } else {
                 snprintf(reason, sizeof reason, "%s", a->reason);
+                fault = vdn_slot_fault_message(a->reason);
+            }
+            if (fault) {
+                /* out of service before the FAIL goes: the coordinator places the job again
+                 * as soon as it reads the FAIL, and must know by then not to use this GPU */
+                for (int i = 0; i < j->npos; i++)
+                    vdn_slot_fault(&w->slots, j->pos[i], w->o->id, a->reason);
+                send_heartbeat(w);
             }
             o->reason = vdn_xstrdup(reason);
             VDN_WARN("worker %s: job %llu attempt %llu: failed after %.1f s (%s fault): %s",
@@ -566,11 +670,69 @@ static void on_attempt_event(worker *w) {
                                                     : "transient",
                      reason);
         }
-        send_outcome(w);
+        send_outcome(w, o);
     }
+    for (int i = 0; i < j->npos; i++)
+        w->slots.s[j->pos[i]].attempt = 0;
     vdn_attempt_free(a);
-    w->cur = NULL;
-    w->cancel_why = CANCEL_NONE;
+    *j = w->run[--w->nrun];
+}
+
+/* Progress and the outcome from one render thread. Returns 1 when the attempt finished (the
+ * run[] entry was removed). */
+static int on_attempt_event(worker *w, running *j) {
+    vdn_attempt *a = j->a;
+    uint64_t n;
+    while (read(a->efd, &n, sizeof n) > 0) {
+    }
+    int first = j->progress_sent, done, total, finished, phase, resumed, snap_step;
+    double secs[64];
+    char snap_key[sizeof a->snap_key];
+    pthread_mutex_lock(&a->mu);
+    resumed = a->resumed_from;
+    if (first < resumed) first = resumed; /* those came from the snapshot */
+    snap_step = a->snap_step;
+    memcpy(snap_key, a->snap_key, sizeof snap_key);
+    done = a->nfe_done;
+    total = a->nfe_total;
+    finished = a->phase == VDN_ATTEMPT_FINISHED;
+    phase = a->phase;
+    /* More than 64 NFEs between two polls: report the latest ones; the count says the rest. */
+    if (done - first > 64) first = done - 64;
+    for (int k = first; k < done; k++)
+        secs[k - first] = a->nfe_seconds[k];
+    pthread_mutex_unlock(&a->mu);
+
+    if (j->cancel_why != CANCEL_STALE) {
+        for (int k = first + 1; k <= done; k++) {
+            Vdn__Envelope env = VDN__ENVELOPE__INIT;
+            Vdn__Progress p = VDN__PROGRESS__INIT;
+            p.has_attempt_id = p.has_nfe_done = p.has_nfe_total = 1;
+            p.has_nfe_seconds = p.has_elapsed_seconds = 1;
+            p.attempt_id = a->spec.attempt_id;
+            p.nfe_done = k;
+            p.nfe_total = total;
+            p.nfe_seconds = secs[k - 1 - first];
+            p.elapsed_seconds = vdn_now() - a->started;
+            p.has_nfe_evaluated = 1;
+            p.nfe_evaluated = k - resumed;
+            /* the snapshot taken after NFE k (it is stored before NFE k is reported) */
+            if (snap_step > j->snap_sent && snap_step <= k) {
+                p.snapshot_key = snap_key;
+                p.has_snapshot_step = 1;
+                p.snapshot_step = snap_step;
+                j->snap_sent = snap_step;
+            }
+            env.payload_case = VDN__ENVELOPE__PAYLOAD_PROGRESS;
+            env.progress = &p;
+            send_env(w, &env);
+        }
+    }
+    j->progress_sent = done;
+    if (phase == VDN_ATTEMPT_UPLOAD_WAIT && j->gate_state == 0) open_gate(w, j);
+    if (!finished) return 0;
+    finish_run(w, j);
+    return 1;
 }
 
 static void on_signal(worker *w) {
@@ -581,15 +743,16 @@ static void on_signal(worker *w) {
         if (w->terms == 1) {
             w->term_at = vdn_now();
             send_heartbeat(w); /* says "draining" now, before our RESULT invites an ASSIGN */
-            if (w->cur)
-                VDN_INFO("worker %s: %s: finishing attempt %llu, then exiting (signal again to "
-                         "hand it back now)",
-                         w->o->id, strsignal((int)si.ssi_signo),
-                         (unsigned long long)w->cur->spec.attempt_id);
+            if (w->nrun)
+                VDN_INFO("worker %s: %s: finishing %d attempt(s) (first %llu), then exiting "
+                         "(signal again to hand them back now)",
+                         w->o->id, strsignal((int)si.ssi_signo), w->nrun,
+                         (unsigned long long)w->run[0].a->spec.attempt_id);
             else
                 VDN_INFO("worker %s: %s: idle, exiting", w->o->id, strsignal((int)si.ssi_signo));
-        } else if (w->cur) {
-            cancel_current(w, CANCEL_SHUTDOWN, "second signal: handing the job back");
+        } else {
+            for (int i = 0; i < w->nrun; i++)
+                cancel_run(w, &w->run[i], CANCEL_SHUTDOWN, "second signal: handing the job back");
         }
     }
 }
@@ -620,23 +783,24 @@ static int run_loop(worker *w) {
         }
         if (w->sock && w->need_ready) {
             send_ready(w);
-            if (!w->need_ready) send_outcome(w); /* anything finished while we were away */
+            if (!w->need_ready) send_outcomes(w); /* anything finished while we were away */
         }
         if (w->sock && !w->need_ready && now - w->last_hb >= hb) send_heartbeat(w);
-        if (w->sock && !w->need_ready && w->out.active &&
-            (w->out.sent_at == 0 || now - w->out.sent_at > resend))
-            send_outcome(w);
+        if (w->sock && !w->need_ready)
+            for (int i = 0; i < w->nouts; i++)
+                if (w->outs[i].sent_at == 0 || now - w->outs[i].sent_at > resend)
+                    send_outcome(w, &w->outs[i]);
 
-        if (w->terms && !w->cur) {
-            /* Wait a little for the coordinator to take our last report, then leave at once:
+        if (w->terms && !w->nrun) {
+            /* Wait a little for the coordinator to take our last reports, then leave at once:
              * it schedules right after the ACK, and our DISCONNECT hands back whatever it
              * assigned in between (see on_assign). A report that never gets through is not
              * lost work either: the lease runs out and the job is requeued. */
             double patience = w->terms >= 2 ? 5 : 30;
-            if (!w->out.active || now - w->term_at > patience) {
-                if (w->out.active)
+            if (!w->nouts || now - w->term_at > patience) {
+                for (int i = 0; i < w->nouts; i++)
                     VDN_WARN("worker %s: leaving without an ACK for attempt %llu", w->o->id,
-                             (unsigned long long)w->out.attempt_id);
+                             (unsigned long long)w->outs[i].attempt_id);
                 send_disconnect(w, "worker shutting down");
                 close_socket(w, 1000);
                 VDN_INFO("worker %s: exiting", w->o->id);
@@ -644,15 +808,17 @@ static int run_loop(worker *w) {
             }
         }
 
-        zmq_pollitem_t items[3];
-        int n = 0, i_sock = -1, i_att = -1, i_sig;
+        zmq_pollitem_t items[VDN_MAX_GPUS + 2];
+        uint64_t polled[VDN_MAX_GPUS];
+        int n = 0, i_sock = -1, i_att = -1, i_sig, nrun = w->nrun;
         if (w->sock) {
             items[n] = (zmq_pollitem_t){.socket = w->sock, .events = ZMQ_POLLIN};
             i_sock = n++;
         }
-        if (w->cur) {
-            items[n] = (zmq_pollitem_t){.fd = w->cur->efd, .events = ZMQ_POLLIN};
-            i_att = n++;
+        i_att = n;
+        for (int i = 0; i < nrun; i++) {
+            items[n++] = (zmq_pollitem_t){.fd = w->run[i].a->efd, .events = ZMQ_POLLIN};
+            polled[i] = w->run[i].a->spec.attempt_id;
         }
         items[n] = (zmq_pollitem_t){.fd = w->sigfd, .events = ZMQ_POLLIN};
         i_sig = n++;
@@ -667,27 +833,35 @@ static int run_loop(worker *w) {
             return 1;
         }
         /* Slept far past the timeout: the process was stopped (SIGSTOP, a paused VM, swap).
-         * Our lease may have run out meanwhile; see the upload gate. */
+         * Our leases may have run out meanwhile; see the upload gate. */
         double slept = vdn_now() - before;
         if (slept > (double)ms / 1000 + 1.0 + hb) {
             VDN_WARN("worker %s: the process was frozen for %.1f s", w->o->id, slept);
-            if (w->cur) w->suspect = 1;
+            for (int i = 0; i < w->nrun; i++)
+                w->run[i].suspect = 1;
         }
         if (items[i_sig].revents & ZMQ_POLLIN) on_signal(w);
-        if (i_att >= 0 && (items[i_att].revents & ZMQ_POLLIN)) on_attempt_event(w);
+        /* by attempt id: finishing one moves another into its place in run[] */
+        for (int i = 0; i < nrun; i++) {
+            if (!(items[i_att + i].revents & ZMQ_POLLIN)) continue;
+            running *j = find_run(w, polled[i]);
+            if (j) on_attempt_event(w, j);
+        }
         if (i_sock >= 0 && (items[i_sock].revents & ZMQ_POLLIN)) drain_socket(w);
     }
 }
 
 int vdn_worker_run(const vdn_worker_opts *o) {
     char err[VDN_ERR_LEN];
-    worker w = {.o = o, .sigfd = -1};
+    worker w = {.o = o, .sigfd = -1, .fault_index = -2};
     gethostname(w.hostname, sizeof w.hostname - 1);
     /* via 64 bits: milliseconds since 1970 do not fit an unsigned int (UB as a direct cast) */
     srand((unsigned)getpid() ^ (unsigned)(unsigned long long)(vdn_wall() * 1000));
+    const char *fault = getenv("VDN_TEST_GPU_FAULT");
+    if (fault && *fault) w.fault_index = atoi(fault);
 
     /* Signals arrive through a signalfd in this loop. Block them before any thread exists
-     * (the render thread, ZeroMQ's I/O threads) so none of those is picked to take one. */
+     * (the render threads, ZeroMQ's I/O threads) so none of those is picked to take one. */
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -705,6 +879,9 @@ int vdn_worker_run(const vdn_worker_opts *o) {
         VDN_ERROR("worker: %s", err);
         return 1;
     }
+    /* CUDA numbers the visible GPUs 0..n-1 in PCI order, as nvidia-smi lists them: GPU slot i
+     * of this worker is then CUDA device i. */
+    setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 1);
     if (w.gpus.n > 0 && o->nsel > 0) {
         char vis[512] = "";
         for (int i = 0; i < w.gpus.n; i++)
@@ -721,32 +898,32 @@ int vdn_worker_run(const vdn_worker_opts *o) {
         VDN_ERROR("worker: scratch: %s", err);
         return 1;
     }
-    vdn_backend_kind backend = o->cpu || w.gpus.n == 0 ? VDN_BACKEND_CPU : VDN_BACKEND_AUTO;
     double t0 = vdn_now();
     if (o->threads > 0) vdn_engine_set_threads(o->threads);
-    w.eng = vdn_engine_open(o->checkpoint, o->adapters, o->n_adapters, backend, err, sizeof err);
-    if (!w.eng) {
+    if (vdn_slots_open(&w.slots, &w.gpus, o->cpu, o->checkpoint, o->adapters, o->n_adapters,
+                       o->store, o->store_retry_s, err, sizeof err)) {
         VDN_ERROR("worker: cannot load checkpoint %s: %s", o->checkpoint, err);
         return 1;
     }
-    VDN_INFO("worker %s: loaded %s in %.1f s (identity %.16s, backend %s)", o->id, o->checkpoint,
-             vdn_now() - t0, vdn_engine_identity(w.eng), vdn_engine_backend_name(w.eng));
-    if (o->store) w.stores.default_uri = vdn_xstrdup(o->store);
-    w.stores.opts.retry_max_seconds = o->store_retry_s;
-    w.stores.checkpoint = o->checkpoint;
+    vdn_engine *eng = vdn_slots_engine(&w.slots);
+    VDN_INFO("worker %s: loaded %s %d time(s) in %.1f s (identity %.16s, backend %s): %d job(s) "
+             "at once",
+             o->id, o->checkpoint, w.slots.n, vdn_now() - t0, vdn_engine_identity(eng),
+             vdn_engine_backend_name(eng), vdn_slots_free(&w.slots));
 
     w.ctx = zmq_ctx_new();
     int rc = run_loop(&w);
 
-    if (w.cur) { /* only on a poll failure */
-        atomic_store(&w.cur->cancel, 1);
-        vdn_attempt_free(w.cur);
+    for (int i = 0; i < w.nrun; i++) { /* only on a poll failure */
+        atomic_store(&w.run[i].a->cancel, 1);
+        vdn_attempt_free(w.run[i].a);
     }
-    outcome_clear(&w.out);
+    for (int i = 0; i < w.nouts; i++)
+        outcome_free(&w.outs[i]);
+    free(w.outs);
     close_socket(&w, 0);
     zmq_ctx_term(w.ctx);
-    vdn_worker_stores_close(&w.stores);
-    vdn_engine_close(w.eng);
+    vdn_slots_close(&w.slots);
     close(w.sigfd);
     return rc;
 }

@@ -1,0 +1,164 @@
+/* The placement policy (coordinator/place.h) on hand-made farms: k-GPU jobs on k free GPUs of one
+ * worker, best fit, the reservation for the job at the head of the queue and backfill only of
+ * what cannot delay it, unknown durations never backfilled into a reservation, out-of-service
+ * GPUs, one-job workers and checkpoints. Expected picks are worked out by hand in the comments. */
+#include <string.h>
+
+#include "../../ops/test/check.h"
+#include "place.h"
+
+/* n GPUs of 80 GiB, all free; rate so that a 1-step 1x1x1 job takes `rate` seconds. */
+static place_worker worker(int n, double rate) {
+    place_worker w;
+    memset(&w, 0, sizeof w);
+    w.n = n;
+    w.eligible = 1;
+    w.rate = rate;
+    w.checkpoint = "ckpt";
+    for (int i = 0; i < n; i++)
+        w.in_service[i] = 1, w.memory[i] = 80ull << 30;
+    return w;
+}
+
+static void busy(place_worker *w, int pos, double release_in) {
+    w->busy[pos] = 1;
+    w->release_in[pos] = release_in;
+}
+
+/* a job of `gpus` GPUs taking `seconds` at rate 1 (steps = seconds, 1x1x1), or unknown (< 0) */
+static place_job job(int64_t id, int gpus, double seconds) {
+    place_job j = {.id = id, .gpus = gpus};
+    if (seconds >= 0) j.steps = (int)seconds, j.frames = j.height = j.width = 1;
+    return j;
+}
+
+static int picked(const place_pick *p, int np, int job) {
+    for (int i = 0; i < np; i++)
+        if (p[i].job == job) return 1;
+    return 0;
+}
+
+int main(void) {
+    place_pick p[64];
+    place_reservation r;
+
+    { /* 8 one-GPU jobs on an idle 8-GPU worker: all start, each on its own GPU */
+        place_worker w = worker(8, 1);
+        place_job js[9];
+        for (int i = 0; i < 9; i++)
+            js[i] = job(i + 1, 1, 10);
+        int np = place_plan(&w, 1, js, 9, p, 64, NULL, &r);
+        CHECK(np == 8, "%d picks", np);
+        uint64_t all = 0;
+        for (int i = 0; i < np; i++) {
+            CHECK(__builtin_popcountll(p[i].mask) == 1);
+            CHECK(!(all & p[i].mask), "GPU given twice");
+            all |= p[i].mask;
+        }
+        CHECK(all == 0xff);
+        CHECK(r.job == 8 && r.worker == 0, "the 9th waits with a reservation: job %d", r.job);
+        CHECK(r.start_in == 10, "start in %g", r.start_in);
+    }
+    { /* 6 of 8 busy for 10 s; queue: 8-GPU job, then 1-GPU jobs of 5 s, 20 s, unknown, 3 s.
+       * The 8-GPU job reserves (T = 10, spare 0). 5 s ends by T: backfilled. 20 s and unknown
+       * would delay it: wait. The 3 s job takes the last free GPU. */
+        place_worker w = worker(8, 1);
+        for (int i = 0; i < 6; i++)
+            busy(&w, i, 10);
+        place_job js[5] = {job(1, 8, 100), job(2, 1, 5), job(3, 1, 20), job(4, 1, -1),
+                           job(5, 1, 3)};
+        int np = place_plan(&w, 1, js, 5, p, 64, NULL, &r);
+        CHECK(r.job == 0 && r.worker == 0 && r.start_in == 10, "reservation %d %g", r.job,
+              r.start_in);
+        CHECK(np == 2 && picked(p, np, 1) && picked(p, np, 4), "%d picks", np);
+        CHECK(!picked(p, np, 2) && !picked(p, np, 3));
+    }
+    { /* a running job with no estimate: T unknown, so nothing is backfilled on that worker,
+       * however short (the big job is never starved); the other worker takes the small jobs */
+        place_worker ws[2] = {worker(8, 1), worker(2, 1)};
+        busy(&ws[0], 3, -1);
+        busy(&ws[1], 0, 50);
+        busy(&ws[1], 1, 50);
+        place_job js[3] = {job(1, 8, 100), job(2, 1, 1), job(3, 1, 1)};
+        int np = place_plan(ws, 2, js, 3, p, 64, NULL, &r);
+        CHECK(r.job == 0 && r.worker == 0 && r.start_in < 0, "reservation %d %g", r.job,
+              r.start_in);
+        CHECK(np == 0, "%d picks", np);
+        ws[1].busy[0] = 0; /* one GPU frees on the other worker: a small job goes there */
+        np = place_plan(ws, 2, js, 3, p, 64, NULL, &r);
+        CHECK(np == 1 && p[0].job == 1 && p[0].worker == 1, "%d picks", np);
+    }
+    { /* spare GPUs: a 10-GPU worker, 2 busy for 10 s, a 4-GPU job of 30 s at the head starts
+       * now. Then a 9-GPU job reserves: T = 30, when all 10 are free, one more than it needs
+       * (spare 1): one 1-GPU job of unknown length may start (it cannot delay the 9-GPU job),
+       * a second may not. */
+        place_worker w = worker(10, 1);
+        busy(&w, 0, 10);
+        busy(&w, 1, 10);
+        place_job js[4] = {job(1, 4, 30), job(2, 9, 100), job(3, 1, -1), job(4, 1, -1)};
+        int np = place_plan(&w, 1, js, 4, p, 64, NULL, &r);
+        CHECK(picked(p, np, 0) && r.job == 1 && r.start_in == 30, "reservation %d %g", r.job,
+              r.start_in);
+        CHECK(np == 2 && picked(p, np, 2) && !picked(p, np, 3), "%d picks", np);
+    }
+    { /* the deadline holds: the next plan, 4 s later, sees the reservation's jobs still with
+       * 10 s left (they overran their estimate) and a 1-GPU job of 8 s; with the previous
+       * deadline brought to now (10 - 4 = 6 s) it would end after it: not backfilled. Without
+       * a previous reservation it would be. */
+        place_worker w = worker(8, 1);
+        for (int i = 0; i < 7; i++)
+            busy(&w, i, 10);
+        place_job js[2] = {job(1, 8, 100), job(2, 1, 8)};
+        place_reservation prev = {.job = 0, .worker = 0, .job_id = 1, .start_in = 6};
+        int np = place_plan(&w, 1, js, 2, p, 64, &prev, &r);
+        CHECK(np == 0 && r.job_id == 1 && r.start_in == 6, "%d picks, start in %g", np, r.start_in);
+        np = place_plan(&w, 1, js, 2, p, 64, NULL, &r);
+        CHECK(np == 1 && p[0].job == 1 && r.start_in == 10, "%d picks", np);
+    }
+    { /* best fit: a 1-GPU job goes where the fewest GPUs are free, keeping the idle 8 whole */
+        place_worker ws[2] = {worker(8, 1), worker(8, 1)};
+        for (int i = 0; i < 7; i++)
+            busy(&ws[1], i, 100);
+        place_job js[2] = {job(1, 1, 5), job(2, 8, 5)};
+        int np = place_plan(ws, 2, js, 2, p, 64, NULL, &r);
+        CHECK(np == 2 && p[0].worker == 1 && p[1].worker == 0, "best fit");
+        CHECK(p[1].mask == 0xff);
+    }
+    { /* out of service: an 8-GPU job cannot run on 7 good GPUs and reserves nothing; a GPU
+       * job never lands on the bad GPU; a job for another checkpoint waits */
+        place_worker w = worker(8, 1);
+        w.in_service[2] = 0;
+        place_job js[3] = {job(1, 8, 5), job(2, 7, 5), job(3, 1, 5)};
+        js[2].checkpoint = "other";
+        int np = place_plan(&w, 1, js, 3, p, 64, NULL, &r);
+        CHECK(r.job == -1, "reservation for a job that can never run here");
+        CHECK(np == 1 && p[0].job == 1 && !(p[0].mask >> 2 & 1) &&
+                  __builtin_popcountll(p[0].mask) == 7,
+              "7-GPU job");
+    }
+    { /* one-job worker (CPU or older): busy means busy; idle takes one job on all it has */
+        place_worker w = worker(1, 1);
+        w.one_job = 1;
+        place_job js[2] = {job(1, 1, 5), job(2, 1, 5)};
+        int np = place_plan(&w, 1, js, 2, p, 64, NULL, &r);
+        CHECK(np == 1 && p[0].job == 0);
+        busy(&w, 0, 5);
+        np = place_plan(&w, 1, js, 2, p, 64, NULL, &r);
+        CHECK(np == 0);
+        place_worker d = worker(4, 1); /* draining: nothing */
+        d.eligible = 0;
+        np = place_plan(&d, 1, js, 2, p, 64, NULL, &r);
+        CHECK(np == 0 && r.job == -1);
+    }
+    { /* estimates: rate x steps x frames x height x width; unknown without a size or a rate */
+        place_worker w = worker(1, 2e-6);
+        place_job j = {.id = 1, .gpus = 1, .steps = 10, .frames = 56, .height = 32, .width = 32};
+        CHECK(place_estimate(&w, &j) > 1.1468 && place_estimate(&w, &j) < 1.1469);
+        j.frames = 0;
+        CHECK(place_estimate(&w, &j) < 0);
+        w.rate = 0;
+        j.frames = 56;
+        CHECK(place_estimate(&w, &j) < 0);
+    }
+    return check_report("test_place");
+}

@@ -1,0 +1,52 @@
+/* The worker's GPUs as render slots: one engine (one copy of the weights) per GPU, loaded once at
+ * start, and which attempt runs on each. A GPU whose render hit a CUDA error is taken out of
+ * service (its engine's context may be poisoned); the other GPUs keep working. A worker without
+ * GPUs has one slot on the CPU backend; a stand-in GPU inventory (tests, CI) gets one CPU
+ * engine per listed GPU, so the multi-GPU code runs without a GPU. */
+#ifndef VDN_WORKER_SLOTS_H
+#define VDN_WORKER_SLOTS_H
+
+#include <stdint.h>
+
+#include "attempt.h"
+#include "engine.h"
+#include "gpus.h"
+
+typedef struct {
+    int index;          /* nvidia-smi index (what READY and ASSIGN name); -1 = the CPU slot */
+    char name[96];      /* "NVIDIA H200", "cpu" */
+    uint64_t memory;    /* bytes on the GPU, 0 for the CPU slot */
+    vdn_engine *eng;    /* NULL when the GPU could not be opened (then out of service) */
+    uint64_t attempt;   /* running on it now, 0 = free */
+    int out_of_service; /* a CUDA error happened on it: no more work until a restart */
+    char fault[256];
+    vdn_worker_stores stores; /* store handles of the job running here (one thread at a time) */
+} vdn_slot;
+
+typedef struct {
+    int n;
+    vdn_slot s[VDN_MAX_GPUS];
+} vdn_slots;
+
+/* One engine per GPU of gpus (on the CPU backend when cpu is set or the build/host has no
+ * CUDA), opened in parallel; no GPUs: one CPU slot. A GPU that fails to open is out of service
+ * with a log line; 0 unless no slot could be opened (then -1 with the first error). */
+int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, int cpu, const char *checkpoint,
+                   const char *const *adapters, int n_adapters, const char *store_uri,
+                   double store_retry_s, char *err, size_t errlen);
+void vdn_slots_close(vdn_slots *sl);
+
+/* The first engine that opened (for READY's identity and backend). */
+vdn_engine *vdn_slots_engine(const vdn_slots *sl);
+/* Position of the slot with this GPU index, -1 if none. */
+int vdn_slots_find(const vdn_slots *sl, int index);
+int vdn_slots_free(const vdn_slots *sl); /* in service and idle */
+
+/* Does a failed render's message name a fault of the GPU itself (a CUDA or cuBLAS error other
+ * than running out of memory, which is the job's size, not the GPU)? */
+int vdn_slot_fault_message(const char *reason);
+
+/* Take slot pos out of service, logging which GPU and why. */
+void vdn_slot_fault(vdn_slots *sl, int pos, const char *worker_id, const char *reason);
+
+#endif
