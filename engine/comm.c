@@ -99,6 +99,12 @@ int vdn_op_all_reduce_sum(vdn_comm *c, vdn_tensor *x) {
     return c->impl->all_reduce_sum(c, bad ? NULL : x);
 }
 
+int vdn_comm_abort(vdn_comm *c) {
+    if (!c->failed) c->impl->abort(c);
+    c->failed = 1;
+    return -1;
+}
+
 void vdn_comm_free(vdn_comm *c) {
     if (c) c->impl->free(c);
 }
@@ -158,16 +164,20 @@ static int publish(vdn_comm *c, const vdn_tensor *t) {
     vdn_comm_group *g = c->state;
     int ok = t != NULL && vdn_dev_sync(c->dev) == 0;
     if (ok) g->slot[c->rank] = *t;
-    if (!group_barrier(g, ok))
+    if (!group_barrier(g, ok)) {
+        c->failed = 1;
         return t && ok ? vdn_dev_fail(c->dev, "comm: another rank failed this collective") : -1;
+    }
     return 0;
 }
 
 /* Every rank done reading the published tensors (and its own copies complete). */
 static int finish(vdn_comm *c, int ok) {
     ok = ok && vdn_dev_sync(c->dev) == 0;
-    if (!group_barrier(c->state, ok))
+    if (!group_barrier(c->state, ok)) {
+        c->failed = 1;
         return ok ? vdn_dev_fail(c->dev, "comm: another rank failed this collective") : -1;
+    }
     return 0;
 }
 
@@ -182,17 +192,17 @@ static int pull(vdn_comm *c, vdn_tensor *dst, vdn_tensor src, int from) {
 
 /* a view of rows [r0, r0+n), tolerating n == 0 (pull skips it) */
 static vdn_tensor rows_of(const vdn_tensor *t, int64_t r0, int64_t n) {
-    if (n == 0) {
+    if (n == 0 || vdn_tensor_cols(t) == 0) {
         vdn_tensor e = *t;
-        e.ne[0] = 0, e.ndim = 2, e.ne[1] = vdn_tensor_cols(t);
+        e.ne[0] = n, e.ndim = 2, e.ne[1] = vdn_tensor_cols(t);
         return e;
     }
     return vdn_view_rows(t, r0, n);
 }
 static vdn_tensor cols_of(const vdn_tensor *t, int64_t c0, int64_t n) {
-    if (n == 0) {
+    if (n == 0 || vdn_tensor_rows(t) == 0) {
         vdn_tensor e = *t;
-        e.ndim = 2, e.ne[0] = vdn_tensor_rows(t), e.ne[1] = 0;
+        e.ndim = 2, e.ne[0] = vdn_tensor_rows(t), e.ne[1] = n;
         return e;
     }
     return vdn_view_cols(t, c0, n);
@@ -263,13 +273,25 @@ static int ip_barrier(vdn_comm *c) {
     return finish(c, 1);
 }
 
+/* the two barriers of a collective, failed */
+static int ip_abort(vdn_comm *c) {
+    group_barrier(c->state, 0);
+    group_barrier(c->state, 0);
+    return -1;
+}
+
 static void ip_free(vdn_comm *c) {
     free(c);
 }
 
-static const vdn_comm_impl inproc_impl = {
-    "inproc",          ip_rows_to_cols, ip_cols_to_rows, ip_all_gather_rows,
-    ip_all_reduce_sum, ip_barrier,      ip_free};
+static const vdn_comm_impl inproc_impl = {.name = "inproc",
+                                          .rows_to_cols = ip_rows_to_cols,
+                                          .cols_to_rows = ip_cols_to_rows,
+                                          .all_gather_rows = ip_all_gather_rows,
+                                          .all_reduce_sum = ip_all_reduce_sum,
+                                          .barrier = ip_barrier,
+                                          .abort = ip_abort,
+                                          .free = ip_free};
 
 vdn_comm *vdn_comm_inproc(vdn_comm_group *g, int rank, vdn_dev *dev) {
     VDN_ASSERT(g && rank >= 0 && rank < g->size && dev);

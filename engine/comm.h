@@ -60,6 +60,8 @@ typedef struct {
     /* x [n, C] summed over ranks, in place (float) */
     int (*all_reduce_sum)(vdn_comm *c, vdn_tensor *x);
     int (*barrier)(vdn_comm *c);
+    /* this rank failed outside a collective: make the peers' pending collective fail too */
+    int (*abort)(vdn_comm *c);
     void (*free)(vdn_comm *c);
 } vdn_comm_impl;
 
@@ -67,7 +69,8 @@ struct vdn_comm {
     const vdn_comm_impl *impl;
     int rank, size;
     vdn_dev *dev;   /* this rank's device */
-    uint64_t bytes; /* payload bytes this rank sent to other ranks (all collectives) */
+    uint64_t bytes; /* payload bytes this rank received from other ranks (all collectives) */
+    int failed;     /* a collective failed on some rank: the group is unusable */
     void *state;    /* the implementation's */
 };
 
@@ -84,6 +87,9 @@ vdn_comm *vdn_comm_inproc(vdn_comm_group *g, int rank, vdn_dev *dev);
 int vdn_comm_run_ranks(int size, int (*fn)(int rank, void *arg), void *arg);
 
 void vdn_comm_free(vdn_comm *c);
+/* Call when this rank fails outside a collective (an op, an allocation): the peers' next
+ * collective fails instead of waiting for it. Returns -1. No-op once a collective failed. */
+int vdn_comm_abort(vdn_comm *c);
 
 /* ---- collectives as ops (check shapes on this rank, then call the implementation) ---- */
 

@@ -16,7 +16,7 @@
 
 /* ---- buffers ---- */
 
-static vdn_tensor *own(vdn_dit_buffers *b, vdn_dtype dt, int64_t rows, int64_t cols, int *fail) {
+vdn_tensor *vdn_dit_own(vdn_dit_buffers *b, vdn_dtype dt, int64_t rows, int64_t cols, int *fail) {
     if (*fail) return NULL;
     vdn_tensor *t = vdn_tensor_new2(b->dev, dt, rows, cols);
     if (!t) {
@@ -29,51 +29,65 @@ static vdn_tensor *own(vdn_dit_buffers *b, vdn_dtype dt, int64_t rows, int64_t c
 }
 
 vdn_dit_buffers *vdn_dit_buffers_new(const vdn_dit_weights *w, const vdn_dit_seq *s) {
+    return vdn_dit_buffers_make(w, s, s->lay.n_rows, w->cfg.heads);
+}
+
+/* n rows of the row-wise buffers; the linear branch's for `heads` heads (a rank's own heads when
+ * sharded, dit_shard.c); the decay alpha always for every head */
+vdn_dit_buffers *vdn_dit_buffers_make(const vdn_dit_weights *w, const vdn_dit_seq *s, int64_t n,
+                                      int heads) {
     const vdn_config *c = &w->cfg;
     const vdn_layout *L = &s->lay;
     vdn_dit_buffers *b = vdn_xcalloc(1, sizeof *b);
     b->dev = w->dev;
     const vdn_dtype A = vdn_dev_act_dtype(w->dev), F32 = VDN_DT_F32;
-    const int64_t n = L->n_rows, hid = c->hidden, H = c->heads, hd = c->head_dim, C = H * hd;
+    const int64_t hid = c->hidden, H = heads, hd = c->head_dim, C = H * hd,
+                  Cfull = (int64_t)c->heads * hd;
     int fail = 0;
-    b->x = own(b, A, n, hid, &fail), b->h = own(b, A, n, hid, &fail);
-    b->y = own(b, A, n, hid, &fail);
-    b->qkv = own(b, A, n, w->ldq > w->ldq_refiner ? w->ldq : w->ldq_refiner, &fail);
-    b->qr = own(b, A, n, C, &fail), b->kr = own(b, A, n, C, &fail), b->ao = own(b, A, n, C, &fail);
-    b->fh = own(b, A, n, 2 * (int64_t)c->ffn, &fail), b->fa = own(b, A, n, c->ffn, &fail);
-    if (c->has_vdn) b->sgate = own(b, F32, n, H, &fail);
-    b->tf = own(b, F32, DIT_MAX_T, c->freq_dim, &fail);
-    b->th = own(b, F32, DIT_MAX_T, c->time_hidden, &fail);
-    b->st = own(b, F32, DIT_MAX_T, c->time_embed_dim, &fail);
-    b->st_act = own(b, A, DIT_MAX_T, c->time_embed_dim, &fail);
-    b->ada = own(b, A, DIT_MAX_T, 18 * hid, &fail), b->fin = own(b, A, DIT_MAX_T, 2 * hid, &fail);
-    b->hf = own(b, F32, L->n_video > L->n_audio ? L->n_video : L->n_audio, hid, &fail);
+    b->x = vdn_dit_own(b, A, n, hid, &fail), b->h = vdn_dit_own(b, A, n, hid, &fail);
+    b->y = vdn_dit_own(b, A, n, hid, &fail);
+    b->qkv = vdn_dit_own(b, A, n, w->ldq > w->ldq_refiner ? w->ldq : w->ldq_refiner, &fail);
+    b->qr = vdn_dit_own(b, A, n, Cfull, &fail), b->kr = vdn_dit_own(b, A, n, Cfull, &fail);
+    b->ao = vdn_dit_own(b, A, n, Cfull, &fail);
+    b->fh = vdn_dit_own(b, A, n, 2 * (int64_t)c->ffn, &fail),
+    b->fa = vdn_dit_own(b, A, n, c->ffn, &fail);
+    if (c->has_vdn) b->sgate = vdn_dit_own(b, F32, n, c->heads, &fail);
+    b->tf = vdn_dit_own(b, F32, DIT_MAX_T, c->freq_dim, &fail);
+    b->th = vdn_dit_own(b, F32, DIT_MAX_T, c->time_hidden, &fail);
+    b->st = vdn_dit_own(b, F32, DIT_MAX_T, c->time_embed_dim, &fail);
+    b->st_act = vdn_dit_own(b, A, DIT_MAX_T, c->time_embed_dim, &fail);
+    b->ada = vdn_dit_own(b, A, DIT_MAX_T, 18 * hid, &fail),
+    b->fin = vdn_dit_own(b, A, DIT_MAX_T, 2 * hid, &fail);
+    b->hf = vdn_dit_own(b, F32, L->n_video > L->n_audio ? L->n_video : L->n_audio, hid, &fail);
     const int f0 = s->plan.skip_ends ? 1 : 0, Fp = L->frames - 2 * f0;
     const int64_t S = L->tokens_per_frame, nl = (int64_t)Fp * S;
     if (c->has_vdn && s->plan.linear && Fp > 0) {
         const vdn_dtype ft = vdn_vda_feat_dtype(w->dev), st = vdn_vda_state_dtype(w->dev);
         const int64_t nmat = (int64_t)Fp * H;
-        b->beta = own(b, F32, nl, H, &fail);
-        b->feats.ks = own(b, st, nmat * S, hd, &fail);
-        b->feats.kb = own(b, ft, nmat * S, hd, &fail);
-        b->feats.vt = own(b, ft, nmat * S, hd, &fail);
-        b->feats.qt = own(b, ft, nmat * S, hd, &fail);
-        b->means = own(b, F32, Fp, hid, &fail), b->dvec = own(b, F32, Fp, c->alpha_rank, &fail);
-        b->uvec = own(b, F32, Fp, C, &fail), b->alpha = own(b, st, Fp, C, &fail);
+        b->beta = vdn_dit_own(b, F32, nl, H, &fail);
+        b->feats.ks = vdn_dit_own(b, st, nmat * S, hd, &fail);
+        b->feats.kb = vdn_dit_own(b, ft, nmat * S, hd, &fail);
+        b->feats.vt = vdn_dit_own(b, ft, nmat * S, hd, &fail);
+        b->feats.qt = vdn_dit_own(b, ft, nmat * S, hd, &fail);
+        b->means = vdn_dit_own(b, F32, Fp, hid, &fail),
+        b->dvec = vdn_dit_own(b, F32, Fp, c->alpha_rank, &fail);
+        b->uvec = vdn_dit_own(b, F32, Fp, Cfull, &fail);
+        b->alpha = vdn_dit_own(b, st, Fp, Cfull, &fail);
         vdn_tensor **mats[6] = {&b->A, &b->B, &b->T, &b->J, &b->P, &b->R};
         for (int i = 0; i < 6; i++)
-            *mats[i] = own(b, st, nmat * hd, hd, &fail);
-        b->Slin = own(b, ft, nmat * hd, hd, &fail);
-        b->r = own(b, st, nmat * S, hd, &fail);
-        b->gpre = own(b, A, nl, C, &fail), b->lin = own(b, A, nl, C, &fail);
+            *mats[i] = vdn_dit_own(b, st, nmat * hd, hd, &fail);
+        b->Slin = vdn_dit_own(b, ft, nmat * hd, hd, &fail);
+        b->r = vdn_dit_own(b, st, nmat * S, hd, &fail);
+        b->gpre = vdn_dit_own(b, A, nl, C, &fail), b->lin = vdn_dit_own(b, A, nl, C, &fail);
         if (c->text_state && L->n_text > 0) {
             const int64_t Lt = L->n_text;
-            b->beta_t = own(b, F32, Lt, H, &fail);
-            b->tfeats.ks = own(b, st, H * Lt, hd, &fail);
-            b->tfeats.kb = own(b, ft, H * Lt, hd, &fail);
-            b->tfeats.vt = own(b, ft, H * Lt, hd, &fail);
-            b->At = own(b, st, H * hd, hd, &fail), b->Bt = own(b, st, H * hd, hd, &fail);
-            b->S0 = own(b, st, H * hd, hd, &fail);
+            b->beta_t = vdn_dit_own(b, F32, Lt, H, &fail);
+            b->tfeats.ks = vdn_dit_own(b, st, H * Lt, hd, &fail);
+            b->tfeats.kb = vdn_dit_own(b, ft, H * Lt, hd, &fail);
+            b->tfeats.vt = vdn_dit_own(b, ft, H * Lt, hd, &fail);
+            b->At = vdn_dit_own(b, st, H * hd, hd, &fail),
+            b->Bt = vdn_dit_own(b, st, H * hd, hd, &fail);
+            b->S0 = vdn_dit_own(b, st, H * hd, hd, &fail);
         }
     }
     if (fail) {
@@ -101,8 +115,8 @@ static vdn_tensor rows(const vdn_tensor *t, int64_t r0, int64_t n) {
 }
 
 /* SwiGLU feed-forward of h's rows into y */
-static int feed_forward(const vdn_dit_block *b, vdn_tensor *h, vdn_tensor *fh, vdn_tensor *fa,
-                        vdn_tensor *y, int64_t ffn) {
+int vdn_dit_feed_forward(const vdn_dit_block *b, vdn_tensor *h, vdn_tensor *fh, vdn_tensor *fa,
+                         vdn_tensor *y, int64_t ffn) {
     OK(vdn_op_linear(fh, h, b->ff_in, NULL, VDN_ACT_NONE, 0));
     vdn_tensor value = cols(fh, 0, ffn), gate = cols(fh, ffn, ffn);
     OK(vdn_op_swiglu(fa, &value, &gate));
@@ -138,7 +152,7 @@ int vdn_dit_refine_text(const vdn_dit_weights *w, const vdn_tensor *embeds, vdn_
                                   mask, NULL) ||
                  vdn_op_linear(y, ao, b->to_out, NULL, VDN_ACT_NONE, 0) || vdn_op_add(text, y) ||
                  vdn_op_rmsnorm(h, text, b->norm2, c->norm_eps, NULL, NULL, NULL) ||
-                 feed_forward(b, h, fh, fa, y, c->ffn) || vdn_op_add(text, y);
+                 vdn_dit_feed_forward(b, h, fh, fa, y, c->ffn) || vdn_op_add(text, y);
         }
         if (rc == 0)
             rc = vdn_op_rmsnorm(text, text, w->refiner_final_norm, c->norm_eps, NULL, NULL, NULL);
@@ -152,7 +166,7 @@ int vdn_dit_refine_text(const vdn_dit_weights *w, const vdn_tensor *embeds, vdn_
 
 /* SiLU(temb) for each of the n_t timesteps into buf->st_act (spec 2.3): sinusoid (cos first),
  * two float32 linears with SiLU, then the activation dtype for the adaLN products */
-static int time_embed(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffers *buf) {
+int vdn_dit_time_embed(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffers *buf) {
     const int M = s->n_t;
     vdn_tensor t = cols(s->t_values, 0, M), tf = rows(buf->tf, 0, M), th = rows(buf->th, 0, M);
     vdn_tensor st = rows(buf->st, 0, M), sa = rows(buf->st_act, 0, M);
@@ -164,21 +178,28 @@ static int time_embed(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_bu
 
 /* one DiT block on buf->x (spec 2.4-2.6, 5): the adaLN table of this block for every
  * (timestep, tag) row, attention + gated residual, feed-forward + gated residual */
-static int dit_block(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
-                     vdn_dit_buffers *buf) {
-    const vdn_config *c = &w->cfg;
-    const vdn_attn_plan *p = &s->plan;
+int vdn_dit_ada_table(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                      vdn_dit_buffers *buf, vdn_tensor ada[6]) {
     const int M = s->n_t;
-    const int64_t hid = c->hidden, H = c->heads, C = H * c->head_dim;
+    const int64_t hid = w->cfg.hidden;
     vdn_tensor sa = rows(buf->st_act, 0, M), P = rows(buf->ada, 0, M);
     OK(vdn_op_linear(&P, &sa, b->ada_w, b->ada_b, VDN_ACT_NONE, 0));
     /* row (timestep m, tag j) of the table = row 3m + j of P seen as [3M, 6 hidden]; its
      * columns k hidden .. are shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp */
     const int64_t six[2] = {3 * (int64_t)M, 6 * hid};
     vdn_tensor P6 = vdn_view_reshape(&P, 2, six);
-    vdn_tensor ada[6];
     for (int k = 0; k < 6; k++)
         ada[k] = cols(&P6, k * hid, hid);
+    return 0;
+}
+
+static int dit_block(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                     vdn_dit_buffers *buf) {
+    const vdn_config *c = &w->cfg;
+    const vdn_attn_plan *p = &s->plan;
+    const int64_t H = c->heads, C = H * c->head_dim;
+    vdn_tensor ada[6];
+    OK(vdn_dit_ada_table(w, b, s, buf, ada));
     const vdn_tensor *idx = s->ada_idx;
     OK(vdn_op_rmsnorm(buf->h, buf->x, b->norm1, c->norm_eps, &ada[0], &ada[1], idx));
     vdn_tensor qkv = cols(buf->qkv, 0, w->ldq);
@@ -202,7 +223,7 @@ static int dit_block(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn
     if (c->has_vdn && p->linear) OK(vdn_dit_vda_branch(w, b, s, buf));
     OK(vdn_op_gate_residual(buf->x, buf->y, &ada[2], idx));
     OK(vdn_op_rmsnorm(buf->h, buf->x, b->norm2, c->norm_eps, &ada[3], &ada[4], idx));
-    OK(feed_forward(b, buf->h, buf->fh, buf->fa, buf->y, c->ffn));
+    OK(vdn_dit_feed_forward(b, buf->h, buf->fh, buf->fa, buf->y, c->ffn));
     return vdn_op_gate_residual(buf->x, buf->y, &ada[5], idx);
 }
 
@@ -228,16 +249,24 @@ static int forward(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffe
                    const vdn_tensor *audio_x, vdn_tensor *video_v, vdn_tensor *audio_v) {
     const vdn_config *c = &w->cfg;
     const vdn_layout *L = &s->lay;
-    const int64_t hid = c->hidden;
     if (s->n_t < 1) return vdn_dev_fail(w->dev, "dit: forward before vdn_dit_seq_timesteps");
     vdn_tensor xt = rows(buf->x, 0, L->n_text);
     OK(vdn_tensor_copy(&xt, text));
     if (L->n_cond) OK(embed(buf, L->cond_start, cond_x, w->proj_in_w, w->proj_in_b));
     if (L->n_audio) OK(embed(buf, L->audio_start, audio_x, w->audio_in_w, w->audio_in_b));
     OK(embed(buf, L->video_start, video_x, w->proj_in_w, w->proj_in_b));
-    OK(time_embed(w, s, buf));
+    OK(vdn_dit_time_embed(w, s, buf));
     for (int l = 0; l < c->layers; l++)
         OK(dit_block(w, &w->blocks[l], s, buf));
+    return vdn_dit_final(w, s, buf, video_v, audio_v);
+}
+
+/* buf->x (every row) through the final layer and the output heads */
+int vdn_dit_final(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffers *buf,
+                  vdn_tensor *video_v, vdn_tensor *audio_v) {
+    const vdn_config *c = &w->cfg;
+    const vdn_layout *L = &s->lay;
+    const int64_t hid = c->hidden;
     /* final layer: (shift, scale) per timestep, no modality; then the heads */
     vdn_tensor sa = rows(buf->st_act, 0, s->n_t), F2 = rows(buf->fin, 0, s->n_t);
     OK(vdn_op_linear(&F2, &sa, w->norm_out_lin_w, w->norm_out_lin_b, VDN_ACT_NONE, 0));

@@ -113,6 +113,19 @@ int vdn_dit_forward(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buff
  * [n_text, hidden] floats; one evaluation of vdn_step_inputs (backend.h) into host velocities. */
 int vdn_dit_refine_text_host(const vdn_dit_weights *w, const float *embeds, int n_text, float *text,
                              char *err, size_t errlen);
+/* The forward sharded over the ranks of comm (sequence parallelism, spec 6; dit_shard.c). Every
+ * rank calls it with its own weights, seq and full inputs on its device; every rank gets the full
+ * outputs. Equal to vdn_dit_forward up to rounding. */
+typedef struct vdn_comm vdn_comm;
+int vdn_dit_forward_sharded(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_comm *comm,
+                            const vdn_tensor *text, const vdn_tensor *video_x,
+                            const vdn_tensor *cond_x, const vdn_tensor *audio_x,
+                            vdn_tensor *video_v, vdn_tensor *audio_v);
+/* From host arrays with `ranks` in-process ranks (threads); w[r]: rank r's weights on its own
+ * device. video_v[r] / audio_v[r]: where rank r's outputs go (NULL: not wanted). */
+int vdn_dit_forward_ranks_host(vdn_dit_weights *const *w, int ranks, const float *text,
+                               const vdn_step_inputs *in, float *const *video_v,
+                               float *const *audio_v, char *err, size_t errlen);
 int vdn_dit_forward_host(const vdn_dit_weights *w, const float *text, const vdn_step_inputs *in,
                          float *video_v, float *audio_v, char *err, size_t errlen);
 

@@ -38,6 +38,39 @@ struct vdn_dit_buffers {
     int n_owned;
 };
 
+vdn_dit_buffers *vdn_dit_buffers_make(const vdn_dit_weights *w, const vdn_dit_seq *s, int64_t n,
+                                      int heads);
+/* a new tensor owned by b (freed with it); sets *fail and returns NULL on failure */
+vdn_tensor *vdn_dit_own(vdn_dit_buffers *b, vdn_dtype dt, int64_t rows, int64_t cols, int *fail);
+
+/* Pieces shared by the plain forward (dit.c) and the sharded one (dit_shard.c) */
+int vdn_dit_feed_forward(const vdn_dit_block *b, vdn_tensor *h, vdn_tensor *fh, vdn_tensor *fa,
+                         vdn_tensor *y, int64_t ffn);
+int vdn_dit_time_embed(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffers *buf);
+/* the block's adaLN table for every (timestep, tag); ada[k]: views of shift/scale/gate msa, mlp */
+int vdn_dit_ada_table(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                      vdn_dit_buffers *buf, vdn_tensor ada[6]);
+int vdn_dit_final(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffers *buf,
+                  vdn_tensor *video_v, vdn_tensor *audio_v);
+
+/* What the linear branch reads, for `heads` consecutive heads (all of them, or a rank's own):
+ * branch rows (the F' S video rows) and the prompt rows of the raw projections. */
+typedef struct {
+    int heads, head0;             /* heads [head0, head0 + heads) of the model */
+    vdn_tensor q, k, v, beta_pre; /* [nl, heads hd] x3, [nl, heads] (before the sigmoid) */
+    vdn_tensor tk, tv, tbeta_pre; /* prompt rows, same widths (text state) */
+    vdn_tensor gpre;              /* [nl, heads hd] output-gate pre-activation */
+    const vdn_tensor *alpha;      /* [F', heads hd] decay */
+    vdn_tensor *lin;              /* [nl, heads hd] out: the gated, normalised branch */
+} vdn_dit_vda_in;
+/* the branch of one block for in->heads heads (buffers of buf sized for them) */
+int vdn_dit_vda_core(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                     vdn_dit_buffers *buf, const vdn_dit_vda_in *in);
+int vdn_dit_vda_alpha(const vdn_dit_block *b, vdn_dit_buffers *buf, const vdn_tensor *hv,
+                      int frames);
+/* a view of items [i0, i0+n) of t's outermost dim (per-channel weights of a head range) */
+vdn_tensor vdn_dit_outer_slice(const vdn_tensor *t, int64_t i0, int64_t n);
+
 /* The linear branch of one block on the modulated input buf->h and the fused projection
  * buf->qkv; adds to_out_linear(branch) into buf->y's video rows. */
 int vdn_dit_vda_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,

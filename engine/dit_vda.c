@@ -10,20 +10,66 @@
         if ((call) != 0) return -1;                                                                \
     } while (0)
 
+vdn_tensor vdn_dit_outer_slice(const vdn_tensor *t, int64_t i0, int64_t n) {
+    vdn_tensor v = *t;
+    const int64_t per = vdn_tensor_numel(t) / t->ne[0]; /* contiguous weights */
+    v.data = (char *)t->data + (size_t)(i0 * per) * vdn_dtype_size(t->dtype);
+    v.ne[0] = n;
+    v.scale = t->scale ? t->scale + i0 : NULL;
+    v.owned = 0;
+    return v;
+}
+
 /* S0 = scale * B_text (I + A_text)^-1 over every prompt row, no conv (or the additive rule) */
-static int text_state(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
-                      vdn_dit_buffers *buf) {
+static int text_state(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffers *buf,
+                      const vdn_dit_vda_in *in) {
+    const int H = in->heads, Lt = s->lay.n_text;
+    OK(vdn_op_act(buf->beta_t, &in->tbeta_pre, VDN_ACT_SIGMOID));
+    OK(vdn_op_vda_prep(&buf->tfeats, &in->tk, &in->tv, NULL, NULL, buf->beta_t, 1, 1, Lt, H));
+    OK(vdn_op_vda_stats(buf->At, buf->Bt, buf->tfeats.ks, buf->tfeats.kb, buf->tfeats.vt, H));
+    OK(vdn_op_vda_solve(NULL, buf->S0, buf->At, buf->Bt, NULL, s->plan.additive ? Lt : 0));
+    return vdn_op_scale(buf->S0, w->cfg.text_state_scale);
+}
+
+int vdn_dit_vda_core(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                     vdn_dit_buffers *buf, const vdn_dit_vda_in *in) {
     const vdn_config *c = &w->cfg;
-    const int64_t H = c->heads, C = H * c->head_dim, Lt = s->lay.n_text;
-    vdn_tensor qkv = vdn_view_rows(buf->qkv, 0, Lt);
-    vdn_tensor beta = vdn_view_cols(&qkv, w->col_beta, H);
-    vdn_tensor k = vdn_view_cols(&qkv, C, C), v = vdn_view_cols(&qkv, 2 * C, C);
-    OK(vdn_op_act(buf->beta_t, &beta, VDN_ACT_SIGMOID));
-    OK(vdn_op_vda_prep(&buf->tfeats, &k, &v, NULL, NULL, buf->beta_t, 1, 1, (int)Lt, (int)H));
-    OK(vdn_op_vda_stats(buf->At, buf->Bt, buf->tfeats.ks, buf->tfeats.kb, buf->tfeats.vt, (int)H));
-    OK(vdn_op_vda_solve(NULL, buf->S0, buf->At, buf->Bt, NULL, s->plan.additive ? (int)Lt : 0));
-    (void)b;
-    return vdn_op_scale(buf->S0, c->text_state_scale);
+    const vdn_layout *L = &s->lay;
+    const int H = in->heads, S = L->tokens_per_frame, hd = c->head_dim;
+    const int f0 = s->plan.skip_ends ? 1 : 0, Fp = L->frames - 2 * f0;
+    /* features: spatial + temporal short convs (this range's channels), SiLU, L2, beta, FHSD */
+    OK(vdn_op_act(buf->beta, &in->beta_pre, VDN_ACT_SIGMOID));
+    const int64_t ch0 = (int64_t)in->head0 * hd, nch = (int64_t)H * hd;
+    vdn_tensor ksp = vdn_dit_outer_slice(b->k_sp, ch0, nch),
+               ktm = vdn_dit_outer_slice(b->k_tm, ch0, nch),
+               vsp = vdn_dit_outer_slice(b->v_sp, ch0, nch),
+               vtm = vdn_dit_outer_slice(b->v_tm, ch0, nch);
+    const vdn_vda_conv conv = {&ksp, &ktm, &vsp, &vtm};
+    OK(vdn_op_vda_prep(&buf->feats, &in->k, &in->v, &in->q, &conv, buf->beta, Fp, L->grid_h,
+                       L->grid_w, H));
+    /* per frame and head: statistics, then T = Diag(alpha)(I + A)^-1, J = B (I + A)^-1 */
+    OK(vdn_op_vda_stats(buf->A, buf->B, buf->feats.ks, buf->feats.kb, buf->feats.vt, Fp * H));
+    OK(vdn_op_vda_solve(buf->T, buf->J, buf->A, buf->B, in->alpha, s->plan.additive ? S : 0));
+    const vdn_tensor *S0 = NULL;
+    if (c->text_state && L->n_text > 0) {
+        OK(text_state(w, s, buf, in));
+        S0 = buf->S0;
+    }
+    OK(vdn_op_vda_scans(buf->P, buf->R, buf->T, buf->J, S0, Fp));
+    OK(vdn_op_vda_gather(buf->Slin, buf->P, buf->R, S0, in->alpha, s->vda_win, Fp));
+    OK(vdn_op_vda_readout(buf->r, buf->Slin, buf->feats.qt, Fp * H));
+    /* RMSNorm of the readout per head, times the output gate sigmoid(gpre) */
+    return vdn_op_vda_epilogue(in->lin, buf->r, b->lin_norm, c->linear_norm_eps, &in->gpre, Fp, H);
+}
+
+/* the decay alpha_f = exp(-exp(A_log) softplus(W_up W_down m_f + dt_bias)) of every head, m_f the
+ * frame mean of the modulated input hv (the branch's rows) */
+int vdn_dit_vda_alpha(const vdn_dit_block *b, vdn_dit_buffers *buf, const vdn_tensor *hv,
+                      int frames) {
+    OK(vdn_op_frame_means(buf->means, hv, frames));
+    OK(vdn_op_linear(buf->dvec, buf->means, b->alpha_down, NULL, VDN_ACT_NONE, 0));
+    OK(vdn_op_linear(buf->uvec, buf->dvec, b->alpha_up, NULL, VDN_ACT_NONE, 0));
+    return vdn_op_alpha_finish(buf->alpha, buf->uvec, b->dt_bias, b->A_log);
 }
 
 int vdn_dit_vda_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
@@ -35,35 +81,20 @@ int vdn_dit_vda_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const v
     if (Fp <= 0) return 0; /* a clip of anchors only: no linear output */
     const int64_t row0 = (int64_t)L->video_start + (int64_t)f0 * S;
     vdn_tensor qkv = vdn_view_rows(buf->qkv, row0, nl);
-    vdn_tensor q = vdn_view_cols(&qkv, 0, C), k = vdn_view_cols(&qkv, C, C),
-               v = vdn_view_cols(&qkv, 2 * C, C);
-    vdn_tensor beta = vdn_view_cols(&qkv, w->col_beta, H);
-    vdn_tensor gate_down = vdn_view_cols(&qkv, w->col_gate_down, c->gate_rank);
-    /* features: spatial + temporal short convs, SiLU, L2, beta, FHSD */
-    OK(vdn_op_act(buf->beta, &beta, VDN_ACT_SIGMOID));
-    const vdn_vda_conv conv = {b->k_sp, b->k_tm, b->v_sp, b->v_tm};
-    OK(vdn_op_vda_prep(&buf->feats, &k, &v, &q, &conv, buf->beta, Fp, L->grid_h, L->grid_w, H));
-    /* decay alpha_f = exp(-exp(A_log) softplus(W_up W_down m_f + dt_bias)), m_f the frame mean
-     * of the modulated input */
     vdn_tensor hv = vdn_view_rows(buf->h, row0, nl);
-    OK(vdn_op_frame_means(buf->means, &hv, Fp));
-    OK(vdn_op_linear(buf->dvec, buf->means, b->alpha_down, NULL, VDN_ACT_NONE, 0));
-    OK(vdn_op_linear(buf->uvec, buf->dvec, b->alpha_up, NULL, VDN_ACT_NONE, 0));
-    OK(vdn_op_alpha_finish(buf->alpha, buf->uvec, b->dt_bias, b->A_log));
-    /* per frame and head: statistics, then T = Diag(alpha)(I + A)^-1, J = B (I + A)^-1 */
-    OK(vdn_op_vda_stats(buf->A, buf->B, buf->feats.ks, buf->feats.kb, buf->feats.vt, Fp * H));
-    OK(vdn_op_vda_solve(buf->T, buf->J, buf->A, buf->B, buf->alpha, s->plan.additive ? S : 0));
-    const vdn_tensor *S0 = NULL;
-    if (c->text_state && L->n_text > 0) {
-        OK(text_state(w, b, s, buf));
-        S0 = buf->S0;
-    }
-    OK(vdn_op_vda_scans(buf->P, buf->R, buf->T, buf->J, S0, Fp));
-    OK(vdn_op_vda_gather(buf->Slin, buf->P, buf->R, S0, buf->alpha, s->vda_win, Fp));
-    OK(vdn_op_vda_readout(buf->r, buf->Slin, buf->feats.qt, Fp * H));
-    /* output gate sigmoid(W_gup (W_gdown x) + b), RMSNorm of the readout, to_out_linear */
+    OK(vdn_dit_vda_alpha(b, buf, &hv, Fp));
+    vdn_tensor gate_down = vdn_view_cols(&qkv, w->col_gate_down, c->gate_rank);
     OK(vdn_op_linear(buf->gpre, &gate_down, b->gate_up, b->gate_up_b, VDN_ACT_NONE, 0));
-    OK(vdn_op_vda_epilogue(buf->lin, buf->r, b->lin_norm, c->linear_norm_eps, buf->gpre, Fp, H));
+    vdn_dit_vda_in in = {.heads = H, .head0 = 0, .alpha = buf->alpha, .lin = buf->lin};
+    in.q = vdn_view_cols(&qkv, 0, C), in.k = vdn_view_cols(&qkv, C, C);
+    in.v = vdn_view_cols(&qkv, 2 * C, C), in.beta_pre = vdn_view_cols(&qkv, w->col_beta, H);
+    in.gpre = *buf->gpre;
+    if (c->text_state && L->n_text > 0) {
+        vdn_tensor tq = vdn_view_rows(buf->qkv, 0, L->n_text);
+        in.tk = vdn_view_cols(&tq, C, C), in.tv = vdn_view_cols(&tq, 2 * C, C);
+        in.tbeta_pre = vdn_view_cols(&tq, w->col_beta, H);
+    }
+    OK(vdn_dit_vda_core(w, b, s, buf, &in));
     vdn_tensor yv = vdn_view_rows(buf->y, row0, nl);
     return vdn_op_linear(&yv, buf->lin, b->to_out_linear, NULL, VDN_ACT_NONE, 1);
 }

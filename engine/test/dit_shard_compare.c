@@ -1,0 +1,184 @@
+/* The sharded DiT forward (dit_shard.c) with P in-process ranks against the unsharded forward on
+ * the same backend: every attention variant the checkpoint has, t2va and (prompts with
+ * keyframes) fl2va rows, relative RMS error of the video and audio velocities on every rank.
+ * Exit 77 (ctest skip) when the backend is not linked in or not available here.
+ *
+ *   dit_shard_compare CKPT_DIR PROMPT [PROMPT...] [--backend NAME] [--ranks 2,3,4] [--tol X]
+ *                     [--frames F]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "ckpt.h"
+#include "dit.h"
+#include "op_backend.h"
+#include "prompt.h"
+#include "sampler.h"
+#include "seq.h"
+#include "vdn_util.h"
+
+static double rel(const float *ref, const float *out, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)ref[i] - out[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+enum { MAX_P = 16 };
+
+int main(int argc, char **argv) {
+    const char *name = "cpu", *ckdir = NULL, *prompts[8], *ranks_arg = "2,3,4,7,8";
+    int np = 0, F = 17;
+    double tol = 1e-6;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--backend") && i + 1 < argc)
+            name = argv[++i];
+        else if (!strcmp(argv[i], "--tol") && i + 1 < argc)
+            tol = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--ranks") && i + 1 < argc)
+            ranks_arg = argv[++i];
+        else if (!strcmp(argv[i], "--frames") && i + 1 < argc)
+            F = atoi(argv[++i]);
+        else if (!ckdir)
+            ckdir = argv[i];
+        else if (np < 8)
+            prompts[np++] = argv[i];
+    }
+    int plist[16], nplist = 0;
+    for (const char *p = ranks_arg; *p && nplist < 16;) {
+        plist[nplist++] = atoi(p);
+        const char *comma = strchr(p, ',');
+        if (!comma) break;
+        p = comma + 1;
+    }
+    if (!ckdir || np == 0 || nplist == 0) {
+        fprintf(stderr, "usage: dit_shard_compare CKPT_DIR PROMPT... [--backend NAME] "
+                        "[--ranks 2,3] [--tol X] [--frames F]\n");
+        return 2;
+    }
+    for (int i = 0; i < nplist; i++)
+        if (plist[i] < 1 || plist[i] > MAX_P) {
+            fprintf(stderr, "--ranks: %d is not in 1..%d\n", plist[i], MAX_P);
+            return 2;
+        }
+    char err[VDN_ERR_LEN] = "";
+    const vdn_dev_backend *be = vdn_dev_backend_find(name);
+    if (!be) {
+        printf("skip: backend '%s' is not linked into this binary\n", name);
+        return 77;
+    }
+    if (be->available && !be->available(err, sizeof err)) {
+        printf("skip: backend '%s' not available here: %s\n", name, err);
+        return 77;
+    }
+    vdn_ckpt *ck = vdn_ckpt_open(ckdir, NULL, 0, err, sizeof err);
+    if (!ck) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    const vdn_config *c = vdn_ckpt_config(ck);
+    /* one device and one copy of the weights per rank (rank 0's also run the unsharded forward) */
+    vdn_dev *dev[MAX_P] = {0};
+    vdn_dit_weights wts[MAX_P], *wp[MAX_P];
+    int maxp = 1;
+    for (int i = 0; i < nplist; i++)
+        maxp = plist[i] > maxp ? plist[i] : maxp;
+    vdn_weight_source src = vdn_weight_source_ckpt(ck);
+    for (int r = 0; r < maxp; r++) {
+        dev[r] = vdn_dev_open(name, 0, 1, err, sizeof err);
+        if (!dev[r] || vdn_dit_weights_load(&wts[r], dev[r], c, &src, err, sizeof err) != 0) {
+            fprintf(stderr, "rank %d: %s\n", r, err);
+            return 1;
+        }
+        wp[r] = &wts[r];
+    }
+    int fails = 0, runs = 0;
+    for (int p = 0; p < np; p++) {
+        vdn_prompt pr;
+        if (vdn_prompt_load(prompts[p], c->text_dim, &pr, err, sizeof err) != 0) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+        int lh = pr.n_keyframes ? pr.kf_h : 4, lw = pr.n_keyframes ? pr.kf_w : 6, La = 21;
+        int8_t *tags = vdn_xmalloc(pr.n_text);
+        for (int i = 0; i < pr.n_text; i++)
+            tags[i] = (int8_t)pr.tags[i];
+        int anchors[2] = {pr.anchor_last[0], pr.anchor_last[1]};
+        vdn_seq s;
+        if (vdn_seq_build(&s, c, tags, pr.n_text, F, lh, lw, La, pr.n_keyframes, anchors, err,
+                          sizeof err) != 0) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+        const vdn_layout *L = &s.lay;
+        const size_t pf = (size_t)c->in_channels * c->patch_h * c->patch_w,
+                     ac = (size_t)c->audio_channels, nv = L->n_video * pf, na = L->n_audio * ac;
+        float *vx = vdn_xmalloc(sizeof(float) * nv), *ax = vdn_xmalloc(sizeof(float) * (na + 1));
+        float *cx = vdn_xmalloc(sizeof(float) * (L->n_cond + 1) * pf);
+        vdn_rng rng;
+        vdn_rng_seed(&rng, 99 + p);
+        vdn_rng_normal(&rng, vx, nv);
+        vdn_rng_normal(&rng, ax, na);
+        vdn_rng_normal(&rng, cx, (size_t)L->n_cond * pf);
+        float *rv = vdn_xmalloc(sizeof(float) * nv), *ra = vdn_xmalloc(sizeof(float) * (na + 1));
+        float *sv[MAX_P], *sa[MAX_P];
+        for (int r = 0; r < maxp; r++)
+            sv[r] = vdn_xmalloc(sizeof(float) * nv), sa[r] = vdn_xmalloc(sizeof(float) * (na + 1));
+        float *text = vdn_xmalloc(sizeof(float) * pr.n_text * c->hidden);
+        if (vdn_dit_refine_text_host(wp[0], pr.embeds, pr.n_text, text, err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+        vdn_seq_timesteps(&s, 0.37f, 0.81f);
+        for (int m = 0; m < 5; m++) {
+            vdn_attn_mode mode = (vdn_attn_mode)m;
+            if (mode != VDN_ATTN_DENSE && !c->has_vdn) continue;
+            vdn_step_inputs in = {
+                L,          vx,    L->n_cond ? cx : NULL,         ax, s.tags, s.pos, s.t_index,
+                s.t_values, s.n_t, vdn_attn_plan_make(c, mode, F)};
+            if (vdn_dit_forward_host(wp[0], text, &in, rv, ra, err, sizeof err)) {
+                fprintf(stderr, "forward: %s\n", err);
+                return 1;
+            }
+            for (int k = 0; k < nplist; k++) {
+                const int P = plist[k];
+                runs++;
+                if (vdn_dit_forward_ranks_host(wp, P, text, &in, sv, sa, err, sizeof err)) {
+                    printf("%-28s %-15s P=%d: %s FAIL\n", prompts[p], vdn_attn_mode_name(mode), P,
+                           err);
+                    fails++;
+                    continue;
+                }
+                double worst_v = 0, worst_a = 0;
+                for (int r = 0; r < P; r++) {
+                    double ev = rel(rv, sv[r], nv), ea = na ? rel(ra, sa[r], na) : 0;
+                    if (!(ev <= worst_v)) worst_v = ev; /* NaN sticks */
+                    if (!(ea <= worst_a)) worst_a = ea;
+                }
+                int ok = worst_v <= tol && worst_a <= tol;
+                fails += !ok;
+                printf("%-28s %-15s P=%d (%d rows): video %.2e audio %.2e %s\n", prompts[p],
+                       vdn_attn_mode_name(mode), P, L->n_rows, worst_v, worst_a,
+                       ok ? "ok" : "FAIL");
+            }
+        }
+        for (int r = 0; r < maxp; r++)
+            free(sv[r]), free(sa[r]);
+        free(vx), free(ax), free(cx), free(rv), free(ra), free(tags), free(text);
+        vdn_seq_free(&s);
+        vdn_prompt_free(&pr);
+    }
+    for (int r = 0; r < maxp; r++) {
+        vdn_dit_weights_free(&wts[r]);
+        vdn_dev_close(dev[r]);
+    }
+    vdn_ckpt_close(ck);
+    printf("dit_shard_compare %s, %d runs: %s\n", name, runs, fails ? "FAILED" : "ok");
+    return fails ? 1 : 0;
+}
