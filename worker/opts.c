@@ -34,7 +34,7 @@ static const char usage[] =
     "                        job resumes there (default 60; 0 = never)\n"
     "  --snapshot-every K    also after every K model evaluations (default 0 = by time)\n"
     "  --config FILE         cluster config (ops/cluster.example.conf); flags override it\n"
-    "SIGTERM: finish the current job, then exit. A second SIGTERM: hand the job back, exit.\n";
+    "SIGTERM: finish the current jobs, then exit. A second SIGTERM: hand them back, exit.\n";
 
 /* S3 settings from the cluster file reach the store through its documented environment
  * variables; an explicit environment wins. */

@@ -1,6 +1,7 @@
-/* The worker daemon: one process drives one engine (all of its GPUs) and runs one job at a time.
- * The main loop (loop.c) is the only thread that touches the ZeroMQ socket; the render runs on a
- * job thread (job.c). See docs/protocol.md for the conversation and docs/cluster.md to deploy. */
+/* The worker daemon: one process drives every GPU it is given, one engine per GPU (slots.h), and
+ * runs a job per GPU set at once. The main loop (loop.c) is the only thread that touches the
+ * ZeroMQ socket; each render runs on its own attempt thread (attempt.c). See docs/protocol.md for
+ * the conversation and docs/cluster.md to deploy. */
 #ifndef VDN_WORKER_H
 #define VDN_WORKER_H
 
