@@ -42,6 +42,8 @@ static const char *usage =
     "  --cpu                use the CPU backend even when a GPU is present\n"
     "  --threads N          CPU threads: the cpu backend's products and the render's host\n"
     "                       work (default 2 with cpu, the cores up to 8 with cuda)\n"
+    "  --ranks P            shard each model evaluation over P in-process ranks (sequence\n"
+    "                       parallelism, 1..64; default 1: unsharded); equals the plain render\n"
     "  --quiet              no progress lines\n"
     "  --json               progress as JSON lines on stdout (one object per line, flushed):\n"
     "                       {\"event\":\"start\",...}, {\"event\":\"warning\",\"message\":...},\n"
@@ -195,6 +197,9 @@ int vdn_cmd_render(int argc, char **argv) {
             }
             rq.seed = s;
             have_seed = 1;
+        } else if (!strcmp(a, "--ranks")) {
+            if (parse_int(a, val, 1, 64, &v)) return 2;
+            vdn_engine_set_ranks((int)v);
         } else if (!strcmp(a, "--threads")) {
             if (parse_int(a, val, 1, 64, &v)) return 2;
             vdn_engine_set_threads((int)v);

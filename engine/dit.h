@@ -126,6 +126,13 @@ int vdn_dit_forward_sharded(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_
 int vdn_dit_forward_ranks_host(vdn_dit_weights *const *w, int ranks, const float *text,
                                const vdn_step_inputs *in, float *const *video_v,
                                float *const *audio_v, char *err, size_t errlen);
+/* `ranks` virtual ranks in one address space (the CPU, or one GPU): devs[0] = w->dev, the others
+ * devices of the same backend and memory (vdn_dev_open of the same GPU). Every rank reads the one
+ * copy of the weights, the layout and the inputs; rank 0's outputs are the result. */
+int vdn_dit_forward_virtual(vdn_dev *const *devs, int ranks, const vdn_dit_weights *w,
+                            const vdn_dit_seq *s, const vdn_tensor *text, const vdn_tensor *video_x,
+                            const vdn_tensor *cond_x, const vdn_tensor *audio_x,
+                            vdn_tensor *video_v, vdn_tensor *audio_v);
 int vdn_dit_forward_host(const vdn_dit_weights *w, const float *text, const vdn_step_inputs *in,
                          float *video_v, float *audio_v, char *err, size_t errlen);
 

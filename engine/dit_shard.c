@@ -16,6 +16,7 @@
 
 #include "comm.h"
 #include "dit_internal.h"
+#include "op_backend.h" /* vdn_attn_mask: a rank's alias of the mask */
 #include "vdn_util.h"
 
 #define OK(call)                                                                                   \
@@ -333,5 +334,132 @@ int vdn_dit_forward_ranks_host(vdn_dit_weights *const *w, int ranks, const float
     }
     free(errs);
     vdn_comm_group_free(g);
+    return failed ? -1 : 0;
+}
+
+/* ---- P virtual ranks in one address space sharing one copy of everything ---- */
+
+/* t seen from device d (the same memory: host, or one GPU) */
+static vdn_tensor *alias(const vdn_tensor *t, vdn_dev *d) {
+    if (!t) return NULL;
+    vdn_tensor *a = vdn_xmalloc(sizeof *a);
+    *a = *t;
+    a->dev = d, a->owned = 0;
+    return a;
+}
+
+typedef struct {
+    vdn_dit_weights w;
+    vdn_dit_seq s;
+    vdn_attn_mask mask;
+    vdn_tensor *keep[12]; /* aliases of the seq's and the inputs' tensors */
+    int n_keep;
+    vdn_tensor **blk; /* aliases of the block weights */
+    int n_blk;
+} rank_view;
+
+static vdn_tensor *keep(rank_view *v, const vdn_tensor *t, vdn_dev *d) {
+    vdn_tensor *a = alias(t, d);
+    if (a) v->keep[v->n_keep++] = a;
+    return a;
+}
+
+/* The weights' tensor members: the run from proj_in_w to rope_inv of vdn_dit_weights and every
+ * member of vdn_dit_block are vdn_tensor pointers (dit.h), aliased in place. */
+static void alias_ptrs(vdn_tensor **p, int n, rank_view *v, vdn_dev *d) {
+    for (int i = 0; i < n; i++)
+        if (p[i]) {
+            v->blk = realloc(v->blk, sizeof *v->blk * (size_t)(v->n_blk + 1));
+            VDN_ASSERT(v->blk);
+            p[i] = v->blk[v->n_blk++] = alias(p[i], d);
+        }
+}
+
+static void view_make(rank_view *v, const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dev *d) {
+    memset(v, 0, sizeof *v);
+    v->w = *w;
+    v->w.dev = d, v->w.owned = NULL, v->w.n_owned = v->w.cap_owned = 0;
+    _Static_assert(sizeof(vdn_dit_block) % sizeof(vdn_tensor *) == 0, "blocks hold tensors only");
+    alias_ptrs(&v->w.proj_in_w, (int)(&v->w.rope_inv - &v->w.proj_in_w) + 1, v, d);
+    const int per = (int)(sizeof(vdn_dit_block) / sizeof(vdn_tensor *));
+    v->w.blocks = vdn_xmalloc(sizeof(vdn_dit_block) * (size_t)w->cfg.layers);
+    memcpy(v->w.blocks, w->blocks, sizeof(vdn_dit_block) * (size_t)w->cfg.layers);
+    for (int l = 0; l < w->cfg.layers; l++)
+        alias_ptrs((vdn_tensor **)&v->w.blocks[l], per, v, d);
+    v->w.refiner = NULL; /* the forward does not use the refiner */
+    v->s = *s;
+    v->s.pos = keep(v, s->pos, d), v->s.ada_idx = keep(v, s->ada_idx, d);
+    v->s.t_idx = keep(v, s->t_idx, d), v->s.t_values = keep(v, s->t_values, d);
+    v->s.vda_win = keep(v, s->vda_win, d);
+    v->mask = *s->mask;
+    v->mask.dev = d;
+    v->s.mask = &v->mask;
+}
+
+static void view_free(rank_view *v) {
+    for (int i = 0; i < v->n_blk; i++)
+        free(v->blk[i]);
+    for (int i = 0; i < v->n_keep; i++)
+        free(v->keep[i]);
+    free(v->blk);
+    free(v->w.blocks);
+}
+
+typedef struct {
+    vdn_dev *const *devs;
+    const vdn_dit_weights *w;
+    const vdn_dit_seq *s;
+    vdn_comm_group *g;
+    const vdn_tensor *in[4]; /* text, video_x, cond_x, audio_x (rank 0's) */
+    vdn_tensor *out[2];      /* video_v, audio_v (rank 0's) */
+} virtual_job;
+
+static int virtual_rank(int rank, void *arg) {
+    virtual_job *j = arg;
+    vdn_dev *d = j->devs[rank];
+    vdn_comm *cm = vdn_comm_inproc(j->g, rank, d);
+    int rc;
+    if (rank == 0) {
+        rc = vdn_dit_forward_sharded(j->w, j->s, cm, j->in[0], j->in[1], j->in[2], j->in[3],
+                                     j->out[0], j->out[1]);
+    } else { /* the same weights, layout and inputs seen from this rank's device; own outputs */
+        rank_view v;
+        view_make(&v, j->w, j->s, d);
+        const vdn_tensor *in[4];
+        for (int i = 0; i < 4; i++)
+            in[i] = keep(&v, j->in[i], d);
+        vdn_tensor *out[2] = {NULL, NULL};
+        int fail = 0;
+        for (int i = 0; i < 2; i++)
+            if (j->out[i] &&
+                !(out[i] = vdn_tensor_new(d, j->out[i]->dtype, j->out[i]->ndim, j->out[i]->ne)))
+                fail = 1;
+        rc = fail ? vdn_comm_abort(cm)
+                  : vdn_dit_forward_sharded(&v.w, &v.s, cm, in[0], in[1], in[2], in[3], out[0],
+                                            out[1]);
+        if (rc == 0) rc = vdn_dev_sync(d);
+        vdn_tensor_free(out[0]);
+        vdn_tensor_free(out[1]);
+        view_free(&v);
+    }
+    vdn_comm_free(cm);
+    return rc;
+}
+
+int vdn_dit_forward_virtual(vdn_dev *const *devs, int ranks, const vdn_dit_weights *w,
+                            const vdn_dit_seq *s, const vdn_tensor *text, const vdn_tensor *video_x,
+                            const vdn_tensor *cond_x, const vdn_tensor *audio_x,
+                            vdn_tensor *video_v, vdn_tensor *audio_v) {
+    if (devs[0] != w->dev)
+        return vdn_dev_fail(w->dev, "dit: rank 0 of the virtual ranks is not the weights' device");
+    char err[VDN_ERR_LEN];
+    vdn_comm_group *g = vdn_comm_group_new(ranks, err, sizeof err);
+    if (!g) return vdn_dev_fail(w->dev, "%s", err);
+    if (vdn_dev_sync(w->dev) != 0) return -1; /* the inputs are complete before peers read them */
+    virtual_job j = {devs, w, s, g, {text, video_x, cond_x, audio_x}, {video_v, audio_v}};
+    int failed = vdn_comm_run_ranks(ranks, virtual_rank, &j);
+    vdn_comm_group_free(g);
+    if (failed && !vdn_dev_error(w->dev)[0])
+        return vdn_dev_fail(w->dev, "dit: %d of %d virtual ranks failed", failed, ranks);
     return failed ? -1 : 0;
 }

@@ -15,9 +15,24 @@
 
 /* ---- engine ---- */
 
-static int g_threads = 0;
+static int g_threads = 0, g_ranks = 1;
 void vdn_engine_set_threads(int threads) {
     g_threads = threads;
+}
+void vdn_engine_set_ranks(int ranks) {
+    g_ranks = ranks < 1 ? 1 : ranks > 64 ? 64 : ranks;
+}
+
+/* ranks 1..P-1 of --ranks P: devices of the same backend on the same memory */
+static int open_ranks(vdn_engine *eng, const char *name, int index, char *err, size_t errlen) {
+    eng->ranks = g_ranks;
+    eng->rank_dev[0] = eng->dev;
+    for (int r = 1; r < eng->ranks; r++)
+        if (!(eng->rank_dev[r] = vdn_dev_open(name, index, 1, err, errlen))) return -1;
+    if (eng->ranks > 1)
+        VDN_INFO("%s: the forward sharded over %d in-process ranks", vdn_dev_name(eng->dev),
+                 eng->ranks);
+    return 0;
 }
 
 static int open_op_layer(vdn_engine *eng, const char *name, int device, char *err, size_t errlen) {
@@ -27,6 +42,14 @@ static int open_op_layer(vdn_engine *eng, const char *name, int device, char *er
     if (!eng->dev) return -1;
     vdn_weight_source src = vdn_weight_source_ckpt(eng->ck);
     if (vdn_dit_weights_load(&eng->w, eng->dev, &eng->cfg, &src, err, errlen) != 0) {
+        vdn_dev_close(eng->dev);
+        eng->dev = NULL;
+        return -1;
+    }
+    if (open_ranks(eng, name, strcmp(name, "cpu") && device > 0 ? device : 0, err, errlen) != 0) {
+        for (int r = 1; r < eng->ranks; r++)
+            vdn_dev_close(eng->rank_dev[r]);
+        vdn_dit_weights_free(&eng->w);
         vdn_dev_close(eng->dev);
         eng->dev = NULL;
         return -1;
@@ -86,6 +109,8 @@ vdn_engine *vdn_engine_open_on(const char *checkpoint_dir, const char *const *ex
 void vdn_engine_close(vdn_engine *eng) {
     if (!eng) return;
     vdn_dit_weights_free(&eng->w);
+    for (int r = 1; r < eng->ranks; r++)
+        vdn_dev_close(eng->rank_dev[r]);
     vdn_dev_close(eng->dev);
     vdn_ckpt_close(eng->ck);
     free(eng);

@@ -70,6 +70,10 @@ const char *vdn_engine_backend_name(const vdn_engine *eng); /* "cpu" | "cuda" */
  * Euler updates). 0 = default: 2 with the cpu backend, the online cores up to 8 with another
  * backend (whose forward leaves the cores idle). Call before open. */
 void vdn_engine_set_threads(int threads);
+/* Sequence parallelism: the forward sharded over P in-process ranks (threads, each with its own
+ * device on the same memory: the CPU or the one GPU; spec 6, engine/dit_shard.c). 1 = the plain
+ * forward (default). Equal to the plain forward up to rounding. Call before open. */
+void vdn_engine_set_ranks(int ranks);
 
 /* 0 on success; -1 with a message in err. Safe to call repeatedly on one engine.
  * Snapshots: when req->snapshot is set, it is called on the rendering thread after the NFEs the

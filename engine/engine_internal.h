@@ -15,6 +15,10 @@ struct vdn_engine {
     vdn_config cfg;
     vdn_dev *dev;      /* the op-layer device that renders (op.h) */
     vdn_dit_weights w; /* the DiT's weights on it (dit.h) */
+    /* --ranks P: the forward sharded over P virtual ranks (dit_shard.c); rank_dev[0] = dev, the
+     * others more devices on the same memory (the CPU, the same GPU) sharing the weights */
+    int ranks;
+    vdn_dev *rank_dev[64];
 };
 
 /* What the sampling loop needs from the render's setup (render.c). Host arrays. */

@@ -67,8 +67,12 @@ static int nfe(vdn_engine *eng, vdn_render_loop *lp, loop_tensors *t, int k) {
     vdn_seq *s = lp->seq;
     vdn_seq_timesteps(s, tv, ta);
     if (vdn_dit_seq_timesteps(&t->seq, s->tags, s->t_index, s->t_values, s->n_t) != 0) return -1;
-    if (vdn_dit_forward(&eng->w, &t->seq, t->buf, t->text, t->st.video, t->cond, t->st.audio, t->vv,
-                        t->av) != 0)
+    if (eng->ranks > 1) {
+        if (vdn_dit_forward_virtual(eng->rank_dev, eng->ranks, &eng->w, &t->seq, t->text,
+                                    t->st.video, t->cond, t->st.audio, t->vv, t->av) != 0)
+            return -1;
+    } else if (vdn_dit_forward(&eng->w, &t->seq, t->buf, t->text, t->st.video, t->cond, t->st.audio,
+                               t->vv, t->av) != 0)
         return -1;
     if (vdn_op_euler(t->st.video, t->vv, lp->sigma_v[k], lp->sigma_v[k + 1]) != 0) return -1;
     if (vdn_op_euler(t->st.audio, t->av, lp->sigma_a[k], lp->sigma_a[k + 1]) != 0) return -1;
