@@ -126,6 +126,12 @@ int vdn_dit_forward_sharded(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_
 int vdn_dit_forward_ranks_host(vdn_dit_weights *const *w, int ranks, const float *text,
                                const vdn_step_inputs *in, float *const *video_v,
                                float *const *audio_v, char *err, size_t errlen);
+/* One rank's part from host arrays over any communicator (NCCL included; NULL: the plain
+ * forward, for timing it alike): reps > 0 times reps forwards after one warm-up (mean seconds per
+ * forward in *seconds, device work included). */
+int vdn_dit_forward_comm_host(const vdn_dit_weights *w, vdn_comm *comm, const float *text,
+                              const vdn_step_inputs *in, float *video_v, float *audio_v, int reps,
+                              double *seconds);
 /* `ranks` virtual ranks in one address space (the CPU, or one GPU): devs[0] = w->dev, the others
  * devices of the same backend and memory (vdn_dev_open of the same GPU). Every rank reads the one
  * copy of the weights, the layout and the inputs; rank 0's outputs are the result. */

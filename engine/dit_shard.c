@@ -282,18 +282,16 @@ static vdn_tensor *up(vdn_dev *d, const float *host, int64_t rows, int64_t cols,
     return t;
 }
 
-static int rank_forward(int rank, void *arg) {
-    ranks_job *j = arg;
-    const vdn_dit_weights *w = j->w[rank];
+int vdn_dit_forward_comm_host(const vdn_dit_weights *w, vdn_comm *cm, const float *text,
+                              const vdn_step_inputs *in, float *video_v, float *audio_v, int reps,
+                              double *seconds) {
     vdn_dev *d = w->dev;
     const vdn_config *c = &w->cfg;
-    const vdn_step_inputs *in = j->in;
     const vdn_layout *L = in->layout;
     const int pf = c->in_channels * c->patch_t * c->patch_h * c->patch_w;
-    vdn_comm *cm = vdn_comm_inproc(j->g, rank, d);
     vdn_dit_seq s;
     int fail = vdn_dit_seq_init(&s, d, c, L, &in->plan, in->pos) != 0;
-    vdn_tensor *tt = up(d, j->text, L->n_text, c->hidden, &fail);
+    vdn_tensor *tt = up(d, text, L->n_text, c->hidden, &fail);
     vdn_tensor *vx = up(d, in->video_x, L->n_video, pf, &fail);
     vdn_tensor *cx = up(d, in->cond_x, L->n_cond, pf, &fail);
     vdn_tensor *ax = up(d, in->audio_x, L->n_audio, c->audio_channels, &fail);
@@ -301,16 +299,36 @@ static int rank_forward(int rank, void *arg) {
     vdn_tensor *av = up(d, NULL, L->n_audio, c->audio_channels, &fail);
     if (!fail) fail = vdn_dit_seq_timesteps(&s, in->tags, in->t_index, in->t_values, in->n_t) != 0;
     /* every rank reaches the collectives; a rank that failed its setup fails the first one */
-    int rc = fail ? vdn_comm_abort(cm) : vdn_dit_forward_sharded(w, &s, cm, tt, vx, cx, ax, vv, av);
-    if (rc == 0 && j->video_v[rank]) rc = vdn_tensor_get(vv, j->video_v[rank]);
-    if (rc == 0 && av && j->audio_v[rank]) rc = vdn_tensor_get(av, j->audio_v[rank]);
-    if (rc)
-        snprintf(j->err[rank], VDN_ERR_LEN, "rank %d (%s): %s", rank, vdn_dev_name(d),
-                 vdn_dev_error(d));
+    int rc = fail ? (cm ? vdn_comm_abort(cm) : -1) : 0;
+    vdn_dit_buffers *buf = NULL; /* cm NULL: the plain forward, buffers made once (as a render) */
+    if (rc == 0 && !cm && !(buf = vdn_dit_buffers_new(w, &s))) rc = -1;
+    double t0 = 0;
+    for (int i = 0; i <= reps && rc == 0; i++) { /* i = 0: the one evaluation, or a warm-up */
+        if (i == 1) t0 = vdn_now();
+        rc = cm ? vdn_dit_forward_sharded(w, &s, cm, tt, vx, cx, ax, vv, av)
+                : vdn_dit_forward(w, &s, buf, tt, vx, cx, ax, vv, av);
+        if (rc == 0) rc = vdn_dev_sync(d);
+    }
+    vdn_dit_buffers_free(buf);
+    if (seconds && reps > 0) *seconds = (vdn_now() - t0) / reps;
+    if (rc == 0 && video_v) rc = vdn_tensor_get(vv, video_v);
+    if (rc == 0 && av && audio_v) rc = vdn_tensor_get(av, audio_v);
     vdn_tensor *all[] = {tt, vx, cx, ax, vv, av};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         vdn_tensor_free(all[i]);
     if (s.pos) vdn_dit_seq_free(&s);
+    return rc;
+}
+
+static int rank_forward(int rank, void *arg) {
+    ranks_job *j = arg;
+    const vdn_dit_weights *w = j->w[rank];
+    vdn_comm *cm = vdn_comm_inproc(j->g, rank, w->dev);
+    int rc = vdn_dit_forward_comm_host(w, cm, j->text, j->in, j->video_v[rank], j->audio_v[rank], 0,
+                                       NULL);
+    if (rc)
+        snprintf(j->err[rank], VDN_ERR_LEN, "rank %d (%s): %s", rank, vdn_dev_name(w->dev),
+                 vdn_dev_error(w->dev));
     vdn_comm_free(cm);
     return rc;
 }

@@ -4,7 +4,12 @@
  * Exit 77 (ctest skip) when the backend is not linked in or not available here.
  *
  *   dit_shard_compare CKPT_DIR PROMPT [PROMPT...] [--backend NAME] [--ranks 2,3,4] [--tol X]
- *                     [--frames F]
+ *                     [--frames F] [--height H --width W] [--time N] [--nccl] [--modes vdn,dense]
+ *
+ * --time N: also N timed forwards (after a warm-up) of the plain forward and of the sharded one
+ * with P = 1 (the in-process communicator), on device-resident inputs: the sharded path's
+ * overhead. --nccl (builds with VDN_HAVE_NCCL): also the sharded forward over a one-rank NCCL
+ * communicator against the plain one.
  */
 #include <math.h>
 #include <stdio.h>
@@ -18,7 +23,11 @@
 #include "prompt.h"
 #include "sampler.h"
 #include "seq.h"
+#include "comm.h"
 #include "vdn_util.h"
+#ifdef VDN_HAVE_NCCL
+#include "comm_nccl.h"
+#endif
 
 static double rel(const float *ref, const float *out, size_t n) {
     double num = 0, den = 0;
@@ -34,7 +43,8 @@ enum { MAX_P = 16 };
 
 int main(int argc, char **argv) {
     const char *name = "cpu", *ckdir = NULL, *prompts[8], *ranks_arg = "2,3,4,7,8";
-    int np = 0, F = 17;
+    int np = 0, F = 17, reps = 0, nccl = 0, ph = 0, pw = 0;
+    const char *modes = NULL;
     double tol = 1e-6;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--backend") && i + 1 < argc)
@@ -45,6 +55,16 @@ int main(int argc, char **argv) {
             ranks_arg = argv[++i];
         else if (!strcmp(argv[i], "--frames") && i + 1 < argc)
             F = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--height") && i + 1 < argc)
+            ph = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--width") && i + 1 < argc)
+            pw = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--time") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--modes") && i + 1 < argc)
+            modes = argv[++i];
+        else if (!strcmp(argv[i], "--nccl"))
+            nccl = 1;
         else if (!ckdir)
             ckdir = argv[i];
         else if (np < 8)
@@ -106,6 +126,7 @@ int main(int argc, char **argv) {
             return 1;
         }
         int lh = pr.n_keyframes ? pr.kf_h : 4, lw = pr.n_keyframes ? pr.kf_w : 6, La = 21;
+        if (ph > 0 && !pr.n_keyframes) lh = ph / 16, lw = pw / 16; /* latent grid of the pixels */
         int8_t *tags = vdn_xmalloc(pr.n_text);
         for (int i = 0; i < pr.n_text; i++)
             tags[i] = (int8_t)pr.tags[i];
@@ -139,6 +160,7 @@ int main(int argc, char **argv) {
         for (int m = 0; m < 5; m++) {
             vdn_attn_mode mode = (vdn_attn_mode)m;
             if (mode != VDN_ATTN_DENSE && !c->has_vdn) continue;
+            if (modes && !strstr(modes, vdn_attn_mode_name(mode))) continue;
             vdn_step_inputs in = {
                 L,          vx,    L->n_cond ? cx : NULL,         ax, s.tags, s.pos, s.t_index,
                 s.t_values, s.n_t, vdn_attn_plan_make(c, mode, F)};
@@ -166,6 +188,43 @@ int main(int argc, char **argv) {
                 printf("%-28s %-15s P=%d (%d rows): video %.2e audio %.2e %s\n", prompts[p],
                        vdn_attn_mode_name(mode), P, L->n_rows, worst_v, worst_a,
                        ok ? "ok" : "FAIL");
+            }
+            if (nccl) {
+#ifdef VDN_HAVE_NCCL
+                char id[VDN_NCCL_ID_BYTES];
+                vdn_comm *cm = vdn_comm_nccl_unique_id(id, err, sizeof err) == 0
+                                   ? vdn_comm_nccl_open(dev[0], 0, 1, id, err, sizeof err)
+                                   : NULL;
+                int rc = cm ? vdn_dit_forward_comm_host(wp[0], cm, text, &in, sv[0], sa[0], 0, NULL)
+                            : -1;
+                double ev = rc ? INFINITY : rel(rv, sv[0], nv),
+                       ea = rc || !na ? 0 : rel(ra, sa[0], na);
+                int ok = rc == 0 && ev <= tol && ea <= tol;
+                fails += !ok, runs++;
+                printf("%-28s %-15s nccl P=1: video %.2e audio %.2e %s %s\n", prompts[p],
+                       vdn_attn_mode_name(mode), ev, ea, ok ? "ok" : "FAIL",
+                       rc ? (cm ? vdn_dev_error(dev[0]) : err) : "");
+                vdn_comm_free(cm);
+#else
+                printf("skip: --nccl: this build has no NCCL communicator\n");
+                return 77;
+#endif
+            }
+            if (reps > 0) { /* the plain forward and the sharded one at P = 1, device-resident */
+                char ge[VDN_ERR_LEN];
+                vdn_comm_group *g = vdn_comm_group_new(1, ge, sizeof ge);
+                vdn_comm *cm = vdn_comm_inproc(g, 0, dev[0]);
+                double t_plain = 0, t_shard = 0;
+                int rc =
+                    vdn_dit_forward_comm_host(wp[0], NULL, text, &in, NULL, NULL, reps, &t_plain) ||
+                    vdn_dit_forward_comm_host(wp[0], cm, text, &in, NULL, NULL, reps, &t_shard);
+                printf("time %-15s %d rows: plain %.3f ms, sharded P=1 %.3f ms (%+.1f%%)%s%s\n",
+                       vdn_attn_mode_name(mode), L->n_rows, t_plain * 1e3, t_shard * 1e3,
+                       100.0 * (t_shard - t_plain) / t_plain, rc ? " FAILED: " : "",
+                       rc ? vdn_dev_error(dev[0]) : "");
+                fails += rc != 0;
+                vdn_comm_free(cm);
+                vdn_comm_group_free(g);
             }
         }
         for (int r = 0; r < maxp; r++)
