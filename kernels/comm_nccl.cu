@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm_nccl.h"
 #include "op_cuda.h"
+extern "C" {
+#include "comm_nccl.h"
+#include "vdn_util.h"
+}
 
 namespace {
 
