@@ -15,6 +15,9 @@
 #include "vdn_util.h"
 
 #define VDN_MAX_ROT 128 /* rotated pairs per head: head_dim is 64 */
+/* rows of one batched ViT pass (tiles x (tokens + registers + 1)): 36 tiles of 1,797 tokens,
+ * about 6 GB of activations at the release's width */
+#define VDN_VAE_BATCH_ROWS 65536
 
 static inline int imin(int a, int b) {
     return a < b ? a : b;
@@ -209,10 +212,8 @@ static void tile_bufs_free(tile_bufs *b) {
 }
 
 /* RoPE coordinates of the tokens: per axis 2 ((i + 0.5) / size) - 1, times 2 pi, in float32 as
- * the reference forms them; the register and zero tokens sit at 0. */
-static double *positions(int64_t rows, int Tl, int th, int tw) {
-    double *pos = calloc((size_t)rows * 3, sizeof(double));
-    if (!pos) return NULL;
+ * the reference forms them; the register and zero tokens sit at 0 (pos is zeroed). */
+static void tile_positions(double *pos, int Tl, int th, int tw) {
     const float two_pi = (float)(2.0 * M_PI);
     const int size[3] = {Tl, th, tw};
     int64_t r = 0;
@@ -225,7 +226,6 @@ static double *positions(int64_t rows, int Tl, int th, int tw) {
                     pos[r * 3 + a] = (double)(two_pi * p);
                 }
             }
-    return pos;
 }
 
 #define OPS(call)                                                                                  \
@@ -236,54 +236,73 @@ static double *positions(int64_t rows, int Tl, int th, int tw) {
         }                                                                                          \
     } while (0)
 
-/* zt: host tokens [N, lc] in (t, y, x) order; out: host (3, Tl * tr, th * sr, tw * sr) */
-static int decode_tile(vdn_video_vae *v, const float *zt, int Tl, int th, int tw, float *out,
-                       char *err, size_t errlen) {
+/* Tiles of one chunk batched through the ViT: tile b owns rows [b rows, (b+1) rows) of one
+ * sequence (its N tokens, R registers, the zero token) and a block-diagonal mask keeps its
+ * attention inside those rows, so every product is one large GEMM over all the tiles (the tiles
+ * of a chunk all have the same size: split_tiles gives equal lengths).
+ * zt: host tokens [B, N, lc] in (t, y, x) order; proj: host [B, N, patch_out]. */
+static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th, int tw,
+                        float *proj, char *err, size_t errlen) {
     const vdn_vae_video_config *c = &v->cfg;
     vdn_dev *d = v->dev;
     const int64_t N = (int64_t)Tl * th * tw, R = c->dec_registers, rows = N + R + 1;
+    const int64_t all = rows * B;
     const int64_t dim = v->dim, inner = v->inner, lc = c->latent_channels;
     const vdn_dtype act = vdn_dev_is_cpu(d) ? VDN_DT_F32 : VDN_DT_BF16;
     tile_bufs b = {0};
     double *pos = NULL;
-    float *proj = NULL;
+    int *lo = NULL, *hi = NULL;
     int rc = -1;
-    b.x_in = vdn_tensor_new2(d, VDN_DT_F32, N, lc);
-    b.xq = vdn_tensor_new2(d, act, N, lc);
-    b.h = vdn_tensor_new2(d, VDN_DT_F32, rows, dim); /* the residual stream stays float32 */
-    b.hn = vdn_tensor_new2(d, act, rows, dim);
-    b.qkv = vdn_tensor_new2(d, act, rows, 3 * dim);
-    b.q = vdn_tensor_new2(d, act, rows, dim);
-    b.k = vdn_tensor_new2(d, act, rows, dim);
-    b.o = vdn_tensor_new2(d, act, rows, dim);
-    b.a = vdn_tensor_new2(d, act, rows, dim);
-    b.f = vdn_tensor_new2(d, act, rows, 2 * inner);
-    b.s = vdn_tensor_new2(d, act, rows, inner);
-    b.y = vdn_tensor_new2(d, act, rows, dim);
+    b.x_in = vdn_tensor_new2(d, VDN_DT_F32, N * B, lc);
+    b.xq = vdn_tensor_new2(d, act, N * B, lc);
+    b.h = vdn_tensor_new2(d, VDN_DT_F32, all, dim); /* the residual stream stays float32 */
+    b.hn = vdn_tensor_new2(d, act, all, dim);
+    b.qkv = vdn_tensor_new2(d, act, all, 3 * dim);
+    b.q = vdn_tensor_new2(d, act, all, dim);
+    b.k = vdn_tensor_new2(d, act, all, dim);
+    b.o = vdn_tensor_new2(d, act, all, dim);
+    b.a = vdn_tensor_new2(d, act, all, dim);
+    b.f = vdn_tensor_new2(d, act, all, 2 * inner);
+    b.s = vdn_tensor_new2(d, act, all, inner);
+    b.y = vdn_tensor_new2(d, act, all, dim);
     b.proj = vdn_tensor_new2(d, VDN_DT_F32, N, v->patch_out);
-    b.pos = vdn_tensor_new2(d, VDN_DT_F64, rows, 3);
-    b.idx = vdn_tensor_new2(d, VDN_DT_I32, rows, 1);
-    b.mask = vdn_attn_mask_dense(d, (int)rows, (int)rows);
-    if (!b.x_in || !b.xq || !b.h || !b.hn || !b.qkv || !b.q || !b.k || !b.o || !b.a || !b.f ||
-        !b.s || !b.y || !b.proj || !b.pos || !b.idx || !b.mask) {
-        vdn_fail(err, errlen, "video VAE: tile of %lld tokens: %s", (long long)rows,
-                 vdn_dev_error(d));
-        goto fail;
-    }
-    pos = positions(rows, Tl, th, tw);
-    if (!pos) {
+    b.pos = vdn_tensor_new2(d, VDN_DT_F64, all, 3);
+    b.idx = vdn_tensor_new2(d, VDN_DT_I32, all, 1);
+    lo = malloc(sizeof(int) * (size_t)all);
+    hi = malloc(sizeof(int) * (size_t)all);
+    pos = calloc((size_t)all * 3, sizeof(double));
+    if (!lo || !hi || !pos) {
         vdn_fail(err, errlen, "video VAE: out of memory");
         goto fail;
     }
+    for (int64_t r = 0; r < all; r++) {
+        lo[r] = (int)(r / rows * rows);
+        hi[r] = (int)(lo[r] + rows);
+    }
+    b.mask = B == 1 ? vdn_attn_mask_dense(d, (int)rows, (int)rows)
+                    : vdn_attn_mask_rows(d, (int)all, 0, (int)all, lo, hi);
+    if (!b.x_in || !b.xq || !b.h || !b.hn || !b.qkv || !b.q || !b.k || !b.o || !b.a || !b.f ||
+        !b.s || !b.y || !b.proj || !b.pos || !b.idx || !b.mask) {
+        vdn_fail(err, errlen, "video VAE: %d tiles of %lld tokens: %s", B, (long long)rows,
+                 vdn_dev_error(d));
+        goto fail;
+    }
+    tile_positions(pos, Tl, th, tw);
+    for (int t = 1; t < B; t++)
+        memcpy(pos + t * rows * 3, pos, sizeof(double) * (size_t)rows * 3);
     OPS(vdn_tensor_set(b.pos, pos, VDN_DT_F64));
     OPS(vdn_tensor_fill(b.idx, 0.0));
     OPS(vdn_tensor_set(b.x_in, zt, VDN_DT_F32));
     OPS(vdn_op_linear(b.xq, b.x_in, v->pq_w, v->pq_b, VDN_ACT_NONE, 0)); /* post_quant_conv */
-    vdn_tensor tokens = vdn_view_rows(b.h, 0, N), regs = vdn_view_rows(b.h, N, R),
-               zero = vdn_view_rows(b.h, N + R, 1);
-    OPS(vdn_op_linear(&tokens, b.xq, v->in_w, v->in_b, VDN_ACT_NONE, 0));
-    if (R > 0) OPS(vdn_tensor_copy(&regs, v->registers));
-    OPS(vdn_tensor_fill(&zero, 0.0));
+    for (int t = 0; t < B; t++) {
+        vdn_tensor tokens = vdn_view_rows(b.h, t * rows, N),
+                   regs = vdn_view_rows(b.h, t * rows + N, R),
+                   zero = vdn_view_rows(b.h, t * rows + N + R, 1),
+                   xq = vdn_view_rows(b.xq, t * N, N);
+        OPS(vdn_op_linear(&tokens, &xq, v->in_w, v->in_b, VDN_ACT_NONE, 0));
+        if (R > 0) OPS(vdn_tensor_copy(&regs, v->registers));
+        OPS(vdn_tensor_fill(&zero, 0.0));
+    }
 
     const int hd = c->dec_head_dim, P = v->axis_pairs;
     const vdn_rope rope = {b.pos, v->inv, v->n_rot, {P, P, P}};
@@ -306,13 +325,25 @@ static int decode_tile(vdn_video_vae *v, const float *zt, int Tl, int th, int tw
         OPS(vdn_op_gate_residual(b.h, b.y, bl->scale2, b.idx));
     }
     OPS(vdn_op_layernorm(b.hn, b.h, v->norm_out_w, v->norm_out_b, eps));
-    vdn_tensor hn_tok = vdn_view_rows(b.hn, 0, N); /* registers and the zero token are dropped */
-    OPS(vdn_op_linear(b.proj, &hn_tok, v->out_w, v->out_b, VDN_ACT_NONE, 0));
-    proj = vdn_xmalloc(sizeof(float) * (size_t)(N * v->patch_out));
-    OPS(vdn_tensor_get(b.proj, proj));
+    for (int t = 0; t < B; t++) { /* registers and the zero token are dropped */
+        vdn_tensor hn_tok = vdn_view_rows(b.hn, t * rows, N);
+        OPS(vdn_op_linear(b.proj, &hn_tok, v->out_w, v->out_b, VDN_ACT_NONE, 0));
+        OPS(vdn_tensor_get(b.proj, proj + t * N * v->patch_out));
+    }
+    rc = 0;
+fail:
+    free(pos);
+    free(lo);
+    free(hi);
+    tile_bufs_free(&b);
+    return rc;
+}
 
-    /* unpatchify: column ((ch pt + dt) p + dy) p + dx of token (t, y, x) is pixel
-     * (ch, t pt + dt, y p + dy, x p + dx) */
+/* unpatchify one tile: column ((ch pt + dt) p + dy) p + dx of token (t, y, x) is pixel
+ * (ch, t pt + dt, y p + dy, x p + dx); out (3, Tl pt, th p, tw p) */
+static void unpatchify(const vdn_video_vae *v, const float *proj, int Tl, int th, int tw,
+                       float *out) {
+    const vdn_vae_video_config *c = &v->cfg;
     const int pt = c->temporal_ratio, p = c->spatial_ratio, H = th * p, W = tw * p, F = Tl * pt;
     for (int t = 0; t < Tl; t++)
         for (int y = 0; y < th; y++)
@@ -328,12 +359,6 @@ static int decode_tile(vdn_video_vae *v, const float *zt, int Tl, int th, int tw
                                    sizeof(float) * (size_t)p);
                         }
             }
-    rc = 0;
-fail:
-    free(pos);
-    free(proj);
-    tile_bufs_free(&b);
-    return rc;
 }
 
 /* ---- tiles and chunks (float32 arithmetic in the reference's order) ---- */
@@ -397,24 +422,35 @@ static int decode_clip(vdn_video_vae *v, const float *z, int Tz, int T0, int Tl,
     if (split_tiles(h * sr, 256, 64, sr, &ty) || split_tiles(w * sr, 256, 64, sr, &tx))
         return vdn_fail(err, errlen, "video VAE: %dx%d px needs more than 64 tiles a side", w * sr,
                         h * sr);
-    const int F = Tl * c->temporal_ratio;
-    frames3 *tiles = calloc((size_t)(ty.n * tx.n), sizeof *tiles);
-    float *zt = NULL;
+    const int F = Tl * c->temporal_ratio, n = ty.n * tx.n;
+    /* every tile has the same size (split_tiles), so they batch as one sequence */
+    const int th = ty.len[0] / sr, tw = tx.len[0] / sr;
+    const int64_t N = (int64_t)Tl * th * tw, rows = N + c->dec_registers + 1;
+    const int group = (int)imax(1, imin(n, (int)(VDN_VAE_BATCH_ROWS / rows)));
+    frames3 *tiles = calloc((size_t)n, sizeof *tiles);
+    float *zt = malloc(sizeof(float) * (size_t)(group * N * lc));
+    float *proj = malloc(sizeof(float) * (size_t)(group * N * v->patch_out));
     int rc = -1;
-    if (!tiles) return vdn_fail(err, errlen, "video VAE: out of memory");
-    for (int i = 0; i < ty.n; i++)
-        for (int j = 0; j < tx.n; j++) {
-            const int y0 = ty.start[i] / sr, th = ty.len[i] / sr, x0 = tx.start[j] / sr,
-                      tw = tx.len[j] / sr;
-            free(zt);
-            zt = vdn_xmalloc(sizeof(float) * (size_t)Tl * th * tw * lc);
+    if (!tiles || !zt || !proj) {
+        vdn_fail(err, errlen, "video VAE: out of memory");
+        goto fail;
+    }
+    for (int g0 = 0; g0 < n; g0 += group) {
+        const int B = imin(group, n - g0);
+        for (int b = 0; b < B; b++) {
+            const int i = (g0 + b) / tx.n, j = (g0 + b) % tx.n;
+            const int y0 = ty.start[i] / sr, x0 = tx.start[j] / sr;
+            float *dst = zt + b * N * lc;
             for (int t = 0; t < Tl; t++)
                 for (int y = 0; y < th; y++)
                     for (int x = 0; x < tw; x++)
                         for (int ch = 0; ch < lc; ch++)
-                            zt[(((int64_t)t * th + y) * tw + x) * lc + ch] =
+                            dst[(((int64_t)t * th + y) * tw + x) * lc + ch] =
                                 z[(((int64_t)ch * Tz + T0 + t) * h + y0 + y) * w + x0 + x];
-            frames3 *tl = &tiles[i * tx.n + j];
+        }
+        if (decode_tiles(v, zt, B, Tl, th, tw, proj, err, errlen)) goto fail;
+        for (int b = 0; b < B; b++) {
+            frames3 *tl = &tiles[g0 + b];
             tl->F = F;
             tl->H = th * sr;
             tl->W = tw * sr;
@@ -423,9 +459,10 @@ static int decode_clip(vdn_video_vae *v, const float *z, int Tz, int T0, int Tl,
                 vdn_fail(err, errlen, "video VAE: out of memory");
                 goto fail;
             }
-            if (decode_tile(v, zt, Tl, th, tw, tl->px, err, errlen)) goto fail;
+            unpatchify(v, proj + b * N * v->patch_out, Tl, th, tw, tl->px);
             if (progress) progress(user, ++*done, total);
         }
+    }
     /* stitch: each tile blended with the raw tile above (rows) and the raw tile to its left
      * (columns), then cropped by its own overlaps, as _stitch_tiles does */
     for (int i = 0; i < ty.n; i++)
@@ -458,10 +495,11 @@ static int decode_clip(vdn_video_vae *v, const float *z, int Tz, int T0, int Tl,
         }
     rc = 0;
 fail:
-    for (int i = 0; i < ty.n * tx.n; i++)
+    for (int i = 0; tiles && i < n; i++)
         free(tiles[i].px);
     free(tiles);
     free(zt);
+    free(proj);
     return rc;
 }
 
