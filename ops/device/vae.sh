@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device run for the VAE decoders: build test_vae_reference with the CUDA op backend (nvcc/gcc
 # directly, cJSON from the carried .deb files, as kernels.sh does) and run it on the GPU and on
-# the CPU against vae/test/reference/expected_vae.safetensors.
+# the CPU against vae/test/reference/expected_vae.safetensors, and the backend-ops test (every op,
+# CUDA against the CPU oracle).
 #   OUT=dir bash ops/device/vae.sh CKPT_ROOT      (CKPT_ROOT: `vdn ckpt init --preset tiny --vae`,
 #                                                   carried; the test checks its sha256)
 # BENCH=1 also times both decoders at the release's size against the PyTorch decode in the same
@@ -21,16 +22,18 @@ t0=$(date +%s)
 {
   for f in engine/*.c text/encoder_init.c text/encoder_config.c vae/vae_config.c vae/vae_init.c \
            vae/vae_weights.c vae/video_vae.c vae/audio_vae.c vae/test/test_vae_reference.c \
-           vae/test/bench_vae.c; do
+           vae/test/bench_vae.c kernels/test/test_backend_ops.c; do
     gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o" &
   done
   for f in kernels/*.cu; do nvcc $NVFLAGS -c "$f" -o "$B/$(basename "$f" .cu).cu.o" & done
   wait
 } > "$OUT/vae_build.log" 2>&1
-ar rcs "$B/libv.a" $(ls $B/*.o | grep -v -e test_vae_reference -e bench_vae)
+ar rcs "$B/libv.a" $(ls $B/*.o | grep -v -e test_vae_reference -e bench_vae -e test_backend_ops)
 nvcc -o "$B/test_vae_reference" "$B/test_vae_reference.o" "$B/libv.a" -L"$PFX/usr/lib/x86_64-linux-gnu" \
   -lcjson -lcublasLt -lcublas -lpthread -lm -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/vae_build.log" 2>&1
 nvcc -o "$B/bench_vae" "$B/bench_vae.o" "$B/libv.a" -L"$PFX/usr/lib/x86_64-linux-gnu" \
+  -lcjson -lcublasLt -lcublas -lpthread -lm -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/vae_build.log" 2>&1
+nvcc -o "$B/test_backend_ops" "$B/test_backend_ops.o" "$B/libv.a" -L"$PFX/usr/lib/x86_64-linux-gnu" \
   -lcjson -lcublasLt -lcublas -lpthread -lm -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/vae_build.log" 2>&1
 echo "build: $(( $(date +%s) - t0 )) s"
 if [ ! -x "$B/test_vae_reference" ]; then echo "BUILD FAILED"; grep -E "error" "$OUT/vae_build.log" | head -20; exit 1; fi
@@ -38,6 +41,9 @@ E=vae/test/reference/expected_vae.safetensors
 timeout 200 "$B/test_vae_reference" "$CK" "$E" all cuda 2>&1 | tee "$OUT/vae_cuda.log"; rc_gpu=${PIPESTATUS[0]}
 timeout 200 "$B/test_vae_reference" "$CK" "$E" all cpu > "$OUT/vae_cpu.log" 2>&1; rc_cpu=$?
 tail -3 "$OUT/vae_cpu.log"
+# every op of the op layer (the convolutions included), CUDA against the CPU oracle
+timeout 120 "$B/test_backend_ops" > "$OUT/backend_ops.log" 2>&1; echo "backend_ops rc $?"
+tail -3 "$OUT/backend_ops.log"
 echo "vae.sh: cuda rc $rc_gpu, cpu rc $rc_cpu"
 if [ "${BENCH:-0}" = 1 ]; then
   W=$(mktemp -d)
