@@ -240,7 +240,8 @@ static void tile_positions(double *pos, int Tl, int th, int tw) {
  * sequence (its N tokens, R registers, the zero token) and a block-diagonal mask keeps its
  * attention inside those rows, so every product is one large GEMM over all the tiles (the tiles
  * of a chunk all have the same size: split_tiles gives equal lengths).
- * zt: host tokens [B, N, lc] in (t, y, x) order; proj: host [B, N, patch_out]. */
+ * zt: host tokens [B, N, lc] in (t, y, x) order; proj: host [B, rows, patch_out], tile b's
+ * tokens at rows [b rows, b rows + N). */
 static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th, int tw,
                         float *proj, char *err, size_t errlen) {
     const vdn_vae_video_config *c = &v->cfg;
@@ -265,7 +266,7 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
     b.f = vdn_tensor_new2(d, act, all, 2 * inner);
     b.s = vdn_tensor_new2(d, act, all, inner);
     b.y = vdn_tensor_new2(d, act, all, dim);
-    b.proj = vdn_tensor_new2(d, VDN_DT_F32, N, v->patch_out);
+    b.proj = vdn_tensor_new2(d, VDN_DT_F32, all, v->patch_out);
     b.pos = vdn_tensor_new2(d, VDN_DT_F64, all, 3);
     b.idx = vdn_tensor_new2(d, VDN_DT_I32, all, 1);
     lo = malloc(sizeof(int) * (size_t)all);
@@ -325,11 +326,10 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
         OPS(vdn_op_gate_residual(b.h, b.y, bl->scale2, b.idx));
     }
     OPS(vdn_op_layernorm(b.hn, b.h, v->norm_out_w, v->norm_out_b, eps));
-    for (int t = 0; t < B; t++) { /* registers and the zero token are dropped */
-        vdn_tensor hn_tok = vdn_view_rows(b.hn, t * rows, N);
-        OPS(vdn_op_linear(b.proj, &hn_tok, v->out_w, v->out_b, VDN_ACT_NONE, 0));
-        OPS(vdn_tensor_get(b.proj, proj + t * N * v->patch_out));
-    }
+    /* one product over every row; the host keeps each tile's N token rows (its registers and
+     * zero token are dropped) */
+    OPS(vdn_op_linear(b.proj, b.hn, v->out_w, v->out_b, VDN_ACT_NONE, 0));
+    OPS(vdn_tensor_get(b.proj, proj));
     rc = 0;
 fail:
     free(pos);
@@ -429,7 +429,7 @@ static int decode_clip(vdn_video_vae *v, const float *z, int Tz, int T0, int Tl,
     const int group = (int)imax(1, imin(n, (int)(VDN_VAE_BATCH_ROWS / rows)));
     frames3 *tiles = calloc((size_t)n, sizeof *tiles);
     float *zt = malloc(sizeof(float) * (size_t)(group * N * lc));
-    float *proj = malloc(sizeof(float) * (size_t)(group * N * v->patch_out));
+    float *proj = malloc(sizeof(float) * (size_t)(group * rows * v->patch_out));
     int rc = -1;
     if (!tiles || !zt || !proj) {
         vdn_fail(err, errlen, "video VAE: out of memory");
@@ -459,7 +459,7 @@ static int decode_clip(vdn_video_vae *v, const float *z, int Tz, int T0, int Tl,
                 vdn_fail(err, errlen, "video VAE: out of memory");
                 goto fail;
             }
-            unpatchify(v, proj + b * N * v->patch_out, Tl, th, tw, tl->px);
+            unpatchify(v, proj + b * rows * v->patch_out, Tl, th, tw, tl->px);
             if (progress) progress(user, ++*done, total);
         }
     }
