@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "ops.h"
 #include "safetensors.h"
 #include "vae.h"
 #include "vdn_util.h"
@@ -120,6 +122,10 @@ vdn_video_vae *vdn_video_vae_load(vdn_dev *dev, const char *dir, char *err, size
         return NULL;
     }
     v->dev = dev;
+    if (!vdn_dev_is_cpu(dev) && vdn_ops_threads() == 1) { /* the host's tile work: idle cores */
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        vdn_ops_set_threads(cores < 1 ? 1 : cores > 8 ? 8 : (int)cores);
+    }
     if (vdn_vae_video_config_load(dir, &v->cfg, err, errlen)) {
         free(v);
         return NULL;
@@ -367,6 +373,73 @@ typedef struct {
     int n, start[64], len[64], overlap[64];
 } tiling;
 
+/* the reference's _blend weights: position p of e: a (1 - p/e) + b (p/e), float32 */
+static inline float blend1(float a, float b, int p, int e) {
+    const float q = (float)p / (float)e;
+    const float wa = 1.0f - q;
+    const float x = a * wa, y = b * q;
+    return x + y;
+}
+
+typedef struct {
+    int F, H, W; /* a (3, F, H, W) block of frames */
+    float *px;
+} frames3;
+
+static inline float *at(const frames3 *f, int ch, int t, int y) {
+    return f->px + (((int64_t)ch * f->F + t) * f->H + y) * f->W;
+}
+
+typedef struct {
+    const vdn_video_vae *v;
+    const float *proj; /* [B, rows, patch_out] */
+    frames3 *tiles;
+    int64_t rows;
+    int Tl, th, tw;
+} unpatch_job;
+
+static void unpatch_one(void *ctx, int b) {
+    const unpatch_job *j = ctx;
+    unpatchify(j->v, j->proj + b * j->rows * j->v->patch_out, j->Tl, j->th, j->tw, j->tiles[b].px);
+}
+
+typedef struct {
+    const frames3 *tiles;
+    const tiling *ty, *tx;
+    frames3 *out;
+    int F;
+} stitch_job;
+
+static void stitch_one(void *ctx, int idx) {
+    const stitch_job *s = ctx;
+    const tiling *ty = s->ty, *tx = s->tx;
+    const int i = idx / tx->n, j = idx % tx->n, F = s->F;
+    const frames3 *tiles = s->tiles, *tl = &tiles[idx];
+    const int keep_h = tl->H - (i < ty->n - 1 ? ty->overlap[i] : 0);
+    const int keep_w = tl->W - (j < tx->n - 1 ? tx->overlap[j] : 0);
+    const frames3 *up_t = i > 0 ? &tiles[(i - 1) * tx->n + j] : NULL;
+    const frames3 *left = j > 0 ? &tiles[i * tx->n + j - 1] : NULL;
+    const int eh = up_t ? imin(imin(up_t->H, tl->H), ty->overlap[i - 1]) : 0;
+    const int ew = left ? imin(imin(left->W, tl->W), tx->overlap[j - 1]) : 0;
+    float *rowbuf = vdn_xmalloc(sizeof(float) * (size_t)tl->W);
+    for (int ch = 0; ch < 3; ch++)
+        for (int t = 0; t < F; t++)
+            for (int y = 0; y < keep_h; y++) {
+                const float *src = at(tl, ch, t, y);
+                for (int x = 0; x < tl->W; x++)
+                    rowbuf[x] = y < eh ? blend1(at(up_t, ch, t, up_t->H - eh + y)[x], src[x], y, eh)
+                                       : src[x];
+                if (left) {
+                    const float *lr = at(left, ch, t, y);
+                    for (int x = 0; x < ew; x++)
+                        rowbuf[x] = blend1(lr[left->W - ew + x], rowbuf[x], x, ew);
+                }
+                memcpy(at(s->out, ch, t, ty->start[i] + y) + tx->start[j], rowbuf,
+                       sizeof(float) * (size_t)keep_w);
+            }
+    free(rowbuf);
+}
+
 static int split_tiles(int length, int tile, int min_overlap, int ratio, tiling *t) {
     memset(t, 0, sizeof *t);
     if (tile >= length) {
@@ -392,23 +465,6 @@ static int split_tiles(int length, int tile, int min_overlap, int ratio, tiling 
         t->start[i] = i == 0 ? 0 : t->start[i - 1] + tile - t->overlap[i - 1];
     }
     return 0;
-}
-
-/* the reference's _blend weights: position p of e: a (1 - p/e) + b (p/e), float32 */
-static inline float blend1(float a, float b, int p, int e) {
-    const float q = (float)p / (float)e;
-    const float wa = 1.0f - q;
-    const float x = a * wa, y = b * q;
-    return x + y;
-}
-
-typedef struct {
-    int F, H, W; /* a (3, F, H, W) block of frames */
-    float *px;
-} frames3;
-
-static inline float *at(const frames3 *f, int ch, int t, int y) {
-    return f->px + (((int64_t)ch * f->F + t) * f->H + y) * f->W;
 }
 
 /* one clip of latent frames (lc, Tl, h, w) (a slice of z: its own strides) -> raw decoder output
@@ -459,40 +515,17 @@ static int decode_clip(vdn_video_vae *v, const float *z, int Tz, int T0, int Tl,
                 vdn_fail(err, errlen, "video VAE: out of memory");
                 goto fail;
             }
-            unpatchify(v, proj + b * rows * v->patch_out, Tl, th, tw, tl->px);
-            if (progress) progress(user, ++*done, total);
         }
+        unpatch_job uj = {v, proj, tiles + g0, rows, Tl, th, tw};
+        vdn_parallel_for(B, unpatch_one, &uj);
+        for (int b = 0; b < B; b++)
+            if (progress) progress(user, ++*done, total);
     }
     /* stitch: each tile blended with the raw tile above (rows) and the raw tile to its left
-     * (columns), then cropped by its own overlaps, as _stitch_tiles does */
-    for (int i = 0; i < ty.n; i++)
-        for (int j = 0; j < tx.n; j++) {
-            const frames3 *tl = &tiles[i * tx.n + j];
-            const int keep_h = tl->H - (i < ty.n - 1 ? ty.overlap[i] : 0);
-            const int keep_w = tl->W - (j < tx.n - 1 ? tx.overlap[j] : 0);
-            const frames3 *up_t = i > 0 ? &tiles[(i - 1) * tx.n + j] : NULL;
-            const frames3 *left = j > 0 ? &tiles[i * tx.n + j - 1] : NULL;
-            const int eh = up_t ? imin(imin(up_t->H, tl->H), ty.overlap[i - 1]) : 0;
-            const int ew = left ? imin(imin(left->W, tl->W), tx.overlap[j - 1]) : 0;
-            float *rowbuf = vdn_xmalloc(sizeof(float) * (size_t)tl->W);
-            for (int ch = 0; ch < 3; ch++)
-                for (int t = 0; t < F; t++)
-                    for (int y = 0; y < keep_h; y++) {
-                        const float *src = at(tl, ch, t, y);
-                        for (int x = 0; x < tl->W; x++)
-                            rowbuf[x] =
-                                y < eh ? blend1(at(up_t, ch, t, up_t->H - eh + y)[x], src[x], y, eh)
-                                       : src[x];
-                        if (left) {
-                            const float *lr = at(left, ch, t, y);
-                            for (int x = 0; x < ew; x++)
-                                rowbuf[x] = blend1(lr[left->W - ew + x], rowbuf[x], x, ew);
-                        }
-                        memcpy(at(out, ch, t, ty.start[i] + y) + tx.start[j], rowbuf,
-                               sizeof(float) * (size_t)keep_w);
-                    }
-            free(rowbuf);
-        }
+     * (columns), then cropped by its own overlaps, as _stitch_tiles does; the kept regions are
+     * disjoint, so the tiles run in parallel */
+    stitch_job sj = {tiles, &ty, &tx, out, F};
+    vdn_parallel_for(n, stitch_one, &sj);
     rc = 0;
 fail:
     for (int i = 0; tiles && i < n; i++)
@@ -542,6 +575,27 @@ int vdn_video_vae_frames(const vdn_video_vae *v, int T, char *err, size_t errlen
                         T, need);
     }
     return k.total;
+}
+
+typedef struct {
+    const frames3 *all;
+    float *frames; /* (3, n_out, H, W) */
+    int n_out;
+} denorm_job;
+
+/* plane ch n_out + t: x std + mean, clamped to [0, 1] (float32, the reference's order) */
+static void denorm_one(void *ctx, int i) {
+    static const float mean[3] = {0.485f, 0.456f, 0.406f}, std_[3] = {0.229f, 0.224f, 0.225f};
+    const denorm_job *j = ctx;
+    const int ch = i / j->n_out, t = i % j->n_out;
+    const int64_t plane = (int64_t)j->all->H * j->all->W;
+    const float *src = at(j->all, ch, t, 0);
+    float *dst = j->frames + (int64_t)i * plane;
+    for (int64_t p = 0; p < plane; p++) {
+        const float s = src[p] * std_[ch];
+        const float x = s + mean[ch];
+        dst[p] = x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x;
+    }
 }
 
 int vdn_video_vae_decode(vdn_video_vae *v, const float *latents, int T, int h, int w, float *frames,
@@ -613,17 +667,8 @@ int vdn_video_vae_decode(vdn_video_vae *v, const float *latents, int T, int h, i
             memcpy(at(&all, ch, k.n_chunks * j0, 0), at(&ov, ch, 0, 0),
                    sizeof(float) * (size_t)plane * k.frame_overlap);
     /* drop the frames of the repeated tail, then ImageNet de-normalisation and the clamp */
-    static const float mean[3] = {0.485f, 0.456f, 0.406f}, std_[3] = {0.229f, 0.224f, 0.225f};
-    for (int ch = 0; ch < 3; ch++)
-        for (int t = 0; t < n_out; t++) {
-            const float *src = at(&all, ch, t, 0);
-            float *dst = frames + ((int64_t)ch * n_out + t) * plane;
-            for (int64_t p = 0; p < plane; p++) {
-                const float s = src[p] * std_[ch];
-                const float x = s + mean[ch];
-                dst[p] = x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x;
-            }
-        }
+    denorm_job dj = {&all, frames, n_out};
+    vdn_parallel_for(3 * n_out, denorm_one, &dj);
     rc = 0;
 fail:
     free(z);
