@@ -10,7 +10,7 @@ set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 CKPT=${CKPT:-.devcarry/shard/smallck}
 mkdir -p "$OUT"
-B=$(mktemp -d)
+B=$(mktemp -d); mkdir -p "$B/m"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"
 NCCL=$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])" 2>/dev/null)
@@ -27,7 +27,7 @@ t0=$(date +%s)
   for f in engine/*.c kernels/twin_norm.c kernels/twin_attn.c kernels/twin_vda.c text/encoder_init.c text/encoder_config.c vae/vae_init.c vae/vae_config.c vae/vae_weights.c; do
     gcc $CFLAGS $CJ -c "$f" -o "$B/$(basename "$f" .c).o" &
   done
-  gcc $CFLAGS $CJ -DVDN_HAVE_NCCL=1 -c engine/test/dit_shard_compare.c -o "$B/main_cmp.x" &
+  gcc $CFLAGS $CJ -DVDN_HAVE_NCCL=1 -c engine/test/dit_shard_compare.c -o "$B/m/main_cmp.o" &
   for f in cuda_util gemm norm rope attn attn_wgmma attn_pingpong vda_prep vda_solve vda_scan vda_misc bench \
            op_cuda op_cuda_elem op_cuda_norm op_cuda_linear op_cuda_attn op_cuda_vda op_cuda_conv comm_nccl; do
     nvcc $NVFLAGS -c "kernels/$f.cu" -o "$B/$f.cu.o" &
@@ -35,7 +35,7 @@ t0=$(date +%s)
   wait
 } > "$OUT/build.log" 2>&1
 ar rcs "$B/libk.a" $B/*.o
-nvcc -o "$B/shard_cmp" "$B/main_cmp.x" "$B/libk.a" $LJ -L"$NCCL/lib" -l:libnccl.so.2 -lcublasLt -lcublas \
+nvcc -o "$B/shard_cmp" "$B/m/main_cmp.o" "$B/libk.a" $LJ -L"$NCCL/lib" -l:libnccl.so.2 -lcublasLt -lcublas \
   -lpthread -lm -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/build.log" 2>&1
 echo "build: $(( $(date +%s) - t0 )) s"
 grep -E "error" "$OUT/build.log" | head -20
