@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -351,16 +352,23 @@ int vdn_vae_audio_config_parse(const char *text, size_t len, const char *path,
         rc = get_stats(j, "latents_std", c->latents_std, c->latent_channels, 1, path, err, errlen);
     cJSON_Delete(j);
     if (rc) return -1;
-    int henc = 1, hdec = 1;
-    for (int i = 0; i < c->n_enc_rates; i++)
+    /* The hop (samples per latent frame) is the product of the rates; bound it so a hostile
+     * config cannot overflow it (the released one is 2 * 4 * 4 * 5 * 5 = 800). */
+    const int64_t hop_max = 1 << 20;
+    int64_t henc = 1, hdec = 1;
+    for (int i = 0; i < c->n_enc_rates && henc <= hop_max; i++)
         henc *= c->encoder_rates[i];
-    for (int i = 0; i < c->n_ups; i++)
+    for (int i = 0; i < c->n_ups && hdec <= hop_max; i++)
         hdec *= c->decoder_rates[i];
+    if (hdec > hop_max)
+        return vdn_fail(err, errlen,
+                        "%s: decoder_rates multiply to more than %lld: expected at most that", path,
+                        (long long)hop_max);
     if (henc != hdec)
         return vdn_fail(err, errlen,
-                        "%s: decoder_rates multiply to %d, encoder_rates to %d: expected equal",
-                        path, hdec, henc);
-    c->hop = hdec;
+                        "%s: decoder_rates multiply to %lld, encoder_rates to %lld: expected equal",
+                        path, (long long)hdec, (long long)henc);
+    c->hop = (int)hdec;
     if (c->decoder_dim >> c->n_ups < 1)
         return vdn_fail(err, errlen, "%s: decoder_dim %d cannot be halved %d times", path,
                         c->decoder_dim, c->n_ups);

@@ -10,6 +10,11 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* A job names a prompt cache or a prompt text (or both), so either may be NULL. */
+static int same_text(const char *a, const char *b) {
+    return (!a && !b) || (a && b && !strcmp(a, b));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vdn_job_spec *jobs;
     int n;
@@ -31,7 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int m;
         VDN_ASSERT(vdn_jsonl_parse(json, strlen(json), "stored", NULL, 0, &back, &m, &v) == 0);
         VDN_ASSERT(m == 1 && back[0].seed == jobs[i].seed && back[0].steps == jobs[i].steps &&
-                   !strcmp(back[0].prompt_cache, jobs[i].prompt_cache));
+                   same_text(back[0].prompt_cache, jobs[i].prompt_cache) &&
+                   same_text(back[0].prompt, jobs[i].prompt));
         vdn_jobs_free(back, m);
         free(json);
     }
