@@ -26,13 +26,18 @@
 /* Where the weights come from: the tensor `name` (canonical diffusers name, ckpt.h) of the
  * given shape in its stored dtype (F32, BF16, F16), or NULL with a message naming it. release
  * (may be NULL) drops a host copy once uploaded. */
-typedef struct {
+typedef struct vdn_weight_source {
     const void *(*get)(void *ctx, const char *name, int ndim, const int64_t *shape,
                        vdn_dtype *dtype, char *err, size_t errlen);
     void (*release)(void *ctx, const char *name);
     void *ctx;
 } vdn_weight_source;
 vdn_weight_source vdn_weight_source_ckpt(vdn_ckpt *ck);
+/* Random weights in whatever shapes the loader asks for (weights_random.c): small tensors exactly
+ * as `vdn ckpt init --seed` writes them, large matrices with the same mean and spread from a fast
+ * hash. For benchmarks at the real size without a file. Free with vdn_weight_source_random_free. */
+vdn_weight_source vdn_weight_source_random(uint64_t seed);
+void vdn_weight_source_random_free(vdn_weight_source *src);
 
 typedef struct {
     vdn_tensor *norm1, *norm2;         /* [hidden] */

@@ -1,6 +1,7 @@
 /* vdn_engine_*: a checkpoint and the DiT's weights on one op-layer device, opened once,
  * rendering many requests (engine.h). Also the official frame arithmetic. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,13 +36,13 @@ static int open_ranks(vdn_engine *eng, const char *name, int index, char *err, s
     return 0;
 }
 
-static int open_op_layer(vdn_engine *eng, const char *name, int device, char *err, size_t errlen) {
+static int open_op_layer(vdn_engine *eng, const char *name, int device,
+                         const vdn_weight_source *src, char *err, size_t errlen) {
     /* device: the GPU (an ordinal among the visible ones); the CPU has one */
     eng->dev = vdn_dev_open(name, strcmp(name, "cpu") && device > 0 ? device : 0,
                             g_threads > 0 ? g_threads : 2, err, errlen);
     if (!eng->dev) return -1;
-    vdn_weight_source src = vdn_weight_source_ckpt(eng->ck);
-    if (vdn_dit_weights_load(&eng->w, eng->dev, &eng->cfg, &src, err, errlen) != 0) {
+    if (vdn_dit_weights_load(&eng->w, eng->dev, &eng->cfg, src, err, errlen) != 0) {
         vdn_dev_close(eng->dev);
         eng->dev = NULL;
         return -1;
@@ -82,6 +83,16 @@ vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra
     return vdn_engine_open_on(checkpoint_dir, extra_adapters, n_extra, backend, -1, err, errlen);
 }
 
+/* host work (noise, Euler on the CPU): the cores a GPU leaves idle */
+static void set_host_threads(const char *dev_name) {
+    if (g_threads > 0)
+        vdn_ops_set_threads(g_threads);
+    else if (strcmp(dev_name, "cpu") != 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        vdn_ops_set_threads(cores < 1 ? 1 : cores > 8 ? 8 : (int)cores);
+    }
+}
+
 vdn_engine *vdn_engine_open_on(const char *checkpoint_dir, const char *const *extra_adapters,
                                int n_extra, vdn_backend_kind backend, int device, char *err,
                                size_t errlen) {
@@ -92,14 +103,26 @@ vdn_engine *vdn_engine_open_on(const char *checkpoint_dir, const char *const *ex
     vdn_engine *eng = vdn_xcalloc(1, sizeof *eng);
     eng->ck = ck;
     eng->cfg = *vdn_ckpt_config(ck);
-    if (g_threads > 0)
-        vdn_ops_set_threads(g_threads);
-    else if (strcmp(dev_name, "cpu") != 0) { /* host work (noise): the cores the GPU leaves idle */
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        vdn_ops_set_threads(cores < 1 ? 1 : cores > 8 ? 8 : (int)cores);
-    }
-    if (open_op_layer(eng, dev_name, device, err, errlen) != 0) {
+    set_host_threads(dev_name);
+    vdn_weight_source src = vdn_weight_source_ckpt(ck);
+    if (open_op_layer(eng, dev_name, device, &src, err, errlen) != 0) {
         vdn_ckpt_close(ck);
+        free(eng);
+        return NULL;
+    }
+    return eng;
+}
+
+vdn_engine *vdn_engine_open_source(const vdn_config *cfg, const vdn_weight_source *src,
+                                   const char *label, vdn_backend_kind backend, int device,
+                                   char *err, size_t errlen) {
+    const char *dev_name = pick_device(backend, err, errlen);
+    if (!dev_name) return NULL;
+    vdn_engine *eng = vdn_xcalloc(1, sizeof *eng);
+    eng->cfg = *cfg;
+    snprintf(eng->label, sizeof eng->label, "%s", label ? label : "weights");
+    set_host_threads(dev_name);
+    if (open_op_layer(eng, dev_name, device, src, err, errlen) != 0) {
         free(eng);
         return NULL;
     }
@@ -120,7 +143,7 @@ const vdn_config *vdn_engine_config(const vdn_engine *eng) {
     return &eng->cfg;
 }
 const char *vdn_engine_identity(const vdn_engine *eng) {
-    return vdn_ckpt_identity(eng->ck);
+    return eng->ck ? vdn_ckpt_identity(eng->ck) : eng->label;
 }
 const char *vdn_engine_backend_name(const vdn_engine *eng) {
     return eng->dev->be->name;
@@ -130,4 +153,10 @@ uint64_t vdn_engine_memory_used(const vdn_engine *eng) {
     size_t in_use = 0;
     vdn_dev_memory(eng->dev, &in_use, NULL);
     return in_use;
+}
+
+uint64_t vdn_engine_memory_peak(const vdn_engine *eng) {
+    size_t peak = 0;
+    vdn_dev_memory(eng->dev, NULL, &peak);
+    return peak;
 }

@@ -58,12 +58,22 @@ vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra
 vdn_engine *vdn_engine_open_on(const char *checkpoint_dir, const char *const *extra_adapters,
                                int n_extra, vdn_backend_kind backend, int device, char *err,
                                size_t errlen);
+/* An engine over weights from any source instead of a checkpoint folder (dit.h's
+ * vdn_weight_source; cfg gives the shapes): `vdn bench --whole` renders the real H3 with random
+ * weights this way. label names the weights in run records (where a checkpoint's identity goes);
+ * such an engine has no adapters. */
+struct vdn_weight_source;
+vdn_engine *vdn_engine_open_source(const vdn_config *cfg, const struct vdn_weight_source *src,
+                                   const char *label, vdn_backend_kind backend, int device,
+                                   char *err, size_t errlen);
 /* Bytes of device memory the engine holds now (allocations through the op layer: weights and
  * activations; on the CPU backend, host memory). */
 uint64_t vdn_engine_memory_used(const vdn_engine *eng);
 void vdn_engine_close(vdn_engine *eng);
 const vdn_config *vdn_engine_config(const vdn_engine *eng);
-const char *vdn_engine_identity(const vdn_engine *eng);     /* checkpoint identity hash */
+const char *vdn_engine_identity(const vdn_engine *eng); /* checkpoint identity hash (or label) */
+/* bytes of device memory the op layer held at most since the engine opened */
+uint64_t vdn_engine_memory_peak(const vdn_engine *eng);
 const char *vdn_engine_backend_name(const vdn_engine *eng); /* "cpu" | "cuda" */
 
 /* CPU worker threads for the cpu backend's big products and the render's host work (noise,

@@ -11,7 +11,8 @@
 #include "seq.h"
 
 struct vdn_engine {
-    vdn_ckpt *ck;
+    vdn_ckpt *ck;      /* NULL for an engine over another weight source */
+    char label[128];   /* that source's name, in place of the checkpoint's identity */
     vdn_config cfg;
     vdn_dev *dev;      /* the op-layer device that renders (op.h) */
     vdn_dit_weights w; /* the DiT's weights on it (dit.h) */

@@ -227,13 +227,13 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
                              {"variant", vdn_attn_mode_name(mode)}};
         rc = vdn_st_write(st_path, t, 2, meta, 2, err, errlen);
         if (rc == 0) {
-            int nad = vdn_ckpt_adapter_count(eng->ck);
+            int nad = eng->ck ? vdn_ckpt_adapter_count(eng->ck) : 0;
             const char **ad = vdn_xcalloc((size_t)nad + 1, sizeof(char *));
             for (int i = 0; i < nad; i++)
                 ad[i] = vdn_ckpt_adapter_name(eng->ck, i);
             vdn_record rec = {.backend = vdn_engine_backend_name(eng),
-                              .ckpt_identity = vdn_ckpt_identity(eng->ck),
-                              .ckpt_layout = vdn_ckpt_layout(eng->ck),
+                              .ckpt_identity = vdn_engine_identity(eng),
+                              .ckpt_layout = eng->ck ? vdn_ckpt_layout(eng->ck) : "generated",
                               .n_adapters = nad,
                               .adapters = ad,
                               .cfg = c,

@@ -24,6 +24,10 @@ typedef struct {
  * what it expects. *help = 1 when --help was given. */
 int vdn_bench_parse(int argc, char **argv, vdn_bench_opts *o, int *help);
 
+/* `vdn bench --whole ...` (bench_whole.c): whole model evaluations at the real shapes with
+ * random weights, timed end to end; exit status. */
+int vdn_bench_whole(int argc, char **argv);
+
 /* Runs the benchmark on GPU 0; 0 on success, -1 with a message on stderr. */
 int vdn_bench_cuda(const vdn_bench_opts *o);
 

@@ -16,6 +16,7 @@ static void usage(FILE *f) {
             "                 [--reps 10] [--attn-reps 3] [--json FILE] [--peers PEERS.json]\n"
             "       vdn bench compare VDN.json PEERS.json\n"
             "       vdn bench text-encoder --help   (the Qwen3-VL text encoder, text/)\n"
+            "       vdn bench --whole --help        (whole model evaluations, end to end)\n"
             "Times one MiniMax-H3 / VDN-H3 block op by op (CUDA events, warm, median) at the\n"
             "given workload with random weights generated on the GPU, and estimates seconds per\n"
             "model evaluation (50 blocks + embeddings and heads) for dense and VDN attention.\n"
@@ -115,6 +116,8 @@ int vdn_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "vdn bench text-encoder: this build has no text/ module\n");
         return 1;
     }
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--whole")) return vdn_bench_whole(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "compare")) {
         if (argc != 4) {
             usage(stderr);

@@ -1,0 +1,298 @@
+/* `vdn bench --whole`: the complete model evaluation as a user's render runs it, timed end to end.
+ *
+ * Builds the DiT at a preset's real shapes (the 50-block H3 by default) with random weights made
+ * as the loader asks for them (no checkpoint file: dit.h's vdn_weight_source_random), opens an
+ * engine over them and runs ordinary renders (engine.h: the same sequence building, noise,
+ * sampler loop, host work and device syncs as `vdn render`) at the H3 workload: 102 latent
+ * frames (345 pixel frames), 768 x 1344, 512 text rows, 575 audio rows. Each variant renders
+ * warm-up + N model evaluations; the median of the N is the number quoted in docs/PERF.md. Also
+ * reports the op layer's peak device memory (weights, activations, scratch). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "ckpt_init.h"
+#include "dit.h"
+#include "engine.h"
+#include "safetensors.h"
+#include "vdn_util.h"
+
+typedef struct {
+    const char *preset;   /* "h3" */
+    int layers;           /* 0 = the preset's */
+    int frames;           /* latent frames, 5k + 2 (102 = 345 pixel frames) */
+    int height, width;    /* pixels */
+    int text;             /* prompt rows */
+    int nfe, warmup;      /* timed and untimed model evaluations per variant */
+    const char *variants; /* comma list */
+    int cpu;              /* the CPU backend (small presets; checks the path without a GPU) */
+    uint64_t seed;
+    const char *json;
+} whole_opts;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: vdn bench --whole [--preset h3] [--layers N] [--frames 102] [--height 768]\n"
+            "                 [--width 1344] [--text 512] [--nfe 3] [--warmup 1]\n"
+            "                 [--variants vdn,dense] [--seed 1] [--cpu] [--json FILE]\n"
+            "Times whole model evaluations: an engine over random weights in the preset's real\n"
+            "shapes (no checkpoint file) renders each variant for warm-up + N evaluations, as\n"
+            "`vdn render` would, and reports the median seconds per evaluation after warm-up and\n"
+            "the peak device memory. --frames counts latent frames (5k + 2; 102 = 345 pixel\n"
+            "frames, 575 audio rows). --cpu runs the CPU backend (for small presets).\n");
+}
+
+static int int_arg(const char *opt, const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s ? s : "", &end, 10);
+    if (!s || !*s || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "vdn bench --whole: %s expects an integer in [%d, %d], got '%s'\n", opt,
+                lo, hi, s ? s : "(missing)");
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int str_arg(const char *opt, const char *s, const char **out) {
+    if (!s || !*s) {
+        fprintf(stderr, "vdn bench --whole: %s expects a value\n", opt);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+/* 0, 1 for --help, -1 after a message */
+static int parse(int argc, char **argv, whole_opts *o) {
+    *o = (whole_opts){.preset = "h3", .frames = 102, .height = 768, .width = 1344, .text = 512,
+                      .nfe = 3, .warmup = 1, .variants = "vdn,dense", .seed = 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc = 0, seed = 0;
+        if (!strcmp(a, "--whole")) continue;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
+        if (!strcmp(a, "--cpu")) {
+            o->cpu = 1;
+            continue;
+        }
+        if (!strcmp(a, "--preset"))
+            rc = str_arg(a, v, &o->preset);
+        else if (!strcmp(a, "--layers"))
+            rc = int_arg(a, v, 1, 1000, &o->layers);
+        else if (!strcmp(a, "--frames"))
+            rc = int_arg(a, v, 2, 1002, &o->frames);
+        else if (!strcmp(a, "--height"))
+            rc = int_arg(a, v, 32, 4096, &o->height);
+        else if (!strcmp(a, "--width"))
+            rc = int_arg(a, v, 32, 4096, &o->width);
+        else if (!strcmp(a, "--text"))
+            rc = int_arg(a, v, 1, 100000, &o->text);
+        else if (!strcmp(a, "--nfe"))
+            rc = int_arg(a, v, 1, 1000, &o->nfe);
+        else if (!strcmp(a, "--warmup"))
+            rc = int_arg(a, v, 0, 100, &o->warmup);
+        else if (!strcmp(a, "--variants"))
+            rc = str_arg(a, v, &o->variants);
+        else if (!strcmp(a, "--json"))
+            rc = str_arg(a, v, &o->json);
+        else if (!strcmp(a, "--seed"))
+            rc = int_arg(a, v, 0, 1 << 30, &seed), o->seed = (uint64_t)seed;
+        else {
+            fprintf(stderr, "vdn bench --whole: unknown option '%s'\n", a);
+            return -1;
+        }
+        if (rc) return -1;
+        i++;
+    }
+    if ((o->frames - 2) % 5) {
+        fprintf(stderr,
+                "vdn bench --whole: --frames %d: expected 5k + 2 latent frames (the official "
+                "17n + 5 pixel frames), e.g. 102\n",
+                o->frames);
+        return -1;
+    }
+    if (o->height % 32 || o->width % 32) {
+        fprintf(stderr, "vdn bench --whole: --height/--width %d x %d: expected multiples of 32\n",
+                o->height, o->width);
+        return -1;
+    }
+    return 0;
+}
+
+/* prompt cache of `rows` text rows (all tags 1) with N(0, 1)-like values */
+static int write_prompt(const char *path, int rows, int dim, uint64_t seed, char *err,
+                        size_t errlen) {
+    float *emb = vdn_xmalloc(sizeof(float) * (size_t)rows * dim);
+    int64_t *tags = vdn_xmalloc(sizeof(int64_t) * (size_t)rows);
+    const int64_t shape[2] = {rows, dim};
+    for (int64_t i = 0; i < (int64_t)rows * dim; i++)
+        emb[i] = vdn_ckpt_init_value(seed, "bench.prompt_embeds", 2, shape, i);
+    for (int i = 0; i < rows; i++)
+        tags[i] = 1;
+    vdn_st_tensor t[2] = {{"prompt_embeds", VDN_DT_F32, 2, {rows, dim}, emb},
+                          {"text_token_tags", VDN_DT_I64, 1, {rows}, tags}};
+    int rc = vdn_st_write(path, t, 2, NULL, 0, err, errlen);
+    free(emb);
+    free(tags);
+    return rc;
+}
+
+typedef struct {
+    double *s; /* seconds of each model evaluation */
+    int n;
+} nfe_times;
+
+static int on_nfe(void *user, int done, int total, double seconds) {
+    nfe_times *t = user;
+    if (done >= 1 && done <= t->n) t->s[done - 1] = seconds;
+    fprintf(stderr, "  nfe %d/%d: %.3f s\n", done, total, seconds);
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    char variant[32];
+    double median_s, min_s, max_s;
+    double peak_gib; /* op-layer peak since the engine opened, after this variant's render */
+} whole_result;
+
+static int run_variant(vdn_engine *eng, const whole_opts *o, const char *variant,
+                       const char *dir, const char *prompt, whole_result *r) {
+    char prefix[4200], err[VDN_ERR_LEN];
+    snprintf(prefix, sizeof prefix, "%s/%s", dir, variant);
+    const int steps = o->warmup + o->nfe;
+    nfe_times t = {vdn_xcalloc((size_t)steps, sizeof(double)), steps};
+    vdn_render_request req = {.prompt_cache = prompt,
+                              .frames = (o->frames - 2) / 5 * 17 + 5,
+                              .height = o->height,
+                              .width = o->width,
+                              .steps = steps,
+                              .seed = o->seed,
+                              .variant = variant,
+                              .out_prefix = prefix};
+    fprintf(stderr, "vdn bench --whole: %s, %d pixel frames %d x %d, %d + %d evaluations\n",
+            variant, req.frames, o->height, o->width, o->warmup, o->nfe);
+    if (vdn_engine_render(eng, &req, on_nfe, &t, err, sizeof err) != 0) {
+        fprintf(stderr, "vdn bench --whole: %s: %s\n", variant, err);
+        free(t.s);
+        return -1;
+    }
+    double *timed = t.s + o->warmup;
+    qsort(timed, (size_t)o->nfe, sizeof(double), cmp_double);
+    snprintf(r->variant, sizeof r->variant, "%s", variant);
+    r->median_s = o->nfe % 2 ? timed[o->nfe / 2] : 0.5 * (timed[o->nfe / 2 - 1] + timed[o->nfe / 2]);
+    r->min_s = timed[0];
+    r->max_s = timed[o->nfe - 1];
+    r->peak_gib = (double)vdn_engine_memory_peak(eng) / (1024.0 * 1024 * 1024);
+    free(t.s);
+    return 0;
+}
+
+static int write_json(const whole_opts *o, const vdn_config *c, double load_s,
+                      double weights_gib, const whole_result *r, int n) {
+    FILE *f = fopen(o->json, "w");
+    if (!f) {
+        fprintf(stderr, "vdn bench --whole: %s: cannot write (%s)\n", o->json, strerror(errno));
+        return -1;
+    }
+    fprintf(f,
+            "{\"preset\": \"%s\", \"layers\": %d, \"latent_frames\": %d, \"height\": %d, "
+            "\"width\": %d, \"text_rows\": %d, \"nfe\": %d, \"warmup\": %d, \"backend\": \"%s\", "
+            "\"load_seconds\": %.3f, \"weights_gib\": %.3f, \"variants\": [",
+            o->preset, c->layers, o->frames, o->height, o->width, o->text, o->nfe, o->warmup,
+            o->cpu ? "cpu" : "cuda", load_s, weights_gib);
+    for (int i = 0; i < n; i++)
+        fprintf(f,
+                "%s{\"variant\": \"%s\", \"median_s_per_nfe\": %.4f, \"min_s\": %.4f, "
+                "\"max_s\": %.4f, \"peak_gib\": %.3f}",
+                i ? ", " : "", r[i].variant, r[i].median_s, r[i].min_s, r[i].max_s,
+                r[i].peak_gib);
+    fprintf(f, "]}\n");
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* the folder's files: the prompt, and each variant's latents and run record */
+static void remove_outputs(const char *dir, const char *variants) {
+    char path[4300], list[256];
+    snprintf(path, sizeof path, "%s/prompt.safetensors", dir);
+    unlink(path);
+    snprintf(list, sizeof list, "%s", variants);
+    for (char *save = NULL, *v = strtok_r(list, ",", &save); v; v = strtok_r(NULL, ",", &save)) {
+        snprintf(path, sizeof path, "%s/%s.safetensors", dir, v);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/%s.json", dir, v);
+        unlink(path);
+    }
+    if (rmdir(dir) != 0) fprintf(stderr, "vdn bench --whole: could not remove %s\n", dir);
+}
+
+static int run(const whole_opts *o) {
+    char err[VDN_ERR_LEN], dir[] = "/tmp/vdn-bench-whole-XXXXXX", prompt[64];
+    vdn_config cfg;
+    if (vdn_ckpt_preset(o->preset, o->layers, &cfg, err, sizeof err) != 0) {
+        fprintf(stderr, "vdn bench --whole: %s\n", err);
+        return -1;
+    }
+    cfg.has_vdn = 1; /* the VDN-H3 weights: serve every variant, dense included */
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "vdn bench --whole: cannot make a folder in /tmp (%s)\n", strerror(errno));
+        return -1;
+    }
+    snprintf(prompt, sizeof prompt, "%s/prompt.safetensors", dir);
+    int rc = write_prompt(prompt, o->text, cfg.text_dim, o->seed, err, sizeof err);
+    if (rc) fprintf(stderr, "vdn bench --whole: %s\n", err);
+    vdn_weight_source src = vdn_weight_source_random(o->seed);
+    const double t0 = vdn_now();
+    vdn_engine *eng = rc ? NULL
+                         : vdn_engine_open_source(&cfg, &src, "random weights (vdn bench --whole)",
+                                                  o->cpu ? VDN_BACKEND_CPU : VDN_BACKEND_CUDA, -1,
+                                                  err, sizeof err);
+    const double load_s = vdn_now() - t0;
+    vdn_weight_source_random_free(&src);
+    if (!rc && !eng) fprintf(stderr, "vdn bench --whole: %s\n", err), rc = -1;
+    whole_result res[8];
+    int n = 0;
+    double weights_gib = 0;
+    if (eng) {
+        weights_gib = (double)vdn_engine_memory_used(eng) / (1024.0 * 1024 * 1024);
+        printf("-- whole model: %s, %d blocks, %s backend, weights %.2f GiB (made in %.1f s) --\n",
+               o->preset, cfg.layers, vdn_engine_backend_name(eng), weights_gib, load_s);
+        char list[256];
+        snprintf(list, sizeof list, "%s", o->variants);
+        for (char *save = NULL, *v = strtok_r(list, ",", &save); v && !rc && n < 8;
+             v = strtok_r(NULL, ",", &save)) {
+            if ((rc = run_variant(eng, o, v, dir, prompt, &res[n])) == 0) {
+                printf("%-16s %9.3f s/NFE (median of %d; min %.3f, max %.3f)  peak %.2f GiB\n",
+                       v, res[n].median_s, o->nfe, res[n].min_s, res[n].max_s, res[n].peak_gib);
+                n++;
+            }
+        }
+        vdn_engine_close(eng);
+    }
+    if (!rc && o->json) rc = write_json(o, &cfg, load_s, weights_gib, res, n);
+    remove_outputs(dir, o->variants);
+    return rc;
+}
+
+int vdn_bench_whole(int argc, char **argv) {
+    whole_opts o;
+    int p = parse(argc, argv, &o);
+    if (p == 1) {
+        usage(stdout);
+        return 0;
+    }
+    if (p != 0) {
+        usage(stderr);
+        return 2;
+    }
+    return run(&o) == 0 ? 0 : 1;
+}
