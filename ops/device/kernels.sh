@@ -3,7 +3,8 @@
 # device machine lacks the render system's Debian -dev libraries), check every kernel against its
 # CPU twin, benchmark the H3 workload, run the PyTorch peers in the same run, print a summary.
 #   OUT=dir bash ops/device/kernels.sh [peers.py]        (run from the repository root)
-# switches: BENCH=0, SANITIZE=0, SANITIZE_ONLY=prep, PROFILE=1, H3RENDER=1, BENCH_ARGS="--reps 5"
+# switches: BENCH=0, SANITIZE=0, SANITIZE_ONLY=prep, PROFILE=1, H3RENDER=1, BENCH_ARGS="--reps 5",
+#           WHOLE=1 WHOLE_ARGS="--variants vdn,dense --nfe 3" (vdn bench --whole), TESTS=0
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 PEERS=${1:-.devcarry/h3_peers.py}
@@ -65,12 +66,15 @@ if [ ! -x "$B/test_gpu" ] || [ ! -x "$B/vdn_bench" ]; then
   echo "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1
 fi
 
-"$B/test_twins" > "$OUT/test.log" 2>&1; tw=$?
-timeout 240 "$B/test_gpu" >> "$OUT/test.log" 2>&1; tg=$?
-if [ -x "$B/test_backend_ops" ]; then timeout 200 "$B/test_backend_ops" > "$OUT/backend_ops.log" 2>&1; tbo=$?; else tbo=nobuild; fi
-grep -E "FAIL|NON-FINITE|passed|failed" "$OUT/backend_ops.log" | head -20
-if [ -x "$B/test_backend" ]; then timeout 300 "$B/test_backend" >> "$OUT/test.log" 2>&1; tbk=$?; else tbk=nobuild; fi
-cat "$OUT/test.log"
+tw=skip tg=skip tbo=skip tbk=skip
+if [ "${TESTS:-1}" = 1 ]; then
+  "$B/test_twins" > "$OUT/test.log" 2>&1; tw=$?
+  timeout 240 "$B/test_gpu" >> "$OUT/test.log" 2>&1; tg=$?
+  if [ -x "$B/test_backend_ops" ]; then timeout 200 "$B/test_backend_ops" > "$OUT/backend_ops.log" 2>&1; tbo=$?; else tbo=nobuild; fi
+  grep -E "FAIL|NON-FINITE|passed|failed" "$OUT/backend_ops.log" | head -20
+  if [ -x "$B/test_backend" ]; then timeout 300 "$B/test_backend" >> "$OUT/test.log" 2>&1; tbk=$?; else tbk=nobuild; fi
+  cat "$OUT/test.log"
+fi
 
 if [ "${PROFILE:-0}" = 1 ] && command -v ncu > /dev/null; then
   # hardware counters of the first default (ping-pong) attention launch (dense) at a smaller clip
@@ -107,6 +111,11 @@ if [ "${H3RENDER:-0}" = 1 ] && [ -x "$B/vdnmini" ]; then
     /usr/bin/env python3 -c "import json,sys; r=json.load(open('/tmp/h3-$v.json')); print('$v', json.dumps(r.get('timing', r))[:400])" 2>&1 | tee -a "$OUT/h3render.log"
   done
 fi
+tw_=skip
+if [ "${WHOLE:-0}" = 1 ]; then
+  # whole model evaluations at the H3 workload, 50 blocks, random weights (vdn bench --whole)
+  timeout ${WHOLE_TIMEOUT:-420} "$B/vdn_bench" --whole ${WHOLE_ARGS:-} --json "$OUT/whole.json" 2>&1 | tee "$OUT/whole.log"; tw_=${PIPESTATUS[0]}
+fi
 tb=skip
 if [ "${BENCH:-1}" = 1 ]; then
   timeout 400 "$B/vdn_bench" ${BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"; tb=${PIPESTATUS[0]}
@@ -141,7 +150,8 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
   echo "memcheck backend-ops: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer_ops.log") clean summaries)"
   grep -E "ERROR SUMMARY|Invalid" "$OUT/sanitizer_ops.log" | head -5
 fi
-echo "== summary: twins rc=$tw  gpu tests rc=$tg  backend-ops rc=$tbo  backend test rc=$tbk  bench rc=$tb  peers rc=$tp =="
+echo "== summary: twins rc=$tw  gpu tests rc=$tg  backend-ops rc=$tbo  backend test rc=$tbk  bench rc=$tb  whole rc=$tw_  peers rc=$tp =="
+grep -E "s/NFE|whole model" "$OUT/whole.log" 2>/dev/null
 grep -E "FAIL|NON-FINITE" "$OUT/test.log" | head
 grep -E "^(gemm|block|attention|stats|solve|scans|gather|readout|prep|dense|VDN|text|alpha)" "$OUT/bench.log"
 grep -E "ms " "$OUT/peers.log" 2>/dev/null
