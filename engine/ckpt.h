@@ -33,6 +33,7 @@ typedef enum {
     VDN_DT_U32,
     VDN_DT_U64,
     VDN_DT_BOOL,
+    VDN_DT_F8_E4M3, /* fp8 e4m3 (OCP "fn": max 448, no infinities): quantised weights */
     VDN_DT_COUNT
 } vdn_dtype;
 

@@ -138,8 +138,10 @@ static vdn_tensor *tensor_alloc(vdn_dev *d, vdn_dtype dt, int ndim, const int64_
     }
     size_t es = vdn_dtype_size(dt);
     if (dt != VDN_DT_F32 && dt != VDN_DT_BF16 && dt != VDN_DT_F16 && dt != VDN_DT_F64 &&
-        dt != VDN_DT_I32 && dt != VDN_DT_U8) {
-        vdn_dev_fail(d, "tensor_new: dtype %s is not a tensor dtype (F32, BF16, F16, F64, I32, U8)",
+        dt != VDN_DT_I32 && dt != VDN_DT_U8 && dt != VDN_DT_F8_E4M3) {
+        vdn_dev_fail(d,
+                     "tensor_new: dtype %s is not a tensor dtype (F32, BF16, F16, F64, I32, U8, "
+                     "F8_E4M3)",
                      vdn_dtype_name(dt));
         return NULL;
     }
@@ -339,13 +341,20 @@ int vdn_tensor_set(vdn_tensor *t, const void *host, vdn_dtype host_dt) {
         return vdn_dev_fail(d, "op tensor_set: %s host values into %s (integers only to I32)",
                             vdn_dtype_name(host_dt), vdn_tensor_desc(t, b, sizeof b));
     }
+    if (t->dtype == VDN_DT_F8_E4M3 && host_dt != VDN_DT_F8_E4M3) {
+        char b[96];
+        return vdn_dev_fail(d,
+                            "op tensor_set: %s host values into %s (fp8 takes raw F8_E4M3 bytes; "
+                            "quantise with vdn_op_quantize_rows)",
+                            vdn_dtype_name(host_dt), vdn_tensor_desc(t, b, sizeof b));
+    }
     return d->be->set(t, host, host_dt);
 }
 
 int vdn_tensor_get(const vdn_tensor *t, float *host) {
     DEV_OF(t);
     if (vdn_chk_tensor(d, "tensor_get", "t", t)) return -1;
-    if (t->dtype == VDN_DT_I32 || t->dtype == VDN_DT_U8) {
+    if (t->dtype == VDN_DT_I32 || t->dtype == VDN_DT_U8 || t->dtype == VDN_DT_F8_E4M3) {
         char b[96];
         return vdn_dev_fail(d, "op tensor_get: %s is not a float tensor (use tensor_get_raw)",
                             vdn_tensor_desc(t, b, sizeof b));
@@ -366,12 +375,17 @@ int vdn_tensor_copy(vdn_tensor *dst, const vdn_tensor *src) {
     if ((dst->dtype == VDN_DT_I32) != (src->dtype == VDN_DT_I32))
         return vdn_dev_fail(d, "op copy: %s into %s (integers only to I32)",
                             vdn_dtype_name(src->dtype), vdn_dtype_name(dst->dtype));
+    if ((dst->dtype == VDN_DT_F8_E4M3 || src->dtype == VDN_DT_F8_E4M3) && dst->dtype != src->dtype)
+        return vdn_dev_fail(d, "op copy: %s into %s (fp8 copies only to fp8)",
+                            vdn_dtype_name(src->dtype), vdn_dtype_name(dst->dtype));
     return d->be->copy(dst, src);
 }
 
 int vdn_tensor_fill(vdn_tensor *t, double value) {
     DEV_OF(t);
     if (vdn_chk_tensor(d, "fill", "t", t)) return -1;
+    if (t->dtype == VDN_DT_F8_E4M3)
+        return vdn_dev_fail(d, "op fill: fp8 tensors are written by vdn_op_quantize_rows only");
     return d->be->fill(t, value);
 }
 
@@ -453,12 +467,54 @@ static int chk_act(vdn_dev *d, const char *op, vdn_act act) {
     return vdn_dev_fail(d, "op %s: activation %d unknown", op, (int)act);
 }
 
+/* a Linear weight: float without scales, or fp8 with its per-row scales */
+static int chk_weight(vdn_dev *d, const char *op, const vdn_tensor *w) {
+    char b[96];
+    if (w && w->dtype == VDN_DT_F8_E4M3) {
+        if (vdn_chk_tensor(d, op, "w", w)) return -1;
+        if (!w->scale)
+            return vdn_dev_fail(d,
+                                "op %s: w is %s without per-row scales (quantise it with "
+                                "vdn_op_quantize_rows)",
+                                op, vdn_tensor_desc(w, b, sizeof b));
+        return 0;
+    }
+    if (vdn_chk_float(d, op, "w", w)) return -1;
+    if (w->scale)
+        return vdn_dev_fail(d, "op %s: w is %s with scales; only F8_E4M3 weights carry scales", op,
+                            vdn_tensor_desc(w, b, sizeof b));
+    return 0;
+}
+
+int vdn_op_quantize_rows(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x) {
+    DEV_OF(q);
+    const char *op = "quantize_rows";
+    char b[96];
+    if (vdn_chk_dtype(d, op, "q", q, VDN_DT_F8_E4M3) ||
+        vdn_chk_dtype(d, op, "scale", scale, VDN_DT_F32) || vdn_chk_float(d, op, "x", x))
+        return -1;
+    if (x->dtype == VDN_DT_F64)
+        return vdn_dev_fail(d, "op %s: x is %s, expected F32, BF16 or F16", op,
+                            vdn_tensor_desc(x, b, sizeof b));
+    const int64_t rows = vdn_tensor_rows(x), cols = vdn_tensor_cols(x);
+    if (vdn_chk_2d(d, op, "q", q, rows, cols)) return -1;
+    if (vdn_tensor_numel(scale) != rows || scale->ld != vdn_tensor_cols(scale))
+        return vdn_dev_fail(d,
+                            "op %s: scale is %s, expected %lld contiguous F32 values (one a row)",
+                            op, vdn_tensor_desc(scale, b, sizeof b), (long long)rows);
+    if (!d->be->quantize_rows)
+        return vdn_dev_fail(d, "op %s: not implemented on backend %s", op, d->be->name);
+    if (d->be->quantize_rows(q, scale, x) != 0) return -1;
+    q->scale = (const float *)scale->data;
+    return 0;
+}
+
 int vdn_op_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
                   vdn_act act, int accumulate) {
     DEV_OF(y);
     const char *op = "linear";
-    if (vdn_chk_float(d, op, "y", y) || vdn_chk_float(d, op, "x", x) ||
-        vdn_chk_float(d, op, "w", w) || chk_act(d, op, act))
+    if (vdn_chk_float(d, op, "y", y) || vdn_chk_float(d, op, "x", x) || chk_weight(d, op, w) ||
+        chk_act(d, op, act))
         return -1;
     int64_t rows = vdn_tensor_rows(x), in = vdn_tensor_cols(x), out = vdn_tensor_rows(w);
     if (vdn_chk_2d(d, op, "w", w, out, in) || vdn_chk_2d(d, op, "y", y, rows, out)) return -1;

@@ -109,9 +109,19 @@ typedef enum { VDN_ACT_NONE = 0, VDN_ACT_SILU, VDN_ACT_GELU_TANH, VDN_ACT_SIGMOI
 
 /* y[r, o] = act(sum_i x[r, i] w[o, i] + b[o]) (+ y[r, o] before the op when accumulate).
  * x [rows, in], w [out, in] (bf16/fp32, or fp8 with w->scale), b [out] or NULL, y [rows, out].
- * accumulate and act != NONE are exclusive. */
+ * accumulate and act != NONE are exclusive.
+ * fp8 (w F8_E4M3 with per-row scales sw, from vdn_op_quantize_rows): x is quantised per row by
+ * the same rule (x8, sx), then y[r, o] = act(sx[r] sw[o] sum_i x8[r, i] w8[o, i] + b[o]), the
+ * sum exact or in fp32 (CUDA: fp8 tensor cores), bias and accumulate as for the other dtypes. */
 int vdn_op_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
                   vdn_act act, int accumulate);
+
+/* Row-wise fp8 quantisation: scale[r] = amax_r / 448 (float32; an all-zero row gets 1) and
+ * q[r, c] = e4m3(float32(x[r, c] / scale[r])), rounded to nearest even and saturated to +-448
+ * (vdn_f32_to_e4m3). x [rows, cols] float (F32, BF16, F16), q F8_E4M3 [rows, cols], scale F32
+ * with `rows` elements, contiguous. On success q->scale points at scale's data, so q is a weight
+ * vdn_op_linear takes; scale must outlive q's use. */
+int vdn_op_quantize_rows(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x);
 
 /* Batched y[i] = a[i] b[i]^T (+ y[i] when accumulate): a [n, m, k], b [n, p, k], y [n, m, p]. */
 int vdn_op_matmul_bt(vdn_tensor *y, const vdn_tensor *a, const vdn_tensor *b, int accumulate);

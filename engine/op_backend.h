@@ -79,6 +79,10 @@ struct vdn_dev_backend {
     /* The dtype the backend keeps activations and the models' big matrices in (CPU: F32, the
      * zero default; CUDA: BF16). Models allocate with vdn_dev_act_dtype. */
     vdn_dtype act_dtype;
+
+    /* op.h's vdn_op_quantize_rows (after act_dtype so positional tables keep their order; NULL:
+     * "not implemented on backend Y") */
+    int (*quantize_rows)(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x);
 };
 
 struct vdn_dev {

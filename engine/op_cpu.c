@@ -183,4 +183,5 @@ const vdn_dev_backend vdn_cpu_dev_backend = {
     .vda = &vdn_cpu_vda_backend,
     .conv = &vdn_cpu_conv_backend,
     .act_dtype = VDN_DT_F32,
+    .quantize_rows = vdn_cpu_quantize_rows,
 };

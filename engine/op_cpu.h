@@ -19,6 +19,7 @@ static inline size_t cpu_esize(vdn_dtype dt) { /* vdn_dtype_size, inlined for th
     case VDN_DT_F16:
         return 2;
     case VDN_DT_U8:
+    case VDN_DT_F8_E4M3:
         return 1;
     default:
         return 4;
@@ -45,6 +46,8 @@ static inline double cpu_at(const vdn_tensor *t, int64_t r, int64_t c) {
         return *(const int32_t *)p;
     case VDN_DT_U8:
         return *(const uint8_t *)p;
+    case VDN_DT_F8_E4M3: /* the stored e4m3 value, without its row's scale */
+        return vdn_e4m3_to_f32(*(const uint8_t *)p);
     default:
         return NAN;
     }
@@ -89,6 +92,9 @@ typedef struct {
     float *copy;
 } cpu_fmat;
 cpu_fmat cpu_fmat_of(const vdn_tensor *t);
+/* One row of the fp8 rule (op.h, vdn_op_quantize_rows): x[0..n) of dtype dt (any float) ->
+ * q[0..n) e4m3 bytes; returns the row's scale. */
+float vdn_cpu_quantize_row(const void *x, vdn_dtype dt, int64_t n, uint8_t *q);
 void cpu_fmat_done(cpu_fmat *m);
 static inline const float *cpu_frow(const cpu_fmat *m, int64_t r) {
     return m->p + (size_t)r * (size_t)m->ld;
@@ -127,6 +133,7 @@ extern const struct vdn_conv_backend vdn_cpu_conv_backend;
 /* the op groups (op_cpu_*.c) */
 int vdn_cpu_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
                    vdn_act act, int accumulate);
+int vdn_cpu_quantize_rows(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x);
 int vdn_cpu_matmul_bt(vdn_tensor *y, const vdn_tensor *a, const vdn_tensor *b, int accumulate);
 int vdn_cpu_act(vdn_tensor *y, const vdn_tensor *x, vdn_act act);
 int vdn_cpu_swiglu(vdn_tensor *y, const vdn_tensor *value, const vdn_tensor *gate);

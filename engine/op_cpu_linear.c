@@ -1,7 +1,12 @@
 /* CPU matrix products: linear (y = act(x w^T + b)) and batched a b^T. float64 accumulation in
  * input order, one rounding to float32 per output; rows are spread over vdn_parallel_for (the
- * result does not depend on the thread count). */
+ * result does not depend on the thread count).
+ * fp8 (op.h): the oracle quantises x exactly as the CUDA backend does (the same float32
+ * division and e4m3 rounding, so the same bytes and scales) and sums the e4m3 values' products
+ * in float64, which is exact for up to 2^25 terms; the scales and bias apply once at the end. */
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "op_cpu.h"
 #include "ops.h"
@@ -12,7 +17,22 @@ typedef struct {
     int has_b, accumulate;
     vdn_act act;
     int64_t rows, in, out, chunk;
+    const float *sx, *sw; /* fp8: per-row scales of x and w (x and w hold the e4m3 values) */
 } linear_job;
+
+/* the float32 value of the product before its act / accumulate: bias first for float weights
+ * (unchanged order), scales then bias for fp8 (as cuBLASLt's alpha, scales and bias epilogue) */
+static float linear_dot(const linear_job *j, const float *xr, int64_t r, int64_t o) {
+    const float *wo = cpu_frow(&j->w, o);
+    double acc = j->has_b && !j->sx ? j->b.p[o] : 0.0;
+    for (int64_t i = 0; i < j->in; i++)
+        acc += (double)xr[i] * wo[i];
+    if (j->sx) {
+        acc *= (double)j->sx[r] * j->sw[o];
+        if (j->has_b) acc += j->b.p[o];
+    }
+    return (float)acc;
+}
 
 /* rows [c*chunk, (c+1)*chunk) */
 static void linear_chunk(void *ctx, int c) {
@@ -22,12 +42,8 @@ static void linear_chunk(void *ctx, int c) {
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = cpu_frow(&j->x, r);
         for (int64_t o = 0; o < j->out; o++) {
-            const float *wo = cpu_frow(&j->w, o);
-            double acc = j->has_b ? j->b.p[o] : 0.0;
-            for (int64_t i = 0; i < j->in; i++)
-                acc += (double)xr[i] * wo[i];
-            float v = (float)acc; /* the product's float32 value; the act reads it */
-            if (yf)               /* float32 output: the same roundings, stored directly */
+            float v = linear_dot(j, xr, r, o); /* the product's float32 value; the act reads it */
+            if (yf) /* float32 output: the same roundings, stored directly */
                 yf[(size_t)r * j->y->ld + o] = j->accumulate
                                                    ? yf[(size_t)r * j->y->ld + o] + v
                                                    : (j->act ? (float)cpu_act(v, j->act) : v);
@@ -39,10 +55,53 @@ static void linear_chunk(void *ctx, int c) {
     }
 }
 
+float vdn_cpu_quantize_row(const void *x, vdn_dtype dt, int64_t n, uint8_t *q) {
+    vdn_tensor t = {.dtype = dt, .ndim = 2, .ne = {1, n, 1, 1}, .ld = n, .data = (void *)x};
+    float amax = 0.f;
+    for (int64_t c = 0; c < n; c++)
+        amax = fmaxf(amax, fabsf((float)cpu_at(&t, 0, c)));
+    /* float32 arithmetic on purpose: the CUDA kernel does exactly these two roundings */
+    const float s = amax > 0.f ? amax / 448.f : 1.f;
+    for (int64_t c = 0; c < n; c++)
+        q[c] = vdn_f32_to_e4m3((float)cpu_at(&t, 0, c) / s);
+    return s;
+}
+
+int vdn_cpu_quantize_rows(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x) {
+    const int64_t rows = vdn_tensor_rows(x), cols = vdn_tensor_cols(x);
+    for (int64_t r = 0; r < rows; r++)
+        ((float *)scale->data)[r] =
+            vdn_cpu_quantize_row(cpu_addr(x, r, 0), x->dtype, cols, (uint8_t *)cpu_addr(q, r, 0));
+    return 0;
+}
+
+/* x quantised per row (the fp8 rule) as a float32 matrix of its e4m3 values, and its scales */
+static cpu_fmat quantized_x(const vdn_tensor *x, float **sx) {
+    const int64_t rows = vdn_tensor_rows(x), cols = vdn_tensor_cols(x);
+    cpu_fmat m = {0};
+    m.copy = vdn_xmalloc(sizeof(float) * (size_t)(rows * cols));
+    *sx = vdn_xmalloc(sizeof(float) * (size_t)rows);
+    uint8_t *q = vdn_xmalloc((size_t)cols);
+    for (int64_t r = 0; r < rows; r++) {
+        (*sx)[r] = vdn_cpu_quantize_row(cpu_addr(x, r, 0), x->dtype, cols, q);
+        for (int64_t c = 0; c < cols; c++)
+            m.copy[r * cols + c] = vdn_e4m3_to_f32(q[c]);
+    }
+    free(q);
+    m.p = m.copy;
+    m.ld = cols;
+    return m;
+}
+
 int vdn_cpu_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
                    vdn_act act, int accumulate) {
+    const int fp8 = w->dtype == VDN_DT_F8_E4M3;
+    float *sx = NULL;
+    const cpu_fmat xm = fp8 ? quantized_x(x, &sx) : cpu_fmat_of(x); /* before sx is read */
     linear_job j = {.y = y,
-                    .x = cpu_fmat_of(x),
+                    .x = xm,
+                    .sx = sx,
+                    .sw = fp8 ? w->scale : NULL,
                     .w = cpu_fmat_of(w),
                     .has_b = b != NULL,
                     .accumulate = accumulate,
@@ -63,6 +122,7 @@ int vdn_cpu_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, cons
     cpu_fmat_done(&j.x);
     cpu_fmat_done(&j.w);
     cpu_fmat_done(&j.b);
+    free(sx);
     return 0;
 }
 

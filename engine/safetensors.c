@@ -23,11 +23,11 @@ static const struct {
     const char *name;
     size_t size;
 } dtype_info[] = {
-    [VDN_DT_F32] = {"F32", 4},   [VDN_DT_BF16] = {"BF16", 2}, [VDN_DT_F16] = {"F16", 2},
-    [VDN_DT_I64] = {"I64", 8},   [VDN_DT_I32] = {"I32", 4},   [VDN_DT_U8] = {"U8", 1},
-    [VDN_DT_F64] = {"F64", 8},   [VDN_DT_I16] = {"I16", 2},   [VDN_DT_I8] = {"I8", 1},
-    [VDN_DT_U16] = {"U16", 2},   [VDN_DT_U32] = {"U32", 4},   [VDN_DT_U64] = {"U64", 8},
-    [VDN_DT_BOOL] = {"BOOL", 1},
+    [VDN_DT_F32] = {"F32", 4},   [VDN_DT_BF16] = {"BF16", 2},       [VDN_DT_F16] = {"F16", 2},
+    [VDN_DT_I64] = {"I64", 8},   [VDN_DT_I32] = {"I32", 4},         [VDN_DT_U8] = {"U8", 1},
+    [VDN_DT_F64] = {"F64", 8},   [VDN_DT_I16] = {"I16", 2},         [VDN_DT_I8] = {"I8", 1},
+    [VDN_DT_U16] = {"U16", 2},   [VDN_DT_U32] = {"U32", 4},         [VDN_DT_U64] = {"U64", 8},
+    [VDN_DT_BOOL] = {"BOOL", 1}, [VDN_DT_F8_E4M3] = {"F8_E4M3", 1},
 };
 #define N_DTYPES ((int)(sizeof dtype_info / sizeof dtype_info[0]))
 

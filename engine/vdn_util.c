@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -296,4 +297,31 @@ void vdn_sha256_hex(const void *data, size_t len, char out[65]) {
     if (tl == 128) sha256_block(h, tail + 64);
     for (int i = 0; i < 8; i++)
         snprintf(out + 8 * i, 9, "%08x", h[i]);
+}
+
+float vdn_e4m3_to_f32(uint8_t q) {
+    const int e = (q >> 3) & 15, m = q & 7;
+    float v;
+    if (e == 15 && m == 7)
+        v = NAN;
+    else if (e == 0)
+        v = ldexpf((float)m, -9); /* subnormal: m * 2^-9 */
+    else
+        v = ldexpf((float)(8 + m), e - 10); /* (1 + m/8) 2^(e-7) */
+    return (q & 0x80) ? -v : v;
+}
+
+uint8_t vdn_f32_to_e4m3(float f) {
+    const uint8_t sign = signbit(f) ? 0x80 : 0;
+    const float a = fabsf(f);
+    if (isnan(f)) return sign | 0x7f;
+    if (a >= 448.f) return sign | 0x7e; /* saturate (incl. infinity) */
+    if (a < 0x1p-6f) /* subnormal steps of 2^-9; 8 steps round up into the first normal, 0x08 */
+        return sign | (uint8_t)nearbyintf(a * 512.f);
+    int e;
+    frexpf(a, &e); /* a = f 2^e, f in [0.5, 1): the unit exponent is e - 1, in -6..8 */
+    /* the 3 mantissa bits; every step here is exact but the one rounding (to nearest even) */
+    int m = (int)nearbyintf((ldexpf(a, 1 - e) - 1.f) * 8.f);
+    if (m == 8) m = 0, e++; /* rounded up to the next power of two (never past 448: a < 448) */
+    return sign | (uint8_t)(((e - 1 + 7) << 3) | m);
 }

@@ -50,6 +50,11 @@ float vdn_bf16_to_f32(uint16_t h);
 uint16_t vdn_f32_to_bf16(float f);
 float vdn_f16_to_f32(uint16_t h);
 uint16_t vdn_f32_to_f16(float f);
+/* fp8 e4m3 (the OCP "e4m3fn" of torch.float8_e4m3fn and CUDA's __nv_fp8_e4m3): bias 7, no
+ * infinities, 0x7f/0xff NaN, largest finite 448, subnormals down to 2^-9. f32 -> e4m3 rounds to
+ * nearest even and saturates to +-448 (CUDA's __NV_SATFINITE), NaN stays NaN. */
+float vdn_e4m3_to_f32(uint8_t q);
+uint8_t vdn_f32_to_e4m3(float f);
 static inline float vdn_round_bf16(float f) {
     return vdn_bf16_to_f32(vdn_f32_to_bf16(f));
 }

@@ -1,6 +1,9 @@
 /* Linear layers through cuBLASLt: bf16 operands, fp32 accumulation, optional fused bias and
  * accumulate-into-output. Row-major Y = X W^T is the column-major product Y^T = W X^T, so W is
- * passed transposed as cuBLAS's A and X as its B. The heuristic's choice is cached per shape. */
+ * passed transposed as cuBLAS's A and X as its B. The heuristic's choice is cached per shape.
+ * fp8: e4m3 A and B with row-wise fp32 scales (OUTER_VEC_32F: A's vector has one scale per
+ * output feature, B's one per row of X), bf16 bias, C and D; the TN layout above is the one fp8
+ * needs. */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <stdlib.h>
@@ -10,6 +13,8 @@
 
 typedef struct {
     int rows, n, k, ldx, ldw, ldy, bias, acc, align; /* align: min pointer alignment in bytes */
+    int fp8;                                         /* e4m3 operands with row-wise scales */
+    int none; /* the heuristic found no algorithm (fp8: the caller falls back) */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
@@ -50,6 +55,7 @@ extern "C" void vdn_gemm_destroy(vdn_gemm_ctx *g) {
     free(g);
 }
 
+/* 0: planned; -1: a cuBLASLt call failed; 1: no algorithm for this shape (p->none set) */
 static int make_plan(vdn_gemm_ctx *g, plan *p) {
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -65,9 +71,17 @@ static int make_plan(vdn_gemm_ctx *g, plan *p) {
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
                                                     sizeof bt));
     }
+    const cudaDataType_t tin = p->fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+    if (p->fp8) { /* y = sw[o] sx[r] (W8 X8^T)[o, r]: A = W scales per M, B = X scales per N */
+        const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
+                                                    sizeof mode));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
+                                                    sizeof mode));
+    }
     /* A = W as stored: column-major k x n (ld = ldw), transposed by the op */
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_16BF, p->k, p->n, p->ldw));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_16BF, p->k, p->rows, p->ldx));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, tin, p->k, p->n, p->ldw));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, tin, p->k, p->rows, p->ldx));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_16BF, p->n, p->rows, p->ldy));
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -89,6 +103,11 @@ static int make_plan(vdn_gemm_ctx *g, plan *p) {
         cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
+        if (p->fp8 &&
+            (found == 0 || s == CUBLAS_STATUS_NOT_SUPPORTED)) { /* the caller's fallback */
+            p->none = 1;
+            return 1;
+        }
         fprintf(stderr, "vdn_gemm: no cuBLASLt algorithm for rows %d n %d k %d (status %d)\n",
                 p->rows, p->n, p->k, (int)s);
         return -1;
@@ -97,42 +116,72 @@ static int make_plan(vdn_gemm_ctx *g, plan *p) {
     return 0;
 }
 
-extern "C" int vdn_gemm_bf16(vdn_gemm_ctx *g, const void *X, int ldx, const void *W, int ldw,
-                             void *Y, int ldy, int rows, int n_out, int k, const void *bias,
-                             int accumulate, vdn_stream st) {
+/* the cached plan of this call's shape, made on first use; NULL after printing why. A plan the
+ * heuristic found nothing for is cached too (none = 1). */
+static plan *find_plan(vdn_gemm_ctx *g, const plan *key) {
+    for (int i = 0; i < g->n_plans; i++) {
+        plan *q = &g->plans[i];
+        if (q->rows == key->rows && q->n == key->n && q->k == key->k && q->ldx == key->ldx &&
+            q->ldw == key->ldw && q->ldy == key->ldy && q->bias == key->bias &&
+            q->acc == key->acc && q->align == key->align && q->fp8 == key->fp8)
+            return q;
+    }
+    if (g->n_plans == (int)(sizeof g->plans / sizeof g->plans[0])) {
+        fprintf(stderr, "vdn_gemm: plan cache full (128 shapes)\n");
+        return NULL;
+    }
+    plan *p = &g->plans[g->n_plans];
+    *p = *key;
+    if (make_plan(g, p) < 0) return NULL;
+    g->n_plans++;
+    return p;
+}
+
+static plan plan_key(int rows, int n_out, int k, int ldx, int ldw, int ldy, const void *X,
+                     const void *W, const void *Y, const void *bias, int accumulate, int fp8) {
     plan key;
     memset(&key, 0, sizeof key);
     key.rows = rows, key.n = n_out, key.k = k, key.ldx = ldx, key.ldw = ldw, key.ldy = ldy;
-    key.bias = bias != NULL, key.acc = accumulate != 0;
+    key.bias = bias != NULL, key.acc = accumulate != 0, key.fp8 = fp8;
     uintptr_t addr = (uintptr_t)X | (uintptr_t)W | (uintptr_t)Y | (uintptr_t)bias;
     key.align = 256;
     while (key.align > 2 && (addr & (uintptr_t)(key.align - 1)))
         key.align >>= 1;
-    plan *p = NULL;
-    for (int i = 0; i < g->n_plans; i++) {
-        plan *q = &g->plans[i];
-        if (q->rows == key.rows && q->n == key.n && q->k == key.k && q->ldx == key.ldx &&
-            q->ldw == key.ldw && q->ldy == key.ldy && q->bias == key.bias && q->acc == key.acc &&
-            q->align == key.align) {
-            p = q;
-            break;
-        }
-    }
-    if (!p) {
-        if (g->n_plans == (int)(sizeof g->plans / sizeof g->plans[0])) {
-            fprintf(stderr, "vdn_gemm: plan cache full (128 shapes)\n");
-            return -1;
-        }
-        p = &g->plans[g->n_plans];
-        *p = key;
-        if (make_plan(g, p)) return -1;
-        g->n_plans++;
-    }
+    return key;
+}
+
+extern "C" int vdn_gemm_bf16(vdn_gemm_ctx *g, const void *X, int ldx, const void *W, int ldw,
+                             void *Y, int ldy, int rows, int n_out, int k, const void *bias,
+                             int accumulate, vdn_stream st) {
+    const plan key = plan_key(rows, n_out, k, ldx, ldw, ldy, X, W, Y, bias, accumulate, 0);
+    plan *p = find_plan(g, &key);
+    if (!p) return -1;
     if (bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                     sizeof bias));
     float one = 1.f, beta = accumulate ? 1.f : 0.f;
     CUBLAS_CHECK(cublasLtMatmul(g->lt, p->op, &one, W, p->a, X, p->b, &beta, Y, p->c, Y, p->c,
+                                &p->algo, g->ws, g->ws_bytes, S_(st)));
+    return 0;
+}
+
+extern "C" int vdn_gemm_fp8(vdn_gemm_ctx *g, const void *X8, int ldx, const float *sx,
+                            const void *W8, int ldw, const float *sw, void *Y, int ldy, int rows,
+                            int n_out, int k, const void *bias, int accumulate, vdn_stream st) {
+    const plan key = plan_key(rows, n_out, k, ldx, ldw, ldy, X8, W8, Y, bias, accumulate, 1);
+    plan *p = find_plan(g, &key);
+    if (!p) return -1;
+    if (p->none) return 1;
+    if (bias)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                    sizeof bias));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sw,
+                                                sizeof sw));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx,
+                                                sizeof sx));
+    /* accumulate: C = D (bf16) with beta 1, as the bf16 path */
+    float one = 1.f, beta = accumulate ? 1.f : 0.f;
+    CUBLAS_CHECK(cublasLtMatmul(g->lt, p->op, &one, W8, p->a, X8, p->b, &beta, Y, p->c, Y, p->c,
                                 &p->algo, g->ws, g->ws_bytes, S_(st)));
     return 0;
 }

@@ -445,4 +445,5 @@ extern "C" const vdn_dev_backend vdn_cuda_dev_backend = {
     &op_cuda_conv,
     /* act_dtype: activations and the big matrices in bf16 (the contract's precision) */
     VDN_DT_BF16,
+    op_cuda_quantize_rows,
 };

@@ -155,6 +155,13 @@ int op_cuda_qk_norm_rope(vdn_tensor *q_out, vdn_tensor *k_out, const vdn_tensor 
 int op_cuda_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
                    vdn_act act, int accumulate);
 int op_cuda_matmul_bt(vdn_tensor *y, const vdn_tensor *a, const vdn_tensor *b, int accumulate);
+/* linear with an fp8 weight (op_cuda_fp8.cu): the cuBLASLt fp8 path, else dequantised fp32 */
+int op_cuda_linear_fp8(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
+                       vdn_act act, int accumulate);
+/* the fp32 tail of linear: fp32 operands xf [rows(y), k] (rows ldx apart), wf [cols(y), k] */
+int op_cuda_linear_f32(vdn_tensor *y, const float *xf, int64_t ldx, const float *wf, int64_t ldw,
+                       int64_t k, const vdn_tensor *b, vdn_act act, int accumulate);
+int op_cuda_quantize_rows(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x);
 int op_cuda_attention(vdn_tensor *o, const vdn_tensor *q, const vdn_tensor *k, const vdn_tensor *v,
                       int head_dim, double scale, const vdn_attn_mask *mask,
                       const vdn_tensor *gate);

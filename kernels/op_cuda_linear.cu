@@ -1,5 +1,6 @@
 /* Matrix products of the CUDA backend.
- *   linear     bf16 x, w, y (16-byte rows): cuBLASLt (gemm.cu) with the bias fused (as bf16);
+ *   linear     fp8 w (with scales): op_cuda_fp8.cu;
+ *              bf16 x, w, y (16-byte rows): cuBLASLt (gemm.cu) with the bias fused (as bf16);
  *              fp32 x, w, y: cuBLAS SGEMM in full fp32 (the contract's fp32 heads, no TF32);
  *              mixed dtypes: operands widened to fp32 in scratch, then SGEMM.
  *              The activation (and an fp32 bias) follow in one epilogue kernel.
@@ -54,14 +55,14 @@ int op_cuda_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, cons
                    vdn_act act, int accumulate) {
     vdn_dev *d = y->dev;
     const char *OP = "linear";
-    if (op_cuda_enter(d, OP, {y, x, w, b})) return -1;
+    const int fp8 = w->dtype == VDN_DT_F8_E4M3;
+    if (op_cuda_enter(d, OP, {y, x, fp8 ? NULL : w, b})) return -1;
     const int64_t rows = vdn_tensor_rows(x), k = vdn_tensor_cols(x), n = vdn_tensor_rows(w);
     if (rows == 0 || n == 0) return 0;
     if (!fits_int(rows) || !fits_int(n) || !fits_int(k) || !fits_int(x->ld) || !fits_int(w->ld) ||
         !fits_int(y->ld))
         return vdn_dev_fail(d, "op %s: dimensions past 2^31 are not supported on cuda", OP);
-    if (w->scale)
-        return vdn_dev_fail(d, "op %s: quantised (scaled) weights are not implemented on cuda", OP);
+    if (fp8) return op_cuda_linear_fp8(y, x, w, b, act, accumulate);
     /* cuBLASLt's tensor-core kernels want 16-byte operands: the model's tensors always are;
      * an odd view takes the fp32 route below */
     if (is_bf16(x) && is_bf16(w) && is_bf16(y) && aligned_rows(x) && aligned_rows(w) &&
@@ -75,9 +76,17 @@ int op_cuda_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, cons
                           (int)y->ld, (int)rows, (int)n, (int)k, bias, accumulate, vst(d)));
         return op_cuda_bias_act(d, OP, fview(y), rows, n, NULL, act);
     }
-    int64_t ldx, ldw;
+    int64_t ldx = 0, ldw = 0;
     const float *xf = as_f32(d, x, SCR_CONV, &ldx), *wf = as_f32(d, w, SCR_CONV2, &ldw);
     if (!xf || !wf) return -1;
+    return op_cuda_linear_f32(y, xf, ldx, wf, ldw, k, b, act, accumulate);
+}
+
+int op_cuda_linear_f32(vdn_tensor *y, const float *xf, int64_t ldx, const float *wf, int64_t ldw,
+                       int64_t k, const vdn_tensor *b, vdn_act act, int accumulate) {
+    vdn_dev *d = y->dev;
+    const char *OP = "linear";
+    const int64_t rows = vdn_tensor_rows(y), n = vdn_tensor_cols(y);
     if (is_f32(y)) {
         if (sgemm(d, OP, xf, ldx, wf, ldw, (float *)y->data, y->ld, rows, n, k, accumulate))
             return -1;

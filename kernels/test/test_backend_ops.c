@@ -314,6 +314,104 @@ static void case_linear_mixed(int64_t rows, int64_t in_f, int64_t out_f) {
     release();
 }
 
+/* ---- fp8 ---- */
+
+/* an fp8 weight per device from the float pair x: the bytes and scales of both devices must be
+ * equal (the rule is exact arithmetic), checked here */
+typedef struct {
+    pair q, s;
+    vdn_tensor v[2]; /* the quantised operand (q.v with its scales) */
+} qpair;
+
+static void quantize_both(qpair *o, const pair *x, const char *what) {
+    const int64_t rows = vdn_tensor_rows(&x->v[0]), cols = vdn_tensor_cols(&x->v[0]);
+    o->q = mk_pair(VDN_DT_F8_E4M3, VDN_DT_F8_E4M3, rows, cols, 0);
+    o->s = mk_pair(VDN_DT_F32, VDN_DT_F32, rows, 1, 0);
+    for (int s = 0; s < 2; s++) {
+        CHECK(vdn_op_quantize_rows(&o->q.v[s], &o->s.v[s], &x->v[s]) == 0, "quantize on %s: %s",
+              vdn_dev_name(dev[s]), vdn_dev_error(dev[s]));
+        o->v[s] = o->q.v[s];
+        CHECK(o->v[s].scale == (const float *)o->s.v[s].data, "q->scale set by the op");
+    }
+    CHECK(vdn_dev_sync(dev[1]) == 0, "sync: %s", vdn_dev_error(dev[1]));
+    const int64_t n = rows * cols;
+    uint8_t *b[2];
+    float *sc[2];
+    for (int s = 0; s < 2; s++) {
+        b[s] = vdn_xmalloc((size_t)n);
+        sc[s] = vdn_xmalloc(sizeof(float) * (size_t)rows);
+        CHECK(vdn_tensor_get_raw(&o->q.v[s], b[s]) == 0 && vdn_tensor_get(&o->s.v[s], sc[s]) == 0,
+              "get: %s", vdn_dev_error(dev[s]));
+    }
+    int64_t diff = 0, sdiff = 0;
+    for (int64_t i = 0; i < n; i++)
+        diff += b[0][i] != b[1][i];
+    for (int64_t r = 0; r < rows; r++)
+        sdiff += memcmp(&sc[0][r], &sc[1][r], sizeof(float)) != 0;
+    printf("%-58s %lld of %lld bytes, %lld scales differ %s\n", what, (long long)diff, (long long)n,
+           (long long)sdiff, diff || sdiff ? "FAIL" : "ok");
+    CHECK(diff == 0 && sdiff == 0, "%s: %lld bytes and %lld scales differ from the CPU's", what,
+          (long long)diff, (long long)sdiff);
+    for (int s = 0; s < 2; s++)
+        free(b[s]), free(sc[s]);
+}
+
+/* quantize_rows alone: a view input (16-byte rows for bf16 when pad is 0), a zero row, a row
+ * whose values sit on e4m3 midpoints (scale exactly 1: ties to even), odd widths */
+static void case_quantize_rows(int64_t rows, int64_t cols, vdn_dtype dt, int pad) {
+    char what[128];
+    pair x = mk_pair(VDN_DT_F32, dt, rows, cols, pad);
+    float *h = vdn_xmalloc(sizeof(float) * (size_t)(rows * cols));
+    for (int64_t i = 0; i < rows * cols; i++)
+        h[i] = (float)(nrand() * pow(10.0, (double)((i / cols) % 5) - 2));
+    for (int64_t c = 0; c < cols; c++) {
+        h[c] = 0.f;     /* row 0: zeros, scale 1 */
+        if (rows > 1) { /* row 1: 448 first, then midpoints of neighbouring e4m3 values */
+            const int code = (int)(c % 125);
+            const double lo = vdn_e4m3_to_f32((uint8_t)code),
+                         hi = vdn_e4m3_to_f32((uint8_t)(code + 1));
+            h[cols + c] = c == 0 ? 448.f : (float)((c & 1 ? -0.5 : 0.5) * (lo + hi));
+        }
+    }
+    put(&x, h);
+    snprintf(what, sizeof what, "quantize_rows %s [%lld,%lld]%s", dtn(dt), (long long)rows,
+             (long long)cols, pad ? " view" : "");
+    qpair q;
+    quantize_both(&q, &x, what);
+    free(h);
+    release();
+}
+
+/* linear with an fp8 weight: both devices quantise x by the same rule, so what differs is the
+ * GPU's fp32 accumulation order and, for bf16 outputs, the output's and the bias's bf16 rounding
+ * (2^-9 relative at worst per element: 1.7e-3 in L2 measured CPU vs CPU; 6e-3 leaves margin and
+ * fails an x left unquantised, which is off by the e4m3 error, ~3e-2). fp32 outputs take the
+ * dequantised fp32 route (products rounded at 2^-24). extra: the weight is a row view (scales
+ * offset). */
+static void case_linear_fp8(int64_t rows, int64_t in_f, int64_t out_f, vdn_dtype dt_x,
+                            vdn_dtype dt_y, vdn_dtype dt_b, vdn_act act, int accumulate,
+                            int extra) {
+    char what[160];
+    pair w = in(VDN_DT_BF16, out_f + extra, in_f, 0, 1.0 / sqrt((double)in_f), 0);
+    snprintf(what, sizeof what, "quantize_rows bf16 weight [%lld,%lld]", (long long)(out_f + extra),
+             (long long)in_f);
+    qpair q; /* the whole parent, so a row view's scales sit at an offset */
+    quantize_both(&q, &w, what);
+    for (int s = 0; s < 2; s++)
+        q.v[s] = vdn_view_rows(&q.q.v[s], extra, out_f);
+    pair x = in(dt_x, rows, in_f, PAD, 1.0, 0);
+    const int has_b = dt_b != VDN_DT_COUNT;
+    pair b = in(has_b ? dt_b : VDN_DT_F32, 1, out_f, 0, 0.5, 0);
+    pair y = accumulate ? in(dt_y, rows, out_f, 2, 1.0, 0) : out(dt_y, rows, out_f, 2);
+    RUN(vdn_op_linear(P(y), P(x), &q.v[side], has_b ? P(b) : NULL, act, accumulate));
+    snprintf(what, sizeof what, "linear fp8 %s x -> %s [%lld,%lld]x[%lld,%lld]^T b %s a%d%s%s",
+             dtn(dt_x), dtn(dt_y), (long long)rows, (long long)in_f, (long long)out_f,
+             (long long)in_f, has_b ? dtn(dt_b) : "-", (int)act, accumulate ? " +=" : "",
+             extra ? " wview" : "");
+    cmp(what, &y, dt_y == VDN_DT_F32 ? 1e-5 : 6e-3);
+    release();
+}
+
 static void case_matmul_bt(int n, int64_t m, int64_t p, int64_t k, vdn_dtype dt, vdn_dtype dt_y,
                            int accumulate) {
     char what[128];
@@ -868,6 +966,24 @@ int main(void) {
     case_linear(29, 40, 33, F32, NB, VDN_ACT_NONE, 1);
     case_linear(17, 24, 9, F32, F32, VDN_ACT_SIGMOID, 0);
     case_linear_mixed(21, 48, 40);
+
+    /* fp8: the row quantisation bit for bit (16-byte bf16 rows, views, odd widths, f32), then
+     * linear on the cuBLASLt fp8 path (k, out multiples of 16, bf16 out) and the dequantised
+     * fp32 fallback (odd k or out, fp32 out, a weight view with unaligned scales) */
+    case_quantize_rows(37, 264, BF, 0);
+    case_quantize_rows(130, 1024, BF, 0);
+    case_quantize_rows(9, 77, BF, PAD);
+    case_quantize_rows(21, 40, F32, 1);
+    case_quantize_rows(1, 8, F32, 0);
+    case_linear_fp8(130, 256, 96, BF, BF, BF, VDN_ACT_NONE, 0, 0);
+    case_linear_fp8(64, 128, 144, BF, BF, F32, VDN_ACT_SILU, 0, 0);
+    case_linear_fp8(37, 512, 64, BF, BF, NB, VDN_ACT_NONE, 1, 0);
+    case_linear_fp8(33, 64, 48, F32, BF, BF, VDN_ACT_GELU_TANH, 0, 0);
+    case_linear_fp8(21, 64, 32, BF, BF, BF, VDN_ACT_NONE, 0, 4);
+    case_linear_fp8(29, 40, 33, BF, BF, BF, VDN_ACT_NONE, 0, 0);
+    case_linear_fp8(17, 48, 32, F32, F32, F32, VDN_ACT_SIGMOID, 0, 0);
+    case_linear_fp8(11, 64, 32, BF, BF, NB, VDN_ACT_NONE, 1, 3);
+    case_linear_fp8(1, 16, 16, BF, BF, BF, VDN_ACT_NONE, 0, 0);
 
     case_matmul_bt(3, 17, 33, 40, BF, F32, 0);
     case_matmul_bt(2, 64, 64, 128, BF, BF, 0);

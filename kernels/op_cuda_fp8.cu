@@ -1,0 +1,166 @@
+/* fp8 (e4m3) of the CUDA backend: row-wise quantisation (vdn_op_quantize_rows) and linear with
+ * an fp8 weight.
+ *
+ * The rule (op.h) is the CPU oracle's bit for bit: scale = amax / 448 in float32 (1 for an
+ * all-zero row), q = e4m3(x / scale) rounded to nearest even and saturated (cvt.rn.satfinite).
+ * Both divisions are __fdiv_rn, so the rule holds under --use_fast_math too.
+ *
+ * linear: x is quantised per row into scratch (one block a row, 16-byte loads for bf16 rows),
+ * then cuBLASLt multiplies e4m3 x e4m3 with the row scales of both operands (gemm.cu,
+ * vdn_gemm_fp8: OUTER_VEC_32F scales, bf16 bias, C = D for accumulate). A call the fp8 kernels
+ * cannot take (k or out not multiples of 16, unaligned operands, a non-bf16 output, or a shape
+ * cuBLASLt has no algorithm for) runs the same quantised operands dequantised to fp32 through
+ * SGEMM, so every call the front end accepts computes the same function. */
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "op_cuda.h"
+
+namespace {
+
+const int QT = 256; /* threads of the row kernel */
+
+__device__ __forceinline__ uint8_t to_e4m3(float v) {
+    return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+}
+__device__ __forceinline__ float from_e4m3(uint8_t q) {
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)q, __NV_E4M3)));
+}
+
+/* the block's maximum of v (every thread gets it) */
+__device__ float block_max(float v) {
+    __shared__ float part[QT / 32];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float m = part[0];
+#pragma unroll
+    for (int i = 1; i < QT / 32; i++)
+        m = fmaxf(m, part[i]);
+    __syncthreads(); /* part is reused by the next row */
+    return m;
+}
+
+/* One block per row (grid-stride). vec: bf16 rows of 16-byte words (cols % 8 == 0, x and q
+ * rows aligned), 8 values per load and 8 bytes per store; else one value at a time. */
+__global__ void k_quant_rows(FView x, int64_t rows, int64_t cols, int vec, uint8_t *q, int64_t ldq,
+                             float *scale) {
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const uint4 *xv = (const uint4 *)((const bf16 *)x.p + r * x.ld);
+        float amax = 0.f;
+        if (vec) {
+            for (int64_t c = threadIdx.x; c < cols / 8; c += QT) {
+                float f[8];
+                unpack8(xv[c], f);
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    amax = fmaxf(amax, fabsf(f[i]));
+            }
+        } else {
+            for (int64_t c = threadIdx.x; c < cols; c += QT)
+                amax = fmaxf(amax, fabsf(fv_get(x, r, c)));
+        }
+        amax = block_max(amax);
+        const float s = amax > 0.f ? __fdiv_rn(amax, 448.f) : 1.f;
+        if (threadIdx.x == 0) scale[r] = s;
+        uint8_t *qr = q + r * ldq;
+        if (vec) { /* the row is re-read from L1/L2 */
+            for (int64_t c = threadIdx.x; c < cols / 8; c += QT) {
+                float f[8];
+                unpack8(xv[c], f);
+                uint2 o;
+                uint8_t *b = (uint8_t *)&o;
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+                    b[i] = to_e4m3(__fdiv_rn(f[i], s));
+                ((uint2 *)qr)[c] = o;
+            }
+        } else {
+            for (int64_t c = threadIdx.x; c < cols; c += QT)
+                qr[c] = to_e4m3(__fdiv_rn(fv_get(x, r, c), s));
+        }
+    }
+}
+
+/* out[r, c] = e4m3 value * scale[r] in fp32 (exact but for one rounding at 2^-24) */
+__global__ void k_dequant_rows(const uint8_t *q, int64_t ldq, const float *scale, int64_t rows,
+                               int64_t cols, float *out, int64_t ldo) {
+    const int64_t n = rows * cols;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / cols, c = i - r * cols;
+        out[r * ldo + c] = from_e4m3(q[r * ldq + c]) * scale[r];
+    }
+}
+
+/* x (any float view) -> q (rows ldq apart) and scale[rows], on the device's stream */
+int quant_rows(vdn_dev *d, const char *OP, const vdn_tensor *x, uint8_t *q, int64_t ldq,
+               float *scale) {
+    const int64_t rows = vdn_tensor_rows(x), cols = vdn_tensor_cols(x);
+    const int vec = is_bf16(x) && aligned16(x->data) && x->ld % 8 == 0 && cols % 8 == 0 &&
+                    ((uintptr_t)q & 7) == 0 && ldq % 8 == 0;
+    const int grid = (int)(rows < 65536 ? rows : 65536);
+    k_quant_rows<<<grid, QT, 0, cdev(d)->st>>>(fview(x), rows, cols, vec, q, ldq, scale);
+    OPL();
+    return 0;
+}
+
+int dequant_rows(vdn_dev *d, const char *OP, const uint8_t *q, int64_t ldq, const float *scale,
+                 int64_t rows, int64_t cols, float *out) {
+    k_dequant_rows<<<op_grid(rows * cols), 256, 0, cdev(d)->st>>>(q, ldq, scale, rows, cols, out,
+                                                                  cols);
+    OPL();
+    return 0;
+}
+
+int64_t round16(int64_t v) {
+    return (v + 15) / 16 * 16;
+}
+
+/* whether cuBLASLt's fp8 kernels can take the call as it stands */
+int fp8_fits(const vdn_tensor *y, const vdn_tensor *w, int64_t k, int64_t n) {
+    return is_bf16(y) && aligned16(y->data) && y->ld % 8 == 0 && k % 16 == 0 && n % 16 == 0 &&
+           aligned16(w->data) && w->ld % 16 == 0 && aligned16(w->scale);
+}
+
+} // namespace
+
+int op_cuda_quantize_rows(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x) {
+    vdn_dev *d = q->dev;
+    const char *OP = "quantize_rows";
+    if (op_cuda_enter(d, OP, {x})) return -1;
+    if (vdn_tensor_rows(x) == 0 || vdn_tensor_cols(x) == 0) return 0;
+    return quant_rows(d, OP, x, (uint8_t *)q->data, q->ld, (float *)scale->data);
+}
+
+int op_cuda_linear_fp8(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
+                       vdn_act act, int accumulate) {
+    vdn_dev *d = y->dev;
+    const char *OP = "linear";
+    const int64_t rows = vdn_tensor_rows(x), k = vdn_tensor_cols(x), n = vdn_tensor_rows(w);
+    /* x8 rows 16-byte aligned (ld a multiple of 16) for the fp8 kernels */
+    const int64_t ldq = round16(k);
+    uint8_t *x8 = (uint8_t *)op_cuda_scratch(d, SCR_OUT, (size_t)rows * ldq);
+    float *sx = (float *)op_cuda_scratch(d, SCR_GATE, (size_t)rows * 4);
+    if (!x8 || !sx || quant_rows(d, OP, x, x8, ldq, sx)) return -1;
+    if (fp8_fits(y, w, k, n)) {
+        const void *bias = NULL;
+        if (b && !(bias = op_cuda_packed(d, b, VDN_DT_BF16, SCR_W0))) return -1;
+        const int rc =
+            vdn_gemm_fp8(cdev(d)->gc, x8, (int)ldq, sx, w->data, (int)w->ld, w->scale, y->data,
+                         (int)y->ld, (int)rows, (int)n, (int)k, bias, accumulate, vst(d));
+        if (rc < 0)
+            return vdn_dev_fail(d, "op %s (%s): vdn_gemm_fp8 failed (details on stderr)", OP,
+                                d->name);
+        if (rc == 0) return op_cuda_bias_act(d, OP, fview(y), rows, n, NULL, act);
+        /* rc 1: cuBLASLt has no fp8 algorithm for this shape; the fp32 route below */
+    }
+    float *xf = (float *)op_cuda_scratch(d, SCR_CONV, (size_t)rows * k * 4);
+    float *wf = (float *)op_cuda_scratch(d, SCR_CONV2, (size_t)n * k * 4);
+    if (!xf || !wf || dequant_rows(d, OP, x8, ldq, sx, rows, k, xf) ||
+        dequant_rows(d, OP, (const uint8_t *)w->data, w->ld, w->scale, n, k, wf))
+        return -1;
+    return op_cuda_linear_f32(y, xf, k, wf, k, k, b, act, accumulate);
+}
