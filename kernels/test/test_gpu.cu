@@ -297,8 +297,9 @@ static void test_solve_conditioning() {
 }
 
 /* the fused prep (vdn_k_vda_prep) against the twin on fresh random inputs, into poisoned
- * outputs, on grids whose rows and columns do not fill the kernel's 4 x 7 patches (run 32: also
- * against the former sconv + act path, 2 of 516,096 bf16 outputs differed) */
+ * outputs, on grids whose rows and columns do not fill the kernel's 8 x 4 patches (run 32: the
+ * former 4 x 7-patch kernel also against the sconv + act path, 2 of 516,096 bf16 outputs
+ * differed) */
 static void test_vda_prep_fused(int F, int gh, int gw, int H) {
     vdn_vda_shape sh = {F, gh, gw, H, 128};
     const int S = gh * gw, D = 128, C = H * D, ld = 3 * C + 24;
@@ -551,6 +552,12 @@ int main() {
         test_vda_prep_fused(12, 6, 7, 2); /* partial patch rows */
         test_vda_prep_fused(3, 5, 9, 3);  /* fewer frames than the temporal taps, partial columns */
         test_vda_prep_fused(1, 2, 16, 1); /* one frame */
+        /* the TMA kernel's 8 x 4 patches and 4-stage ring: several patch rows with a 1-row last
+         * one, 2 columns in the last patch, 7 frames (9 steps wrap the ring twice); two frames
+         * on a 9 x 5 grid; the H3 grid (24 x 42: whole patches, 11th column half empty) */
+        test_vda_prep_fused(7, 17, 10, 2);
+        test_vda_prep_fused(2, 9, 5, 1);
+        test_vda_prep_fused(6, 24, 42, 1);
     }
     if (failures) {
         printf("%d GPU check(s) FAILED\n", failures);
