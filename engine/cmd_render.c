@@ -42,6 +42,9 @@ static const char *usage =
     "  --cpu                use the CPU backend even when a GPU is present\n"
     "  --threads N          CPU threads: the cpu backend's products and the render's host\n"
     "                       work (default 2 with cpu, the cores up to 8 with cuda)\n"
+    "  --precision P        bf16 (default) or fp8: the DiT's large Linears (q/k/v, to_out,\n"
+    "                       FFN, to_out_linear, refiner, context_embedder) in e4m3 with row\n"
+    "                       scales, weights quantised once at load; recorded in PREFIX.json\n"
     "  --ranks P            shard each model evaluation over P in-process ranks (sequence\n"
     "                       parallelism, 1..64; default 1: unsharded); equals the plain render\n"
     "  --quiet              no progress lines\n"
@@ -197,6 +200,13 @@ int vdn_cmd_render(int argc, char **argv) {
             }
             rq.seed = s;
             have_seed = 1;
+        } else if (!strcmp(a, "--precision")) {
+            vdn_precision p;
+            if (vdn_precision_parse(val, &p) != 0) {
+                fprintf(stderr, "vdn render: --precision '%s': expected bf16 or fp8\n", val);
+                return 2;
+            }
+            vdn_engine_set_precision(p);
         } else if (!strcmp(a, "--ranks")) {
             if (parse_int(a, val, 1, 64, &v)) return 2;
             vdn_engine_set_ranks((int)v);

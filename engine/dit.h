@@ -69,12 +69,21 @@ typedef struct {
     vdn_dit_block *refiner, *blocks;
     vdn_tensor **owned; /* every tensor above, for vdn_dit_weights_free */
     int n_owned, cap_owned;
+    int n_fp8; /* Linears quantised to fp8 by vdn_dit_weights_quantize_fp8 (0: none) */
 } vdn_dit_weights;
 
 /* Upload every tensor the forward needs (shape-checked by the source). -1 + err. */
 int vdn_dit_weights_load(vdn_dit_weights *w, vdn_dev *d, const vdn_config *cfg,
                          const vdn_weight_source *src, char *err, size_t errlen);
 void vdn_dit_weights_free(vdn_dit_weights *w);
+/* fp8 precision (issue 13): quantise, once and in place, the Linears that are at least 4096 wide
+ * in H3 (chosen by name, so a tiny checkpoint runs the same code): every block's and refiner
+ * block's fused q/k/v (with the VDN gates' down projections and beta rows fused into it),
+ * to_out, ff_in, ff_out and to_out_linear, and context_embedder. Row-wise e4m3 with fp32 scales
+ * (vdn_op_quantize_rows); the forward's vdn_op_linear calls then quantise their inputs per row.
+ * Everything else (embeddings, time MLP, adaLN, norms, the VDA branch's small matrices, the
+ * fp32 heads) keeps its dtype. -1 + err. */
+int vdn_dit_weights_quantize_fp8(vdn_dit_weights *w, char *err, size_t errlen);
 
 /* prompt_embeds F32 [n_text, text_dim] -> text [n_text, hidden] (act dtype): context embedder,
  * the token refiner (pre-norm blocks, no adaLN, no RoPE), its final norm. */

@@ -223,6 +223,59 @@ int vdn_dit_weights_load(vdn_dit_weights *w, vdn_dev *d, const vdn_config *c,
     return 0;
 }
 
+/* ---- fp8 ---- */
+
+/* *slot (an owned float weight) replaced by its fp8 form; the scales join the owned tensors */
+static int quantize_slot(vdn_dit_weights *w, vdn_tensor **slot, const char *what, char *err,
+                         size_t errlen) {
+    vdn_tensor *t = *slot;
+    if (!t || t->dtype == VDN_DT_F8_E4M3) return 0;
+    int i = 0;
+    while (i < w->n_owned && w->owned[i] != t)
+        i++;
+    VDN_ASSERT(i < w->n_owned && "an fp8 candidate the loader does not own");
+    const int64_t rows = vdn_tensor_rows(t), cols = vdn_tensor_cols(t);
+    vdn_tensor *q = vdn_tensor_new2(w->dev, VDN_DT_F8_E4M3, rows, cols);
+    vdn_tensor *s = q ? vdn_tensor_new2(w->dev, VDN_DT_F32, rows, 1) : NULL;
+    /* the sync lets the float weight go only once the quantising kernel has read it */
+    if (!s || vdn_op_quantize_rows(q, s, t) != 0 || vdn_dev_sync(w->dev) != 0) {
+        vdn_fail(err, errlen, "weights: fp8 %s: %s", what, vdn_dev_error(w->dev));
+        vdn_tensor_free(q);
+        vdn_tensor_free(s);
+        return -1;
+    }
+    vdn_tensor_free(t);
+    w->owned[i] = q;
+    if (w->n_owned == w->cap_owned) {
+        w->cap_owned = 2 * w->cap_owned + 1;
+        vdn_tensor **n = vdn_xmalloc(sizeof(vdn_tensor *) * (size_t)w->cap_owned);
+        memcpy(n, w->owned, sizeof(vdn_tensor *) * (size_t)w->n_owned);
+        free(w->owned);
+        w->owned = n;
+    }
+    w->owned[w->n_owned++] = s;
+    *slot = q;
+    w->n_fp8++;
+    return 0;
+}
+
+static int quantize_block(vdn_dit_weights *w, vdn_dit_block *b, char *err, size_t errlen) {
+    return quantize_slot(w, &b->wqkv, "fused q/k/v", err, errlen) ||
+           quantize_slot(w, &b->to_out, "to_out", err, errlen) ||
+           quantize_slot(w, &b->ff_in, "ff_in", err, errlen) ||
+           quantize_slot(w, &b->ff_out, "ff_out", err, errlen) ||
+           quantize_slot(w, &b->to_out_linear, "to_out_linear", err, errlen);
+}
+
+int vdn_dit_weights_quantize_fp8(vdn_dit_weights *w, char *err, size_t errlen) {
+    if (quantize_slot(w, &w->ctx_w, "context_embedder", err, errlen)) return -1;
+    for (int i = 0; i < w->cfg.refiner_layers; i++)
+        if (quantize_block(w, &w->refiner[i], err, errlen)) return -1;
+    for (int i = 0; i < w->cfg.layers; i++)
+        if (quantize_block(w, &w->blocks[i], err, errlen)) return -1;
+    return 0;
+}
+
 void vdn_dit_weights_free(vdn_dit_weights *w) {
     for (int i = 0; i < w->n_owned; i++)
         vdn_tensor_free(w->owned[i]);

@@ -23,6 +23,21 @@ void vdn_engine_set_threads(int threads) {
 void vdn_engine_set_ranks(int ranks) {
     g_ranks = ranks < 1 ? 1 : ranks > 64 ? 64 : ranks;
 }
+static vdn_precision g_precision = VDN_PRECISION_BF16;
+void vdn_engine_set_precision(vdn_precision p) {
+    g_precision = p;
+}
+vdn_precision vdn_engine_precision(const vdn_engine *eng) {
+    return eng->precision;
+}
+const char *vdn_precision_name(vdn_precision p) {
+    return p == VDN_PRECISION_FP8 ? "fp8" : "bf16";
+}
+int vdn_precision_parse(const char *s, vdn_precision *out) {
+    if (s && !strcmp(s, "bf16")) return *out = VDN_PRECISION_BF16, 0;
+    if (s && !strcmp(s, "fp8")) return *out = VDN_PRECISION_FP8, 0;
+    return -1;
+}
 
 /* ranks 1..P-1 of --ranks P: devices of the same backend on the same memory */
 static int open_ranks(vdn_engine *eng, const char *name, int index, char *err, size_t errlen) {
@@ -42,10 +57,21 @@ static int open_op_layer(vdn_engine *eng, const char *name, int device,
     eng->dev = vdn_dev_open(name, strcmp(name, "cpu") && device > 0 ? device : 0,
                             g_threads > 0 ? g_threads : 2, err, errlen);
     if (!eng->dev) return -1;
+    eng->precision = g_precision;
     if (vdn_dit_weights_load(&eng->w, eng->dev, &eng->cfg, src, err, errlen) != 0) {
         vdn_dev_close(eng->dev);
         eng->dev = NULL;
         return -1;
+    }
+    if (eng->precision == VDN_PRECISION_FP8) {
+        if (vdn_dit_weights_quantize_fp8(&eng->w, err, errlen) != 0) {
+            vdn_dit_weights_free(&eng->w);
+            vdn_dev_close(eng->dev);
+            eng->dev = NULL;
+            return -1;
+        }
+        VDN_INFO("%s: fp8 precision: %d Linears quantised to e4m3 with row scales",
+                 vdn_dev_name(eng->dev), eng->w.n_fp8);
     }
     if (open_ranks(eng, name, strcmp(name, "cpu") && device > 0 ? device : 0, err, errlen) != 0) {
         for (int r = 1; r < eng->ranks; r++)

@@ -80,6 +80,17 @@ const char *vdn_engine_backend_name(const vdn_engine *eng); /* "cpu" | "cuda" */
  * Euler updates). 0 = default: 2 with the cpu backend, the online cores up to 8 with another
  * backend (whose forward leaves the cores idle). Call before open. */
 void vdn_engine_set_threads(int threads);
+/* Numerical precision of the DiT's large Linears (issue 13): bf16 (the default: the release's
+ * bf16 weights; the cpu backend's oracle in fp32) or fp8 (q/k/v, to_out, FFN, to_out_linear,
+ * the refiner and context_embedder quantised to e4m3 with row scales once at load, their inputs
+ * per row at each call; dit.h vdn_dit_weights_quantize_fp8). On the cpu backend fp8 runs the
+ * quantised oracle (the same bytes and scales as CUDA, float64 sums). Call before open; the
+ * engine keeps the precision it was opened with (vdn_engine_precision). */
+typedef enum { VDN_PRECISION_BF16 = 0, VDN_PRECISION_FP8 } vdn_precision;
+void vdn_engine_set_precision(vdn_precision p);
+vdn_precision vdn_engine_precision(const vdn_engine *eng);
+const char *vdn_precision_name(vdn_precision p);            /* "bf16" | "fp8" */
+int vdn_precision_parse(const char *s, vdn_precision *out); /* 0, or -1 for an unknown name */
 /* Sequence parallelism: the forward sharded over P in-process ranks (threads, each with its own
  * device on the same memory: the CPU or the one GPU; spec 6, engine/dit_shard.c). 1 = the plain
  * forward (default). Equal to the plain forward up to rounding. Call before open. */

@@ -11,11 +11,12 @@
 #include "seq.h"
 
 struct vdn_engine {
-    vdn_ckpt *ck;      /* NULL for an engine over another weight source */
-    char label[128];   /* that source's name, in place of the checkpoint's identity */
+    vdn_ckpt *ck;    /* NULL for an engine over another weight source */
+    char label[128]; /* that source's name, in place of the checkpoint's identity */
     vdn_config cfg;
-    vdn_dev *dev;      /* the op-layer device that renders (op.h) */
-    vdn_dit_weights w; /* the DiT's weights on it (dit.h) */
+    vdn_dev *dev;            /* the op-layer device that renders (op.h) */
+    vdn_dit_weights w;       /* the DiT's weights on it (dit.h) */
+    vdn_precision precision; /* what the weights were opened in (fp8: quantised at load) */
     /* --ranks P: the forward sharded over P virtual ranks (dit_shard.c); rank_dev[0] = dev, the
      * others more devices on the same memory (the CPU, the same GPU) sharing the weights */
     int ranks;

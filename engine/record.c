@@ -41,6 +41,7 @@ char *vdn_record_json(const vdn_record *r) {
     cJSON_AddStringToObject(o, "engine", "vdn");
     cJSON_AddStringToObject(o, "engine_version", VDN_ENGINE_VERSION);
     cJSON_AddStringToObject(o, "backend", r->backend);
+    if (r->precision) cJSON_AddStringToObject(o, "precision", r->precision);
     cJSON *ck = cJSON_AddObjectToObject(o, "checkpoint");
     cJSON_AddStringToObject(ck, "identity", r->ckpt_identity ? r->ckpt_identity : "");
     cJSON_AddStringToObject(ck, "layout", r->ckpt_layout ? r->ckpt_layout : "");

@@ -13,6 +13,7 @@
 
 typedef struct {
     const char *backend;
+    const char *precision; /* "bf16" | "fp8" (NULL: not written) */
     const char *ckpt_identity, *ckpt_layout;
     int n_adapters;
     const char *const *adapters;

@@ -232,6 +232,7 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
             for (int i = 0; i < nad; i++)
                 ad[i] = vdn_ckpt_adapter_name(eng->ck, i);
             vdn_record rec = {.backend = vdn_engine_backend_name(eng),
+                              .precision = vdn_precision_name(eng->precision),
                               .ckpt_identity = vdn_engine_identity(eng),
                               .ckpt_layout = eng->ck ? vdn_ckpt_layout(eng->ck) : "generated",
                               .n_adapters = nad,
