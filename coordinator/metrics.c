@@ -1,11 +1,11 @@
 #include "metrics.h"
 
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "db.h"
+#include "query.h"
 #include "vdn_util.h"
 
 /* A label value: backslash, double quote and newline escaped, as the format requires. */
@@ -73,68 +73,126 @@ static void attempts_by_fault(FILE *f, sqlite3 *db) {
                                ""));
 }
 
-/* Workers by state, GPUs by state (a busy worker's GPUs are busy; a gone, blocked or draining
- * one's unavailable), and one info series per GPU. */
-static void workers(FILE *f, sqlite3 *db) {
-    static const char *states[] = {"idle", "busy", "draining", "drained", "blocked", "gone"};
-    long long by_state[6] = {0}, gpus_busy = 0, gpus_idle = 0, gpus_off = 0;
-    char *winfo_text = NULL, *ginfo_text = NULL;
-    size_t winfo_len = 0, ginfo_len = 0;
-    FILE *winfo = open_memstream(&winfo_text, &winfo_len);
-    FILE *info = open_memstream(&ginfo_text, &ginfo_len);
-    VDN_ASSERT(winfo && info);
-    double now = vdn_wall();
-    sqlite3_stmt *st = cdb_prep(db, "SELECT id, state, gpus, blocked_until FROM workers", "");
-    while (st && sqlite3_step(st) == SQLITE_ROW) {
-        const char *id = (const char *)sqlite3_column_text(st, 0);
-        const char *s = (const char *)sqlite3_column_text(st, 1);
-        if (s && strcmp(s, "gone") && sqlite3_column_double(st, 3) > now) s = "blocked";
-        int k = 5;
-        for (int i = 0; i < 6; i++)
-            if (s && !strcmp(s, states[i])) k = i;
-        by_state[k]++;
-        cJSON *g = cJSON_Parse((const char *)sqlite3_column_text(st, 2));
-        int ng = cJSON_GetArraySize(g);
-        const char *gs = k == 0 ? "idle" : k == 1 ? "busy" : "unavailable";
-        if (k == 0)
-            gpus_idle += ng;
-        else if (k == 1)
-            gpus_busy += ng;
-        else
-            gpus_off += ng;
-        const cJSON *e;
-        cJSON_ArrayForEach(e, g) {
-            const cJSON *ix = cJSON_GetObjectItem(e, "index"), *nm = cJSON_GetObjectItem(e, "name");
-            const cJSON *mem = cJSON_GetObjectItem(e, "memory");
-            fprintf(info, "vdn_gpu_info{worker=\"");
-            label(info, id);
-            fprintf(info, "\",gpu=\"%d\",name=\"", cJSON_IsNumber(ix) ? ix->valueint : 0);
-            label(info, cJSON_IsString(nm) ? nm->valuestring : "");
-            fprintf(info, "\",state=\"%s\",memory_bytes=\"%.0f\"} 1\n", gs,
-                    cJSON_IsNumber(mem) ? mem->valuedouble : 0);
-        }
-        cJSON_Delete(g);
-        fprintf(winfo, "vdn_worker_info{worker=\"");
-        label(winfo, id);
-        fprintf(winfo, "\",state=\"%s\"} 1\n", states[k]);
+static const char *const WORKER_STATES[] = {"idle",    "busy",    "draining",
+                                            "drained", "blocked", "gone"};
+static const char *const GPU_STATES[] = {"idle", "busy", "reserved", "out_of_service",
+                                         "unavailable"};
+enum { N_WORKER_STATES = 6, N_GPU_STATES = 5 };
+
+static int state_index(const char *s, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (s && !strcmp(s, names[i])) return i;
+    return n - 1; /* unknown: the last ("gone", "unavailable") */
+}
+
+/* The series of one family accumulate in their own buffer while the workers are walked once,
+ * because the format wants each family's samples together under its HELP and TYPE. */
+typedef struct {
+    char *text;
+    size_t len;
+    FILE *f;
+} series;
+
+static void series_open(series *s) {
+    memset(s, 0, sizeof *s);
+    s->f = open_memstream(&s->text, &s->len);
+    VDN_ASSERT(s->f);
+}
+
+static void series_emit(FILE *f, series *s, const char *name, const char *help) {
+    fclose(s->f);
+    head(f, name, "gauge", help);
+    fputs(s->text ? s->text : "", f);
+    free(s->text);
+}
+
+/* worker="W",gpu="N" */
+static void gpu_labels(FILE *f, const char *worker, const Vdn__Gpu *g) {
+    fputs("worker=\"", f);
+    label(f, worker);
+    fprintf(f, "\",gpu=\"%d\"", g->index);
+}
+
+enum { S_GPU_INFO, S_GPU_STATE, S_GPU_MEM, S_GPU_USED, S_GPU_JOB, S_GPU_PROGRESS, S_NSERIES };
+
+/* One GPU's series: its state (one series per state, 1 for the current one, so an alert can
+ * say vdn_gpu_state{state="out_of_service"} == 1), memory, and the job it runs. */
+static void gpu_series(series *s, const char *worker, const Vdn__Gpu *g) {
+    const char *st = g->state ? g->state : "unavailable";
+    fprintf(s[S_GPU_INFO].f, "vdn_gpu_info{");
+    gpu_labels(s[S_GPU_INFO].f, worker, g);
+    fputs(",name=\"", s[S_GPU_INFO].f);
+    label(s[S_GPU_INFO].f, g->name ? g->name : "");
+    fprintf(s[S_GPU_INFO].f, "\",state=\"%s\",memory_bytes=\"%llu\"} 1\n", st,
+            (unsigned long long)g->memory_bytes);
+    for (int i = 0; i < N_GPU_STATES; i++) {
+        fprintf(s[S_GPU_STATE].f, "vdn_gpu_state{");
+        gpu_labels(s[S_GPU_STATE].f, worker, g);
+        fprintf(s[S_GPU_STATE].f, ",state=\"%s\"} %d\n", GPU_STATES[i], !strcmp(st, GPU_STATES[i]));
     }
-    sqlite3_finalize(st);
-    fclose(info);
-    fclose(winfo);
+    fprintf(s[S_GPU_MEM].f, "vdn_gpu_memory_bytes{");
+    gpu_labels(s[S_GPU_MEM].f, worker, g);
+    fprintf(s[S_GPU_MEM].f, "} %llu\n", (unsigned long long)g->memory_bytes);
+    fprintf(s[S_GPU_USED].f, "vdn_gpu_memory_used_bytes{");
+    gpu_labels(s[S_GPU_USED].f, worker, g);
+    fprintf(s[S_GPU_USED].f, "} %llu\n", (unsigned long long)g->memory_used);
+    if (!g->has_job_id) return;
+    fprintf(s[S_GPU_JOB].f, "vdn_gpu_job_info{");
+    gpu_labels(s[S_GPU_JOB].f, worker, g);
+    fprintf(s[S_GPU_JOB].f, ",job=\"j%llu\",attempt=\"%llu\"} 1\n", (unsigned long long)g->job_id,
+            (unsigned long long)g->attempt_id);
+    fprintf(s[S_GPU_PROGRESS].f, "vdn_gpu_job_progress_ratio{");
+    gpu_labels(s[S_GPU_PROGRESS].f, worker, g);
+    fprintf(s[S_GPU_PROGRESS].f, ",job=\"j%llu\"} %.6f\n", (unsigned long long)g->job_id,
+            g->nfe_total > 0 ? (double)g->nfe_done / g->nfe_total : 0.0);
+}
+
+/* Workers by state, GPUs by their own state (docs/cluster.md "Watching the farm"), and the
+ * per-worker and per-GPU series, from the same WorkerInfo replies `vdn workers` prints. */
+static void workers(FILE *f, sqlite3 *db) {
+    long long by_state[N_WORKER_STATES] = {0}, gpus[N_GPU_STATES] = {0};
+    series s[S_NSERIES], winfo, wjobs;
+    for (int i = 0; i < S_NSERIES; i++)
+        series_open(&s[i]);
+    series_open(&winfo);
+    series_open(&wjobs);
+    Vdn__WorkersReply *r = query_workers(db);
+    for (size_t i = 0; i < r->n_workers; i++) {
+        const Vdn__WorkerInfo *w = r->workers[i];
+        int k = state_index(w->state, WORKER_STATES, N_WORKER_STATES);
+        by_state[k]++;
+        fputs("vdn_worker_info{worker=\"", winfo.f);
+        label(winfo.f, w->worker_id);
+        fprintf(winfo.f, "\",state=\"%s\"} 1\n", WORKER_STATES[k]);
+        fputs("vdn_worker_running_jobs{worker=\"", wjobs.f);
+        label(wjobs.f, w->worker_id);
+        fprintf(wjobs.f, "\"} %zu\n", w->n_running_jobs);
+        for (size_t g = 0; g < w->n_gpus; g++) {
+            gpus[state_index(w->gpus[g]->state, GPU_STATES, N_GPU_STATES)]++;
+            gpu_series(s, w->worker_id, w->gpus[g]);
+        }
+    }
+    protobuf_c_message_free_unpacked(&r->base, NULL);
     head(f, "vdn_workers", "gauge", "Workers by state (every worker that ever said READY).");
-    for (int i = 0; i < 6; i++)
-        fprintf(f, "vdn_workers{state=\"%s\"} %lld\n", states[i], by_state[i]);
-    head(f, "vdn_gpus", "gauge", "GPUs of the workers by state.");
-    fprintf(f,
-            "vdn_gpus{state=\"busy\"} %lld\nvdn_gpus{state=\"idle\"} %lld\n"
-            "vdn_gpus{state=\"unavailable\"} %lld\n",
-            gpus_busy, gpus_idle, gpus_off);
-    head(f, "vdn_worker_info", "gauge", "One series per worker, labelled with its state.");
-    fputs(winfo_text ? winfo_text : "", f);
-    head(f, "vdn_gpu_info", "gauge", "One series per GPU, labelled with its worker's state.");
-    fputs(ginfo_text ? ginfo_text : "", f);
-    free(winfo_text);
-    free(ginfo_text);
+    for (int i = 0; i < N_WORKER_STATES; i++)
+        fprintf(f, "vdn_workers{state=\"%s\"} %lld\n", WORKER_STATES[i], by_state[i]);
+    head(f, "vdn_gpus", "gauge",
+         "GPUs of the workers by their own state (unavailable: the worker is gone, draining, "
+         "drained or blocked).");
+    for (int i = 0; i < N_GPU_STATES; i++)
+        fprintf(f, "vdn_gpus{state=\"%s\"} %lld\n", GPU_STATES[i], gpus[i]);
+    series_emit(f, &winfo, "vdn_worker_info", "One series per worker, labelled with its state.");
+    series_emit(f, &wjobs, "vdn_worker_running_jobs",
+                "Jobs each worker runs now (one per GPU set).");
+    series_emit(f, &s[S_GPU_INFO], "vdn_gpu_info", "One series per GPU, labelled with its state.");
+    series_emit(f, &s[S_GPU_STATE], "vdn_gpu_state",
+                "1 for the GPU's current state, 0 for the others.");
+    series_emit(f, &s[S_GPU_MEM], "vdn_gpu_memory_bytes", "Memory of each GPU.");
+    series_emit(f, &s[S_GPU_USED], "vdn_gpu_memory_used_bytes",
+                "Memory in use on each GPU: the engine's allocations (0 when unknown or gone).");
+    series_emit(f, &s[S_GPU_JOB], "vdn_gpu_job_info", "The job each busy GPU runs.");
+    series_emit(f, &s[S_GPU_PROGRESS], "vdn_gpu_job_progress_ratio",
+                "NFEs done over NFEs of the job each busy GPU runs.");
 }
 
 char *coord_metrics_text(sqlite3 *db) {

@@ -121,6 +121,9 @@ void print_gpu_line(char *buf, size_t len, const Vdn__Gpu *g) {
     else if (g->attempt_id)
         snprintf(buf, len, "gpu %-3d stopping attempt %llu%s", g->index,
                  (unsigned long long)g->attempt_id, mem);
+    else if (g->has_reserved_for)
+        snprintf(buf, len, "gpu %-3d free, held back for j%llu%s", g->index,
+                 (unsigned long long)g->reserved_for, mem);
     else
         snprintf(buf, len, "gpu %-3d free%s", g->index, mem);
 }

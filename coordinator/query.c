@@ -138,58 +138,101 @@ static void add_batches(sqlite3 *db, Vdn__BatchInfo ***arr, size_t *n, const cha
     sqlite3_finalize(st);
 }
 
+/* The job and progress of the attempt a GPU runs, while it is still that job's current one. */
+static void gpu_job(sqlite3 *db, Vdn__Gpu *x) {
+    sqlite3_stmt *q = cdb_prep(db,
+                               "SELECT j.id, j.nfe_done, j.nfe_total FROM attempts a "
+                               "JOIN jobs j ON j.id = a.job_id WHERE a.id = ? AND "
+                               "j.current_attempt = a.id",
+                               "i", (int64_t)x->attempt_id);
+    if (q && sqlite3_step(q) == SQLITE_ROW) {
+        x->has_job_id = x->has_nfe_done = x->has_nfe_total = 1;
+        x->job_id = (uint64_t)sqlite3_column_int64(q, 0);
+        x->nfe_done = sqlite3_column_int(q, 1);
+        x->nfe_total = sqlite3_column_int(q, 2);
+    }
+    sqlite3_finalize(q);
+}
+
+const char *query_gpu_state(const char *worker_state, const Vdn__Gpu *g) {
+    const char *ws = worker_state ? worker_state : "gone";
+    if (!strcmp(ws, "gone")) return "unavailable";
+    if (g->out_of_service) return "out_of_service";
+    if (g->attempt_id) return "busy"; /* a draining worker's running GPU still works */
+    if (strcmp(ws, "idle") && strcmp(ws, "busy")) return "unavailable";
+    if (g->reserved_for) return "reserved";
+    return "idle";
+}
+
+/* One GPU of the workers table's JSON (coord_worker.c gpus_json). A gone worker's last live
+ * state is history, not a fact about now: its memory in use and attempts are left out. */
+static Vdn__Gpu *gpu_row(sqlite3 *db, const cJSON *g, const char *worker_state) {
+    Vdn__Gpu *x = vdn_xmalloc(sizeof *x);
+    vdn__gpu__init(x);
+    int live = strcmp(worker_state, "gone") != 0;
+    const cJSON *v;
+    if ((v = cJSON_GetObjectItem(g, "index")) && cJSON_IsNumber(v))
+        x->has_index = 1, x->index = v->valueint;
+    if ((v = cJSON_GetObjectItem(g, "name")) && cJSON_IsString(v))
+        x->name = vdn_xstrdup(v->valuestring);
+    if ((v = cJSON_GetObjectItem(g, "memory")) && cJSON_IsNumber(v))
+        x->has_memory_bytes = 1, x->memory_bytes = (uint64_t)v->valuedouble;
+    if (live && (v = cJSON_GetObjectItem(g, "used")) && cJSON_IsNumber(v))
+        x->has_memory_used = 1, x->memory_used = (uint64_t)v->valuedouble;
+    if (cJSON_IsTrue(cJSON_GetObjectItem(g, "out_of_service"))) {
+        x->has_out_of_service = 1, x->out_of_service = 1;
+        if ((v = cJSON_GetObjectItem(g, "fault")) && cJSON_IsString(v))
+            x->fault = vdn_xstrdup(v->valuestring);
+    }
+    if (live && (v = cJSON_GetObjectItem(g, "attempt")) && cJSON_IsNumber(v)) {
+        x->has_attempt_id = 1, x->attempt_id = (uint64_t)v->valuedouble;
+        gpu_job(db, x);
+    }
+    if (live && (v = cJSON_GetObjectItem(g, "reserved_for")) && cJSON_IsNumber(v))
+        x->has_reserved_for = 1, x->reserved_for = (uint64_t)v->valuedouble;
+    x->state = vdn_xstrdup(query_gpu_state(worker_state, x));
+    return x;
+}
+
+static void add_gpus(sqlite3 *db, Vdn__WorkerInfo *w, const char *gpus) {
+    cJSON *arr = gpus ? cJSON_Parse(gpus) : NULL;
+    const cJSON *g;
+    cJSON_ArrayForEach(g, arr) {
+        Vdn__Gpu *x = gpu_row(db, g, w->state);
+        if (x->has_reserved_for && !w->reservation) {
+            char rs[64];
+            snprintf(rs, sizeof rs, "j%llu", (unsigned long long)x->reserved_for);
+            w->reservation = vdn_xstrdup(rs);
+        }
+        PUSH(w->gpus, w->n_gpus, x);
+    }
+    cJSON_Delete(arr);
+}
+
+/* Every attempt the worker runs, and its job: a multi-GPU worker runs several at once. */
+static void add_running(sqlite3 *db, Vdn__WorkerInfo *w) {
+    sqlite3_stmt *a = cdb_prep(db,
+                               "SELECT id, job_id FROM attempts WHERE worker_id=? AND "
+                               "state='running' ORDER BY id",
+                               "s", w->worker_id);
+    while (a && sqlite3_step(a) == SQLITE_ROW) {
+        uint64_t x = (uint64_t)sqlite3_column_int64(a, 0);
+        uint64_t job = (uint64_t)sqlite3_column_int64(a, 1);
+        if (!w->n_running_attempts) {
+            w->has_running_attempt = w->has_running_job = 1;
+            w->running_attempt = x;
+            w->running_job = job;
+        }
+        PUSH(w->running_attempts, w->n_running_attempts, x);
+        PUSH(w->running_jobs, w->n_running_jobs, job);
+    }
+    sqlite3_finalize(a);
+}
+
 static Vdn__WorkerInfo *worker_row(sqlite3 *db, sqlite3_stmt *st) {
     Vdn__WorkerInfo *w = vdn_xmalloc(sizeof *w);
     vdn__worker_info__init(w);
     w->worker_id = cdb_col_str(st, 0);
-    w->state = cdb_col_str(st, 1);
-    const char *gpus = (const char *)sqlite3_column_text(st, 2);
-    if (gpus) {
-        cJSON *arr = cJSON_Parse(gpus);
-        const cJSON *g;
-        cJSON_ArrayForEach(g, arr) {
-            Vdn__Gpu *x = vdn_xmalloc(sizeof *x);
-            vdn__gpu__init(x);
-            const cJSON *v;
-            if ((v = cJSON_GetObjectItem(g, "index")) && cJSON_IsNumber(v))
-                x->has_index = 1, x->index = v->valueint;
-            if ((v = cJSON_GetObjectItem(g, "name")) && cJSON_IsString(v))
-                x->name = vdn_xstrdup(v->valuestring);
-            if ((v = cJSON_GetObjectItem(g, "memory")) && cJSON_IsNumber(v))
-                x->has_memory_bytes = 1, x->memory_bytes = (uint64_t)v->valuedouble;
-            if ((v = cJSON_GetObjectItem(g, "used")) && cJSON_IsNumber(v))
-                x->has_memory_used = 1, x->memory_used = (uint64_t)v->valuedouble;
-            if (cJSON_IsTrue(cJSON_GetObjectItem(g, "out_of_service"))) {
-                x->has_out_of_service = 1, x->out_of_service = 1;
-                if ((v = cJSON_GetObjectItem(g, "fault")) && cJSON_IsString(v))
-                    x->fault = vdn_xstrdup(v->valuestring);
-            }
-            if ((v = cJSON_GetObjectItem(g, "attempt")) && cJSON_IsNumber(v)) {
-                x->has_attempt_id = 1, x->attempt_id = (uint64_t)v->valuedouble;
-                /* its job and progress, while the attempt is still the job's current one */
-                sqlite3_stmt *q = cdb_prep(db,
-                                           "SELECT j.id, j.nfe_done, j.nfe_total FROM attempts a "
-                                           "JOIN jobs j ON j.id = a.job_id WHERE a.id = ? AND "
-                                           "j.current_attempt = a.id",
-                                           "i", (int64_t)x->attempt_id);
-                if (q && sqlite3_step(q) == SQLITE_ROW) {
-                    x->has_job_id = x->has_nfe_done = x->has_nfe_total = 1;
-                    x->job_id = (uint64_t)sqlite3_column_int64(q, 0);
-                    x->nfe_done = sqlite3_column_int(q, 1);
-                    x->nfe_total = sqlite3_column_int(q, 2);
-                }
-                sqlite3_finalize(q);
-            }
-            if ((v = cJSON_GetObjectItem(g, "reserved_for")) && cJSON_IsNumber(v) &&
-                !w->reservation) {
-                char rs[64];
-                snprintf(rs, sizeof rs, "j%.0f", v->valuedouble);
-                w->reservation = vdn_xstrdup(rs);
-            }
-            PUSH(w->gpus, w->n_gpus, x);
-        }
-        cJSON_Delete(arr);
-    }
     w->checkpoint = cdb_col_str(st, 3);
     w->engine_version = cdb_col_str(st, 4);
     w->has_last_seen = w->has_failures = w->has_blocked_until = 1;
@@ -198,23 +241,14 @@ static Vdn__WorkerInfo *worker_row(sqlite3 *db, sqlite3_stmt *st) {
     w->blocked_until = sqlite3_column_double(st, 7);
     w->backend = cdb_col_str(st, 8);
     w->hostname = cdb_col_str(st, 9);
-    sqlite3_stmt *a = cdb_prep(db,
-                               "SELECT id, job_id FROM attempts WHERE worker_id=? AND "
-                               "state='running' ORDER BY id",
-                               "s", w->worker_id);
-    while (a && sqlite3_step(a) == SQLITE_ROW) {
-        uint64_t x = (uint64_t)sqlite3_column_int64(a, 0);
-        if (!w->n_running_attempts) {
-            w->has_running_attempt = w->has_running_job = 1;
-            w->running_attempt = x;
-            w->running_job = (uint64_t)sqlite3_column_int64(a, 1);
-        }
-        w->running_attempts =
-            realloc(w->running_attempts, sizeof *w->running_attempts * (w->n_running_attempts + 1));
-        VDN_ASSERT(w->running_attempts);
-        w->running_attempts[w->n_running_attempts++] = x;
-    }
-    sqlite3_finalize(a);
+    /* the row's state is written on the worker's events; a blocklisting that began since
+     * shows here at once */
+    const char *s = (const char *)sqlite3_column_text(st, 1);
+    if (!s) s = "gone";
+    if (strcmp(s, "gone") && w->blocked_until > vdn_wall()) s = "blocked";
+    w->state = vdn_xstrdup(s);
+    add_gpus(db, w, (const char *)sqlite3_column_text(st, 2));
+    add_running(db, w);
     sqlite3_stmt *b = cdb_prep(db,
                                "SELECT job_class FROM worker_blocks WHERE worker_id=? AND "
                                "blocked_until > ? ORDER BY job_class",

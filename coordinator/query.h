@@ -16,4 +16,10 @@ Vdn__ListReply *query_list(sqlite3 *db, const char *tag, int limit);
 Vdn__LogsReply *query_logs(sqlite3 *db, int64_t job, char *err, size_t errlen);
 Vdn__WorkersReply *query_workers(sqlite3 *db);
 
+/* A GPU's state for WorkerInfo (Gpu.state), the status page and /metrics: "unavailable" when
+ * its worker is gone, "out_of_service" after a GPU fault, "busy" while it runs an attempt,
+ * "unavailable" when its worker takes no work (draining, drained, blocked), "reserved" when
+ * held back for a waiting multi-GPU job (docs/cluster.md "Placement"), else "idle". */
+const char *query_gpu_state(const char *worker_state, const Vdn__Gpu *g);
+
 #endif

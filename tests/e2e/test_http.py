@@ -77,6 +77,104 @@ def chromium_page(url, shot):
     return dom
 
 
+def stand_in_gpus(farm, n):
+    """The stand-in nvidia-smi of the farm tests (e2e_gpus, e2e_multigpu): n H200s."""
+    smi = os.path.join(farm.dir, "nvidia-smi")
+    with open(smi, "w") as f:
+        f.write("#!/bin/sh\ncase \"$*\" in *--query-gpu=index,name,memory.total*) ;; "
+                "*) exit 9;; esac\nfor i in $(seq 0 %d); do echo \"$i, NVIDIA H200, 143771\"; "
+                "done\n" % (n - 1))
+    os.chmod(smi, 0o755)
+    return smi
+
+
+def gpu_samples(fams, name, worker):
+    """{gpu index: (labels, value)} of one per-GPU family for one worker."""
+    return {int(s.labels["gpu"]): (s.labels, s.value) for s in fams[name].samples
+            if s.labels.get("worker") == worker}
+
+
+def multi_gpu_worker(farm, base):
+    """A 4-GPU worker on stand-in GPUs runs a job per GPU; GPU 3 faults (VDN_TEST_GPU_FAULT) and
+    goes out of service. /metrics must say so per GPU (state, memory in use, job) and the page
+    must list the worker's GPUs with their jobs, progress and memory, and all its jobs."""
+    farm.kill("w")  # idle: every job of this part goes to the 4-GPU worker
+    t0 = time.time()
+    while farm.q("SELECT state FROM workers WHERE id='w'") != [("gone",)]:
+        check(time.time() - t0 < 15, "the killed worker w is not gone")
+        time.sleep(0.1)
+    env = dict(farm.env, VDN_NVIDIA_SMI=stand_in_gpus(farm, 4), VDN_TEST_NFE_DELAY_MS="600",
+               VDN_TEST_GPU_FAULT="3")
+    farm.spawn("g4", ["worker", "--connect", farm.worker_ep, "--checkpoint", farm.ckpt,
+                      "--store", farm.store, "--id", "g4", "--scratch",
+                      os.path.join(farm.dir, "scratch"), "--heartbeat-seconds",
+                      str(farm.heartbeat), "--threads", "1", "--data-root", farm.dir], env=env)
+    path = os.path.join(farm.dir, "gpus.jsonl")
+    with open(path, "w") as f:
+        for seed in range(4):  # ~16 x 0.6 s each: long enough for Chromium to see them run
+            f.write(json.dumps({"prompt_cache": farm.prompt, "frames": 56, "height": 32,
+                                "width": 32, "steps": 16, "seed": 50 + seed}) + "\n")
+    farm.run(["submit", path, "--coordinator", farm.client_ep])
+    t0 = time.time()
+    while True:
+        fams, body = metrics(base)
+        on = [s.labels for s in fams["vdn_gpu_state"].samples
+              if s.labels["worker"] == "g4" and s.value == 1]
+        state = {int(l["gpu"]): l["state"] for l in on}
+        busy = sorted(g for g, s in state.items() if s == "busy")
+        if state.get(3) == "out_of_service" and len(busy) >= 2:
+            break
+        check(time.time() - t0 < 40, "never saw GPU 3 out of service beside 2 busy GPUs:\n"
+              + "\n".join(l for l in body.splitlines() if "g4" in l))
+        time.sleep(0.2)
+    check(len(on) == 4 and sorted(state) == [0, 1, 2, 3],
+          "vdn_gpu_state: one state per GPU expected: %s" % on)
+    totals = {l["state"]: v for l, v in ((s.labels, s.value) for s in fams["vdn_gpus"].samples)}
+    check(totals["out_of_service"] == 1 and totals["busy"] == len(busy) and
+          sum(totals.values()) == 4, "vdn_gpus %s vs per-GPU %s" % (totals, state))
+    used = gpu_samples(fams, "vdn_gpu_memory_used_bytes", "g4")
+    check(all(used[g][1] > 0 for g in busy), "memory in use of busy GPUs: %s" % used)
+    mem = gpu_samples(fams, "vdn_gpu_memory_bytes", "g4")
+    check(all(v == 143771 * 1024 * 1024 for _, v in mem.values()), "GPU memory: %s" % mem)
+    jobs = gpu_samples(fams, "vdn_gpu_job_info", "g4")
+    running = {(a, j) for a, j in farm.q("SELECT id, job_id FROM attempts WHERE "
+                                         "worker_id='g4' AND state='running'")}
+    on_gpus = {(int(jobs[g][0]["attempt"]), int(jobs[g][0]["job"][1:])) for g in busy if g in jobs}
+    check(len(on_gpus) == len(busy) and on_gpus <= running,
+          "vdn_gpu_job_info %s vs running attempts %s" % (jobs, running))
+    info = gpu_samples(fams, "vdn_gpu_info", "g4")
+    check(info[3][0]["state"] == "out_of_service", "vdn_gpu_info of GPU 3: %s" % (info[3],))
+    nrun = samples(fams, "vdn_worker_running_jobs")[(("worker", "g4"),)]
+    check(nrun >= len(busy), "vdn_worker_running_jobs %s with %d busy GPUs" % (nrun, len(busy)))
+    log("4-GPU worker: GPU states %s, memory in use %s, jobs %s"
+        % (state, {g: used[g][1] for g in busy}, {g: jobs[g][0]["job"] for g in busy}))
+
+    dom = chromium_page(base + "/?token=" + TOKEN, os.path.abspath("e2e_http_gpus_screenshot.png"))
+    with open(os.path.abspath("e2e_http_gpus_dom.html"), "w") as f:
+        f.write(dom)
+    body = dom.split("<script")[0]  # the tables, not the script that draws them
+    gpu_rows = re.findall(r'<tr class="gpu">(.*?)</tr>', body)
+    check(len(gpu_rows) == 4, "the page shows %d GPU rows, expected 4:\n%s"
+          % (len(gpu_rows), dom[:3000]))
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", r) for r in gpu_rows]
+    check([c[0] for c in cells] == ["0", "1", "2", "3"] and
+          all(c[1] == "NVIDIA H200" for c in cells), "GPU rows: %s" % cells)
+    check("out_of_service" in cells[3][2] and "VDN_TEST_GPU_FAULT" in cells[3][6],
+          "GPU 3's row does not say it is out of service: %s" % cells[3])
+    shown = [c for c in cells if re.fullmatch(r"j\d+", c[3])]
+    check(shown, "no GPU row names a running job: %s" % cells)
+    for c in shown:
+        check(re.search(r"\d+/16", c[4]) and re.search(r"[\d.]+ [MG]iB / 140 GiB", c[5]),
+              "a busy GPU row without progress or memory in use: %s" % c)
+    row = re.search(r'<tr class="worker"><td>g4</td>(.*?)</tr>', body)
+    check(row, "no worker row for g4")
+    listed = set(re.findall(r"j(\d+)", re.findall(r"<td>(.*?)</td>", row.group(1))[1]))
+    check({c[3][1:] for c in shown} <= listed and len(listed) >= 2,
+          "the worker row lists jobs %s, the GPU rows %s" % (listed, [c[3] for c in shown]))
+    log("the page lists g4's 4 GPUs (jobs %s, GPU 3 out of service) and its jobs %s"
+        % ([c[3] for c in shown], sorted(listed)))
+
+
 def test(args):
     port = free_port()
     base = "http://127.0.0.1:%d" % port
@@ -154,6 +252,7 @@ def test(args):
         faults = {k[0][1]: v for k, v in samples(fams, "vdn_attempt_failures", "_total").items()}
         check(faults == {"job": 1, "worker": 0, "transient": 0}, "failures by fault %s" % faults)
         check(samples(fams, "vdn_workers")[(("state", "idle"),)] == 1, "worker not idle after")
+        check(samples(fams, "vdn_gpus")[(("state", "busy"),)] == 0, "a CPU worker has no GPUs")
         info = samples(fams, "vdn_worker_info")
         check(list(info) == [(("state", "idle"), ("worker", "w"))], "vdn_worker_info %s" % info)
         st, js = get(base + "/api/status", TOKEN)
@@ -161,6 +260,8 @@ def test(args):
         check(st == 200 and len(status["jobs"]) == 4 and status["workers"][0]["worker_id"] == "w",
               "/api/status: %s" % js[:300])
         log("after: jobs %s, queue-wait and render histograms consistent, %d NFEs" % (jobs, total))
+
+        multi_gpu_worker(farm, base)
 
         # beyond loopback: refused without TLS and a token; served over HTTPS with both
         r = farm.run(["coordinator", "--db", os.path.join(farm.dir, "o.db"), "--bind",
