@@ -162,7 +162,48 @@ void vdn_engine_close(vdn_engine *eng) {
         vdn_dev_close(eng->rank_dev[r]);
     vdn_dev_close(eng->dev);
     vdn_ckpt_close(eng->ck);
+    free(eng->faulty); /* after the devices: their close went through it */
     free(eng);
+}
+
+/* ---- failures ---- */
+
+vdn_engine_fault vdn_engine_last_fault(const vdn_engine *eng) {
+    int worst = vdn_dev_faulted(eng->dev);
+    for (int r = 1; r < eng->ranks; r++)
+        if ((int)vdn_dev_faulted(eng->rank_dev[r]) > worst)
+            worst = vdn_dev_faulted(eng->rank_dev[r]);
+    return worst == VDN_DEV_FAULT_DEVICE   ? VDN_ENGINE_FAULT_DEVICE
+           : worst == VDN_DEV_FAULT_MEMORY ? VDN_ENGINE_FAULT_MEMORY
+                                           : VDN_ENGINE_FAULT_NONE;
+}
+
+/* what vdn_engine_render does first: a fault belongs to the render it happened in */
+void vdn_engine_clear_faults(vdn_engine *eng) {
+    vdn_dev_clear_fault(eng->dev);
+    for (int r = 1; r < eng->ranks; r++)
+        vdn_dev_clear_fault(eng->rank_dev[r]);
+}
+
+/* The words of kernels/op_cuda.h's OPC for a kernel that hit an illegal address, typed as the
+ * CUDA backend types it, so the injected fault takes the path a real one takes. */
+static int faulty_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w,
+                         const vdn_tensor *b, vdn_act act, int accumulate) {
+    (void)x, (void)w, (void)b, (void)act, (void)accumulate;
+    return vdn_dev_fault(y->dev, VDN_DEV_FAULT_DEVICE,
+                         "op linear (%s): cudaGetLastError(): an illegal memory access was "
+                         "encountered (injected by VDN_TEST_GPU_FAULT)",
+                         vdn_dev_name(y->dev));
+}
+
+void vdn_engine_inject_device_fault(vdn_engine *eng) {
+    if (eng->faulty) return;
+    eng->faulty = vdn_xmalloc(sizeof *eng->faulty);
+    *eng->faulty = *eng->dev->be;
+    eng->faulty->linear = faulty_linear;
+    for (int r = 0; r < eng->ranks; r++)
+        eng->rank_dev[r]->be = eng->faulty;
+    eng->dev->be = eng->faulty;
 }
 
 const vdn_config *vdn_engine_config(const vdn_engine *eng) {

@@ -119,6 +119,25 @@ int vdn_snap_frames(int pixel_frames);
 int vdn_latent_frames(int pixel_frames);
 int vdn_audio_latents(int pixel_frames);
 
+/* ---- failures (the worker's failure blame) ---- */
+
+/* What the last vdn_engine_render's failure came from, as the op layer recorded it on the
+ * engine's devices (op.h vdn_dev_fault_kind), never guessed from the message: NONE when the
+ * render succeeded or failed outside the devices (a request, a prompt cache, a file), MEMORY when
+ * a device ran out of memory, DEVICE when a device itself failed (a CUDA, cuBLAS or NCCL error:
+ * its context may be unusable). */
+typedef enum {
+    VDN_ENGINE_FAULT_NONE = 0,
+    VDN_ENGINE_FAULT_MEMORY,
+    VDN_ENGINE_FAULT_DEVICE
+} vdn_engine_fault;
+vdn_engine_fault vdn_engine_last_fault(const vdn_engine *eng);
+/* Test hook (the worker's VDN_TEST_GPU_FAULT): from now on every linear op on the engine's
+ * devices fails as on a GPU that hit an illegal memory access, through the backend's own failure
+ * path (a DEVICE fault with the CUDA backend's words). Call between renders or from a progress
+ * callback, on the rendering thread. */
+void vdn_engine_inject_device_fault(vdn_engine *eng);
+
 #define VDN_ENGINE_VERSION "0.1.0"
 
 #endif

@@ -21,6 +21,8 @@ struct vdn_engine {
      * others more devices on the same memory (the CPU, the same GPU) sharing the weights */
     int ranks;
     vdn_dev *rank_dev[64];
+    /* vdn_engine_inject_device_fault: a copy of the device's op table whose linear fails */
+    struct vdn_dev_backend *faulty;
 };
 
 /* What the sampling loop needs from the render's setup (render.c). Host arrays. */
@@ -39,6 +41,9 @@ typedef struct {
     vdn_progress_fn progress;
     void *user;
 } vdn_render_loop;
+
+/* Forget the devices' fault records (engine.c): vdn_engine_render calls it first. */
+void vdn_engine_clear_faults(struct vdn_engine *eng);
 
 /* The loop over the op layer (render_ops.c): latents and sampler state stay on the device. */
 int vdn_render_loop_ops(struct vdn_engine *eng, vdn_render_loop *lp, char *err, size_t errlen);

@@ -49,6 +49,23 @@ int vdn_dev_fail(vdn_dev *d, const char *fmt, ...) {
     return -1;
 }
 
+int vdn_dev_fault(vdn_dev *d, vdn_dev_fault_kind kind, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->err, sizeof d->err, fmt, ap);
+    va_end(ap);
+    if ((int)kind > d->fault) d->fault = (int)kind; /* the worst one decides the blame */
+    return -1;
+}
+
+vdn_dev_fault_kind vdn_dev_faulted(const vdn_dev *d) {
+    return (vdn_dev_fault_kind)d->fault;
+}
+
+void vdn_dev_clear_fault(vdn_dev *d) {
+    d->fault = VDN_DEV_FAULT_NONE;
+}
+
 vdn_dev *vdn_dev_open(const char *backend, int index, int threads, char *err, size_t errlen) {
     const vdn_dev_backend *be = vdn_dev_backend_find(backend ? backend : "");
     if (!be) {
@@ -166,6 +183,8 @@ static vdn_tensor *tensor_alloc(vdn_dev *d, vdn_dtype dt, int ndim, const int64_
         if (!d->err[0])
             vdn_dev_fail(d, "tensor_new: out of device memory for %s (%zu bytes)",
                          vdn_tensor_desc(t, b, sizeof b), n * es);
+        /* at least out of memory; the backend may have recorded worse (a faulted GPU) */
+        if (d->fault < VDN_DEV_FAULT_MEMORY) d->fault = VDN_DEV_FAULT_MEMORY;
         free(t);
         return NULL;
     }

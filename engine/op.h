@@ -67,6 +67,24 @@ int vdn_dev_fail(vdn_dev *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* What a device's failures came from, recorded as a type so that callers (the worker's failure
+ * blame) never have to guess from the words. A refused call (shapes, dtypes, a model's own
+ * error) records nothing: vdn_dev_fail. A backend reports its own failures with vdn_dev_fault. */
+typedef enum {
+    VDN_DEV_FAULT_NONE = 0, /* no device failure since the last clear */
+    VDN_DEV_FAULT_MEMORY,   /* the device ran out of memory (the request's size, not the device) */
+    VDN_DEV_FAULT_DEVICE,   /* the device itself failed (a CUDA, cuBLAS or NCCL error): its context
+                               may be unusable */
+} vdn_dev_fault_kind;
+/* vdn_dev_fail that also raises d's fault record to at least `kind`. Returns -1. */
+int vdn_dev_fault(vdn_dev *d, vdn_dev_fault_kind kind, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* The worst fault recorded since open or the last vdn_dev_clear_fault. */
+vdn_dev_fault_kind vdn_dev_faulted(const vdn_dev *d);
+void vdn_dev_clear_fault(vdn_dev *d);
 /* The dtype the device keeps activations and big weights in (CPU F32, CUDA BF16). */
 vdn_dtype vdn_dev_act_dtype(const vdn_dev *d);
 /* bytes of device memory in use now and at most since open (allocations through this layer) */

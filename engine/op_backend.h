@@ -2,9 +2,10 @@
  *
  * engine/op.c is the front end: it checks shapes, dtypes and views with the same messages for
  * every backend, then calls the table below. A backend sees only checked calls; it reports its
- * own failures (a CUDA error, out of memory) with vdn_dev_fail. The CPU table is
- * engine/op_cpu*.c; the CUDA table is kernels/op_cuda*.cu, registered like the old "cuda" model
- * backend (a weak symbol, so engine/ never depends on CUDA).
+ * own failures (a CUDA error, out of memory) with vdn_dev_fault, typed, so that the worker can
+ * tell a failing GPU from a bad request (refusals of calls it cannot take stay vdn_dev_fail).
+ * The CPU table is engine/op_cpu*.c; the CUDA table is kernels/op_cuda*.cu, registered like the
+ * old "cuda" model backend (a weak symbol, so engine/ never depends on CUDA).
  *
  * Adding an op: its declaration in op.h (or a model family's op_*.h), its check in op.c, a
  * member here, the CPU implementation, the CUDA implementation, and its case in
@@ -92,6 +93,7 @@ struct vdn_dev {
     char name[32];
     char err[512];
     size_t mem_in_use, mem_peak;
+    int fault; /* vdn_dev_fault_kind: the worst backend failure since the last clear */
 };
 
 /* Registry (like backend.h's): the CPU table is built in; kernels/ provides "cuda" by the weak

@@ -68,6 +68,7 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
                       void *user, char *err, size_t errlen) {
     const vdn_config *c = &eng->cfg;
     double wall_start = vdn_wall(), t_start = vdn_now();
+    vdn_engine_clear_faults(eng); /* vdn_engine_last_fault speaks of this render only */
     if (!req->out_prefix || !req->out_prefix[0])
         return vdn_fail(err, errlen, "request: out_prefix is empty (expected PREFIX)");
     if (!req->prompt_cache) return vdn_fail(err, errlen, "request: prompt_cache is missing");

@@ -31,13 +31,13 @@ cudaStream_t stream_of(vdn_comm *c) {
 
 int fail_nccl(vdn_comm *c, const char *what, ncclResult_t r) {
     c->failed = 1;
-    return vdn_dev_fail(c->dev, "comm nccl (rank %d of %d): %s: %s", c->rank, c->size, what,
-                        ncclGetErrorString(r));
+    return vdn_dev_fault(c->dev, VDN_DEV_FAULT_DEVICE, "comm nccl (rank %d of %d): %s: %s",
+                         c->rank, c->size, what, ncclGetErrorString(r));
 }
 
 int fail_cuda(vdn_comm *c, const char *what, cudaError_t e) {
-    return vdn_dev_fail(c->dev, "comm nccl (rank %d): %s: %s", c->rank, what,
-                        cudaGetErrorString(e));
+    return vdn_dev_fault(c->dev, op_cuda_fault_kind(e), "comm nccl (rank %d): %s: %s", c->rank,
+                         what, cudaGetErrorString(e));
 }
 
 int grow(vdn_comm *c, char **p, size_t *have, size_t want) {

@@ -109,8 +109,9 @@ void *cuda_alloc(vdn_dev *d, size_t bytes) {
         cudaGetLastError();
         size_t fr = 0, tot = 0;
         cudaMemGetInfo(&fr, &tot);
-        vdn_dev_fail(d, "cuda: cudaMalloc of %zu bytes on %s: %s (%zu of %zu MiB free)", bytes,
-                     d->name, cudaGetErrorString(e), fr >> 20, tot >> 20);
+        vdn_dev_fault(d, op_cuda_fault_kind(e),
+                      "cuda: cudaMalloc of %zu bytes on %s: %s (%zu of %zu MiB free)", bytes,
+                      d->name, cudaGetErrorString(e), fr >> 20, tot >> 20);
         return NULL;
     }
     return p; /* the front end counts it */
@@ -210,7 +211,8 @@ void *op_cuda_scratch(vdn_dev *d, int slot, size_t bytes) {
         account(d, -(ptrdiff_t)c->scratch_bytes[slot]);
         c->scratch[slot] = NULL, c->scratch_bytes[slot] = 0;
         if (fe != cudaSuccess) {
-            vdn_dev_fail(d, "cuda: freeing scratch on %s: %s", d->name, cudaGetErrorString(fe));
+            vdn_dev_fault(d, op_cuda_fault_kind(fe), "cuda: freeing scratch on %s: %s", d->name,
+                          cudaGetErrorString(fe));
             return NULL;
         }
     }
@@ -219,8 +221,8 @@ void *op_cuda_scratch(vdn_dev *d, int slot, size_t bytes) {
     if (e != cudaSuccess) {
         cudaGetLastError();
         c->scratch[slot] = NULL;
-        vdn_dev_fail(d, "cuda: scratch of %zu bytes on %s: %s", want, d->name,
-                     cudaGetErrorString(e));
+        vdn_dev_fault(d, op_cuda_fault_kind(e), "cuda: scratch of %zu bytes on %s: %s", want,
+                      d->name, cudaGetErrorString(e));
         return NULL;
     }
     c->scratch_bytes[slot] = want;

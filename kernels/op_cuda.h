@@ -61,20 +61,33 @@ int op_cuda_enter(vdn_dev *d, const char *op,
 /* A device buffer of at least `bytes` for one use on the stream (slot: SCR_*). NULL + message. */
 void *op_cuda_scratch(vdn_dev *d, int slot, size_t bytes);
 
+/* What a CUDA error says about the GPU (vdn_dev_fault): running out of memory is the request's
+ * size; anything else (an illegal address, a launch failure, ECC) is the device's own failure. */
+static inline vdn_dev_fault_kind op_cuda_fault_kind(cudaError_t e) {
+    return e == cudaErrorMemoryAllocation ? VDN_DEV_FAULT_MEMORY : VDN_DEV_FAULT_DEVICE;
+}
+
+/* The same for a cuBLAS(Lt) status: CUBLAS_STATUS_ALLOC_FAILED (3) is memory, any other failure
+ * of a call the front end checked (an execution failure, 13) the device's. */
+static inline vdn_dev_fault_kind op_cuda_cublas_fault_kind(int status) {
+    return status == 3 ? VDN_DEV_FAULT_MEMORY : VDN_DEV_FAULT_DEVICE;
+}
+
 /* In an op returning int, with vdn_dev *d in scope and `OP` naming the op: */
 #define OPC(call)                                                                                  \
     do {                                                                                           \
         cudaError_t e_ = (call);                                                                   \
         if (e_ != cudaSuccess)                                                                     \
-            return vdn_dev_fail(d, "op %s (%s): %s: %s", OP, d->name, #call,                       \
-                                cudaGetErrorString(e_));                                           \
+            return vdn_dev_fault(d, op_cuda_fault_kind(e_), "op %s (%s): %s: %s", OP, d->name,     \
+                                 #call, cudaGetErrorString(e_));                                   \
     } while (0)
 /* a kernels.h launcher (it printed its reason on stderr) */
 #define OPK(call)                                                                                  \
     do {                                                                                           \
         if ((call) != 0)                                                                           \
-            return vdn_dev_fail(d, "op %s (%s): %s failed (details on stderr)", OP, d->name,       \
-                                #call);                                                            \
+            return vdn_dev_fault(d, VDN_DEV_FAULT_DEVICE, "op %s (%s): %s failed (details on "    \
+                                 "stderr)",                                                        \
+                                 OP, d->name, #call);                                              \
     } while (0)
 #define OPL() OPC(cudaGetLastError())
 

@@ -18,12 +18,14 @@ int sgemm(vdn_dev *d, const char *OP, const float *x, int64_t ldx, const float *
     cublasHandle_t h = (cublasHandle_t)cdev(d)->cb;
     const float one = 1.f, beta = accumulate ? 1.f : 0.f;
     if (cublasSetStream(h, cdev(d)->st) != CUBLAS_STATUS_SUCCESS)
-        return vdn_dev_fail(d, "op %s (%s): cublasSetStream failed", OP, d->name);
+        return vdn_dev_fault(d, VDN_DEV_FAULT_DEVICE, "op %s (%s): cublasSetStream failed", OP,
+                             d->name);
     cublasStatus_t s = cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)rows, (int)k, &one, w,
                                    (int)ldw, x, (int)ldx, &beta, y, (int)ldy);
     if (s != CUBLAS_STATUS_SUCCESS)
-        return vdn_dev_fail(d, "op %s (%s): cublasSgemm (rows %lld, out %lld, in %lld): status %d",
-                            OP, d->name, (long long)rows, (long long)n, (long long)k, (int)s);
+        return vdn_dev_fault(d, op_cuda_cublas_fault_kind((int)s),
+                             "op %s (%s): cublasSgemm (rows %lld, out %lld, in %lld): status %d",
+                             OP, d->name, (long long)rows, (long long)n, (long long)k, (int)s);
     return 0;
 }
 
@@ -141,18 +143,19 @@ int op_cuda_matmul_bt(vdn_tensor *y, const vdn_tensor *a, const vdn_tensor *b, i
     cublasHandle_t h = (cublasHandle_t)cdev(d)->cb;
     const float one = 1.f, beta = accumulate ? 1.f : 0.f;
     if (cublasSetStream(h, cdev(d)->st) != CUBLAS_STATUS_SUCCESS)
-        return vdn_dev_fail(d, "op %s (%s): cublasSetStream failed", OP, d->name);
+        return vdn_dev_fault(d, VDN_DEV_FAULT_DEVICE, "op %s (%s): cublasSetStream failed", OP,
+                             d->name);
     /* Y_i^T (p x m) = B_i A_i^T, column-major: B_i row-major [p, k] used transposed */
     cublasStatus_t s = cublasGemmStridedBatchedEx(
         h, CUBLAS_OP_T, CUBLAS_OP_N, (int)p, (int)m, (int)k, &one, B, tin, (int)ldb, p * ldb, A,
         tin, (int)lda, m * lda, &beta, Y, tout, (int)ldy, m * ldy, (int)batch, CUBLAS_COMPUTE_32F,
         CUBLAS_GEMM_DEFAULT);
     if (s != CUBLAS_STATUS_SUCCESS)
-        return vdn_dev_fail(d,
-                            "op %s (%s): cublasGemmStridedBatchedEx (%lld x [%lld, %lld, %lld]): "
-                            "status %d",
-                            OP, d->name, (long long)batch, (long long)m, (long long)p, (long long)k,
-                            (int)s);
+        return vdn_dev_fault(d, op_cuda_cublas_fault_kind((int)s),
+                             "op %s (%s): cublasGemmStridedBatchedEx (%lld x [%lld, %lld, %lld]): "
+                             "status %d",
+                             OP, d->name, (long long)batch, (long long)m, (long long)p,
+                             (long long)k, (int)s);
     if (Y != y->data)
         return op_cuda_convert2d(d, y->data, y->dtype, y->ld, Y, VDN_DT_F32, p, batch * m, p);
     return 0;

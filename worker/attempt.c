@@ -69,10 +69,8 @@ static int on_progress(void *user, int nfe_done, int nfe_total, double nfe_secon
         while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
         }
     }
-    if (j->inject_fault && nfe_done >= 1) {
-        atomic_store(&j->injected, 1);
-        return 1; /* stops the render; job_main reports it as the GPU's fault */
-    }
+    /* the next op fails inside the backend, typed as a device fault, as a real one would */
+    if (j->inject_fault && nfe_done >= 1) vdn_engine_inject_device_fault(j->eng);
     pthread_mutex_lock(&j->mu);
     if (nfe_done > j->nfe_cap) {
         int cap = nfe_total > nfe_done ? nfe_total : nfe_done;
@@ -173,15 +171,20 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
     return 0;
 }
 
-static void finish(vdn_attempt *j, int ok, vdn_fault fault, const char *reason) {
+static void finish_gpu(vdn_attempt *j, int ok, vdn_fault fault, int gpu_fault, const char *reason) {
     pthread_mutex_lock(&j->mu);
     j->ok = ok;
     j->fault = ok ? 0 : fault;
+    j->gpu_fault = !ok && gpu_fault;
     j->retryable = !ok && fault != VDN_FAULT_JOB;
     snprintf(j->reason, sizeof j->reason, "%s", reason ? reason : "");
     j->phase = VDN_ATTEMPT_FINISHED;
     pthread_mutex_unlock(&j->mu);
     wake(j);
+}
+
+static void finish(vdn_attempt *j, int ok, vdn_fault fault, const char *reason) {
+    finish_gpu(j, ok, fault, 0, reason);
 }
 
 /* Where the prompt cache is on this machine; downloads it into the scratch dir when it lives
@@ -268,18 +271,6 @@ static int text_prompt_cache(vdn_attempt *j, vdn_store *st, char *path, size_t p
              (unsigned long long)j->spec.job_id, info->tokens, info->hit ? "hit" : "miss",
              info->key, info->seconds);
     return 0;
-}
-
-/* After the prompt cache has been checked, an engine failure is still most often a property of
- * the request (a size the model cannot take): the job's fault, unless it names the machine:
- * memory or the GPU, which another worker may not run out of. */
-static vdn_fault engine_error_fault(const char *msg) {
-    static const char *machine[] = {
-        "out of memory", "Cannot allocate memory", "CUDA error", "cudaError",
-        "cuBLAS",        "CUBLAS_STATUS",          "ENOMEM"};
-    for (size_t i = 0; i < sizeof machine / sizeof *machine; i++)
-        if (strstr(msg, machine[i])) return VDN_FAULT_WORKER;
-    return VDN_FAULT_JOB;
 }
 
 static int upload(vdn_attempt *j, vdn_store *st, const char *key, const char *local, char *err,
@@ -387,16 +378,14 @@ static void *job_main(void *arg) {
     };
     int render_rc = vdn_engine_render(j->eng, &req, on_progress, j, err, sizeof err);
     if (resuming) vdn_snapshot_free(&resume);
-    if (atomic_load(&j->injected)) {
-        finish(j, 0, VDN_FAULT_WORKER,
-               "render failed: CUDA error: an illegal memory access was encountered (injected "
-               "by VDN_TEST_GPU_FAULT)");
-        return NULL;
-    }
     if (render_rc) {
-        int cancelled = atomic_load(&j->cancel);
-        snprintf(msg, sizeof msg, "%s%s", cancelled ? "cancelled: " : "render failed: ", err);
-        finish(j, 0, cancelled ? VDN_FAULT_TRANSIENT : engine_error_fault(err), msg);
+        /* After the prompt cache has been checked, a failure is the request's (a size the model
+         * cannot take) unless the devices recorded a fault of their own (blame.h). */
+        int cancelled = atomic_load(&j->cancel), gpu = 0;
+        vdn_fault f = vdn_blame_render(vdn_engine_last_fault(j->eng), err, &gpu);
+        snprintf(msg, sizeof msg, "%s%s",
+                 cancelled && !gpu ? "cancelled: " : "render failed: ", err);
+        finish_gpu(j, 0, cancelled && !gpu ? VDN_FAULT_TRANSIENT : f, gpu, msg);
         return NULL;
     }
 
@@ -521,7 +510,6 @@ vdn_attempt *vdn_attempt_start(vdn_assignment *spec, vdn_engine *eng, vdn_worker
     j->upload_attempts = upload_attempts > 0 ? upload_attempts : 1;
     const char *delay = getenv("VDN_TEST_NFE_DELAY_MS");
     j->nfe_delay_ms = delay ? atoi(delay) : 0;
-    atomic_init(&j->injected, 0);
     j->started = vdn_now();
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->gate_cv, NULL);

@@ -9,13 +9,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "blame.h"
 #include "engine.h"
 #include "store.h"
 #include "vdn_util.h"
-
-/* Whose fault a failed attempt was: the wire's Fail.Fault values (docs/protocol.md "Failure
- * blame"). The job's fails it at once; only the worker's counts toward its blocklist. */
-typedef enum { VDN_FAULT_JOB = 1, VDN_FAULT_WORKER = 2, VDN_FAULT_TRANSIENT = 3 } vdn_fault;
 
 /* What the coordinator asked for, copied out of the ASSIGN so the envelope can be freed. */
 typedef struct {
@@ -71,9 +68,8 @@ typedef struct {
     char scratch[2048];  /* this attempt's private directory, removed at the end */
     int upload_attempts; /* whole-upload retries on top of the store's own retries */
     int nfe_delay_ms;    /* test hook: sleep after each NFE so tests can hit a live render */
-    int inject_fault;    /* test hook (VDN_TEST_GPU_FAULT): fail after the first NFE with a
-                            CUDA error, as a GPU that faults mid-render would */
-    atomic_int injected;
+    int inject_fault;    /* test hook (VDN_TEST_GPU_FAULT): after the first NFE the engine's
+                            device faults (vdn_engine_inject_device_fault), as a GPU would */
 
     char snap_prefix[1100]; /* store prefix of the job's snapshots (KEY.snapshots/) */
     char fingerprint[2048]; /* what a snapshot must match to be resumed from (snapshot.h) */
@@ -95,6 +91,7 @@ typedef struct {
     int nfe_cap;
     int ok, retryable;
     vdn_fault fault; /* on failure: whose fault (retryable = fault != VDN_FAULT_JOB) */
+    int gpu_fault;   /* on failure: the GPU itself failed (blame.h): take it out of service */
     char reason[VDN_ERR_LEN];
     char *record_json;  /* on success */
     char **object_keys; /* on success: the keys written */

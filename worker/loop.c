@@ -642,6 +642,7 @@ static void finish_run(worker *w, running *j) {
             char reason[VDN_ERR_LEN + 64];
             o->retryable = a->retryable;
             o->fault = a->fault;
+            fault = a->gpu_fault; /* typed by the engine's devices (blame.h), cancelled or not */
             if (j->cancel_why == CANCEL_BY_COORDINATOR) {
                 o->retryable = 0;
                 o->fault = VDN_FAULT_JOB; /* the job is over already: nothing to retry */
@@ -652,7 +653,6 @@ static void finish_run(worker *w, running *j) {
                 snprintf(reason, sizeof reason, "worker shut down (second SIGTERM) mid-job");
             } else {
                 snprintf(reason, sizeof reason, "%s", a->reason);
-                fault = vdn_slot_fault_message(a->reason);
             }
             if (fault) {
                 /* out of service before the FAIL goes: the coordinator places the job again

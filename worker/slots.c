@@ -111,12 +111,6 @@ int vdn_slots_free(const vdn_slots *sl) {
     return n;
 }
 
-int vdn_slot_fault_message(const char *reason) {
-    if (!reason || strstr(reason, "out of memory") || strstr(reason, "cancelled")) return 0;
-    return strstr(reason, "CUDA error") || strstr(reason, "cudaError") ||
-           strstr(reason, "CUBLAS_STATUS") || strstr(reason, "cuBLAS");
-}
-
 void vdn_slot_fault(vdn_slots *sl, int pos, const char *worker_id, const char *reason) {
     vdn_slot *s = &sl->s[pos];
     if (s->out_of_service) return;

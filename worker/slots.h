@@ -42,10 +42,6 @@ vdn_engine *vdn_slots_engine(const vdn_slots *sl);
 int vdn_slots_find(const vdn_slots *sl, int index);
 int vdn_slots_free(const vdn_slots *sl); /* in service and idle */
 
-/* Does a failed render's message name a fault of the GPU itself (a CUDA or cuBLAS error other
- * than running out of memory, which is the job's size, not the GPU)? */
-int vdn_slot_fault_message(const char *reason);
-
 /* Take slot pos out of service, logging which GPU and why. */
 void vdn_slot_fault(vdn_slots *sl, int pos, const char *worker_id, const char *reason);
 

@@ -103,10 +103,26 @@ int main(int argc, char **argv) {
     rq.prompt_cache = prompt, rq.width = 80;
     CHECK(vdn_engine_render(eng, &rq, NULL, NULL, err, sizeof err) != 0 && strstr(err, "32"),
           "bad width: '%s'", err);
+    CHECK(vdn_engine_last_fault(eng) == VDN_ENGINE_FAULT_NONE, "a refused request is no device "
+                                                               "fault");
     rq.width = 64, rq.steps = 1;
     snprintf(out, sizeof out, "%s/after", dir);
     CHECK(vdn_engine_render(eng, &rq, NULL, NULL, err, sizeof err) == 0, "render after errors: %s",
           err);
+    CHECK(vdn_engine_last_fault(eng) == VDN_ENGINE_FAULT_NONE, "a good render records no fault");
+    /* a device that faults (the worker's VDN_TEST_GPU_FAULT): the failure is typed DEVICE by the
+     * backend's own failure path, with the CUDA backend's words, and it stays with the render */
+    vdn_engine_inject_device_fault(eng);
+    snprintf(out, sizeof out, "%s/faulted", dir);
+    CHECK(vdn_engine_render(eng, &rq, NULL, NULL, err, sizeof err) != 0 &&
+              strstr(err, "op linear (cpu): cudaGetLastError(): an illegal memory access"),
+          "faulted device: '%s'", err);
+    CHECK(vdn_engine_last_fault(eng) == VDN_ENGINE_FAULT_DEVICE, "fault %d, expected DEVICE",
+          (int)vdn_engine_last_fault(eng));
+    rq.variant = "bogus"; /* the next render clears the record: this one fails before a device op */
+    CHECK(vdn_engine_render(eng, &rq, NULL, NULL, err, sizeof err) != 0 &&
+              vdn_engine_last_fault(eng) == VDN_ENGINE_FAULT_NONE,
+          "the record outlived its render: %d", (int)vdn_engine_last_fault(eng));
     vdn_engine_close(eng);
     /* a base checkpoint (no branch) refuses hybrid variants by name, renders dense */
     snprintf(ck, sizeof ck, "%s/base", dir);

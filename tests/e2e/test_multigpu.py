@@ -7,8 +7,10 @@ worker opens one CPU engine per GPU, so the multi-GPU code paths run in CI.
    bounded time (the reservation), not after the stream; while it runs it holds all 8 GPUs.
 3. Killing the worker mid-batch requeues all of its jobs; a new worker finishes them; none is
    lost or completed twice.
-4. A GPU fault (VDN_TEST_GPU_FAULT=3: a CUDA error on GPU 3) fails only that job, which is
-   requeued and done elsewhere; GPU 3 is out of service and gets no more work; the worker lives.
+4. A GPU fault (VDN_TEST_GPU_FAULT=3: the engine's device on GPU 3 fails its next op with the
+   CUDA backend's own typed failure, as an illegal memory access would) fails only that job, a
+   worker fault, which is requeued and done elsewhere; GPU 3 is out of service and gets no more
+   work; the worker lives.
 """
 import json
 import os
@@ -157,9 +159,11 @@ def test(args):
             time.sleep(0.2)
         bad = [g["index"] for g in gpus if g.get("out_of_service")]
         check(bad == [3], "out of service: %s" % bad)
-        fails = farm.q("SELECT reason FROM attempts a JOIN jobs j ON j.id=a.job_id WHERE "
+        fails = farm.q("SELECT reason, fault FROM attempts a JOIN jobs j ON j.id=a.job_id WHERE "
                        "j.batch_id=? AND a.state='failed'", b3)
-        check(len(fails) == 1 and "CUDA error" in fails[0][0], "failed attempts: %s" % fails)
+        check(len(fails) == 1 and "an illegal memory access was encountered" in fails[0][0]
+              and "(cpu): cudaGetLastError()" in fails[0][0] and fails[0][1] == "worker",
+              "failed attempts: %s" % fails)
         blog = open(os.path.join(farm.dir, "logs", "w8b.log")).read()
         check(re.search(r"GPU 3 \(NVIDIA H200\) OUT OF SERVICE", blog), "no clear log line")
         check(len(re.findall(r"start on GPU 3 ", blog)) == 1, "GPU 3 got work after its fault")

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "attempt.h"
+#include "blame.h"
 #include "conf.h"
 #include "gpus.h"
 #include "vdn_util.h"
@@ -195,6 +196,75 @@ static void test_data_roots(void) {
     remove(link), remove(inside), remove(outside), rmdir(root), rmdir(root2), rmdir(dir);
 }
 
+/* Failure blame (blame.h). The messages are the shapes the code really writes: kernels/op_cuda.h
+ * OPC/OPK ("op NAME (cuda:N): CALL: cudaGetErrorString"), the cuBLAS statuses of
+ * op_cuda_linear.cu, comm_nccl.cu, cuda_alloc and the op layer's tensor_new, as the render loop
+ * wraps them ("cuda:0: ..."); and job faults: the front end's refusals, the CUDA backend's
+ * refusals of shapes it cannot take, request errors, a bad prompt cache. */
+static void test_blame(void) {
+    struct {
+        const char *msg;
+        vdn_engine_fault words; /* what the message alone says */
+    } cases[] = {
+        {"cuda:0: op linear (cuda:0): cudaGetLastError(): an illegal memory access was "
+         "encountered",
+         VDN_ENGINE_FAULT_DEVICE},
+        {"cuda:3: op sync (cuda:3): cudaStreamSynchronize(cdev(d)->st): unspecified launch "
+         "failure",
+         VDN_ENGINE_FAULT_DEVICE},
+        {"cuda:1: op attention (cuda:1): vdn_attn_wgmma(...) failed (details on stderr)",
+         VDN_ENGINE_FAULT_DEVICE},
+        {"cuda:2: op linear (cuda:2): cublasSgemm (rows 4096, out 5120, in 5120): status 13",
+         VDN_ENGINE_FAULT_DEVICE},
+        {"cuda:0: comm nccl (rank 1 of 8): ncclGroupEnd: unhandled cuda error",
+         VDN_ENGINE_FAULT_DEVICE},
+        {"cuda:0: cuda: cudaMalloc of 8589934592 bytes on cuda:0: out of memory (100 of 143771 "
+         "MiB free)",
+         VDN_ENGINE_FAULT_MEMORY},
+        {"cuda:0: op linear (cuda:0): cudaMallocAsync(&p, n, st): out of memory",
+         VDN_ENGINE_FAULT_MEMORY},
+        {"cpu: tensor_new: out of device memory for F32[2097152, 5120] (42949672960 bytes)",
+         VDN_ENGINE_FAULT_MEMORY},
+        {"bad prompt cache: /data/p.safetensors: not a safetensors file (header length "
+         "1953719668 > file size 12)",
+         VDN_ENGINE_FAULT_NONE},
+        {"cuda:0: op linear: w is F32[6,7], expected [6, 8]", VDN_ENGINE_FAULT_NONE},
+        {"cuda:0: op attention: head_dim 96 on cuda: the kernels take 64 or 128",
+         VDN_ENGINE_FAULT_NONE},
+        {"request: variant 'vdn' needs a VDN checkpoint (this one has no linear branch); use "
+         "dense",
+         VDN_ENGINE_FAULT_NONE},
+        {"local path '/etc/passwd' refused: it is outside this worker's --data-root (/srv)",
+         VDN_ENGINE_FAULT_NONE},
+        {"dit: 3 rows cannot be sharded over 4 ranks (ceil(S/P) rows each leaves the last rank "
+         "none)",
+         VDN_ENGINE_FAULT_NONE},
+        {"op linear (cuda:x): not a device name", VDN_ENGINE_FAULT_NONE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *m = cases[i].msg;
+        vdn_engine_fault w = cases[i].words;
+        CHECK(vdn_blame_message(m) == w, "'%s': words say %d, expected %d", m,
+              (int)vdn_blame_message(m), (int)w);
+        int gpu = -1;
+        /* no record: the words decide */
+        vdn_fault f = vdn_blame_render(VDN_ENGINE_FAULT_NONE, m, &gpu);
+        CHECK(f == (w == VDN_ENGINE_FAULT_NONE ? VDN_FAULT_JOB : VDN_FAULT_WORKER),
+              "'%s': blamed %d", m, (int)f);
+        CHECK(gpu == (w == VDN_ENGINE_FAULT_DEVICE), "'%s': gpu fault %d", m, gpu);
+        /* the devices' record wins over any words */
+        f = vdn_blame_render(VDN_ENGINE_FAULT_DEVICE, m, &gpu);
+        CHECK(f == VDN_FAULT_WORKER && gpu == 1, "'%s' with a DEVICE record: %d, gpu %d", m, (int)f,
+              gpu);
+        f = vdn_blame_render(VDN_ENGINE_FAULT_MEMORY, m, &gpu);
+        CHECK(f == VDN_FAULT_WORKER && gpu == 0, "'%s' with a MEMORY record: %d, gpu %d", m, (int)f,
+              gpu);
+    }
+    int gpu = -1;
+    CHECK(vdn_blame_render(VDN_ENGINE_FAULT_NONE, NULL, &gpu) == VDN_FAULT_JOB && gpu == 0,
+          "no message");
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) test_example(argv[1]);
     test_gpu_spec();
@@ -202,6 +272,7 @@ int main(int argc, char **argv) {
     test_conf();
     test_output_keys();
     test_data_roots();
+    test_blame();
     if (failures)
         fprintf(stderr, "test_worker_units: %d failure(s)\n", failures);
     else
