@@ -28,6 +28,14 @@ vdn_tensor *vdn_dit_own(vdn_dit_buffers *b, vdn_dtype dt, int64_t rows, int64_t 
     return b->owned[b->n_owned++] = t;
 }
 
+/* DIT_CHUNK_ROWS, or VDN_DIT_CHUNK_ROWS from the environment (tests: small pieces must give the
+ * same bits as one piece on the CPU) */
+static int64_t chunk_cap(void) {
+    const char *e = getenv("VDN_DIT_CHUNK_ROWS");
+    long v = e ? strtol(e, NULL, 10) : 0;
+    return v > 0 ? v : DIT_CHUNK_ROWS;
+}
+
 vdn_dit_buffers *vdn_dit_buffers_new(const vdn_dit_weights *w, const vdn_dit_seq *s) {
     return vdn_dit_buffers_make(w, s, s->lay.n_rows, w->cfg.heads);
 }
@@ -49,8 +57,9 @@ vdn_dit_buffers *vdn_dit_buffers_make(const vdn_dit_weights *w, const vdn_dit_se
     b->qkv = vdn_dit_own(b, A, n, w->ldq > w->ldq_refiner ? w->ldq : w->ldq_refiner, &fail);
     b->qr = vdn_dit_own(b, A, n, Cfull, &fail), b->kr = vdn_dit_own(b, A, n, Cfull, &fail);
     b->ao = vdn_dit_own(b, A, n, Cfull, &fail);
-    b->fh = vdn_dit_own(b, A, n, 2 * (int64_t)c->ffn, &fail),
-    b->fa = vdn_dit_own(b, A, n, c->ffn, &fail);
+    const int64_t cap = chunk_cap(), nf = n < cap ? n : cap; /* feed-forward pieces */
+    b->fh = vdn_dit_own(b, A, nf, 2 * (int64_t)c->ffn, &fail),
+    b->fa = vdn_dit_own(b, A, nf, c->ffn, &fail);
     if (c->has_vdn) b->sgate = vdn_dit_own(b, F32, n, c->heads, &fail);
     b->tf = vdn_dit_own(b, F32, DIT_MAX_T, c->freq_dim, &fail);
     b->th = vdn_dit_own(b, F32, DIT_MAX_T, c->time_hidden, &fail);
@@ -58,7 +67,8 @@ vdn_dit_buffers *vdn_dit_buffers_make(const vdn_dit_weights *w, const vdn_dit_se
     b->st_act = vdn_dit_own(b, A, DIT_MAX_T, c->time_embed_dim, &fail);
     b->ada = vdn_dit_own(b, A, DIT_MAX_T, 18 * hid, &fail),
     b->fin = vdn_dit_own(b, A, DIT_MAX_T, 2 * hid, &fail);
-    b->hf = vdn_dit_own(b, F32, L->n_video > L->n_audio ? L->n_video : L->n_audio, hid, &fail);
+    const int64_t nh = L->n_video > L->n_audio ? L->n_video : L->n_audio; /* head pieces */
+    b->hf = vdn_dit_own(b, F32, nh < cap ? nh : cap, hid, &fail);
     const int f0 = s->plan.skip_ends ? 1 : 0, Fp = L->frames - 2 * f0;
     const int64_t S = L->tokens_per_frame, nl = (int64_t)Fp * S;
     if (c->has_vdn && s->plan.linear && Fp > 0) {
@@ -114,13 +124,29 @@ static vdn_tensor rows(const vdn_tensor *t, int64_t r0, int64_t n) {
     return vdn_view_rows(t, r0, n);
 }
 
-/* SwiGLU feed-forward of h's rows into y */
+/* rows [r0, r0 + m) of n in `parts` near-equal pieces of at most cap rows */
+static int64_t chunk_rows(int64_t n, int64_t cap, int64_t *parts) {
+    *parts = (n + cap - 1) / cap;
+    return (n + *parts - 1) / *parts;
+}
+
+/* SwiGLU feed-forward of h's rows into y, in pieces of at most fh's rows: the inner activations
+ * (2 ffn + ffn wide) of every row at once would be 9 GB at the H3 workload, and a product of
+ * ~15k rows keeps the tensor cores as busy as one of 100k */
 int vdn_dit_feed_forward(const vdn_dit_block *b, vdn_tensor *h, vdn_tensor *fh, vdn_tensor *fa,
                          vdn_tensor *y, int64_t ffn) {
-    OK(vdn_op_linear(fh, h, b->ff_in, NULL, VDN_ACT_NONE, 0));
-    vdn_tensor value = cols(fh, 0, ffn), gate = cols(fh, ffn, ffn);
-    OK(vdn_op_swiglu(fa, &value, &gate));
-    return vdn_op_linear(y, fa, b->ff_out, NULL, VDN_ACT_NONE, 0);
+    const int64_t n = vdn_tensor_rows(h);
+    int64_t parts, step = chunk_rows(n, vdn_tensor_rows(fh), &parts);
+    for (int64_t r0 = 0; r0 < n; r0 += step) {
+        const int64_t m = n - r0 < step ? n - r0 : step;
+        vdn_tensor hr = rows(h, r0, m), yr = rows(y, r0, m);
+        vdn_tensor fhr = rows(fh, 0, m), far = rows(fa, 0, m);
+        OK(vdn_op_linear(&fhr, &hr, b->ff_in, NULL, VDN_ACT_NONE, 0));
+        vdn_tensor value = cols(&fhr, 0, ffn), gate = cols(&fhr, ffn, ffn);
+        OK(vdn_op_swiglu(&far, &value, &gate));
+        OK(vdn_op_linear(&yr, &far, b->ff_out, NULL, VDN_ACT_NONE, 0));
+    }
+    return 0;
 }
 
 int vdn_dit_refine_text(const vdn_dit_weights *w, const vdn_tensor *embeds, vdn_tensor *text) {
@@ -227,13 +253,17 @@ static int dit_block(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn
     return vdn_op_gate_residual(buf->x, buf->y, &ada[5], idx);
 }
 
-/* the rows [r0, r0+n) of h through a float32 head: out = h W^T + b */
+/* the rows [r0, r0+n) of h through a float32 head: out = h W^T + b, in pieces of hf's rows */
 static int head(vdn_dit_buffers *buf, int64_t r0, int64_t n, const vdn_tensor *W,
                 const vdn_tensor *bias, vdn_tensor *out) {
-    if (n == 0) return 0;
-    vdn_tensor hr = rows(buf->h, r0, n), hf = rows(buf->hf, 0, n);
-    OK(vdn_tensor_copy(&hf, &hr));
-    return vdn_op_linear(out, &hf, W, bias, VDN_ACT_NONE, 0);
+    int64_t parts, step = n ? chunk_rows(n, vdn_tensor_rows(buf->hf), &parts) : 1;
+    for (int64_t i = 0; i < n; i += step) {
+        const int64_t m = n - i < step ? n - i : step;
+        vdn_tensor hr = rows(buf->h, r0 + i, m), hf = rows(buf->hf, 0, m), o = rows(out, i, m);
+        OK(vdn_tensor_copy(&hf, &hr));
+        OK(vdn_op_linear(&o, &hf, W, bias, VDN_ACT_NONE, 0));
+    }
+    return 0;
 }
 
 /* the patch or audio rows [r0, r0+n) of x = in W^T + b (float32 projections) */

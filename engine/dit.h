@@ -31,11 +31,16 @@ typedef struct vdn_weight_source {
                        vdn_dtype *dtype, char *err, size_t errlen);
     void (*release)(void *ctx, const char *name);
     void *ctx;
+    /* optional: write tensor `name` straight into dst on its device (a source that makes values
+     * there); 1 done, 0 not this one (then get is used), -1 + err */
+    int (*fill)(void *ctx, const char *name, int ndim, const int64_t *shape, vdn_tensor *dst,
+                char *err, size_t errlen);
 } vdn_weight_source;
 vdn_weight_source vdn_weight_source_ckpt(vdn_ckpt *ck);
 /* Random weights in whatever shapes the loader asks for (weights_random.c): small tensors exactly
  * as `vdn ckpt init --seed` writes them, large matrices with the same mean and spread from a fast
- * hash. For benchmarks at the real size without a file. Free with vdn_weight_source_random_free. */
+ * hash, made on the loader's device. For benchmarks at the real size without a file. Free it with
+ * vdn_weight_source_random_free before that device closes (it keeps a pool there). */
 vdn_weight_source vdn_weight_source_random(uint64_t seed);
 void vdn_weight_source_random_free(vdn_weight_source *src);
 

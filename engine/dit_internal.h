@@ -7,6 +7,9 @@
 #include "op_vda.h"
 
 #define DIT_MAX_T 4 /* distinct timesteps of one evaluation */
+/* rows of the feed-forward and output-head buffers: those run in pieces of at most this many
+ * rows (dit.c), which keeps ~7 GB of inner activations off the device at the H3 workload */
+#define DIT_CHUNK_ROWS 16384
 
 struct vdn_dit_buffers {
     vdn_dev *dev;

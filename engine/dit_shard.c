@@ -220,9 +220,8 @@ static int shard_block(const vdn_dit_weights *w, const vdn_dit_block *b, const v
     OK(vdn_op_linear(&y, &ao, b->to_out, NULL, VDN_ACT_NONE, 0));
     if (linear) OK(branch_out(w, b, s, sh, &y, &kr)); /* kr is free now: the branch's rows */
     OK(vdn_op_gate_residual(&x, &y, &ada[2], &idx));
-    vdn_tensor fh = narrow_rows(buf->fh, nr), fa = narrow_rows(buf->fa, nr);
     OK(vdn_op_rmsnorm(&h, &x, b->norm2, c->norm_eps, &ada[3], &ada[4], &idx));
-    OK(vdn_dit_feed_forward(b, &h, &fh, &fa, &y, c->ffn));
+    OK(vdn_dit_feed_forward(b, &h, buf->fh, buf->fa, &y, c->ffn)); /* pieces of fh's rows */
     return vdn_op_gate_residual(&x, &y, &ada[5], &idx);
 }
 

@@ -21,7 +21,7 @@ static void ckpt_release(void *ctx, const char *name) {
     vdn_ckpt_release(ctx, name);
 }
 vdn_weight_source vdn_weight_source_ckpt(vdn_ckpt *ck) {
-    return (vdn_weight_source){ckpt_get, ckpt_release, ck};
+    return (vdn_weight_source){ckpt_get, ckpt_release, ck, NULL};
 }
 
 /* ---- loader ---- */
@@ -60,6 +60,13 @@ static vdn_tensor *keep(loader *L, vdn_tensor *t) {
 static void fill_from(loader *L, vdn_tensor *dst, const char *name, int ndim,
                       const int64_t *shape) {
     if (L->failed || !dst) return;
+    if (L->src->fill) {
+        int done = L->src->fill(L->src->ctx, name, ndim, shape, dst, L->err, L->errlen);
+        if (done) {
+            L->failed = done < 0;
+            return;
+        }
+    }
     vdn_dtype dt;
     const void *p = L->src->get(L->src->ctx, name, ndim, shape, &dt, L->err, L->errlen);
     if (!p) {

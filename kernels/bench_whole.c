@@ -21,14 +21,15 @@
 #include "vdn_util.h"
 
 typedef struct {
-    const char *preset;   /* "h3" */
-    int layers;           /* 0 = the preset's */
-    int frames;           /* latent frames, 5k + 2 (102 = 345 pixel frames) */
-    int height, width;    /* pixels */
-    int text;             /* prompt rows */
-    int nfe, warmup;      /* timed and untimed model evaluations per variant */
-    const char *variants; /* comma list */
-    int cpu;              /* the CPU backend (small presets; checks the path without a GPU) */
+    const char *preset;    /* "h3" */
+    int layers;            /* 0 = the preset's */
+    int frames;            /* latent frames, 5k + 2 (102 = 345 pixel frames) */
+    int height, width;     /* pixels */
+    int text;              /* prompt rows */
+    int nfe, warmup;       /* timed and untimed model evaluations per variant */
+    const char *variants;  /* comma list */
+    int cpu;               /* the CPU backend (small presets; checks the path without a GPU) */
+    const char *precision; /* "bf16" | "fp8" (the DiT's large Linears) */
     uint64_t seed;
     const char *json;
 } whole_opts;
@@ -37,7 +38,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: vdn bench --whole [--preset h3] [--layers N] [--frames 102] [--height 768]\n"
             "                 [--width 1344] [--text 512] [--nfe 3] [--warmup 1]\n"
-            "                 [--variants vdn,dense] [--seed 1] [--cpu] [--json FILE]\n"
+            "                 [--variants vdn,dense] [--precision bf16|fp8] [--seed 1] [--cpu]\n"
+            "                 [--json FILE]\n"
             "Times whole model evaluations: an engine over random weights in the preset's real\n"
             "shapes (no checkpoint file) renders each variant for warm-up + N evaluations, as\n"
             "`vdn render` would, and reports the median seconds per evaluation after warm-up and\n"
@@ -50,8 +52,8 @@ static int int_arg(const char *opt, const char *s, int lo, int hi, int *out) {
     errno = 0;
     long v = strtol(s ? s : "", &end, 10);
     if (!s || !*s || *end || errno || v < lo || v > hi) {
-        fprintf(stderr, "vdn bench --whole: %s expects an integer in [%d, %d], got '%s'\n", opt,
-                lo, hi, s ? s : "(missing)");
+        fprintf(stderr, "vdn bench --whole: %s expects an integer in [%d, %d], got '%s'\n", opt, lo,
+                hi, s ? s : "(missing)");
         return -1;
     }
     *out = (int)v;
@@ -69,8 +71,16 @@ static int str_arg(const char *opt, const char *s, const char **out) {
 
 /* 0, 1 for --help, -1 after a message */
 static int parse(int argc, char **argv, whole_opts *o) {
-    *o = (whole_opts){.preset = "h3", .frames = 102, .height = 768, .width = 1344, .text = 512,
-                      .nfe = 3, .warmup = 1, .variants = "vdn,dense", .seed = 1};
+    *o = (whole_opts){.preset = "h3",
+                      .frames = 102,
+                      .height = 768,
+                      .width = 1344,
+                      .text = 512,
+                      .nfe = 3,
+                      .warmup = 1,
+                      .variants = "vdn,dense",
+                      .seed = 1,
+                      .precision = "bf16"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0, seed = 0;
@@ -98,6 +108,8 @@ static int parse(int argc, char **argv, whole_opts *o) {
             rc = int_arg(a, v, 0, 100, &o->warmup);
         else if (!strcmp(a, "--variants"))
             rc = str_arg(a, v, &o->variants);
+        else if (!strcmp(a, "--precision"))
+            rc = str_arg(a, v, &o->precision);
         else if (!strcmp(a, "--json"))
             rc = str_arg(a, v, &o->json);
         else if (!strcmp(a, "--seed"))
@@ -114,6 +126,12 @@ static int parse(int argc, char **argv, whole_opts *o) {
                 "vdn bench --whole: --frames %d: expected 5k + 2 latent frames (the official "
                 "17n + 5 pixel frames), e.g. 102\n",
                 o->frames);
+        return -1;
+    }
+    vdn_precision prec;
+    if (vdn_precision_parse(o->precision, &prec) != 0) {
+        fprintf(stderr, "vdn bench --whole: --precision '%s': expected bf16 or fp8\n",
+                o->precision);
         return -1;
     }
     if (o->height % 32 || o->width % 32) {
@@ -165,8 +183,8 @@ typedef struct {
     double peak_gib; /* op-layer peak since the engine opened, after this variant's render */
 } whole_result;
 
-static int run_variant(vdn_engine *eng, const whole_opts *o, const char *variant,
-                       const char *dir, const char *prompt, whole_result *r) {
+static int run_variant(vdn_engine *eng, const whole_opts *o, const char *variant, const char *dir,
+                       const char *prompt, whole_result *r) {
     char prefix[4200], err[VDN_ERR_LEN];
     snprintf(prefix, sizeof prefix, "%s/%s", dir, variant);
     const int steps = o->warmup + o->nfe;
@@ -189,7 +207,8 @@ static int run_variant(vdn_engine *eng, const whole_opts *o, const char *variant
     double *timed = t.s + o->warmup;
     qsort(timed, (size_t)o->nfe, sizeof(double), cmp_double);
     snprintf(r->variant, sizeof r->variant, "%s", variant);
-    r->median_s = o->nfe % 2 ? timed[o->nfe / 2] : 0.5 * (timed[o->nfe / 2 - 1] + timed[o->nfe / 2]);
+    r->median_s =
+        o->nfe % 2 ? timed[o->nfe / 2] : 0.5 * (timed[o->nfe / 2 - 1] + timed[o->nfe / 2]);
     r->min_s = timed[0];
     r->max_s = timed[o->nfe - 1];
     r->peak_gib = (double)vdn_engine_memory_peak(eng) / (1024.0 * 1024 * 1024);
@@ -197,8 +216,8 @@ static int run_variant(vdn_engine *eng, const whole_opts *o, const char *variant
     return 0;
 }
 
-static int write_json(const whole_opts *o, const vdn_config *c, double load_s,
-                      double weights_gib, const whole_result *r, int n) {
+static int write_json(const whole_opts *o, const vdn_config *c, double load_s, double weights_gib,
+                      const whole_result *r, int n) {
     FILE *f = fopen(o->json, "w");
     if (!f) {
         fprintf(stderr, "vdn bench --whole: %s: cannot write (%s)\n", o->json, strerror(errno));
@@ -207,15 +226,15 @@ static int write_json(const whole_opts *o, const vdn_config *c, double load_s,
     fprintf(f,
             "{\"preset\": \"%s\", \"layers\": %d, \"latent_frames\": %d, \"height\": %d, "
             "\"width\": %d, \"text_rows\": %d, \"nfe\": %d, \"warmup\": %d, \"backend\": \"%s\", "
+            "\"precision\": \"%s\", "
             "\"load_seconds\": %.3f, \"weights_gib\": %.3f, \"variants\": [",
             o->preset, c->layers, o->frames, o->height, o->width, o->text, o->nfe, o->warmup,
-            o->cpu ? "cpu" : "cuda", load_s, weights_gib);
+            o->cpu ? "cpu" : "cuda", o->precision, load_s, weights_gib);
     for (int i = 0; i < n; i++)
         fprintf(f,
                 "%s{\"variant\": \"%s\", \"median_s_per_nfe\": %.4f, \"min_s\": %.4f, "
                 "\"max_s\": %.4f, \"peak_gib\": %.3f}",
-                i ? ", " : "", r[i].variant, r[i].median_s, r[i].min_s, r[i].max_s,
-                r[i].peak_gib);
+                i ? ", " : "", r[i].variant, r[i].median_s, r[i].min_s, r[i].max_s, r[i].peak_gib);
     fprintf(f, "]}\n");
     return fclose(f) == 0 ? 0 : -1;
 }
@@ -251,6 +270,9 @@ static int run(const whole_opts *o) {
     int rc = write_prompt(prompt, o->text, cfg.text_dim, o->seed, err, sizeof err);
     if (rc) fprintf(stderr, "vdn bench --whole: %s\n", err);
     vdn_weight_source src = vdn_weight_source_random(o->seed);
+    vdn_precision prec = VDN_PRECISION_BF16;
+    vdn_precision_parse(o->precision, &prec); /* checked by parse() */
+    vdn_engine_set_precision(prec);
     const double t0 = vdn_now();
     vdn_engine *eng = rc ? NULL
                          : vdn_engine_open_source(&cfg, &src, "random weights (vdn bench --whole)",
@@ -264,15 +286,17 @@ static int run(const whole_opts *o) {
     double weights_gib = 0;
     if (eng) {
         weights_gib = (double)vdn_engine_memory_used(eng) / (1024.0 * 1024 * 1024);
-        printf("-- whole model: %s, %d blocks, %s backend, weights %.2f GiB (made in %.1f s) --\n",
-               o->preset, cfg.layers, vdn_engine_backend_name(eng), weights_gib, load_s);
+        printf("-- whole model: %s, %d blocks, %s backend, %s, weights %.2f GiB (made in %.1f s) "
+               "--\n",
+               o->preset, cfg.layers, vdn_engine_backend_name(eng), o->precision, weights_gib,
+               load_s);
         char list[256];
         snprintf(list, sizeof list, "%s", o->variants);
         for (char *save = NULL, *v = strtok_r(list, ",", &save); v && !rc && n < 8;
              v = strtok_r(NULL, ",", &save)) {
             if ((rc = run_variant(eng, o, v, dir, prompt, &res[n])) == 0) {
-                printf("%-16s %9.3f s/NFE (median of %d; min %.3f, max %.3f)  peak %.2f GiB\n",
-                       v, res[n].median_s, o->nfe, res[n].min_s, res[n].max_s, res[n].peak_gib);
+                printf("%-16s %9.3f s/NFE (median of %d; min %.3f, max %.3f)  peak %.2f GiB\n", v,
+                       res[n].median_s, o->nfe, res[n].min_s, res[n].max_s, res[n].peak_gib);
                 n++;
             }
         }

@@ -1,6 +1,8 @@
 #!/bin/sh
 # `vdn render --ranks P` (the forward sharded over P in-process CPU ranks) writes the same latents
-# as the unsharded render, for t2va and keyframe (fl2va) prompts, vdn and dense variants.
+# as the unsharded render, for t2va and keyframe (fl2va) prompts, vdn and dense variants; and so
+# do the feed-forward and output heads run in pieces of 5 rows (VDN_DIT_CHUNK_ROWS), plain and
+# sharded.
 # usage: render_ranks.sh VDN WORKDIR
 set -eu
 vdn=$1
@@ -20,6 +22,12 @@ for prompt in prompt.safetensors prompt_fl2va.safetensors; do
             cmp plain.safetensors sharded.safetensors ||
                 { echo "FAIL: $prompt $variant --ranks $P differs from the plain render"; exit 1; }
             echo "ok: $prompt $variant --ranks $P = plain"
+        done
+        for P in 1 3; do
+            VDN_DIT_CHUNK_ROWS=5 render $prompt $variant $P pieces
+            cmp plain.safetensors pieces.safetensors ||
+                { echo "FAIL: $prompt $variant --ranks $P in 5-row pieces differs"; exit 1; }
+            echo "ok: $prompt $variant --ranks $P in 5-row pieces = plain"
         done
     done
 done

@@ -8,6 +8,7 @@
 #include "check.h"
 #include "ckpt_init.h"
 #include "dit.h"
+#include "op.h"
 
 static float bf16_to_f32(uint16_t b) {
     uint32_t u = (uint32_t)b << 16;
@@ -61,10 +62,59 @@ static void large_spread(vdn_weight_source *src, vdn_weight_source *again) {
     again->release(again->ctx, name);
 }
 
+/* the device path: a large matrix written into a column view of a wider (fused) tensor on the
+ * CPU device has the spec's spread; the columns around it stay as they were; small tensors are
+ * left to the host path */
+static void device_fill(uint64_t seed) {
+    vdn_weight_source s = vdn_weight_source_random(seed), *src = &s;
+    char err[256];
+    vdn_dev *d = vdn_dev_open("cpu", 0, 2, err, sizeof err);
+    CHECK(d != NULL, "cpu device: %s", err);
+    if (!d) return;
+    const int64_t rows = 2048, in = 1024, shape[2] = {rows, in};
+    vdn_tensor *wide = vdn_tensor_new2(d, VDN_DT_F32, rows, in + 64);
+    vdn_tensor_fill(wide, 7.0);
+    vdn_tensor dst = vdn_view_cols(wide, 32, in);
+    int done = src->fill(src->ctx, "transformer_blocks.1.attn.to_out.0.weight", 2, shape, &dst, err,
+                         sizeof err);
+    CHECK(done == 1, "large fill: %d %s", done, err);
+    float *h = malloc(sizeof(float) * (size_t)rows * (in + 64));
+    vdn_tensor_get(wide, h);
+    double sum = 0, sum2 = 0;
+    int64_t outside = 0, zeros = 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < in + 64; c++) {
+            double v = h[r * (in + 64) + c];
+            if (c < 32 || c >= 32 + in) {
+                outside += v != 7.0;
+                continue;
+            }
+            zeros += v == 0 || !isfinite(v);
+            sum += v, sum2 += v * v;
+        }
+    const double n = (double)rows * in, mean = sum / n, sd = sqrt(sum2 / n - mean * mean);
+    const double want = 1.0 / sqrt((double)in);
+    CHECK(outside == 0, "fill wrote %lld values outside its view", (long long)outside);
+    CHECK(zeros < rows * in / 1000, "fill: %lld zero or non-finite values", (long long)zeros);
+    CHECK(fabs(mean) < 0.05 * want && fabs(sd / want - 1) < 0.05,
+          "fill: mean %.3g std %.4g, spec init std %.4g", mean, sd, want);
+    const int64_t small[1] = {5376};
+    vdn_tensor *nv = vdn_tensor_new2(d, VDN_DT_F32, 1, 5376);
+    CHECK(src->fill(src->ctx, "transformer_blocks.1.norm1.weight", 1, small, nv, err, sizeof err) ==
+              0,
+          "a small tensor should take the host path");
+    free(h);
+    vdn_tensor_free(nv);
+    vdn_tensor_free(wide);
+    vdn_weight_source_random_free(src); /* its pool lives on d */
+    vdn_dev_close(d);
+}
+
 int main(void) {
     vdn_weight_source a = vdn_weight_source_random(7), b = vdn_weight_source_random(7);
     small_exact(&a);
     large_spread(&a, &b);
+    device_fill(7);
     vdn_weight_source_random_free(&a);
     vdn_weight_source_random_free(&b);
     return check_report("engine_weights_random");

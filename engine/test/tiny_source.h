@@ -115,7 +115,7 @@ static const void *tiny_get(void *ctx, const char *name, int ndim, const int64_t
 }
 
 static inline vdn_weight_source tiny_weight_source(tiny_source *s) {
-    return (vdn_weight_source){tiny_get, NULL, s};
+    return (vdn_weight_source){tiny_get, NULL, s, NULL};
 }
 
 #endif

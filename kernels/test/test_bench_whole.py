@@ -35,7 +35,8 @@ rc, so, se = bench(*small, "--nfe", "3", "--warmup", "1", "--variants",
 check(rc == 0, f"tiny cpu run exit {rc}: {se[-2000:]}")
 if rc == 0:
     r = json.load(open(out))
-    check(r["backend"] == "cpu" and r["preset"] == "tiny" and r["nfe"] == 3 and r["warmup"] == 1,
+    check(r["backend"] == "cpu" and r["preset"] == "tiny" and r["nfe"] == 3 and r["warmup"] == 1
+          and r["precision"] == "bf16",
           f"header fields: {r}")
     check(r["latent_frames"] == 7 and r["height"] == 64 and r["text_rows"] == 8, f"workload: {r}")
     names = [v["variant"] for v in r["variants"]]
@@ -49,6 +50,13 @@ if rc == 0:
         check(any(line.startswith(n) and "s/NFE" in line for line in so.splitlines()),
               f"no table line for {n}: {so}")
 
+out8 = os.path.join(work, "whole_fp8.json")
+rc, so, se = bench(*small, "--nfe", "1", "--warmup", "0", "--variants", "vdn", "--precision",
+                   "fp8", "--json", out8)
+check(rc == 0 and json.load(open(out8))["precision"] == "fp8" and ", fp8," in so,
+      f"fp8 run: exit {rc}: {se[-1500:]}")
+rc, so, se = bench(*small, "--precision", "fp4")
+check(rc == 2 and "fp4" in se, f"--precision fp4: exit {rc}, {se}")
 rc, so, se = bench(*small, "--frames", "8")
 check(rc == 2 and "--frames 8" in se and "5k + 2" in se, f"--frames 8: exit {rc}, {se}")
 rc, so, se = bench(*small, "--variants", "vdn,sparkly", "--nfe", "1", "--warmup", "0")
