@@ -106,6 +106,10 @@ static int make_plan(vdn_gemm_ctx *g, plan *p) {
         if (p->fp8 &&
             (found == 0 || s == CUBLAS_STATUS_NOT_SUPPORTED)) { /* the caller's fallback */
             p->none = 1;
+            fprintf(stderr,
+                    "vdn_gemm_fp8: cuBLASLt has no fp8 algorithm for rows %d n %d k %d (status "
+                    "%d): these products take the dequantised fp32 route\n",
+                    p->rows, p->n, p->k, (int)s);
             return 1;
         }
         fprintf(stderr, "vdn_gemm: no cuBLASLt algorithm for rows %d n %d k %d (status %d)\n",

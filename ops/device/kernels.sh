@@ -4,7 +4,9 @@
 # CPU twin, benchmark the H3 workload, run the PyTorch peers in the same run, print a summary.
 #   OUT=dir bash ops/device/kernels.sh [peers.py]        (run from the repository root)
 # switches: BENCH=0, SANITIZE=0, SANITIZE_ONLY=prep, PROFILE=1, H3RENDER=1, BENCH_ARGS="--reps 5",
-#           WHOLE=1 WHOLE_ARGS="--variants vdn,dense --nfe 3" (vdn bench --whole), TESTS=0
+#           WHOLE=1 WHOLE_ARGS="--variants vdn,dense --nfe 3" (vdn bench --whole; WHOLE_RUNS="A;B"
+#           for several), TESTS=0, FP8ACC=1 (fp8 vs bf16 vs the CPU oracle on small renders),
+#           SANITIZE_RENDER=0, SANITIZE_OPS=0
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 PEERS=${1:-.devcarry/h3_peers.py}
@@ -48,7 +50,8 @@ mkdir -p "$B/eng"
 LIBOBJ=$(ls $B/*.o | grep -v -e test_gpu -e bench_main -e cmd_bench -e bench_whole -e test_backend_gpu -e test_backend_ops)
 ar rcs "$B/libk.a" $LIBOBJ $B/eng/*.o
 nvcc -o "$B/test_gpu" "$B/test_gpu.cu.o" "$B/libk.a" -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
-nvcc -o "$B/vdn_bench" "$B/cmd_bench.o" "$B/bench_whole.o" "$B/bench_main.o" "$B/libk.a" $LJ -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
+nvcc -o "$B/vdn_bench" "$B/cmd_bench.o" "$B/bench_whole.o" "$B/bench_main.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
+  -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/build.log" 2>&1
 nvcc -o "$B/test_backend" "$B/test_backend_gpu.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
   -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/build.log" 2>&1
 nvcc -o "$B/test_backend_ops" "$B/test_backend_ops.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
@@ -74,6 +77,27 @@ if [ "${TESTS:-1}" = 1 ]; then
   grep -E "FAIL|NON-FINITE|passed|failed" "$OUT/backend_ops.log" | head -20
   if [ -x "$B/test_backend" ]; then timeout 300 "$B/test_backend" >> "$OUT/test.log" 2>&1; tbk=$?; else tbk=nobuild; fi
   cat "$OUT/test.log"
+fi
+
+if [ "${FP8ACC:-0}" = 1 ] && [ -x "$B/vdnmini" ]; then
+  # fp8 against bf16 and the CPU oracle on whole renders (the small preset: H3's head geometry,
+  # tiny widths), same noise everywhere: CUDA bf16 / fp8, CPU f32 / fp8
+  A=/tmp/vdn-fp8acc; rm -rf "$A"; mkdir -p "$A"
+  "$B/vdnmini" ckpt init --preset small --vdn --out "$A/ck" > "$OUT/fp8acc.log" 2>&1
+  for v in vdn dense; do
+    for run in "cuda bf16" "cuda fp8" "cpu bf16" "cpu fp8"; do
+      set -- $run
+      cpu=""; [ "$1" = cpu ] && cpu=--cpu
+      timeout 200 "$B/vdnmini" render --checkpoint "$A/ck" --prompt-cache "$A/ck/prompt.safetensors" \
+        --frames 56 --height 128 --width 128 --steps 3 --seed 5 --variant $v --precision "$2" $cpu \
+        --out "$A/$v-$1-$2" --save-latents >> "$OUT/fp8acc.log" 2>&1 || echo "fp8acc: render $v $run failed"
+    done
+    python3 ops/device/compare_latents.py "$A/$v-cpu-bf16.safetensors" "$A/$v-cuda-bf16.safetensors" \
+      "$A/$v-cuda-fp8.safetensors" "$A/$v-cpu-fp8.safetensors" 2>&1 | tee -a "$OUT/fp8acc.txt"
+    python3 ops/device/compare_latents.py "$A/$v-cpu-fp8.safetensors" "$A/$v-cuda-fp8.safetensors" \
+      2>&1 | tee -a "$OUT/fp8acc.txt"
+  done
+  grep -E "fp8|no fp8 algorithm" "$OUT/fp8acc.log" | grep -v "^$" | sort | uniq -c | head -5
 fi
 
 if [ "${PROFILE:-0}" = 1 ] && command -v ncu > /dev/null; then
@@ -114,7 +138,18 @@ fi
 tw_=skip
 if [ "${WHOLE:-0}" = 1 ]; then
   # whole model evaluations at the H3 workload, 50 blocks, random weights (vdn bench --whole)
-  timeout ${WHOLE_TIMEOUT:-420} "$B/vdn_bench" --whole ${WHOLE_ARGS:-} --json "$OUT/whole.json" 2>&1 | tee "$OUT/whole.log"; tw_=${PIPESTATUS[0]}
+  # SM clock and power once a second beside it (a long run may not hold the clocks a short op
+  # bench sees); WHOLE_RUNS: several configurations, ';'-separated argument lists
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,memory.used --format=csv -l 1 > "$OUT/whole_clocks.csv" 2>&1 &
+  smi=$!
+  IFS=';' read -ra runs <<< "${WHOLE_RUNS:-${WHOLE_ARGS:-}}"
+  tw_=0; i=0
+  for args in "${runs[@]}"; do
+    i=$((i + 1))
+    timeout ${WHOLE_TIMEOUT:-420} "$B/vdn_bench" --whole $args --json "$OUT/whole$i.json" 2>&1 | tee -a "$OUT/whole.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || tw_=${PIPESTATUS[0]}
+  done
+  kill $smi 2>/dev/null
 fi
 tb=skip
 if [ "${BENCH:-1}" = 1 ]; then
@@ -136,7 +171,7 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
   echo "memcheck: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer.log") clean summaries)"
   grep -E "ERROR SUMMARY|Invalid" "$OUT/sanitizer.log" | head -5
   # a small whole render (every op the DiT uses, on the device) under memcheck
-  if [ -x "$B/vdnmini" ]; then
+  if [ -x "$B/vdnmini" ] && [ "${SANITIZE_RENDER:-1}" = 1 ]; then
     SM=/tmp/vdn-small-mc; rm -rf "$SM"
     "$B/vdnmini" ckpt init --preset small --vdn --out "$SM" > "$OUT/sanitizer_render.log" 2>&1
     timeout 300 compute-sanitizer --tool memcheck --print-limit 20 "$B/vdnmini" render --checkpoint "$SM" \
@@ -146,9 +181,11 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
     grep -E "ERROR SUMMARY|Invalid|error" "$OUT/sanitizer_render.log" | head -5
   fi
   # every op of the op layer's CUDA backend under memcheck (strided views, odd shapes)
-  timeout 300 compute-sanitizer --tool memcheck --print-limit 20 "$B/test_backend_ops" > "$OUT/sanitizer_ops.log" 2>&1
-  echo "memcheck backend-ops: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer_ops.log") clean summaries)"
-  grep -E "ERROR SUMMARY|Invalid" "$OUT/sanitizer_ops.log" | head -5
+  if [ "${SANITIZE_OPS:-1}" = 1 ]; then
+    timeout 300 compute-sanitizer --tool memcheck --print-limit 20 "$B/test_backend_ops" > "$OUT/sanitizer_ops.log" 2>&1
+    echo "memcheck backend-ops: exit $? ($(grep -c 'ERROR SUMMARY: 0 errors' "$OUT/sanitizer_ops.log") clean summaries)"
+    grep -E "ERROR SUMMARY|Invalid" "$OUT/sanitizer_ops.log" | head -5
+  fi
 fi
 echo "== summary: twins rc=$tw  gpu tests rc=$tg  backend-ops rc=$tbo  backend test rc=$tbk  bench rc=$tb  whole rc=$tw_  peers rc=$tp =="
 grep -E "s/NFE|whole model" "$OUT/whole.log" 2>/dev/null
