@@ -72,10 +72,10 @@ fi
 tw=skip tg=skip tbo=skip tbk=skip
 if [ "${TESTS:-1}" = 1 ]; then
   "$B/test_twins" > "$OUT/test.log" 2>&1; tw=$?
-  timeout 240 "$B/test_gpu" >> "$OUT/test.log" 2>&1; tg=$?
+  timeout ${GPU_TEST_TIMEOUT:-240} "$B/test_gpu" >> "$OUT/test.log" 2>&1; tg=$?
   if [ -x "$B/test_backend_ops" ]; then timeout 200 "$B/test_backend_ops" > "$OUT/backend_ops.log" 2>&1; tbo=$?; else tbo=nobuild; fi
   grep -E "FAIL|NON-FINITE|passed|failed" "$OUT/backend_ops.log" | head -20
-  if [ -x "$B/test_backend" ]; then timeout 300 "$B/test_backend" >> "$OUT/test.log" 2>&1; tbk=$?; else tbk=nobuild; fi
+  if [ -x "$B/test_backend" ]; then timeout ${GPU_TEST_TIMEOUT:-300} "$B/test_backend" >> "$OUT/test.log" 2>&1; tbk=$?; else tbk=nobuild; fi
   cat "$OUT/test.log"
 fi
 
