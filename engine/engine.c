@@ -166,6 +166,10 @@ void vdn_engine_close(vdn_engine *eng) {
     free(eng);
 }
 
+struct vdn_dev *vdn_engine_device(vdn_engine *eng) {
+    return eng->dev;
+}
+
 /* ---- failures ---- */
 
 vdn_engine_fault vdn_engine_last_fault(const vdn_engine *eng) {

@@ -119,6 +119,11 @@ int vdn_snap_frames(int pixel_frames);
 int vdn_latent_frames(int pixel_frames);
 int vdn_audio_latents(int pixel_frames);
 
+/* The op-layer device the engine renders on (op.h): a model that runs beside the DiT on the same
+ * GPU (the worker's VAE decoders) uses it, so its memory counts with the engine's. One thread at
+ * a time: the engine's renders and that model's calls must not overlap. */
+struct vdn_dev *vdn_engine_device(vdn_engine *eng);
+
 /* ---- failures (the worker's failure blame) ---- */
 
 /* What the last vdn_engine_render's failure came from, as the op layer recorded it on the

@@ -28,73 +28,101 @@ static void on_progress(void *user, int done, int total) {
     if (!p->quiet) fprintf(stderr, "vdn decode: %s %d/%d\n", p->what, done, total);
 }
 
-int vdn_decode_file(const vdn_decode_opts *o, char *err, size_t errlen) {
-    if (!o->vae_dir)
-        return vdn_fail(err, errlen, "no video VAE folder (--vae DIR or a checkpoint with vae/)");
-    vdn_st_file *lf = vdn_st_open(o->latents, err, errlen);
-    if (!lf) return -1;
-    vdn_dev *dev = NULL;
-    vdn_video_vae *vv = NULL;
-    vdn_audio_vae *av = NULL;
-    float *z = NULL, *za = NULL, *frames = NULL, *wave = NULL;
-    int rc = -1, wrote_mp4 = 0, wrote_frames = 0, wrote_wav = 0;
-    const vdn_st_entry *ve = find_any(lf, "video", "latents");
-    const vdn_st_entry *ae = find_any(lf, "audio", "audio_latents");
-    if (!ve) {
-        vdn_fail(
+struct vdn_decoder {
+    vdn_dev *dev;
+    vdn_video_vae *vv;
+    vdn_audio_vae *av; /* NULL: no audio VAE */
+    const char *vae_dir, *audio_vae_dir;
+    char *dirs; /* owns the two names (decoders opened by the worker outlive its options) */
+};
+
+vdn_decoder *vdn_decoder_open(vdn_dev *dev, const char *vae_dir, const char *audio_vae_dir,
+                              char *err, size_t errlen) {
+    if (!vae_dir) {
+        vdn_fail(err, errlen, "no video VAE folder (--vae DIR or a checkpoint with vae/)");
+        return NULL;
+    }
+    vdn_decoder *d = vdn_xcalloc(1, sizeof *d);
+    d->dev = dev;
+    size_t nv = strlen(vae_dir) + 1, na = audio_vae_dir ? strlen(audio_vae_dir) + 1 : 0;
+    d->dirs = vdn_xmalloc(nv + na + 1);
+    memcpy(d->dirs, vae_dir, nv);
+    d->vae_dir = d->dirs;
+    if (audio_vae_dir) {
+        memcpy(d->dirs + nv, audio_vae_dir, na);
+        d->audio_vae_dir = d->dirs + nv;
+    }
+    if (!(d->vv = vdn_video_vae_load(dev, vae_dir, err, errlen)) ||
+        (audio_vae_dir && !(d->av = vdn_audio_vae_load(dev, audio_vae_dir, err, errlen)))) {
+        vdn_decoder_close(d);
+        return NULL;
+    }
+    return d;
+}
+
+void vdn_decoder_close(vdn_decoder *d) {
+    if (!d) return;
+    vdn_audio_vae_free(d->av);
+    vdn_video_vae_free(d->vv);
+    free(d->dirs);
+    free(d);
+}
+
+/* the latents' tensors, checked against the VAEs */
+typedef struct {
+    const vdn_st_entry *ve, *ae;
+    int C, T, h, w, F;
+} latents_info;
+
+static int check_latents(const vdn_decoder *d, vdn_st_file *lf, const vdn_decode_opts *o,
+                         latents_info *li, char *err, size_t errlen) {
+    const vdn_st_entry *ve = li->ve = find_any(lf, "video", "latents");
+    const vdn_st_entry *ae = li->ae = find_any(lf, "audio", "audio_latents");
+    if (!ve)
+        return vdn_fail(
             err, errlen,
             "%s: no video latents (tensor \"video\" (C, T, h, w) or \"latents\" (1, C, T, h, w))",
             o->latents);
-        goto done;
-    }
     const int off = ve->ndim == 5 ? 1 : 0;
-    if (!((ve->ndim == 4) || (ve->ndim == 5 && ve->shape[0] == 1))) {
-        vdn_fail(err, errlen, "%s: tensor %s: %d dims, expected (C, T, h, w) or (1, C, T, h, w)",
-                 o->latents, ve->name, ve->ndim);
-        goto done;
-    }
-    const int C = (int)ve->shape[off], T = (int)ve->shape[off + 1], h = (int)ve->shape[off + 2],
-              w = (int)ve->shape[off + 3];
-    if (ae && (ae->ndim != 3 || ae->shape[0] < 1 || ae->shape[0] > 2)) {
-        vdn_fail(err, errlen, "%s: tensor %s: expected (channels, C, La) with 1 or 2 channels",
-                 o->latents, ae->name);
-        goto done;
-    }
-    if (!o->backend || !strcmp(o->backend, "auto")) { /* the GPU when there is one */
-        char e2[256];
-        dev = vdn_dev_open("cuda", 0, 0, e2, sizeof e2);
-        if (!dev) dev = vdn_dev_open("cpu", 0, 0, err, errlen);
-    } else
-        dev = vdn_dev_open(o->backend, 0, 0, err, errlen);
-    if (!dev) goto done;
-    if (!o->quiet) fprintf(stderr, "vdn decode: decoding on %s\n", vdn_dev_name(dev));
-    vv = vdn_video_vae_load(dev, o->vae_dir, err, errlen);
-    if (!vv) goto done;
-    const vdn_vae_video_config *vc = vdn_video_vae_config(vv);
-    if (C != vc->latent_channels) {
-        vdn_fail(err, errlen, "%s: tensor %s has %d latent channels, the video VAE (%s) takes %d",
-                 o->latents, ve->name, C, o->vae_dir, vc->latent_channels);
-        goto done;
-    }
+    if (!((ve->ndim == 4) || (ve->ndim == 5 && ve->shape[0] == 1)))
+        return vdn_fail(err, errlen,
+                        "%s: tensor %s: %d dims, expected (C, T, h, w) or (1, C, T, h, w)",
+                        o->latents, ve->name, ve->ndim);
+    li->C = (int)ve->shape[off], li->T = (int)ve->shape[off + 1];
+    li->h = (int)ve->shape[off + 2], li->w = (int)ve->shape[off + 3];
+    if (ae && (ae->ndim != 3 || ae->shape[0] < 1 || ae->shape[0] > 2))
+        return vdn_fail(err, errlen,
+                        "%s: tensor %s: expected (channels, C, La) with 1 or 2 channels",
+                        o->latents, ae->name);
+    if (!d) return 0; /* the shapes alone (before the VAEs load) */
+    const vdn_vae_video_config *vc = vdn_video_vae_config(d->vv);
+    if (li->C != vc->latent_channels)
+        return vdn_fail(err, errlen,
+                        "%s: tensor %s has %d latent channels, the video VAE (%s) takes %d",
+                        o->latents, ve->name, li->C, d->vae_dir, vc->latent_channels);
     char ferr[512];
-    const int F = vdn_video_vae_frames(vv, T, ferr, sizeof ferr);
-    if (F < 0) {
-        vdn_fail(err, errlen, "%s: tensor %s: %s", o->latents, ve->name, ferr);
-        goto done;
-    }
-    if (o->audio_vae_dir && ae) {
-        av = vdn_audio_vae_load(dev, o->audio_vae_dir, err, errlen);
-        if (!av) goto done;
-        if (ae->shape[1] != vdn_audio_vae_config(av)->latent_channels) {
-            vdn_fail(err, errlen,
-                     "%s: tensor %s has %lld latent channels, the audio VAE (%s) takes %d",
-                     o->latents, ae->name, (long long)ae->shape[1], o->audio_vae_dir,
-                     vdn_audio_vae_config(av)->latent_channels);
-            goto done;
-        }
-    } else if (ae && !o->quiet) {
+    if ((li->F = vdn_video_vae_frames(d->vv, li->T, ferr, sizeof ferr)) < 0)
+        return vdn_fail(err, errlen, "%s: tensor %s: %s", o->latents, ve->name, ferr);
+    if (d->av && ae && ae->shape[1] != vdn_audio_vae_config(d->av)->latent_channels)
+        return vdn_fail(err, errlen,
+                        "%s: tensor %s has %lld latent channels, the audio VAE (%s) takes %d",
+                        o->latents, ae->name, (long long)ae->shape[1], d->audio_vae_dir,
+                        vdn_audio_vae_config(d->av)->latent_channels);
+    if (ae && !d->av && !o->quiet)
         fprintf(stderr, "vdn decode: no audio VAE: the video will have no sound\n");
-    }
+    return 0;
+}
+
+static int decode_open(vdn_decoder *d, vdn_st_file *lf, const vdn_decode_opts *o, char *err,
+                       size_t errlen) {
+    latents_info li;
+    if (check_latents(d, lf, o, &li, err, errlen)) return -1;
+    const vdn_st_entry *ve = li.ve, *ae = d->av ? li.ae : NULL;
+    const vdn_vae_video_config *vc = vdn_video_vae_config(d->vv);
+    const int T = li.T, h = li.h, w = li.w, F = li.F;
+    float *z = NULL, *za = NULL, *frames = NULL, *wave = NULL;
+    int rc = -1, wrote_mp4 = 0, wrote_frames = 0, wrote_wav = 0;
+    if (!o->quiet) fprintf(stderr, "vdn decode: decoding on %s\n", vdn_dev_name(d->dev));
     /* decode */
     z = vdn_xmalloc(sizeof(float) * (size_t)ve->numel);
     if (vdn_st_to_f32(lf, ve, z, err, errlen)) goto done;
@@ -105,11 +133,11 @@ int vdn_decode_file(const vdn_decode_opts *o, char *err, size_t errlen) {
         goto done;
     }
     progress_ctx pv = {o->quiet, "video tile"};
-    if (vdn_video_vae_decode(vv, z, T, h, w, frames, on_progress, &pv, err, errlen)) goto done;
+    if (vdn_video_vae_decode(d->vv, z, T, h, w, frames, on_progress, &pv, err, errlen)) goto done;
     int64_t n = 0;
     int chans = 0, rate = 0;
-    if (av) {
-        const vdn_vae_audio_config *ac = vdn_audio_vae_config(av);
+    if (ae) {
+        const vdn_vae_audio_config *ac = vdn_audio_vae_config(d->av);
         chans = (int)ae->shape[0];
         const int La = (int)ae->shape[2];
         n = (int64_t)La * ac->hop;
@@ -118,7 +146,7 @@ int vdn_decode_file(const vdn_decode_opts *o, char *err, size_t errlen) {
         wave = vdn_xmalloc(sizeof(float) * (size_t)(chans * n));
         progress_ctx pa = {o->quiet, "audio channel"};
         if (vdn_st_to_f32(lf, ae, za, err, errlen) ||
-            vdn_audio_vae_decode(av, za, chans, La, wave, on_progress, &pa, err, errlen))
+            vdn_audio_vae_decode(d->av, za, chans, La, wave, on_progress, &pa, err, errlen))
             goto done;
     }
     /* write: the mp4 first (the product), then the extras; a failure removes what this call wrote
@@ -135,14 +163,14 @@ int vdn_decode_file(const vdn_decode_opts *o, char *err, size_t errlen) {
     }
     if (o->frames_out) {
         vdn_st_tensor t = {"frames", VDN_DT_F32, 4, {3, F, H, W}, frames};
-        vdn_st_kv meta[1] = {{"vae", o->vae_dir}};
+        vdn_st_kv meta[1] = {{"vae", d->vae_dir}};
         if (vdn_st_write(o->frames_out, &t, 1, meta, 1, err, errlen)) goto done;
         wrote_frames = 1;
     }
     if (o->wav) {
         if (!wave) {
             vdn_fail(err, errlen, "%s: no waveform to write (%s)", o->wav,
-                     ae ? "no audio VAE" : "the latents have no audio");
+                     li.ae ? "no audio VAE" : "the latents have no audio");
             goto done;
         }
         const float *ch[2] = {wave, chans == 2 ? wave + n : wave};
@@ -164,8 +192,39 @@ done:
     free(za);
     free(frames);
     free(wave);
-    vdn_audio_vae_free(av);
-    vdn_video_vae_free(vv);
+    return rc;
+}
+
+int vdn_decoder_decode(vdn_decoder *d, const vdn_decode_opts *o, char *err, size_t errlen) {
+    vdn_st_file *lf = vdn_st_open(o->latents, err, errlen);
+    if (!lf) return -1;
+    int rc = decode_open(d, lf, o, err, errlen);
+    vdn_st_close(lf);
+    return rc;
+}
+
+int vdn_decode_file(const vdn_decode_opts *o, char *err, size_t errlen) {
+    if (!o->vae_dir)
+        return vdn_fail(err, errlen, "no video VAE folder (--vae DIR or a checkpoint with vae/)");
+    vdn_st_file *lf = vdn_st_open(o->latents, err, errlen);
+    if (!lf) return -1;
+    vdn_dev *dev = NULL;
+    vdn_decoder *d = NULL;
+    int rc = -1;
+    latents_info li;
+    /* the latents' shapes before any VAE loads; the audio VAE only for latents with audio */
+    if (check_latents(NULL, lf, o, &li, err, errlen)) goto done;
+    if (!o->backend || !strcmp(o->backend, "auto")) { /* the GPU when there is one */
+        char e2[256];
+        dev = vdn_dev_open("cuda", 0, 0, e2, sizeof e2);
+        if (!dev) dev = vdn_dev_open("cpu", 0, 0, err, errlen);
+    } else
+        dev = vdn_dev_open(o->backend, 0, 0, err, errlen);
+    if (!dev) goto done;
+    d = vdn_decoder_open(dev, o->vae_dir, li.ae ? o->audio_vae_dir : NULL, err, errlen);
+    if (d) rc = decode_open(d, lf, o, err, errlen);
+done:
+    vdn_decoder_close(d);
     if (dev) vdn_dev_close(dev);
     vdn_st_close(lf);
     return rc;

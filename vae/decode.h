@@ -19,8 +19,22 @@ typedef struct {
     int quiet;                 /* no progress on stderr */
 } vdn_decode_opts;
 
-/* 0, or -1 with a message naming the file, tensor or field; no output file is left on failure. */
+/* 0, or -1 with a message naming the file, tensor or field; no output file is left on failure.
+ * Opens a device (o->backend) and loads the VAEs for this one call. */
 int vdn_decode_file(const vdn_decode_opts *o, char *err, size_t errlen);
+
+/* The VAEs loaded once on a device, for many decodes: a farm worker keeps one beside each GPU's
+ * engine, on that engine's device, so a job decodes on its own GPU without reading the VAEs from
+ * disk again. audio_vae_dir NULL: videos without sound. The device must outlive the decoder and
+ * be used by one thread at a time. NULL + err when a VAE does not load. */
+typedef struct vdn_decoder vdn_decoder;
+struct vdn_dev;
+vdn_decoder *vdn_decoder_open(struct vdn_dev *dev, const char *vae_dir, const char *audio_vae_dir,
+                              char *err, size_t errlen);
+void vdn_decoder_close(vdn_decoder *d);
+/* vdn_decode_file with d's VAEs on d's device (o->vae_dir, audio_vae_dir and backend are not
+ * read). */
+int vdn_decoder_decode(vdn_decoder *d, const vdn_decode_opts *o, char *err, size_t errlen);
 
 /* vdn_vae_find (vae.h) locates the VAE folders beside a checkpoint's transformer/. */
 #include "vae.h"

@@ -389,28 +389,34 @@ static void *job_main(void *arg) {
         return NULL;
     }
 
-    /* The product a person opens: out.mp4 and its poster out.png, decoded with the VAEs beside
-     * the checkpoint's transformer/ (a checkpoint without them yields the latents only). */
-    char vdir[4400], adir[4400], mp4_local[4300], png_local[4300], mp4_key[2200], png_key[2200];
+    /* The product a person opens: out.mp4 and its poster out.png, decoded on the job's first GPU
+     * with the VAEs its slot loaded at start (a checkpoint without them yields the latents only).
+     * A decode failure is this worker's; the GPU's own (typed on its device, which is the
+     * engine's: blame.h) also takes the GPU out of service. */
+    char mp4_local[4300], png_local[4300], mp4_key[2200], png_key[2200];
     int have_mp4 = 0;
-    if (j->stores->checkpoint &&
-        vdn_vae_find(j->stores->checkpoint, "vae", vdir, sizeof vdir) == 0) {
-        int audio = vdn_vae_find(j->stores->checkpoint, "audio_vae", adir, sizeof adir) == 0;
+    if (!j->gpus.dec && j->gpus.dec_err && j->gpus.dec_err[0]) {
+        snprintf(msg, sizeof msg, "decoding the latents into an mp4: %s", j->gpus.dec_err);
+        finish(j, 0, VDN_FAULT_WORKER, msg);
+        return NULL;
+    }
+    if (j->gpus.dec) {
         snprintf(local, sizeof local, "%s.safetensors", prefix);
         snprintf(mp4_local, sizeof mp4_local, "%s.mp4", prefix);
         snprintf(png_local, sizeof png_local, "%s.png", prefix);
-        vdn_decode_opts dopt = {.latents = local,
-                                .mp4 = mp4_local,
-                                .poster = png_local,
-                                .vae_dir = vdir,
-                                .audio_vae_dir = audio ? adir : NULL,
-                                .crf = -1,
-                                .quiet = 1};
-        if (vdn_decode_file(&dopt, err, sizeof err)) {
+        vdn_decode_opts dopt = {
+            .latents = local, .mp4 = mp4_local, .poster = png_local, .crf = -1, .quiet = 1};
+        double t0 = vdn_now();
+        if (vdn_decoder_decode(j->gpus.dec, &dopt, err, sizeof err)) {
+            int gpu = 0;
+            vdn_blame_render(vdn_engine_last_fault(j->eng), err, &gpu);
             snprintf(msg, sizeof msg, "decoding the latents into an mp4: %s", err);
-            finish(j, 0, VDN_FAULT_WORKER, msg);
+            finish_gpu(j, 0, VDN_FAULT_WORKER, gpu, msg);
             return NULL;
         }
+        VDN_INFO("job %llu attempt %llu: decoded on GPU %d (%s) in %.2f s",
+                 (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id,
+                 j->gpus.index[0], vdn_dev_name(vdn_engine_device(j->eng)), vdn_now() - t0);
         sibling_key(latents_key, ".mp4", mp4_key, sizeof mp4_key);
         sibling_key(latents_key, ".png", png_key, sizeof png_key);
         have_mp4 = 1;
@@ -499,13 +505,14 @@ static void *job_main(void *arg) {
     return NULL;
 }
 
-vdn_attempt *vdn_attempt_start(vdn_assignment *spec, vdn_engine *eng, vdn_worker_stores *stores,
-                               const char *scratch_root, int upload_attempts, char *err,
-                               size_t errlen) {
+vdn_attempt *vdn_attempt_start(vdn_assignment *spec, const vdn_attempt_gpus *gpus,
+                               vdn_worker_stores *stores, const char *scratch_root,
+                               int upload_attempts, char *err, size_t errlen) {
     vdn_attempt *j = vdn_xcalloc(1, sizeof *j);
     j->spec = *spec;
     memset(spec, 0, sizeof *spec);
-    j->eng = eng;
+    j->gpus = *gpus;
+    j->eng = gpus->eng[0];
     j->stores = stores;
     j->upload_attempts = upload_attempts > 0 ? upload_attempts : 1;
     const char *delay = getenv("VDN_TEST_NFE_DELAY_MS");

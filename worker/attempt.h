@@ -10,7 +10,9 @@
 #include <stdint.h>
 
 #include "blame.h"
+#include "decode.h"
 #include "engine.h"
+#include "gpus.h"
 #include "store.h"
 #include "vdn_util.h"
 
@@ -61,9 +63,20 @@ typedef struct {
 
 void vdn_worker_stores_close(vdn_worker_stores *c);
 
+/* What an attempt renders and decodes with: the engines of the GPUs its ASSIGN names (one per
+ * GPU, each with its own copy of the weights; eng[0] first), and eng[0]'s slot's decoder. */
+typedef struct {
+    vdn_engine *eng[VDN_MAX_GPUS];
+    int index[VDN_MAX_GPUS]; /* their GPUs' nvidia-smi indices (-1: the CPU slot), for the logs */
+    int n;
+    vdn_decoder *dec;    /* the VAEs on eng[0]'s device; NULL: none (latents only) or not loaded */
+    const char *dec_err; /* why they did not load ("" or NULL: the checkpoint has none) */
+} vdn_attempt_gpus;
+
 typedef struct {
     vdn_assignment spec;
-    vdn_engine *eng; /* the slot's engine, used by one job at a time */
+    vdn_attempt_gpus gpus;
+    vdn_engine *eng; /* gpus.eng[0], used by one job at a time */
     vdn_worker_stores *stores;
     char scratch[2048];  /* this attempt's private directory, removed at the end */
     int upload_attempts; /* whole-upload retries on top of the store's own retries */
@@ -99,9 +112,9 @@ typedef struct {
 } vdn_attempt;
 
 /* Starts the thread. Takes ownership of spec. NULL with err on failure (spec then freed). */
-vdn_attempt *vdn_attempt_start(vdn_assignment *spec, vdn_engine *eng, vdn_worker_stores *stores,
-                               const char *scratch_root, int upload_attempts, char *err,
-                               size_t errlen);
+vdn_attempt *vdn_attempt_start(vdn_assignment *spec, const vdn_attempt_gpus *gpus,
+                               vdn_worker_stores *stores, const char *scratch_root,
+                               int upload_attempts, char *err, size_t errlen);
 /* Main loop -> render thread: may the outputs go to the store (1) or not (0)? The loop grants
  * it only while it believes the attempt is still ours: a worker that was frozen or cut off
  * past its lease must not overwrite the objects of the attempt that replaced it. */

@@ -439,7 +439,10 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
                             : "-",
              s.frames, s.height, s.width, s.steps, (unsigned long long)s.seed);
     uint64_t attempt = s.attempt_id;
-    j->a = vdn_attempt_start(&s, first->eng, &first->stores, w->scratch, w->o->upload_attempts, err,
+    vdn_attempt_gpus g = {.n = 1, .dec = first->dec, .dec_err = first->dec_err};
+    g.eng[0] = first->eng;
+    g.index[0] = first->index;
+    j->a = vdn_attempt_start(&s, &g, &first->stores, w->scratch, w->o->upload_attempts, err,
                              sizeof err);
     if (!j->a) {
         VDN_ERROR("worker %s: attempt %llu: %s", w->o->id, (unsigned long long)attempt, err);

@@ -16,10 +16,30 @@ typedef struct {
     char err[VDN_ERR_LEN];
 } open_job;
 
+/* The VAEs beside the checkpoint's transformer/, on the engine's device (the CPU slot's: the CPU,
+ * as `vdn decode --cpu`). A checkpoint without vae/ is fine: its jobs store latents only. */
+static void open_decoder(open_job *j) {
+    vdn_slot *s = j->slot;
+    char vdir[4096], adir[4096], err[VDN_ERR_LEN];
+    if (!j->checkpoint || vdn_vae_find(j->checkpoint, "vae", vdir, sizeof vdir) != 0) return;
+    int audio = vdn_vae_find(j->checkpoint, "audio_vae", adir, sizeof adir) == 0;
+    s->dec =
+        vdn_decoder_open(vdn_engine_device(s->eng), vdir, audio ? adir : NULL, err, sizeof err);
+    if (!s->dec) {
+        snprintf(s->dec_err, sizeof s->dec_err, "the VAEs did not load at start: %.200s", err);
+        VDN_ERROR("worker: %s %d (%s): %s; its jobs will fail at decode",
+                  s->index < 0 ? "slot" : "GPU", s->index, s->name, s->dec_err);
+        return;
+    }
+    VDN_INFO("worker: GPU %d (%s): VAEs loaded on %s (video%s), kept for every job here", s->index,
+             s->name, vdn_dev_name(vdn_engine_device(s->eng)), audio ? " + audio" : "");
+}
+
 static void *open_thread(void *arg) {
     open_job *j = arg;
     j->slot->eng = vdn_engine_open_on(j->checkpoint, j->adapters, j->n_adapters, j->backend,
                                       j->device, j->err, sizeof j->err);
+    if (j->slot->eng) open_decoder(j);
     return NULL;
 }
 
@@ -86,6 +106,7 @@ int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, int cpu, const char 
 
 void vdn_slots_close(vdn_slots *sl) {
     for (int i = 0; i < sl->n; i++) {
+        vdn_decoder_close(sl->s[i].dec); /* before its device goes with the engine */
         vdn_engine_close(sl->s[i].eng);
         vdn_worker_stores_close(&sl->s[i].stores);
     }

@@ -9,14 +9,20 @@
 #include <stdint.h>
 
 #include "attempt.h"
+#include "decode.h"
 #include "engine.h"
 #include "gpus.h"
 
 typedef struct {
-    int index;          /* nvidia-smi index (what READY and ASSIGN name); -1 = the CPU slot */
-    char name[96];      /* "NVIDIA H200", "cpu" */
-    uint64_t memory;    /* bytes on the GPU, 0 for the CPU slot */
-    vdn_engine *eng;    /* NULL when the GPU could not be opened (then out of service) */
+    int index;       /* nvidia-smi index (what READY and ASSIGN name); -1 = the CPU slot */
+    char name[96];   /* "NVIDIA H200", "cpu" */
+    uint64_t memory; /* bytes on the GPU, 0 for the CPU slot */
+    vdn_engine *eng; /* NULL when the GPU could not be opened (then out of service) */
+    /* The checkpoint's VAEs (vae/, audio_vae/ beside transformer/), loaded once on the engine's
+     * device, so a job decodes on its own GPU. NULL: the checkpoint has none (jobs store latents
+     * only), or they did not load (dec_err says why; such a slot's jobs fail at decode). */
+    vdn_decoder *dec;
+    char dec_err[256];
     uint64_t attempt;   /* running on it now, 0 = free */
     int out_of_service; /* a CUDA error happened on it: no more work until a restart */
     char fault[256];

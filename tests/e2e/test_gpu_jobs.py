@@ -1,0 +1,102 @@
+"""Jobs on a worker's GPUs without a GPU: a stand-in nvidia-smi (VDN_NVIDIA_SMI) lists 4 GPUs and
+the worker opens one CPU engine per GPU, with the checkpoint's VAEs beside each.
+
+1. Decode on the job's own GPU: the VAEs load once per GPU at start (one log line per GPU, none
+   later), and every job decodes its mp4 and poster on the GPU it rendered on, whatever that GPU
+   is (not all on GPU 0).
+2. A k-GPU job renders one clip sharded over its k GPUs: a 2-GPU job's latents equal a 1-GPU
+   job's bit for bit (the CPU sharded forward is bit-identical), its run record says 2 ranks
+   rendered it, on which devices, through which communicator, and the log says so.
+"""
+import json
+import os
+import re
+import stat
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import FRAMES, Farm, check, log, main
+
+
+def stand_in_gpus(farm, n):
+    smi = os.path.join(farm.dir, "nvidia-smi")
+    with open(smi, "w") as f:
+        f.write("#!/bin/sh\n# stand-in: %d H200s\n" % n +
+                "case \"$*\" in *--query-gpu=index,name,memory.total*) ;; *) exit 9;; esac\n"
+                "for i in %s; do echo \"$i, NVIDIA H200, 143771\"; done\n"
+                % " ".join(str(i) for i in range(n)))
+    os.chmod(smi, os.stat(smi).st_mode | stat.S_IXUSR)
+    return smi
+
+
+def submit(farm, jobs, name):
+    path = os.path.join(farm.dir, name + ".jsonl")
+    with open(path, "w") as f:
+        for j in jobs:
+            f.write(json.dumps(j) + "\n")
+    r = farm.run(["submit", path, "--coordinator", farm.client_ep, "--json"], timeout=60)
+    m = re.search(r'"batch_id"\s*:\s*(\d+)', r.stdout)
+    check(m, "vdn submit printed no batch id: %r" % r.stdout)
+    return int(m.group(1))
+
+
+def read_object(farm, key):
+    with open(os.path.join(farm.store_dir(), key), "rb") as f:
+        return f.read()
+
+
+def latents_of(farm, keys):
+    """The raw video and audio tensors of a job's latents file (safetensors)."""
+    key = [k for k in keys if k.endswith(".safetensors")][0]
+    data = read_object(farm, key)
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    body = data[8 + n:]
+    out = {}
+    for name in ("video", "audio"):
+        a, b = header[name]["data_offsets"]
+        out[name] = (header[name]["shape"], body[a:b])
+    return out
+
+
+def record_of(farm, keys):
+    return json.loads(read_object(farm, [k for k in keys if k.endswith(".json")][0]))
+
+
+def test(args):
+    with Farm(args.vdn, "gpu_jobs", lease=6.0, keep=args.keep) as farm:
+        ckpt = os.path.join(farm.dir, "ckptv")
+        farm.run(["ckpt", "init", "--preset", "tiny", "--vdn", "--vae", "--out", ckpt],
+                 timeout=120)
+        env = dict(farm.env, VDN_NVIDIA_SMI=stand_in_gpus(farm, 4), VDN_TEST_NFE_DELAY_MS="300")
+        farm.start_coordinator()
+        farm.spawn("g4", ["worker", "--connect", farm.worker_ep, "--checkpoint", ckpt,
+                          "--store", farm.store, "--id", "g4", "--scratch",
+                          os.path.join(farm.dir, "scratch"), "--heartbeat-seconds",
+                          str(farm.heartbeat), "--threads", "1", "--data-root", farm.dir],
+                   env=env)
+        wlog = os.path.join(farm.dir, "logs", "g4.log")
+
+        # ---- 1. four one-GPU jobs at once: each decodes on its own GPU
+        req = {"prompt_cache": farm.prompt, "frames": 22, "height": 32, "width": 32, "steps": 3}
+        b1 = submit(farm, [dict(req, seed=s) for s in range(1, 5)], "four")
+        farm.wait_batch(b1, 4, 120)
+        farm.check_exactly_once(b1, 4)
+        text = open(wlog).read()
+        loads = re.findall(r"GPU (\d+) \(NVIDIA H200\): VAEs loaded on", text)
+        check(sorted(loads) == ["0", "1", "2", "3"], "VAE loads at start: %s" % loads)
+        started = dict(re.findall(r"job (\d+) attempt \d+: start on GPU (\d+) ", text))
+        decoded = dict(re.findall(r"job (\d+) attempt \d+: decoded on GPU (\d+) ", text))
+        check(len(decoded) == 4 and decoded == started,
+              "jobs started on %s but decoded on %s" % (started, decoded))
+        check(len(set(decoded.values())) == 4, "the 4 jobs did not decode on 4 GPUs: %s" % decoded)
+        for job, keys in farm.job_keys(b1).items():
+            mp4 = [k for k in keys if k.endswith(".mp4")]
+            check(mp4 and read_object(farm, mp4[0])[4:8] == b"ftyp", "job %d: no mp4" % job)
+        log("4 one-GPU jobs decoded on GPUs %s, VAEs loaded once per GPU"
+            % sorted(decoded.values()))
+
+
+if __name__ == "__main__":
+    main(test)
