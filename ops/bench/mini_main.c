@@ -5,6 +5,16 @@
 #include <string.h>
 
 #include "commands.h"
+#include "decode.h"
+
+/* vdnmini is built without FFmpeg (the device machine has no libav): the mp4 writer behind
+ * vdn_decode_file is not linked. A render of a checkpoint with VAEs then keeps its latents. */
+int vdn_decode_file(const vdn_decode_opts *o, char *err, size_t errlen) {
+    (void)o;
+    snprintf(err, errlen, "vdnmini: built without the video decoder (no FFmpeg libraries); "
+                          "decode the latents with vdn decode");
+    return -1;
+}
 
 /* Host memory at exit (Linux): peak resident set, and the anonymous (heap) and file-backed
  * (mapped checkpoint) parts now, so a render shows what the weight upload left on the host. */
