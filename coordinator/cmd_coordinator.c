@@ -40,9 +40,10 @@ static void usage(FILE *f) {
         "--keys DIR turns on CURVE: DIR/coordinator.key (+ .pub), DIR/authorized_workers/*.pub,\n"
         "DIR/authorized_clients/*.pub (make keys with `vdn keygen`; SIGHUP re-reads the\n"
         "authorized folders). Without --keys only loopback endpoints are allowed.\n"
-        "--http HOST:PORT serves a read-only status page (/), its JSON (/api/status) and\n"
-        "Prometheus metrics (/metrics); off by default. Beyond loopback it needs TLS\n"
-        "(--http-cert/--http-key) and a token (--http-token-file; send it as\n"
+        "--http HOST:PORT serves a read-only status page (/), its JSON (/api/status),\n"
+        "Prometheus metrics (/metrics) and, from a file --store, done jobs' posters and mp4s\n"
+        "(/media/jN/poster.png, /media/jN/video.mp4); off by default. Beyond loopback it needs\n"
+        "TLS (--http-cert/--http-key) and a token (--http-token-file; send it as\n"
         "'Authorization: Bearer TOKEN' or ?token=TOKEN).\n");
 }
 
@@ -248,6 +249,7 @@ int vdn_cmd_coordinator(int argc, char **argv) {
     coord_http *web = NULL;
     int rc = 1;
     http.db_path = o->db_path;
+    http.store_uri = o->store_uri; /* done jobs' poster and mp4 on the page */
     if (http.bind && !(web = coord_http_start(&http, err, sizeof err))) {
         fprintf(stderr, "vdn coordinator: %s\n", err);
         goto out;

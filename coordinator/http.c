@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "db.h"
+#include "media.h"
 #include "metrics.h"
 #include "pbjson.h"
 #include "query.h"
@@ -20,6 +22,9 @@ struct coord_http {
     sqlite3 *db; /* opened on the server thread at the first request */
     char *token;
     char *cert, *key;
+    coord_media_kind media;
+    char *store_uri;
+    char *store_dir; /* COORD_MEDIA_FILE: the folder served from */
 };
 
 /* "HOST:PORT" or "[V6]:PORT" into a socket address. */
@@ -89,10 +94,23 @@ static void add_msg(cJSON *arr, const ProtobufCMessage *m) {
     cJSON_AddItemToArray(arr, vdn_pb_to_json(m));
 }
 
+/* What the page can do with a done job's outputs: "served" (links to /media/), "s3" (show
+ * the store URI and keys), "none" (no --store: the workers' own stores). */
+static void add_media(cJSON *o, const coord_http *h) {
+    cJSON *m = cJSON_AddObjectToObject(o, "media");
+    cJSON_AddStringToObject(m, "mode",
+                            h->media == COORD_MEDIA_FILE ? "served"
+                            : h->media == COORD_MEDIA_S3 ? "s3"
+                                                         : "none");
+    /* a store URI never holds credentials (store.h), so the page may show it */
+    if (h->store_uri) cJSON_AddStringToObject(m, "store", h->store_uri);
+}
+
 /* The page's data: the newest batches with their jobs, and every worker. */
-static char *status_json(sqlite3 *db) {
+static char *status_json(sqlite3 *db, const coord_http *h) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "now", vdn_wall());
+    add_media(o, h);
     cJSON *batches = cJSON_AddArrayToObject(o, "batches");
     cJSON *jobs = cJSON_AddArrayToObject(o, "jobs");
     cJSON *workers = cJSON_AddArrayToObject(o, "workers");
@@ -116,6 +134,37 @@ static char *status_json(sqlite3 *db) {
     char *out = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return out;
+}
+
+/* A done job's poster or mp4, streamed from the file store. Outputs of a done job never change
+ * (a retry is only for failed or cancelled jobs), so the browser may keep them: the page
+ * redraws every 2 s without fetching the images again. */
+static enum MHD_Result media(coord_http *h, struct MHD_Connection *conn, uint64_t job,
+                             coord_media_what what) {
+    char err[VDN_ERR_LEN], msg[VDN_ERR_LEN + 2];
+    if (h->media != COORD_MEDIA_FILE)
+        return text(conn, 404,
+                    h->media == COORD_MEDIA_S3
+                        ? "outputs are in S3: this server serves only a file store's\n"
+                        : "the coordinator has no --store: outputs are in the workers' stores\n");
+    coord_media_object o;
+    int status = coord_media_open(h->db, h->store_dir, job, what, &o, err, sizeof err);
+    if (status != 200) {
+        if (status >= 500) VDN_WARN("http: %s", err);
+        snprintf(msg, sizeof msg, "%s\n", err);
+        return text(conn, (unsigned)status, msg);
+    }
+    struct MHD_Response *r = MHD_create_response_from_fd((size_t)o.size, o.fd);
+    if (!r) {
+        close(o.fd);
+        return text(conn, 500, "cannot stream the object\n");
+    }
+    MHD_add_response_header(r, "Content-Type", o.content_type);
+    MHD_add_response_header(r, "Cache-Control", "private, max-age=86400");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    enum MHD_Result rc = MHD_queue_response(conn, 200, r);
+    MHD_destroy_response(r);
+    return rc;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
@@ -145,10 +194,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         return reply(conn, 200, "text/plain; version=0.0.4; charset=utf-8", m, strlen(m));
     }
     if (!strcmp(url, "/api/status")) {
-        char *j = status_json(h->db);
+        char *j = status_json(h->db, h);
         return reply(conn, 200, "application/json", j, strlen(j));
     }
-    return text(conn, 404, "not found: try /, /api/status or /metrics\n");
+    uint64_t job;
+    coord_media_what what;
+    if (!coord_media_parse_url(url, &job, &what)) return media(h, conn, job, what);
+    return text(conn, 404, "not found: try /, /api/status, /metrics or /media/jN/poster.png\n");
 }
 
 static char *read_text(const char *path, const char *what, char *err, size_t errlen) {
@@ -169,6 +221,8 @@ void coord_http_stop(coord_http *h) {
     if (h->key) memset(h->key, 0, strlen(h->key));
     free(h->key);
     free(h->db_path);
+    free(h->store_uri);
+    free(h->store_dir);
     free(h);
 }
 
@@ -196,6 +250,8 @@ coord_http *coord_http_start(const coord_http_opts *o, char *err, size_t errlen)
     if (check(o, &ss, err, errlen)) return NULL;
     coord_http *h = vdn_xcalloc(1, sizeof *h);
     h->db_path = vdn_xstrdup(o->db_path);
+    h->media = coord_media_kind_of(o->store_uri, &h->store_dir);
+    if (o->store_uri) h->store_uri = vdn_xstrdup(o->store_uri);
     if (o->token_file) {
         if (!(h->token = read_text(o->token_file, "--http-token-file", err, errlen))) goto fail;
         h->token[strcspn(h->token, "\r\n")] = 0;

@@ -1,7 +1,8 @@
 /* `vdn coordinator --http HOST:PORT`: a read-only status page (/), its data (/api/status) and
- * Prometheus metrics (/metrics), served by libmicrohttpd on its own thread from a read-only
- * connection to the database (WAL lets it read while the main loop writes). Loopback only,
- * unless TLS (--http-cert/--http-key) and a bearer token (--http-token-file) are both set. */
+ * Prometheus metrics (/metrics), and a done job's poster and mp4 from a file store
+ * (/media/jN/poster.png, /media/jN/video.mp4), served by libmicrohttpd on its own thread from a
+ * read-only connection to the database (WAL lets it read while the main loop writes). Loopback
+ * only, unless TLS (--http-cert/--http-key) and a bearer token (--http-token-file) are both set. */
 #ifndef VDN_COORD_HTTP_H
 #define VDN_COORD_HTTP_H
 
@@ -13,6 +14,7 @@ typedef struct {
     const char *token_file; /* NULL = no token; else requests need it (header or ?token=) */
     const char *tls_cert;   /* PEM files: HTTPS instead of HTTP */
     const char *tls_key;
+    const char *store_uri; /* the coordinator's --store: done jobs' poster/mp4 (media.h) */
 } coord_http_opts;
 
 typedef struct coord_http coord_http;

@@ -105,7 +105,10 @@ def multi_gpu_worker(farm, base):
         time.sleep(0.1)
     env = dict(farm.env, VDN_NVIDIA_SMI=stand_in_gpus(farm, 4), VDN_TEST_NFE_DELAY_MS="600",
                VDN_TEST_GPU_FAULT="3")
-    farm.spawn("g4", ["worker", "--connect", farm.worker_ep, "--checkpoint", farm.ckpt,
+    # a checkpoint with the video and audio VAEs: these jobs store out.mp4 and out.png
+    ckpt = os.path.join(farm.dir, "ckptv")
+    farm.run(["ckpt", "init", "--preset", "tiny", "--vdn", "--vae", "--out", ckpt], timeout=120)
+    farm.spawn("g4", ["worker", "--connect", farm.worker_ep, "--checkpoint", ckpt,
                       "--store", farm.store, "--id", "g4", "--scratch",
                       os.path.join(farm.dir, "scratch"), "--heartbeat-seconds",
                       str(farm.heartbeat), "--threads", "1", "--data-root", farm.dir], env=env)
@@ -114,7 +117,8 @@ def multi_gpu_worker(farm, base):
         for seed in range(4):  # ~16 x 0.6 s each: long enough for Chromium to see them run
             f.write(json.dumps({"prompt_cache": farm.prompt, "frames": 56, "height": 32,
                                 "width": 32, "steps": 16, "seed": 50 + seed}) + "\n")
-    farm.run(["submit", path, "--coordinator", farm.client_ep])
+    r = farm.run(["submit", path, "--coordinator", farm.client_ep, "--json"])
+    batch = int(re.search(r'"batch_id"\s*:\s*(\d+)', r.stdout).group(1))
     t0 = time.time()
     while True:
         fams, body = metrics(base)
@@ -173,6 +177,62 @@ def multi_gpu_worker(farm, base):
           "the worker row lists jobs %s, the GPU rows %s" % (listed, [c[3] for c in shown]))
     log("the page lists g4's 4 GPUs (jobs %s, GPU 3 out of service) and its jobs %s"
         % ([c[3] for c in shown], sorted(listed)))
+    return batch
+
+
+def raw_get(base, path):
+    """GET with the path sent exactly as written (urllib would not fold '..', but be sure)."""
+    import http.client
+    host, port = base[len("http://"):].split(":")
+    c = http.client.HTTPConnection(host, int(port), timeout=10)
+    c.request("GET", path, headers={"Authorization": "Bearer " + TOKEN})
+    r = c.getresponse()
+    return r.status, r.read()
+
+
+def product(farm, base, batch):
+    """The done jobs' posters and mp4s through the coordinator's HTTP server, byte for byte as
+    the store holds them, and on the page; refusals for what is not a done job's output."""
+    farm.wait_batch(batch, 4, timeout=90)
+    root = farm.store_dir()
+    jobs = farm.q("SELECT id, object_keys FROM jobs WHERE batch_id=? AND state='done'", batch)
+    check(len(jobs) == 4, "jobs of batch %d done: %s" % (batch, jobs))
+    import cv2
+    import numpy as np
+    for job, keys in jobs:
+        keys, served = json.loads(keys), {}
+        for kind, ext, ctype in (("poster.png", ".png", "image/png"),
+                                 ("video.mp4", ".mp4", "video/mp4")):
+            key = [k for k in keys if k.endswith(ext)]
+            check(len(key) == 1, "job %d stored %s" % (job, keys))
+            req = urllib.request.Request("%s/media/j%d/%s" % (base, job, kind))
+            req.add_header("Authorization", "Bearer " + TOKEN)
+            with urllib.request.urlopen(req, timeout=10) as r:
+                body, got_type = r.read(), r.headers["Content-Type"]
+            want = open(os.path.join(root, key[0]), "rb").read()
+            check(got_type == ctype and body == want, "j%d %s: %s, %d bytes, store has %d"
+                  % (job, kind, got_type, len(body), len(want)))
+            served[kind] = body
+        img = cv2.imdecode(np.frombuffer(served["poster.png"], np.uint8), cv2.IMREAD_COLOR)
+        check(img is not None and img.shape[:2] == (32, 96),
+              "j%d poster is not 3 frames of 32x32: %s" % (job, None if img is None else img.shape))
+    failed = farm.q("SELECT id FROM jobs WHERE state='failed'")[0][0]
+    job = jobs[0][0]
+    for path in ("/media/j%d/poster.png" % failed, "/media/j999/poster.png",
+                 "/media/j%d/../../vdn.db" % job, "/media/../vdn.db",
+                 "/media/j%d/..%%2f..%%2fvdn.db" % job, "/media/j%d/out.png" % job):
+        st, body = raw_get(base, path)
+        check(st == 404 and not body.startswith(b"SQLite") and b"\x89PNG" not in body[:8],
+              "%s: HTTP %d" % (path, st))
+    check(get(base + "/media/j%d/poster.png" % job)[0] == 401, "a poster served without the token")
+    dom = chromium_page(base + "/?token=" + TOKEN, os.path.abspath("e2e_http_media_screenshot.png"))
+    body = dom.split("<script")[0]
+    for j, _ in jobs:
+        want = 'src="media/j%d/poster.png?token=%s"' % (j, TOKEN)
+        check(want in body and 'href="media/j%d/video.mp4?token=%s"' % (j, TOKEN) in body,
+              "the page shows no poster and mp4 link for j%d" % j)
+    log("posters and mp4s of %d done jobs served byte for byte and shown on the page; a job "
+        "that is not done, a missing job and traversal attempts get 404" % len(jobs))
 
 
 def test(args):
@@ -261,7 +321,7 @@ def test(args):
               "/api/status: %s" % js[:300])
         log("after: jobs %s, queue-wait and render histograms consistent, %d NFEs" % (jobs, total))
 
-        multi_gpu_worker(farm, base)
+        product(farm, base, multi_gpu_worker(farm, base))
 
         # beyond loopback: refused without TLS and a token; served over HTTPS with both
         r = farm.run(["coordinator", "--db", os.path.join(farm.dir, "o.db"), "--bind",

@@ -1,0 +1,256 @@
+/* The status page's media route (coordinator/media.h): a done job's poster and mp4 streamed from
+ * a file store with the right bytes and types; a job that is not done, has no such output or
+ * does not exist is 404; URLs that try to climb out of the route, keys in the database that
+ * break the store's rules, and symlinks in the store are never followed to another file; the
+ * token guards media as it guards the page; an S3 store is not served (the page shows keys). */
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "db.h"
+#include "http.h"
+#include "vdn_util.h"
+#include "../../ops/test/check.h"
+
+/* A valid 1x1 PNG (signature, IHDR, IDAT, IEND). */
+static const unsigned char PNG[] = {
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48,
+    0x44, 0x52, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00,
+    0x00, 0x90, 0x77, 0x53, 0xde, 0x00, 0x00, 0x00, 0x0c, 0x49, 0x44, 0x41, 0x54, 0x08,
+    0xd7, 0x63, 0xf8, 0xcf, 0xc0, 0x00, 0x00, 0x03, 0x01, 0x01, 0x00, 0x18, 0xdd, 0x8d,
+    0xb0, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82};
+static const char MP4[] = "\0\0\0\x18"
+                          "ftypisom-not-really-a-movie";
+static const char SECRET[] = "root:x:0:0:secret outside the store\n";
+
+typedef struct {
+    char *data;
+    size_t len;
+} buf;
+
+static size_t sink(char *p, size_t size, size_t n, void *user) {
+    buf *b = user;
+    b->data = realloc(b->data, b->len + size * n + 1);
+    memcpy(b->data + b->len, p, size * n);
+    b->len += size * n;
+    b->data[b->len] = 0;
+    return size * n;
+}
+
+/* GET base+path, the path sent exactly as written (no "/../" folding by curl). */
+static long get(const char *base, const char *path, const char *token, buf *body, char *ctype,
+                size_t ctlen) {
+    char url[1024], auth[256];
+    snprintf(url, sizeof url, "%s%s", base, path);
+    free(body->data);
+    memset(body, 0, sizeof *body);
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    if (token) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+        h = curl_slist_append(h, auth);
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    long status = -1;
+    if (curl_easy_perform(c) == CURLE_OK) {
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+        char *ct = NULL;
+        curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct);
+        if (ctype) snprintf(ctype, ctlen, "%s", ct ? ct : "");
+    }
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return status;
+}
+
+static int free_port(void) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t n = sizeof a;
+    if (bind(s, (struct sockaddr *)&a, sizeof a) || getsockname(s, (struct sockaddr *)&a, &n))
+        return -1;
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+static void write_file(const char *path, const void *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(data, 1, len, f) == len);
+    if (f) fclose(f);
+}
+
+static void add_job(sqlite3 *db, int id, const char *state, const char *keys) {
+    char err[VDN_ERR_LEN];
+    CHECK(cdb_run(db, err, sizeof err,
+                  "INSERT INTO jobs(id,batch_id,state,request,output_prefix,submitted_at,"
+                  "object_keys) VALUES(?,1,?,'{}','o',1,?)",
+                  "iss", (int64_t)id, state, keys) == 0,
+          "%s", err);
+}
+
+/* The store and database the server reads: jobs 1..8, each a case below. */
+static void make_farm(const char *dir) {
+    char p[512], q[512], err[VDN_ERR_LEN];
+    snprintf(p, sizeof p, "%s/vdn.db", dir);
+    sqlite3 *db = cdb_open(p, 0, err, sizeof err);
+    CHECK(db, "%s", err);
+    if (!db) exit(1);
+    CHECK(cdb_run(db, err, sizeof err,
+                  "INSERT INTO batches(id,tag,priority,submitted_at) VALUES(1,'t',0,1)", "") == 0);
+    add_job(db, 1, "done", "[\"b/j1/out.mp4\",\"b/j1/out.png\",\"b/j1/out.json\"]");
+    add_job(db, 2, "running", NULL);
+    add_job(db, 3, "done", "[\"../secret.png\",\"../../etc/passwd.mp4\"]"); /* tampered */
+    add_job(db, 4, "done", "[\"b/j4/out.png\"]");         /* a symlink to a file outside */
+    add_job(db, 5, "done", "[\"b/j5/x/out.png\"]");       /* a symlinked folder */
+    add_job(db, 6, "done", "[\"b/j6/out.safetensors\"]"); /* latents only: no VAE */
+    add_job(db, 7, "failed", "[\"b/j7/out.png\"]");       /* outputs of a job that is not done */
+    add_job(db, 8, "done", "[\"b/j8/out.png\"]");         /* recorded, but not in the store */
+    cdb_close(db);
+    const char *dirs[] = {"store",      "store/b",    "store/b/j1", "store/b/j4",
+                          "store/b/j5", "store/b/j7", "outside"};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, dirs[i]);
+        CHECK(mkdir(p, 0755) == 0, "%s", p);
+    }
+    snprintf(p, sizeof p, "%s/store/b/j1/out.png", dir);
+    write_file(p, PNG, sizeof PNG);
+    snprintf(p, sizeof p, "%s/store/b/j1/out.mp4", dir);
+    write_file(p, MP4, sizeof MP4 - 1);
+    snprintf(p, sizeof p, "%s/store/b/j7/out.png", dir);
+    write_file(p, PNG, sizeof PNG);
+    snprintf(p, sizeof p, "%s/store/secret.png", dir);
+    write_file(p, SECRET, sizeof SECRET - 1);
+    snprintf(p, sizeof p, "%s/outside/out.png", dir);
+    write_file(p, SECRET, sizeof SECRET - 1);
+    snprintf(q, sizeof q, "%s/outside/out.png", dir);
+    snprintf(p, sizeof p, "%s/store/b/j4/out.png", dir);
+    CHECK(symlink(q, p) == 0);
+    snprintf(q, sizeof q, "%s/outside", dir);
+    snprintf(p, sizeof p, "%s/store/b/j5/x", dir);
+    CHECK(symlink(q, p) == 0);
+}
+
+static coord_http *serve(const char *dir, const char *store, const char *token_file, char *base,
+                         size_t baselen) {
+    char db[512], bind[48], err[VDN_ERR_LEN];
+    snprintf(db, sizeof db, "%s/vdn.db", dir);
+    int port = free_port();
+    snprintf(bind, sizeof bind, "127.0.0.1:%d", port);
+    snprintf(base, baselen, "http://%s", bind);
+    coord_http_opts o = {.bind = bind, .db_path = db, .token_file = token_file, .store_uri = store};
+    coord_http *h = coord_http_start(&o, err, sizeof err);
+    CHECK(h, "%s", err);
+    if (!h) exit(1);
+    return h;
+}
+
+/* Every way of asking for something other than a done job's own outputs: 404 (or 400 from the
+ * server for a malformed request line), and never another file's bytes. */
+static void check_refusals(const char *base) {
+    static const char *paths[] = {"/media/j2/poster.png",  /* running */
+                                  "/media/j7/poster.png",  /* failed, though its file exists */
+                                  "/media/j99/poster.png", /* no such job */
+                                  "/media/j6/poster.png",  /* done, latents only */
+                                  "/media/j8/poster.png",  /* done, file missing */
+                                  "/media/j0/poster.png",
+                                  "/media/j/poster.png",
+                                  "/media/j1/out.png",
+                                  "/media/j1/poster.png/",
+                                  "/media/j1/poster.pngx",
+                                  "/media/j1/../../vdn.db",
+                                  "/media/j1/../j1/poster.png/../../../vdn.db",
+                                  "/media/../vdn.db",
+                                  "/media/j1/..%2f..%2fvdn.db",
+                                  "/media/b/j1/out.png",
+                                  "/store/b/j1/out.png",
+
+                                  "/media/j99999999999999999999/poster.png",
+                                  "/media/j-1/poster.png"};
+    buf b = {0};
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        long st = get(base, paths[i], NULL, &b, NULL, 0);
+        CHECK(st == 404 || st == 400, "%s: HTTP %ld, expected 404", paths[i], st);
+        CHECK(!b.data || (!strstr(b.data, "secret outside") && memcmp(b.data, "SQLite", 6) &&
+                          memcmp(b.data, PNG, 8)),
+              "%s: served another file's bytes", paths[i]);
+    }
+    free(b.data);
+}
+
+int main(void) {
+    char dir[] = "/tmp/vdn_http_media_XXXXXX", store[600], base[64], ct[128];
+    if (!mkdtemp(dir)) return 1;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    make_farm(dir);
+    snprintf(store, sizeof store, "file://%s/store", dir);
+    coord_http *h = serve(dir, store, NULL, base, sizeof base);
+    buf b = {0};
+
+    /* the product, byte for byte, with its type */
+    CHECK(get(base, "/media/j1/poster.png", NULL, &b, ct, sizeof ct) == 200);
+    CHECK(!strcmp(ct, "image/png"), "poster type %s", ct);
+    CHECK(b.len == sizeof PNG && !memcmp(b.data, PNG, sizeof PNG), "poster bytes (%zu)", b.len);
+    CHECK(get(base, "/media/j1/video.mp4", NULL, &b, ct, sizeof ct) == 200);
+    CHECK(!strcmp(ct, "video/mp4"), "video type %s", ct);
+    CHECK(b.len == sizeof MP4 - 1 && !memcmp(b.data, MP4, b.len), "video bytes (%zu)", b.len);
+    CHECK(get(base, "/media/j2/poster.png", NULL, &b, NULL, 0) == 404 && strstr(b.data, "not done"),
+          "a running job: %s", b.data);
+    check_refusals(base);
+    /* keys that break the store's rules are refused before any file is opened */
+    long st = get(base, "/media/j3/poster.png", NULL, &b, NULL, 0);
+    CHECK(st == 500 && strstr(b.data, "recorded key refused"), "%ld %s", st, b.data);
+    CHECK(get(base, "/media/j3/video.mp4", NULL, &b, NULL, 0) == 500);
+    /* symlinks in the store, to a file or a folder outside it, are not followed */
+    CHECK(get(base, "/media/j4/poster.png", NULL, &b, NULL, 0) == 500 &&
+              strstr(b.data, "symlink") && !strstr(b.data, "secret outside"),
+          "%s", b.data);
+    CHECK(get(base, "/media/j5/poster.png", NULL, &b, NULL, 0) >= 400 &&
+              !strstr(b.data, "secret outside"),
+          "%s", b.data);
+    /* the page learns that the store is served */
+    CHECK(get(base, "/api/status", NULL, &b, NULL, 0) == 200 &&
+              strstr(b.data, "\"media\":{\"mode\":\"served\""),
+          "%s", b.data);
+    coord_http_stop(h);
+
+    /* a token guards media as it guards the page */
+    char tokf[600];
+    snprintf(tokf, sizeof tokf, "%s/token", dir);
+    write_file(tokf, "media-token-0123456789\n", 23);
+    h = serve(dir, store, tokf, base, sizeof base);
+    CHECK(get(base, "/media/j1/poster.png", NULL, &b, NULL, 0) == 401);
+    CHECK(get(base, "/media/j1/poster.png", "wrong-token-0123456789", &b, NULL, 0) == 401);
+    CHECK(get(base, "/media/j1/poster.png?token=media-token-0123456789", NULL, &b, NULL, 0) ==
+              200 &&
+          b.len == sizeof PNG);
+    coord_http_stop(h);
+
+    /* S3: keys shown, nothing served; no --store: nothing known */
+    h = serve(dir, "s3://bucket/prefix", NULL, base, sizeof base);
+    CHECK(get(base, "/media/j1/poster.png", NULL, &b, NULL, 0) == 404 && strstr(b.data, "S3"));
+    CHECK(get(base, "/api/status", NULL, &b, NULL, 0) == 200 &&
+              strstr(b.data, "\"mode\":\"s3\",\"store\":\"s3://bucket/prefix\""),
+          "%s", b.data);
+    coord_http_stop(h);
+    h = serve(dir, NULL, NULL, base, sizeof base);
+    CHECK(get(base, "/media/j1/poster.png", NULL, &b, NULL, 0) == 404);
+    coord_http_stop(h);
+
+    free(b.data);
+    curl_global_cleanup();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (!failures && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return check_report("coordinator_http_media");
+}
