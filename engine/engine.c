@@ -170,6 +170,43 @@ struct vdn_dev *vdn_engine_device(vdn_engine *eng) {
     return eng->dev;
 }
 
+/* ---- one clip over several engines ---- */
+
+/* kernels/comm_nccl.cu where NCCL is built in (weak: engine/ links without it) */
+extern struct vdn_comm *vdn_comm_nccl_open(vdn_dev *dev, int rank, int size, const void *id,
+                                           char *err, size_t errlen) __attribute__((weak));
+
+const char *vdn_engine_group_check(vdn_engine *const *engs, int n, char *why, size_t len) {
+    if (n == 1) return "none";
+    if (n < 1 || n > 64) return vdn_fail(why, len, "%d ranks, expected 1..64", n), NULL;
+    const char *be = engs[0]->dev->be->name;
+    for (int r = 0; r < n; r++) {
+        const vdn_engine *e = engs[r];
+        if (!e) return vdn_fail(why, len, "rank %d has no engine", r), NULL;
+        if (e->ranks > 1)
+            return vdn_fail(why, len, "rank %d's engine already shards over %d virtual ranks", r,
+                            e->ranks),
+                   NULL;
+        if (strcmp(e->dev->be->name, be) != 0 ||
+            strcmp(vdn_engine_identity(e), vdn_engine_identity(engs[0])) != 0)
+            return vdn_fail(why, len,
+                            "rank %d's engine (%s, %.16s) differs from rank 0's (%s, %.16s)", r,
+                            e->dev->be->name, vdn_engine_identity(e), be,
+                            vdn_engine_identity(engs[0])),
+                   NULL;
+        for (int q = 0; q < r; q++)
+            if (engs[q] == e)
+                return vdn_fail(why, len, "ranks %d and %d share one engine", q, r), NULL;
+    }
+    if (!strcmp(be, "cpu")) return "inproc"; /* host memory: every rank reads its peers' */
+    if (!strcmp(be, "cuda") && vdn_comm_nccl_open) return "nccl";
+    return vdn_fail(why, len,
+                    "backend %s without NCCL in this build (the in-process communicator cannot "
+                    "move data between GPUs; build with nccl.h: kernels/CMakeLists.txt)",
+                    be),
+           NULL;
+}
+
 /* ---- failures ---- */
 
 vdn_engine_fault vdn_engine_last_fault(const vdn_engine *eng) {

@@ -124,6 +124,22 @@ int vdn_audio_latents(int pixel_frames);
  * a time: the engine's renders and that model's calls must not overlap. */
 struct vdn_dev *vdn_engine_device(vdn_engine *eng);
 
+/* ---- one clip on several GPUs (sequence parallelism, spec 6) ---- */
+
+/* Whether engs[0..n-1] can render one clip together, one rank each: the same checkpoint and
+ * backend, no virtual ranks, and a communicator between their devices: in-process on the CPU
+ * backend (host memory); NCCL between GPUs where it is built in (VDN_HAVE_NCCL). Returns the
+ * communicator's name ("inproc", "nccl"), or NULL with why not (a CUDA build without NCCL: the
+ * in-process one cannot move data between GPUs). n = 1: "none". */
+const char *vdn_engine_group_check(vdn_engine *const *engs, int n, char *why, size_t len);
+/* vdn_engine_render with the forward sharded over the n engines (rank r on engs[r]'s device with
+ * its own copy of the weights): every rank steps its own copy of the latents; rank 0's are
+ * written. On the CPU the result equals a one-engine render bit for bit. The run record is
+ * engs[0]'s; progress and snapshots come from rank 0. vdn_engine_last_fault of each engine says
+ * which device failed. n = 1 is vdn_engine_render. */
+int vdn_engine_render_group(vdn_engine *const *engs, int n, const vdn_render_request *req,
+                            vdn_progress_fn progress, void *user, char *err, size_t errlen);
+
 /* ---- failures (the worker's failure blame) ---- */
 
 /* What the last vdn_engine_render's failure came from, as the op layer recorded it on the

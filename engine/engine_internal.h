@@ -40,6 +40,11 @@ typedef struct {
     int done;      /* model evaluations done (k0 before the first) */
     vdn_progress_fn progress;
     void *user;
+    /* one clip over several engines (vdn_engine_render_group): this rank's communicator, NULL
+     * for a plain render. Every rank runs the same loop on its own latents (the sharded forward
+     * gives each the full velocity, so they stay equal); rank 0 alone reports progress, takes
+     * snapshots and reads the latents back. */
+    struct vdn_comm *comm;
 } vdn_render_loop;
 
 /* Forget the devices' fault records (engine.c): vdn_engine_render calls it first. */
@@ -47,6 +52,10 @@ void vdn_engine_clear_faults(struct vdn_engine *eng);
 
 /* The loop over the op layer (render_ops.c): latents and sampler state stay on the device. */
 int vdn_render_loop_ops(struct vdn_engine *eng, vdn_render_loop *lp, char *err, size_t errlen);
+/* The same loop as one rank per engine of engs (threads; rank 0 = engs[0] renders lp) over the
+ * communicator vdn_engine_group_check names. */
+int vdn_render_loop_group(struct vdn_engine *const *engs, int n, vdn_render_loop *lp, char *err,
+                          size_t errlen);
 /* Whether a snapshot is due after NFE `done` (render.c): every K-th NFE from the resume point,
  * or once snapshot_every_seconds passed since `last`; never after the last NFE. */
 int vdn_render_snapshot_due(const vdn_render_request *req, int done, int k0, double last);

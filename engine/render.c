@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "comm.h"
 #include "engine_internal.h"
 #include "prompt.h"
 #include "record.h"
@@ -64,11 +65,14 @@ int vdn_render_snapshot_due(const vdn_render_request *req, int done, int k0, dou
     return req->snapshot_every_seconds > 0 && vdn_now() - last >= req->snapshot_every_seconds;
 }
 
-int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progress_fn progress,
-                      void *user, char *err, size_t errlen) {
+/* A render on engs[0], its forward sharded over all n engines when n > 1 (render_ops.c). */
+static int render_on(vdn_engine *const *engs, int n, const vdn_render_request *req,
+                     vdn_progress_fn progress, void *user, char *err, size_t errlen) {
+    vdn_engine *eng = engs[0];
     const vdn_config *c = &eng->cfg;
     double wall_start = vdn_wall(), t_start = vdn_now();
-    vdn_engine_clear_faults(eng); /* vdn_engine_last_fault speaks of this render only */
+    for (int r = 0; r < n; r++) /* vdn_engine_last_fault speaks of this render only */
+        vdn_engine_clear_faults(engs[r]);
     if (!req->out_prefix || !req->out_prefix[0])
         return vdn_fail(err, errlen, "request: out_prefix is empty (expected PREFIX)");
     if (!req->prompt_cache) return vdn_fail(err, errlen, "request: prompt_cache is missing");
@@ -211,7 +215,9 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
                           .progress = progress,
                           .user = user};
     const double t_loop = vdn_now(); /* setup: prompt, sequence, noise, patchify */
-    if (rc == 0) rc = vdn_render_loop_ops(eng, &lp, err, errlen);
+    if (rc == 0)
+        rc = n > 1 ? vdn_render_loop_group(engs, n, &lp, err, errlen)
+                   : vdn_render_loop_ops(eng, &lp, err, errlen);
     done = lp.done;
     if (rc == 0) { /* outputs: video (24,F,H,W), audio (2,32,La) float32; then the record */
         const double t_out = vdn_now();
@@ -283,4 +289,20 @@ int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progre
     vdn_seq_free(&seq);
     vdn_prompt_free(&pr);
     return rc;
+}
+
+int vdn_engine_render(vdn_engine *eng, const vdn_render_request *req, vdn_progress_fn progress,
+                      void *user, char *err, size_t errlen) {
+    return render_on(&eng, 1, req, progress, user, err, errlen);
+}
+
+int vdn_engine_render_group(vdn_engine *const *engs, int n, const vdn_render_request *req,
+                            vdn_progress_fn progress, void *user, char *err, size_t errlen) {
+    if (n < 1 || n > VDN_COMM_MAX_RANKS)
+        return vdn_fail(err, errlen, "render group: %d engines, expected 1..%d", n,
+                        VDN_COMM_MAX_RANKS);
+    char why[VDN_ERR_LEN];
+    if (n > 1 && !vdn_engine_group_check(engs, n, why, sizeof why))
+        return vdn_fail(err, errlen, "a render over %d GPUs: %s", n, why);
+    return render_on(engs, n, req, progress, user, err, errlen);
 }

@@ -2,10 +2,18 @@
  * state) is uploaded once, the DiT (dit.h) and the Euler steps (vdn_op_euler) run on the device,
  * and per model evaluation only the per-row timestep indices that changed and the unique
  * timestep values go to it; the latents come back at the end, and for each snapshot. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "comm.h"
 #include "engine_internal.h"
 #include "vdn_util.h"
+
+/* kernels/comm_nccl.cu where NCCL is built in (VDN_HAVE_NCCL); weak, so engine/ links without */
+extern int vdn_comm_nccl_unique_id(void *id, char *err, size_t errlen) __attribute__((weak));
+extern vdn_comm *vdn_comm_nccl_open(vdn_dev *dev, int rank, int size, const void *id, char *err,
+                                    size_t errlen) __attribute__((weak));
 
 /* the sampler state on the device: what a snapshot reads back (with the step) */
 typedef struct {
@@ -67,7 +75,11 @@ static int nfe(vdn_engine *eng, vdn_render_loop *lp, loop_tensors *t, int k) {
     vdn_seq *s = lp->seq;
     vdn_seq_timesteps(s, tv, ta);
     if (vdn_dit_seq_timesteps(&t->seq, s->tags, s->t_index, s->t_values, s->n_t) != 0) return -1;
-    if (eng->ranks > 1) {
+    if (lp->comm) {
+        if (vdn_dit_forward_sharded(&eng->w, &t->seq, lp->comm, t->text, t->st.video, t->cond,
+                                    t->st.audio, t->vv, t->av) != 0)
+            return -1;
+    } else if (eng->ranks > 1) {
         if (vdn_dit_forward_virtual(eng->rank_dev, eng->ranks, &eng->w, &t->seq, t->text,
                                     t->st.video, t->cond, t->st.audio, t->vv, t->av) != 0)
             return -1;
@@ -107,6 +119,7 @@ static void snapshot(vdn_engine *eng, vdn_render_loop *lp, const loop_tensors *t
 
 int vdn_render_loop_ops(vdn_engine *eng, vdn_render_loop *lp, char *err, size_t errlen) {
     const int steps = lp->req->steps;
+    const int lead = !lp->comm || lp->comm->rank == 0; /* reports, snapshots, reads back */
     loop_tensors t = {0};
     int rc = setup(eng, lp, &t);
     double last_snapshot = vdn_now();
@@ -116,18 +129,80 @@ int vdn_render_loop_ops(vdn_engine *eng, vdn_render_loop *lp, char *err, size_t 
         if (rc != 0) break;
         t.st.step = lp->done = k + 1;
         lp->nfe_s[k] = vdn_now() - t0;
-        if (vdn_render_snapshot_due(lp->req, k + 1, lp->k0, last_snapshot)) {
+        if (lead && vdn_render_snapshot_due(lp->req, k + 1, lp->k0, last_snapshot)) {
             snapshot(eng, lp, &t);
             last_snapshot = vdn_now();
         }
-        if (lp->progress && lp->progress(lp->user, k + 1, steps, lp->nfe_s[k]) != 0) {
+        if (lead && lp->progress && lp->progress(lp->user, k + 1, steps, lp->nfe_s[k]) != 0) {
+            if (lp->comm) vdn_comm_abort(lp->comm); /* the peers' next collective fails */
             release(&t);
             return vdn_fail(err, errlen, "cancelled after %d of %d model evaluations", k + 1,
                             steps);
         }
     }
-    if (rc == 0) rc = download(&t.st, lp);
-    if (rc != 0) vdn_fail(err, errlen, "%s: %s", vdn_dev_name(eng->dev), vdn_dev_error(eng->dev));
+    if (rc == 0 && lead) rc = download(&t.st, lp);
+    if (rc != 0) {
+        /* a failure outside a collective (setup, Euler) must not leave the peers waiting */
+        if (lp->comm) vdn_comm_abort(lp->comm);
+        vdn_fail(err, errlen, "%s: %s", vdn_dev_name(eng->dev), vdn_dev_error(eng->dev));
+    }
     release(&t);
     return rc;
+}
+
+/* ---- one clip over several engines ---- */
+
+typedef struct {
+    vdn_engine *const *engs;
+    int n;
+    vdn_render_loop *lp;      /* rank 0's */
+    vdn_comm_group *g;        /* in-process, or NULL: NCCL with id */
+    char id[128];             /* the NCCL unique id (VDN_NCCL_ID_BYTES) */
+    char (*err)[VDN_ERR_LEN]; /* per rank */
+} group_job;
+
+static int group_rank(int rank, void *arg) {
+    group_job *j = arg;
+    vdn_engine *eng = j->engs[rank];
+    vdn_render_loop lp = *j->lp;
+    double *nfe_s = NULL;
+    if (rank > 0) { /* same inputs (read only); own timings, no reports */
+        nfe_s = vdn_xcalloc((size_t)lp.req->steps, sizeof *nfe_s);
+        lp.nfe_s = nfe_s, lp.progress = NULL, lp.user = NULL;
+    }
+    lp.comm = j->g ? vdn_comm_inproc(j->g, rank, eng->dev)
+                   : vdn_comm_nccl_open(eng->dev, rank, j->n, j->id, j->err[rank], VDN_ERR_LEN);
+    int rc = -1;
+    if (lp.comm) rc = vdn_render_loop_ops(eng, &lp, j->err[rank], VDN_ERR_LEN);
+    if (rank == 0) j->lp->done = lp.done;
+    vdn_comm_free(lp.comm);
+    free(nfe_s);
+    return rc;
+}
+
+int vdn_render_loop_group(vdn_engine *const *engs, int n, vdn_render_loop *lp, char *err,
+                          size_t errlen) {
+    char why[VDN_ERR_LEN];
+    const char *via = vdn_engine_group_check(engs, n, why, sizeof why);
+    if (!via) return vdn_fail(err, errlen, "a render over %d GPUs: %s", n, why);
+    group_job j = {.engs = engs, .n = n, .lp = lp};
+    if (!strcmp(via, "inproc") && !(j.g = vdn_comm_group_new(n, err, errlen))) return -1;
+    if (!strcmp(via, "nccl") && vdn_comm_nccl_unique_id(j.id, err, errlen) != 0) return -1;
+    j.err = vdn_xcalloc((size_t)n, sizeof *j.err);
+    int failed = vdn_comm_run_ranks(n, group_rank, &j);
+    if (failed) { /* the rank that failed first, not one that only saw "another rank failed" */
+        int pick = 0;
+        for (int r = 0; r < n; r++)
+            if (j.err[r][0] && !strstr(j.err[r], "another rank")) {
+                pick = r;
+                break;
+            }
+        if (pick) /* name the rank: its device is not rank 0's */
+            vdn_fail(err, errlen, "rank %d of %d: %s", pick, n, j.err[pick]);
+        else
+            vdn_fail(err, errlen, "%s", j.err[0]);
+    }
+    free(j.err);
+    vdn_comm_group_free(j.g);
+    return failed ? -1 : 0;
 }

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "decode.h"
 #include "prompt.h"
 #include "snapshot.h"
@@ -185,6 +187,74 @@ static void finish_gpu(vdn_attempt *j, int ok, vdn_fault fault, int gpu_fault, c
 
 static void finish(vdn_attempt *j, int ok, vdn_fault fault, const char *reason) {
     finish_gpu(j, ok, fault, 0, reason);
+}
+
+/* The worst fault the job's devices recorded in its last render, and which GPUs had a device
+ * fault (gpu_fault_mask; none typed but the words name one: every GPU of the job). */
+static vdn_engine_fault job_fault(vdn_attempt *j) {
+    vdn_engine_fault worst = VDN_ENGINE_FAULT_NONE;
+    j->gpu_fault_mask = 0;
+    for (int r = 0; r < j->gpus.n; r++) {
+        vdn_engine_fault f = vdn_engine_last_fault(j->gpus.eng[r]);
+        if (f == VDN_ENGINE_FAULT_DEVICE) j->gpu_fault_mask |= 1ull << r;
+        if (f > worst) worst = f;
+    }
+    if (!j->gpu_fault_mask) j->gpu_fault_mask = ~0ull;
+    return worst;
+}
+
+/* How many GPUs render the clip: all of the job's when their engines can shard one forward
+ * (engine.h vdn_engine_group_check), else the first alone, said in the log and the record. */
+static int render_ranks(vdn_attempt *j, const char **via, char *why, size_t len) {
+    why[0] = 0;
+    *via = "none";
+    if (j->gpus.n <= 1) return 1;
+    const char *c = vdn_engine_group_check(j->gpus.eng, j->gpus.n, why, len);
+    if (!c) {
+        VDN_WARN("job %llu attempt %llu: holds %d GPUs but renders on GPU %d alone: %s",
+                 (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id,
+                 j->gpus.n, j->gpus.index[0], why);
+        return 1;
+    }
+    *via = c;
+    char gl[256] = "";
+    for (int r = 0; r < j->gpus.n; r++)
+        snprintf(gl + strlen(gl), sizeof gl - strlen(gl), "%s%d", r ? "," : "", j->gpus.index[r]);
+    VDN_INFO("job %llu attempt %llu: one clip sharded over %d ranks on GPUs %s (%s communicator)",
+             (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id, j->gpus.n,
+             gl, c);
+    return j->gpus.n;
+}
+
+/* The run record's "gpus": what the job held and what rendered it. */
+static int record_gpus(const char *path, const vdn_attempt *j, int ranks, const char *via,
+                       const char *why, char *err, size_t errlen) {
+    size_t len;
+    char *text = vdn_read_file(path, &len, err, errlen);
+    if (!text) return -1;
+    cJSON *r = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsObject(r)) {
+        cJSON_Delete(r);
+        return vdn_fail(err, errlen, "%s: not a JSON object (a run record)", path);
+    }
+    cJSON *o = cJSON_CreateObject(), *held = cJSON_CreateArray(), *used = cJSON_CreateArray();
+    for (int i = 0; i < j->gpus.n; i++) {
+        cJSON_AddItemToArray(held, cJSON_CreateNumber(j->gpus.index[i]));
+        if (i < ranks) cJSON_AddItemToArray(used, cJSON_CreateNumber(j->gpus.index[i]));
+    }
+    cJSON_AddItemToObject(o, "held", held);
+    cJSON_AddItemToObject(o, "rendered_on", used);
+    cJSON_AddNumberToObject(o, "ranks", ranks);
+    cJSON_AddStringToObject(o, "communicator", via);
+    if (why && why[0]) cJSON_AddStringToObject(o, "not_sharded", why);
+    cJSON_DeleteItemFromObjectCaseSensitive(r, "gpus");
+    cJSON_AddItemToObject(r, "gpus", o);
+    char *out = cJSON_Print(r);
+    cJSON_Delete(r);
+    int rc = vdn_write_file_atomic(path, out, strlen(out), err, errlen);
+    cJSON_free(out);
+    return rc;
 }
 
 /* Where the prompt cache is on this machine; downloads it into the scratch dir when it lives
@@ -376,13 +446,17 @@ static void *job_main(void *arg) {
         .snapshot_every_nfe = j->spec.snapshot_every,
         .snapshot_every_seconds = j->spec.snapshot_seconds,
     };
-    int render_rc = vdn_engine_render(j->eng, &req, on_progress, j, err, sizeof err);
+    const char *via;
+    char why[VDN_ERR_LEN];
+    int ranks = render_ranks(j, &via, why, sizeof why);
+    int render_rc =
+        vdn_engine_render_group(j->gpus.eng, ranks, &req, on_progress, j, err, sizeof err);
     if (resuming) vdn_snapshot_free(&resume);
     if (render_rc) {
         /* After the prompt cache has been checked, a failure is the request's (a size the model
          * cannot take) unless the devices recorded a fault of their own (blame.h). */
         int cancelled = atomic_load(&j->cancel), gpu = 0;
-        vdn_fault f = vdn_blame_render(vdn_engine_last_fault(j->eng), err, &gpu);
+        vdn_fault f = vdn_blame_render(job_fault(j), err, &gpu);
         snprintf(msg, sizeof msg, "%s%s",
                  cancelled && !gpu ? "cancelled: " : "render failed: ", err);
         finish_gpu(j, 0, cancelled && !gpu ? VDN_FAULT_TRANSIENT : f, gpu, msg);
@@ -410,6 +484,7 @@ static void *job_main(void *arg) {
         if (vdn_decoder_decode(j->gpus.dec, &dopt, err, sizeof err)) {
             int gpu = 0;
             vdn_blame_render(vdn_engine_last_fault(j->eng), err, &gpu);
+            j->gpu_fault_mask = 1; /* the decode ran on the first GPU */
             snprintf(msg, sizeof msg, "decoding the latents into an mp4: %s", err);
             finish_gpu(j, 0, VDN_FAULT_WORKER, gpu, msg);
             return NULL;
@@ -466,6 +541,11 @@ static void *job_main(void *arg) {
             return NULL;
         }
     snprintf(local, sizeof local, "%s.json", prefix);
+    if (record_gpus(local, j, ranks, via, why, err, sizeof err)) {
+        snprintf(msg, sizeof msg, "run record: %s", err);
+        finish(j, 0, VDN_FAULT_WORKER, msg);
+        return NULL;
+    }
     if (text &&
         vdn_text_cache_info_to_record(local, &text_info, vdn_text_prompts_identity(j->stores->text),
                                       err, sizeof err)) {

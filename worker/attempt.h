@@ -105,6 +105,7 @@ typedef struct {
     int ok, retryable;
     vdn_fault fault; /* on failure: whose fault (retryable = fault != VDN_FAULT_JOB) */
     int gpu_fault;   /* on failure: the GPU itself failed (blame.h): take it out of service */
+    uint64_t gpu_fault_mask; /* which of gpus.eng[] failed (bit r: rank r's GPU) */
     char reason[VDN_ERR_LEN];
     char *record_json;  /* on success */
     char **object_keys; /* on success: the keys written */

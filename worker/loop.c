@@ -424,8 +424,8 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
     s.snapshot_every = w->o->snapshot_every;
     s.data_roots = w->o->data_roots;
     s.n_data_roots = w->o->n_data_roots;
-    /* The render runs on the first slot's engine. Until the sharded forward lands, a k-GPU
-     * job holds its k GPUs (so nothing else is placed there) and renders on the first. */
+    /* A k-GPU job renders one clip sharded over the engines of its k GPUs (attempt.c
+     * render_ranks); it decodes, and keeps its store handles, on the first. */
     vdn_slot *first = &w->slots.s[j->pos[0]];
     char gl[256] = "";
     for (int i = 0; i < j->npos; i++)
@@ -439,9 +439,11 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
                             : "-",
              s.frames, s.height, s.width, s.steps, (unsigned long long)s.seed);
     uint64_t attempt = s.attempt_id;
-    vdn_attempt_gpus g = {.n = 1, .dec = first->dec, .dec_err = first->dec_err};
-    g.eng[0] = first->eng;
-    g.index[0] = first->index;
+    vdn_attempt_gpus g = {.n = j->npos, .dec = first->dec, .dec_err = first->dec_err};
+    for (int i = 0; i < j->npos; i++) {
+        g.eng[i] = w->slots.s[j->pos[i]].eng;
+        g.index[i] = w->slots.s[j->pos[i]].index;
+    }
     j->a = vdn_attempt_start(&s, &g, &first->stores, w->scratch, w->o->upload_attempts, err,
                              sizeof err);
     if (!j->a) {
@@ -661,7 +663,8 @@ static void finish_run(worker *w, running *j) {
                 /* out of service before the FAIL goes: the coordinator places the job again
                  * as soon as it reads the FAIL, and must know by then not to use this GPU */
                 for (int i = 0; i < j->npos; i++)
-                    vdn_slot_fault(&w->slots, j->pos[i], w->o->id, a->reason);
+                    if (a->gpu_fault_mask >> i & 1)
+                        vdn_slot_fault(&w->slots, j->pos[i], w->o->id, a->reason);
                 send_heartbeat(w);
             }
             o->reason = vdn_xstrdup(reason);

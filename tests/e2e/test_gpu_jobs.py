@@ -97,6 +97,32 @@ def test(args):
         log("4 one-GPU jobs decoded on GPUs %s, VAEs loaded once per GPU"
             % sorted(decoded.values()))
 
+        # ---- 2. the same clip on 1 GPU and sharded over 2 (56 frames: the VDN branch runs)
+        clip = dict(req, frames=FRAMES, steps=2, seed=77)
+        b2 = submit(farm, [clip, dict(clip, gpus=2)], "sharded")
+        farm.wait_batch(b2, 2, 120)
+        farm.check_exactly_once(b2, 2)
+        keys = farm.job_keys(b2)
+        one, two = sorted(keys)
+        lat1, lat2 = latents_of(farm, keys[one]), latents_of(farm, keys[two])
+        for name in ("video", "audio"):
+            check(lat1[name][0] == lat2[name][0], "%s shapes %s vs %s"
+                  % (name, lat1[name][0], lat2[name][0]))
+            check(lat1[name][1] == lat2[name][1],
+                  "the 2-GPU job's %s latents differ from the 1-GPU job's" % name)
+        r1, r2 = record_of(farm, keys[one]), record_of(farm, keys[two])
+        check(r1["gpus"]["ranks"] == 1 and len(r1["gpus"]["held"]) == 1
+              and r1["gpus"]["communicator"] == "none", "1-GPU record: %s" % r1["gpus"])
+        g2 = r2["gpus"]
+        check(g2["ranks"] == 2 and g2["communicator"] == "inproc" and len(g2["held"]) == 2
+              and g2["rendered_on"] == g2["held"] and "not_sharded" not in g2,
+              "2-GPU record: %s" % g2)
+        text = open(wlog).read()
+        check(re.search(r"job %d attempt \d+: one clip sharded over 2 ranks on GPUs \d,\d "
+                        r"\(inproc communicator\)" % two, text), "no log line for the sharded job")
+        log("2-GPU job: latents equal to the 1-GPU job's bit for bit (%d video bytes); record "
+            "gpus = %s" % (len(lat2["video"][1]), json.dumps(g2)))
+
 
 if __name__ == "__main__":
     main(test)
