@@ -33,6 +33,7 @@ static void usage(FILE *f) {
         "                       [--lease-seconds 60] [--heartbeat-seconds 5]\n"
         "                       [--max-attempts 3] [--blocklist-failures 3]\n"
         "                       [--blocklist-seconds 300] [--keys DIR]\n"
+        "                       [--gpu-memory-limit GIB]\n"
         "                       [--http 127.0.0.1:8080 [--http-token-file FILE]\n"
         "                        [--http-cert PEM --http-key PEM]]\n"
         "\n"
@@ -40,6 +41,9 @@ static void usage(FILE *f) {
         "--keys DIR turns on CURVE: DIR/coordinator.key (+ .pub), DIR/authorized_workers/*.pub,\n"
         "DIR/authorized_clients/*.pub (make keys with `vdn keygen`; SIGHUP re-reads the\n"
         "authorized folders). Without --keys only loopback endpoints are allowed.\n"
+        "A request no registered worker's GPU can hold is refused at submit (docs/cluster.md\n"
+        "\"Memory check at submit\"); --gpu-memory-limit GIB is the GPU size checked against\n"
+        "while no worker advertises GPU memory (default: no check then).\n"
         "--http HOST:PORT serves a read-only status page (/), its JSON (/api/status),\n"
         "Prometheus metrics (/metrics) and, from a file --store, done jobs' posters and mp4s\n"
         "(/media/jN/poster.png, /media/jN/video.mp4); off by default. Beyond loopback it needs\n"
@@ -172,6 +176,9 @@ int vdn_cmd_coordinator(int argc, char **argv) {
         } else if (!strcmp(a, "--blocklist-failures")) {
             if (parse_num(a, v, 1, 1000, &x)) return 2;
             o->blocklist_failures = (int)x;
+        } else if (!strcmp(a, "--gpu-memory-limit")) {
+            if (parse_num(a, v, 1, 1 << 20, &x)) return 2;
+            o->gpu_memory_limit = (uint64_t)(x * 1073741824.0);
         } else if (!strcmp(a, "--blocklist-seconds")) {
             if (parse_num(a, v, 0, 86400 * 7, &o->blocklist_seconds)) return 2;
         } else {

@@ -45,6 +45,22 @@ static int own(void *user, int argc, char **argv, int i) {
     return 0;
 }
 
+/* The coordinator names a refused job by its place in the batch ("job 3 of the batch: ...",
+ * e.g. a size no registered worker's GPU can hold); say FILE:LINE instead, as for the checks
+ * made here. */
+static void print_refusals(const char *err, const char *fname, const vdn_job_spec *jobs, int n) {
+    for (const char *s = err; *s;) {
+        const char *nl = strchr(s, '\n');
+        int len = nl ? (int)(nl - s) : (int)strlen(s), k = 0, used = 0;
+        if (sscanf(s, "job %d of the batch: %n", &k, &used) == 1 && used > 0 && k >= 1 && k <= n &&
+            jobs[k - 1].line_no > 0 && used <= len)
+            fprintf(stderr, "%s:%d: %.*s\n", fname, jobs[k - 1].line_no, len - used, s + used);
+        else
+            fprintf(stderr, "%.*s\n", len, s);
+        s += len + (nl ? 1 : 0);
+    }
+}
+
 int vdn_cmd_submit(int argc, char **argv) {
     submit_opts so = {NULL, 0, 1, 0};
     cli_args a;
@@ -91,8 +107,14 @@ int vdn_cmd_submit(int argc, char **argv) {
     int rc = VDN_EXIT_OK;
     if (vdn_client_submit(c, jobs, n, so.tag, so.priority, a.pos[0], &batch, ids, err,
                           sizeof err)) {
-        rc = cli_fail("submit", c, err);
-        if (rc == VDN_EXIT_INVALID) fprintf(stderr, "vdn submit: nothing submitted\n");
+        if (vdn_client_error_code(c) == VDN__ERROR__CODE__INVALID) {
+            print_refusals(err, a.pos[0], jobs, n);
+            fprintf(stderr, "vdn submit: the coordinator refused %s; nothing submitted\n",
+                    a.pos[0]);
+            rc = VDN_EXIT_INVALID;
+        } else {
+            rc = cli_fail("submit", c, err);
+        }
     } else if (a.json) {
         printf("{\"batch\": \"b%llu\", \"batch_id\": %llu, \"jobs\": [", (unsigned long long)batch,
                (unsigned long long)batch);

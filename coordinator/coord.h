@@ -21,6 +21,9 @@ typedef struct {
     int max_attempts;
     int blocklist_failures; /* consecutive failed/expired attempts before a time-out */
     double blocklist_seconds;
+    /* --gpu-memory-limit: the GPU size requests are checked against at submit while no
+     * registered worker advertises GPU memory (memfit.h); 0 = no check then */
+    uint64_t gpu_memory_limit;
 } coord_opts;
 
 #define COORD_MAX_GPUS 64
@@ -43,6 +46,9 @@ typedef struct {
     char name[64];
     uint64_t memory; /* bytes */
     uint64_t used;   /* bytes in use, from its last HEARTBEAT */
+    /* the least in use while free since READY: what the engine keeps loaded (weights, VAEs);
+     * 0 = not reported. The submit check (memfit.h) counts the rest as room for a render. */
+    uint64_t resident;
     int out_of_service;
     char fault[160];
 } cgpu;

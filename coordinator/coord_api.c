@@ -87,7 +87,7 @@ static int target(peer *p, const char *s, const char *allowed, char *kind, int64
 static void on_submit(peer *p, const Vdn__SubmitRequest *s) {
     vdn_errlist errs = {0};
     int64_t batch = 0, *ids = NULL;
-    if (jobs_submit(p->c->db, s, &batch, &ids, &errs)) {
+    if (jobs_submit(p->c->db, s, p->c->o.gpu_memory_limit, &batch, &ids, &errs)) {
         size_t cap = 1;
         for (int i = 0; i < errs.n; i++)
             cap += strlen(errs.lines[i]) + 1;

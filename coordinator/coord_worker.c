@@ -69,6 +69,9 @@ static void note_gpu_state(coord *c, cworker *w, Vdn__Gpu **g, size_t n) {
             cgpu *x = &w->gpu[p];
             if (x->index != g[i]->index) continue;
             x->used = g[i]->memory_used;
+            int free_now = !(g[i]->has_attempt_id && g[i]->attempt_id);
+            if (free_now && x->used && (!x->resident || x->used < x->resident))
+                x->resident = x->used;
             int out = g[i]->has_out_of_service && g[i]->out_of_service;
             if (out && !x->out_of_service) {
                 snprintf(x->fault, sizeof x->fault, "%s", g[i]->fault ? g[i]->fault : "");
@@ -90,6 +93,7 @@ static char *gpus_json(const cworker *w) {
         if (g->name[0]) cJSON_AddStringToObject(o, "name", g->name);
         cJSON_AddNumberToObject(o, "memory", (double)g->memory);
         if (g->used) cJSON_AddNumberToObject(o, "used", (double)g->used);
+        if (g->resident) cJSON_AddNumberToObject(o, "resident", (double)g->resident);
         for (int i = 0; i < w->nhold; i++)
             if (w->hold[i].mask >> p & 1)
                 cJSON_AddNumberToObject(o, "attempt", (double)w->hold[i].attempt);

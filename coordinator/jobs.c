@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "db.h"
+#include "memfit.h"
 #include "spec.h"
 #include "vdn_util.h"
 
@@ -32,8 +33,8 @@ void jobs_class_of(const vdn_job_spec *s, char *buf, size_t len) {
              s->variant && *s->variant ? s->variant : "vdn", band);
 }
 
-int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, int64_t *batch, int64_t **job_ids,
-                vdn_errlist *errs) {
+int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, uint64_t gpu_memory_limit,
+                int64_t *batch, int64_t **job_ids, vdn_errlist *errs) {
     char err[VDN_ERR_LEN];
     *job_ids = NULL;
     if (req->n_jobs == 0) {
@@ -50,7 +51,8 @@ int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, int64_t *batch, int6
         char where[64];
         snprintf(where, sizeof where, "job %zu of the batch", i + 1);
         vdn_job_spec_from_proto(req->jobs[i], &specs[i]);
-        vdn_job_spec_validate(&specs[i], errs, where);
+        if (vdn_job_spec_validate(&specs[i], errs, where) == 0)
+            coord_mem_check(db, &specs[i], gpu_memory_limit, errs, where);
     }
     int64_t *ids = vdn_xcalloc(req->n_jobs, sizeof *ids);
     int rc = -1;

@@ -26,9 +26,11 @@ const char *job_fault_name(job_fault f); /* "job" "worker" "transient" */
 void jobs_class_of(const vdn_job_spec *s, char *buf, size_t len);
 void job_claim_free(job_claim *c);
 
-/* Validates every job (errs gets one line per problem) and inserts all or nothing. */
-int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, int64_t *batch, int64_t **job_ids,
-                vdn_errlist *errs);
+/* Validates every job (errs gets one line per problem), refuses those no registered worker's
+ * GPU can hold (memfit.h; gpu_memory_limit bytes stands in while no worker advertises GPU
+ * memory, 0 = no check then) and inserts all or nothing. */
+int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, uint64_t gpu_memory_limit,
+                int64_t *batch, int64_t **job_ids, vdn_errlist *errs);
 
 /* Makes queued job `job` running under a new attempt held by worker_id, with lease_until =
  * now + lease (which job, which worker: coordinator/place.h decides). 1 claimed, 0 the job is

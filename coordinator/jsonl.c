@@ -59,7 +59,7 @@ void vdn_jobs_free(vdn_job_spec *jobs, int n) {
 /* The fewest sequence rows this request makes on any released checkpoint (2 x 2 latent patches,
  * one text row, no keyframes): above the engine's limit (engine/seq.h) it can never render, so
  * it is refused at submission instead of failing on a worker. 0 when a size is left out. */
-static long long min_sequence_rows(const vdn_job_spec *s) {
+long long vdn_job_min_rows(const vdn_job_spec *s) {
     if (s->frames <= 0 || s->height <= 0 || s->width <= 0) return 0;
     long long per_frame = (long long)(s->height / 32) * (s->width / 32);
     return 1 + (long long)vdn_latent_frames(s->frames) * per_frame +
@@ -231,7 +231,7 @@ int vdn_job_spec_validate(const vdn_job_spec *s, vdn_errlist *errs, const char *
                         "%s: field 'variant': expected one of vdn, dense, vdn-no-anchors, "
                         "window-only, vdn-additive, got \"%.60s\"",
                         where, s->variant);
-    long long rows = min_sequence_rows(s);
+    long long rows = vdn_job_min_rows(s);
     if (rows > VDN_SEQ_MAX_ROWS)
         vdn_errlist_add(errs,
                         "%s: frames x height x width = %d x %d x %d make at least %lld sequence "
@@ -360,7 +360,7 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
             "expected a relative key prefix like \"runs/cat/out\" (no leading '/', no '..', "
             "no '//', no trailing '/'), got \"%.80s\"",
             s->output_prefix);
-    long long rows = c->bad == before ? min_sequence_rows(s) : 0;
+    long long rows = c->bad == before ? vdn_job_min_rows(s) : 0;
     if (rows > VDN_SEQ_MAX_ROWS)
         bad(c, "frames",
             "%d frames of %d x %d make at least %lld sequence rows, above the engine's limit of "

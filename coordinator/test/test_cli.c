@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "client.h"
+#include "engine.h"
 #include "harness.h"
 
 static char out[65536];
@@ -324,6 +325,85 @@ static void test_curve(void) {
           strstr(out, "authorized_workers"));
 }
 
+/* Sizes no GPU can hold are refused at submit with the line and the numbers (memfit.h): against
+ * --gpu-memory-limit while no worker advertises GPU memory, then against the most room a
+ * registered worker's GPU has beside what its engine keeps loaded (memory in use while free). */
+static void test_memory(void) {
+    char wep[64], cep[64], db[300], req[300], text[2048], want[256];
+    snprintf(wep, sizeof wep, "tcp://127.0.0.1:%d", h_port(0));
+    snprintf(cep, sizeof cep, "tcp://127.0.0.1:%d", h_port(1));
+    snprintf(db, sizeof db, "%s/mem.db", h_tmp);
+    snprintf(req, sizeof req, "%s/mem.jsonl", h_tmp);
+    pid_t pid = start_coordinator("--db", db, "--bind", wep, "--client-bind", cep,
+                                  "--gpu-memory-limit", "40", NULL);
+    setenv("VDN_COORDINATOR", cep, 1);
+    const char *small = "{\"prompt_cache\": \"s3://b/p.safetensors\", \"frames\": 56, "
+                        "\"height\": 32, \"width\": 32}\n";
+    const char *medium = "{\"prompt_cache\": \"s3://b/p.safetensors\", \"frames\": 345, "
+                         "\"height\": 1088, \"width\": 1920}\n";
+    const char *huge = "{\"prompt_cache\": \"s3://b/p.safetensors\", \"frames\": 721, "
+                       "\"height\": 2176, \"width\": 3840%s}\n";
+    /* H3: per row 2 bytes x (3 x 5376 + 6 x 56 x 128); a feed-forward piece 2 x 16384 x 3 x
+     * 14336; weights 2 x 50 x (4 x 5376 x 7168 + 3 x 5376 x 14336) */
+    const double per_row = 2.0 * (3 * 5376 + 6 * 56 * 128), piece = 2.0 * 16384 * 3 * 14336,
+                 weights = 2.0 * 50 * (4.0 * 5376 * 7168 + 3.0 * 5376 * 14336), gib = 1 << 30;
+    long long rows_m = 1 + (long long)vdn_latent_frames(345) * 34 * 60 + 2 * vdn_audio_latents(345);
+    long long rows_h =
+        1 + (long long)vdn_latent_frames(721) * 68 * 120 + 2 * vdn_audio_latents(721);
+    CHECK(rows_h < (1 << 21), "the huge request must pass the row limit: %lld rows", rows_h);
+
+    /* no worker yet: the configured 40 GiB, the H3 weights counted */
+    snprintf(text, sizeof text, "%s%s", small, medium);
+    write_text(req, text);
+    CHECK(run_cli(out, sizeof out, "submit %s", req) == 5, "%s", out);
+    snprintf(want, sizeof want,
+             "mem.jsonl:2: frames x height x width = 345 x 1088 x 1920 need at "
+             "least %.1f GiB",
+             (weights + rows_m * per_row + piece) / gib);
+    CHECK(strstr(out, want) && strstr(out, "--gpu-memory-limit of 40.0 GiB") &&
+              strstr(out, "nothing submitted") && !strstr(out, "mem.jsonl:1:"),
+          "wanted '%s' in:\n%s", want, out);
+    snprintf(want, sizeof want, "%lld sequence rows x 115.5 KiB", rows_m);
+    CHECK(strstr(out, want), "wanted '%s' in:\n%s", want, out);
+    write_text(req, small);
+    CHECK(run_cli(out, sizeof out, "submit %s", req) == 0, "a small job under 40 GiB: %s", out);
+
+    /* a worker with a 141 GiB GPU whose engine holds 40 GiB while free: 101 GiB of room */
+    fake_worker w;
+    fw_open(&w, wep, "big-gpu");
+    Vdn__Gpu g = VDN__GPU__INIT, *gp = &g;
+    g.has_index = g.has_memory_bytes = g.has_memory_used = 1;
+    g.memory_bytes = 141ull << 30, g.memory_used = 40ull << 30;
+    Vdn__Ready r = VDN__READY__INIT;
+    r.worker_id = w.id, r.n_gpus = 1, r.gpus = &gp, r.checkpoint = "VDN-H3";
+    r.engine_version = "test";
+    Vdn__Envelope env = VDN__ENVELOPE__INIT;
+    env.payload_case = VDN__ENVELOPE__PAYLOAD_READY, env.ready = &r;
+    fw_send(&w, &env);
+    sleep_s(0.5);
+    char hugeline[512], huge2[512];
+    snprintf(hugeline, sizeof hugeline, huge, "");
+    snprintf(huge2, sizeof huge2, huge, ", \"gpus\": 2");
+    snprintf(text, sizeof text, "# comment\n%s%s%s", medium, hugeline, huge2);
+    write_text(req, text);
+    CHECK(run_cli(out, sizeof out, "submit %s", req) == 5, "%s", out);
+    snprintf(want, sizeof want,
+             "mem.jsonl:3: frames x height x width = 721 x 2176 x 3840 need at "
+             "least %.1f GiB of GPU memory beside the loaded model (%lld sequence rows",
+             (rows_h * per_row + piece) / gib, rows_h);
+    CHECK(strstr(out, want) && strstr(out, "101.0 GiB of 141.0 GiB on big-gpu") &&
+              !strstr(out, "mem.jsonl:2:") && !strstr(out, "mem.jsonl:4:"),
+          "wanted '%s' (and lines 2 and 4, medium and the huge one over 2 GPUs, accepted):\n%s",
+          want, out);
+    /* without the refused line the batch goes in: the configured limit no longer applies */
+    snprintf(text, sizeof text, "%s%s", medium, huge2);
+    write_text(req, text);
+    CHECK(run_cli(out, sizeof out, "submit %s", req) == 0, "%s", out);
+    fw_close(&w);
+    stop_coordinator(pid, SIGTERM);
+    unsetenv("VDN_COORDINATOR");
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_cli PATH/TO/vdn-coord-test\n");
@@ -335,6 +415,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "cli done (%.1f s)\n", vdn_now() - t0);
     test_curve();
     fprintf(stderr, "curve done (%.1f s)\n", vdn_now() - t0);
+    test_memory();
+    fprintf(stderr, "memory check done (%.1f s)\n", vdn_now() - t0);
     if (failures) {
         harness_dump_log();
         fprintf(stderr, "%d checks failed\n", failures);
