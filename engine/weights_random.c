@@ -20,7 +20,7 @@
 #include "ops.h"
 #include "vdn_util.h"
 
-#define EXACT_MAX (1 << 20) /* tensors up to this many values: the exact generator */
+#define EXACT_MAX (1 << 16) /* tensors up to this many values: the exact generator */
 #define SAMPLES 4096
 
 #define POOL_VALUES ((int64_t)1 << 28) /* bf16: 512 MB on the device, > the largest matrix */

@@ -1,9 +1,11 @@
 /* Linear layers through cuBLASLt: bf16 operands, fp32 accumulation, optional fused bias and
  * accumulate-into-output. Row-major Y = X W^T is the column-major product Y^T = W X^T, so W is
  * passed transposed as cuBLAS's A and X as its B. The heuristic's choice is cached per shape.
- * fp8: e4m3 A and B with row-wise fp32 scales (OUTER_VEC_32F: A's vector has one scale per
- * output feature, B's one per row of X), bf16 bias, C and D; the TN layout above is the one fp8
- * needs. */
+ * fp8: the plain product of e4m3 A and B into bf16 D (no scales, no bias, beta 0); the TN
+ * layout above is the one fp8 needs. cuBLASLt 13.0 refuses the row-wise scale mode
+ * (OUTER_VEC_32F) on Hopper (CUBLAS_STATUS_INVALID_VALUE from the heuristic, device run
+ * 2026-11-25), so the row scales, the bias and the accumulation are one epilogue of the caller's
+ * (op_cuda_fp8.cu). */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <stdlib.h>
@@ -13,7 +15,7 @@
 
 typedef struct {
     int rows, n, k, ldx, ldw, ldy, bias, acc, align; /* align: min pointer alignment in bytes */
-    int fp8;                                         /* e4m3 operands with row-wise scales */
+    int fp8;                                         /* e4m3 operands, unscaled bf16 D */
     int none; /* the heuristic found no algorithm (fp8: the caller falls back) */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c;
@@ -72,13 +74,6 @@ static int make_plan(vdn_gemm_ctx *g, plan *p) {
                                                     sizeof bt));
     }
     const cudaDataType_t tin = p->fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
-    if (p->fp8) { /* y = sw[o] sx[r] (W8 X8^T)[o, r]: A = W scales per M, B = X scales per N */
-        const int32_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
-                                                    sizeof mode));
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
-                                                    sizeof mode));
-    }
     /* A = W as stored: column-major k x n (ld = ldw), transposed by the op */
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, tin, p->k, p->n, p->ldw));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, tin, p->k, p->rows, p->ldx));
@@ -169,23 +164,14 @@ extern "C" int vdn_gemm_bf16(vdn_gemm_ctx *g, const void *X, int ldx, const void
     return 0;
 }
 
-extern "C" int vdn_gemm_fp8(vdn_gemm_ctx *g, const void *X8, int ldx, const float *sx,
-                            const void *W8, int ldw, const float *sw, void *Y, int ldy, int rows,
-                            int n_out, int k, const void *bias, int accumulate, vdn_stream st) {
-    const plan key = plan_key(rows, n_out, k, ldx, ldw, ldy, X8, W8, Y, bias, accumulate, 1);
+extern "C" int vdn_gemm_fp8(vdn_gemm_ctx *g, const void *X8, int ldx, const void *W8, int ldw,
+                            void *D, int ldd, int rows, int n_out, int k, vdn_stream st) {
+    const plan key = plan_key(rows, n_out, k, ldx, ldw, ldd, X8, W8, D, NULL, 0, 1);
     plan *p = find_plan(g, &key);
     if (!p) return -1;
     if (p->none) return 1;
-    if (bias)
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                    sizeof bias));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sw,
-                                                sizeof sw));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sx,
-                                                sizeof sx));
-    /* accumulate: C = D (bf16) with beta 1, as the bf16 path */
-    float one = 1.f, beta = accumulate ? 1.f : 0.f;
-    CUBLAS_CHECK(cublasLtMatmul(g->lt, p->op, &one, W8, p->a, X8, p->b, &beta, Y, p->c, Y, p->c,
+    float one = 1.f, zero = 0.f;
+    CUBLAS_CHECK(cublasLtMatmul(g->lt, p->op, &one, W8, p->a, X8, p->b, &zero, D, p->c, D, p->c,
                                 &p->algo, g->ws, g->ws_bytes, S_(st)));
     return 0;
 }

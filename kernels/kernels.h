@@ -26,13 +26,13 @@ vdn_gemm_ctx *vdn_gemm_create(size_t workspace_bytes);
 void vdn_gemm_destroy(vdn_gemm_ctx *g);
 int vdn_gemm_bf16(vdn_gemm_ctx *g, const void *X, int ldx, const void *W, int ldw, void *Y, int ldy,
                   int rows, int n_out, int k, const void *bias, int accumulate, vdn_stream st);
-/* The same with e4m3 X8 [rows, k] and W8 [n_out, k] and fp32 row scales sx [rows], sw [n_out]:
- * Y = sx[r] sw[o] (X8 W8^T)[r, o] (+ bias) (+ Y), bf16 Y and bias. Needs k and the lds multiples
- * of 16 and 16-byte aligned operands (the caller checks). 0, -1 on a failure (printed), 1 when
- * cuBLASLt has no algorithm for the shape (the caller falls back; remembered per shape). */
-int vdn_gemm_fp8(vdn_gemm_ctx *g, const void *X8, int ldx, const float *sx, const void *W8, int ldw,
-                 const float *sw, void *Y, int ldy, int rows, int n_out, int k, const void *bias,
-                 int accumulate, vdn_stream st);
+/* The plain product of e4m3 X8 [rows, k] and W8 [n_out, k] into bf16 D: D = bf16(X8 W8^T)
+ * (fp32 accumulation; the caller applies scales, bias and accumulation). Needs k and the lds
+ * multiples of 16 and 16-byte aligned operands (the caller checks). 0, -1 on a failure
+ * (printed), 1 when cuBLASLt has no algorithm for the shape (the caller falls back; remembered
+ * per shape). */
+int vdn_gemm_fp8(vdn_gemm_ctx *g, const void *X8, int ldx, const void *W8, int ldw, void *D,
+                 int ldd, int rows, int n_out, int k, vdn_stream st);
 
 /* ---- per-row kernels (twin_norm.c) ---- */
 int vdn_k_rmsnorm_modulate(const void *x, const void *w, const void *shift, const void *scale,

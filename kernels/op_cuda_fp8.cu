@@ -6,8 +6,11 @@
  * Both divisions are __fdiv_rn, so the rule holds under --use_fast_math too.
  *
  * linear: x is quantised per row into scratch (one block a row, 16-byte loads for bf16 rows),
- * then cuBLASLt multiplies e4m3 x e4m3 with the row scales of both operands (gemm.cu,
- * vdn_gemm_fp8: OUTER_VEC_32F scales, bf16 bias, C = D for accumulate). A call the fp8 kernels
+ * then cuBLASLt multiplies e4m3 x e4m3 into bf16 without scales (gemm.cu, vdn_gemm_fp8: its
+ * row-wise scale mode is refused on Hopper), into y itself or, to accumulate, into scratch; one
+ * vectorised epilogue then applies both row scales, the bias and the accumulation:
+ * y = bf16(sx[r] sw[o] bf16(acc) + b[o] (+ y)). The extra bf16 rounding of the raw product is
+ * 2^-9 relative, far under the e4m3 operands' own error. A call the fp8 kernels
  * cannot take (k or out not multiples of 16, unaligned operands, a non-bf16 output, or a shape
  * cuBLASLt has no algorithm for) runs the same quantised operands dequantised to fp32 through
  * SGEMM, so every call the front end accepts computes the same function. */
@@ -115,6 +118,29 @@ int dequant_rows(vdn_dev *d, const char *OP, const uint8_t *q, int64_t ldq, cons
     return 0;
 }
 
+/* y = bf16(sx[r] sw[o] D[r, o] + b[o] (+ y[r, o])), 8 columns a thread (n % 8 == 0, 16-byte
+ * aligned rows of D and y). D may be y itself (no accumulate). */
+__global__ void k_fp8_epilogue(const bf16 *D, int64_t ldd, bf16 *y, int64_t ldy, const float *sx,
+                               const float *sw, FView b, int has_b, int64_t rows, int64_t n,
+                               int acc) {
+    const int64_t per_row = n / 8, total = rows * per_row;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / per_row, c = (i - r * per_row) * 8;
+        float f[8], prev[8];
+        unpack8(*(const uint4 *)(D + r * ldd + c), f);
+        if (acc) unpack8(*(const uint4 *)(y + r * ldy + c), prev);
+        const float s = sx[r];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float v = s * sw[c + j] * f[j];
+            if (has_b) v += fv_get(b, 0, c + j);
+            f[j] = acc ? prev[j] + v : v;
+        }
+        *(uint4 *)(y + r * ldy + c) = pack8(f);
+    }
+}
+
 int64_t round16(int64_t v) {
     return (v + 15) / 16 * 16;
 }
@@ -146,15 +172,25 @@ int op_cuda_linear_fp8(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, 
     float *sx = (float *)op_cuda_scratch(d, SCR_GATE, (size_t)rows * 4);
     if (!x8 || !sx || quant_rows(d, OP, x, x8, ldq, sx)) return -1;
     if (fp8_fits(y, w, k, n)) {
-        const void *bias = NULL;
-        if (b && !(bias = op_cuda_packed(d, b, VDN_DT_BF16, SCR_W0))) return -1;
-        const int rc =
-            vdn_gemm_fp8(cdev(d)->gc, x8, (int)ldq, sx, w->data, (int)w->ld, w->scale, y->data,
-                         (int)y->ld, (int)rows, (int)n, (int)k, bias, accumulate, vst(d));
+        /* the raw product lands in y itself, or in scratch when y's values are still needed */
+        bf16 *D = (bf16 *)y->data;
+        int64_t ldd = y->ld;
+        if (accumulate) {
+            if (!(D = (bf16 *)op_cuda_scratch(d, SCR_STAGE, (size_t)rows * n * 2))) return -1;
+            ldd = n;
+        }
+        const int rc = vdn_gemm_fp8(cdev(d)->gc, x8, (int)ldq, w->data, (int)w->ld, D, (int)ldd,
+                                    (int)rows, (int)n, (int)k, vst(d));
         if (rc < 0)
             return vdn_dev_fail(d, "op %s (%s): vdn_gemm_fp8 failed (details on stderr)", OP,
                                 d->name);
-        if (rc == 0) return op_cuda_bias_act(d, OP, fview(y), rows, n, NULL, act);
+        if (rc == 0) {
+            FView bv = b ? fview(b) : FView{};
+            k_fp8_epilogue<<<op_grid(rows * (n / 8)), 256, 0, cdev(d)->st>>>(
+                D, ldd, (bf16 *)y->data, y->ld, sx, w->scale, bv, b != NULL, rows, n, accumulate);
+            OPL();
+            return op_cuda_bias_act(d, OP, fview(y), rows, n, NULL, act);
+        }
         /* rc 1: cuBLASLt has no fp8 algorithm for this shape; the fp32 route below */
     }
     float *xf = (float *)op_cuda_scratch(d, SCR_CONV, (size_t)rows * k * 4);
