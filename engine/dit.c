@@ -36,8 +36,38 @@ static int64_t chunk_cap(void) {
     return v > 0 ? v : DIT_CHUNK_ROWS;
 }
 
+/* heads of the linear branch per pass: the largest divisor of the head count up to
+ * DIT_VDA_HEADS, or VDN_DIT_VDA_HEADS from the environment (tests: one head at a time must give
+ * the same bits as all at once on the CPU) */
+static int vda_group_heads(int heads) {
+    const char *e = getenv("VDN_DIT_VDA_HEADS");
+    long want = e ? strtol(e, NULL, 10) : 0;
+    if (want <= 0) want = DIT_VDA_HEADS;
+    int g = 1;
+    for (int d = 1; d <= heads && d <= want; d++)
+        if (heads % d == 0) g = d;
+    return g;
+}
+
 vdn_dit_buffers *vdn_dit_buffers_new(const vdn_dit_weights *w, const vdn_dit_seq *s) {
-    return vdn_dit_buffers_make(w, s, s->lay.n_rows, w->cfg.heads);
+    const vdn_config *c = &w->cfg;
+    const int g = c->has_vdn && s->plan.linear ? vda_group_heads(c->heads) : c->heads;
+    vdn_dit_buffers *b = vdn_dit_buffers_make(w, s, s->lay.n_rows, g);
+    if (!b || g == c->heads) return b;
+    /* the groups' outputs side by side, and one group's decay */
+    const int f0 = s->plan.skip_ends ? 1 : 0, Fp = s->lay.frames - 2 * f0;
+    const int64_t nl = (int64_t)Fp * s->lay.tokens_per_frame, hd = c->head_dim;
+    int fail = 0;
+    b->vda_heads = g;
+    if (Fp > 0) {
+        b->lin_all = vdn_dit_own(b, vdn_dev_act_dtype(w->dev), nl, (int64_t)c->heads * hd, &fail);
+        b->alpha_g = vdn_dit_own(b, vdn_vda_state_dtype(w->dev), Fp, g * hd, &fail);
+    }
+    if (fail) {
+        vdn_dit_buffers_free(b);
+        return NULL;
+    }
+    return b;
 }
 
 /* n rows of the row-wise buffers; the linear branch's for `heads` heads (a rank's own heads when

@@ -84,10 +84,11 @@ void vdn_dit_weights_free(vdn_dit_weights *w);
 /* fp8 precision (issue 13): quantise, once and in place, the Linears that are at least 4096 wide
  * in H3 (chosen by name, so a tiny checkpoint runs the same code): every block's and refiner
  * block's fused q/k/v (with the VDN gates' down projections and beta rows fused into it),
- * to_out, ff_in, ff_out and to_out_linear, and context_embedder. Row-wise e4m3 with fp32 scales
- * (vdn_op_quantize_rows); the forward's vdn_op_linear calls then quantise their inputs per row.
- * Everything else (embeddings, time MLP, adaLN, norms, the VDA branch's small matrices, the
- * fp32 heads) keeps its dtype. -1 + err. */
+ * to_out, ff_in, ff_out and to_out_linear, context_embedder, and the adaLN projections of every
+ * block and of the final layer (13 B of H3's 33 B parameters: in bf16 they alone are 24 GiB).
+ * Row-wise e4m3 with fp32 scales (vdn_op_quantize_rows); the forward's vdn_op_linear calls then
+ * quantise their inputs per row. Everything else (embeddings, time MLP, norms, the VDA branch's
+ * small matrices, the fp32 heads) keeps its dtype. -1 + err. */
 int vdn_dit_weights_quantize_fp8(vdn_dit_weights *w, char *err, size_t errlen);
 
 /* prompt_embeds F32 [n_text, text_dim] -> text [n_text, hidden] (act dtype): context embedder,

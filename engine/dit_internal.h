@@ -10,6 +10,9 @@
 /* rows of the feed-forward and output-head buffers: those run in pieces of at most this many
  * rows (dit.c), which keeps ~7 GB of inner activations off the device at the H3 workload */
 #define DIT_CHUNK_ROWS 16384
+/* heads of the linear branch per pass in the plain forward (dit_vda.c), at most: the largest
+ * divisor of the head count not above it (H3: 14, four passes) */
+#define DIT_VDA_HEADS 14
 
 struct vdn_dit_buffers {
     vdn_dev *dev;
@@ -33,6 +36,12 @@ struct vdn_dit_buffers {
     vdn_tensor *A, *B, *T, *J, *P, *R, *Slin; /* [F' H hd, hd] */
     vdn_tensor *r;                            /* state [F' H S, hd] */
     vdn_tensor *gpre, *lin;                   /* [nl, C] gate pre-activation, gated branch output */
+    /* the plain forward runs the branch vda_heads heads at a time (C above = vda_heads hd): the
+     * per-head buffers of all 56 H3 heads at once are 15 GB; lin_all [nl, every head's hd]
+     * gathers the groups' outputs, alpha_g [F', vda_heads hd] holds a group's decay. 0: all
+     * heads at once (the sharded forward: a rank's own heads) */
+    int vda_heads;
+    vdn_tensor *lin_all, *alpha_g;
     /* the text state (cfg.text_state) */
     vdn_tensor *beta_t;       /* F32 [n_text, heads] */
     vdn_vda_feats tfeats;     /* [H n_text, hd], no q */

@@ -72,29 +72,58 @@ int vdn_dit_vda_alpha(const vdn_dit_block *b, vdn_dit_buffers *buf, const vdn_te
     return vdn_op_alpha_finish(buf->alpha, buf->uvec, b->dt_bias, b->A_log);
 }
 
+/* heads [h0, h0 + g) of the branch into buf->lin ([nl, g hd]): their output-gate pre-activation,
+ * decay, features, states and readout (the same per-head arithmetic as all heads at once) */
+static int branch_heads(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                        vdn_dit_buffers *buf, const vdn_tensor *qkv, int h0, int g) {
+    const vdn_config *c = &w->cfg;
+    const vdn_layout *L = &s->lay;
+    const int64_t C = (int64_t)c->heads * c->head_dim, c0 = (int64_t)h0 * c->head_dim,
+                  nc = (int64_t)g * c->head_dim;
+    vdn_tensor gate_down = vdn_view_cols(qkv, w->col_gate_down, c->gate_rank);
+    vdn_tensor gw = vdn_dit_outer_slice(b->gate_up, c0, nc),
+               gb = vdn_view_cols(b->gate_up_b, c0, nc);
+    OK(vdn_op_linear(buf->gpre, &gate_down, &gw, &gb, VDN_ACT_NONE, 0));
+    const vdn_tensor *alpha = buf->alpha;
+    if (g < c->heads) { /* the state ops read a group's decay as one contiguous matrix */
+        vdn_tensor a = vdn_view_cols(buf->alpha, c0, nc);
+        OK(vdn_tensor_copy(buf->alpha_g, &a));
+        alpha = buf->alpha_g;
+    }
+    vdn_dit_vda_in in = {.heads = g, .head0 = h0, .alpha = alpha, .lin = buf->lin};
+    in.q = vdn_view_cols(qkv, c0, nc), in.k = vdn_view_cols(qkv, C + c0, nc);
+    in.v = vdn_view_cols(qkv, 2 * C + c0, nc),
+    in.beta_pre = vdn_view_cols(qkv, w->col_beta + h0, g);
+    in.gpre = *buf->gpre;
+    if (c->text_state && L->n_text > 0) {
+        vdn_tensor tq = vdn_view_rows(buf->qkv, 0, L->n_text);
+        in.tk = vdn_view_cols(&tq, C + c0, nc), in.tv = vdn_view_cols(&tq, 2 * C + c0, nc);
+        in.tbeta_pre = vdn_view_cols(&tq, w->col_beta + h0, g);
+    }
+    return vdn_dit_vda_core(w, b, s, buf, &in);
+}
+
 int vdn_dit_vda_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
                        vdn_dit_buffers *buf) {
     const vdn_config *c = &w->cfg;
     const vdn_layout *L = &s->lay;
-    const int H = c->heads, C = H * c->head_dim, S = L->tokens_per_frame;
+    const int H = c->heads, S = L->tokens_per_frame;
     const int f0 = s->plan.skip_ends ? 1 : 0, Fp = L->frames - 2 * f0, nl = Fp * S;
     if (Fp <= 0) return 0; /* a clip of anchors only: no linear output */
     const int64_t row0 = (int64_t)L->video_start + (int64_t)f0 * S;
     vdn_tensor qkv = vdn_view_rows(buf->qkv, row0, nl);
     vdn_tensor hv = vdn_view_rows(buf->h, row0, nl);
     OK(vdn_dit_vda_alpha(b, buf, &hv, Fp));
-    vdn_tensor gate_down = vdn_view_cols(&qkv, w->col_gate_down, c->gate_rank);
-    OK(vdn_op_linear(buf->gpre, &gate_down, b->gate_up, b->gate_up_b, VDN_ACT_NONE, 0));
-    vdn_dit_vda_in in = {.heads = H, .head0 = 0, .alpha = buf->alpha, .lin = buf->lin};
-    in.q = vdn_view_cols(&qkv, 0, C), in.k = vdn_view_cols(&qkv, C, C);
-    in.v = vdn_view_cols(&qkv, 2 * C, C), in.beta_pre = vdn_view_cols(&qkv, w->col_beta, H);
-    in.gpre = *buf->gpre;
-    if (c->text_state && L->n_text > 0) {
-        vdn_tensor tq = vdn_view_rows(buf->qkv, 0, L->n_text);
-        in.tk = vdn_view_cols(&tq, C, C), in.tv = vdn_view_cols(&tq, 2 * C, C);
-        in.tbeta_pre = vdn_view_cols(&tq, w->col_beta, H);
+    const int G = buf->vda_heads > 0 && buf->vda_heads < H ? buf->vda_heads : H;
+    for (int h0 = 0; h0 < H; h0 += G) { /* G divides H */
+        OK(branch_heads(w, b, s, buf, &qkv, h0, G));
+        if (G < H) {
+            vdn_tensor dst =
+                vdn_view_cols(buf->lin_all, (int64_t)h0 * c->head_dim, (int64_t)G * c->head_dim);
+            OK(vdn_tensor_copy(&dst, buf->lin));
+        }
     }
-    OK(vdn_dit_vda_core(w, b, s, buf, &in));
     vdn_tensor yv = vdn_view_rows(buf->y, row0, nl);
-    return vdn_op_linear(&yv, buf->lin, b->to_out_linear, NULL, VDN_ACT_NONE, 1);
+    return vdn_op_linear(&yv, G < H ? buf->lin_all : buf->lin, b->to_out_linear, NULL, VDN_ACT_NONE,
+                         1);
 }

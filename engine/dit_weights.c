@@ -271,11 +271,14 @@ static int quantize_block(vdn_dit_weights *w, vdn_dit_block *b, char *err, size_
            quantize_slot(w, &b->to_out, "to_out", err, errlen) ||
            quantize_slot(w, &b->ff_in, "ff_in", err, errlen) ||
            quantize_slot(w, &b->ff_out, "ff_out", err, errlen) ||
-           quantize_slot(w, &b->to_out_linear, "to_out_linear", err, errlen);
+           quantize_slot(w, &b->to_out_linear, "to_out_linear", err, errlen) ||
+           quantize_slot(w, &b->ada_w, "adaLN projection", err, errlen);
 }
 
 int vdn_dit_weights_quantize_fp8(vdn_dit_weights *w, char *err, size_t errlen) {
-    if (quantize_slot(w, &w->ctx_w, "context_embedder", err, errlen)) return -1;
+    if (quantize_slot(w, &w->ctx_w, "context_embedder", err, errlen) ||
+        quantize_slot(w, &w->norm_out_lin_w, "final adaLN projection", err, errlen))
+        return -1;
     for (int i = 0; i < w->cfg.refiner_layers; i++)
         if (quantize_block(w, &w->refiner[i], err, errlen)) return -1;
     for (int i = 0; i < w->cfg.layers; i++)
