@@ -24,6 +24,10 @@ typedef struct {
  * what it expects. *help = 1 when --help was given. */
 int vdn_bench_parse(int argc, char **argv, vdn_bench_opts *o, int *help);
 
+/* One integer option's value in [lo, hi]: 0, or -1 after "CMD: OPT expects an integer in [lo, hi],
+ * got 'S'" on stderr. */
+int vdn_bench_int_arg(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out);
+
 /* `vdn bench --whole ...` (bench_whole.c): whole model evaluations at the real shapes with
  * random weights, timed end to end; exit status. */
 int vdn_bench_whole(int argc, char **argv);

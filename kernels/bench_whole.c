@@ -48,16 +48,7 @@ static void usage(FILE *f) {
 }
 
 static int int_arg(const char *opt, const char *s, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s ? s : "", &end, 10);
-    if (!s || !*s || *end || errno || v < lo || v > hi) {
-        fprintf(stderr, "vdn bench --whole: %s expects an integer in [%d, %d], got '%s'\n", opt, lo,
-                hi, s ? s : "(missing)");
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
+    return vdn_bench_int_arg("vdn bench --whole", opt, s, lo, hi, out);
 }
 
 static int str_arg(const char *opt, const char *s, const char **out) {

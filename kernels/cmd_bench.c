@@ -25,17 +25,21 @@ static void usage(FILE *f) {
             "`vdn bench compare` prints it for recorded runs (no GPU needed).\n");
 }
 
-static int parse_int(const char *opt, const char *s, int lo, int hi, int *out) {
+int vdn_bench_int_arg(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out) {
     char *end;
     errno = 0;
     long v = strtol(s ? s : "", &end, 10);
     if (!s || !*s || *end || errno || v < lo || v > hi) {
-        fprintf(stderr, "vdn bench: %s expects an integer in [%d, %d], got '%s'\n", opt, lo, hi,
+        fprintf(stderr, "%s: %s expects an integer in [%d, %d], got '%s'\n", cmd, opt, lo, hi,
                 s ? s : "(missing)");
         return -1;
     }
     *out = (int)v;
     return 0;
+}
+
+static int parse_int(const char *opt, const char *s, int lo, int hi, int *out) {
+    return vdn_bench_int_arg("vdn bench", opt, s, lo, hi, out);
 }
 
 int vdn_bench_parse(int argc, char **argv, vdn_bench_opts *out, int *help) {
