@@ -80,6 +80,10 @@ typedef struct {
 /* Upload every tensor the forward needs (shape-checked by the source). -1 + err. */
 int vdn_dit_weights_load(vdn_dit_weights *w, vdn_dev *d, const vdn_config *cfg,
                          const vdn_weight_source *src, char *err, size_t errlen);
+/* The same, with fp8 != 0 quantising as vdn_dit_weights_quantize_fp8 does, block by block as
+ * the blocks arrive (the device's peak stays near the fp8 size). */
+int vdn_dit_weights_load_as(vdn_dit_weights *w, vdn_dev *d, const vdn_config *cfg,
+                            const vdn_weight_source *src, int fp8, char *err, size_t errlen);
 void vdn_dit_weights_free(vdn_dit_weights *w);
 /* fp8 precision (issue 13): quantise, once and in place, the Linears that are at least 4096 wide
  * in H3 (chosen by name, so a tiny checkpoint runs the same code): every block's and refiner

@@ -163,8 +163,15 @@ static void load_block(loader *L, vdn_dit_block *b, const char *prefix, int dit)
 #undef NAME
 }
 
+static int quantize_block(vdn_dit_weights *w, vdn_dit_block *b, char *err, size_t errlen);
+
 int vdn_dit_weights_load(vdn_dit_weights *w, vdn_dev *d, const vdn_config *c,
                          const vdn_weight_source *src, char *err, size_t errlen) {
+    return vdn_dit_weights_load_as(w, d, c, src, 0, err, errlen);
+}
+
+int vdn_dit_weights_load_as(vdn_dit_weights *w, vdn_dev *d, const vdn_config *c,
+                            const vdn_weight_source *src, int fp8, char *err, size_t errlen) {
     memset(w, 0, sizeof *w);
     if (c->has_vdn && c->linear_head_dim != c->head_dim)
         return vdn_fail(err, errlen, "config: linear_head_dim %d != head_dim %d (unsupported)",
@@ -215,14 +222,19 @@ int vdn_dit_weights_load(vdn_dit_weights *w, vdn_dev *d, const vdn_config *c,
     w->refiner = vdn_xcalloc((size_t)c->refiner_layers + 1, sizeof(vdn_dit_block));
     w->blocks = vdn_xcalloc((size_t)c->layers + 1, sizeof(vdn_dit_block));
     char prefix[128];
+    /* fp8: each block quantised as soon as it is loaded, so the device never holds more than
+     * one block in bf16 beside the fp8 ones (all of H3 in bf16 would be 66 GB at load) */
     for (int i = 0; i < c->refiner_layers && !L->failed; i++) {
         snprintf(prefix, sizeof prefix, "token_refiner.refiner_blocks.%d", i);
         load_block(L, &w->refiner[i], prefix, 0);
+        if (fp8 && !L->failed && quantize_block(w, &w->refiner[i], err, errlen)) L->failed = 1;
     }
     for (int i = 0; i < c->layers && !L->failed; i++) {
         snprintf(prefix, sizeof prefix, "transformer_blocks.%d", i);
         load_block(L, &w->blocks[i], prefix, 1);
+        if (fp8 && !L->failed && quantize_block(w, &w->blocks[i], err, errlen)) L->failed = 1;
     }
+    if (fp8 && !L->failed && vdn_dit_weights_quantize_fp8(w, err, errlen)) L->failed = 1;
     if (L->failed) {
         vdn_dit_weights_free(w);
         return -1;

@@ -58,18 +58,13 @@ static int open_op_layer(vdn_engine *eng, const char *name, int device,
                             g_threads > 0 ? g_threads : 2, err, errlen);
     if (!eng->dev) return -1;
     eng->precision = g_precision;
-    if (vdn_dit_weights_load(&eng->w, eng->dev, &eng->cfg, src, err, errlen) != 0) {
+    if (vdn_dit_weights_load_as(&eng->w, eng->dev, &eng->cfg, src,
+                                eng->precision == VDN_PRECISION_FP8, err, errlen) != 0) {
         vdn_dev_close(eng->dev);
         eng->dev = NULL;
         return -1;
     }
     if (eng->precision == VDN_PRECISION_FP8) {
-        if (vdn_dit_weights_quantize_fp8(&eng->w, err, errlen) != 0) {
-            vdn_dit_weights_free(&eng->w);
-            vdn_dev_close(eng->dev);
-            eng->dev = NULL;
-            return -1;
-        }
         VDN_INFO("%s: fp8 precision: %d Linears quantised to e4m3 with row scales",
                  vdn_dev_name(eng->dev), eng->w.n_fp8);
     }
