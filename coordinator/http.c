@@ -14,6 +14,7 @@
 #include "metrics.h"
 #include "pbjson.h"
 #include "query.h"
+#include "range.h"
 #include "vdn_util.h"
 
 struct coord_http {
@@ -136,9 +137,46 @@ static char *status_json(sqlite3 *db, const coord_http *h) {
     return out;
 }
 
-/* A done job's poster or mp4, streamed from the file store. Outputs of a done job never change
- * (a retry is only for failed or cancelled jobs), so the browser may keep them: the page
- * redraws every 2 s without fetching the images again. */
+/* The headers every media answer carries (200, 206 and 416 alike). */
+static void media_headers(struct MHD_Response *r, const char *type) {
+    MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Cache-Control", "private, max-age=86400");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCEPT_RANGES, "bytes");
+}
+
+/* 416: the one range asked for selects no byte; Content-Range names the length (RFC 9110
+ * 15.5.17) so the browser can ask again. */
+static enum MHD_Result unsatisfiable(struct MHD_Connection *conn, const coord_media_object *o) {
+    char cr[64], msg[96];
+    snprintf(cr, sizeof cr, "bytes */%llu", (unsigned long long)o->size);
+    snprintf(msg, sizeof msg, "range not satisfiable: the object has %llu bytes\n",
+             (unsigned long long)o->size);
+    close(o->fd);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(msg), vdn_xstrdup(msg), MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(r, "Content-Type", "text/plain; charset=utf-8");
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+    enum MHD_Result rc = MHD_queue_response(conn, MHD_HTTP_RANGE_NOT_SATISFIABLE, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+/* Which bytes to send: the whole object, or the one range the Range header asks for (range.h).
+ * An If-Range makes the range conditional on a validator; these responses carry none (no ETag,
+ * no Last-Modified), so no If-Range can match and RFC 9110 13.1.5 says send it all. */
+static coord_range_result wanted_range(struct MHD_Connection *conn, uint64_t size, uint64_t *first,
+                                       uint64_t *len) {
+    const char *range = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_RANGE);
+    if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_RANGE)) range = NULL;
+    return coord_range_parse(range, size, first, len);
+}
+
+/* A done job's poster or mp4, streamed from the file store, whole or one byte range (a browser's
+ * <video> seeks with "Range: bytes=A-"). Outputs of a done job never change (a retry is only for
+ * failed or cancelled jobs), so the browser may keep them: the page redraws every 2 s without
+ * fetching the images again. */
 static enum MHD_Result media(coord_http *h, struct MHD_Connection *conn, uint64_t job,
                              coord_media_what what) {
     char err[VDN_ERR_LEN], msg[VDN_ERR_LEN + 2];
@@ -154,15 +192,26 @@ static enum MHD_Result media(coord_http *h, struct MHD_Connection *conn, uint64_
         snprintf(msg, sizeof msg, "%s\n", err);
         return text(conn, (unsigned)status, msg);
     }
-    struct MHD_Response *r = MHD_create_response_from_fd((size_t)o.size, o.fd);
+    uint64_t first = 0, len = o.size;
+    coord_range_result rr = wanted_range(conn, o.size, &first, &len);
+    if (rr == COORD_RANGE_UNSATISFIABLE) return unsatisfiable(conn, &o);
+    if (rr != COORD_RANGE_PARTIAL) first = 0, len = o.size;
+    /* libmicrohttpd sends [first, first + len) of the file (sendfile where it can) and closes
+     * the descriptor with the response */
+    struct MHD_Response *r = MHD_create_response_from_fd_at_offset64(len, o.fd, first);
     if (!r) {
         close(o.fd);
         return text(conn, 500, "cannot stream the object\n");
     }
-    MHD_add_response_header(r, "Content-Type", o.content_type);
-    MHD_add_response_header(r, "Cache-Control", "private, max-age=86400");
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    enum MHD_Result rc = MHD_queue_response(conn, 200, r);
+    media_headers(r, o.content_type);
+    if (rr == COORD_RANGE_PARTIAL) {
+        char cr[80];
+        snprintf(cr, sizeof cr, "bytes %llu-%llu/%llu", (unsigned long long)first,
+                 (unsigned long long)(first + len - 1), (unsigned long long)o.size);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+    }
+    enum MHD_Result rc =
+        MHD_queue_response(conn, rr == COORD_RANGE_PARTIAL ? MHD_HTTP_PARTIAL_CONTENT : 200, r);
     MHD_destroy_response(r);
     return rc;
 }

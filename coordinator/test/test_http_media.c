@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -74,6 +75,54 @@ static long get(const char *base, const char *path, const char *token, buf *body
     return status;
 }
 
+/* The response headers a range answer is checked by. */
+typedef struct {
+    char content_range[128], accept_ranges[64];
+} range_headers;
+
+static size_t header_line(char *p, size_t size, size_t n, void *user) {
+    range_headers *h = user;
+    size_t len = size * n;
+    char line[256];
+    snprintf(line, sizeof line, "%.*s", (int)(len < 255 ? len : 255), p);
+    line[strcspn(line, "\r\n")] = 0;
+    if (!strncasecmp(line, "Content-Range: ", 15))
+        snprintf(h->content_range, sizeof h->content_range, "%.100s", line + 15);
+    if (!strncasecmp(line, "Accept-Ranges: ", 15))
+        snprintf(h->accept_ranges, sizeof h->accept_ranges, "%.60s", line + 15);
+    return len;
+}
+
+/* GET base+path with the Range header sent exactly as given ("Range: VALUE"; NULL = none) and
+ * an optional second header; the status, the body, Content-Range and Accept-Ranges. */
+static long get_range(const char *base, const char *path, const char *range, const char *extra,
+                      buf *body, range_headers *rh) {
+    char url[1024], hdr[512];
+    snprintf(url, sizeof url, "%s%s", base, path);
+    free(body->data);
+    memset(body, 0, sizeof *body);
+    memset(rh, 0, sizeof *rh);
+    CURL *c = curl_easy_init();
+    struct curl_slist *h = NULL;
+    if (range) {
+        snprintf(hdr, sizeof hdr, "Range: %s", range);
+        h = curl_slist_append(h, hdr);
+    }
+    if (extra) h = curl_slist_append(h, extra);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, header_line);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, rh);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 10L);
+    long status = -1;
+    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    return status;
+}
+
 static int free_port(void) {
     int s = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -99,7 +148,19 @@ static void add_job(sqlite3 *db, int id, const char *state, const char *keys) {
           "%s", err);
 }
 
-/* The store and database the server reads: jobs 1..8, each a case below. */
+/* j9's mp4: larger than the server's buffers, bytes that differ at every offset's neighbours. */
+enum { BIG = 300007 };
+static const unsigned char *big_mp4(void) {
+    static unsigned char b[BIG];
+    uint32_t x = 2463534242u;
+    for (size_t i = 0; i < BIG; i++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        b[i] = (unsigned char)x;
+    }
+    return b;
+}
+
+/* The store and database the server reads: jobs 1..9, each a case below. */
 static void make_farm(const char *dir) {
     char p[512], q[512], err[VDN_ERR_LEN];
     snprintf(p, sizeof p, "%s/vdn.db", dir);
@@ -116,9 +177,10 @@ static void make_farm(const char *dir) {
     add_job(db, 6, "done", "[\"b/j6/out.safetensors\"]"); /* latents only: no VAE */
     add_job(db, 7, "failed", "[\"b/j7/out.png\"]");       /* outputs of a job that is not done */
     add_job(db, 8, "done", "[\"b/j8/out.png\"]");         /* recorded, but not in the store */
+    add_job(db, 9, "done", "[\"b/j9/out.mp4\"]");         /* a larger mp4, for byte ranges */
     cdb_close(db);
     const char *dirs[] = {"store",      "store/b",    "store/b/j1", "store/b/j4",
-                          "store/b/j5", "store/b/j7", "outside"};
+                          "store/b/j5", "store/b/j7", "store/b/j9", "outside"};
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, dirs[i]);
         CHECK(mkdir(p, 0755) == 0, "%s", p);
@@ -127,6 +189,8 @@ static void make_farm(const char *dir) {
     write_file(p, PNG, sizeof PNG);
     snprintf(p, sizeof p, "%s/store/b/j1/out.mp4", dir);
     write_file(p, MP4, sizeof MP4 - 1);
+    snprintf(p, sizeof p, "%s/store/b/j9/out.mp4", dir);
+    write_file(p, big_mp4(), BIG);
     snprintf(p, sizeof p, "%s/store/b/j7/out.png", dir);
     write_file(p, PNG, sizeof PNG);
     snprintf(p, sizeof p, "%s/store/secret.png", dir);
@@ -153,6 +217,94 @@ static coord_http *serve(const char *dir, const char *store, const char *token_f
     CHECK(h, "%s", err);
     if (!h) exit(1);
     return h;
+}
+
+/* One byte range of j9's mp4: 206, exactly those bytes, and the Content-Range that names them. */
+static void check_range(const char *base, const char *range, size_t first, size_t len) {
+    buf b = {0};
+    range_headers rh;
+    long st = get_range(base, "/media/j9/video.mp4", range, NULL, &b, &rh);
+    char want[128];
+    snprintf(want, sizeof want, "bytes %zu-%zu/%d", first, first + len - 1, BIG);
+    CHECK(st == 206, "Range: %s: HTTP %ld", range, st);
+    CHECK(!strcmp(rh.content_range, want), "Range: %s: Content-Range '%s', expected '%s'", range,
+          rh.content_range, want);
+    CHECK(b.len == len && !memcmp(b.data, big_mp4() + first, len),
+          "Range: %s: %zu bytes, expected bytes %zu..%zu of the file", range, b.len, first,
+          first + len - 1);
+    free(b.data);
+}
+
+/* A value the server must not act on (RFC 9110 14.2: malformed, another unit, several ranges, a
+ * conditional it cannot evaluate): the whole file, 200, as if no Range had been sent. */
+static void check_ignored(const char *base, const char *range, const char *extra) {
+    buf b = {0};
+    range_headers rh;
+    long st = get_range(base, "/media/j9/video.mp4", range, extra, &b, &rh);
+    CHECK(st == 200 && b.len == BIG && !memcmp(b.data, big_mp4(), BIG) && !rh.content_range[0],
+          "Range: %s%s%s: HTTP %ld, %zu bytes, Content-Range '%s'; expected the whole file", range,
+          extra ? " with " : "", extra ? extra : "", st, b.len, rh.content_range);
+    free(b.data);
+}
+
+static void check_unsatisfiable(const char *base, const char *path, const char *range,
+                                size_t size) {
+    buf b = {0};
+    range_headers rh;
+    long st = get_range(base, path, range, NULL, &b, &rh);
+    char want[64];
+    snprintf(want, sizeof want, "bytes */%zu", size);
+    CHECK(st == 416 && !strcmp(rh.content_range, want),
+          "Range: %s: HTTP %ld, Content-Range '%s'; expected 416 and '%s'", range, st,
+          rh.content_range, want);
+    free(b.data);
+}
+
+static void check_ranges(const char *base) {
+    buf b = {0};
+    range_headers rh;
+    /* a full answer says ranges may be asked for */
+    CHECK(get_range(base, "/media/j9/video.mp4", NULL, NULL, &b, &rh) == 200 && b.len == BIG &&
+              !memcmp(b.data, big_mp4(), BIG) && !strcmp(rh.accept_ranges, "bytes"),
+          "whole file: %zu bytes, Accept-Ranges '%s'", b.len, rh.accept_ranges);
+    check_range(base, "bytes=0-0", 0, 1);
+    check_range(base, "bytes=0-99", 0, 100);
+    check_range(base, "bytes=1000-1999", 1000, 1000);
+    check_range(base, "bytes=150000-", 150000, BIG - 150000);
+    check_range(base, "bytes=-1", BIG - 1, 1);
+    check_range(base, "bytes=-70000", BIG - 70000, 70000);
+    check_range(base, "bytes=-999999", 0, BIG); /* longer than the file: all of it */
+    check_range(base, "bytes=299000-999999", 299000, BIG - 299000); /* clamped to the end */
+    check_range(base, "bytes=300006-300006", BIG - 1, 1);
+    check_range(base, "BYTES=5-9", 5, 5);
+    check_range(base, "bytes=,7-8, ", 7, 2);
+    check_range(base, "bytes=0-99999999999999999999999", 0, BIG);
+    check_range(base, "bytes=0-0", 0, 1);
+    /* the poster takes ranges too */
+    CHECK(get_range(base, "/media/j1/poster.png", "bytes=1-3", NULL, &b, &rh) == 206 &&
+              b.len == 3 && !memcmp(b.data, PNG + 1, 3),
+          "poster range: %zu bytes", b.len);
+    /* unsatisfiable: 416 naming the length */
+    check_unsatisfiable(base, "/media/j9/video.mp4", "bytes=300007-", BIG);
+    check_unsatisfiable(base, "/media/j9/video.mp4", "bytes=300007-400000", BIG);
+    check_unsatisfiable(base, "/media/j9/video.mp4", "bytes=-0", BIG);
+    check_unsatisfiable(base, "/media/j9/video.mp4", "bytes=99999999999999999999-", BIG);
+    /* ignored: the whole file */
+    static const char *ignored[] = {"bytes=5-2",     "bytes=0-1,5-6", "bytes=",      "bytes=-",
+                                    "bytes=1-2-3",   "bytes=+1-2",    "bytes =0-1",  "items=0-1",
+                                    "bytes=0x10-20", "bytes=1 - 2",   "bytes=a-b",   "0-1",
+                                    "bytes=--5",     "bytes=1000-5,", "bytes=0-1;x", "bytes"};
+    for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++)
+        check_ignored(base, ignored[i], NULL);
+    /* If-Range needs a validator these answers do not carry: the range is not applied */
+    check_ignored(base, "bytes=0-9", "If-Range: \"x\"");
+    check_ignored(base, "bytes=0-9", "If-Range: Wed, 21 Oct 2015 07:28:00 GMT");
+    /* a range never reaches outside the route's own file */
+    CHECK(get_range(base, "/media/j4/poster.png", "bytes=0-5", NULL, &b, &rh) == 500 &&
+              !strstr(b.data, "secret"),
+          "symlink with a range: %s", b.data ? b.data : "");
+    CHECK(get_range(base, "/media/j2/video.mp4", "bytes=0-5", NULL, &b, &rh) == 404);
+    free(b.data);
 }
 
 /* Every way of asking for something other than a done job's own outputs: 404 (or 400 from the
@@ -207,6 +359,7 @@ int main(void) {
     CHECK(get(base, "/media/j2/poster.png", NULL, &b, NULL, 0) == 404 && strstr(b.data, "not done"),
           "a running job: %s", b.data);
     check_refusals(base);
+    check_ranges(base);
     /* keys that break the store's rules are refused before any file is opened */
     long st = get(base, "/media/j3/poster.png", NULL, &b, NULL, 0);
     CHECK(st == 500 && strstr(b.data, "recorded key refused"), "%ld %s", st, b.data);
@@ -234,6 +387,15 @@ int main(void) {
     CHECK(get(base, "/media/j1/poster.png?token=media-token-0123456789", NULL, &b, NULL, 0) ==
               200 &&
           b.len == sizeof PNG);
+    /* a range does not get around the token, and works with it */
+    range_headers rh;
+    CHECK(get_range(base, "/media/j9/video.mp4", "bytes=0-9", NULL, &b, &rh) == 401 &&
+              !rh.content_range[0],
+          "a range without the token: %s", rh.content_range);
+    CHECK(get_range(base, "/media/j9/video.mp4?token=media-token-0123456789", "bytes=10-19", NULL,
+                    &b, &rh) == 206 &&
+              b.len == 10 && !memcmp(b.data, big_mp4() + 10, 10),
+          "a range with the token: %zu bytes", b.len);
     coord_http_stop(h);
 
     /* S3: keys shown, nothing served; no --store: nothing known */
