@@ -76,6 +76,7 @@ typedef struct {
     int draining;         /* `vdn drain`: stored, survives restarts */
     int stopping;         /* the worker itself says it drains (SIGTERM): READY/HEARTBEAT draining */
     int connected;
+    uint64_t store_retries; /* its store operations cured by a retry, as its process reported */
 } cworker;
 
 typedef struct coord {

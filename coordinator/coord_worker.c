@@ -136,10 +136,10 @@ void coord_worker_save(coord *c, cworker *w) {
     w->last_saved = vdn_now();
     char *gj = gpus_json(w);
     if (cdb_run(c->db, err, sizeof err,
-                "UPDATE workers SET state=?, last_seen=?, draining=?, blocked_until=?, gpus=? "
-                "WHERE id=?",
-                "sdidss", worker_state(c, w), vdn_wall(), (int64_t)w->draining, w->blocked_until,
-                gj, w->id))
+                "UPDATE workers SET state=?, last_seen=?, draining=?, blocked_until=?, gpus=?, "
+                "store_retries=? WHERE id=?",
+                "sdidsis", worker_state(c, w), vdn_wall(), (int64_t)w->draining, w->blocked_until,
+                gj, (int64_t)w->store_retries, w->id))
         VDN_ERROR("worker %s: %s", w->id, err);
     free(gj);
 }
@@ -220,13 +220,14 @@ static void maybe_blocklist(coord *c, const char *worker_id, int64_t job) {
     VDN_WARN("worker %s blocklisted: %s", worker_id, detail);
 }
 
-/* Ends a running attempt (lost, expired, failed) and requeues or fails its job. */
-static void end_attempt(coord *c, int64_t attempt, const char *state, const char *reason,
-                        job_fault fault) {
+/* Ends a running attempt (lost, expired, failed) and requeues or fails its job. store_op: the
+ * object-store operation a worker's FAIL says the failure came from (NULL: none). */
+static void end_attempt_store(coord *c, int64_t attempt, const char *state, const char *reason,
+                              job_fault fault, const char *store_op) {
     char err[VDN_ERR_LEN], js[16];
     attempt_info a;
     if (!jobs_attempt(c->db, attempt, &a) || !a.current) return;
-    if (jobs_end_attempt(c->db, attempt, state, reason, fault, c->o.max_attempts, js, err,
+    if (jobs_end_attempt(c->db, attempt, state, reason, fault, store_op, c->o.max_attempts, js, err,
                          sizeof err)) {
         VDN_ERROR("attempt %lld: %s", (long long)attempt, err);
         return;
@@ -234,6 +235,11 @@ static void end_attempt(coord *c, int64_t attempt, const char *state, const char
     VDN_INFO("job j%lld attempt %lld %s (%s fault: %s): job now %s", (long long)a.job,
              (long long)attempt, state, job_fault_name(fault), reason, js);
     if (fault == FAULT_WORKER) maybe_blocklist(c, a.worker, a.job);
+}
+
+static void end_attempt(coord *c, int64_t attempt, const char *state, const char *reason,
+                        job_fault fault) {
+    end_attempt_store(c, attempt, state, reason, fault, NULL);
 }
 
 /* A worker that vanished mid-job (crash, power, a cut cable) is the machine's fault; one that
@@ -308,6 +314,8 @@ static void on_ready(coord *c, const uint8_t *ident, size_t n, const Vdn__Ready 
     sqlite3_finalize(st);
     w->blocked_until = bu;
     w->stopping = r->has_draining && r->draining;
+    /* a new process counts from 0 (a counter reset, as Prometheus expects of a restart) */
+    w->store_retries = r->has_store_retries ? r->store_retries : 0;
 
     /* Reconnect: a worker still running attempt X (or holding its unACKed report) may finish
      * it when X is still current. Any other attempt the database has it running was lost with
@@ -429,7 +437,9 @@ static void on_fail(coord *c, cworker *w, const Vdn__Fail *f) {
     job_fault fault = f->has_fault                          ? (job_fault)f->fault
                       : (!f->has_retryable || f->retryable) ? FAULT_WORKER
                                                             : FAULT_JOB;
-    end_attempt(c, x, "failed", f->reason ? f->reason : "(no reason given)", fault);
+    /* the store operation it came from, typed by the worker (an older one never says) */
+    const char *op = f->has_store_op ? job_store_op_name(f->store_op) : NULL;
+    end_attempt_store(c, x, "failed", f->reason ? f->reason : "(no reason given)", fault, op);
     send_ack(c, w, x);
     coord_worker_save(c, w);
 }
@@ -442,6 +452,9 @@ static void on_heartbeat(coord *c, cworker *w, const Vdn__Heartbeat *hb) {
         coord_worker_save(c, w);
     }
     note_gpu_state(c, w, hb->gpus, hb->n_gpus);
+    /* rare and wanted on /metrics at once: saved now, not with the next periodic save */
+    int retries_changed = hb->has_store_retries && hb->store_retries != w->store_retries;
+    if (retries_changed) w->store_retries = hb->store_retries;
     uint64_t one = hb->has_attempt_id ? hb->attempt_id : 0;
     uint64_t *ids = w->per_gpu ? hb->attempt_ids : &one;
     size_t n = w->per_gpu ? hb->n_attempt_ids : (one ? 1 : 0);
@@ -468,7 +481,7 @@ static void on_heartbeat(coord *c, cworker *w, const Vdn__Heartbeat *hb) {
         if (!named && !(jobs_attempt(c->db, x, &a) && a.current)) drop_hold(w, x);
     }
     /* keep `vdn workers` LAST SEEN and the GPUs' memory fresh without a write per heartbeat */
-    if (vdn_now() - w->last_saved > 5) coord_worker_save(c, w);
+    if (retries_changed || vdn_now() - w->last_saved > 5) coord_worker_save(c, w);
 }
 
 void coord_on_worker_frame(coord *c, const uint8_t *ident, size_t ident_len, const void *body,

@@ -90,6 +90,12 @@ static const char *const migrations[] = {
     "  failures INTEGER NOT NULL DEFAULT 0,\n"
     "  blocked_until REAL NOT NULL DEFAULT 0,\n"
     "  PRIMARY KEY(worker_id, job_class));\n",
+    /* 3 -> 4: store errors counted exactly: the object-store operation an attempt's failure came
+     * from, as the worker typed it (Fail.store_op), and each worker's store retries that cured a
+     * failure (Heartbeat.store_retries) */
+    "ALTER TABLE attempts ADD COLUMN store_op TEXT CHECK(store_op IN "
+    "('download','upload','open'));\n"
+    "ALTER TABLE workers ADD COLUMN store_retries INTEGER NOT NULL DEFAULT 0;\n",
 };
 
 int cdb_schema_version(sqlite3 *db) {

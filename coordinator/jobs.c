@@ -306,9 +306,13 @@ out:
     return rc;
 }
 
+const char *job_store_op_name(int op) {
+    return op == 1 ? "download" : op == 2 ? "upload" : op == 3 ? "open" : NULL;
+}
+
 int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, const char *reason,
-                     job_fault fault, int max_attempts, char job_state_out[16], char *err,
-                     size_t errlen) {
+                     job_fault fault, const char *store_op, int max_attempts,
+                     char job_state_out[16], char *err, size_t errlen) {
     attempt_info a;
     if (!jobs_attempt(db, attempt, &a) || !a.current)
         return vdn_fail(err, errlen, "attempt %lld is not current", (long long)attempt);
@@ -322,8 +326,9 @@ int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, co
              a.worker, attempt_state, job_fault_name(fault), reason ? reason : "(no reason)");
     /* last_error keeps every attempt's reason, newest last, so a failed job explains itself */
     if (cdb_run(db, err, errlen,
-                "UPDATE attempts SET state=?, finished_at=?, reason=?, fault=? WHERE id=?", "sdssi",
-                attempt_state, now, reason, job_fault_name(fault), attempt) ||
+                "UPDATE attempts SET state=?, finished_at=?, reason=?, fault=?, store_op=? WHERE "
+                "id=?",
+                "sdsssi", attempt_state, now, reason, job_fault_name(fault), store_op, attempt) ||
         cdb_run(db, err, errlen,
                 "UPDATE jobs SET state=?, current_attempt=NULL, finished_at=?, "
                 "last_error = CASE WHEN last_error IS NULL THEN ? ELSE last_error || char(10) || ? "

@@ -57,11 +57,14 @@ int jobs_complete(sqlite3 *db, int64_t attempt, char **keys, size_t nkeys, const
                   char *err, size_t errlen);
 /* Ends a running attempt as attempt_state ("failed", "expired") and requeues the job, or fails
  * it when the fault is the job's or it is out of attempts. A worker fault adds one to the
- * worker's failures and to its failures in the job's class. job_state_out gets the job's new
- * state. */
+ * worker's failures and to its failures in the job's class. store_op: the object-store operation
+ * the failure came from ("download", "upload", "open"; NULL = not the store's), kept in
+ * attempts.store_op for vdn_store_errors_total. job_state_out gets the job's new state. */
 int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, const char *reason,
-                     job_fault fault, int max_attempts, char job_state_out[16], char *err,
-                     size_t errlen);
+                     job_fault fault, const char *store_op, int max_attempts,
+                     char job_state_out[16], char *err, size_t errlen);
+/* The wire's Fail.StoreOp as stored: "download" "upload" "open", or NULL (none or unknown). */
+const char *job_store_op_name(int op);
 
 /* Cancel: queued jobs -> cancelled; running ones -> cancelled with their attempt 'cancelled';
  * on_running(user, attempt, worker) is called for each so the worker can be told. */

@@ -63,14 +63,20 @@ static void attempts_by_fault(FILE *f, sqlite3 *db) {
         fprintf(f, "vdn_attempt_failures_total{fault=\"%s\"} %lld\n", faults[i],
                 (long long)cdb_int(db, 0, "SELECT count(*) FROM attempts WHERE fault=?", "s",
                                    faults[i]));
+}
+
+/* Attempts that ended on a store error, by the operation the worker says failed (Fail.store_op,
+ * kept in attempts.store_op): exact, never guessed from the reason's words. Workers older than
+ * the field report none; attempts that ended before schema 4 have none. */
+static void store_errors(FILE *f, sqlite3 *db) {
+    static const char *ops[] = {"download", "upload", "open"};
     head(f, "vdn_store_errors_total", "counter",
-         "Attempts that ended on a store error (download, upload or opening the store).");
-    fprintf(f, "vdn_store_errors_total %lld\n",
-            (long long)cdb_int(db, 0,
-                               "SELECT count(*) FROM attempts WHERE fault='transient' AND "
-                               "(reason LIKE '%upload%' OR reason LIKE '%store%' OR reason "
-                               "LIKE '%download%')",
-                               ""));
+         "Attempts that ended on an object-store error, by operation (download of an input, "
+         "upload of an output, opening the store), as the worker typed it.");
+    for (int i = 0; i < 3; i++)
+        fprintf(f, "vdn_store_errors_total{op=\"%s\"} %lld\n", ops[i],
+                (long long)cdb_int(db, 0, "SELECT count(*) FROM attempts WHERE store_op=?", "s",
+                                   ops[i]));
 }
 
 static const char *const WORKER_STATES[] = {"idle",    "busy",    "draining",
@@ -99,11 +105,16 @@ static void series_open(series *s) {
     VDN_ASSERT(s->f);
 }
 
-static void series_emit(FILE *f, series *s, const char *name, const char *help) {
+static void series_emit_as(FILE *f, series *s, const char *name, const char *type,
+                           const char *help) {
     fclose(s->f);
-    head(f, name, "gauge", help);
+    head(f, name, type, help);
     fputs(s->text ? s->text : "", f);
     free(s->text);
+}
+
+static void series_emit(FILE *f, series *s, const char *name, const char *help) {
+    series_emit_as(f, s, name, "gauge", help);
 }
 
 /* worker="W",gpu="N" */
@@ -151,11 +162,12 @@ static void gpu_series(series *s, const char *worker, const Vdn__Gpu *g) {
  * per-worker and per-GPU series, from the same WorkerInfo replies `vdn workers` prints. */
 static void workers(FILE *f, sqlite3 *db) {
     long long by_state[N_WORKER_STATES] = {0}, gpus[N_GPU_STATES] = {0};
-    series s[S_NSERIES], winfo, wjobs;
+    series s[S_NSERIES], winfo, wjobs, wretries;
     for (int i = 0; i < S_NSERIES; i++)
         series_open(&s[i]);
     series_open(&winfo);
     series_open(&wjobs);
+    series_open(&wretries);
     Vdn__WorkersReply *r = query_workers(db);
     for (size_t i = 0; i < r->n_workers; i++) {
         const Vdn__WorkerInfo *w = r->workers[i];
@@ -167,6 +179,9 @@ static void workers(FILE *f, sqlite3 *db) {
         fputs("vdn_worker_running_jobs{worker=\"", wjobs.f);
         label(wjobs.f, w->worker_id);
         fprintf(wjobs.f, "\"} %zu\n", w->n_running_jobs);
+        fputs("vdn_store_retries_total{worker=\"", wretries.f);
+        label(wretries.f, w->worker_id);
+        fprintf(wretries.f, "\"} %llu\n", (unsigned long long)w->store_retries);
         for (size_t g = 0; g < w->n_gpus; g++) {
             gpus[state_index(w->gpus[g]->state, GPU_STATES, N_GPU_STATES)]++;
             gpu_series(s, w->worker_id, w->gpus[g]);
@@ -184,6 +199,10 @@ static void workers(FILE *f, sqlite3 *db) {
     series_emit(f, &winfo, "vdn_worker_info", "One series per worker, labelled with its state.");
     series_emit(f, &wjobs, "vdn_worker_running_jobs",
                 "Jobs each worker runs now (one per GPU set).");
+    series_emit_as(f, &wretries, "vdn_store_retries_total", "counter",
+                   "Store operations of each worker that failed and then succeeded on a retry "
+                   "(the S3 client's own or a whole upload tried again), since its process "
+                   "started: a restart resets it.");
     series_emit(f, &s[S_GPU_INFO], "vdn_gpu_info", "One series per GPU, labelled with its state.");
     series_emit(f, &s[S_GPU_STATE], "vdn_gpu_state",
                 "1 for the GPU's current state, 0 for the others.");
@@ -225,6 +244,7 @@ char *coord_metrics_text(sqlite3 *db) {
     fprintf(f, "vdn_model_evaluations_total %lld\n",
             (long long)cdb_int(db, 0, "SELECT coalesce(sum(nfe_evaluated), 0) FROM attempts", ""));
     attempts_by_fault(f, db);
+    store_errors(f, db);
     workers(f, db);
     fclose(f);
     return text;

@@ -249,6 +249,10 @@ static Vdn__WorkerInfo *worker_row(sqlite3 *db, sqlite3_stmt *st) {
     w->state = vdn_xstrdup(s);
     add_gpus(db, w, (const char *)sqlite3_column_text(st, 2));
     add_running(db, w);
+    /* its own query: a database older than schema 4 (read with --db) just shows 0 */
+    w->has_store_retries = 1;
+    w->store_retries =
+        (uint64_t)cdb_int(db, 0, "SELECT store_retries FROM workers WHERE id=?", "s", w->worker_id);
     sqlite3_stmt *b = cdb_prep(db,
                                "SELECT job_class FROM worker_blocks WHERE worker_id=? AND "
                                "blocked_until > ? ORDER BY job_class",
@@ -310,6 +314,15 @@ Vdn__WorkersReply *query_workers(sqlite3 *db) {
     return r;
 }
 
+/* The store operation an attempt's failure came from (schema 4), NULL when none; a database
+ * older than schema 4 read with --db has no such column: NULL too. */
+static char *attempt_store_op(sqlite3 *db, int64_t attempt) {
+    sqlite3_stmt *st = cdb_prep(db, "SELECT store_op FROM attempts WHERE id=?", "i", attempt);
+    char *op = st && sqlite3_step(st) == SQLITE_ROW ? cdb_col_str(st, 0) : NULL;
+    sqlite3_finalize(st);
+    return op;
+}
+
 Vdn__LogsReply *query_logs(sqlite3 *db, int64_t job, char *err, size_t errlen) {
     Vdn__StatusReply *s = query_status(db, 'j', job, err, errlen);
     if (!s) return NULL;
@@ -360,6 +373,7 @@ Vdn__LogsReply *query_logs(sqlite3 *db, int64_t job, char *err, size_t errlen) {
         a->fault = cdb_col_str(st, 7);
         a->has_nfe_evaluated = 1;
         a->nfe_evaluated = sqlite3_column_int(st, 8);
+        a->store_op = attempt_store_op(db, (int64_t)a->attempt_id);
         PUSH(r->attempts, r->n_attempts, a);
     }
     sqlite3_finalize(st);

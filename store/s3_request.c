@@ -116,6 +116,13 @@ static char *build_url(s3_conn *c, s3_req *r) {
     return url;
 }
 
+/* vdn_store_retried_ok(): process-wide, as the worker reports one number for all its stores. */
+static uint64_t retried_ok;
+
+uint64_t vdn_store_retried_ok(void) {
+    return __atomic_load_n(&retried_ok, __ATOMIC_RELAXED);
+}
+
 /* One attempt. Returns the CURLcode; fills r->status etc. */
 static CURLcode attempt(s3_conn *c, CURL *h, s3_req *r, const char *url, const char *payload_sha,
                         char *curl_err) {
@@ -221,11 +228,9 @@ int s3_perform(s3_conn *c, s3_req *r, char *err, size_t errlen) {
             }
         }
         CURLcode cc = attempt(c, h, r, url, payload_sha, curl_err);
-        if (cc == CURLE_OK && r->status >= 200 && r->status < 300) {
-            rc = 0;
-            break;
-        }
-        if (cc == CURLE_OK && r->status == 404 && r->allow_404) {
+        if ((cc == CURLE_OK && r->status >= 200 && r->status < 300) ||
+            (cc == CURLE_OK && r->status == 404 && r->allow_404)) {
+            if (tries > 1) __atomic_fetch_add(&retried_ok, 1, __ATOMIC_RELAXED);
             rc = 0;
             break;
         }

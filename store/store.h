@@ -52,4 +52,11 @@ int vdn_store_check_key(const char *key, char *err, size_t errlen);
 /* Same rules for a list prefix, which may also be "" or end with '/'. */
 int vdn_store_check_prefix(const char *prefix, char *err, size_t errlen);
 
+/* Requests (of every store of this process) that failed at least once and then succeeded on one
+ * of the backend's own retries (S3: connection errors, 5xx, 429, throttling; see docs/storage.md
+ * "Retries"). A failure the retries did not cure is not counted here: the caller sees it. The
+ * file backend does not retry. For operators: a rising count means a flaky store that has not
+ * failed a job yet (the worker reports it, /metrics exports it). */
+uint64_t vdn_store_retried_ok(void);
+
 #endif

@@ -291,11 +291,13 @@ static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, vdn_
     vdn_store *st = store_for(j->stores, store_uri, serr, sizeof serr);
     if (!st) {
         *fault = VDN_FAULT_TRANSIENT;
+        j->store_op = VDN_STORE_OP_OPEN;
         return vdn_fail(err, errlen, "prompt cache '%s': %s", pc, serr);
     }
     int have = vdn_store_exists(st, key, NULL, serr, sizeof serr);
     if (have < 0) {
         *fault = VDN_FAULT_TRANSIENT;
+        j->store_op = VDN_STORE_OP_DOWNLOAD; /* the HEAD before the GET */
         return vdn_fail(err, errlen, "prompt cache '%s': %s", pc, serr);
     }
     if (have == 0)
@@ -304,6 +306,7 @@ static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, vdn_
     snprintf(path, pathlen, "%s/prompt.safetensors", j->scratch);
     if (vdn_store_get_file(st, key, path, serr, sizeof serr)) {
         *fault = VDN_FAULT_TRANSIENT;
+        j->store_op = VDN_STORE_OP_DOWNLOAD;
         return vdn_fail(err, errlen, "prompt cache '%s': download failed: %s", pc, serr);
     }
     return 0;
@@ -343,12 +346,27 @@ static int text_prompt_cache(vdn_attempt *j, vdn_store *st, char *path, size_t p
     return 0;
 }
 
+/* Whole uploads that failed and then went through when the worker tried again (upload()). */
+static atomic_ullong uploads_retried_ok;
+
+uint64_t vdn_worker_store_retries(void) {
+    return vdn_store_retried_ok() + atomic_load(&uploads_retried_ok);
+}
+
+/* Uploads local as key, trying the whole upload again (on top of the store's own retries of
+ * each request) up to upload_attempts times. A failure left is the store's: store_op UPLOAD. */
 static int upload(vdn_attempt *j, vdn_store *st, const char *key, const char *local, char *err,
                   size_t errlen) {
     double delay = 1.0;
     for (int attempt = 1;; attempt++) {
-        if (vdn_store_put_file(st, key, local, err, errlen) == 0) return 0;
-        if (attempt >= j->upload_attempts || atomic_load(&j->cancel)) return -1;
+        if (vdn_store_put_file(st, key, local, err, errlen) == 0) {
+            if (attempt > 1) atomic_fetch_add(&uploads_retried_ok, 1);
+            return 0;
+        }
+        if (attempt >= j->upload_attempts || atomic_load(&j->cancel)) {
+            j->store_op = VDN_STORE_OP_UPLOAD;
+            return -1;
+        }
         VDN_WARN("job %llu attempt %llu: upload of %s failed (%s); whole-upload retry %d/%d in "
                  "%.0f s",
                  (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id, key,
@@ -385,6 +403,7 @@ static void *job_main(void *arg) {
         /* no store at all is this worker's set-up; one that does not open, the store's */
         snprintf(msg, sizeof msg, "output store: %s", err);
         int mine = !(j->spec.store_uri && *j->spec.store_uri) && !j->stores->default_uri;
+        if (!mine) j->store_op = VDN_STORE_OP_OPEN;
         finish(j, 0, mine ? VDN_FAULT_WORKER : VDN_FAULT_TRANSIENT, msg);
         return NULL;
     }
@@ -522,6 +541,7 @@ static void *job_main(void *arg) {
     st = store_for(j->stores, j->spec.store_uri, err, sizeof err);
     if (!st) {
         snprintf(msg, sizeof msg, "output store: %s", err);
+        j->store_op = VDN_STORE_OP_OPEN;
         finish(j, 0, VDN_FAULT_TRANSIENT, msg);
         return NULL;
     }

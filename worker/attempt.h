@@ -103,8 +103,9 @@ typedef struct {
     double *nfe_seconds; /* per NFE, grown as the engine reports */
     int nfe_cap;
     int ok, retryable;
-    vdn_fault fault; /* on failure: whose fault (retryable = fault != VDN_FAULT_JOB) */
-    int gpu_fault;   /* on failure: the GPU itself failed (blame.h): take it out of service */
+    vdn_fault fault;       /* on failure: whose fault (retryable = fault != VDN_FAULT_JOB) */
+    vdn_store_op store_op; /* on failure: the store operation it came from (NONE: not the store) */
+    int gpu_fault;         /* on failure: the GPU itself failed (blame.h): take it out of service */
     uint64_t gpu_fault_mask; /* which of gpus.eng[] failed (bit r: rank r's GPU) */
     char reason[VDN_ERR_LEN];
     char *record_json;  /* on success */
@@ -120,6 +121,11 @@ vdn_attempt *vdn_attempt_start(vdn_assignment *spec, const vdn_attempt_gpus *gpu
  * it only while it believes the attempt is still ours: a worker that was frozen or cut off
  * past its lease must not overwrite the objects of the attempt that replaced it. */
 void vdn_attempt_gate(vdn_attempt *j, int go);
+
+/* Store operations of this process that failed and then succeeded on a retry: the store's own
+ * request retries (store.h vdn_store_retried_ok) plus whole uploads the worker tried again
+ * (upload_attempts) and got through. Sent with every HEARTBEAT. */
+uint64_t vdn_worker_store_retries(void);
 
 /* Joins the thread (call once the phase is FINISHED, or after setting cancel) and frees. */
 void vdn_attempt_free(vdn_attempt *j);

@@ -11,6 +11,15 @@
  * blocklist; transient counts for nobody. */
 typedef enum { VDN_FAULT_JOB = 1, VDN_FAULT_WORKER = 2, VDN_FAULT_TRANSIENT = 3 } vdn_fault;
 
+/* The wire's Fail.StoreOp: a failure that came from the object store, and in which operation,
+ * said where the store call failed (never guessed from the message). NONE: not the store's. */
+typedef enum {
+    VDN_STORE_OP_NONE = 0,
+    VDN_STORE_OP_DOWNLOAD = 1, /* an input: a prompt cache's HEAD or GET */
+    VDN_STORE_OP_UPLOAD = 2,   /* an output: latents, mp4, poster, run record */
+    VDN_STORE_OP_OPEN = 3      /* the job's store did not open */
+} vdn_store_op;
+
 /* A render (or decode) that failed after the request and the prompt cache were checked.
  * dev: the devices' record; msg: the engine's message. Returns the blame; *gpu_fault = 1 when the
  * GPU itself failed (a CUDA/cuBLAS/NCCL error other than out of memory: take it out of service),

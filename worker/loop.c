@@ -32,6 +32,7 @@ enum { CANCEL_NONE = 0, CANCEL_BY_COORDINATOR, CANCEL_STALE, CANCEL_SHUTDOWN };
 typedef struct {
     uint64_t attempt_id, job_id;
     int ok, retryable, fault;
+    int store_op; /* vdn_store_op: the store operation a failure came from, 0 = none */
     char *reason;
     char **keys;
     int nkeys;
@@ -185,6 +186,8 @@ static void send_ready(worker *w) {
     r.per_gpu = 1;
     r.has_draining = 1;
     r.draining = w->terms > 0; /* re-registering while shutting down: no new work */
+    r.has_store_retries = 1;
+    r.store_retries = vdn_worker_store_retries();
     env.payload_case = VDN__ENVELOPE__PAYLOAD_READY;
     env.ready = &r;
     if (send_env(w, &env) < 0) {
@@ -230,6 +233,8 @@ static void send_outcome(worker *w, outcome *o) {
         f.reason = o->reason;
         f.retryable = o->retryable;
         f.fault = (Vdn__Fail__Fault)o->fault;
+        f.has_store_op = o->store_op != VDN_STORE_OP_NONE;
+        f.store_op = (Vdn__Fail__StoreOp)o->store_op;
         env.payload_case = VDN__ENVELOPE__PAYLOAD_FAIL;
         env.fail = &f;
     }
@@ -269,6 +274,8 @@ static void send_heartbeat(worker *w) {
     h.sent_at = vdn_wall();
     h.has_draining = 1;
     h.draining = w->terms > 0;
+    h.has_store_retries = 1;
+    h.store_retries = vdn_worker_store_retries();
     env.payload_case = VDN__ENVELOPE__PAYLOAD_HEARTBEAT;
     env.heartbeat = &h;
     send_env(w, &env);
@@ -647,14 +654,17 @@ static void finish_run(worker *w, running *j) {
             char reason[VDN_ERR_LEN + 64];
             o->retryable = a->retryable;
             o->fault = a->fault;
+            o->store_op = a->store_op;
             fault = a->gpu_fault; /* typed by the engine's devices (blame.h), cancelled or not */
             if (j->cancel_why == CANCEL_BY_COORDINATOR) {
                 o->retryable = 0;
                 o->fault = VDN_FAULT_JOB; /* the job is over already: nothing to retry */
+                o->store_op = VDN_STORE_OP_NONE;
                 snprintf(reason, sizeof reason, "cancelled by the coordinator");
             } else if (j->cancel_why == CANCEL_SHUTDOWN) {
                 o->retryable = 1;
                 o->fault = VDN_FAULT_TRANSIENT;
+                o->store_op = VDN_STORE_OP_NONE;
                 snprintf(reason, sizeof reason, "worker shut down (second SIGTERM) mid-job");
             } else {
                 snprintf(reason, sizeof reason, "%s", a->reason);

@@ -358,6 +358,29 @@ static inline void fw_fail_fault(fake_worker *w, uint64_t attempt, const char *r
     fw_send(w, &env);
 }
 
+/* FAIL from the object store: transient, with the operation that failed (Vdn__Fail__StoreOp). */
+static inline void fw_fail_store(fake_worker *w, uint64_t attempt, const char *reason, int op) {
+    Vdn__Fail f = VDN__FAIL__INIT;
+    f.has_attempt_id = f.has_retryable = f.has_fault = f.has_store_op = 1;
+    f.attempt_id = attempt, f.retryable = 1, f.reason = (char *)reason;
+    f.fault = VDN__FAIL__FAULT__TRANSIENT;
+    f.store_op = (Vdn__Fail__StoreOp)op;
+    Vdn__Envelope env = VDN__ENVELOPE__INIT;
+    env.payload_case = VDN__ENVELOPE__PAYLOAD_FAIL;
+    env.fail = &f;
+    fw_send(w, &env);
+}
+
+/* HEARTBEAT carrying the worker's count of store operations cured by a retry. */
+static inline void fw_heartbeat_retries(fake_worker *w, uint64_t retries) {
+    Vdn__Heartbeat h = VDN__HEARTBEAT__INIT;
+    h.has_store_retries = 1, h.store_retries = retries;
+    Vdn__Envelope env = VDN__ENVELOPE__INIT;
+    env.payload_case = VDN__ENVELOPE__PAYLOAD_HEARTBEAT;
+    env.heartbeat = &h;
+    fw_send(w, &env);
+}
+
 /* FAIL as an older worker says it: retryable or not, no fault. */
 static inline void fw_fail(fake_worker *w, uint64_t attempt, const char *reason, int retryable) {
     Vdn__Fail f = VDN__FAIL__INIT;

@@ -205,6 +205,40 @@ static void test_lease_and_fencing(void) {
     CHECK(WIFEXITED(stop_coordinator(pid, SIGTERM)));
 }
 
+/* What the coordinator kept of the store errors and retries: attempt a5 ended on an upload,
+ * a6 on nothing of the store's, the worker reported `retries`, and no other attempt has a store
+ * operation (the older FAILs without one). Polled: the heartbeat is not answered. */
+static void check_store_columns(const char *db, uint64_t a5, uint64_t a6, const char *worker,
+                                int retries) {
+    sqlite3 *dbh;
+    REQUIRE(sqlite3_open_v2(db, &dbh, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    sqlite3_busy_timeout(dbh, 5000);
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT (SELECT store_op FROM attempts WHERE id=%llu), "
+             "(SELECT count(*) FROM attempts WHERE id=%llu AND store_op IS NULL), "
+             "(SELECT count(*) FROM attempts WHERE store_op IS NOT NULL), "
+             "(SELECT store_retries FROM workers WHERE id='%s')",
+             (unsigned long long)a5, (unsigned long long)a6, worker);
+    int ok = 0;
+    char got[200] = "";
+    for (int i = 0; i < 50 && !ok; i++, sleep_s(0.1)) {
+        sqlite3_stmt *st;
+        if (sqlite3_prepare_v2(dbh, sql, -1, &st, NULL) != SQLITE_OK) continue;
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            const char *op = (const char *)sqlite3_column_text(st, 0);
+            snprintf(got, sizeof got, "a5 %s, a6 untyped %d, typed %d, retries %d",
+                     op ? op : "NULL", sqlite3_column_int(st, 1), sqlite3_column_int(st, 2),
+                     sqlite3_column_int(st, 3));
+            ok = op && !strcmp(op, "upload") && sqlite3_column_int(st, 1) == 1 &&
+                 sqlite3_column_int(st, 2) == 1 && sqlite3_column_int(st, 3) == retries;
+        }
+        sqlite3_finalize(st);
+    }
+    CHECK(ok, "store columns: %s", got);
+    sqlite3_close(dbh);
+}
+
 /* FAIL handling: retries up to max attempts keeping every reason; non-retryable fails at once;
  * a worker that keeps failing is blocklisted; retry requeues. Also GPU-count matching. */
 static void test_failures(void) {
@@ -280,11 +314,20 @@ static void test_failures(void) {
     CHECK(e->assign->job_id == other[0]);
     vdn__envelope__free_unpacked(e, NULL);
     w.attempt = 0;
-    /* a transient failure (the store) counts for nobody: the job comes straight back */
-    fw_fail_fault(&w, a5, "upload failed: store unreachable", VDN__FAIL__FAULT__TRANSIENT);
+    /* a transient failure (the store) counts for nobody: the job comes straight back; the
+     * store operation it came from is kept with the attempt */
+    fw_fail_store(&w, a5, "upload failed: store unreachable", VDN__FAIL__STORE_OP__UPLOAD);
     e = expect_assign(&w, 3);
     CHECK(e && e->assign->job_id == other[0] && e->assign->attempt_id != a5);
+    uint64_t a6 = e ? e->assign->attempt_id : 0;
     if (e) vdn__envelope__free_unpacked(e, NULL);
+    /* a transient failure that names the store in words but carries no store_op (an older
+     * worker, or not the store's): not a store error */
+    fw_fail_fault(&w, a6, "download of the store's prompt failed", VDN__FAIL__FAULT__TRANSIENT);
+    e = expect_assign(&w, 3);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    fw_heartbeat_retries(&w, 7);
+    check_store_columns(db, a5, a6, "w3", 7);
 
     /* a two-GPU job goes to a two-GPU worker only */
     uint64_t big[1];

@@ -42,13 +42,26 @@ int main(void) {
                   "INSERT INTO jobs(batch_id,state,request,output_prefix,submitted_at) "
                   "VALUES(1,'queued','{}','o',1)",
                   "") == 0);
-    /* pretend this database predates migration 2: the reopen applies 2 and 3 again, rows
+    /* schema 4: an attempt's store operation is one of three words or NULL */
+    CHECK(cdb_run(db, err, sizeof err,
+                  "INSERT INTO attempts(job_id,worker_id,state,started_at,lease_until,store_op) "
+                  "VALUES(1,'w','failed',1,1,'upload')",
+                  "") == 0,
+          "%s", err);
+    CHECK(cdb_run(db, err, sizeof err,
+                  "INSERT INTO attempts(job_id,worker_id,state,started_at,lease_until,store_op) "
+                  "VALUES(1,'w','failed',1,1,'elsewhere')",
+                  "") == -1);
+    CHECK(cdb_run(db, err, sizeof err, "DELETE FROM attempts", "") == 0);
+    /* pretend this database predates migration 2: the reopen applies 2, 3 and 4 again, rows
      * survive */
     CHECK(cdb_run(db, err, sizeof err, "DELETE FROM schema_version WHERE version >= 2", "") == 0);
     CHECK(cdb_run(db, err, sizeof err, "DROP INDEX events_job", "") == 0);
     CHECK(cdb_run(db, err, sizeof err, "DROP INDEX attempts_job", "") == 0);
     CHECK(cdb_run(db, err, sizeof err, "DROP INDEX attempts_running", "") == 0);
-    const char *undo3[] = {"DROP TABLE worker_blocks",
+    const char *undo3[] = {"ALTER TABLE attempts DROP COLUMN store_op",
+                           "ALTER TABLE workers DROP COLUMN store_retries",
+                           "DROP TABLE worker_blocks",
                            "ALTER TABLE attempts DROP COLUMN fault",
                            "ALTER TABLE attempts DROP COLUMN nfe_evaluated",
                            "ALTER TABLE jobs DROP COLUMN job_class",
@@ -59,7 +72,11 @@ int main(void) {
         CHECK(cdb_run(db, err, sizeof err, undo3[i], "") == 0, "%s: %s", undo3[i], err);
     cdb_close(db);
     db = cdb_open(path, 0, err, sizeof err);
-    CHECK(db && cdb_schema_version(db) == 3);
+    CHECK(db && cdb_schema_version(db) == 4);
+    CHECK(db &&
+          q(db, "SELECT count(*) FROM pragma_table_info('attempts') WHERE name='store_op'") == 1);
+    CHECK(db && q(db, "SELECT count(*) FROM pragma_table_info('workers') WHERE "
+                      "name='store_retries' AND dflt_value='0'") == 1);
     CHECK(db &&
           q(db, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name='job_class'") == 1);
     CHECK(db && q(db, "SELECT count(*) FROM jobs WHERE job_class=''") == 1); /* from before */
