@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frames.h"
 #include "metrics.h"
+#include "pixel_scores.h"
 #include "record_timing.h"
 #include "results.h"
 #include "safetensors.h"
@@ -22,12 +24,20 @@
 #define PSNR_CAP 100.0 /* identical outputs give +inf; capped so they still count in the means */
 
 typedef struct {
-    float *video; /* (C, F, H, W) */
+    float *video; /* (C, F, H, W) latents; NULL when the job stored none (save_latents off) */
     int C, F, H, W;
-    float *px; /* with --vae: the decoded frames (3, pF, pH, pW) in [0, 1], else NULL */
+    char *local_mp4; /* the stored mp4, downloaded: the pixel metrics' frames */
+    float *px; /* no mp4 but --vae: the latents decoded (3, pF, pH, pW) in [0, 1], else NULL */
     int pF, pH, pW;
     char *local_video, *local_record;
+    vdn_pixel_scores pix; /* from the pixel pass (pix.T == 0: none) */
 } output;
+
+/* The pixel metrics, added to the report when the first output with frames comes. */
+typedef struct {
+    int psnr, end_psnr, end_ssim, flow, tdiff, tdiff_var;
+    int n_mp4, n_vae; /* outputs whose frames came from their mp4 / from --vae */
+} pixel_metrics;
 
 /* --vae: the output's frames through the video VAE (CPU). A clip too short for one decoder
  * chunk, or a latent grid the VAE does not take, leaves px NULL with a message. */
@@ -61,9 +71,10 @@ static void usage(FILE *f) {
         "Reads every output of the sweep from its store, computes the metrics (docs/eval.md),\n"
         "paired statistics against the baseline, and writes DIR/report.html + DIR/report.json.\n"
         "Outputs are downloaded into DIR/outputs/ one prompt at a time and removed after scoring\n"
-        "unless --keep-outputs. --vae DIR decodes every output with that video VAE (CPU) and adds\n"
-        "pixel metrics (PSNR to the baseline's frames, motion, temporal stability) and frame\n"
-        "strips of the decoded frames.\n");
+        "unless --keep-outputs. Pixel metrics (PSNR and endpoint PSNR/SSIM to the baseline's\n"
+        "frames, motion, temporal stability) and frame strips come from each job's stored mp4;\n"
+        "--vae DIR decodes, with that video VAE on the CPU, the outputs that have latents and no\n"
+        "mp4 (older runs).\n");
 }
 
 static double cap(double x) {
@@ -186,6 +197,334 @@ static int local_copy(const char *p, const char *dir, const char *id, char *out,
 
 static int mode_of(const vdn_suite *s, int p) {
     return (int)s->items[p].mode;
+}
+
+/* The mp4 of an output: its latents key with ".mp4" for ".safetensors" (worker/attempt.c
+ * names the job's objects so: PREFIX.safetensors, PREFIX.mp4, PREFIX.png, PREFIX.json). */
+static void mp4_key_of(const char *latents_key, char *out, size_t len) {
+    size_t n = strlen(latents_key), m = strlen(".safetensors");
+    if (n >= m && !strcmp(latents_key + n - m, ".safetensors")) n -= m;
+    snprintf(out, len, "%.*s.mp4", (int)n, latents_key);
+}
+
+/* Downloads what the job stored: the latents (only when asked for: save_latents, or a worker
+ * without a video VAE) and the mp4. Either is enough; neither, or a store error, is an error
+ * for the output (-1). Latents that do not load are an error but the mp4 is still used. */
+static int fetch_output(vdn_store *st, const vdn_sweep_pair *q, const char *dir, const char *id,
+                        const char *vkey, output *o, vdn_results *r, int v, int p) {
+    char err[VDN_ERR_LEN], mkey[1100], lv[4300], lm[4300];
+    mp4_key_of(q->video_key, mkey, sizeof mkey);
+    int have_lat = vdn_store_exists(st, q->video_key, NULL, err, sizeof err);
+    int have_mp4 = have_lat < 0 ? -1 : vdn_store_exists(st, mkey, NULL, err, sizeof err);
+    if (have_lat < 0 || have_mp4 < 0) {
+        vdn_results_set_error(r, v, p, "%s", err);
+        return -1;
+    }
+    if (!have_lat && !have_mp4) {
+        vdn_results_set_error(r, v, p, "no output in the store: neither %s nor %s", q->video_key,
+                              mkey);
+        return -1;
+    }
+    if (have_lat) {
+        snprintf(lv, sizeof lv, "%s/%s_%s.safetensors", dir, id, vkey);
+        if (vdn_store_get_file(st, q->video_key, lv, err, sizeof err) ||
+            load_video(lv, o, err, sizeof err))
+            vdn_results_set_error(r, v, p, "%s", err);
+        else
+            o->local_video = vdn_xstrdup(lv);
+    }
+    if (have_mp4) {
+        snprintf(lm, sizeof lm, "%s/%s_%s.mp4", dir, id, vkey);
+        if (vdn_store_get_file(st, mkey, lm, err, sizeof err))
+            vdn_results_set_error(r, v, p, "%s", err);
+        else
+            o->local_mp4 = vdn_xstrdup(lm);
+    }
+    return o->video || o->local_mp4 ? 0 : -1;
+}
+
+/* Metrics on the latents: motion and temporal change of the latent video, and, for keyframe
+ * modes, the preview of the endpoint frames against the keyframe latents the request
+ * conditioned on. */
+static void latent_scores(output *o, const vdn_suite_item *it, const vdn_suite *suite,
+                          const char *cache_dir, vdn_results *r, int v, int p, int m_mo, int m_td,
+                          int m_tv, int m_ep, int m_es) {
+    char err[VDN_ERR_LEN];
+    *vdn_results_at(r, m_mo, v, p) = vdn_motion_mean_flow(o->video, o->C, o->F, o->H, o->W);
+    double tm, tvv;
+    vdn_temporal_diff(o->video, o->C, o->F, o->H, o->W, &tm, &tvv);
+    *vdn_results_at(r, m_td, v, p) = tm;
+    *vdn_results_at(r, m_tv, v, p) = tvv;
+    int nk = vdn_suite_mode_keyframes(it->mode);
+    if (!nk) return;
+    char *kname = vdn_suite_resolve(suite, it->keyframes ? it->keyframes : it->prompt_cache);
+    char kpath[4400];
+    double ps = 0, ss = 0;
+    int got = 0;
+    const char *names[2] = {"keyframe_first", "keyframe_last"};
+    if (local_copy(kname, cache_dir, it->id, kpath, sizeof kpath, err, sizeof err)) {
+        vdn_results_set_error(r, v, p, "keyframes: %s", err);
+        kpath[0] = 0;
+    }
+    for (int k = 0; k < 2 && kpath[0]; k++) {
+        if (k == 0 && it->mode == VDN_MODE_L2VA) continue;
+        if (k == 1 && it->mode == VDN_MODE_I2VA) continue;
+        float *kf = load_keyframe(kpath, names[k], o->C, o->H, o->W, err, sizeof err);
+        if (!kf) {
+            vdn_results_set_error(r, v, p, "%s", err);
+            continue;
+        }
+        double a, b;
+        endpoint_scores(o, kf, k == 0 ? 0 : o->F - 1, &a, &b);
+        ps += a;
+        ss += b;
+        got++;
+        free(kf);
+    }
+    if (got == nk) {
+        *vdn_results_at(r, m_ep, v, p) = ps / got;
+        *vdn_results_at(r, m_es, v, p) = ss / got;
+    }
+    free(kname);
+}
+
+/* {video} is the product a person watches (the mp4) when there is one, else the latents;
+ * {latents} the latents file, empty when the job stored none. */
+static void run_scorers(const vdn_scorer_set *scorers, const output *o, const vdn_suite_item *it,
+                        const char *variant, vdn_results *r, int v, int p) {
+    char err[VDN_ERR_LEN];
+    for (int s = 0; s < scorers->n; s++) {
+        vdn_scorer_args sa = {o->local_mp4 ? o->local_mp4 : o->local_video,
+                              o->local_video,
+                              o->local_record,
+                              it->prompt,
+                              it->id,
+                              variant};
+        char **keys;
+        double *vals;
+        int nsc;
+        if (vdn_scorer_run(&scorers->s[s], &sa, &keys, &vals, &nsc, err, sizeof err)) {
+            vdn_results_set_error(r, v, p, "%s", err);
+            continue;
+        }
+        for (int k = 0; k < nsc; k++) {
+            char name[128];
+            snprintf(name, sizeof name, "%s.%s", scorers->s[s].name, keys[k]);
+            int m = vdn_results_find_metric(r, name);
+            if (m < 0)
+                m = vdn_results_add_metric(
+                    r, name, name, "", scorers->s[s].higher_is_better ? 1 : -1, VDN_METRIC_PAIRED);
+            *vdn_results_at(r, m, v, p) = vals[k];
+        }
+        vdn_scores_free(keys, vals, nsc);
+    }
+}
+
+/* The output's decoded frames: its mp4, else what --vae decoded. NULL: none (err empty), or
+ * the mp4 does not open (err says why). */
+static vdn_frames *frames_of(const output *o, char *err, size_t errlen) {
+    err[0] = 0;
+    if (o->local_mp4) return vdn_frames_open_mp4(o->local_mp4, err, errlen);
+    if (o->px) return vdn_frames_from_buffer(o->px, o->pF, o->pH, o->pW);
+    return NULL;
+}
+
+static int has_frames(const output *o) {
+    return o->local_mp4 || o->px;
+}
+
+static void add_pixel_metrics(vdn_results *r, pixel_metrics *pm) {
+    if (pm->psnr >= 0) return;
+    pm->psnr = vdn_results_add_metric(r, "pixel_psnr", "PSNR to baseline (decoded frames)", "dB", 1,
+                                      VDN_METRIC_REFERENCE);
+    pm->end_psnr = vdn_results_add_metric(
+        r, "pixel_endpoint_psnr", "Endpoint PSNR to baseline (decoded frames, keyframe modes)",
+        "dB", 1, VDN_METRIC_REFERENCE);
+    pm->end_ssim = vdn_results_add_metric(
+        r, "pixel_endpoint_ssim", "Endpoint SSIM to baseline (decoded frames, keyframe modes)", "",
+        1, VDN_METRIC_REFERENCE);
+    pm->flow = vdn_results_add_metric(r, "pixel_motion_flow", "Mean ILK flow (decoded frames)",
+                                      "px", 0, VDN_METRIC_PAIRED);
+    pm->tdiff = vdn_results_add_metric(r, "pixel_temporal_diff",
+                                       "Frame-to-frame RMS change (decoded frames)", "", 0,
+                                       VDN_METRIC_PAIRED);
+    pm->tdiff_var = vdn_results_add_metric(r, "pixel_temporal_diff_var",
+                                           "Variance of frame-to-frame change (decoded frames)", "",
+                                           0, VDN_METRIC_PAIRED);
+}
+
+/* Pixel metrics of every output of one prompt with frames: its own in one pass, read in
+ * lockstep with the baseline's frames for the fidelity metrics (the baseline is decoded once
+ * more per variant: decoding costs far less than the flow). Endpoints: the paper compares the
+ * endpoint frames with the conditioning images, which the suite holds only as latents, so
+ * they are compared with the baseline's endpoint frames (docs/eval.md). */
+static void pixel_pass(output *outs, int nv, int bl, vdn_suite_mode mode, int strip_px, int tile_w,
+                       int tile_h, vdn_results *r, int p, pixel_metrics *pm) {
+    char err[VDN_ERR_LEN];
+    for (int v = 0; v < nv; v++) {
+        output *o = &outs[v];
+        if (!has_frames(o)) continue;
+        vdn_frames *f = frames_of(o, err, sizeof err), *b = NULL;
+        if (f && v != bl && has_frames(&outs[bl])) {
+            b = frames_of(&outs[bl], err, sizeof err);
+            if (!b) vdn_results_set_error(r, v, p, "pixels: baseline: %s", err);
+        }
+        if (!f) {
+            vdn_results_set_error(r, v, p, "pixels: %s", err);
+            continue;
+        }
+        vdn_pixel_opts po = {.first = mode == VDN_MODE_I2VA || mode == VDN_MODE_FL2VA,
+                             .last = mode == VDN_MODE_L2VA || mode == VDN_MODE_FL2VA,
+                             .strip_cols = strip_px ? 6 : 0,
+                             .tile_w = tile_w,
+                             .tile_h = tile_h};
+        if (vdn_pixel_scores_run(f, b, &po, &o->pix, err, sizeof err)) {
+            vdn_results_set_error(r, v, p, "pixels of %s: %s",
+                                  o->local_mp4 ? o->local_mp4 : "the --vae decode", err);
+        } else {
+            add_pixel_metrics(r, pm);
+            if (o->local_mp4)
+                pm->n_mp4++;
+            else
+                pm->n_vae++;
+            *vdn_results_at(r, pm->flow, v, p) = o->pix.flow;
+            *vdn_results_at(r, pm->tdiff, v, p) = o->pix.tdiff;
+            *vdn_results_at(r, pm->tdiff_var, v, p) = o->pix.tdiff_var;
+            if (b) {
+                *vdn_results_at(r, pm->psnr, v, p) = o->pix.psnr;
+                *vdn_results_at(r, pm->end_psnr, v, p) = o->pix.end_psnr;
+                *vdn_results_at(r, pm->end_ssim, v, p) = o->pix.end_ssim;
+            }
+        }
+        vdn_frames_close(f);
+        vdn_frames_close(b);
+    }
+}
+
+/* Latent fidelity against the baseline output of the same prompt (same seed, same noise). */
+static void latent_fidelity(const output *outs, int nv, vdn_results *r, int p, int m_l2, int m_fp) {
+    const output *b = &outs[r->baseline];
+    int np = r->n_prompts;
+    for (int v = 0; v < nv; v++) {
+        const output *o = &outs[v];
+        if (v == r->baseline || !o->video || !b->video) continue;
+        if (o->C != b->C || o->F != b->F || o->H != b->H || o->W != b->W) {
+            vdn_results_set_error(
+                r, v, p, "video shape (%d,%d,%d,%d) differs from the baseline's (%d,%d,%d,%d)",
+                o->C, o->F, o->H, o->W, b->C, b->F, b->H, b->W);
+            continue;
+        }
+        size_t n = (size_t)o->C * o->F * o->H * o->W;
+        *vdn_results_at(r, m_l2, v, p) = vdn_rel_l2(b->video, o->video, n);
+        *vdn_results_at(r, m_fp, v, p) = cap(vdn_latent_psnr(b->video, o->video, n));
+        size_t i = (size_t)v * np + p, plane = (size_t)o->H * o->W;
+        r->frame_count[i] = o->F;
+        r->frame_rel_l2[i] = vdn_xmalloc((size_t)o->F * sizeof(double));
+        r->frame_psnr[i] = vdn_xmalloc((size_t)o->F * sizeof(double));
+        double lo = b->video[0], hi = b->video[0]; /* the whole baseline's range, as overall */
+        for (size_t k = 0; k < n; k++) {
+            if (b->video[k] < lo) lo = b->video[k];
+            if (b->video[k] > hi) hi = b->video[k];
+        }
+        for (int f = 0; f < o->F; f++) { /* gather frame f of every channel */
+            double num = 0, den = 0;
+            for (int c = 0; c < o->C; c++) {
+                const float *x = o->video + ((size_t)c * o->F + f) * plane,
+                            *y = b->video + ((size_t)c * b->F + f) * plane;
+                for (size_t k = 0; k < plane; k++) {
+                    double d = (double)x[k] - y[k];
+                    num += d * d;
+                    den += (double)y[k] * y[k];
+                }
+            }
+            r->frame_rel_l2[i][f] = den > 0 ? sqrt(num / den) : NAN;
+            double mse = num / ((double)o->C * (double)plane);
+            r->frame_psnr[i][f] = mse > 0 ? cap(10 * log10((hi - lo) * (hi - lo) / mse)) : PSNR_CAP;
+        }
+    }
+}
+
+/* The strip's tile: decoded frames when the reference output (the baseline, else the first
+ * output there is) has them, at most 96 pixels tall; else the latent preview, as before. */
+static void strip_tiles(const output *outs, int nv, int bl, int *px, int *tw, int *th) {
+    const output *ref = has_frames(&outs[bl]) || outs[bl].video ? &outs[bl] : NULL;
+    for (int v = 0; v < nv && !ref; v++)
+        if (has_frames(&outs[v]) || outs[v].video) ref = &outs[v];
+    *px = *tw = *th = 0;
+    if (!ref) return;
+    char err[VDN_ERR_LEN];
+    vdn_frames *f = has_frames(ref) ? frames_of(ref, err, sizeof err) : NULL;
+    if (f) {
+        int T, H, W;
+        vdn_frames_info(f, &T, &H, &W);
+        vdn_frames_close(f);
+        *px = 1;
+        *th = H < 96 ? H : 96;
+        *tw = (int)lround((double)W * *th / H);
+        if (*tw < 1) *tw = 1;
+    } else if (ref->video) {
+        int scale = 96 / ref->H;
+        scale = scale < 1 ? 1 : scale > 8 ? 8 : scale;
+        *tw = ref->W * scale;
+        *th = ref->H * scale;
+    }
+}
+
+static void add_strip(vdn_results *r, const output *outs, int nv, int p, int strip_px, int tw,
+                      int th) {
+    vdn_strip *sp = &r->strips[r->n_strips++];
+    sp->prompt = p;
+    sp->rgb = vdn_xcalloc((size_t)nv, sizeof *sp->rgb);
+    sp->pixels = strip_px;
+    if (!tw) return;
+    int cols = 0;
+    for (int v = 0; v < nv; v++) {
+        const output *o = &outs[v];
+        int c = strip_px ? o->pix.strip_cols : o->video ? (o->F < 6 ? o->F : 6) : 0;
+        if (c > cols) cols = c;
+    }
+    sp->frames = cols;
+    sp->tile_w = tw;
+    sp->tile_h = th;
+    sp->gap = th < 32 ? 1 : 2;
+    int rw = vdn_strip_width(sp);
+    size_t tile = (size_t)tw * th * 3;
+    uint8_t *t = vdn_xmalloc(tile);
+    for (int v = 0; v < nv; v++) {
+        const output *o = &outs[v];
+        int have = strip_px ? o->pix.strip_cols > 0
+                            : o->video && th / o->H * o->H == th && th / o->H * o->W == tw;
+        if (!have) continue;
+        sp->rgb[v] = vdn_xmalloc((size_t)rw * th * 3);
+        memset(sp->rgb[v], 255, (size_t)rw * th * 3); /* white gutters */
+        int oc = strip_px ? o->pix.strip_cols : (o->F < 6 ? o->F : 6);
+        for (int k = 0; k < oc && k < cols; k++) {
+            const uint8_t *src = t;
+            if (strip_px) {
+                src = o->pix.strip + (size_t)k * tile;
+            } else {
+                int f = oc > 1 ? (int)lround((double)k * (o->F - 1) / (oc - 1)) : 0;
+                vdn_latent_preview(o->video, o->C, o->F, o->H, o->W, f, th / o->H, NULL, t);
+            }
+            for (int y = 0; y < th; y++)
+                memcpy(sp->rgb[v] + ((size_t)y * rw + (size_t)k * (tw + sp->gap)) * 3,
+                       src + (size_t)y * tw * 3, (size_t)tw * 3);
+        }
+    }
+    free(t);
+}
+
+/* Where the frames came from, on the page: a mix of mp4 and --vae frames is worth knowing (the
+ * mp4s went through H.264, the --vae frames did not). */
+static void pixel_note(vdn_results *r, const pixel_metrics *pm) {
+    char buf[600];
+    snprintf(buf, sizeof buf,
+             "%s%spixel metrics: frames of %d output(s) decoded from their stored mp4, %d "
+             "decoded from their latents with --vae; endpoint PSNR/SSIM on pixels compare with "
+             "the baseline's endpoint frames (the suite holds the keyframes as latents only)",
+             r->note ? r->note : "", r->note ? "; " : "", pm->n_mp4, pm->n_vae);
+    free(r->note);
+    r->note = vdn_xstrdup(buf);
 }
 
 int vdn_eval_report_main(int argc, char **argv) {
@@ -346,18 +685,7 @@ int vdn_eval_report_main(int argc, char **argv) {
                                       VDN_METRIC_PAIRED);
     int m_tv = vdn_results_add_metric(&r, "temporal_diff_var", "Variance of frame-to-frame change",
                                       "", 0, VDN_METRIC_PAIRED);
-    /* on decoded frames (--vae): pixels in [0, 1] */
-    int m_pp = -1, m_pm = -1, m_pt = -1;
-    if (vae) {
-        m_pp = vdn_results_add_metric(&r, "pixel_psnr", "PSNR to baseline (decoded frames)", "dB",
-                                      1, VDN_METRIC_REFERENCE);
-        m_pm = vdn_results_add_metric(&r, "pixel_motion_flow", "Mean ILK flow (decoded frames)",
-                                      "px", 0, VDN_METRIC_PAIRED);
-        m_pt = vdn_results_add_metric(&r, "pixel_temporal_diff",
-                                      "Frame-to-frame RMS change (decoded frames)", "", 0,
-                                      VDN_METRIC_PAIRED);
-    }
-
+    pixel_metrics pm = {-1, -1, -1, -1, -1, -1, 0, 0};
     /* strips: the first prompt of each mode, then the next prompts in order */
     int *strip_of = vdn_xcalloc((size_t)np + 1, sizeof *strip_of), chosen = 0;
     for (int mode = 0; mode < 4 && chosen < n_strips; mode++)
@@ -384,16 +712,10 @@ int vdn_eval_report_main(int argc, char **argv) {
                                       "the sweep manifest has no pair for this prompt and variant");
                 continue;
             }
-            char lv[4300], lr[4300];
-            snprintf(lv, sizeof lv, "%s/%s_%s.safetensors", cache_dir, it->id, sw.variants[v].key);
-            snprintf(lr, sizeof lr, "%s/%s_%s.json", cache_dir, it->id, sw.variants[v].key);
-            if (vdn_store_get_file(st, q->video_key, lv, err, sizeof err) ||
-                load_video(lv, o, err, sizeof err)) {
-                vdn_results_set_error(&r, v, p, "%s", err);
-                continue;
-            }
-            o->local_video = vdn_xstrdup(lv);
+            if (fetch_output(st, q, cache_dir, it->id, sw.variants[v].key, o, &r, v, p)) continue;
             double spn, tot;
+            char lr[4300];
+            snprintf(lr, sizeof lr, "%s/%s_%s.json", cache_dir, it->id, sw.variants[v].key);
             if (vdn_store_get_file(st, q->record_key, lr, err, sizeof err) ||
                 load_timing(lr, &spn, &tot, err, sizeof err)) {
                 vdn_results_set_error(&r, v, p, "%s", err);
@@ -403,191 +725,34 @@ int vdn_eval_report_main(int argc, char **argv) {
                 r.seconds_total[(size_t)v * np + p] = tot;
             }
             n_ok++;
-            *vdn_results_at(&r, m_mo, v, p) =
-                vdn_motion_mean_flow(o->video, o->C, o->F, o->H, o->W);
-            double tm, tvv;
-            vdn_temporal_diff(o->video, o->C, o->F, o->H, o->W, &tm, &tvv);
-            *vdn_results_at(&r, m_td, v, p) = tm;
-            *vdn_results_at(&r, m_tv, v, p) = tvv;
-            if (vae) {
-                if (decode_pixels(vae, o, err, sizeof err)) {
+            if (o->video) {
+                latent_scores(o, it, &suite, cache_dir, &r, v, p, m_mo, m_td, m_tv, m_ep, m_es);
+                if (vae && !o->local_mp4 && decode_pixels(vae, o, err, sizeof err))
                     vdn_results_set_error(&r, v, p, "%s", err);
-                } else {
-                    *vdn_results_at(&r, m_pm, v, p) =
-                        vdn_pixel_mean_flow(o->px, o->pF, o->pH, o->pW);
-                    double pm, pv;
-                    vdn_temporal_diff(o->px, 3, o->pF, o->pH, o->pW, &pm, &pv);
-                    *vdn_results_at(&r, m_pt, v, p) = pm;
-                }
             }
-            int nk = vdn_suite_mode_keyframes(it->mode);
-            if (nk) {
-                char *kname =
-                    vdn_suite_resolve(&suite, it->keyframes ? it->keyframes : it->prompt_cache);
-                char kpath[4400];
-                double ps = 0, ss = 0;
-                int got = 0;
-                const char *names[2] = {"keyframe_first", "keyframe_last"};
-                if (local_copy(kname, cache_dir, it->id, kpath, sizeof kpath, err, sizeof err)) {
-                    vdn_results_set_error(&r, v, p, "keyframes: %s", err);
-                    kpath[0] = 0;
-                }
-                for (int k = 0; k < 2 && kpath[0]; k++) {
-                    if (k == 0 && it->mode == VDN_MODE_L2VA) continue;
-                    if (k == 1 && it->mode == VDN_MODE_I2VA) continue;
-                    float *kf = load_keyframe(kpath, names[k], o->C, o->H, o->W, err, sizeof err);
-                    if (!kf) {
-                        vdn_results_set_error(&r, v, p, "%s", err);
-                        continue;
-                    }
-                    double a, b;
-                    endpoint_scores(o, kf, k == 0 ? 0 : o->F - 1, &a, &b);
-                    ps += a;
-                    ss += b;
-                    got++;
-                    free(kf);
-                }
-                if (got == nk) {
-                    *vdn_results_at(&r, m_ep, v, p) = ps / got;
-                    *vdn_results_at(&r, m_es, v, p) = ss / got;
-                }
-                free(kname);
-            }
-            for (int s = 0; s < scorers.n; s++) {
-                vdn_scorer_args sa = {o->local_video, o->local_record, it->prompt, it->id,
-                                      sw.variants[v].name};
-                char **keys;
-                double *vals;
-                int nsc;
-                if (vdn_scorer_run(&scorers.s[s], &sa, &keys, &vals, &nsc, err, sizeof err)) {
-                    vdn_results_set_error(&r, v, p, "%s", err);
-                    continue;
-                }
-                for (int k = 0; k < nsc; k++) {
-                    char name[128];
-                    snprintf(name, sizeof name, "%s.%s", scorers.s[s].name, keys[k]);
-                    int m = vdn_results_find_metric(&r, name);
-                    if (m < 0)
-                        m = vdn_results_add_metric(&r, name, name, "",
-                                                   scorers.s[s].higher_is_better ? 1 : -1,
-                                                   VDN_METRIC_PAIRED);
-                    *vdn_results_at(&r, m, v, p) = vals[k];
-                }
-                vdn_scores_free(keys, vals, nsc);
-            }
+            run_scorers(&scorers, o, it, sw.variants[v].name, &r, v, p);
         }
-        /* fidelity against the baseline output of the same prompt (same seed, same noise) */
-        const output *b = &outs[r.baseline];
-        for (int v = 0; v < nv; v++) {
-            const output *o = &outs[v];
-            if (v == r.baseline || !o->video || !b->video) continue;
-            if (o->C != b->C || o->F != b->F || o->H != b->H || o->W != b->W) {
-                vdn_results_set_error(
-                    &r, v, p, "video shape (%d,%d,%d,%d) differs from the baseline's (%d,%d,%d,%d)",
-                    o->C, o->F, o->H, o->W, b->C, b->F, b->H, b->W);
-                continue;
-            }
-            size_t n = (size_t)o->C * o->F * o->H * o->W;
-            if (o->px && b->px) { /* same latent shape: same decoded shape */
-                size_t pn = (size_t)3 * o->pF * o->pH * o->pW;
-                double mse = 0;
-                for (size_t k = 0; k < pn; k++) {
-                    double d = (double)o->px[k] - b->px[k];
-                    mse += d * d;
-                }
-                mse /= (double)pn;
-                *vdn_results_at(&r, m_pp, v, p) = mse > 0 ? cap(-10 * log10(mse)) : PSNR_CAP;
-            }
-            *vdn_results_at(&r, m_l2, v, p) = vdn_rel_l2(b->video, o->video, n);
-            *vdn_results_at(&r, m_fp, v, p) = cap(vdn_latent_psnr(b->video, o->video, n));
-            size_t i = (size_t)v * np + p, plane = (size_t)o->H * o->W;
-            r.frame_count[i] = o->F;
-            r.frame_rel_l2[i] = vdn_xmalloc((size_t)o->F * sizeof(double));
-            r.frame_psnr[i] = vdn_xmalloc((size_t)o->F * sizeof(double));
-            double lo = b->video[0], hi = b->video[0]; /* the whole baseline's range, as overall */
-            for (size_t k = 0; k < n; k++) {
-                if (b->video[k] < lo) lo = b->video[k];
-                if (b->video[k] > hi) hi = b->video[k];
-            }
-            for (int f = 0; f < o->F; f++) { /* gather frame f of every channel */
-                double num = 0, den = 0;
-                for (int c = 0; c < o->C; c++) {
-                    const float *x = o->video + ((size_t)c * o->F + f) * plane,
-                                *y = b->video + ((size_t)c * b->F + f) * plane;
-                    for (size_t k = 0; k < plane; k++) {
-                        double d = (double)x[k] - y[k];
-                        num += d * d;
-                        den += (double)y[k] * y[k];
-                    }
-                }
-                r.frame_rel_l2[i][f] = den > 0 ? sqrt(num / den) : NAN;
-                double mse = num / ((double)o->C * (double)plane);
-                r.frame_psnr[i][f] =
-                    mse > 0 ? cap(10 * log10((hi - lo) * (hi - lo) / mse)) : PSNR_CAP;
-            }
-        }
-        if (strip_of[p]) {
-            vdn_strip *sp = &r.strips[r.n_strips++];
-            sp->prompt = p;
-            sp->rgb = vdn_xcalloc((size_t)nv, sizeof *sp->rgb);
-            const output *ref = b->video ? b : NULL;
-            for (int v = 0; v < nv && !ref; v++)
-                if (outs[v].video) ref = &outs[v];
-            if (ref) {
-                int cols = ref->F < 6 ? ref->F : 6;
-                int scale = 96 / ref->H;
-                scale = scale < 1 ? 1 : scale > 8 ? 8 : scale;
-                sp->frames = cols;
-                sp->tile_w = ref->W * scale;
-                sp->tile_h = ref->H * scale;
-                sp->gap = sp->tile_h < 32 ? 1 : 2;
-                size_t tile = (size_t)sp->tile_w * sp->tile_h * 3;
-                uint8_t *t = vdn_xmalloc(tile);
-                for (int v = 0; v < nv; v++) {
-                    const output *o = &outs[v];
-                    if (!o->video || o->H != ref->H || o->W != ref->W) continue;
-                    int rw = vdn_strip_width(sp);
-                    sp->rgb[v] = vdn_xmalloc((size_t)rw * sp->tile_h * 3);
-                    memset(sp->rgb[v], 255, (size_t)rw * sp->tile_h * 3); /* white gutters */
-                    for (int k = 0; k < cols; k++) {
-                        int f = cols > 1 ? (int)lround((double)k * (o->F - 1) / (cols - 1)) : 0;
-                        if (o->px) { /* the decoded frame, sampled down to the tile */
-                            int pf =
-                                cols > 1 ? (int)lround((double)k * (o->pF - 1) / (cols - 1)) : 0;
-                            for (int y = 0; y < sp->tile_h; y++)
-                                for (int x = 0; x < sp->tile_w; x++)
-                                    for (int ch = 0; ch < 3; ch++) {
-                                        size_t sy = (size_t)y * o->pH / sp->tile_h,
-                                               sx = (size_t)x * o->pW / sp->tile_w;
-                                        float val =
-                                            o->px[(((size_t)ch * o->pF + pf) * o->pH + sy) * o->pW +
-                                                  sx];
-                                        t[((size_t)y * sp->tile_w + x) * 3 + ch] =
-                                            (uint8_t)lrintf(val * 255.0f);
-                                    }
-                        } else
-                            vdn_latent_preview(o->video, o->C, o->F, o->H, o->W, f, scale, NULL, t);
-                        for (int y = 0; y < sp->tile_h; y++)
-                            memcpy(sp->rgb[v] +
-                                       ((size_t)y * rw + (size_t)k * (sp->tile_w + sp->gap)) * 3,
-                                   t + (size_t)y * sp->tile_w * 3, (size_t)sp->tile_w * 3);
-                    }
-                }
-                free(t);
-            }
-        }
+        int strip_px = 0, tile_w = 0, tile_h = 0;
+        if (strip_of[p]) strip_tiles(outs, nv, r.baseline, &strip_px, &tile_w, &tile_h);
+        pixel_pass(outs, nv, r.baseline, it->mode, strip_px, tile_w, tile_h, &r, p, &pm);
+        latent_fidelity(outs, nv, &r, p, m_l2, m_fp);
+        if (strip_of[p]) add_strip(&r, outs, nv, p, strip_px, tile_w, tile_h);
         for (int v = 0; v < nv; v++) { /* local copies live only while their prompt is scored */
-            if (!keep && outs[v].local_video) remove(outs[v].local_video);
-            if (!keep && outs[v].local_record) remove(outs[v].local_record);
-            free(outs[v].video);
-            free(outs[v].px);
-            outs[v].px = NULL;
-            free(outs[v].local_video);
-            free(outs[v].local_record);
+            output *o = &outs[v];
+            if (!keep && o->local_video) remove(o->local_video);
+            if (!keep && o->local_record) remove(o->local_record);
+            if (!keep && o->local_mp4) remove(o->local_mp4);
+            free(o->video);
+            free(o->px);
+            free(o->local_video);
+            free(o->local_record);
+            free(o->local_mp4);
+            vdn_pixel_scores_free(&o->pix);
         }
         if ((p + 1) % 10 == 0 || p + 1 == np)
             fprintf(stderr, "eval report: %d/%d prompts read\n", p + 1, np);
     }
+    if (pm.n_mp4 + pm.n_vae) pixel_note(&r, &pm);
     free(outs);
     free(strip_of);
     int rc = vdn_report_write(&r, out_dir, err, sizeof err);

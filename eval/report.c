@@ -409,15 +409,16 @@ int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, siz
 
     if (r->n_strips) {
         vdn_sb_printf(
-            &h, "<h2>Frame strips</h2>\n<p class=\"note\">Latent preview (channels in three groups "
-                "as R, G, B; see docs/eval.md), evenly spaced latent frames left to right.</p>\n");
+            &h, "<h2>Frame strips</h2>\n<p class=\"note\">Evenly spaced frames left to right: "
+                "decoded frames (the stored mp4, or --vae) where the outputs have them, else the "
+                "latent preview (channels in three groups as R, G, B; see docs/eval.md).</p>\n");
         for (int s = 0; s < r->n_strips; s++) {
             const vdn_strip *st = &r->strips[s];
             vdn_sb_printf(&h, "<h3>");
             vdn_sb_escape(&h, r->prompt_ids[st->prompt]);
             vdn_sb_printf(&h, " (");
             vdn_sb_escape(&h, r->prompt_modes[st->prompt]);
-            vdn_sb_printf(&h, ")</h3>\n");
+            vdn_sb_printf(&h, ", %s)</h3>\n", st->pixels ? "decoded frames" : "latent preview");
             if (r->prompt_texts[st->prompt] && r->prompt_texts[st->prompt][0]) {
                 vdn_sb_printf(&h, "<p class=\"note\">");
                 vdn_sb_escape(&h, r->prompt_texts[st->prompt]);

@@ -27,6 +27,7 @@ typedef struct {
     int frames; /* columns per row */
     int tile_w, tile_h;
     int gap;       /* white pixels between frames */
+    int pixels;    /* 1: decoded frames (mp4 or --vae), 0: latent previews */
     uint8_t **rgb; /* per variant: (tile_h, vdn_strip_width, 3), NULL when the output is missing */
 } vdn_strip;
 

@@ -195,11 +195,11 @@ int vdn_scorer_run(const vdn_scorer *sc, const vdn_scorer_args *a, char ***keys,
     vdn_sb cmd = {0};
     vdn_sb_printf(&cmd, "timeout %d sh -c ", sc->timeout_s);
     vdn_sb inner = {0};
-    const char *names[] = {"{video}", "{record}", "{prompt}", "{id}", "{variant}"};
-    const char *vals[] = {a->video, a->record, a->prompt, a->id, a->variant};
+    const char *names[] = {"{video}", "{latents}", "{record}", "{prompt}", "{id}", "{variant}"};
+    const char *vals[] = {a->video, a->latents, a->record, a->prompt, a->id, a->variant};
     for (const char *p = sc->command; *p;) {
         int hit = -1;
-        for (int i = 0; i < 5; i++)
+        for (int i = 0; i < 6; i++)
             if (!strncmp(p, names[i], strlen(names[i]))) hit = i;
         if (hit >= 0) {
             shell_quote(&inner, vals[hit] ? vals[hit] : "");

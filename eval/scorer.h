@@ -4,8 +4,9 @@
  *   {"scorers": [{"name": "dover", "command": "python3 dover.py --video {video} --prompt {prompt}",
  *                 "higher_is_better": true, "timeout_s": 600}]}
  *
- * Placeholders, substituted shell-quoted: {video} (the output file: the latent safetensors until
- * decoders produce mp4), {record} (the run record JSON), {prompt} (the prompt text), {id}
+ * Placeholders, substituted shell-quoted: {video} (the output's mp4; its latent safetensors when
+ * the job stored no mp4), {latents} (the latent safetensors; empty when the job stored none),
+ * {record} (the run record JSON), {prompt} (the prompt text), {id}
  * (prompt id), {variant}. The command prints one JSON object of numbers on stdout, e.g.
  * {"overall": 61.2, "technical": 58.0}; each key becomes metric "NAME.KEY". A command that
  * fails, times out or prints anything else is an error for that output only. */
@@ -32,7 +33,7 @@ int vdn_scorers_load(const char *path, vdn_scorer_set *out, char *err, size_t er
 void vdn_scorers_free(vdn_scorer_set *s);
 
 typedef struct {
-    const char *video, *record, *prompt, *id, *variant;
+    const char *video, *latents, *record, *prompt, *id, *variant;
 } vdn_scorer_args;
 
 /* Runs one scorer on one output. On success *keys / *values hold n scores (malloc'd arrays of

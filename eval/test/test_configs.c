@@ -112,7 +112,8 @@ int main(void) {
 
     /* ---- running a scorer: placeholders reach the command verbatim, quotes and all ---- */
     vdn_scorer sc = {"echo", "printf '{\"len\": %d}' \"$(printf %s {prompt} | wc -c)\"", 1, 20};
-    vdn_scorer_args a = {"/v.st", "/r.json", "it's $(rm -rf /) \"quoted\" `x`", "p1", "vdn@8"};
+    vdn_scorer_args a = {"/v.mp4", "/v.st", "/r.json", "it's $(rm -rf /) \"quoted\" `x`",
+                         "p1",     "vdn@8"};
     int rc = vdn_scorer_run(&sc, &a, &k, &vals, &n, err, sizeof err);
     CHECK(rc == 0);
     if (rc == 0) {
@@ -120,6 +121,18 @@ int main(void) {
         vdn_scores_free(k, vals, n);
     } else {
         fprintf(stderr, "scorer run: %s\n", err);
+    }
+    /* {video} (the mp4) and {latents} are two different files */
+    vdn_scorer paths = {"paths",
+                        "printf '{\"v\": %d, \"l\": %d}' \"$(printf %s {video} | wc -c)\" "
+                        "\"$(printf %s {latents} | wc -c)\"",
+                        1, 20};
+    rc = vdn_scorer_run(&paths, &a, &k, &vals, &n, err, sizeof err);
+    CHECK(rc == 0);
+    if (rc == 0) {
+        CHECK(n == 2 && !strcmp(k[0], "v") && vals[0] == (double)strlen(a.video) &&
+              vals[1] == (double)strlen(a.latents));
+        vdn_scores_free(k, vals, n);
     }
     vdn_scorer bad_exit = {"boom", "echo oops; exit 4", 1, 20};
     expect_err(vdn_scorer_run(&bad_exit, &a, &k, &vals, &n, err, sizeof err), err, "scorer boom",
