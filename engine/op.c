@@ -114,6 +114,15 @@ void vdn_dev_memory(const vdn_dev *d, size_t *in_use, size_t *peak) {
     if (in_use) *in_use = d->mem_in_use;
     if (peak) *peak = d->mem_peak;
 }
+int vdn_dev_mem_info(vdn_dev *d, size_t *free_bytes, size_t *total_bytes) {
+    size_t f = 0, t = 0;
+    if (!d->be->mem_info)
+        return vdn_dev_fail(d, "device %s cannot report its free memory", d->name);
+    if (d->be->mem_info(d, &f, &t)) return -1;
+    if (free_bytes) *free_bytes = f;
+    if (total_bytes) *total_bytes = t;
+    return 0;
+}
 
 /* ---- tensors ---- */
 

@@ -89,6 +89,11 @@ void vdn_dev_clear_fault(vdn_dev *d);
 vdn_dtype vdn_dev_act_dtype(const vdn_dev *d);
 /* bytes of device memory in use now and at most since open (allocations through this layer) */
 void vdn_dev_memory(const vdn_dev *d, size_t *in_use, size_t *peak);
+/* Free and total bytes of the device's memory as the device reports them (CUDA: cudaMemGetInfo,
+ * which counts every allocation on the GPU, this layer's and anyone else's; CPU: the host's
+ * available and physical memory). What a model about to load beside another (the text encoder
+ * beside the DiT) asks before it decides to stay. 0, or -1 in d's error when it cannot say. */
+int vdn_dev_mem_info(vdn_dev *d, size_t *free_bytes, size_t *total_bytes);
 
 /* ---- tensors ---- */
 

@@ -84,6 +84,9 @@ struct vdn_dev_backend {
     /* op.h's vdn_op_quantize_rows (after act_dtype so positional tables keep their order; NULL:
      * "not implemented on backend Y") */
     int (*quantize_rows)(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x);
+
+    /* op.h's vdn_dev_mem_info (NULL: the backend cannot say) */
+    int (*mem_info)(vdn_dev *d, size_t *free_bytes, size_t *total_bytes);
 };
 
 struct vdn_dev {

@@ -2,6 +2,7 @@
  * themselves are in op_cpu_{linear,elem,norm,attn}.c. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "op_cpu.h"
 #include "op_vda.h"
@@ -152,6 +153,17 @@ void cpu_fmat_done(cpu_fmat *m) {
     m->copy = NULL;
 }
 
+/* The host's memory: the CPU backend's tensors live there. */
+static int cpu_mem_info(vdn_dev *d, size_t *free_bytes, size_t *total_bytes) {
+    long page = sysconf(_SC_PAGESIZE), avail = sysconf(_SC_AVPHYS_PAGES),
+         phys = sysconf(_SC_PHYS_PAGES);
+    if (page <= 0 || avail < 0 || phys <= 0)
+        return vdn_dev_fail(d, "cpu: sysconf cannot say how much memory the host has");
+    *free_bytes = (size_t)avail * (size_t)page;
+    *total_bytes = (size_t)phys * (size_t)page;
+    return 0;
+}
+
 const vdn_dev_backend vdn_cpu_dev_backend = {
     .name = "cpu",
     .available = cpu_available,
@@ -184,4 +196,5 @@ const vdn_dev_backend vdn_cpu_dev_backend = {
     .conv = &vdn_cpu_conv_backend,
     .act_dtype = VDN_DT_F32,
     .quantize_rows = vdn_cpu_quantize_rows,
+    .mem_info = cpu_mem_info,
 };

@@ -126,6 +126,15 @@ void cuda_free(vdn_dev *d, void *p) {
         fprintf(stderr, "op_cuda: cudaFree on %s: %s\n", d->name, cudaGetErrorString(e));
 }
 
+/* What the GPU reports, every process's allocations counted (the op layer's own count is
+ * vdn_dev_memory). */
+int cuda_mem_info(vdn_dev *d, size_t *free_bytes, size_t *total_bytes) {
+    const char *OP = "mem_info";
+    OPC(cudaSetDevice(cdev(d)->gpu));
+    OPC(cudaMemGetInfo(free_bytes, total_bytes));
+    return 0;
+}
+
 /* host <-> device in t's layout: rows of `cols` elements, packed on the host */
 int copy2d(vdn_dev *d, const char *OP, void *dst, size_t dpitch, const void *src, size_t spitch,
            size_t width, size_t rows, cudaMemcpyKind kind) {
@@ -448,4 +457,5 @@ extern "C" const vdn_dev_backend vdn_cuda_dev_backend = {
     /* act_dtype: activations and the big matrices in bf16 (the contract's precision) */
     VDN_DT_BF16,
     op_cuda_quantize_rows,
+    cuda_mem_info,
 };

@@ -1,16 +1,26 @@
 /* Text prompts into prompt caches (see prompt_text.h). */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "encoder.h"
 #include "prompt_text.h"
 #include "safetensors.h"
 #include "tokenizer.h"
 #include "vdn_util.h"
+
+/* An encoder left resident on a device by the keep policy. */
+typedef struct {
+    vdn_dev *dev;
+    vdn_text_encoder *enc;
+} resident;
+
+#define MAX_RESIDENT 64
 
 struct vdn_text_prompts {
     char root[4096];  /* the folder holding tokenizer/ and text_encoder/ */
@@ -19,11 +29,36 @@ struct vdn_text_prompts {
     vdn_tokenizer *tok;
     char identity[65];
     vdn_text_config cfg; /* from text_encoder/config.json, read at open */
-    vdn_dev *dev;        /* opened with the encoder, on the first encode */
+    double keep_free;    /* bytes a device must still have free to keep an encoder; < 0: never */
+    int delay_ms;        /* test hook VDN_TEST_TEXT_ENCODE_DELAY_MS: hold each encode this long */
+
+    pthread_mutex_t own_mu; /* the instance's own device and encoder (dev NULL places) */
+    vdn_dev *dev;           /* opened with the encoder, on the first such encode */
     vdn_text_encoder *enc;
-    long encodes;
-    pthread_mutex_t mu; /* one encode or cache lookup at a time */
+
+    pthread_mutex_t serial; /* one cache lookup or encode at a time (vdn_text_prompts_cached) */
+    pthread_mutex_t mu;     /* guards what follows; never held across an encode or a store call */
+    resident res[MAX_RESIDENT];
+    int nres;
+    long encodes, loads;
 };
+
+/* VDN_TEXT_ENCODER_KEEP_FREE_GIB=G: keep an encoder resident on a device that still reports G GiB
+ * free with it loaded (unset: release it after every encode). */
+static void read_policy(vdn_text_prompts *p) {
+    const char *keep = getenv("VDN_TEXT_ENCODER_KEEP_FREE_GIB");
+    char *end = NULL;
+    double g = keep && *keep ? strtod(keep, &end) : -1;
+    if (keep && *keep && (!end || *end || g < 0)) {
+        VDN_WARN("VDN_TEXT_ENCODER_KEEP_FREE_GIB='%s' is not a number of GiB >= 0: ignored (the "
+                 "encoder is released after each encode)",
+                 keep);
+        g = -1;
+    }
+    p->keep_free = g < 0 ? -1 : g * (double)(1ull << 30);
+    const char *delay = getenv("VDN_TEST_TEXT_ENCODE_DELAY_MS");
+    p->delay_ms = delay ? atoi(delay) : 0;
+}
 
 static int is_dir(const char *path) {
     struct stat st;
@@ -51,7 +86,10 @@ vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const char *backend, i
     }
     snprintf(p->backend, sizeof p->backend, "%s", backend ? backend : "");
     p->layer = layer;
+    pthread_mutex_init(&p->own_mu, NULL);
     pthread_mutex_init(&p->mu, NULL);
+    pthread_mutex_init(&p->serial, NULL);
+    read_policy(p);
     snprintf(dir, sizeof dir, "%s/tokenizer", p->root);
     p->tok = vdn_tokenizer_load(dir, err, errlen);
     snprintf(dir, sizeof dir, "%s/text_encoder", p->root);
@@ -65,10 +103,14 @@ vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const char *backend, i
 
 void vdn_text_prompts_close(vdn_text_prompts *p) {
     if (!p) return;
+    for (int i = 0; i < p->nres; i++)
+        vdn_text_encoder_close(p->res[i].enc);
     vdn_text_encoder_close(p->enc);
     vdn_dev_close(p->dev);
     vdn_tokenizer_free(p->tok);
+    pthread_mutex_destroy(&p->own_mu);
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->serial);
     free(p);
 }
 
@@ -80,8 +122,34 @@ const char *vdn_text_prompts_identity(const vdn_text_prompts *p) {
     return p->identity;
 }
 
+/* The counters and the table are written under mu by other threads; reading them takes it too
+ * (the const is the caller's promise, not the mutex's). */
+static void lock(const vdn_text_prompts *p) {
+    pthread_mutex_lock((pthread_mutex_t *)&p->mu);
+}
+static void unlock(const vdn_text_prompts *p) {
+    pthread_mutex_unlock((pthread_mutex_t *)&p->mu);
+}
+
 long vdn_text_prompts_encodes(const vdn_text_prompts *p) {
-    return p->encodes;
+    lock(p);
+    long n = p->encodes;
+    unlock(p);
+    return n;
+}
+
+long vdn_text_prompts_loads(const vdn_text_prompts *p) {
+    lock(p);
+    long n = p->loads;
+    unlock(p);
+    return n;
+}
+
+int vdn_text_prompts_resident(const vdn_text_prompts *p) {
+    lock(p);
+    int n = p->nres;
+    unlock(p);
+    return n;
 }
 
 static int tokenize(vdn_text_prompts *p, const char *text, int32_t **ids, size_t *n, char *err,
@@ -114,35 +182,59 @@ int vdn_text_prompts_key(vdn_text_prompts *p, const char *text, char *key, size_
     return 0;
 }
 
-/* The device and the encoder, on the first encode: the GPU when there is one (or as asked). */
-static int load_encoder(vdn_text_prompts *p, char *err, size_t errlen) {
+/* "GPU 2 (cuda:2)", or the device alone for the CPU slot and `vdn encode`. */
+static const char *where(const vdn_text_place *at, const vdn_dev *dev, char *buf, size_t len) {
+    if (at && at->gpu >= 0)
+        snprintf(buf, len, "GPU %d (%s)", at->gpu, vdn_dev_name(dev));
+    else
+        snprintf(buf, len, "%s", vdn_dev_name(dev));
+    return buf;
+}
+
+static vdn_text_encoder *load_on(vdn_text_prompts *p, vdn_dev *dev, const vdn_text_place *at,
+                                 double *seconds, char *err, size_t errlen) {
+    char dir[4352], w[96];
+    snprintf(dir, sizeof dir, "%s/text_encoder", p->root);
+    double t0 = vdn_now();
+    vdn_text_encoder *enc = vdn_text_encoder_open(dir, dev, p->layer, err, errlen);
+    if (!enc) return NULL;
+    *seconds = vdn_now() - t0;
+    lock(p);
+    p->loads++;
+    unlock(p);
+    VDN_INFO("text encoder %s loaded on %s in %.1f s (hidden_states[%d], identity %.16s)", dir,
+             where(at, dev, w, sizeof w), *seconds, vdn_text_encoder_layer(enc), p->identity);
+    return enc;
+}
+
+/* The instance's own device and encoder (`vdn encode`), on its first encode: the GPU when there
+ * is one (or as asked at open). Called under own_mu. */
+static int load_own(vdn_text_prompts *p, char *err, size_t errlen) {
     if (p->enc) return 0;
-    char dir[4352], derr[VDN_ERR_LEN] = "";
+    char derr[VDN_ERR_LEN] = "";
     if (!strcmp(p->backend, "cuda") || !p->backend[0])
         p->dev = vdn_dev_open("cuda", 0, 0, derr, sizeof derr);
     if (!p->dev && !strcmp(p->backend, "cuda"))
         return vdn_fail(err, errlen, "text encoder: %s", derr);
     if (!p->dev) p->dev = vdn_dev_open("cpu", 0, 0, err, errlen);
     if (!p->dev) return -1;
-    snprintf(dir, sizeof dir, "%s/text_encoder", p->root);
-    double t0 = vdn_now();
-    p->enc = vdn_text_encoder_open(dir, p->dev, p->layer, err, errlen);
-    if (!p->enc) return -1;
-    VDN_INFO("text encoder %s loaded on %s in %.1f s (hidden_states[%d], identity %.16s)", dir,
-             vdn_dev_name(p->dev), vdn_now() - t0, vdn_text_encoder_layer(p->enc), p->identity);
-    return 0;
+    double s;
+    p->enc = load_on(p, p->dev, NULL, &s, err, errlen);
+    return p->enc ? 0 : -1;
 }
 
-static int write_cache(vdn_text_prompts *p, const char *text, const int32_t *ids, size_t n,
-                       const char *path, char *err, size_t errlen) {
-    if (load_encoder(p, err, errlen)) return -1;
-    int64_t H = vdn_text_encoder_config(p->enc)->hidden;
+/* text's prompt cache file at path, encoded with enc. */
+static int write_cache(vdn_text_prompts *p, vdn_text_encoder *enc, const char *text,
+                       const int32_t *ids, size_t n, const char *path, char *err, size_t errlen) {
+    int64_t H = vdn_text_encoder_config(enc)->hidden;
     float *h = vdn_xmalloc(sizeof(float) * n * (size_t)H);
-    if (vdn_text_encoder_run(p->enc, ids, (int)n, h, err, errlen)) {
+    if (vdn_text_encoder_run(enc, ids, (int)n, h, err, errlen)) {
         free(h);
         return -1;
     }
+    lock(p);
     p->encodes++;
+    unlock(p);
     uint16_t *bf = vdn_xmalloc(2 * n * (size_t)H);
     for (size_t i = 0; i < n * (size_t)H; i++)
         bf[i] = vdn_f32_to_bf16(h[i]);
@@ -163,7 +255,7 @@ static int write_cache(vdn_text_prompts *p, const char *text, const int32_t *ids
     };
     char tokens[32], layer[16];
     snprintf(tokens, sizeof tokens, "%zu", n);
-    snprintf(layer, sizeof layer, "%d", vdn_text_encoder_layer(p->enc));
+    snprintf(layer, sizeof layer, "%d", vdn_text_encoder_layer(enc));
     vdn_st_kv meta[] = {{"prompt", text},
                         {"text_encoder", p->identity},
                         {"text_encoder_layer", layer},
@@ -181,47 +273,142 @@ int vdn_text_prompts_write(vdn_text_prompts *p, const char *text, const char *pa
     int32_t *ids;
     size_t n;
     if (tokenize(p, text, &ids, &n, err, errlen)) return -1;
-    pthread_mutex_lock(&p->mu);
-    int rc = write_cache(p, text, ids, n, path, err, errlen);
-    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_lock(&p->own_mu);
+    int rc = load_own(p, err, errlen);
+    if (!rc) rc = write_cache(p, p->enc, text, ids, n, path, err, errlen);
+    pthread_mutex_unlock(&p->own_mu);
     free(ids);
     return rc;
 }
 
-/* VDN_TEXT_ENCODER_UNLOAD=1: give the encoder's memory back after each encode, for a GPU too
- * small to hold it beside the DiT (under ~100 GB); each miss then reloads it. */
-static void unload_if_asked(vdn_text_prompts *p) {
-    const char *v = getenv("VDN_TEXT_ENCODER_UNLOAD");
-    if (!v || strcmp(v, "1")) return;
-    vdn_text_encoder_close(p->enc);
-    vdn_dev_close(p->dev);
-    p->enc = NULL;
-    p->dev = NULL;
+/* ---- encoders resident on devices (the keep policy) ---- */
+
+/* The encoder resident on dev, taken out of the table (its caller holds dev), or NULL. */
+static vdn_text_encoder *take_resident(vdn_text_prompts *p, vdn_dev *dev) {
+    vdn_text_encoder *enc = NULL;
+    lock(p);
+    for (int i = 0; i < p->nres; i++)
+        if (p->res[i].dev == dev) {
+            enc = p->res[i].enc;
+            p->res[i] = p->res[--p->nres];
+            break;
+        }
+    unlock(p);
+    return enc;
 }
 
-int vdn_text_prompts_cached(vdn_text_prompts *p, vdn_store *st, const char *text,
-                            const char *local_path, vdn_text_cache_info *info, char *err,
-                            size_t errlen) {
+static int put_resident(vdn_text_prompts *p, vdn_dev *dev, vdn_text_encoder *enc) {
+    lock(p);
+    int ok = p->nres < MAX_RESIDENT;
+    if (ok) p->res[p->nres++] = (resident){dev, enc};
+    unlock(p);
+    return ok;
+}
+
+void vdn_text_prompts_release(vdn_text_prompts *p, vdn_dev *dev) {
+    if (p) vdn_text_encoder_close(take_resident(p, dev));
+}
+
+/* Whether the encoder may stay on dev after an encode: only when asked for
+ * (VDN_TEXT_ENCODER_KEEP_FREE_GIB) and the device, with it loaded, still reports that much free
+ * for the render's activations. why says which, for the log. */
+static int keep_on(vdn_text_prompts *p, vdn_dev *dev, char *why, size_t len) {
+    if (p->keep_free < 0) {
+        snprintf(why, len,
+                 "the render gets its memory back (VDN_TEXT_ENCODER_KEEP_FREE_GIB unset)");
+        return 0;
+    }
+    size_t fr = 0, tot = 0;
+    if (vdn_dev_mem_info(dev, &fr, &tot)) {
+        snprintf(why, len, "the device cannot say what is free: %.200s", vdn_dev_error(dev));
+        return 0;
+    }
+    double gib = (double)(1ull << 30);
+    int keep = (double)fr >= p->keep_free;
+    snprintf(why, len, "%.1f of %.1f GiB free with it loaded, %s the %.1f GiB kept for a render",
+             (double)fr / gib, (double)tot / gib, keep ? "at least" : "below", p->keep_free / gib);
+    return keep;
+}
+
+/* A miss: encode text at `at` into path. On a device of the caller's, the encoder is the one
+ * resident there or loaded now, and released after unless the keep policy says otherwise. */
+static int encode_at(vdn_text_prompts *p, const vdn_text_place *at, const char *text,
+                     const int32_t *ids, size_t n, const char *path, vdn_text_cache_info *info,
+                     char *err, size_t errlen) {
+    if (!at || !at->dev) {
+        pthread_mutex_lock(&p->own_mu);
+        int rc = load_own(p, err, errlen);
+        if (!rc) {
+            snprintf(info->device, sizeof info->device, "%s", vdn_dev_name(p->dev));
+            rc = write_cache(p, p->enc, text, ids, n, path, err, errlen);
+        }
+        pthread_mutex_unlock(&p->own_mu);
+        return rc;
+    }
+    vdn_dev *dev = at->dev;
+    char w[96], why[256];
+    snprintf(info->device, sizeof info->device, "%s", vdn_dev_name(dev));
+    vdn_text_encoder *enc = take_resident(p, dev);
+    info->loaded = enc == NULL;
+    if (!enc && !(enc = load_on(p, dev, at, &info->load_seconds, err, errlen))) return -1;
+    int rc = write_cache(p, enc, text, ids, n, path, err, errlen);
+    /* an encoder whose device failed under it is not kept */
+    if (rc == 0 && keep_on(p, dev, why, sizeof why) && put_resident(p, dev, enc)) {
+        info->kept = 1;
+        VDN_INFO("text encoder kept on %s: %s", where(at, dev, w, sizeof w), why);
+        return 0;
+    }
+    vdn_text_encoder_close(enc);
+    if (rc == 0) VDN_INFO("text encoder released on %s: %s", where(at, dev, w, sizeof w), why);
+    return rc;
+}
+
+/* ---- the cache ---- */
+
+/* In the store: fetch it (1), not there (0), or -1. */
+static int fetch(vdn_store *st, const char *key, const char *path, char *err, size_t errlen) {
+    int have = vdn_store_exists(st, key, NULL, err, errlen);
+    if (have <= 0) return have;
+    return vdn_store_get_file(st, key, path, err, errlen) ? -1 : 1;
+}
+
+/* Hold a leader's encode open, so that tests can make misses overlap for certain. */
+static void test_delay(const vdn_text_prompts *p) {
+    struct timespec ts = {p->delay_ms / 1000, (long)(p->delay_ms % 1000) * 1000000L};
+    while (p->delay_ms > 0 && nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+    }
+}
+
+/* Serialised in this process: a second job missing the prompt finds the first one's entry. */
+static int fetch_or_encode(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
+                           const char *text, const int32_t *ids, size_t n, const char *path,
+                           vdn_text_cache_info *info, char *err, size_t errlen) {
+    pthread_mutex_lock(&p->serial);
+    int rc = fetch(st, info->key, path, err, errlen);
+    if (rc) {
+        info->hit = rc > 0;
+        rc = rc > 0 ? 0 : -1;
+    } else {
+        rc = encode_at(p, at, text, ids, n, path, info, err, errlen);
+        if (!rc) test_delay(p);
+        if (!rc) rc = vdn_store_put_file(st, info->key, path, err, errlen);
+    }
+    pthread_mutex_unlock(&p->serial);
+    return rc;
+}
+
+int vdn_text_prompts_cached(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
+                            const char *text, const char *local_path, vdn_text_cache_info *info,
+                            char *err, size_t errlen) {
     double t0 = vdn_now();
     memset(info, 0, sizeof *info);
+    info->gpu = at ? at->gpu : -1;
     int32_t *ids;
     size_t n;
     if (tokenize(p, text, &ids, &n, err, errlen)) return -1;
     key_of(p, ids, n, info->key, sizeof info->key);
     info->tokens = (int)n;
-    pthread_mutex_lock(&p->mu);
-    int rc, have = vdn_store_exists(st, info->key, NULL, err, errlen);
-    if (have < 0) {
-        rc = -1;
-    } else if (have) {
-        info->hit = 1;
-        rc = vdn_store_get_file(st, info->key, local_path, err, errlen);
-    } else {
-        rc = write_cache(p, text, ids, n, local_path, err, errlen);
-        if (!rc) rc = vdn_store_put_file(st, info->key, local_path, err, errlen);
-        unload_if_asked(p);
-    }
-    pthread_mutex_unlock(&p->mu);
+    int rc = fetch_or_encode(p, at, st, text, ids, n, local_path, info, err, errlen);
     free(ids);
     info->seconds = vdn_now() - t0;
     return rc;
@@ -244,6 +431,14 @@ int vdn_text_cache_info_to_record(const char *record_path, const vdn_text_cache_
     cJSON_AddNumberToObject(o, "tokens", info->tokens);
     cJSON_AddStringToObject(o, "encoder", encoder_identity);
     cJSON_AddNumberToObject(o, "seconds", info->seconds);
+    if (!info->hit) {
+        cJSON *at = cJSON_AddObjectToObject(o, "encoded_on");
+        cJSON_AddNumberToObject(at, "gpu", info->gpu);
+        cJSON_AddStringToObject(at, "device", info->device);
+        cJSON_AddBoolToObject(at, "loaded", info->loaded);
+        cJSON_AddBoolToObject(at, "kept", info->kept);
+        cJSON_AddNumberToObject(at, "load_seconds", info->load_seconds);
+    }
     cJSON_DeleteItemFromObjectCaseSensitive(r, "text_prompt");
     cJSON_AddItemToObject(r, "text_prompt", o);
     char *out = cJSON_Print(r);

@@ -14,6 +14,8 @@
 
 #include "store.h"
 
+struct vdn_dev;
+
 #define VDN_PROMPT_CACHE_PREFIX "prompt-cache/"
 
 typedef struct vdn_text_prompts vdn_text_prompts;
@@ -35,24 +37,53 @@ int vdn_text_prompts_key(vdn_text_prompts *p, const char *text, char *key, size_
 int vdn_text_prompts_write(vdn_text_prompts *p, const char *text, const char *path, char *err,
                            size_t errlen);
 
+/* Where a miss encodes. A farm worker passes the job's first GPU: dev is that GPU's engine
+ * device (engine.h vdn_engine_device), so the encoder's memory counts with the DiT's there, and
+ * the caller holds it (one thread at a time) for the call. gpu is what logs and run records call
+ * it (the worker's nvidia-smi index; -1: the CPU slot). dev NULL: the instance's own device (the
+ * backend given at open), as `vdn encode` uses. */
+typedef struct {
+    struct vdn_dev *dev;
+    int gpu;
+} vdn_text_place;
+
 /* What the farm did for one job's text prompt (goes into its run record). */
 typedef struct {
     char key[160];
     int hit; /* 1: reused from the store, 0: encoded here and stored */
     int tokens;
     double seconds; /* tokenize + fetch or encode + upload */
+    int gpu;        /* the place's gpu */
+    /* a miss only: */
+    char device[32];     /* the op-layer device it encoded on ("cuda:2", "cpu") */
+    int loaded;          /* 1: the encoder was loaded for it (0: it was resident there) */
+    int kept;            /* 1: it stays resident on that device afterwards (the keep policy) */
+    double load_seconds; /* reading the encoder onto the device */
 } vdn_text_cache_info;
 
-/* The cache entry of text in st, fetched to local_path; on a miss, encoded to local_path and
- * uploaded. Calls are serialised in this process, so concurrent jobs with one prompt encode it
- * once. */
-int vdn_text_prompts_cached(vdn_text_prompts *p, vdn_store *st, const char *text,
-                            const char *local_path, vdn_text_cache_info *info, char *err,
-                            size_t errlen);
+/* The cache entry of text in st, fetched to local_path; on a miss, encoded at `at` (NULL: the
+ * instance's own device) to local_path and uploaded.
+ *
+ * Calls of one instance are serialised (one lookup or encode at a time), so concurrent jobs
+ * with one prompt encode it once.
+ *
+ * Memory: the encoder is loaded on at->dev for the miss and released after it, so the render
+ * that follows has the device to itself (real sizes: 46 GiB of encoder beside 66 GiB of DiT
+ * weights and 32 GiB of H3 activations do not fit a 141 GB H200 together). With
+ * VDN_TEXT_ENCODER_KEEP_FREE_GIB=G in the environment it stays resident on that device when the
+ * device still reports at least G GiB free with it loaded (docs/cluster.md). */
+int vdn_text_prompts_cached(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
+                            const char *text, const char *local_path, vdn_text_cache_info *info,
+                            char *err, size_t errlen);
 long vdn_text_prompts_encodes(const vdn_text_prompts *p); /* encodes run by this instance */
+long vdn_text_prompts_loads(const vdn_text_prompts *p);   /* encoder loads onto a device */
+int vdn_text_prompts_resident(const vdn_text_prompts *p); /* devices holding an encoder now */
+/* Frees the encoder kept resident on dev, if any (before dev closes). */
+void vdn_text_prompts_release(vdn_text_prompts *p, struct vdn_dev *dev);
 
-/* Adds {"text_prompt": {"cache": "hit"|"miss", "key", "tokens", "encoder", "seconds"}} to a
- * run record JSON file in place. */
+/* Adds {"text_prompt": {"cache": "hit"|"miss", "key", "tokens", "encoder", "seconds",
+ * and on a miss "encoded_on": {"gpu", "device", "loaded", "kept", "load_seconds"}}} to a run
+ * record JSON file in place. */
 int vdn_text_cache_info_to_record(const char *record_path, const vdn_text_cache_info *info,
                                   const char *encoder_identity, char *err, size_t errlen);
 

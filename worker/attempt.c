@@ -34,10 +34,30 @@ void vdn_assignment_free(vdn_assignment *s) {
 void vdn_worker_stores_close(vdn_worker_stores *c) {
     if (c->dflt) vdn_store_close(c->dflt);
     if (c->other) vdn_store_close(c->other);
-    vdn_text_prompts_close(c->text);
     free(c->default_uri);
     free(c->other_uri);
     memset(c, 0, sizeof *c);
+}
+
+void vdn_worker_text_init(vdn_worker_text *t, const char *checkpoint) {
+    memset(t, 0, sizeof *t);
+    pthread_mutex_init(&t->mu, NULL);
+    t->checkpoint = checkpoint;
+}
+
+vdn_text_prompts *vdn_worker_text_get(vdn_worker_text *t, char *err, size_t errlen) {
+    pthread_mutex_lock(&t->mu);
+    if (!t->p)
+        t->p = vdn_text_prompts_open(t->checkpoint ? t->checkpoint : "", NULL, 0, err, errlen);
+    vdn_text_prompts *p = t->p;
+    pthread_mutex_unlock(&t->mu);
+    return p;
+}
+
+void vdn_worker_text_close(vdn_worker_text *t) {
+    vdn_text_prompts_close(t->p);
+    pthread_mutex_destroy(&t->mu);
+    memset(t, 0, sizeof *t);
 }
 
 /* The store for uri (NULL/"" = the worker's default), opened on first use. */
@@ -312,37 +332,48 @@ static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, vdn_
     return 0;
 }
 
-/* A text prompt: its cache entry from the job's store, or encoded here and stored (the first
- * job with this prompt under this encoder). A prompt the tokenizer refuses or one longer than
- * the encoder takes fails alike everywhere: the job's fault; a checkpoint without a text encoder
- * is this worker's; the store's (or an encode's) trouble is transient. */
+/* A text prompt: its cache entry from the job's store, or encoded on the job's first GPU and
+ * stored (the first job with this prompt under this encoder). A prompt the tokenizer refuses or one
+ * longer than the encoder takes fails alike everywhere: the job's fault; a checkpoint without a
+ * text encoder is this worker's; the store's (or an encode's) trouble is transient, unless the GPU
+ * itself failed under the encoder (blame.h: then it is the worker's and the GPU goes out of
+ * service). */
 static int text_prompt_cache(vdn_attempt *j, vdn_store *st, char *path, size_t pathlen,
-                             vdn_text_cache_info *info, vdn_fault *fault, char *err,
+                             vdn_text_cache_info *info, vdn_fault *fault, int *gpu_fault, char *err,
                              size_t errlen) {
     char terr[VDN_ERR_LEN], key[256];
     int tokens = 0;
     *fault = VDN_FAULT_WORKER;
-    vdn_worker_stores *c = j->stores;
-    if (!c->text && !(c->text = vdn_text_prompts_open(c->checkpoint ? c->checkpoint : "", NULL, 0,
-                                                      terr, sizeof terr)))
-        return vdn_fail(err, errlen, "text prompt: %s", terr);
+    vdn_text_prompts *tp = vdn_worker_text_get(j->stores->text, terr, sizeof terr);
+    if (!tp) return vdn_fail(err, errlen, "text prompt: %s", terr);
     *fault = VDN_FAULT_JOB;
-    if (vdn_text_prompts_key(c->text, j->spec.prompt, key, sizeof key, &tokens, terr, sizeof terr))
+    if (vdn_text_prompts_key(tp, j->spec.prompt, key, sizeof key, &tokens, terr, sizeof terr))
         return vdn_fail(err, errlen, "text prompt: %s", terr);
-    if (tokens > vdn_text_prompts_max_tokens(c->text))
+    if (tokens > vdn_text_prompts_max_tokens(tp))
         return vdn_fail(err, errlen,
                         "text prompt: %d tokens; the text encoder takes at most %lld "
                         "(text_config.max_position_embeddings)",
-                        tokens, (long long)vdn_text_prompts_max_tokens(c->text));
+                        tokens, (long long)vdn_text_prompts_max_tokens(tp));
     snprintf(path, pathlen, "%s/prompt.safetensors", j->scratch);
-    if (vdn_text_prompts_cached(c->text, st, j->spec.prompt, path, info, terr, sizeof terr)) {
-        *fault = VDN_FAULT_TRANSIENT;
+    vdn_text_place at = {.dev = vdn_engine_device(j->eng), .gpu = j->gpus.index[0]};
+    if (vdn_text_prompts_cached(tp, &at, st, j->spec.prompt, path, info, terr, sizeof terr)) {
+        vdn_engine_fault f = vdn_engine_last_fault(j->eng);
+        *fault = f == VDN_ENGINE_FAULT_DEVICE ? VDN_FAULT_WORKER : VDN_FAULT_TRANSIENT;
+        *gpu_fault = f == VDN_ENGINE_FAULT_DEVICE;
+        j->gpu_fault_mask = 1; /* the encode ran on the first GPU */
         return vdn_fail(err, errlen, "text prompt (cache %s in %s): %s", key, vdn_store_uri(st),
                         terr);
     }
-    VDN_INFO("job %llu: text prompt, %d tokens: cache %s (%s, %.2f s)",
-             (unsigned long long)j->spec.job_id, info->tokens, info->hit ? "hit" : "miss",
-             info->key, info->seconds);
+    if (info->hit)
+        VDN_INFO("job %llu: text prompt, %d tokens: cache hit (%s, %.2f s)",
+                 (unsigned long long)j->spec.job_id, info->tokens, info->key, info->seconds);
+    else
+        VDN_INFO("job %llu: text prompt, %d tokens: cache miss, encoded on GPU %d (%s; encoder "
+                 "%s) (%s, %.2f s)",
+                 (unsigned long long)j->spec.job_id, info->tokens, info->gpu, info->device,
+                 info->loaded ? (info->kept ? "loaded, kept" : "loaded, released")
+                              : (info->kept ? "resident, kept" : "resident, released"),
+                 info->key, info->seconds);
     return 0;
 }
 
@@ -409,10 +440,11 @@ static void *job_main(void *arg) {
     }
     int text = (!j->spec.prompt_cache || !j->spec.prompt_cache[0]) && j->spec.prompt;
     vdn_text_cache_info text_info;
-    if (text
-            ? text_prompt_cache(j, st, pc_path, sizeof pc_path, &text_info, &fault, err, sizeof err)
-            : resolve_prompt_cache(j, pc_path, sizeof pc_path, &fault, err, sizeof err)) {
-        finish(j, 0, fault, err);
+    int text_gpu_fault = 0;
+    if (text ? text_prompt_cache(j, st, pc_path, sizeof pc_path, &text_info, &fault,
+                                 &text_gpu_fault, err, sizeof err)
+             : resolve_prompt_cache(j, pc_path, sizeof pc_path, &fault, err, sizeof err)) {
+        finish_gpu(j, 0, fault, text_gpu_fault, err);
         return NULL;
     }
 
@@ -566,9 +598,9 @@ static void *job_main(void *arg) {
         finish(j, 0, VDN_FAULT_WORKER, msg);
         return NULL;
     }
-    if (text &&
-        vdn_text_cache_info_to_record(local, &text_info, vdn_text_prompts_identity(j->stores->text),
-                                      err, sizeof err)) {
+    if (text && vdn_text_cache_info_to_record(local, &text_info,
+                                              vdn_text_prompts_identity(j->stores->text->p), err,
+                                              sizeof err)) {
         snprintf(msg, sizeof msg, "run record: %s", err);
         finish(j, 0, 0, msg);
         return NULL;

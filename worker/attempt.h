@@ -55,11 +55,25 @@ typedef struct {
     vdn_store *dflt;
     char *other_uri;
     vdn_store *other;
-    /* Text prompts (text/prompt_text.h): the worker's checkpoint, whose tokenizer/ and
-     * text_encoder/ encode them, opened on the first text prompt and kept. */
-    const char *checkpoint;
-    struct vdn_text_prompts *text;
+    struct vdn_worker_text *text; /* the worker's text prompts (shared by its slots, not owned) */
 } vdn_worker_stores;
+
+/* Text prompts (text/prompt_text.h), one set per worker, shared by all its slots: one tokenizer
+ * and one cache lookup at a time, so jobs on different GPUs missing the same prompt encode it
+ * once. Each miss encodes on the job's own first GPU (its engine's device).
+ * Opened on the first text prompt from the checkpoint's tokenizer/ and text_encoder/; owned and
+ * closed by vdn_slots, before the engines whose devices it may hold an encoder on. */
+typedef struct vdn_worker_text {
+    pthread_mutex_t mu; /* guards the open */
+    const char *checkpoint;
+    struct vdn_text_prompts *p;
+} vdn_worker_text;
+
+void vdn_worker_text_init(vdn_worker_text *t, const char *checkpoint);
+/* The worker's text prompts, opened now if this is the first text prompt; NULL + err when the
+ * checkpoint has no text encoder (tried again on the next text prompt). */
+struct vdn_text_prompts *vdn_worker_text_get(vdn_worker_text *t, char *err, size_t errlen);
+void vdn_worker_text_close(vdn_worker_text *t);
 
 void vdn_worker_stores_close(vdn_worker_stores *c);
 

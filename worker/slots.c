@@ -47,6 +47,7 @@ int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, int cpu, const char 
                    const char *const *adapters, int n_adapters, const char *store_uri,
                    double store_retry_s, char *err, size_t errlen) {
     memset(sl, 0, sizeof *sl);
+    vdn_worker_text_init(&sl->text, checkpoint); /* its tokenizer and text encoder */
     sl->n = cpu || gpus->n == 0 ? 1 : gpus->n;
     open_job jobs[VDN_MAX_GPUS];
     pthread_t th[VDN_MAX_GPUS];
@@ -63,7 +64,7 @@ int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, int cpu, const char 
         }
         if (store_uri) s->stores.default_uri = vdn_xstrdup(store_uri);
         s->stores.opts.retry_max_seconds = store_retry_s;
-        s->stores.checkpoint = checkpoint; /* text prompts: its tokenizer and text encoder */
+        s->stores.text = &sl->text;
         jobs[i] = (open_job){.slot = s,
                              .device = s->index < 0 ? -1 : i,
                              .backend = s->index < 0 ? VDN_BACKEND_CPU : VDN_BACKEND_AUTO,
@@ -105,6 +106,7 @@ int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, int cpu, const char 
 }
 
 void vdn_slots_close(vdn_slots *sl) {
+    vdn_worker_text_close(&sl->text); /* an encoder it kept may live on an engine's device */
     for (int i = 0; i < sl->n; i++) {
         vdn_decoder_close(sl->s[i].dec); /* before its device goes with the engine */
         vdn_engine_close(sl->s[i].eng);

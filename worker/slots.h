@@ -32,6 +32,7 @@ typedef struct {
 typedef struct {
     int n;
     vdn_slot s[VDN_MAX_GPUS];
+    vdn_worker_text text; /* text prompts, shared by the slots; a miss encodes on its job's GPU */
 } vdn_slots;
 
 /* One engine per GPU of gpus (on the CPU backend when cpu is set or the build/host has no

@@ -183,8 +183,12 @@ def test(args):
         check(r.returncode == 0, "vdn up --stop: %s%s" % (r.stdout, r.stderr))
         logs = [os.path.join(d, "logs", f) for f in os.listdir(os.path.join(d, "logs"))]
         wlog = open(os.path.join(d, "logs", "worker-1.log"), errors="replace").read()
-        check(wlog.count("text encoder") >= 1 and wlog.count("loaded on") == 1,
-              "the worker should load the text encoder once")
+        # the encoder is loaded for each miss (4 + the sweep's 1) and freed before its render
+        loads = re.findall(r"text encoder \S+ loaded on (\S+)", wlog)
+        frees = re.findall(r"text encoder released on (\S+)", wlog)
+        check(len(loads) == 5 and len(frees) == 5 and set(loads) == {"cpu"},
+              "the worker should load the text encoder for each of the 5 misses and free it "
+              "after each: loads %s, releases %s" % (loads, frees))
         reports = sanitizer_reports(logs)
         check(not reports, "sanitizer reports: %s" % reports[:5])
         ok = True

@@ -1,0 +1,228 @@
+/* The farm's cache of encoded prompts (prompt_text.h) under concurrency, on the tiny random text
+ * encoder and CPU devices standing in for a worker's GPUs:
+ *
+ *  1. 8 jobs on 8 devices, 2 prompts, all at once: exactly 2 encodes, each on the device of the
+ *     job that ran it; the other 6 take its result (hits), the bytes equal `vdn encode`'s;
+ *  2. memory policy: by default the encoder is loaded for a miss and released after it (nothing
+ *     resident); with VDN_TEXT_ENCODER_KEEP_FREE_GIB=0 it stays on its device and the next miss
+ *     there does not load it again; with an amount no device has free it is released;
+ *  3. the run record's text_prompt fields (encoded_on).
+ *
+ *   test_prompt_cache CKPT WORKDIR */
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../ops/test/check.h"
+#include "op.h"
+#include "prompt_text.h"
+#include "store.h"
+#include "vdn_util.h"
+
+#define JOBS 8
+
+static const char *ckpt, *work;
+static const char *prompts[2] = {"A cat walks slowly across a wet rooftop at night.",
+                                 "一只猫在屋顶上奔跑，镜头缓慢推进。"};
+
+typedef struct {
+    vdn_text_prompts *p;
+    vdn_dev *dev;
+    int gpu;
+    const char *text;
+    char store_uri[4200];
+    char path[4200];
+    pthread_barrier_t *go;
+    vdn_text_cache_info info;
+    int rc;
+    char err[VDN_ERR_LEN];
+    double t0, t1;
+} job;
+
+/* One job: its own store handle (as each worker slot has), then the cache call. */
+static void *run_job(void *arg) {
+    job *j = arg;
+    vdn_store *st = vdn_store_open(j->store_uri, NULL, j->err, sizeof j->err);
+    pthread_barrier_wait(j->go);
+    j->t0 = vdn_now();
+    vdn_text_place at = {.dev = j->dev, .gpu = j->gpu};
+    j->rc = st ? vdn_text_prompts_cached(j->p, &at, st, j->text, j->path, &j->info, j->err,
+                                         sizeof j->err)
+               : -1;
+    j->t1 = vdn_now();
+    if (st) vdn_store_close(st);
+    return NULL;
+}
+
+static int same_file(const char *a, const char *b) {
+    char err[VDN_ERR_LEN];
+    size_t na, nb;
+    char *da = vdn_read_file(a, &na, err, sizeof err), *db = vdn_read_file(b, &nb, err, sizeof err);
+    int same = da && db && na == nb && !memcmp(da, db, na);
+    free(da);
+    free(db);
+    return same;
+}
+
+static vdn_text_prompts *open_prompts(const char *keep_gib) {
+    char err[VDN_ERR_LEN];
+    if (keep_gib)
+        setenv("VDN_TEXT_ENCODER_KEEP_FREE_GIB", keep_gib, 1);
+    else
+        unsetenv("VDN_TEXT_ENCODER_KEEP_FREE_GIB");
+    vdn_text_prompts *p = vdn_text_prompts_open(ckpt, "cpu", 0, err, sizeof err);
+    CHECK(p != NULL, "open %s: %s", ckpt, err);
+    return p;
+}
+
+static void concurrent_jobs(vdn_dev **devs, const char *store_uri) {
+    /* every encode is held open 400 ms, so the others surely ask while it runs */
+    setenv("VDN_TEST_TEXT_ENCODE_DELAY_MS", "400", 1);
+    vdn_text_prompts *p = open_prompts(NULL);
+    unsetenv("VDN_TEST_TEXT_ENCODE_DELAY_MS");
+    if (!p) return;
+    static job jobs[JOBS];
+    pthread_t th[JOBS];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, JOBS);
+    for (int i = 0; i < JOBS; i++) {
+        jobs[i] = (job){.p = p, .dev = devs[i], .gpu = i, .text = prompts[i % 2], .go = &go};
+        snprintf(jobs[i].store_uri, sizeof jobs[i].store_uri, "%s", store_uri);
+        snprintf(jobs[i].path, sizeof jobs[i].path, "%s/job%d.safetensors", work, i);
+        pthread_create(&th[i], NULL, run_job, &jobs[i]);
+    }
+    for (int i = 0; i < JOBS; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&go);
+
+    int misses = 0, leader[2] = {-1, -1};
+    for (int i = 0; i < JOBS; i++) {
+        job *j = &jobs[i];
+        CHECK(j->rc == 0, "job %d: %s", i, j->err);
+        if (j->rc) continue;
+        CHECK(!strcmp(j->info.key, jobs[i % 2].info.key), "job %d: key %s vs %s", i, j->info.key,
+              jobs[i % 2].info.key);
+        if (!j->info.hit) {
+            misses++;
+            leader[i % 2] = i;
+            /* the encode ran where the job was placed, loaded for it and released after */
+            CHECK(j->info.gpu == i && !strcmp(j->info.device, "cpu"), "job %d: encoded on %d %s", i,
+                  j->info.gpu, j->info.device);
+            CHECK(j->info.loaded == 1 && j->info.kept == 0, "job %d: loaded %d kept %d", i,
+                  j->info.loaded, j->info.kept);
+        }
+    }
+    CHECK(misses == 2, "%d of %d jobs encoded (2 prompts): expected 2", misses, JOBS);
+    CHECK(vdn_text_prompts_encodes(p) == 2, "%ld encodes, expected 2", vdn_text_prompts_encodes(p));
+    CHECK(vdn_text_prompts_loads(p) == 2, "%ld loads, expected one per miss",
+          vdn_text_prompts_loads(p));
+    CHECK(vdn_text_prompts_resident(p) == 0, "an encoder stayed resident by default");
+    /* a job that took another's result has its bytes, which are `vdn encode`'s */
+    for (int k = 0; k < 2 && leader[0] >= 0 && leader[1] >= 0; k++) {
+        char mine[4300], err[VDN_ERR_LEN];
+        snprintf(mine, sizeof mine, "%s/encode%d.safetensors", work, k);
+        CHECK(vdn_text_prompts_write(p, prompts[k], mine, err, sizeof err) == 0, "%s", err);
+        for (int i = k; i < JOBS; i += 2)
+            CHECK(same_file(jobs[i].path, mine), "job %d's cache file differs from vdn encode's",
+                  i);
+    }
+    printf("%d jobs, 2 prompts at once: %d encodes\n", JOBS, misses);
+    vdn_text_prompts_close(p);
+}
+
+/* One job on devs[d] with text, alone. */
+static vdn_text_cache_info one(vdn_text_prompts *p, vdn_store *st, vdn_dev *dev, int gpu,
+                               const char *text) {
+    vdn_text_cache_info info;
+    char err[VDN_ERR_LEN], path[4300];
+    snprintf(path, sizeof path, "%s/one.safetensors", work);
+    vdn_text_place at = {.dev = dev, .gpu = gpu};
+    int rc = vdn_text_prompts_cached(p, &at, st, text, path, &info, err, sizeof err);
+    CHECK(rc == 0, "%s: %s", text, err);
+    return info;
+}
+
+static void keep_policy(vdn_dev **devs, vdn_store *st) {
+    vdn_text_prompts *p = open_prompts("0"); /* any free memory will do */
+    if (!p) return;
+    vdn_text_cache_info a = one(p, st, devs[0], 0, "kept one");
+    CHECK(!a.hit && a.loaded && a.kept, "first miss on GPU 0: hit %d loaded %d kept %d", a.hit,
+          a.loaded, a.kept);
+    vdn_text_cache_info b = one(p, st, devs[0], 0, "kept two");
+    CHECK(!b.hit && !b.loaded && b.kept, "second miss on GPU 0: loaded %d kept %d", b.loaded,
+          b.kept);
+    vdn_text_cache_info c = one(p, st, devs[1], 1, "kept three");
+    CHECK(!c.hit && c.loaded && c.gpu == 1, "a miss on GPU 1: loaded %d gpu %d", c.loaded, c.gpu);
+    CHECK(vdn_text_prompts_loads(p) == 2 && vdn_text_prompts_resident(p) == 2,
+          "%ld loads, %d resident: expected 2 and 2", vdn_text_prompts_loads(p),
+          vdn_text_prompts_resident(p));
+    vdn_text_prompts_release(p, devs[0]);
+    CHECK(vdn_text_prompts_resident(p) == 1, "release of GPU 0's encoder");
+    vdn_text_prompts_close(p); /* frees GPU 1's */
+
+    p = open_prompts("1e12"); /* more than any device has free: released */
+    if (!p) return;
+    vdn_text_cache_info d = one(p, st, devs[2], 2, "released one");
+    CHECK(!d.hit && d.loaded && !d.kept && vdn_text_prompts_resident(p) == 0,
+          "keep threshold above the free memory: kept %d resident %d", d.kept,
+          vdn_text_prompts_resident(p));
+    vdn_text_cache_info e = one(p, st, devs[2], 2, "released one");
+    CHECK(e.hit, "the same prompt again: a hit");
+
+    /* the run record says where a miss encoded, and a hit says no more than that it hit */
+    char rec[4300], err[VDN_ERR_LEN];
+    snprintf(rec, sizeof rec, "%s/record.json", work);
+    CHECK(vdn_write_file_atomic(rec, "{\"seed\": 1}", 11, err, sizeof err) == 0, "%s", err);
+    CHECK(vdn_text_cache_info_to_record(rec, &d, "ID", err, sizeof err) == 0, "%s", err);
+    size_t len;
+    char *txt = vdn_read_file(rec, &len, err, sizeof err);
+    cJSON *r = txt ? cJSON_Parse(txt) : NULL;
+    cJSON *tp = cJSON_GetObjectItem(r, "text_prompt");
+    cJSON *on = cJSON_GetObjectItem(tp, "encoded_on");
+    CHECK(on && cJSON_GetObjectItem(on, "gpu")->valuedouble == 2 &&
+              !strcmp(cJSON_GetObjectItem(on, "device")->valuestring, "cpu") &&
+              cJSON_IsTrue(cJSON_GetObjectItem(on, "loaded")) &&
+              cJSON_IsFalse(cJSON_GetObjectItem(on, "kept")) &&
+              !strcmp(cJSON_GetObjectItem(tp, "cache")->valuestring, "miss"),
+          "record: %s", txt ? txt : "(none)");
+    cJSON_Delete(r);
+    free(txt);
+    CHECK(vdn_text_cache_info_to_record(rec, &e, "ID", err, sizeof err) == 0, "%s", err);
+    txt = vdn_read_file(rec, &len, err, sizeof err);
+    r = txt ? cJSON_Parse(txt) : NULL;
+    tp = cJSON_GetObjectItem(r, "text_prompt");
+    CHECK(tp && !cJSON_GetObjectItem(tp, "encoded_on") &&
+              !strcmp(cJSON_GetObjectItem(tp, "cache")->valuestring, "hit"),
+          "hit record: %s", txt ? txt : "(none)");
+    cJSON_Delete(r);
+    free(txt);
+    vdn_text_prompts_close(p);
+    printf("keep policy: resident with room, released without; records say where\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: test_prompt_cache CKPT WORKDIR\n");
+        return 2;
+    }
+    ckpt = argv[1];
+    work = argv[2];
+    char err[VDN_ERR_LEN], store_uri[4200];
+    snprintf(store_uri, sizeof store_uri, "file://%s/store", work);
+    vdn_dev *devs[JOBS];
+    for (int i = 0; i < JOBS; i++) {
+        devs[i] = vdn_dev_open("cpu", 0, 1, err, sizeof err);
+        CHECK(devs[i] != NULL, "%s", err);
+        if (!devs[i]) return check_report("test_prompt_cache");
+    }
+    concurrent_jobs(devs, store_uri);
+    vdn_store *st = vdn_store_open(store_uri, NULL, err, sizeof err);
+    CHECK(st != NULL, "%s", err);
+    if (st) keep_policy(devs, st);
+    vdn_store_close(st);
+    for (int i = 0; i < JOBS; i++)
+        vdn_dev_close(devs[i]);
+    return check_report("test_prompt_cache");
+}
