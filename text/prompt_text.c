@@ -14,6 +14,12 @@
 #include "tokenizer.h"
 #include "vdn_util.h"
 
+/* A key some call of this instance is encoding now (single flight). */
+typedef struct flight {
+    char *id; /* the store's URI and the key */
+    struct flight *next;
+} flight;
+
 /* An encoder left resident on a device by the keep policy. */
 typedef struct {
     vdn_dev *dev;
@@ -36,8 +42,9 @@ struct vdn_text_prompts {
     vdn_dev *dev;           /* opened with the encoder, on the first such encode */
     vdn_text_encoder *enc;
 
-    pthread_mutex_t serial; /* one cache lookup or encode at a time (vdn_text_prompts_cached) */
-    pthread_mutex_t mu;     /* guards what follows; never held across an encode or a store call */
+    pthread_mutex_t mu;    /* guards what follows; never held across an encode or a store call */
+    pthread_cond_t landed; /* a flight ended */
+    flight *flights;
     resident res[MAX_RESIDENT];
     int nres;
     long encodes, loads;
@@ -88,7 +95,7 @@ vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const char *backend, i
     p->layer = layer;
     pthread_mutex_init(&p->own_mu, NULL);
     pthread_mutex_init(&p->mu, NULL);
-    pthread_mutex_init(&p->serial, NULL);
+    pthread_cond_init(&p->landed, NULL);
     read_policy(p);
     snprintf(dir, sizeof dir, "%s/tokenizer", p->root);
     p->tok = vdn_tokenizer_load(dir, err, errlen);
@@ -110,7 +117,7 @@ void vdn_text_prompts_close(vdn_text_prompts *p) {
     vdn_tokenizer_free(p->tok);
     pthread_mutex_destroy(&p->own_mu);
     pthread_mutex_destroy(&p->mu);
-    pthread_mutex_destroy(&p->serial);
+    pthread_cond_destroy(&p->landed);
     free(p);
 }
 
@@ -363,7 +370,43 @@ static int encode_at(vdn_text_prompts *p, const vdn_text_place *at, const char *
     return rc;
 }
 
-/* ---- the cache ---- */
+/* ---- single flight ---- */
+
+static flight *flight_find(vdn_text_prompts *p, const char *id) {
+    for (flight *f = p->flights; f; f = f->next)
+        if (!strcmp(f->id, id)) return f;
+    return NULL;
+}
+
+/* Under mu: 1 = the caller now encodes id (its flight is registered); 0 = another call was
+ * encoding it and has finished (the caller looks in the store again). */
+static int board_or_wait(vdn_text_prompts *p, const char *id, vdn_text_cache_info *info) {
+    if (!flight_find(p, id)) {
+        flight *f = vdn_xcalloc(1, sizeof *f);
+        f->id = vdn_xstrdup(id);
+        f->next = p->flights;
+        p->flights = f;
+        return 1;
+    }
+    info->waited = 1;
+    while (flight_find(p, id))
+        pthread_cond_wait(&p->landed, &p->mu);
+    return 0;
+}
+
+static void land(vdn_text_prompts *p, const char *id) {
+    lock(p);
+    for (flight **pp = &p->flights; *pp; pp = &(*pp)->next)
+        if (!strcmp((*pp)->id, id)) {
+            flight *f = *pp;
+            *pp = f->next;
+            free(f->id);
+            free(f);
+            break;
+        }
+    pthread_cond_broadcast(&p->landed);
+    unlock(p);
+}
 
 /* In the store: fetch it (1), not there (0), or -1. */
 static int fetch(vdn_store *st, const char *key, const char *path, char *err, size_t errlen) {
@@ -379,21 +422,44 @@ static void test_delay(const vdn_text_prompts *p) {
     }
 }
 
-/* Serialised in this process: a second job missing the prompt finds the first one's entry. */
+/* The flight's leader: looks once more (a flight that landed between the caller's look and its
+ * boarding, or another process, may have stored it), else encodes and uploads. */
+static int lead(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st, const char *text,
+                const int32_t *ids, size_t n, const char *path, vdn_text_cache_info *info,
+                char *err, size_t errlen) {
+    int got = fetch(st, info->key, path, err, errlen);
+    if (got) {
+        info->hit = got > 0;
+        return got > 0 ? 0 : -1;
+    }
+    if (encode_at(p, at, text, ids, n, path, info, err, errlen)) return -1;
+    test_delay(p);
+    return vdn_store_put_file(st, info->key, path, err, errlen);
+}
+
 static int fetch_or_encode(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
                            const char *text, const int32_t *ids, size_t n, const char *path,
                            vdn_text_cache_info *info, char *err, size_t errlen) {
-    pthread_mutex_lock(&p->serial);
-    int rc = fetch(st, info->key, path, err, errlen);
-    if (rc) {
-        info->hit = rc > 0;
-        rc = rc > 0 ? 0 : -1;
-    } else {
-        rc = encode_at(p, at, text, ids, n, path, info, err, errlen);
-        if (!rc) test_delay(p);
-        if (!rc) rc = vdn_store_put_file(st, info->key, path, err, errlen);
+    size_t idlen = strlen(vdn_store_uri(st)) + strlen(info->key) + 2;
+    char *id = vdn_xmalloc(idlen);
+    snprintf(id, idlen, "%s\n%s", vdn_store_uri(st), info->key);
+    int rc;
+    for (;;) {
+        int got = fetch(st, info->key, path, err, errlen);
+        if (got) {
+            info->hit = got > 0;
+            rc = got > 0 ? 0 : -1;
+            break;
+        }
+        lock(p);
+        int leader = board_or_wait(p, id, info);
+        unlock(p);
+        if (!leader) continue; /* its result is in the store now; or it failed: try ourselves */
+        rc = lead(p, at, st, text, ids, n, path, info, err, errlen);
+        land(p, id);
+        break;
     }
-    pthread_mutex_unlock(&p->serial);
+    free(id);
     return rc;
 }
 
@@ -431,6 +497,7 @@ int vdn_text_cache_info_to_record(const char *record_path, const vdn_text_cache_
     cJSON_AddNumberToObject(o, "tokens", info->tokens);
     cJSON_AddStringToObject(o, "encoder", encoder_identity);
     cJSON_AddNumberToObject(o, "seconds", info->seconds);
+    cJSON_AddBoolToObject(o, "waited", info->waited);
     if (!info->hit) {
         cJSON *at = cJSON_AddObjectToObject(o, "encoded_on");
         cJSON_AddNumberToObject(at, "gpu", info->gpu);

@@ -52,7 +52,8 @@ typedef struct {
     char key[160];
     int hit; /* 1: reused from the store, 0: encoded here and stored */
     int tokens;
-    double seconds; /* tokenize + fetch or encode + upload */
+    double seconds; /* tokenize + fetch or encode + upload (+ waiting for another job's encode) */
+    int waited;     /* 1: another job of this process was encoding it; this one took its result */
     int gpu;        /* the place's gpu */
     /* a miss only: */
     char device[32];     /* the op-layer device it encoded on ("cuda:2", "cpu") */
@@ -64,8 +65,11 @@ typedef struct {
 /* The cache entry of text in st, fetched to local_path; on a miss, encoded at `at` (NULL: the
  * instance's own device) to local_path and uploaded.
  *
- * Calls of one instance are serialised (one lookup or encode at a time), so concurrent jobs
- * with one prompt encode it once.
+ * Single flight: while one call of this instance encodes a key of a store, every other call
+ * missing that key waits for it and then fetches its result (a hit with waited = 1), so
+ * concurrent jobs with one prompt encode it once; other keys go on meanwhile, each on its own
+ * device. If the encode fails, a waiter tries it itself. (Across processes the store's atomic
+ * publish makes a duplicate encode harmless: both write the same bytes under the same key.)
  *
  * Memory: the encoder is loaded on at->dev for the miss and released after it, so the render
  * that follows has the device to itself (real sizes: 46 GiB of encoder beside 66 GiB of DiT
@@ -81,7 +85,7 @@ int vdn_text_prompts_resident(const vdn_text_prompts *p); /* devices holding an 
 /* Frees the encoder kept resident on dev, if any (before dev closes). */
 void vdn_text_prompts_release(vdn_text_prompts *p, struct vdn_dev *dev);
 
-/* Adds {"text_prompt": {"cache": "hit"|"miss", "key", "tokens", "encoder", "seconds",
+/* Adds {"text_prompt": {"cache": "hit"|"miss", "key", "tokens", "encoder", "seconds", "waited",
  * and on a miss "encoded_on": {"gpu", "device", "loaded", "kept", "load_seconds"}}} to a run
  * record JSON file in place. */
 int vdn_text_cache_info_to_record(const char *record_path, const vdn_text_cache_info *info,

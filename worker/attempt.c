@@ -333,11 +333,11 @@ static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, vdn_
 }
 
 /* A text prompt: its cache entry from the job's store, or encoded on the job's first GPU and
- * stored (the first job with this prompt under this encoder). A prompt the tokenizer refuses or one
- * longer than the encoder takes fails alike everywhere: the job's fault; a checkpoint without a
- * text encoder is this worker's; the store's (or an encode's) trouble is transient, unless the GPU
- * itself failed under the encoder (blame.h: then it is the worker's and the GPU goes out of
- * service). */
+ * stored (the first job with this prompt under this encoder; a job of this worker missing it at
+ * the same time waits for that encode). A prompt the tokenizer refuses or one longer than the
+ * encoder takes fails alike everywhere: the job's fault; a checkpoint without a text encoder is
+ * this worker's; the store's (or an encode's) trouble is transient, unless the GPU itself failed
+ * under the encoder (blame.h: then it is the worker's and the GPU goes out of service). */
 static int text_prompt_cache(vdn_attempt *j, vdn_store *st, char *path, size_t pathlen,
                              vdn_text_cache_info *info, vdn_fault *fault, int *gpu_fault, char *err,
                              size_t errlen) {
@@ -365,8 +365,10 @@ static int text_prompt_cache(vdn_attempt *j, vdn_store *st, char *path, size_t p
                         terr);
     }
     if (info->hit)
-        VDN_INFO("job %llu: text prompt, %d tokens: cache hit (%s, %.2f s)",
-                 (unsigned long long)j->spec.job_id, info->tokens, info->key, info->seconds);
+        VDN_INFO("job %llu: text prompt, %d tokens: cache hit%s (%s, %.2f s)",
+                 (unsigned long long)j->spec.job_id, info->tokens,
+                 info->waited ? " after waiting for another job's encode" : "", info->key,
+                 info->seconds);
     else
         VDN_INFO("job %llu: text prompt, %d tokens: cache miss, encoded on GPU %d (%s; encoder "
                  "%s) (%s, %.2f s)",

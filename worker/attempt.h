@@ -59,8 +59,8 @@ typedef struct {
 } vdn_worker_stores;
 
 /* Text prompts (text/prompt_text.h), one set per worker, shared by all its slots: one tokenizer
- * and one cache lookup at a time, so jobs on different GPUs missing the same prompt encode it
- * once. Each miss encodes on the job's own first GPU (its engine's device).
+ * and one table of the prompts being encoded, so jobs on different GPUs missing the same prompt
+ * at once encode it once. Each miss encodes on the job's own first GPU (its engine's device).
  * Opened on the first text prompt from the checkpoint's tokenizer/ and text_encoder/; owned and
  * closed by vdn_slots, before the engines whose devices it may hold an encoder on. */
 typedef struct vdn_worker_text {

@@ -1,7 +1,9 @@
 /* The store API on the file:// backend, the key rules every backend shares, URI and option
  * errors, and "a failed put leaves nothing under the key" with a real mid-write failure
- * (RLIMIT_FSIZE makes write(2) fail with EFBIG part-way through the copy). Also the S3
- * backend's error text on a dead endpoint: it names endpoint and key, never the secret. */
+ * (RLIMIT_FSIZE makes write(2) fail with EFBIG part-way through the copy). Two writers racing on
+ * one key (two workers storing the same prompt-cache entry) never show a reader a torn object.
+ * Also the S3 backend's error text on a dead endpoint: it names endpoint and key, never the
+ * secret. */
 #include "store.h"
 #include "vdn_util.h"
 #include "check.h"
@@ -11,7 +13,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -351,6 +355,85 @@ static void test_no_half_object(vdn_store *st) {
     free(content);
 }
 
+/* Two workers storing one key at once (both encoded the same prompt): each through its own
+ * store handle, puts of different contents over and over, while a reader reads the key. Every
+ * read must be one writer's whole object: the file backend publishes a put by temp file +
+ * rename. File mode only: on S3 the service publishes a PUT (or a multipart complete) atomically,
+ * and s3rver, the S3 stand-in of the tests, writes an object's file in place, so racing it would
+ * test s3rver, not vdn. */
+typedef struct {
+    const unsigned char *data;
+    size_t len;
+    const char *local;
+    int rounds, failed;
+    char err[VDN_ERR_LEN];
+} race_writer;
+
+static atomic_int race_writing;
+
+static void *race_put(void *arg) {
+    race_writer *w = arg;
+    vdn_store *st = vdn_store_open(base_uri, NULL, w->err, sizeof w->err);
+    for (int i = 0; st && i < w->rounds; i++)
+        if (vdn_store_put_file(st, "race/same.bin", w->local, w->err, sizeof w->err)) w->failed++;
+    if (!st) w->failed++;
+    vdn_store_close(st);
+    atomic_fetch_sub(&race_writing, 1);
+    return NULL;
+}
+
+static void test_same_key_race(void) {
+    size_t len = 3u << 20;
+    int rounds = 20;
+    unsigned char *a = random_bytes(len, 11), *b = random_bytes(len, 12);
+    char la[4300], lb[4300], err[VDN_ERR_LEN];
+    snprintf(la, sizeof la, "%s.race_a", root);
+    snprintf(lb, sizeof lb, "%s.race_b", root);
+    write_local(la, a, len);
+    write_local(lb, b, len);
+    race_writer w[2] = {{a, len, la, rounds, 0, ""}, {b, len, lb, rounds, 0, ""}};
+    vdn_store *reader = vdn_store_open(base_uri, NULL, err, sizeof err);
+    CHECK(reader != NULL, "%s", err);
+    if (!reader) return;
+    atomic_store(&race_writing, 2);
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&th[i], NULL, race_put, &w[i]);
+    int whole = 0, torn = 0;
+    while (atomic_load(&race_writing) > 0) {
+        void *data;
+        size_t got;
+        if (vdn_store_get_bytes(reader, "race/same.bin", &data, &got, err, sizeof err))
+            continue; /* not there yet */
+        int same = got == len && (!memcmp(data, a, len) || !memcmp(data, b, len));
+        whole += same;
+        torn += !same;
+        free(data);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(w[i].failed == 0, "writer %d: %d puts failed: %s", i, w[i].failed, w[i].err);
+    }
+    CHECK(torn == 0, "%d reads of a key two writers were putting saw neither whole object", torn);
+    void *data;
+    size_t got;
+    CHECK(vdn_store_get_bytes(reader, "race/same.bin", &data, &got, err, sizeof err) == 0, "%s",
+          err);
+    if (got == len) CHECK(!memcmp(data, a, len) || !memcmp(data, b, len), "the last put is torn");
+    free(data);
+    char tmpdir[4200];
+    snprintf(tmpdir, sizeof tmpdir, "%s/.vdn-tmp", root);
+    CHECK(count_entries(tmpdir) == 0, "temp files left by the racing puts");
+    printf("same-key race: 2 writers x %d puts of %zu bytes, %d whole reads, %d torn\n", rounds,
+           len, whole, torn);
+    CHECK(vdn_store_delete(reader, "race/same.bin", err, sizeof err) == 0, "%s", err);
+    vdn_store_close(reader);
+    unlink(la);
+    unlink(lb);
+    free(a);
+    free(b);
+}
+
 static void test_open_errors(void) {
     char err[VDN_ERR_LEN];
     vdn_store *st = vdn_store_open("", NULL, err, sizeof err);
@@ -458,6 +541,7 @@ int main(int argc, char **argv) {
         test_list_delete();
         test_key_rules(st);
         if (file_mode) test_no_half_object(st);
+        if (file_mode) test_same_key_race();
         vdn_store_close(st);
     }
     if (file_mode) {

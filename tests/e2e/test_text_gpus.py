@@ -6,7 +6,7 @@ text encoder and the real Qwen3 tokenizer.
    the 4 GPUs (each encode held open 1.5 s, so jobs missing the same prompt overlap for certain).
    Exactly 2 encodes (run records: 2 misses, 6 hits; 2 entries in the store's prompt cache); each
    miss encoded on the GPU its job held (record text_prompt.encoded_on.gpu = gpus.held[0], and the
-   log line); the encoder is loaded for each miss and
+   log line), a hit that overlapped one waited for it; the encoder is loaded for each miss and
    released before the render (2 loads, 2 releases, none at start).
 2. A 2-GPU job with a new prompt encodes on the first GPU it holds.
 """
@@ -73,6 +73,9 @@ def test(args):
                   "no log line for job %d's encode on GPU %d" % (job, held[0]))
         for job in hits:
             check("encoded_on" not in tp[job], "a hit has encoded_on: %s" % tp[job])
+        waited = [job for job in hits if tp[job]["waited"]]
+        check(waited, "no job waited for an encode in progress (the 4 first jobs overlap: %s)"
+              % {j: tp[j] for j in hits})
         loads = re.findall(r"text encoder \S+ loaded on GPU (\d+) \(cpu\)", text)
         releases = re.findall(r"text encoder released on GPU (\d+) \(cpu\)", text)
         check(len(loads) == 2 and len(releases) == 2,
@@ -81,7 +84,8 @@ def test(args):
         check(sorted(loads) == sorted(str(recs[j]["gpus"]["held"][0]) for j in misses),
               "encoder loads on GPUs %s, not where the misses ran" % loads)
         log("8 jobs, 2 prompts, 4 GPUs: 2 encodes on GPUs %s (loaded and released each time), "
-            "6 hits" % sorted(loads))
+            "6 hits of which %d waited for an encode in progress"
+            % (sorted(loads), len(waited)))
 
         # ---- 2. a 2-GPU job with a new prompt encodes on the first GPU it holds
         b2 = submit(farm, [dict(req, prompt="a brand new prompt", seed=99, gpus=2)], "two_gpus")

@@ -1,12 +1,13 @@
 /* The farm's cache of encoded prompts (prompt_text.h) under concurrency, on the tiny random text
  * encoder and CPU devices standing in for a worker's GPUs:
  *
- *  1. 8 jobs on 8 devices, 2 prompts, all at once: exactly 2 encodes, each on the device of the
- *     job that ran it; the other 6 take its result (hits), the bytes equal `vdn encode`'s;
+ *  1. single flight: 8 jobs on 8 devices, 2 prompts, all at once: exactly 2 encodes, each on the
+ *     device of the job that led it; the other 6 take its result (hits), the bytes equal
+ *     `vdn encode`'s; the two prompts' encodes overlap in time (no worker-wide lock);
  *  2. memory policy: by default the encoder is loaded for a miss and released after it (nothing
  *     resident); with VDN_TEXT_ENCODER_KEEP_FREE_GIB=0 it stays on its device and the next miss
  *     there does not load it again; with an amount no device has free it is released;
- *  3. the run record's text_prompt fields (encoded_on).
+ *  3. the run record's text_prompt fields (encoded_on, waited).
  *
  *   test_prompt_cache CKPT WORKDIR */
 #include <cjson/cJSON.h>
@@ -77,8 +78,8 @@ static vdn_text_prompts *open_prompts(const char *keep_gib) {
     return p;
 }
 
-static void concurrent_jobs(vdn_dev **devs, const char *store_uri) {
-    /* every encode is held open 400 ms, so the others surely ask while it runs */
+static void single_flight(vdn_dev **devs, const char *store_uri) {
+    /* every leader holds its encode open 400 ms, so the others surely miss while it runs */
     setenv("VDN_TEST_TEXT_ENCODE_DELAY_MS", "400", 1);
     vdn_text_prompts *p = open_prompts(NULL);
     unsetenv("VDN_TEST_TEXT_ENCODE_DELAY_MS");
@@ -97,11 +98,12 @@ static void concurrent_jobs(vdn_dev **devs, const char *store_uri) {
         pthread_join(th[i], NULL);
     pthread_barrier_destroy(&go);
 
-    int misses = 0, leader[2] = {-1, -1};
+    int misses = 0, waited = 0, leader[2] = {-1, -1};
     for (int i = 0; i < JOBS; i++) {
         job *j = &jobs[i];
         CHECK(j->rc == 0, "job %d: %s", i, j->err);
         if (j->rc) continue;
+        waited += j->info.waited;
         CHECK(!strcmp(j->info.key, jobs[i % 2].info.key), "job %d: key %s vs %s", i, j->info.key,
               jobs[i % 2].info.key);
         if (!j->info.hit) {
@@ -119,6 +121,7 @@ static void concurrent_jobs(vdn_dev **devs, const char *store_uri) {
     CHECK(vdn_text_prompts_loads(p) == 2, "%ld loads, expected one per miss",
           vdn_text_prompts_loads(p));
     CHECK(vdn_text_prompts_resident(p) == 0, "an encoder stayed resident by default");
+    CHECK(waited >= 1, "no job waited for another's encode (the leaders held theirs 400 ms)");
     /* a job that took another's result has its bytes, which are `vdn encode`'s */
     for (int k = 0; k < 2 && leader[0] >= 0 && leader[1] >= 0; k++) {
         char mine[4300], err[VDN_ERR_LEN];
@@ -127,8 +130,12 @@ static void concurrent_jobs(vdn_dev **devs, const char *store_uri) {
         for (int i = k; i < JOBS; i += 2)
             CHECK(same_file(jobs[i].path, mine), "job %d's cache file differs from vdn encode's",
                   i);
+        /* different prompts encode at once, each on its own device */
+        job *a = &jobs[leader[0]], *b = &jobs[leader[1]];
+        CHECK(a->t0 < b->t1 && b->t0 < a->t1, "the two prompts' encodes did not overlap");
     }
-    printf("%d jobs, 2 prompts at once: %d encodes\n", JOBS, misses);
+    printf("single flight: %d jobs, 2 prompts: %d encodes, %d waited for a leader\n", JOBS, misses,
+           waited);
     vdn_text_prompts_close(p);
 }
 
@@ -169,7 +176,7 @@ static void keep_policy(vdn_dev **devs, vdn_store *st) {
           "keep threshold above the free memory: kept %d resident %d", d.kept,
           vdn_text_prompts_resident(p));
     vdn_text_cache_info e = one(p, st, devs[2], 2, "released one");
-    CHECK(e.hit, "the same prompt again: a hit");
+    CHECK(e.hit && !e.waited, "the same prompt again: a plain hit");
 
     /* the run record says where a miss encoded, and a hit says no more than that it hit */
     char rec[4300], err[VDN_ERR_LEN];
@@ -185,6 +192,7 @@ static void keep_policy(vdn_dev **devs, vdn_store *st) {
               !strcmp(cJSON_GetObjectItem(on, "device")->valuestring, "cpu") &&
               cJSON_IsTrue(cJSON_GetObjectItem(on, "loaded")) &&
               cJSON_IsFalse(cJSON_GetObjectItem(on, "kept")) &&
+              cJSON_IsFalse(cJSON_GetObjectItem(tp, "waited")) &&
               !strcmp(cJSON_GetObjectItem(tp, "cache")->valuestring, "miss"),
           "record: %s", txt ? txt : "(none)");
     cJSON_Delete(r);
@@ -217,7 +225,7 @@ int main(int argc, char **argv) {
         CHECK(devs[i] != NULL, "%s", err);
         if (!devs[i]) return check_report("test_prompt_cache");
     }
-    concurrent_jobs(devs, store_uri);
+    single_flight(devs, store_uri);
     vdn_store *st = vdn_store_open(store_uri, NULL, err, sizeof err);
     CHECK(st != NULL, "%s", err);
     if (st) keep_policy(devs, st);

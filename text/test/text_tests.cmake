@@ -35,9 +35,9 @@ add_test(NAME text_encoder_cuda
          COMMAND sh -c "rm -rf te_ckpt_cuda && $<TARGET_FILE:vdn> ckpt init --preset tiny --text-encoder --tokenizer-json '${VDN_QWEN3_TOKENIZER}' --out te_ckpt_cuda >/dev/null && $<TARGET_FILE:test_encoder> te_ckpt_cuda '${CMAKE_CURRENT_LIST_DIR}/expected_hidden.safetensors' cuda 3e-2"
          WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 set_tests_properties(text_encoder_cuda PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
-# The farm's prompt cache under concurrency (prompt_text.h): 8 jobs on 8 CPU devices with 2
-# prompts (2 encodes, on the encoding jobs' devices), the encoder's keep/release policy, the run
-# record's fields
+# The farm's prompt cache under concurrency (prompt_text.h): single flight over 8 jobs on 8 CPU
+# devices with 2 prompts (2 encodes, on the leaders' devices), the encoder's keep/release policy,
+# the run record's fields
 add_executable(test_prompt_cache ${CMAKE_CURRENT_LIST_DIR}/test_prompt_cache.c)
 target_link_libraries(test_prompt_cache PRIVATE vdn_text)
 add_test(NAME text_prompt_cache
