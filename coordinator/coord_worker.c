@@ -553,6 +553,10 @@ static void assign(coord *c, cworker *w, const job_claim *cl, uint64_t mask, dou
     Vdn__RenderRequest req;
     vdn_job_spec_to_proto(&specs[0], &req);
     req.output_prefix = cl->output_prefix;
+    /* PREFIX.safetensors is where the latents go when they are stored (the request's
+     * save_latents, or a worker without a video VAE, whose only output they are); its stem also
+     * names the mp4, the poster and the snapshots. The RESULT's object_keys say what was
+     * stored. Both keys stay in the list so that older workers, which expect them, still work. */
     char k0[600], k1[600];
     snprintf(k0, sizeof k0, "%s.safetensors", cl->output_prefix);
     snprintf(k1, sizeof k1, "%s.json", cl->output_prefix);

@@ -21,12 +21,16 @@ static void usage(FILE *f) {
         "                      [--baseline NAME] [--tag TAG] [--out SWEEP.json]\n"
         "                      [--steps-override K] [--require-checkpoint NAME]\n"
         "                      [--upload-caches] [--priority P] [--wait] [--timeout SECONDS]\n"
+        "                      [--no-latents]\n"
         "Submits every (prompt, variant) pair of SUITE (a suite.jsonl) as one tagged batch and\n"
         "writes the sweep manifest (default SUITE_DIR/sweeps/TAG.json). Re-running submits only\n"
         "pairs with no output in the store and no job still queued or running.\n"
         "--steps-override K renders every variant with K model evaluations (CI speed).\n"
         "--upload-caches puts local prompt caches into the store so remote workers can read them.\n"
-        "--wait polls until every pair is done or failed (exit 1 if any failed).\n");
+        "--wait polls until every pair is done or failed (exit 1 if any failed).\n"
+        "Jobs store their mp4 and, for the report's latent metrics, their latents (save_latents);\n"
+        "--no-latents stores the mp4 only (pixel metrics only; latents still where the\n"
+        "checkpoint has no video VAE).\n");
 }
 
 /* FNV-1a over the things that define a sweep's outputs: the default tag stays the same when the
@@ -41,6 +45,21 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 typedef struct {
     char *prompt_cache; /* what the job carries */
 } pair_input;
+
+/* A pair is done when its run record is in the store (the worker uploads it last) beside its
+ * latents or its mp4 (a job stores the latents only when asked: --no-latents). 1, 0, or -1 with
+ * a message. */
+static int pair_stored(vdn_store *st, const vdn_sweep_pair *q, char *err, size_t errlen) {
+    int have = vdn_store_exists(st, q->record_key, NULL, err, errlen);
+    if (have <= 0) return have;
+    have = vdn_store_exists(st, q->video_key, NULL, err, errlen);
+    if (have != 0) return have;
+    char mp4[1100];
+    size_t n = strlen(q->video_key), m = strlen(".safetensors");
+    if (n >= m && !strcmp(q->video_key + n - m, ".safetensors")) n -= m;
+    snprintf(mp4, sizeof mp4, "%.*s.mp4", (int)n, q->video_key);
+    return vdn_store_exists(st, mp4, NULL, err, errlen);
+}
 
 static int upload_cache(vdn_store *st, const char *tag, const char *id, const char *local,
                         char *key, size_t keylen, char *err, size_t errlen) {
@@ -134,8 +153,7 @@ static int wait_for(vdn_client *c, vdn_store *st, vdn_sweep *sw, double timeout_
     int missing = 0;
     for (int i = 0; i < sw->n_pairs; i++) {
         const vdn_sweep_pair *q = &sw->pairs[i];
-        int have = vdn_store_exists(st, q->video_key, NULL, err, sizeof err);
-        if (have > 0) have = vdn_store_exists(st, q->record_key, NULL, err, sizeof err);
+        int have = pair_stored(st, q, err, sizeof err);
         if (have > 0) continue;
         if (++missing <= 10) {
             char target[32] = "";
@@ -167,7 +185,7 @@ int vdn_eval_sweep_main(int argc, char **argv) {
     const char *suite_path = NULL, *variants_arg = NULL, *ckpt = NULL, *dir = NULL, *coord = NULL,
                *store_arg = NULL, *baseline = NULL, *tag_arg = NULL, *out = NULL,
                *require_ckpt = NULL;
-    int steps_override = 0, upload = 0, wait = 0, priority = 0;
+    int steps_override = 0, upload = 0, wait = 0, priority = 0, no_latents = 0;
     double timeout_s = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -179,6 +197,8 @@ int vdn_eval_sweep_main(int argc, char **argv) {
             upload = 1;
         } else if (!strcmp(a, "--wait")) {
             wait = 1;
+        } else if (!strcmp(a, "--no-latents")) {
+            no_latents = 1;
         } else if (a[0] == '-' && a[1] == '-') {
             if (!v) {
                 fprintf(stderr, "vdn eval sweep: %s needs a value\n", a);
@@ -412,8 +432,7 @@ int vdn_eval_sweep_main(int argc, char **argv) {
     int n_done = 0, n_flight = 0;
     for (int i = 0; i < sw.n_pairs; i++) {
         vdn_sweep_pair *q = &sw.pairs[i];
-        int have = vdn_store_exists(st, q->video_key, NULL, err, sizeof err);
-        if (have > 0) have = vdn_store_exists(st, q->record_key, NULL, err, sizeof err);
+        int have = pair_stored(st, q, err, sizeof err);
         if (have < 0) {
             fprintf(stderr, "vdn eval sweep: store: %s\n", err);
             goto done;
@@ -454,6 +473,7 @@ int vdn_eval_sweep_main(int argc, char **argv) {
         j->steps = steps_override ? steps_override : va->steps;
         j->seed = it->seed; /* same seed, hence the same noise, for every variant of a prompt */
         j->has_seed = 1;
+        j->save_latents = !no_latents; /* the report's latent metrics need them */
         j->variant = vdn_xstrdup(va->engine);
         j->checkpoint = require_ckpt ? vdn_xstrdup(require_ckpt) : NULL;
         char prefix[512];

@@ -579,8 +579,12 @@ static void *job_main(void *arg) {
         finish(j, 0, VDN_FAULT_TRANSIENT, msg);
         return NULL;
     }
+    /* The latents only when the request asked for them (save_latents, the official field) or
+     * when they are the only output (no video VAE): at 768p they are ~40 MB a clip that nobody
+     * watches, and eval scores the mp4 (docs/eval.md). */
+    int keep_latents = j->spec.save_latents || !have_mp4;
     snprintf(local, sizeof local, "%s.safetensors", prefix);
-    if (upload(j, st, latents_key, local, err, sizeof err)) {
+    if (keep_latents && upload(j, st, latents_key, local, err, sizeof err)) {
         snprintf(msg, sizeof msg, "upload of %s to %s failed: %s", latents_key, vdn_store_uri(st),
                  err);
         finish(j, 0, VDN_FAULT_TRANSIENT, msg);
@@ -631,7 +635,7 @@ static void *job_main(void *arg) {
         j->object_keys[nk++] = vdn_xstrdup(mp4_key);
         j->object_keys[nk++] = vdn_xstrdup(png_key);
     }
-    j->object_keys[nk++] = vdn_xstrdup(latents_key);
+    if (keep_latents) j->object_keys[nk++] = vdn_xstrdup(latents_key);
     j->object_keys[nk++] = vdn_xstrdup(record_key);
     j->n_object_keys = nk;
     pthread_mutex_unlock(&j->mu);

@@ -27,6 +27,8 @@ typedef struct {
     char *output_prefix; /* used to name keys when the coordinator sent none */
     char **keys;         /* output keys: one ending .json (run record), one .safetensors */
     int nkeys;
+    int save_latents; /* store the latents beside the mp4 (request save_latents); a job without
+                         a video VAE stores them anyway: they are its only output */
     int frames, height, width, steps;
     uint64_t seed;
     float video_shift, audio_shift;

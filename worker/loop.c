@@ -424,6 +424,7 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
     s.width = rq->has_width ? rq->width : 0;
     s.steps = rq->has_steps ? rq->steps : 0;
     s.seed = rq->has_seed ? rq->seed : 0;
+    s.save_latents = rq->has_save_latents && rq->save_latents;
     s.video_shift = rq->has_video_shift ? rq->video_shift : 0;
     s.audio_shift = rq->has_audio_shift ? rq->audio_shift : 0;
     s.resume_key = dup_or_null(a->resume_key);

@@ -26,9 +26,10 @@ variants=dense@50,vdn@8,window-only@8
   --steps-override 1 --wait --timeout 400 | tee sweep1.log
 sweep=$(ls "$work"/suite/sweeps/*.json)
 grep -q "batch b[0-9]*: 309 jobs" sweep1.log
-# resume: lose five outputs; the same command submits exactly those five
+# resume: lose five outputs (their run records: a pair counts as done with its record beside its
+# latents or its mp4); the same command submits exactly those five
 tag=$(basename "$sweep" .json)
-for p in p003 p017 p050 p088 p103; do rm -f "$work/farm/store/eval/$tag/$p/vdn_8/out.safetensors"; done
+for p in p003 p017 p050 p088 p103; do rm -f "$work/farm/store/eval/$tag/$p/vdn_8/out.json"; done
 "$vdn" eval sweep "$work/suite/suite.jsonl" --variants $variants --dir "$work/farm" \
   --steps-override 1 --wait --timeout 200 2>&1 | tee sweep2.log
 grep -q "309 pairs: 304 done, 0 queued or running, 5 to submit" sweep2.log

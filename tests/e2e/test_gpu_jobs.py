@@ -98,7 +98,8 @@ def test(args):
             % sorted(decoded.values()))
 
         # ---- 2. the same clip on 1 GPU and sharded over 2 (56 frames: the VDN branch runs)
-        clip = dict(req, frames=FRAMES, steps=2, seed=77)
+        # the latents are compared below: ask for them (the jobs' mp4s alone are the default)
+        clip = dict(req, frames=FRAMES, steps=2, seed=77, save_latents=True)
         b2 = submit(farm, [clip, dict(clip, gpus=2)], "sharded")
         farm.wait_batch(b2, 2, 120)
         farm.check_exactly_once(b2, 2)

@@ -145,9 +145,10 @@ def test(args):
         prompt = os.path.join(c["checkpoint"], "prompt.safetensors")
         req = os.path.join(d, "requests.jsonl")
         with open(req, "w") as f:
-            for i in range(4):
-                f.write(json.dumps({"prompt_cache": prompt, "frames": FRAMES, "height": 32,
-                                    "width": 32, "steps": 2, "seed": 10 + i}) + "\n")
+            for i in range(4):  # the last one also keeps its latents (save_latents)
+                f.write(json.dumps(dict({"prompt_cache": prompt, "frames": FRAMES, "height": 32,
+                                         "width": 32, "steps": 2, "seed": 10 + i},
+                                        **({"save_latents": True} if i == 3 else {}))) + "\n")
         r = subprocess.run([vdn, "submit", req, "--dir", d], capture_output=True, text=True,
                            timeout=60)
         check(r.returncode == 0, "vdn submit --dir: %s%s" % (r.stdout, r.stderr))
@@ -161,9 +162,12 @@ def test(args):
         objs = []
         for root, _, files in os.walk(store):
             objs += [os.path.join(root, f) for f in files]
-        # the embedded default checkpoint has the tiny VAEs: each job stores its mp4 and poster
-        check(len(objs) == 16, "expected 16 objects (4 latents + 4 records + 4 mp4 + 4 posters), "
-              "found %d" % len(objs))
+        # the embedded default checkpoint has the tiny VAEs: each job stores its mp4 and poster,
+        # and its latents only when asked
+        check(len(objs) == 13, "expected 13 objects (4 records + 4 mp4 + 4 posters + the latents "
+              "of the one job with save_latents), found %d" % len(objs))
+        check(sum(o.endswith(".safetensors") for o in objs) == 1,
+              "expected the latents of one job: %s" % sorted(objs))
         for o in objs:
             data = open(o, "rb").read()
             if o.endswith(".json"):
