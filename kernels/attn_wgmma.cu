@@ -25,16 +25,8 @@ __global__ void vt_k(const bf16 *V, int ldv, int rows, int heads, size_t ldt, bf
 /* 3-D bf16 tensor map, 128-byte swizzle, zero fill past the end */
 static int make_map(CUtensorMap *m, const void *base, const cuuint64_t dims[3],
                     const cuuint64_t strides[2], const cuuint32_t box[3]) {
-    static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
-    if (!encode) {
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode, 12000,
-                                             cudaEnableDefault, &q) != cudaSuccess ||
-            !encode) {
-            fprintf(stderr, "attention: cuTensorMapEncodeTiled is not available from the driver\n");
-            return -1;
-        }
-    }
+    PFN_cuTensorMapEncodeTiled_v12000 encode = tma_encoder("attention");
+    if (!encode) return -1;
     const cuuint32_t es[3] = {1, 1, 1};
     CUresult r = encode(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)base, dims, strides, box,
                         es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,

@@ -18,6 +18,7 @@
 #include <cudaTypedefs.h>
 
 #include "cuda_util.cuh"
+#include "tma.cuh"
 
 #define BM 128
 #define BN 128
@@ -107,31 +108,6 @@ __device__ __forceinline__ uint64_t desc(const void *p) {
            ((uint64_t)1 << 62);
 }
 
-__device__ __forceinline__ unsigned pack_bf2(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<unsigned *>(&v);
-}
-
-/* mbarriers (shared memory, CTA scope) */
-__device__ __forceinline__ uint32_t saddr(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(saddr(b)), "r"(count)
-                 : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(saddr(b)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t *b, int parity) {
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(saddr(b)), "r"(parity)
-                     : "memory");
-}
 #define NSTAGE 3
 
 /* TMA: a 3-D box of a tensor map into shared memory, completing on an mbarrier */
@@ -140,12 +116,6 @@ __device__ __forceinline__ void tma3(void *dst, const CUtensorMap *map, int c0, 
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
                  " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(saddr(dst)),
                  "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(saddr(bar))
-                 : "memory");
-}
-/* arrive once and expect `bytes` of TMA data on the barrier's current phase */
-__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, int bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(saddr(b)),
-                 "r"(bytes)
                  : "memory");
 }
 

@@ -11,6 +11,7 @@
 #include <cudaTypedefs.h>
 
 #include "cuda_util.cuh"
+#include "tma.cuh"
 
 __device__ __forceinline__ void ld4(const bf16 *p, float *v) {
     uint2 u = *reinterpret_cast<const uint2 *>(p);
@@ -226,49 +227,21 @@ extern "C" int vdn_k_vda_act(const void *kin, int ldk, const void *vin, int ldv,
 __device__ __forceinline__ float2 bf2x2(unsigned u) {
     return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
 }
-__device__ __forceinline__ unsigned pack_bf2(float a, float b) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    return *reinterpret_cast<unsigned *>(&h);
-}
-__device__ __forceinline__ uint32_t smaddr(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-__device__ __forceinline__ void mb_init(uint64_t *b, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smaddr(b)), "r"(count)
-                 : "memory");
-}
-__device__ __forceinline__ void mb_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smaddr(b)) : "memory");
-}
-__device__ __forceinline__ void mb_expect_tx(uint64_t *b, int bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smaddr(b)),
-                 "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void mb_wait(uint64_t *b, int parity) {
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(smaddr(b)), "r"(parity)
-                     : "memory");
-}
 /* a 4-D box (channels, x, y, frame) of a tensor map into shared memory, completing on bar */
 __device__ __forceinline__ void tma4(void *dst, const CUtensorMap *map, int c0, int c1, int c2,
                                      int c3, uint64_t *bar) {
     asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(smaddr(dst)),
-                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smaddr(bar))
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(saddr(dst)),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(saddr(bar))
                  : "memory");
 }
 __device__ __forceinline__ void cp_async4(void *dst, const void *src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smaddr(dst)), "l"(src)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(saddr(dst)), "l"(src)
                  : "memory");
 }
 /* one arrival on bar once this thread's earlier cp.async copies have landed (counted in init) */
 __device__ __forceinline__ void cp_async_arrive(uint64_t *bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smaddr(bar))
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(saddr(bar))
                  : "memory");
 }
 
@@ -320,7 +293,7 @@ __global__ void __launch_bounds__(PT_THREADS, 1)
 
     if (tid == 0) {
         for (int s = 0; s < PT_NS; s++)
-            mb_init(&full[s], PT_FULL_ARRIVALS), mb_init(&empty[s], PT_THREADS / 32);
+            mbar_init(&full[s], PT_FULL_ARRIVALS), mbar_init(&empty[s], PT_THREADS / 32);
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     }
     __syncthreads();
@@ -330,7 +303,7 @@ __global__ void __launch_bounds__(PT_THREADS, 1)
     auto issue = [&](int j) {
         const int st = j % PT_NS, of = j - 2;
         unsigned char *stage = pt_smem + st * PT_STAGE;
-        if (j >= PT_NS) mb_wait(&empty[st], ((j / PT_NS) - 1) & 1);
+        if (j >= PT_NS) mbar_wait(&empty[st], ((j / PT_NS) - 1) & 1);
         if (isk && of >= 0 && lane < PT_TY * PT_TX) {
             const int yy = y0 + lane / PT_TX, xx = x0 + lane % PT_TX;
             if (yy < gh && xx < gw)
@@ -340,7 +313,7 @@ __global__ void __launch_bounds__(PT_THREADS, 1)
         cp_async_arrive(&full[st]); /* every lane, every step: the count stays 33 */
         if (lane == 0) {
             const bool in = j < F, q = do_q && of >= 0;
-            mb_expect_tx(&full[st], (in ? PT_TILE : 0) + (q ? PT_AUX : 0));
+            mbar_expect_tx(&full[st], (in ? PT_TILE : 0) + (q ? PT_AUX : 0));
             if (in) tma4(stage, min, h * 128, x0 - 2, y0 - 2, j, &full[st]);
             if (q) tma4(stage + PT_TILE, &mq, h * 128, x0, y0, of, &full[st]);
         }
@@ -382,7 +355,7 @@ __global__ void __launch_bounds__(PT_THREADS, 1)
         if (warp == 0 && t + PT_NS - 1 < steps) issue(t + PT_NS - 1);
         const int st = t % PT_NS;
         const unsigned char *stage = pt_smem + st * PT_STAGE;
-        mb_wait(&full[st], (t / PT_NS) & 1);
+        mbar_wait(&full[st], (t / PT_NS) & 1);
 
         /* spatial 5x5 of frame t (zero past the last frame: the temporal padding); the loop
          * visits taps (i, j) of each output in the reference's order */
@@ -476,7 +449,7 @@ __global__ void __launch_bounds__(PT_THREADS, 1)
             }
         }
         __syncwarp(); /* the warp's reads of this stage are done */
-        if (lane == 0) mb_arrive(&empty[st]);
+        if (lane == 0) mbar_arrive(&empty[st]);
     }
 }
 
@@ -484,16 +457,8 @@ __global__ void __launch_bounds__(PT_THREADS, 1)
  * tokens x 128 channels, no swizzle (a token's 256 bytes stay contiguous), zero fill outside */
 static int prep_map(CUtensorMap *m, const void *base, int C, int ld, int gw, int gh, int F,
                     int box_x, int box_y) {
-    static PFN_cuTensorMapEncodeTiled_v12000 encode = NULL;
-    if (!encode) {
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode, 12000,
-                                             cudaEnableDefault, &q) != cudaSuccess ||
-            !encode) {
-            fprintf(stderr, "vdn_k_vda_prep: cuTensorMapEncodeTiled is not available\n");
-            return -1;
-        }
-    }
+    PFN_cuTensorMapEncodeTiled_v12000 encode = tma_encoder("vdn_k_vda_prep");
+    if (!encode) return -1;
     const size_t row = (size_t)ld * 2;
     const cuuint64_t dims[4] = {(cuuint64_t)C, (cuuint64_t)gw, (cuuint64_t)gh, (cuuint64_t)F};
     const cuuint64_t strides[3] = {row, row * gw, row * gw * gh};
