@@ -232,8 +232,10 @@ int vdn_vae_video_config_parse(const char *text, size_t len, const char *path,
         rc = get_int(j, "decoder_num_attention_heads", &c->dec_heads, 1, 1024, path, err, errlen);
     if (!rc)
         rc = get_int(j, "decoder_attention_head_dim", &c->dec_head_dim, 64, 64, path, err, errlen);
+    /* at least 1: the released decoder has 4, and a (1, 0, dim) register tensor is not a shape
+     * the loader or `vdn ckpt init` handles (the fuzz target found that 0 slipped through) */
     if (!rc)
-        rc = get_int(j, "decoder_num_register_tokens", &c->dec_registers, 0, 1024, path, err,
+        rc = get_int(j, "decoder_num_register_tokens", &c->dec_registers, 1, 1024, path, err,
                      errlen);
     if (!rc) rc = get_int(j, "decoder_ffn_mult", &c->dec_ffn_mult, 1, 64, path, err, errlen);
     if (!rc) rc = get_num(j, "decoder_rope_theta", &c->rope_theta, 1.0, 1e9, path, err, errlen);
