@@ -408,11 +408,14 @@ static void land(vdn_text_prompts *p, const char *id) {
     unlock(p);
 }
 
-/* In the store: fetch it (1), not there (0), or -1. */
-static int fetch(vdn_store *st, const char *key, const char *path, char *err, size_t errlen) {
+/* In the store: fetch it (1), not there (0), or -1 (the store failed: info says so). */
+static int fetch(vdn_store *st, const char *key, const char *path, vdn_text_cache_info *info,
+                 char *err, size_t errlen) {
     int have = vdn_store_exists(st, key, NULL, err, errlen);
-    if (have <= 0) return have;
-    return vdn_store_get_file(st, key, path, err, errlen) ? -1 : 1;
+    if (have == 0) return 0;
+    if (have > 0 && vdn_store_get_file(st, key, path, err, errlen) == 0) return 1;
+    info->store_failed = 1;
+    return -1;
 }
 
 /* Hold a leader's encode open, so that tests can make misses overlap for certain. */
@@ -427,14 +430,16 @@ static void test_delay(const vdn_text_prompts *p) {
 static int lead(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st, const char *text,
                 const int32_t *ids, size_t n, const char *path, vdn_text_cache_info *info,
                 char *err, size_t errlen) {
-    int got = fetch(st, info->key, path, err, errlen);
+    int got = fetch(st, info->key, path, info, err, errlen);
     if (got) {
         info->hit = got > 0;
         return got > 0 ? 0 : -1;
     }
     if (encode_at(p, at, text, ids, n, path, info, err, errlen)) return -1;
     test_delay(p);
-    return vdn_store_put_file(st, info->key, path, err, errlen);
+    if (vdn_store_put_file(st, info->key, path, err, errlen) == 0) return 0;
+    info->store_failed = 2;
+    return -1;
 }
 
 static int fetch_or_encode(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
@@ -445,7 +450,7 @@ static int fetch_or_encode(vdn_text_prompts *p, const vdn_text_place *at, vdn_st
     snprintf(id, idlen, "%s\n%s", vdn_store_uri(st), info->key);
     int rc;
     for (;;) {
-        int got = fetch(st, info->key, path, err, errlen);
+        int got = fetch(st, info->key, path, info, err, errlen);
         if (got) {
             info->hit = got > 0;
             rc = got > 0 ? 0 : -1;

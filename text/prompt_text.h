@@ -60,6 +60,9 @@ typedef struct {
     int loaded;          /* 1: the encoder was loaded for it (0: it was resident there) */
     int kept;            /* 1: it stays resident on that device afterwards (the keep policy) */
     double load_seconds; /* reading the encoder onto the device */
+    /* on failure: 1 the store's lookup or fetch failed, 2 the upload of the encoding failed, 0
+     * neither (the encode, or the tokenizer) */
+    int store_failed;
 } vdn_text_cache_info;
 
 /* The cache entry of text in st, fetched to local_path; on a miss, encoded at `at` (NULL: the

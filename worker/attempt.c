@@ -360,7 +360,9 @@ static int text_prompt_cache(vdn_attempt *j, vdn_store *st, char *path, size_t p
         vdn_engine_fault f = vdn_engine_last_fault(j->eng);
         *fault = f == VDN_ENGINE_FAULT_DEVICE ? VDN_FAULT_WORKER : VDN_FAULT_TRANSIENT;
         *gpu_fault = f == VDN_ENGINE_FAULT_DEVICE;
-        j->gpu_fault_mask = 1; /* the encode ran on the first GPU */
+        j->gpu_fault_mask = 1;  /* the encode ran on the first GPU */
+        if (info->store_failed) /* typed for vdn_store_errors_total */
+            j->store_op = info->store_failed == 2 ? VDN_STORE_OP_UPLOAD : VDN_STORE_OP_DOWNLOAD;
         return vdn_fail(err, errlen, "text prompt (cache %s in %s): %s", key, vdn_store_uri(st),
                         terr);
     }

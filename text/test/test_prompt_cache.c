@@ -7,7 +7,10 @@
  *  2. memory policy: by default the encoder is loaded for a miss and released after it (nothing
  *     resident); with VDN_TEXT_ENCODER_KEEP_FREE_GIB=0 it stays on its device and the next miss
  *     there does not load it again; with an amount no device has free it is released;
- *  3. the run record's text_prompt fields (encoded_on, waited).
+ *  3. the run record's text_prompt fields (encoded_on, waited);
+ *  4. a failing store is named as such (info.store_failed): an unreachable S3 endpoint is a
+ *     download failure, a cache folder that cannot be made an upload failure, an encode that
+ *     works neither (the worker turns these into vdn_store_errors_total's op).
  *
  *   test_prompt_cache CKPT WORKDIR */
 #include <cjson/cJSON.h>
@@ -210,6 +213,42 @@ static void keep_policy(vdn_dev **devs, vdn_store *st) {
     printf("keep policy: resident with room, released without; records say where\n");
 }
 
+static void store_failures(vdn_dev *dev) {
+    char err[VDN_ERR_LEN], root[4200], uri[4300], blocker[4400], path[4300];
+    vdn_text_place at = {.dev = dev, .gpu = 0};
+    vdn_text_cache_info info;
+    vdn_text_prompts *p = open_prompts(NULL);
+    if (!p) return;
+    /* upload: the folder the cache entries go in is taken by a file */
+    snprintf(root, sizeof root, "%s/store-blocked", work);
+    snprintf(uri, sizeof uri, "file://%s", root);
+    snprintf(blocker, sizeof blocker, "%s/%s", root, VDN_PROMPT_CACHE_PREFIX);
+    blocker[strlen(blocker) - 1] = 0; /* the prefix's folder, without its '/' */
+    snprintf(path, sizeof path, "%s/blocked.safetensors", work);
+    CHECK(vdn_mkdir_p(root, err, sizeof err) == 0, "%s", err);
+    CHECK(vdn_write_file_atomic(blocker, "x", 1, err, sizeof err) == 0, "%s", err);
+    vdn_store *st = vdn_store_open(uri, NULL, err, sizeof err);
+    CHECK(st != NULL, "%s", err);
+    int rc = st ? vdn_text_prompts_cached(p, &at, st, prompts[0], path, &info, err, sizeof err) : 0;
+    CHECK(rc == -1 && info.store_failed == 2, "blocked upload: rc %d store_failed %d (%s)", rc,
+          info.store_failed, err);
+    vdn_store_close(st);
+    /* download: nothing answers at the S3 endpoint (one try, no backoff to speak of) */
+    vdn_store_opts o = {.endpoint = "http://127.0.0.1:9",
+                        .access_key = "k",
+                        .secret_key = "s",
+                        .max_retries = 1,
+                        .retry_max_seconds = 0.2};
+    st = vdn_store_open("s3://vdn-test/prefix", &o, err, sizeof err);
+    CHECK(st != NULL, "%s", err);
+    rc = st ? vdn_text_prompts_cached(p, &at, st, prompts[0], path, &info, err, sizeof err) : 0;
+    CHECK(rc == -1 && info.store_failed == 1, "dead endpoint: rc %d store_failed %d (%s)", rc,
+          info.store_failed, err);
+    vdn_store_close(st);
+    vdn_text_prompts_close(p);
+    printf("store failures: upload and download named\n");
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: test_prompt_cache CKPT WORKDIR\n");
@@ -230,6 +269,7 @@ int main(int argc, char **argv) {
     CHECK(st != NULL, "%s", err);
     if (st) keep_policy(devs, st);
     vdn_store_close(st);
+    store_failures(devs[0]);
     for (int i = 0; i < JOBS; i++)
         vdn_dev_close(devs[i]);
     return check_report("test_prompt_cache");
