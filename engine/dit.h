@@ -145,6 +145,18 @@ int vdn_dit_forward_sharded(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_
                             const vdn_tensor *text, const vdn_tensor *video_x,
                             const vdn_tensor *cond_x, const vdn_tensor *audio_x,
                             vdn_tensor *video_v, vdn_tensor *audio_v);
+/* A rank's buffers for the sharded forward (its own rows' and its own heads' activations), made
+ * once per render as the plain forward's are: a render's layout and plan do not change between
+ * its evaluations. NULL with the device's error set (e.g. too few rows for the ranks: the same
+ * on every rank). vdn_dit_forward_shard is vdn_dit_forward_sharded over them; on a failure it
+ * aborts sh's communicator so no peer waits. */
+typedef struct vdn_dit_shard vdn_dit_shard;
+vdn_dit_shard *vdn_dit_shard_new(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_comm *comm);
+void vdn_dit_shard_free(vdn_dit_shard *sh);
+int vdn_dit_forward_shard(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_shard *sh,
+                          const vdn_tensor *text, const vdn_tensor *video_x,
+                          const vdn_tensor *cond_x, const vdn_tensor *audio_x, vdn_tensor *video_v,
+                          vdn_tensor *audio_v);
 /* From host arrays with `ranks` in-process ranks (threads); w[r]: rank r's weights on its own
  * device. video_v[r] / audio_v[r]: where rank r's outputs go (NULL: not wanted). */
 int vdn_dit_forward_ranks_host(vdn_dit_weights *const *w, int ranks, const float *text,

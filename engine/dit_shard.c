@@ -24,7 +24,7 @@
         if ((call) != 0) return -1;                                                                \
     } while (0)
 
-typedef struct {
+struct vdn_dit_shard {
     vdn_comm *comm;
     vdn_split rows, heads, chans; /* rows; heads; heads * head_dim columns */
     int64_t r0, nr, h0, nh, c0, nc;
@@ -33,7 +33,8 @@ typedef struct {
     vdn_tensor *Qh, *Kh, *Vh, *Gh, *Aoh, *Qrh, *Krh, *Bh, *LinH;
     vdn_tensor *GD, *Hall, *AlphaH; /* [S, gate_rank], [S, hidden], [F', nc] */
     vdn_tensor *Xall, *Hfull;       /* [S, hidden]: the final layer's input */
-} shard;
+};
+typedef struct vdn_dit_shard shard;
 
 /* t with its innermost dim narrowed to n (0 allowed: a rank without heads) */
 static vdn_tensor narrow_cols(const vdn_tensor *t, int64_t n) {
@@ -247,19 +248,48 @@ static int shard_forward(const vdn_dit_weights *w, const vdn_dit_seq *s, shard *
     return rc;
 }
 
+vdn_dit_shard *vdn_dit_shard_new(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_comm *comm) {
+    if (comm->dev != w->dev) {
+        vdn_dev_fail(w->dev, "dit: rank %d's communicator is on %s, its weights on %s", comm->rank,
+                     vdn_dev_name(comm->dev), vdn_dev_name(w->dev));
+        return NULL;
+    }
+    shard *sh = vdn_xmalloc(sizeof *sh);
+    if (shard_init(sh, w, s, comm) != 0) {
+        shard_free(sh);
+        free(sh);
+        return NULL;
+    }
+    return sh;
+}
+
+void vdn_dit_shard_free(vdn_dit_shard *sh) {
+    if (!sh) return;
+    shard_free(sh);
+    free(sh);
+}
+
+int vdn_dit_forward_shard(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_shard *sh,
+                          const vdn_tensor *text, const vdn_tensor *video_x,
+                          const vdn_tensor *cond_x, const vdn_tensor *audio_x, vdn_tensor *video_v,
+                          vdn_tensor *audio_v) {
+    int rc = s->n_t < 1 ? vdn_dev_fail(w->dev, "dit: forward before vdn_dit_seq_timesteps")
+                        : shard_forward(w, s, sh, text, video_x, cond_x, audio_x, video_v, audio_v);
+    if (rc != 0) vdn_comm_abort(sh->comm); /* a local failure must not leave the peers waiting */
+    return rc;
+}
+
 int vdn_dit_forward_sharded(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_comm *comm,
                             const vdn_tensor *text, const vdn_tensor *video_x,
                             const vdn_tensor *cond_x, const vdn_tensor *audio_x,
                             vdn_tensor *video_v, vdn_tensor *audio_v) {
-    if (s->n_t < 1) return vdn_dev_fail(w->dev, "dit: forward before vdn_dit_seq_timesteps");
-    if (comm->dev != w->dev)
-        return vdn_dev_fail(w->dev, "dit: rank %d's communicator is on %s, its weights on %s",
-                            comm->rank, vdn_dev_name(comm->dev), vdn_dev_name(w->dev));
-    shard sh;
-    int rc = shard_init(&sh, w, s, comm);
-    if (rc == 0) rc = shard_forward(w, s, &sh, text, video_x, cond_x, audio_x, video_v, audio_v);
-    shard_free(&sh);
-    if (rc != 0) vdn_comm_abort(comm); /* a local failure must not leave the peers waiting */
+    vdn_dit_shard *sh = vdn_dit_shard_new(w, s, comm);
+    if (!sh) {
+        vdn_comm_abort(comm);
+        return -1;
+    }
+    int rc = vdn_dit_forward_shard(w, s, sh, text, video_x, cond_x, audio_x, video_v, audio_v);
+    vdn_dit_shard_free(sh);
     return rc;
 }
 
@@ -299,16 +329,20 @@ int vdn_dit_forward_comm_host(const vdn_dit_weights *w, vdn_comm *cm, const floa
     if (!fail) fail = vdn_dit_seq_timesteps(&s, in->tags, in->t_index, in->t_values, in->n_t) != 0;
     /* every rank reaches the collectives; a rank that failed its setup fails the first one */
     int rc = fail ? (cm ? vdn_comm_abort(cm) : -1) : 0;
-    vdn_dit_buffers *buf = NULL; /* cm NULL: the plain forward, buffers made once (as a render) */
+    /* buffers made once, as a render makes them: the plain forward's, or this rank's shard */
+    vdn_dit_buffers *buf = NULL;
+    vdn_dit_shard *sh = NULL;
     if (rc == 0 && !cm && !(buf = vdn_dit_buffers_new(w, &s))) rc = -1;
+    if (rc == 0 && cm && !(sh = vdn_dit_shard_new(w, &s, cm))) rc = vdn_comm_abort(cm);
     double t0 = 0;
     for (int i = 0; i <= reps && rc == 0; i++) { /* i = 0: the one evaluation, or a warm-up */
         if (i == 1) t0 = vdn_now();
-        rc = cm ? vdn_dit_forward_sharded(w, &s, cm, tt, vx, cx, ax, vv, av)
+        rc = cm ? vdn_dit_forward_shard(w, &s, sh, tt, vx, cx, ax, vv, av)
                 : vdn_dit_forward(w, &s, buf, tt, vx, cx, ax, vv, av);
         if (rc == 0) rc = vdn_dev_sync(d);
     }
     vdn_dit_buffers_free(buf);
+    vdn_dit_shard_free(sh);
     if (seconds && reps > 0) *seconds = (vdn_now() - t0) / reps;
     if (rc == 0 && video_v) rc = vdn_tensor_get(vv, video_v);
     if (rc == 0 && av && audio_v) rc = vdn_tensor_get(av, audio_v);

@@ -84,6 +84,45 @@ static void test_group(const char *ck, const char *prompt, const char *dir) {
         vdn_engine_close(e[i]);
 }
 
+/* A rank of a sharded render holds activations for its own rows and heads only, made once per
+ * render: each of 3 ranks peaks below one engine's unsharded render (measured on fresh engines:
+ * the peak counts from the open; the weights are what is in use right after it). */
+#define RANK_SHARE 0.75
+static void test_group_memory(const char *ck, const char *prompt, const char *dir) {
+    char err[VDN_ERR_LEN], out[600];
+    vdn_engine *e[4];
+    uint64_t weights[4];
+    for (int i = 0; i < 4; i++) {
+        e[i] = vdn_engine_open(ck, NULL, 0, VDN_BACKEND_CPU, err, sizeof err);
+        CHECK(e[i] != NULL, "open %d: %s", i, err);
+        if (!e[i]) return;
+        weights[i] = vdn_engine_memory_used(e[i]);
+    }
+    vdn_render_request rq = {.prompt_cache = prompt,
+                             .frames = 56,
+                             .height = 128,
+                             .width = 96,
+                             .steps = 2,
+                             .seed = 5,
+                             .out_prefix = out};
+    snprintf(out, sizeof out, "%s/m1", dir);
+    CHECK(vdn_engine_render_group(&e[3], 1, &rq, NULL, NULL, err, sizeof err) == 0, "1 rank: %s",
+          err);
+    snprintf(out, sizeof out, "%s/m3", dir);
+    CHECK(vdn_engine_render_group(e, 3, &rq, NULL, NULL, err, sizeof err) == 0, "3 ranks: %s", err);
+    const double plain = (double)(vdn_engine_memory_peak(e[3]) - weights[3]);
+    for (int r = 0; r < 3; r++) {
+        const double rank = (double)(vdn_engine_memory_peak(e[r]) - weights[r]);
+        printf("group memory: rank %d of 3 peaks at %.0f KiB of activations, one engine at %.0f\n",
+               r, rank / 1024, plain / 1024);
+        CHECK(rank > 0 && rank < RANK_SHARE * plain,
+              "rank %d of 3: %.0f bytes of activations, not under %.2f x one engine's %.0f", r,
+              rank, RANK_SHARE, plain);
+    }
+    for (int i = 0; i < 4; i++)
+        vdn_engine_close(e[i]);
+}
+
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "/tmp/vdn_test_engine";
     char ck[512], prompt[600], out[600], path[700], err[VDN_ERR_LEN];
@@ -178,6 +217,7 @@ int main(int argc, char **argv) {
           "the record outlived its render: %d", (int)vdn_engine_last_fault(eng));
     vdn_engine_close(eng);
     test_group(ck, prompt, dir);
+    test_group_memory(ck, prompt, dir);
     /* a base checkpoint (no branch) refuses hybrid variants by name, renders dense */
     snprintf(ck, sizeof ck, "%s/base", dir);
     vdn_ckpt_init_opts ob = {.preset = "tiny", .out = ck, .seed = 3};
