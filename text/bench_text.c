@@ -21,11 +21,14 @@ static const vdn_text_config qwen3_vl_32b = {.vocab = 151936,
                                              .max_positions = 262144};
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: vdn bench text-encoder [--tokens 512] [--layer 50] [--reps 5] [--cpu]\n"
-               "                              [--config text_encoder/config.json] [--json FILE]\n"
-               "Encodes one prompt of --tokens tokens up to hidden_states[--layer] with random\n"
-               "weights of the Qwen3-VL-32B text shapes (or --config's), warm, and prints the\n"
-               "median and best seconds. The GPU unless --cpu.\n");
+    fprintf(f,
+            "usage: vdn bench text-encoder [--tokens 512] [--layer 50] [--reps 5] [--cpu]\n"
+            "                              [--precision bf16|fp8]\n"
+            "                              [--config TEXT_ENCODER_DIR] [--json FILE]\n"
+            "Encodes one prompt of --tokens tokens up to hidden_states[--layer] with random\n"
+            "weights of the Qwen3-VL-32B text shapes (or DIR/config.json's), warm, and prints the\n"
+            "median and best seconds. The GPU unless --cpu. --precision fp8: the Linears\n"
+            "quantised to e4m3 with row scales at load (default bf16).\n");
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -36,6 +39,7 @@ static int cmp_double(const void *a, const void *b) {
 int vdn_text_bench(int argc, char **argv) {
     int tokens = 512, layer = VDN_TEXT_ENCODER_LAYER, reps = 5;
     const char *backend = "cuda", *config = NULL, *json = NULL;
+    vdn_precision precision = VDN_PRECISION_BF16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -57,6 +61,13 @@ int vdn_text_bench(int argc, char **argv) {
             config = v, i++;
         } else if (v && !strcmp(a, "--json")) {
             json = v, i++;
+        } else if (v && !strcmp(a, "--precision")) {
+            if (vdn_precision_parse(v, &precision)) {
+                fprintf(stderr, "vdn bench text-encoder: --precision '%s': expected bf16 or fp8\n",
+                        v);
+                return 2;
+            }
+            i++;
         } else {
             fprintf(stderr, "vdn bench text-encoder: unknown or incomplete option %s\n", a);
             usage(stderr);
@@ -76,7 +87,7 @@ int vdn_text_bench(int argc, char **argv) {
         return 1;
     }
     double t0 = vdn_now();
-    vdn_text_encoder *e = vdn_text_encoder_random(&cfg, layer, dev, 1, err, sizeof err);
+    vdn_text_encoder *e = vdn_text_encoder_random(&cfg, layer, precision, dev, 1, err, sizeof err);
     if (!e) {
         fprintf(stderr, "vdn bench text-encoder: %s\n", err);
         vdn_dev_close(dev);
@@ -84,10 +95,11 @@ int vdn_text_bench(int argc, char **argv) {
     }
     size_t in_use, peak;
     vdn_dev_memory(dev, &in_use, &peak);
-    printf("text encoder: %d layers of hidden %lld (%d heads / %d kv x %lld, mlp %lld) on %s: "
-           "%.1f GB of weights, made in %.1f s\n",
+    printf("text encoder: %d layers of hidden %lld (%d heads / %d kv x %lld, mlp %lld) on %s, "
+           "%s: %.1f GB of weights (load peak %.1f GB), made in %.1f s\n",
            layer, (long long)cfg.hidden, cfg.heads, cfg.kv_heads, (long long)cfg.head_dim,
-           (long long)cfg.intermediate, vdn_dev_name(dev), in_use / 1e9, vdn_now() - t0);
+           (long long)cfg.intermediate, vdn_dev_name(dev), vdn_precision_name(precision),
+           in_use / 1e9, peak / 1e9, vdn_now() - t0);
     int32_t *ids = vdn_xmalloc(sizeof(int32_t) * (size_t)tokens);
     for (int i = 0; i < tokens; i++)
         ids[i] = (int32_t)((i * 7919) % 151000);
@@ -116,10 +128,12 @@ int vdn_text_bench(int argc, char **argv) {
             if (f) {
                 fprintf(f,
                         "{\"op\": \"text_encoder\", \"tokens\": %d, \"layer\": %d, \"hidden\": "
-                        "%lld, \"device\": \"%s\", \"median_ms\": %.3f, \"best_ms\": %.3f, "
-                        "\"reps\": %d, \"peak_bytes\": %zu, \"finite\": %s}\n",
+                        "%lld, \"device\": \"%s\", \"precision\": \"%s\", \"median_ms\": "
+                        "%.3f, \"best_ms\": %.3f, \"reps\": %d, \"peak_bytes\": %zu, "
+                        "\"finite\": %s}\n",
                         tokens, layer, (long long)cfg.hidden, vdn_dev_name(dev),
-                        1e3 * sec[reps / 2], 1e3 * sec[0], reps, peak, finite ? "true" : "false");
+                        vdn_precision_name(precision), 1e3 * sec[reps / 2], 1e3 * sec[0], reps,
+                        peak, finite ? "true" : "false");
                 fclose(f);
             }
         }

@@ -10,10 +10,13 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: vdn encode TEXT --checkpoint CKPT -o CACHE.safetensors [--cpu] [--layer N]\n"
+               "                  [--precision bf16|fp8]\n"
                "  Tokenizes TEXT verbatim (no chat template, no special tokens added) with\n"
                "  CKPT/tokenizer and runs CKPT/text_encoder (Qwen3-VL) up to hidden_states[50]\n"
                "  (or --layer N), writing prompt_embeds (bf16) and text_token_tags (all 1).\n"
-               "  TEXT '-' reads the prompt from stdin. --cpu: the CPU backend even with a GPU.\n");
+               "  TEXT '-' reads the prompt from stdin. --cpu: the CPU backend even with a GPU.\n"
+               "  --precision fp8: the encoder's Linears in e4m3 with row scales (default bf16;\n"
+               "  the file's metadata text_encoder_precision says which).\n");
 }
 
 static char *read_stdin(void) {
@@ -36,6 +39,7 @@ static char *read_stdin(void) {
 int vdn_cmd_encode(int argc, char **argv) {
     const char *text = NULL, *ckpt = NULL, *out = NULL, *backend = NULL;
     int layer = 0;
+    vdn_precision precision = VDN_PRECISION_BF16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -44,7 +48,7 @@ int vdn_cmd_encode(int argc, char **argv) {
         } else if (!strcmp(a, "--cpu")) {
             backend = "cpu";
         } else if ((!strcmp(a, "--checkpoint") || !strcmp(a, "-o") || !strcmp(a, "--out") ||
-                    !strcmp(a, "--layer")) &&
+                    !strcmp(a, "--layer") || !strcmp(a, "--precision")) &&
                    v) {
             i++;
             if (!strcmp(a, "--checkpoint")) {
@@ -57,6 +61,11 @@ int vdn_cmd_encode(int argc, char **argv) {
                     return 2;
                 }
                 layer = (int)l;
+            } else if (!strcmp(a, "--precision")) {
+                if (vdn_precision_parse(v, &precision)) {
+                    fprintf(stderr, "vdn encode: --precision '%s': expected bf16 or fp8\n", v);
+                    return 2;
+                }
             } else {
                 out = v;
             }
@@ -79,14 +88,14 @@ int vdn_cmd_encode(int argc, char **argv) {
     if (owned) text = owned;
     char err[VDN_ERR_LEN];
     int rc = 1;
-    vdn_text_prompts *p = vdn_text_prompts_open(ckpt, backend, layer, err, sizeof err);
+    vdn_text_prompts *p = vdn_text_prompts_open(ckpt, backend, layer, precision, err, sizeof err);
     double t0 = vdn_now();
     if (p && vdn_text_prompts_write(p, text, out, err, sizeof err) == 0) {
         int tokens = 0;
         char key[256];
         vdn_text_prompts_key(p, text, key, sizeof key, &tokens, err, sizeof err);
-        printf("wrote %s: %d tokens, %.2f s (encoder %.16s)\n", out, tokens, vdn_now() - t0,
-               vdn_text_prompts_identity(p));
+        printf("wrote %s: %d tokens, %.2f s (encoder %.16s, %s)\n", out, tokens, vdn_now() - t0,
+               vdn_text_prompts_identity(p), vdn_precision_name(precision));
         rc = 0;
     } else {
         fprintf(stderr, "vdn encode: %s\n", err);

@@ -9,14 +9,23 @@
 #include "vdn_util.h"
 
 /* One decoder layer's weights. q/k/v are stacked into one [q + k + v, hidden] matrix and
- * gate/up into one [2 x intermediate, hidden] (gate first), so each is one GEMM. */
+ * gate/up into one [2 x intermediate, hidden] (gate first), so each is one GEMM. The four
+ * Linears are float (the device's weight dtype) or, at fp8 precision, e4m3 carrying row scales;
+ * the norms' weights are always float. */
+enum { W_QKV, W_O, W_GATE_UP, W_DOWN, N_LIN };
+static const char *const lin_name[N_LIN] = {"fused q/k/v", "o_proj", "fused gate/up", "down_proj"};
+
 typedef struct {
-    vdn_tensor *in_norm, *qkv, *o, *q_norm, *k_norm, *post_norm, *gate_up, *down;
+    vdn_tensor *in_norm, *q_norm, *k_norm, *post_norm;
+    vdn_tensor *lin[N_LIN];   /* [out, in] */
+    vdn_tensor *scale[N_LIN]; /* fp8: the F32 row scales lin[i]->scale points into; else NULL */
 } enc_layer;
 
 struct vdn_text_encoder {
     vdn_text_config cfg;
     int layer; /* hidden_states[layer]: this many decoder layers run */
+    vdn_precision precision;
+    int n_fp8; /* Linears held in fp8 */
     vdn_dev *dev;
     vdn_st_set *st;
     const vdn_st_entry *embed; /* [vocab, hidden] in the mapping */
@@ -95,6 +104,40 @@ static vdn_tensor *upload_stacked(vdn_text_encoder *e, int layer, const char *co
     return w;
 }
 
+/* fp8 precision: L->lin[i] and L->scale[i] become src (a float [out, in] weight) in e4m3 with
+ * one fp32 scale a row (vdn_op_quantize_rows). The sync lets the caller free a float source
+ * only once the quantising kernel has read it. */
+static int quantize_into(vdn_text_encoder *e, enc_layer *L, int l, int i, const vdn_tensor *src,
+                         char *err, size_t errlen) {
+    const int64_t rows = vdn_tensor_rows(src), cols = vdn_tensor_cols(src);
+    vdn_tensor *q = vdn_tensor_new2(e->dev, VDN_DT_F8_E4M3, rows, cols);
+    vdn_tensor *s = q ? vdn_tensor_new2(e->dev, VDN_DT_F32, rows, 1) : NULL;
+    if (!s || vdn_op_quantize_rows(q, s, src) || vdn_dev_sync(e->dev)) {
+        vdn_fail(err, errlen, "text encoder: fp8 %s of layer %d: %s", lin_name[i], l,
+                 vdn_dev_error(e->dev));
+        vdn_tensor_free(q);
+        vdn_tensor_free(s);
+        return -1;
+    }
+    L->lin[i] = q;
+    L->scale[i] = s;
+    e->n_fp8++;
+    return 0;
+}
+
+/* At fp8 precision, quantise the layer's Linear i as soon as it is on the device, so the device
+ * holds at most one float matrix beside the fp8 ones (50 layers of Qwen3-VL-32B: 48.8 GB in
+ * bf16, 24.4 GB in fp8). A no-op at bf16. */
+static int quantize_if_fp8(vdn_text_encoder *e, enc_layer *L, int l, int i, char *err,
+                           size_t errlen) {
+    if (e->precision != VDN_PRECISION_FP8) return 0;
+    vdn_tensor *f = L->lin[i];
+    L->lin[i] = NULL;
+    int rc = quantize_into(e, L, l, i, f, err, errlen);
+    vdn_tensor_free(f);
+    return rc;
+}
+
 static int load_layer(vdn_text_encoder *e, int l, char *err, size_t errlen) {
     const vdn_text_config *c = &e->cfg;
     enc_layer *L = &e->layers[l];
@@ -105,13 +148,17 @@ static int load_layer(vdn_text_encoder *e, int l, char *err, size_t errlen) {
     const char *gu[] = {"mlp.gate_proj.weight", "mlp.up_proj.weight"};
     int64_t qkv_rows[] = {qd, kd, kd}, gu_rows[] = {I, I};
     if (!(L->in_norm = upload(e, l, "input_layernorm.weight", 1, H, 0, err, errlen)) ||
-        !(L->qkv = upload_stacked(e, l, qkv, qkv_rows, 3, H, err, errlen)) ||
-        !(L->o = upload(e, l, "self_attn.o_proj.weight", 2, H, qd, err, errlen)) ||
+        !(L->lin[W_QKV] = upload_stacked(e, l, qkv, qkv_rows, 3, H, err, errlen)) ||
+        quantize_if_fp8(e, L, l, W_QKV, err, errlen) ||
+        !(L->lin[W_O] = upload(e, l, "self_attn.o_proj.weight", 2, H, qd, err, errlen)) ||
+        quantize_if_fp8(e, L, l, W_O, err, errlen) ||
         !(L->q_norm = upload(e, l, "self_attn.q_norm.weight", 1, c->head_dim, 0, err, errlen)) ||
         !(L->k_norm = upload(e, l, "self_attn.k_norm.weight", 1, c->head_dim, 0, err, errlen)) ||
         !(L->post_norm = upload(e, l, "post_attention_layernorm.weight", 1, H, 0, err, errlen)) ||
-        !(L->gate_up = upload_stacked(e, l, gu, gu_rows, 2, H, err, errlen)) ||
-        !(L->down = upload(e, l, "mlp.down_proj.weight", 2, H, I, err, errlen)))
+        !(L->lin[W_GATE_UP] = upload_stacked(e, l, gu, gu_rows, 2, H, err, errlen)) ||
+        quantize_if_fp8(e, L, l, W_GATE_UP, err, errlen) ||
+        !(L->lin[W_DOWN] = upload(e, l, "mlp.down_proj.weight", 2, H, I, err, errlen)) ||
+        quantize_if_fp8(e, L, l, W_DOWN, err, errlen))
         return -1;
     return 0;
 }
@@ -180,10 +227,11 @@ int vdn_text_encoder_identity_of(const char *dir, int layer, char out[65], char 
     return 0;
 }
 
-vdn_text_encoder *vdn_text_encoder_open(const char *dir, vdn_dev *dev, int layer, char *err,
-                                        size_t errlen) {
+vdn_text_encoder *vdn_text_encoder_open(const char *dir, vdn_dev *dev, int layer,
+                                        vdn_precision precision, char *err, size_t errlen) {
     vdn_text_encoder *e = vdn_xcalloc(1, sizeof *e);
     e->dev = dev;
+    e->precision = precision;
     if (vdn_text_config_load(dir, &e->cfg, err, errlen)) goto fail;
     e->layer = layer > 0 ? layer : vdn_text_encoder_default_layer(&e->cfg);
     if (e->layer > e->cfg.layers) {
@@ -236,46 +284,75 @@ static vdn_tensor *random_weight(vdn_dev *dev, int ndim, int64_t d0, int64_t d1,
     return w;
 }
 
-vdn_text_encoder *vdn_text_encoder_random(const vdn_text_config *cfg, int layer, vdn_dev *dev,
-                                          uint64_t seed, char *err, size_t errlen) {
+/* tensor k of an enc_layer's norm weights */
+static vdn_tensor **norm_slot(enc_layer *L, int k) {
+    vdn_tensor **n[] = {&L->in_norm, &L->q_norm, &L->k_norm, &L->post_norm};
+    return n[k];
+}
+#define N_NORM 4
+
+/* a device-to-device copy of t, or NULL */
+static vdn_tensor *copy_of(vdn_dev *dev, const vdn_tensor *t) {
+    vdn_tensor *c = vdn_tensor_new(dev, t->dtype, t->ndim, t->ne);
+    if (c && vdn_tensor_copy(c, t)) {
+        vdn_tensor_free(c);
+        c = NULL;
+    }
+    return c;
+}
+
+vdn_text_encoder *vdn_text_encoder_random(const vdn_text_config *cfg, int layer,
+                                          vdn_precision precision, vdn_dev *dev, uint64_t seed,
+                                          char *err, size_t errlen) {
     vdn_text_encoder *e = vdn_xcalloc(1, sizeof *e);
     e->cfg = *cfg;
     e->dev = dev;
+    e->precision = precision;
     e->layer = layer > 0 ? layer : vdn_text_encoder_default_layer(cfg);
     e->layers = vdn_xcalloc((size_t)e->layer, sizeof *e->layers);
     int64_t H = cfg->hidden, qd = cfg->heads * cfg->head_dim, kd = cfg->kv_heads * cfg->head_dim;
     int64_t I = cfg->intermediate;
-    enc_layer first = {
-        .in_norm = random_weight(dev, 1, H, 0, 1, 0.1, seed + 1),
-        .qkv = random_weight(dev, 2, qd + 2 * kd, H, 0, 1 / sqrt((double)H), seed + 2),
-        .o = random_weight(dev, 2, H, qd, 0, 1 / sqrt((double)qd), seed + 5),
-        .q_norm = random_weight(dev, 1, cfg->head_dim, 0, 1, 0.1, seed + 6),
-        .k_norm = random_weight(dev, 1, cfg->head_dim, 0, 1, 0.1, seed + 7),
-        .post_norm = random_weight(dev, 1, H, 0, 1, 0.1, seed + 8),
-        .gate_up = random_weight(dev, 2, 2 * I, H, 0, 1 / sqrt((double)H), seed + 9),
-        .down = random_weight(dev, 2, H, I, 0, 1 / sqrt((double)I), seed + 11),
+    /* layer 0 owns the norms; the float Linears are layer 0's too at bf16, and at fp8 only the
+     * source every layer's fp8 copy is quantised from (freed at the end) */
+    enc_layer *first = &e->layers[0];
+    vdn_tensor *flin[N_LIN] = {
+        random_weight(dev, 2, qd + 2 * kd, H, 0, 1 / sqrt((double)H), seed + 2),
+        random_weight(dev, 2, H, qd, 0, 1 / sqrt((double)qd), seed + 5),
+        random_weight(dev, 2, 2 * I, H, 0, 1 / sqrt((double)H), seed + 9),
+        random_weight(dev, 2, H, I, 0, 1 / sqrt((double)I), seed + 11),
     };
-    e->layers[0] = first;
-    vdn_tensor **f = (vdn_tensor **)&e->layers[0];
-    for (size_t k = 0; k < sizeof(enc_layer) / sizeof(vdn_tensor *); k++)
-        if (!f[k]) {
-            vdn_fail(err, errlen, "text encoder (random): %s", vdn_dev_error(dev));
-            vdn_text_encoder_close(e);
-            return NULL;
+    first->in_norm = random_weight(dev, 1, H, 0, 1, 0.1, seed + 1);
+    first->q_norm = random_weight(dev, 1, cfg->head_dim, 0, 1, 0.1, seed + 6);
+    first->k_norm = random_weight(dev, 1, cfg->head_dim, 0, 1, 0.1, seed + 7);
+    first->post_norm = random_weight(dev, 1, H, 0, 1, 0.1, seed + 8);
+    int ok = 1;
+    for (int k = 0; k < N_NORM; k++)
+        ok = ok && *norm_slot(first, k);
+    for (int i = 0; i < N_LIN; i++)
+        ok = ok && flin[i];
+    if (!ok) vdn_fail(err, errlen, "text encoder (random): %s", vdn_dev_error(dev));
+    /* every layer: its own copy of the same values (device to device), or its own fp8 form */
+    for (int l = 0; ok && l < e->layer; l++) {
+        enc_layer *L = &e->layers[l];
+        int copied = 1;
+        for (int k = 0; copied && l > 0 && k < N_NORM; k++)
+            copied = (*norm_slot(L, k) = copy_of(dev, *norm_slot(first, k))) != NULL;
+        for (int i = 0; copied && ok && i < N_LIN; i++) {
+            if (precision == VDN_PRECISION_FP8)
+                ok = quantize_into(e, L, l, i, flin[i], err, errlen) == 0; /* says why */
+            else if (l == 0)
+                L->lin[i] = flin[i], flin[i] = NULL;
+            else
+                copied = (L->lin[i] = copy_of(dev, first->lin[i])) != NULL;
         }
-    /* every other layer: its own copy of the same values (device to device) */
-    for (int l = 1; l < e->layer; l++) {
-        vdn_tensor **dst = (vdn_tensor **)&e->layers[l];
-        for (size_t k = 0; k < sizeof(enc_layer) / sizeof(vdn_tensor *); k++) {
-            dst[k] = vdn_tensor_new(dev, f[k]->dtype, f[k]->ndim, f[k]->ne);
-            if (!dst[k] || vdn_tensor_copy(dst[k], f[k])) {
-                vdn_fail(err, errlen, "text encoder (random), layer %d: %s", l, vdn_dev_error(dev));
-                vdn_text_encoder_close(e);
-                return NULL;
-            }
+        if (!copied) {
+            ok = 0;
+            vdn_fail(err, errlen, "text encoder (random), layer %d: %s", l, vdn_dev_error(dev));
         }
     }
-    if (make_inv_freq(e, err, errlen)) {
+    for (int i = 0; i < N_LIN; i++)
+        vdn_tensor_free(flin[i]);
+    if (!ok || make_inv_freq(e, err, errlen)) {
         vdn_text_encoder_close(e);
         return NULL;
     }
@@ -287,10 +364,12 @@ void vdn_text_encoder_close(vdn_text_encoder *e) {
     if (!e) return;
     for (int l = 0; e->layers && l < e->layer; l++) {
         enc_layer *L = &e->layers[l];
-        vdn_tensor *all[] = {L->in_norm, L->qkv,       L->o,       L->q_norm,
-                             L->k_norm,  L->post_norm, L->gate_up, L->down};
-        for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-            vdn_tensor_free(all[i]);
+        for (int k = 0; k < N_NORM; k++)
+            vdn_tensor_free(*norm_slot(L, k));
+        for (int i = 0; i < N_LIN; i++) {
+            vdn_tensor_free(L->lin[i]);
+            vdn_tensor_free(L->scale[i]);
+        }
     }
     free(e->layers);
     vdn_tensor_free(e->inv_freq);
@@ -306,6 +385,12 @@ int vdn_text_encoder_layer(const vdn_text_encoder *e) {
 }
 const char *vdn_text_encoder_identity(const vdn_text_encoder *e) {
     return e->identity;
+}
+vdn_precision vdn_text_encoder_precision(const vdn_text_encoder *e) {
+    return e->precision;
+}
+int vdn_text_encoder_fp8_linears(const vdn_text_encoder *e) {
+    return e->n_fp8;
 }
 
 /* ---- the forward ---- */
@@ -396,14 +481,14 @@ static int run_layer(vdn_text_encoder *e, const enc_layer *L, enc_acts *a) {
     vdn_tensor v = vdn_view_cols(a->qkv, qd + kd, kd);
     vdn_tensor gate = vdn_view_cols(a->gu, 0, I), up = vdn_view_cols(a->gu, I, I);
     if (vdn_op_rmsnorm(a->x, a->h, L->in_norm, eps, NULL, NULL, NULL) ||
-        vdn_op_linear(a->qkv, a->x, L->qkv, NULL, VDN_ACT_NONE, 0) ||
+        vdn_op_linear(a->qkv, a->x, L->lin[W_QKV], NULL, VDN_ACT_NONE, 0) ||
         vdn_op_qk_norm_rope(a->qr, a->kr, &q, &k, L->q_norm, L->k_norm, hd, eps, &rope) ||
         vdn_op_attention(a->att, a->qr, a->kr, &v, hd, 1.0 / sqrt((double)hd), a->mask, NULL) ||
-        vdn_op_linear(a->h, a->att, L->o, NULL, VDN_ACT_NONE, 1) || /* + residual */
+        vdn_op_linear(a->h, a->att, L->lin[W_O], NULL, VDN_ACT_NONE, 1) || /* + residual */
         vdn_op_rmsnorm(a->x, a->h, L->post_norm, eps, NULL, NULL, NULL) ||
-        vdn_op_linear(a->gu, a->x, L->gate_up, NULL, VDN_ACT_NONE, 0) ||
+        vdn_op_linear(a->gu, a->x, L->lin[W_GATE_UP], NULL, VDN_ACT_NONE, 0) ||
         vdn_op_swiglu(a->act, &up, &gate) ||
-        vdn_op_linear(a->h, a->act, L->down, NULL, VDN_ACT_NONE, 1)) /* + residual */
+        vdn_op_linear(a->h, a->act, L->lin[W_DOWN], NULL, VDN_ACT_NONE, 1)) /* + residual */
         return -1;
     return 0;
 }

@@ -32,6 +32,7 @@ struct vdn_text_prompts {
     char root[4096];  /* the folder holding tokenizer/ and text_encoder/ */
     char backend[16]; /* "" = the GPU when there is one */
     int layer;
+    vdn_precision precision; /* the encoder's, at every load; part of every key */
     vdn_tokenizer *tok;
     char identity[65];
     vdn_text_config cfg; /* from text_encoder/config.json, read at open */
@@ -72,8 +73,8 @@ static int is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const char *backend, int layer, char *err,
-                                        size_t errlen) {
+vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const char *backend, int layer,
+                                        vdn_precision precision, char *err, size_t errlen) {
     vdn_text_prompts *p = vdn_xcalloc(1, sizeof *p);
     char dir[4352];
     snprintf(p->root, sizeof p->root, "%s", ckpt);
@@ -93,6 +94,7 @@ vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const char *backend, i
     }
     snprintf(p->backend, sizeof p->backend, "%s", backend ? backend : "");
     p->layer = layer;
+    p->precision = precision;
     pthread_mutex_init(&p->own_mu, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->landed, NULL);
@@ -127,6 +129,10 @@ int64_t vdn_text_prompts_max_tokens(const vdn_text_prompts *p) {
 
 const char *vdn_text_prompts_identity(const vdn_text_prompts *p) {
     return p->identity;
+}
+
+vdn_precision vdn_text_prompts_precision(const vdn_text_prompts *p) {
+    return p->precision;
 }
 
 /* The counters and the table are written under mu by other threads; reading them takes it too
@@ -166,11 +172,18 @@ static int tokenize(vdn_text_prompts *p, const char *text, int32_t **ids, size_t
     return 0;
 }
 
+/* The key hashes the encoder's identity, its precision and the ids. The bf16 material is the
+ * text of the keys written before fp8 existed ("v1", no precision line), so the entries already
+ * in a store stay hits; any other precision adds its line and can never meet a bf16 key. */
 static void key_of(const vdn_text_prompts *p, const int32_t *ids, size_t n, char *key,
                    size_t keylen) {
-    size_t cap = 128 + 12 * n, used = 0;
+    size_t cap = 160 + 12 * n, used = 0;
     char *buf = vdn_xmalloc(cap), hex[65];
-    used += (size_t)snprintf(buf, cap, "vdn prompt cache v1\nencoder %s\nids", p->identity);
+    used += (size_t)snprintf(buf, cap, "vdn prompt cache v1\nencoder %s\n", p->identity);
+    if (p->precision != VDN_PRECISION_BF16)
+        used += (size_t)snprintf(buf + used, cap - used, "precision %s\n",
+                                 vdn_precision_name(p->precision));
+    used += (size_t)snprintf(buf + used, cap - used, "ids");
     for (size_t i = 0; i < n; i++)
         used += (size_t)snprintf(buf + used, cap - used, " %d", ids[i]);
     vdn_sha256_hex(buf, used, hex);
@@ -203,14 +216,15 @@ static vdn_text_encoder *load_on(vdn_text_prompts *p, vdn_dev *dev, const vdn_te
     char dir[4352], w[96];
     snprintf(dir, sizeof dir, "%s/text_encoder", p->root);
     double t0 = vdn_now();
-    vdn_text_encoder *enc = vdn_text_encoder_open(dir, dev, p->layer, err, errlen);
+    vdn_text_encoder *enc = vdn_text_encoder_open(dir, dev, p->layer, p->precision, err, errlen);
     if (!enc) return NULL;
     *seconds = vdn_now() - t0;
     lock(p);
     p->loads++;
     unlock(p);
-    VDN_INFO("text encoder %s loaded on %s in %.1f s (hidden_states[%d], identity %.16s)", dir,
-             where(at, dev, w, sizeof w), *seconds, vdn_text_encoder_layer(enc), p->identity);
+    VDN_INFO("text encoder %s loaded on %s in %.1f s (hidden_states[%d], %s, identity %.16s)", dir,
+             where(at, dev, w, sizeof w), *seconds, vdn_text_encoder_layer(enc),
+             vdn_precision_name(p->precision), p->identity);
     return enc;
 }
 
@@ -266,9 +280,10 @@ static int write_cache(vdn_text_prompts *p, vdn_text_encoder *enc, const char *t
     vdn_st_kv meta[] = {{"prompt", text},
                         {"text_encoder", p->identity},
                         {"text_encoder_layer", layer},
+                        {"text_encoder_precision", vdn_precision_name(p->precision)},
                         {"tokens", tokens},
                         {"tokenizer", vdn_tokenizer_sha256(p->tok)}};
-    int rc = vdn_st_write(path, t, 2, meta, 5, err, errlen);
+    int rc = vdn_st_write(path, t, 2, meta, sizeof meta / sizeof *meta, err, errlen);
     free(h);
     free(bf);
     free(tags);
@@ -474,6 +489,7 @@ int vdn_text_prompts_cached(vdn_text_prompts *p, const vdn_text_place *at, vdn_s
     double t0 = vdn_now();
     memset(info, 0, sizeof *info);
     info->gpu = at ? at->gpu : -1;
+    info->precision = vdn_precision_name(p->precision);
     int32_t *ids;
     size_t n;
     if (tokenize(p, text, &ids, &n, err, errlen)) return -1;
@@ -501,6 +517,7 @@ int vdn_text_cache_info_to_record(const char *record_path, const vdn_text_cache_
     cJSON_AddStringToObject(o, "key", info->key);
     cJSON_AddNumberToObject(o, "tokens", info->tokens);
     cJSON_AddStringToObject(o, "encoder", encoder_identity);
+    if (info->precision) cJSON_AddStringToObject(o, "precision", info->precision);
     cJSON_AddNumberToObject(o, "seconds", info->seconds);
     cJSON_AddBoolToObject(o, "waited", info->waited);
     if (!info->hit) {

@@ -1,17 +1,20 @@
 /* Text prompts into prompt caches: tokenizer + text encoder of one checkpoint, and the farm's
  * content-addressed cache of encoded prompts in the object store.
  *
- * A cache entry's key is the SHA-256 of the encoder's identity (config, shard headers, layer) and
- * the prompt's token ids: "prompt-cache/<sha>.safetensors". The same prompt under the same
- * encoder is encoded once and reused by every later job, in any batch; a different encoder or a
- * different tokenization is a different key. The file is an ordinary prompt cache (prompt_embeds
- * bf16 [L, hidden], text_token_tags all 1, the prompt in the metadata). */
+ * A cache entry's key is the SHA-256 of the encoder's identity (config, shard headers, layer),
+ * its precision (bf16 or fp8) and the prompt's token ids: "prompt-cache/<sha>.safetensors". The
+ * same prompt under the same encoder at the same precision is encoded once and reused by every
+ * later job, in any batch; a different encoder, precision or tokenization is a different key
+ * (bf16 keys are those written before fp8 existed, see key_of). The file is an ordinary prompt
+ * cache (prompt_embeds bf16 [L, hidden], text_token_tags all 1, the prompt, the encoder's
+ * identity, layer and precision in the metadata). */
 #ifndef VDN_PROMPT_TEXT_H
 #define VDN_PROMPT_TEXT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine.h" /* vdn_precision */
 #include "store.h"
 
 struct vdn_dev;
@@ -22,11 +25,13 @@ typedef struct vdn_text_prompts vdn_text_prompts;
 
 /* ckpt: a checkpoint holding tokenizer/ and text_encoder/ (directly, or in base/ for a VDN
  * checkpoint). backend: "cpu", "cuda" or NULL (the GPU when there is one). The encoder's weights
- * are loaded on the first encode, not here. layer 0: the default (hidden_states[50]). */
-vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const char *backend, int layer, char *err,
-                                        size_t errlen);
+ * are loaded on the first encode, not here. layer 0: the default (hidden_states[50]).
+ * precision: the encoder's (encoder.h), at every load and in every key. */
+vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const char *backend, int layer,
+                                        vdn_precision precision, char *err, size_t errlen);
 void vdn_text_prompts_close(vdn_text_prompts *p);
 const char *vdn_text_prompts_identity(const vdn_text_prompts *p); /* the encoder's */
+vdn_precision vdn_text_prompts_precision(const vdn_text_prompts *p);
 /* The longest prompt the encoder takes (text_config.max_position_embeddings), in tokens. */
 int64_t vdn_text_prompts_max_tokens(const vdn_text_prompts *p);
 
@@ -52,6 +57,7 @@ typedef struct {
     char key[160];
     int hit; /* 1: reused from the store, 0: encoded here and stored */
     int tokens;
+    const char *precision; /* "bf16" | "fp8": the encoder's, part of the key */
     double seconds; /* tokenize + fetch or encode + upload (+ waiting for another job's encode) */
     int waited;     /* 1: another job of this process was encoding it; this one took its result */
     int gpu;        /* the place's gpu */
@@ -88,9 +94,9 @@ int vdn_text_prompts_resident(const vdn_text_prompts *p); /* devices holding an 
 /* Frees the encoder kept resident on dev, if any (before dev closes). */
 void vdn_text_prompts_release(vdn_text_prompts *p, struct vdn_dev *dev);
 
-/* Adds {"text_prompt": {"cache": "hit"|"miss", "key", "tokens", "encoder", "seconds", "waited",
- * and on a miss "encoded_on": {"gpu", "device", "loaded", "kept", "load_seconds"}}} to a run
- * record JSON file in place. */
+/* Adds {"text_prompt": {"cache": "hit"|"miss", "key", "tokens", "encoder", "precision",
+ * "seconds", "waited", and on a miss "encoded_on": {"gpu", "device", "loaded", "kept",
+ * "load_seconds"}}} to a run record JSON file in place. */
 int vdn_text_cache_info_to_record(const char *record_path, const vdn_text_cache_info *info,
                                   const char *encoder_identity, char *err, size_t errlen);
 

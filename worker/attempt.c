@@ -39,16 +39,18 @@ void vdn_worker_stores_close(vdn_worker_stores *c) {
     memset(c, 0, sizeof *c);
 }
 
-void vdn_worker_text_init(vdn_worker_text *t, const char *checkpoint) {
+void vdn_worker_text_init(vdn_worker_text *t, const char *checkpoint, vdn_precision precision) {
     memset(t, 0, sizeof *t);
     pthread_mutex_init(&t->mu, NULL);
     t->checkpoint = checkpoint;
+    t->precision = precision;
 }
 
 vdn_text_prompts *vdn_worker_text_get(vdn_worker_text *t, char *err, size_t errlen) {
     pthread_mutex_lock(&t->mu);
     if (!t->p)
-        t->p = vdn_text_prompts_open(t->checkpoint ? t->checkpoint : "", NULL, 0, err, errlen);
+        t->p = vdn_text_prompts_open(t->checkpoint ? t->checkpoint : "", NULL, 0, t->precision, err,
+                                     errlen);
     vdn_text_prompts *p = t->p;
     pthread_mutex_unlock(&t->mu);
     return p;

@@ -68,10 +68,11 @@ typedef struct {
 typedef struct vdn_worker_text {
     pthread_mutex_t mu; /* guards the open */
     const char *checkpoint;
+    vdn_precision precision; /* the text encoder's (vdn worker --text-precision) */
     struct vdn_text_prompts *p;
 } vdn_worker_text;
 
-void vdn_worker_text_init(vdn_worker_text *t, const char *checkpoint);
+void vdn_worker_text_init(vdn_worker_text *t, const char *checkpoint, vdn_precision precision);
 /* The worker's text prompts, opened now if this is the first text prompt; NULL + err when the
  * checkpoint has no text encoder (tried again on the next text prompt). */
 struct vdn_text_prompts *vdn_worker_text_get(vdn_worker_text *t, char *err, size_t errlen);

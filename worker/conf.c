@@ -20,6 +20,7 @@ static const char *const known_keys[] = {
     "checkpoint",      /* checkpoint directory on worker hosts */
     "db",              /* coordinator SQLite file */
     "scratch",         /* worker scratch directory */
+    "text_precision",  /* workers: the text encoder's precision, bf16 or fp8 */
     "data_root",       /* repeated: folders whose files a request may name by local path */
     "worker",          /* repeated: "HOST [gpus=SPEC] [id=NAME]" */
     "lease_seconds",

@@ -33,6 +33,8 @@ static const char usage[] =
     "  --snapshot-seconds S  store the sampler state after S s of rendering, so a requeued\n"
     "                        job resumes there (default 60; 0 = never)\n"
     "  --snapshot-every K    also after every K model evaluations (default 0 = by time)\n"
+    "  --text-precision P    the text encoder's, for text prompts: bf16 (default) or fp8\n"
+    "                        (e4m3 Linears; its own cache entries, never bf16's)\n"
     "  --config FILE         cluster config (ops/cluster.example.conf); flags override it\n"
     "SIGTERM: finish the current jobs, then exit. A second SIGTERM: hand them back, exit.\n";
 
@@ -77,7 +79,7 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
     o->reconnect_max_s = 30.0;
     o->upload_attempts = 3;
     o->snapshot_seconds = 60;
-    const char *gpus = NULL, *keys = NULL;
+    const char *gpus = NULL, *keys = NULL, *text_precision = NULL;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -112,6 +114,8 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
             o->server_key = v;
         else if (!strcmp(a, "--scratch"))
             o->scratch = v;
+        else if (!strcmp(a, "--text-precision"))
+            text_precision = v;
         else if (!strcmp(a, "--data-root")) {
             if (o->n_data_roots >= 16)
                 return vdn_fail(err, errlen, "vdn worker: more than 16 --data-root");
@@ -166,11 +170,17 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
         if (!o->store) o->store = vdn_conf_get(&conf, "store");
         if (!o->scratch) o->scratch = vdn_conf_get(&conf, "scratch");
         if (!keys && !o->key) keys = vdn_conf_get(&conf, "keys");
+        if (!text_precision) text_precision = vdn_conf_get(&conf, "text_precision");
         /* data roots from the file add to those given as flags */
         const char *r;
         for (int i = 0; (r = vdn_conf_get_nth(&conf, "data_root", i)) && o->n_data_roots < 16; i++)
             o->data_roots[o->n_data_roots++] = r;
     }
+    if (text_precision && vdn_precision_parse(text_precision, &o->text_precision))
+        return vdn_fail(err, errlen,
+                        "vdn worker: --text-precision (or text_precision in the config) '%s': "
+                        "expected bf16 or fp8",
+                        text_precision);
     if (!o->connect) return vdn_fail(err, errlen, "vdn worker: --connect is required\n%s", usage);
     if (!o->checkpoint)
         return vdn_fail(err, errlen, "vdn worker: --checkpoint is required\n%s", usage);

@@ -45,9 +45,9 @@ static void *open_thread(void *arg) {
 
 int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, int cpu, const char *checkpoint,
                    const char *const *adapters, int n_adapters, const char *store_uri,
-                   double store_retry_s, char *err, size_t errlen) {
+                   double store_retry_s, vdn_precision text_precision, char *err, size_t errlen) {
     memset(sl, 0, sizeof *sl);
-    vdn_worker_text_init(&sl->text, checkpoint); /* its tokenizer and text encoder */
+    vdn_worker_text_init(&sl->text, checkpoint, text_precision); /* tokenizer, text encoder */
     sl->n = cpu || gpus->n == 0 ? 1 : gpus->n;
     open_job jobs[VDN_MAX_GPUS];
     pthread_t th[VDN_MAX_GPUS];

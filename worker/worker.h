@@ -5,6 +5,7 @@
 #ifndef VDN_WORKER_H
 #define VDN_WORKER_H
 
+#include "engine.h" /* vdn_precision */
 #include "gpus.h"
 
 typedef struct {
@@ -32,6 +33,7 @@ typedef struct {
     int snapshot_every;   /* or after every K NFEs (0 = by time only) */
     const char *data_roots[16]; /* local paths a request names must lie under one of these */
     int n_data_roots;
+    vdn_precision text_precision; /* the text encoder's: bf16 (default) or fp8 */
 } vdn_worker_opts;
 
 /* Parses argv (argv[0] = "worker"). 0 ok, 1 = --help printed, -1 = error printed to err. */

@@ -9,10 +9,14 @@ text encoder and the real Qwen3 tokenizer.
    log line), a hit that overlapped one waited for it; the encoder is loaded for each miss and
    released before the render (2 loads, 2 releases, none at start).
 2. A 2-GPU job with a new prompt encodes on the first GPU it holds.
+3. The worker's text precision: every record so far says bf16; the same worker restarted with
+   --text-precision fp8 misses a prompt cached at bf16 (its own key: one encode for 2 jobs, a
+   new store entry) and its records say fp8.
 """
 import json
 import os
 import re
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -40,10 +44,10 @@ def test(args):
                    VDN_TEST_TEXT_ENCODE_DELAY_MS="1500", VDN_TEST_NFE_DELAY_MS="200")
         env.pop("VDN_TEXT_ENCODER_KEEP_FREE_GIB", None)  # the default policy: release
         farm.start_coordinator()
-        farm.spawn("g4", ["worker", "--connect", farm.worker_ep, "--checkpoint", ckpt,
-                          "--store", farm.store, "--id", "g4", "--scratch",
-                          os.path.join(farm.dir, "scratch"), "--heartbeat-seconds",
-                          str(farm.heartbeat), "--threads", "1"], env=env)
+        wargs = ["worker", "--connect", farm.worker_ep, "--checkpoint", ckpt, "--store",
+                 farm.store, "--scratch", os.path.join(farm.dir, "scratch"),
+                 "--heartbeat-seconds", str(farm.heartbeat), "--threads", "1"]
+        farm.spawn("g4", wargs + ["--id", "g4"], env=env)
         wlog = os.path.join(farm.dir, "logs", "g4.log")
 
         # ---- 1. 8 one-GPU jobs, 2 prompts, 4 at once
@@ -100,6 +104,31 @@ def test(args):
         check(read_object(farm, [k for k in keys if k.endswith(".safetensors")][0])[:1],
               "2-GPU job: empty latents")
         log("a 2-GPU job on GPUs %s encoded on GPU %d" % (held, on["gpu"]))
+
+        # ---- 3. the same prompt from an fp8 worker: its own key and entry, records say fp8
+        check(all(t.get("precision") == "bf16" for t in list(tp.values()) + [r["text_prompt"]]),
+              "the default worker's records should say bf16: %s" % list(tp.values()))
+        farm.kill("g4", signal.SIGTERM)
+        check(farm.wait_exit("g4", 60) == 0, "g4 did not exit cleanly on SIGTERM")
+        farm.spawn("f8", wargs + ["--id", "f8", "--text-precision", "fp8"], env=env)
+        b3 = submit(farm, [dict(req, prompt=PROMPTS[0], seed=300 + i) for i in range(2)], "fp8")
+        farm.wait_batch(b3, 2, 180)
+        farm.check_exactly_once(b3, 2)
+        tp3 = [record_of(farm, keys)["text_prompt"] for keys in farm.job_keys(b3).values()]
+        check(all(t.get("precision") == "fp8" for t in tp3), "fp8 worker's records: %s" % tp3)
+        check(sorted(t["cache"] for t in tp3) == ["hit", "miss"],
+              "2 fp8 jobs of a prompt cached at bf16: expected one miss (the fp8 encode) and one "
+              "hit, got %s" % [t["cache"] for t in tp3])
+        check(len({t["key"] for t in tp3}) == 1 and tp3[0]["key"] not in {t["key"] for t in
+                                                                           tp.values()},
+              "the fp8 key should be one key, none of the bf16 ones: %s" % tp3)
+        check(len(cache_entries(farm)) == 4, "store's prompt cache after fp8: %s (expected the 3 "
+              "bf16 entries and one fp8)" % cache_entries(farm))
+        check(re.search(r"text encoder \S+ loaded on GPU \d+ \(cpu\) in [\d.]+ s "
+                        r"\(hidden_states\[\d+\], fp8,", open(os.path.join(farm.dir, "logs",
+                                                                             "f8.log")).read()),
+              "no fp8 encoder load in the fp8 worker's log")
+        log("an fp8 worker: the bf16-cached prompt missed once (its own key), records say fp8")
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # One device run for the text encoder: build the op layer (engine/, kernels/op_cuda*) and text/
 # with nvcc/gcc directly (the device machine lacks the Debian -dev libraries: cJSON, PCRE2 and
-# utf8proc travel as .deb files), then
+# utf8proc travel as .deb files), then, for each precision of PRECISIONS (default "bf16 fp8"),
 #   1. test_encoder on the CUDA backend: the tiny checkpoint against the transformers values and
-#      against the CPU backend (and under compute-sanitizer memcheck);
-#   2. `vdn bench text-encoder` at the Qwen3-VL-32B text shapes, 512 tokens, hidden_states[50];
-#   3. the PyTorch peer (text/bench/peer_text_encoder.py) in the same run.
-#   OUT=dir bash text/test/device.sh CKPT DEBS_DIR        (from the repository root)
+#      against the CPU backend (fp8: within the fp8 bounds, and against the CPU's fp8 oracle), and
+#      under compute-sanitizer memcheck;
+#   2. `vdn bench text-encoder --precision P` at the Qwen3-VL-32B text shapes, 512 tokens,
+#      hidden_states[50];
+# and 3. the PyTorch peer (text/bench/peer_text_encoder.py, bf16) in the same run.
+#   OUT=dir [PRECISIONS="bf16 fp8"] bash text/test/device.sh CKPT DEBS_DIR   (from the repo root)
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 CKPT=$1
@@ -42,12 +44,19 @@ echo "build: $(( $(date +%s) - t0 )) s"
 if [ ! -x "$B/test_encoder" ] || [ ! -x "$B/bench" ]; then
   echo "BUILD FAILED"; grep -E "error" "$OUT/build.log" | head -30; tail -20 "$OUT/build.log"; exit 1
 fi
-timeout 120 "$B/test_encoder" "$CKPT" text/test/expected_hidden.safetensors cuda 3e-2 2>&1 | tee "$OUT/test_cuda.log"; tt=${PIPESTATUS[0]}
-if command -v compute-sanitizer > /dev/null; then
-  timeout 200 compute-sanitizer --tool memcheck --print-limit 10 "$B/test_encoder" "$CKPT" \
-    text/test/expected_hidden.safetensors cuda 3e-2 > "$OUT/memcheck.log" 2>&1
-  echo "memcheck: exit $? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
-fi
-timeout 200 "$B/bench" --tokens 512 --layer 50 --reps 5 --json "$OUT/bench_text.json" 2>&1 | tee "$OUT/bench.log"; tb=${PIPESTATUS[0]}
+# the CUDA-vs-CPU tolerance of each precision (text/test/text_tests.cmake says why)
+declare -A TOL=([bf16]=3e-2 [fp8]=5e-2)
+summary=""
+for P in ${PRECISIONS:-bf16 fp8}; do
+  sfx=$([ "$P" = bf16 ] && echo "" || echo "_$P")
+  timeout 120 "$B/test_encoder" "$CKPT" text/test/expected_hidden.safetensors cuda "${TOL[$P]}" "$P" 2>&1 | tee "$OUT/test_cuda$sfx.log"; tt=${PIPESTATUS[0]}
+  if command -v compute-sanitizer > /dev/null; then
+    timeout 200 compute-sanitizer --tool memcheck --print-limit 10 "$B/test_encoder" "$CKPT" \
+      text/test/expected_hidden.safetensors cuda "${TOL[$P]}" "$P" > "$OUT/memcheck$sfx.log" 2>&1
+    echo "memcheck $P: exit $? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck$sfx.log" | tail -1)"
+  fi
+  timeout 200 "$B/bench" --tokens 512 --layer 50 --reps 5 --precision "$P" --json "$OUT/bench_text$sfx.json" 2>&1 | tee "$OUT/bench$sfx.log"; tb=${PIPESTATUS[0]}
+  summary="$summary $P: cuda test rc=$tt bench rc=$tb;"
+done
 PYTHONUNBUFFERED=1 timeout 300 python3 text/bench/peer_text_encoder.py 512 50 5 2>&1 | tee "$OUT/peer.log"; tp=${PIPESTATUS[0]}
-echo "== summary: cuda test rc=$tt  bench rc=$tb  peer rc=$tp =="
+echo "== summary:$summary peer rc=$tp =="

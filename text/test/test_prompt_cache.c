@@ -10,7 +10,9 @@
  *  3. the run record's text_prompt fields (encoded_on, waited);
  *  4. a failing store is named as such (info.store_failed): an unreachable S3 endpoint is a
  *     download failure, a cache folder that cannot be made an upload failure, an encode that
- *     works neither (the worker turns these into vdn_store_errors_total's op).
+ *     works neither (the worker turns these into vdn_store_errors_total's op);
+ *  5. precision: one prompt at bf16 and at fp8 is two keys and two entries, never one shared
+ *     entry; the bf16 key is the pre-fp8 one; files and records name the precision.
  *
  *   test_prompt_cache CKPT WORKDIR */
 #include <cjson/cJSON.h>
@@ -22,7 +24,9 @@
 #include "../../ops/test/check.h"
 #include "op.h"
 #include "prompt_text.h"
+#include "safetensors.h"
 #include "store.h"
+#include "tokenizer.h"
 #include "vdn_util.h"
 
 #define JOBS 8
@@ -76,7 +80,8 @@ static vdn_text_prompts *open_prompts(const char *keep_gib) {
         setenv("VDN_TEXT_ENCODER_KEEP_FREE_GIB", keep_gib, 1);
     else
         unsetenv("VDN_TEXT_ENCODER_KEEP_FREE_GIB");
-    vdn_text_prompts *p = vdn_text_prompts_open(ckpt, "cpu", 0, err, sizeof err);
+    vdn_text_prompts *p =
+        vdn_text_prompts_open(ckpt, "cpu", 0, VDN_PRECISION_BF16, err, sizeof err);
     CHECK(p != NULL, "open %s: %s", ckpt, err);
     return p;
 }
@@ -249,6 +254,123 @@ static void store_failures(vdn_dev *dev) {
     printf("store failures: upload and download named\n");
 }
 
+/* The number of files in DIR (a file store's prompt-cache/ folder), 0 when there is none. */
+static int count_files(const char *dir) {
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "ls -1 '%s' 2>/dev/null | wc -l", dir);
+    FILE *f = popen(cmd, "r");
+    int n = 0;
+    if (f) {
+        if (fscanf(f, "%d", &n) != 1) n = -1;
+        pclose(f);
+    }
+    return n;
+}
+
+/* A cache file's metadata value (NULL if absent), copied into out. */
+static const char *meta_of(const char *path, const char *key, char *out, size_t len) {
+    char err[VDN_ERR_LEN];
+    vdn_st_file *f = vdn_st_open(path, err, sizeof err);
+    const char *v = f ? vdn_st_meta(f, key) : NULL;
+    if (v) snprintf(out, len, "%s", v);
+    vdn_st_close(f);
+    return v ? out : NULL;
+}
+
+/* Precision in the cache: the same prompt through a bf16 and an fp8 encoder of one checkpoint
+ * is two keys, two store entries, two encodes, each a hit for its own precision afterwards;
+ * the entries and the run records name their precision. The bf16 key is the one written before
+ * fp8 existed (its hash material, spelled out here), so stores filled then stay valid. */
+static void precisions(vdn_dev *dev) {
+    char err[VDN_ERR_LEN], uri[4300], dir[4300], path[2][4300], rec[4300];
+    snprintf(dir, sizeof dir, "%s/store-prec/%s", work, VDN_PROMPT_CACHE_PREFIX);
+    snprintf(uri, sizeof uri, "file://%s/store-prec", work);
+    vdn_store *st = vdn_store_open(uri, NULL, err, sizeof err);
+    CHECK(st != NULL, "%s", err);
+    unsetenv("VDN_TEXT_ENCODER_KEEP_FREE_GIB");
+    vdn_text_prompts *p[2] = {
+        vdn_text_prompts_open(ckpt, "cpu", 0, VDN_PRECISION_BF16, err, sizeof err),
+        vdn_text_prompts_open(ckpt, "cpu", 0, VDN_PRECISION_FP8, err, sizeof err)};
+    CHECK(p[0] && p[1], "%s", err);
+    if (!st || !p[0] || !p[1]) goto done;
+    CHECK(vdn_text_prompts_precision(p[1]) == VDN_PRECISION_FP8, "fp8 prompts say %s",
+          vdn_precision_name(vdn_text_prompts_precision(p[1])));
+    vdn_text_place at = {.dev = dev, .gpu = 0};
+    vdn_text_cache_info info[2], again[2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(path[k], sizeof path[k], "%s/prec%d.safetensors", work, k);
+        CHECK(vdn_text_prompts_cached(p[k], &at, st, prompts[0], path[k], &info[k], err,
+                                      sizeof err) == 0,
+              "%s", err);
+        CHECK(!info[k].hit, "precision %d: the first look is a miss (got a hit: shared entry?)", k);
+        CHECK(count_files(dir) == k + 1, "%d cache entries after %d precisions", count_files(dir),
+              k + 1);
+    }
+    CHECK(strcmp(info[0].key, info[1].key), "bf16 and fp8 share the key %s", info[0].key);
+    CHECK(!strcmp(info[0].precision, "bf16") && !strcmp(info[1].precision, "fp8"),
+          "info precision %s / %s", info[0].precision, info[1].precision);
+    for (int k = 0; k < 2; k++) {
+        char other[4300];
+        snprintf(other, sizeof other, "%s/prec%d_again.safetensors", work, k);
+        CHECK(vdn_text_prompts_cached(p[k], &at, st, prompts[0], other, &again[k], err,
+                                      sizeof err) == 0,
+              "%s", err);
+        CHECK(again[k].hit && !strcmp(again[k].key, info[k].key) && same_file(other, path[k]),
+              "precision %d again: hit %d, key %s (was %s)", k, again[k].hit, again[k].key,
+              info[k].key);
+    }
+    CHECK(count_files(dir) == 2 && vdn_text_prompts_encodes(p[0]) == 1 &&
+              vdn_text_prompts_encodes(p[1]) == 1,
+          "%d entries, %ld + %ld encodes: expected 2 and 1 + 1", count_files(dir),
+          vdn_text_prompts_encodes(p[0]), vdn_text_prompts_encodes(p[1]));
+    CHECK(!same_file(path[0], path[1]), "the fp8 entry has the bf16 entry's bytes");
+    char m[2][32];
+    CHECK(meta_of(path[0], "text_encoder_precision", m[0], sizeof m[0]) &&
+              meta_of(path[1], "text_encoder_precision", m[1], sizeof m[1]) &&
+              !strcmp(m[0], "bf16") && !strcmp(m[1], "fp8"),
+          "cache file metadata text_encoder_precision");
+    /* the bf16 key as it was before fp8 */
+    {
+        char tdir[4300], material[8192], hex[65], want[160];
+        snprintf(tdir, sizeof tdir, "%s/base/tokenizer", ckpt);
+        vdn_tokenizer *t = vdn_tokenizer_load(tdir, err, sizeof err);
+        if (!t) {
+            snprintf(tdir, sizeof tdir, "%s/tokenizer", ckpt);
+            t = vdn_tokenizer_load(tdir, err, sizeof err);
+        }
+        int32_t *ids = NULL;
+        size_t n = 0;
+        CHECK(t && !vdn_tokenize(t, prompts[0], strlen(prompts[0]), &ids, &n, err, sizeof err),
+              "%s", err);
+        int used = snprintf(material, sizeof material, "vdn prompt cache v1\nencoder %s\nids",
+                            vdn_text_prompts_identity(p[0]));
+        for (size_t i = 0; i < n; i++)
+            used += snprintf(material + used, sizeof material - (size_t)used, " %d", ids[i]);
+        vdn_sha256_hex(material, (size_t)used, hex);
+        snprintf(want, sizeof want, "%s%s.safetensors", VDN_PROMPT_CACHE_PREFIX, hex);
+        CHECK(!strcmp(info[0].key, want), "bf16 key %s, the pre-fp8 key is %s", info[0].key, want);
+        free(ids);
+        vdn_tokenizer_free(t);
+    }
+    /* the run record's text_prompt says the precision */
+    snprintf(rec, sizeof rec, "%s/record-prec.json", work);
+    CHECK(vdn_write_file_atomic(rec, "{\"seed\": 1}", 11, err, sizeof err) == 0, "%s", err);
+    CHECK(vdn_text_cache_info_to_record(rec, &info[1], "ID", err, sizeof err) == 0, "%s", err);
+    size_t len;
+    char *txt = vdn_read_file(rec, &len, err, sizeof err);
+    cJSON *r = txt ? cJSON_Parse(txt) : NULL;
+    cJSON *pr = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "text_prompt"), "precision");
+    CHECK(cJSON_IsString(pr) && !strcmp(pr->valuestring, "fp8"), "record: %s",
+          txt ? txt : "(none)");
+    cJSON_Delete(r);
+    free(txt);
+    printf("precisions: bf16 and fp8 of one prompt: 2 keys, 2 entries, each a hit again\n");
+done:
+    vdn_text_prompts_close(p[0]);
+    vdn_text_prompts_close(p[1]);
+    vdn_store_close(st);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: test_prompt_cache CKPT WORKDIR\n");
@@ -270,6 +392,7 @@ int main(int argc, char **argv) {
     if (st) keep_policy(devs, st);
     vdn_store_close(st);
     store_failures(devs[0]);
+    precisions(devs[1]);
     for (int i = 0; i < JOBS; i++)
         vdn_dev_close(devs[i]);
     return check_report("test_prompt_cache");

@@ -35,6 +35,25 @@ add_test(NAME text_encoder_cuda
          COMMAND sh -c "rm -rf te_ckpt_cuda && $<TARGET_FILE:vdn> ckpt init --preset tiny --text-encoder --tokenizer-json '${VDN_QWEN3_TOKENIZER}' --out te_ckpt_cuda >/dev/null && $<TARGET_FILE:test_encoder> te_ckpt_cuda '${CMAKE_CURRENT_LIST_DIR}/expected_hidden.safetensors' cuda 3e-2"
          WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 set_tests_properties(text_encoder_cuda PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+# fp8 precision (e4m3 Linears with row scales) on the CPU's quantised oracle: against the
+# transformers values and the fp32 encoder within bounds argued from e4m3's precision, a lower
+# bound that a skipped quantisation fails, the memory it holds and peaks at while loading
+add_test(NAME text_encoder_fp8
+         COMMAND sh -c "rm -rf te_ckpt_fp8 && $<TARGET_FILE:vdn> ckpt init --preset tiny --text-encoder --tokenizer-json '${VDN_QWEN3_TOKENIZER}' --out te_ckpt_fp8 >/dev/null && $<TARGET_FILE:test_encoder> te_ckpt_fp8 '${CMAKE_CURRENT_LIST_DIR}/expected_hidden.safetensors' cpu 1e-4 fp8"
+         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+# The same on CUDA, plus CUDA fp8 against the CPU's fp8 oracle (label gpu; exit 77 without a GPU).
+# 5e-2: bf16 activations against the oracle's fp32 flip some of the activations' e4m3 roundings
+# (a whole step, 2^-3, on those elements); the DiT measured CUDA-vs-oracle 2.3x larger at fp8
+# than at bf16 (docs/PERF.md), and 2.3 x the bf16 encoder's 9.7e-3 is 2.2e-2.
+add_test(NAME text_encoder_cuda_fp8
+         COMMAND sh -c "rm -rf te_ckpt_cuda_fp8 && $<TARGET_FILE:vdn> ckpt init --preset tiny --text-encoder --tokenizer-json '${VDN_QWEN3_TOKENIZER}' --out te_ckpt_cuda_fp8 >/dev/null && $<TARGET_FILE:test_encoder> te_ckpt_cuda_fp8 '${CMAKE_CURRENT_LIST_DIR}/expected_hidden.safetensors' cuda 5e-2 fp8"
+         WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+set_tests_properties(text_encoder_cuda_fp8 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+# --precision at the command line: vdn encode, vdn bench text-encoder, vdn worker
+add_test(NAME text_precision_cli
+         COMMAND ${VDN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/test_precision_cli.py $<TARGET_FILE:vdn>
+                 ${VDN_QWEN3_TOKENIZER} ${CMAKE_CURRENT_BINARY_DIR}/precision_cli)
+set_tests_properties(text_precision_cli PROPERTIES TIMEOUT 120)
 # The farm's prompt cache under concurrency (prompt_text.h): single flight over 8 jobs on 8 CPU
 # devices with 2 prompts (2 encodes, on the leaders' devices), the encoder's keep/release policy,
 # the run record's fields

@@ -70,6 +70,11 @@ static void test_conf(void) {
     CHECK(vdn_conf_get_nth(&c, "worker", 2) == NULL, "worker 2");
     CHECK(vdn_conf_get(&c, "db") == NULL, "db");
     vdn_conf_free(&c);
+    /* the text encoder's precision is a worker setting of the file (vdn worker checks the value) */
+    CHECK(vdn_conf_parse(&c, "x.conf", "text_precision = fp8\n", err, sizeof err) == 0, "%s", err);
+    CHECK(vdn_conf_get(&c, "text_precision") && !strcmp(vdn_conf_get(&c, "text_precision"), "fp8"),
+          "text_precision '%s'", vdn_conf_get(&c, "text_precision"));
+    vdn_conf_free(&c);
 
     struct {
         const char *text, *want;
