@@ -12,6 +12,7 @@
 #include "op_conv.h"
 #include "safetensors.h"
 #include "vae.h"
+#include "vae_group.h"
 #include "vdn_util.h"
 
 typedef struct {
@@ -322,27 +323,66 @@ fail:
     return rc;
 }
 
-int vdn_audio_vae_decode(vdn_audio_vae *a, const float *latents, int channels, int La, float *wave,
-                         vdn_vae_progress_fn progress, void *user, char *err, size_t errlen) {
+/* A clip's channels over a group of decoders: channel s on member s mod n (the two stereo channels
+ * are two mono decodes of one size, independent of each other). */
+typedef struct {
+    vdn_audio_vae *const *a;
+    vae_group grp;
+    const float *latents; /* (channels, C, La), normalised */
+    int channels, La;
+    float *wave;
+} audio_plan;
+
+static void audio_member(int r, void *arg) {
+    audio_plan *p = arg;
+    vdn_audio_vae *a = p->a[r];
     const vdn_vae_audio_config *c = &a->cfg;
-    const int C = c->latent_channels;
-    if (La < 1 || channels < 1)
-        return vdn_fail(err, errlen,
-                        "audio latents (%d, %d, %d): expected at least one channel and one latent",
-                        channels, C, La);
+    const int C = c->latent_channels, La = p->La;
     float *z = vdn_xmalloc(sizeof(float) * (size_t)C * La);
-    int rc = 0;
-    for (int s = 0; s < channels && !rc; s++) {
-        for (int ch = 0; ch < C; ch++) {
+    for (int s = r; s < p->channels && !atomic_load(&p->grp.stop); s += p->grp.n) {
+        for (int ch = 0; ch < C; ch++) { /* un-normalise: z std + mean, float32 */
             const float sd = (float)c->latents_std[ch], mu = (float)c->latents_mean[ch];
             for (int t = 0; t < La; t++) {
-                const float v = latents[((int64_t)s * C + ch) * La + t] * sd;
+                const float v = p->latents[((int64_t)s * C + ch) * La + t] * sd;
                 z[(int64_t)ch * La + t] = v + mu;
             }
         }
-        rc = decode_mono(a, z, La, wave + (int64_t)s * La * c->hop, err, errlen);
-        if (!rc && progress) progress(user, s + 1, channels);
+        if (decode_mono(a, z, La, p->wave + (int64_t)s * La * c->hop, p->grp.err[r], VDN_ERR_LEN)) {
+            vae_group_fail(&p->grp, r);
+            break;
+        }
+        vae_group_done(&p->grp, r, 1);
     }
     free(z);
-    return rc;
+}
+
+int vdn_audio_vae_decode_group(vdn_audio_vae *const *a, int n, const float *latents, int channels,
+                               int La, float *wave, vdn_vae_progress_fn progress, void *user,
+                               vdn_vae_share *share, char *err, size_t errlen) {
+    if (share) memset(share, 0, sizeof *share);
+    vdn_dev *devs[VDN_VAE_MAX_GROUP] = {0};
+    char *cj[VDN_VAE_MAX_GROUP] = {0};
+    const int nn = n < 1 ? 0 : n > VDN_VAE_MAX_GROUP ? VDN_VAE_MAX_GROUP : n;
+    for (int i = 0; i < nn; i++) {
+        devs[i] = a[i]->dev;
+        cj[i] = vdn_vae_audio_config_json(&a[i]->cfg);
+    }
+    int rc = vae_group_check(n, devs, cj, "audio VAE", err, errlen);
+    for (int i = 0; i < nn; i++)
+        free(cj[i]);
+    if (rc) return -1;
+    if (La < 1 || channels < 1)
+        return vdn_fail(err, errlen,
+                        "audio latents (%d, %d, %d): expected at least one channel and one latent",
+                        channels, a[0]->cfg.latent_channels, La);
+    audio_plan p = {.a = a, .latents = latents, .channels = channels, .La = La, .wave = wave};
+    vae_group_init(&p.grp, n, channels, progress, user);
+    vae_group_run(&p.grp, audio_member, &p);
+    return vae_group_finish(&p.grp, devs, share, err, errlen);
+}
+
+int vdn_audio_vae_decode(vdn_audio_vae *a, const float *latents, int channels, int La, float *wave,
+                         vdn_vae_progress_fn progress, void *user, char *err, size_t errlen) {
+    return vdn_audio_vae_decode_group(&a, 1, latents, channels, La, wave, progress, user, NULL, err,
+                                      errlen);
 }

@@ -12,7 +12,8 @@ static void usage(FILE *f) {
         f,
         "usage: vdn decode LATENTS.safetensors -o CLIP.mp4 [--checkpoint DIR] [--vae DIR]\n"
         "                  [--audio-vae DIR] [--frames-out F.safetensors] [--wav A.wav]\n"
-        "                  [--poster P.png] [--crf N] [--backend auto|cpu|cuda] [--quiet]\n"
+        "                  [--poster P.png] [--crf N] [--backend auto|cpu|cuda] [--devices N]\n"
+        "                  [--quiet]\n"
         "Decodes video latents (tensor video (C,T,h,w), or latents (1,C,T,h,w) as the official\n"
         "save_latents writes) and audio latents (audio or audio_latents (2,C,La)) with the\n"
         "released VAEs into an H.264 + AAC mp4 (24 fps). The VAEs come from --vae/--audio-vae or\n"
@@ -21,7 +22,10 @@ static void usage(FILE *f) {
         "  --frames-out FILE  also the decoded frames, float32 (3, T, H, W) in [0, 1]\n"
         "  --wav FILE         also the waveform, float32 WAV\n"
         "  --poster FILE      also a PNG of the first, middle and last frame\n"
-        "  --crf N            H.264 quality, 0 (lossless) .. 51 (default 18)\n");
+        "  --crf N            H.264 quality, 0 (lossless) .. 51 (default 18)\n"
+        "  --devices N        decode over N devices of the backend, each with its own copy of\n"
+        "                     the VAEs: GPUs 0..N-1 with cuda; N host devices with cpu (the\n"
+        "                     same output as one device; default 1)\n");
 }
 
 int vdn_cmd_decode(int argc, char **argv) {
@@ -67,7 +71,16 @@ int vdn_cmd_decode(int argc, char **argv) {
             o.poster = v;
         else if (!strcmp(a, "--backend"))
             o.backend = v;
-        else if (!strcmp(a, "--crf")) {
+        else if (!strcmp(a, "--devices")) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end || n < 1 || n > VDN_VAE_MAX_GROUP) {
+                fprintf(stderr, "vdn decode: --devices \"%s\": expected an integer 1..%d\n", v,
+                        VDN_VAE_MAX_GROUP);
+                return 2;
+            }
+            o.devices = (int)n;
+        } else if (!strcmp(a, "--crf")) {
             char *end;
             long n = strtol(v, &end, 10);
             if (*end || n < 0 || n > 51) {

@@ -113,16 +113,47 @@ static int check_latents(const vdn_decoder *d, vdn_st_file *lf, const vdn_decode
     return 0;
 }
 
-static int decode_open(vdn_decoder *d, vdn_st_file *lf, const vdn_decode_opts *o, char *err,
-                       size_t errlen) {
+/* The members of a group hold copies of the same VAEs (the same folders), each on its own device
+ * (the VAE decoders check the devices and configs again). */
+static int check_group(vdn_decoder *const *d, int n, char *err, size_t errlen) {
+    if (n < 1 || n > VDN_VAE_MAX_GROUP)
+        return vdn_fail(err, errlen, "decode: a group of %d decoders (expected 1 to %d)", n,
+                        VDN_VAE_MAX_GROUP);
+    for (int i = 1; i < n; i++) {
+        const char *a0 = d[0]->audio_vae_dir, *ai = d[i]->audio_vae_dir;
+        if (strcmp(d[i]->vae_dir, d[0]->vae_dir) || !a0 != !ai || (a0 && strcmp(a0, ai)))
+            return vdn_fail(err, errlen,
+                            "decode: decoder %d of the group has the VAEs of %s%s%s, decoder 0 "
+                            "those of %s%s%s (a group decodes with copies of the same VAEs)",
+                            i, d[i]->vae_dir, ai ? " and " : "", ai ? ai : "", d[0]->vae_dir,
+                            a0 ? " and " : "", a0 ? a0 : "");
+    }
+    return 0;
+}
+
+static int decode_open(vdn_decoder *const *dg, int nd, vdn_st_file *lf, const vdn_decode_opts *o,
+                       vdn_decode_share *share, char *err, size_t errlen) {
+    vdn_decoder *d = dg[0];
     latents_info li;
-    if (check_latents(d, lf, o, &li, err, errlen)) return -1;
+    if (check_group(dg, nd, err, errlen) || check_latents(d, lf, o, &li, err, errlen)) return -1;
+    vdn_video_vae *vv[VDN_VAE_MAX_GROUP];
+    vdn_audio_vae *av[VDN_VAE_MAX_GROUP];
+    for (int i = 0; i < nd; i++) {
+        vv[i] = dg[i]->vv;
+        av[i] = dg[i]->av;
+        vdn_dev_clear_fault(dg[i]->dev); /* what the devices record from here is this decode's */
+    }
     const vdn_st_entry *ve = li.ve, *ae = d->av ? li.ae : NULL;
     const vdn_vae_video_config *vc = vdn_video_vae_config(d->vv);
     const int T = li.T, h = li.h, w = li.w, F = li.F;
     float *z = NULL, *za = NULL, *frames = NULL, *wave = NULL;
     int rc = -1, wrote_mp4 = 0, wrote_frames = 0, wrote_wav = 0;
-    if (!o->quiet) fprintf(stderr, "vdn decode: decoding on %s\n", vdn_dev_name(d->dev));
+    if (!o->quiet) {
+        fprintf(stderr, "vdn decode: decoding on %s", vdn_dev_name(d->dev));
+        for (int i = 1; i < nd; i++)
+            fprintf(stderr, ", %s", vdn_dev_name(dg[i]->dev));
+        fprintf(stderr, nd > 1 ? " (%d devices)\n" : "\n", nd);
+    }
     /* decode */
     z = vdn_xmalloc(sizeof(float) * (size_t)ve->numel);
     if (vdn_st_to_f32(lf, ve, z, err, errlen)) goto done;
@@ -133,7 +164,9 @@ static int decode_open(vdn_decoder *d, vdn_st_file *lf, const vdn_decode_opts *o
         goto done;
     }
     progress_ctx pv = {o->quiet, "video tile"};
-    if (vdn_video_vae_decode(d->vv, z, T, h, w, frames, on_progress, &pv, err, errlen)) goto done;
+    if (vdn_video_vae_decode_group(vv, nd, z, T, h, w, frames, on_progress, &pv,
+                                   share ? &share->video : NULL, err, errlen))
+        goto done;
     int64_t n = 0;
     int chans = 0, rate = 0;
     if (ae) {
@@ -146,7 +179,8 @@ static int decode_open(vdn_decoder *d, vdn_st_file *lf, const vdn_decode_opts *o
         wave = vdn_xmalloc(sizeof(float) * (size_t)(chans * n));
         progress_ctx pa = {o->quiet, "audio channel"};
         if (vdn_st_to_f32(lf, ae, za, err, errlen) ||
-            vdn_audio_vae_decode(d->av, za, chans, La, wave, on_progress, &pa, err, errlen))
+            vdn_audio_vae_decode_group(av, nd, za, chans, La, wave, on_progress, &pa,
+                                       share ? &share->audio : NULL, err, errlen))
             goto done;
     }
     /* write: the mp4 first (the product), then the extras; a failure removes what this call wrote
@@ -195,12 +229,18 @@ done:
     return rc;
 }
 
-int vdn_decoder_decode(vdn_decoder *d, const vdn_decode_opts *o, char *err, size_t errlen) {
+int vdn_decoder_decode_group(vdn_decoder *const *d, int n, const vdn_decode_opts *o,
+                             vdn_decode_share *share, char *err, size_t errlen) {
+    if (share) memset(share, 0, sizeof *share);
     vdn_st_file *lf = vdn_st_open(o->latents, err, errlen);
     if (!lf) return -1;
-    int rc = decode_open(d, lf, o, err, errlen);
+    int rc = decode_open(d, n, lf, o, share, err, errlen);
     vdn_st_close(lf);
     return rc;
+}
+
+int vdn_decoder_decode(vdn_decoder *d, const vdn_decode_opts *o, char *err, size_t errlen) {
+    return vdn_decoder_decode_group(&d, 1, o, NULL, err, errlen);
 }
 
 int vdn_decode_file(const vdn_decode_opts *o, char *err, size_t errlen) {
@@ -208,24 +248,44 @@ int vdn_decode_file(const vdn_decode_opts *o, char *err, size_t errlen) {
         return vdn_fail(err, errlen, "no video VAE folder (--vae DIR or a checkpoint with vae/)");
     vdn_st_file *lf = vdn_st_open(o->latents, err, errlen);
     if (!lf) return -1;
-    vdn_dev *dev = NULL;
-    vdn_decoder *d = NULL;
+    const int nd = o->devices > 1 ? o->devices : 1;
+    if (nd > VDN_VAE_MAX_GROUP) {
+        vdn_st_close(lf);
+        return vdn_fail(err, errlen, "--devices %d: expected 1 to %d", nd, VDN_VAE_MAX_GROUP);
+    }
+    vdn_dev *dev[VDN_VAE_MAX_GROUP] = {0};
+    vdn_decoder *d[VDN_VAE_MAX_GROUP] = {0};
     int rc = -1;
     latents_info li;
     /* the latents' shapes before any VAE loads; the audio VAE only for latents with audio */
     if (check_latents(NULL, lf, o, &li, err, errlen)) goto done;
-    if (!o->backend || !strcmp(o->backend, "auto")) { /* the GPU when there is one */
+    const char *backend = o->backend;
+    if (!backend || !strcmp(backend, "auto")) { /* the GPU when there is one */
         char e2[256];
-        dev = vdn_dev_open("cuda", 0, 0, e2, sizeof e2);
-        if (!dev) dev = vdn_dev_open("cpu", 0, 0, err, errlen);
-    } else
-        dev = vdn_dev_open(o->backend, 0, 0, err, errlen);
-    if (!dev) goto done;
-    d = vdn_decoder_open(dev, o->vae_dir, li.ae ? o->audio_vae_dir : NULL, err, errlen);
-    if (d) rc = decode_open(d, lf, o, err, errlen);
+        dev[0] = vdn_dev_open("cuda", 0, 0, e2, sizeof e2);
+        backend = dev[0] ? "cuda" : "cpu";
+    }
+    /* devices 0 .. nd-1 of the backend (cuda: GPUs 0 .. nd-1; cpu: nd host devices), each with
+     * its own copy of the VAEs */
+    for (int i = 0; i < nd; i++) {
+        char e2[VDN_ERR_LEN];
+        if (!dev[i] && !(dev[i] = vdn_dev_open(backend, i, 0, e2, sizeof e2))) {
+            if (nd > 1)
+                vdn_fail(err, errlen, "device %d of the %d asked (--devices): %s", i, nd, e2);
+            else
+                vdn_fail(err, errlen, "%s", e2);
+            goto done;
+        }
+        if (!(d[i] = vdn_decoder_open(dev[i], o->vae_dir, li.ae ? o->audio_vae_dir : NULL, err,
+                                      errlen)))
+            goto done;
+    }
+    rc = decode_open(d, nd, lf, o, NULL, err, errlen);
 done:
-    vdn_decoder_close(d);
-    if (dev) vdn_dev_close(dev);
+    for (int i = 0; i < nd; i++) {
+        vdn_decoder_close(d[i]);
+        if (dev[i]) vdn_dev_close(dev[i]);
+    }
     vdn_st_close(lf);
     return rc;
 }

@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "vae.h" /* vdn_vae_share; vdn_vae_find locates the VAE folders beside transformer/ */
+
 typedef struct {
     const char *latents;       /* safetensors: video (C,T,h,w) or latents (1,C,T,h,w); optional
                                   audio / audio_latents (channels, C, La) */
@@ -15,6 +17,8 @@ typedef struct {
     const char *wav;           /* NULL, or float32 WAV of the decoded waveform */
     const char *poster;        /* NULL, or PNG of the first, middle and last frame */
     const char *backend;       /* "cpu", "cuda", or NULL / "auto": cuda when a GPU is there */
+    int devices;               /* vdn_decode_file: over this many devices of the backend (cuda:
+                                  GPUs 0 .. devices-1; cpu: host devices); 0 or 1: one */
     int crf;                   /* -1: the mp4 writer's default */
     int quiet;                 /* no progress on stderr */
 } vdn_decode_opts;
@@ -32,11 +36,23 @@ struct vdn_dev;
 vdn_decoder *vdn_decoder_open(struct vdn_dev *dev, const char *vae_dir, const char *audio_vae_dir,
                               char *err, size_t errlen);
 void vdn_decoder_close(vdn_decoder *d);
-/* vdn_decode_file with d's VAEs on d's device (o->vae_dir, audio_vae_dir and backend are not
- * read). */
+/* vdn_decode_file with d's VAEs on d's device (o->vae_dir, audio_vae_dir, backend and devices
+ * are not read). vdn_decoder_decode_group with d alone. */
 int vdn_decoder_decode(vdn_decoder *d, const vdn_decode_opts *o, char *err, size_t errlen);
 
-/* vdn_vae_find (vae.h) locates the VAE folders beside a checkpoint's transformer/. */
-#include "vae.h"
+/* What each decoder of a group decoded: video tiles and audio channels (vae.h vdn_vae_share),
+ * and whose share failed. */
+typedef struct {
+    vdn_vae_share video, audio;
+} vdn_decode_share;
+/* One clip over the n decoders d[0..n) (a farm worker's decoders of a k-GPU job's GPUs): copies
+ * of the same VAEs, each on its own device. The video's ViT passes and the audio's channels are
+ * dealt over them, each decoder on a thread of its own (vae.h "one clip over several devices");
+ * the frames, waveform and files are those of a decode on d[0] alone (bit for bit on the CPU
+ * backend). Clears each device's fault record first (op.h vdn_dev_faulted then says which
+ * devices failed in this decode). share: NULL, or filled (also on failure). n = 1 is
+ * vdn_decoder_decode. */
+int vdn_decoder_decode_group(vdn_decoder *const *d, int n, const vdn_decode_opts *o,
+                             vdn_decode_share *share, char *err, size_t errlen);
 
 #endif

@@ -32,16 +32,46 @@ const vdn_vae_video_config *vdn_video_vae_config(const vdn_video_vae *v);
 /* Pixel frames decoded from T latent frames; -1 (with a message) when T is too few for one
  * chunk. */
 int vdn_video_vae_frames(const vdn_video_vae *v, int T, char *err, size_t errlen);
-/* latents (C, T, h, w) -> frames (3, F, 16h, 16w), F = vdn_video_vae_frames(T). */
+/* latents (C, T, h, w) -> frames (3, F, 16h, 16w), F = vdn_video_vae_frames(T).
+ * vdn_video_vae_decode_group with v alone. */
 int vdn_video_vae_decode(vdn_video_vae *v, const float *latents, int T, int h, int w, float *frames,
                          vdn_vae_progress_fn progress, void *user, char *err, size_t errlen);
 
 vdn_audio_vae *vdn_audio_vae_load(vdn_dev *dev, const char *dir, char *err, size_t errlen);
 void vdn_audio_vae_free(vdn_audio_vae *a);
 const vdn_vae_audio_config *vdn_audio_vae_config(const vdn_audio_vae *a);
-/* latents (channels, C, La) -> wave (channels, La * hop), each channel decoded alone (mono VAE). */
+/* latents (channels, C, La) -> wave (channels, La * hop), each channel decoded alone (mono VAE).
+ * vdn_audio_vae_decode_group with a alone. */
 int vdn_audio_vae_decode(vdn_audio_vae *a, const float *latents, int channels, int La, float *wave,
                          vdn_vae_progress_fn progress, void *user, char *err, size_t errlen);
+
+/* ---- one clip over several devices ----
+ * A group is n decoders of the same VAE (the same config; each loaded on its own device, with its
+ * own copy of the weights). A group decode deals the clip's device work over the members and runs
+ * member i's share on a thread of its own (member 0's on the caller's), so each device is still
+ * used by one thread at a time; the host work between (the stitch of a chunk's tiles, the
+ * cross-fades, the de-normalisation) is the one decoder's, in the same float32 order, so on the
+ * CPU backend the output equals a one-member decode bit for bit. progress is called under the
+ * group's lock, one call at a time, counting up. n = 1 is the one-device decode, by the same
+ * code. */
+#define VDN_VAE_MAX_GROUP 64
+typedef struct {
+    int n;                        /* members */
+    int units[VDN_VAE_MAX_GROUP]; /* what member i decoded: video tiles, or audio channels */
+    uint64_t failed;              /* members whose share failed (bit i: member i) */
+} vdn_vae_share;
+
+/* The video: a pass of the ViT is some tiles of one temporal chunk; the passes are dealt round
+ * robin over the members (video_vae.c says why). share: NULL, or filled (also on failure). A
+ * failure stops the other members at their next pass; err is the lowest failed member's, naming
+ * its device when n > 1. */
+int vdn_video_vae_decode_group(vdn_video_vae *const *v, int n, const float *latents, int T, int h,
+                               int w, float *frames, vdn_vae_progress_fn progress, void *user,
+                               vdn_vae_share *share, char *err, size_t errlen);
+/* The audio: stereo channel s on member s mod n. */
+int vdn_audio_vae_decode_group(vdn_audio_vae *const *a, int n, const float *latents, int channels,
+                               int La, float *wave, vdn_vae_progress_fn progress, void *user,
+                               vdn_vae_share *share, char *err, size_t errlen);
 
 /* shared by both loaders (vae_weights.c) */
 typedef struct vdn_st_set vdn_st_set;

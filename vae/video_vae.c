@@ -14,6 +14,7 @@
 #include "ops.h"
 #include "safetensors.h"
 #include "vae.h"
+#include "vae_group.h"
 #include "vdn_util.h"
 
 #define VDN_MAX_ROT 128 /* rotated pairs per head: head_dim is 64 */
@@ -467,75 +468,6 @@ static int split_tiles(int length, int tile, int min_overlap, int ratio, tiling 
     return 0;
 }
 
-/* one clip of latent frames (lc, Tl, h, w) (a slice of z: its own strides) -> raw decoder output
- * (3, Tl tr, h sr, w sr), tiled as released */
-static int decode_clip(vdn_video_vae *v, const float *z, int Tz, int T0, int Tl, int h, int w,
-                       frames3 *out, int *done, int total, vdn_vae_progress_fn progress, void *user,
-                       char *err, size_t errlen) {
-    const vdn_vae_video_config *c = &v->cfg;
-    const int sr = c->spatial_ratio, lc = c->latent_channels;
-    tiling ty, tx;
-    if (split_tiles(h * sr, 256, 64, sr, &ty) || split_tiles(w * sr, 256, 64, sr, &tx))
-        return vdn_fail(err, errlen, "video VAE: %dx%d px needs more than 64 tiles a side", w * sr,
-                        h * sr);
-    const int F = Tl * c->temporal_ratio, n = ty.n * tx.n;
-    /* every tile has the same size (split_tiles), so they batch as one sequence */
-    const int th = ty.len[0] / sr, tw = tx.len[0] / sr;
-    const int64_t N = (int64_t)Tl * th * tw, rows = N + c->dec_registers + 1;
-    const int group = (int)imax(1, imin(n, (int)(VDN_VAE_BATCH_ROWS / rows)));
-    frames3 *tiles = calloc((size_t)n, sizeof *tiles);
-    float *zt = malloc(sizeof(float) * (size_t)(group * N * lc));
-    float *proj = malloc(sizeof(float) * (size_t)(group * rows * v->patch_out));
-    int rc = -1;
-    if (!tiles || !zt || !proj) {
-        vdn_fail(err, errlen, "video VAE: out of memory");
-        goto fail;
-    }
-    for (int g0 = 0; g0 < n; g0 += group) {
-        const int B = imin(group, n - g0);
-        for (int b = 0; b < B; b++) {
-            const int i = (g0 + b) / tx.n, j = (g0 + b) % tx.n;
-            const int y0 = ty.start[i] / sr, x0 = tx.start[j] / sr;
-            float *dst = zt + b * N * lc;
-            for (int t = 0; t < Tl; t++)
-                for (int y = 0; y < th; y++)
-                    for (int x = 0; x < tw; x++)
-                        for (int ch = 0; ch < lc; ch++)
-                            dst[(((int64_t)t * th + y) * tw + x) * lc + ch] =
-                                z[(((int64_t)ch * Tz + T0 + t) * h + y0 + y) * w + x0 + x];
-        }
-        if (decode_tiles(v, zt, B, Tl, th, tw, proj, err, errlen)) goto fail;
-        for (int b = 0; b < B; b++) {
-            frames3 *tl = &tiles[g0 + b];
-            tl->F = F;
-            tl->H = th * sr;
-            tl->W = tw * sr;
-            tl->px = malloc(sizeof(float) * 3 * (size_t)F * tl->H * tl->W);
-            if (!tl->px) {
-                vdn_fail(err, errlen, "video VAE: out of memory");
-                goto fail;
-            }
-        }
-        unpatch_job uj = {v, proj, tiles + g0, rows, Tl, th, tw};
-        vdn_parallel_for(B, unpatch_one, &uj);
-        for (int b = 0; b < B; b++)
-            if (progress) progress(user, ++*done, total);
-    }
-    /* stitch: each tile blended with the raw tile above (rows) and the raw tile to its left
-     * (columns), then cropped by its own overlaps, as _stitch_tiles does; the kept regions are
-     * disjoint, so the tiles run in parallel */
-    stitch_job sj = {tiles, &ty, &tx, out, F};
-    vdn_parallel_for(n, stitch_one, &sj);
-    rc = 0;
-fail:
-    for (int i = 0; tiles && i < n; i++)
-        free(tiles[i].px);
-    free(tiles);
-    free(zt);
-    free(proj);
-    return rc;
-}
-
 /* the chunk geometry of _decode */
 typedef struct {
     int chunk, tok_overlap, pre, frame_overlap, chunk_frames, pad, n_chunks, pad_frames, total;
@@ -598,82 +530,287 @@ static void denorm_one(void *ctx, int i) {
     }
 }
 
-int vdn_video_vae_decode(vdn_video_vae *v, const float *latents, int T, int h, int w, float *frames,
-                         vdn_vae_progress_fn progress, void *user, char *err, size_t errlen) {
+/* ---- a clip's ViT passes, dealt over a group of decoders ----
+ *
+ * The device work of a clip is one ViT pass per batch of tiles of a temporal chunk: a chunk's tiles
+ * are independent until their stitch, the chunks until their cross-fade. The pass is the unit
+ * dealt, and pass u goes to member u mod n, the passes in chunk order. A fixed deal and not a
+ * queue: the GPUs of one job are alike and the passes of a clip are alike in size (a chunk's tiles
+ * all have one size and its passes split them evenly), so a queue would balance no better, while
+ * a fixed deal makes the split reproducible (the worker's run record says who decoded what; a
+ * test holds it to that). Passes and not whole chunks: a short clip has few chunks (5 s at 768p:
+ * 7 chunks of 28 tiles, one pass each, on an 8-GPU worker), so plan_passes cuts the chunks into
+ * more passes where that shortens the busiest member's work; at one member the passes stay as
+ * large as the batch limit allows.
+ * The host work stays the one decoder's: the member that decodes a chunk's last pass stitches the
+ * chunk into its own clip buffer and copies it into the clip's frames; where two chunks cross-fade,
+ * whichever comes second blends its frames with those the first left there (blend_edge), in the
+ * float32 operations of a decode of one chunk after the other. */
+
+typedef struct {
+    int c, t0, nt; /* tiles [t0, t0 + nt) of chunk c (row-major over the tile grid) */
+} vit_pass;
+
+typedef struct {
+    vdn_video_vae *const *v;
+    int n;
+    vae_group grp;
+    const float *z; /* un-normalised latents (lc, Tz, h, w) */
+    int Tz, h, w;
+    chunking k;
+    tiling ty, tx;
+    int Tl, th, tw, tiles; /* latent frames of a chunk, a tile's latent size, tiles of a chunk */
+    int64_t N, rows;       /* a tile's tokens and ViT rows */
+    vit_pass *pass;
+    int n_pass, max_nt;
+    frames3 **chunk_tiles; /* per chunk: its decoded tiles, until the stitch */
+    int *left;             /* per chunk: tiles still to decode (under grp.mu) */
+    int *edge;             /* per chunk c: the cross-fade into c has one side written (grp.mu) */
+    int fade;              /* the chunks cross-fade (token_drop > 0 and overlapping frames) */
+    int e;                 /* frames of each cross-fade */
+    frames3 all;           /* (3, n_chunks j0 + frame_overlap, H, W) */
+} clip_plan;
+
+/* Passes per chunk: at least enough for the batch limit (group tiles a pass); more where that
+ * shortens the busiest of n members, who gets ceil(chunks b / n) passes of tiles / b tiles: the
+ * fewest passes of the least work, and never more than n times the fewest. */
+static int plan_passes(int chunks, int tiles, int group, int n) {
+    const int b_min = (tiles + group - 1) / group;
+    int best = b_min;
+    int64_t best_rounds = (chunks * (int64_t)b_min + n - 1) / n;
+    for (int b = b_min + 1; b <= imin(tiles, b_min * n); b++) {
+        const int64_t rounds = (chunks * (int64_t)b + n - 1) / n;
+        if (rounds * best < best_rounds * b) { /* rounds / b < best_rounds / best */
+            best = b;
+            best_rounds = rounds;
+        }
+    }
+    return best;
+}
+
+/* The cross-fade into chunk c: frames [c j0, c j0 + e) of the clip are blend1(a, b, t, e) of
+ * chunk c-1's tail a and chunk c's head b (head = 1: src is b). The side that comes first writes
+ * its frames there; the second blends its own with them. */
+static void blend_edge(clip_plan *p, int c, const frames3 *src, int from, int head) {
+    const int j0 = p->k.chunk_frames - p->k.pre, e = p->e;
+    const int64_t plane = (int64_t)p->all.H * p->all.W;
+    pthread_mutex_lock(&p->grp.mu);
+    const int first = !p->edge[c];
+    if (first) {
+        for (int ch = 0; ch < 3; ch++)
+            memcpy(at(&p->all, ch, c * j0, 0), at(src, ch, from, 0),
+                   sizeof(float) * (size_t)(plane * e));
+        p->edge[c] = 1;
+    }
+    pthread_mutex_unlock(&p->grp.mu);
+    if (first) return;
+    for (int ch = 0; ch < 3; ch++)
+        for (int t = 0; t < e; t++) {
+            float *dst = at(&p->all, ch, c * j0 + t, 0);
+            const float *s = at(src, ch, from + t, 0);
+            if (head)
+                for (int64_t q = 0; q < plane; q++)
+                    dst[q] = blend1(dst[q], s[q], t, e);
+            else
+                for (int64_t q = 0; q < plane; q++)
+                    dst[q] = blend1(s[q], dst[q], t, e);
+        }
+}
+
+/* A stitched chunk into the clip: its j0 frames from frame pre on, at c j0; its tail after frame
+ * chunk_frames + pre is the cross-fade's source into chunk c + 1 (the last chunk's: the clip's
+ * last frame_overlap frames). */
+static void place_chunk(clip_plan *p, int c, const frames3 *clip) {
+    const chunking *k = &p->k;
+    const int j0 = k->chunk_frames - k->pre, head = c > 0 && p->fade ? p->e : 0;
+    const int64_t plane = (int64_t)clip->H * clip->W;
+    for (int ch = 0; ch < 3; ch++)
+        memcpy(at(&p->all, ch, c * j0 + head, 0), at(clip, ch, k->pre + head, 0),
+               sizeof(float) * (size_t)(plane * (j0 - head)));
+    if (head) blend_edge(p, c, clip, k->pre, 1);
+    if (!p->fade) return;
+    if (c == k->n_chunks - 1) {
+        for (int ch = 0; ch < 3; ch++)
+            memcpy(at(&p->all, ch, k->n_chunks * j0, 0), at(clip, ch, k->chunk_frames + k->pre, 0),
+                   sizeof(float) * (size_t)(plane * k->frame_overlap));
+    } else {
+        blend_edge(p, c + 1, clip, k->chunk_frames + k->pre + k->frame_overlap - p->e, 0);
+    }
+}
+
+/* Member r's share: passes r, r + n, ... on its own decoder, on this thread alone. */
+static void clip_member(int r, void *arg) {
+    clip_plan *p = arg;
+    vdn_video_vae *v = p->v[r];
     const vdn_vae_video_config *c = &v->cfg;
-    const int n_out = vdn_video_vae_frames(v, T, err, errlen);
+    const int lc = c->latent_channels, sr = c->spatial_ratio, F = p->Tl * c->temporal_ratio;
+    const int Tl = p->Tl, th = p->th, tw = p->tw, h = p->h, w = p->w, Tz = p->Tz;
+    const int64_t N = p->N;
+    char *err = p->grp.err[r];
+    const size_t errlen = VDN_ERR_LEN;
+    float *zt = malloc(sizeof(float) * (size_t)(p->max_nt * N * lc));
+    float *proj = malloc(sizeof(float) * (size_t)(p->max_nt * p->rows * v->patch_out));
+    frames3 clip = {F, p->all.H, p->all.W, NULL};
+    if (!zt || !proj) {
+        vdn_fail(err, errlen, "video VAE: out of memory");
+        goto fail;
+    }
+    for (int u = r; u < p->n_pass; u += p->n) {
+        if (atomic_load(&p->grp.stop)) break;
+        const vit_pass *ps = &p->pass[u];
+        for (int b = 0; b < ps->nt; b++) {
+            const int i = (ps->t0 + b) / p->tx.n, j = (ps->t0 + b) % p->tx.n;
+            const int y0 = p->ty.start[i] / sr, x0 = p->tx.start[j] / sr;
+            float *dst = zt + b * N * lc;
+            for (int t = 0; t < Tl; t++)
+                for (int y = 0; y < th; y++)
+                    for (int x = 0; x < tw; x++)
+                        for (int ch = 0; ch < lc; ch++)
+                            dst[(((int64_t)t * th + y) * tw + x) * lc + ch] =
+                                p->z[(((int64_t)ch * Tz + ps->c * p->k.chunk + t) * h + y0 + y) *
+                                         w +
+                                     x0 + x];
+        }
+        if (decode_tiles(v, zt, ps->nt, Tl, th, tw, proj, err, errlen)) goto fail;
+        frames3 *tiles = p->chunk_tiles[ps->c] + ps->t0;
+        for (int b = 0; b < ps->nt; b++) {
+            tiles[b] = (frames3){F, th * sr, tw * sr, NULL};
+            tiles[b].px = malloc(sizeof(float) * 3 * (size_t)F * tiles[b].H * tiles[b].W);
+            if (!tiles[b].px) {
+                vdn_fail(err, errlen, "video VAE: out of memory");
+                goto fail;
+            }
+        }
+        unpatch_job uj = {v, proj, tiles, p->rows, Tl, th, tw};
+        vdn_parallel_for(ps->nt, unpatch_one, &uj);
+        vae_group_done(&p->grp, r, ps->nt);
+        pthread_mutex_lock(&p->grp.mu);
+        const int last = (p->left[ps->c] -= ps->nt) == 0;
+        pthread_mutex_unlock(&p->grp.mu);
+        if (!last) continue;
+        /* the chunk's last pass: stitch its tiles, each blended with the raw tile above (rows)
+         * and the raw tile to its left (columns), then cropped by its own overlaps, as
+         * _stitch_tiles does; the kept regions are disjoint, so the tiles run in parallel */
+        if (!clip.px && !(clip.px = malloc(sizeof(float) * 3 * (size_t)F * clip.H * clip.W))) {
+            vdn_fail(err, errlen, "video VAE: out of memory for a chunk of %d frames", F);
+            goto fail;
+        }
+        frames3 *all_tiles = p->chunk_tiles[ps->c];
+        stitch_job sj = {all_tiles, &p->ty, &p->tx, &clip, F};
+        vdn_parallel_for(p->tiles, stitch_one, &sj);
+        for (int t = 0; t < p->tiles; t++) {
+            free(all_tiles[t].px);
+            all_tiles[t].px = NULL;
+        }
+        place_chunk(p, ps->c, &clip);
+    }
+    goto done;
+fail:
+    vae_group_fail(&p->grp, r);
+done:
+    free(zt);
+    free(proj);
+    free(clip.px);
+}
+
+int vdn_video_vae_decode_group(vdn_video_vae *const *v, int n, const float *latents, int T, int h,
+                               int w, float *frames, vdn_vae_progress_fn progress, void *user,
+                               vdn_vae_share *share, char *err, size_t errlen) {
+    if (share) memset(share, 0, sizeof *share);
+    vdn_dev *devs[VDN_VAE_MAX_GROUP] = {0};
+    char *cj[VDN_VAE_MAX_GROUP] = {0};
+    const int nn = n < 1 ? 0 : imin(n, VDN_VAE_MAX_GROUP);
+    for (int i = 0; i < nn; i++) {
+        devs[i] = v[i]->dev;
+        cj[i] = vdn_vae_video_config_json(&v[i]->cfg);
+    }
+    int rc = vae_group_check(n, devs, cj, "video VAE", err, errlen);
+    for (int i = 0; i < nn; i++)
+        free(cj[i]);
+    if (rc) return -1;
+    const vdn_vae_video_config *c = &v[0]->cfg;
+    const int n_out = vdn_video_vae_frames(v[0], T, err, errlen);
     if (n_out < 0) return -1;
     if (h < 1 || w < 1)
         return vdn_fail(err, errlen, "latent grid %dx%d: expected at least 1x1", w, h);
-    chunking k;
-    plan_chunks(c, T, &k);
-    const int lc = c->latent_channels, sr = c->spatial_ratio, tr = c->temporal_ratio;
-    const int Tz = T + k.pad, H = h * sr, W = w * sr, Tl = k.chunk + k.tok_overlap;
+    clip_plan p = {.v = v, .n = n, .h = h, .w = w};
+    plan_chunks(c, T, &p.k);
+    const chunking *k = &p.k;
+    const int lc = c->latent_channels, sr = c->spatial_ratio;
+    const int H = h * sr, W = w * sr;
+    if (split_tiles(H, 256, 64, sr, &p.ty) || split_tiles(W, 256, 64, sr, &p.tx))
+        return vdn_fail(err, errlen, "video VAE: %dx%d px needs more than 64 tiles a side", W, H);
+    p.Tz = T + k->pad;
+    p.Tl = k->chunk + k->tok_overlap;
+    /* every tile has the same size (split_tiles), so the tiles of a pass batch as one sequence */
+    p.th = p.ty.len[0] / sr;
+    p.tw = p.tx.len[0] / sr;
+    p.tiles = p.ty.n * p.tx.n;
+    p.N = (int64_t)p.Tl * p.th * p.tw;
+    p.rows = p.N + c->dec_registers + 1;
+    const int group = imax(1, imin(p.tiles, (int)(VDN_VAE_BATCH_ROWS / p.rows)));
+    const int per_chunk = plan_passes(k->n_chunks, p.tiles, group, n);
+    p.fade = c->token_drop > 0 && k->frame_overlap > 0;
+    p.e = imin(k->frame_overlap, k->chunk_frames - k->pre);
     /* un-normalise (float32: z std + mean) and repeat the last frame into the padding */
-    float *z = vdn_xmalloc(sizeof(float) * (size_t)lc * Tz * h * w);
+    float *z = vdn_xmalloc(sizeof(float) * (size_t)lc * p.Tz * h * w);
     for (int ch = 0; ch < lc; ch++) {
         const float sd = (float)c->latents_std[ch], mu = (float)c->latents_mean[ch];
-        for (int t = 0; t < Tz; t++) {
+        for (int t = 0; t < p.Tz; t++) {
             const float *src = latents + (((int64_t)ch * T + imin(t, T - 1)) * h) * w;
-            float *dst = z + (((int64_t)ch * Tz + t) * h) * w;
+            float *dst = z + (((int64_t)ch * p.Tz + t) * h) * w;
             for (int64_t i = 0; i < (int64_t)h * w; i++) {
                 const float s = src[i] * sd;
                 dst[i] = s + mu;
             }
         }
     }
-    const int full = k.n_chunks * (k.chunk_frames - k.pre) + k.frame_overlap;
-    frames3 all = {full, H, W, calloc((size_t)3 * full * H * W, sizeof(float))};
-    frames3 clip = {Tl * tr, H, W, malloc(sizeof(float) * 3 * (size_t)Tl * tr * H * W)};
-    frames3 ov = {k.frame_overlap, H, W,
-                  malloc(sizeof(float) * 3 * (size_t)imax(k.frame_overlap, 1) * H * W)};
-    int rc = -1, done = 0, have_ov = 0;
-    tiling ty, tx;
-    split_tiles(H, 256, 64, sr, &ty);
-    split_tiles(W, 256, 64, sr, &tx);
-    const int total = k.n_chunks * ty.n * tx.n;
-    if (!all.px || !clip.px || !ov.px) {
-        vdn_fail(err, errlen, "video VAE: out of memory for %d frames of %dx%d", full, W, H);
-        goto fail;
-    }
-    const int j0 = k.chunk_frames - k.pre; /* frames a chunk contributes */
-    const int64_t plane = (int64_t)H * W;
-    for (int i = 0; i < k.n_chunks; i++) {
-        if (decode_clip(v, z, Tz, i * k.chunk, Tl, h, w, &clip, &done, total, progress, user, err,
-                        errlen))
-            goto fail;
-        const int e = have_ov ? imin(imin(k.frame_overlap, j0), k.frame_overlap) : 0;
-        for (int ch = 0; ch < 3; ch++)
-            for (int t = 0; t < j0; t++) {
-                const float *src = at(&clip, ch, k.pre + t, 0);
-                float *dst = at(&all, ch, i * j0 + t, 0);
-                if (t < e) {
-                    const float *a = at(&ov, ch, k.frame_overlap - e + t, 0);
-                    for (int64_t p = 0; p < plane; p++)
-                        dst[p] = blend1(a[p], src[p], t, e);
-                } else {
-                    memcpy(dst, src, sizeof(float) * (size_t)plane);
-                }
-            }
-        if (c->token_drop > 0 && k.frame_overlap > 0) { /* the next chunk's cross-fade source */
-            for (int ch = 0; ch < 3; ch++)
-                memcpy(at(&ov, ch, 0, 0), at(&clip, ch, k.chunk_frames + k.pre, 0),
-                       sizeof(float) * (size_t)plane * k.frame_overlap);
-            have_ov = 1;
+    p.z = z;
+    const int full = k->n_chunks * (k->chunk_frames - k->pre) + k->frame_overlap;
+    p.all = (frames3){full, H, W, calloc((size_t)3 * full * H * W, sizeof(float))};
+    p.n_pass = k->n_chunks * per_chunk;
+    p.pass = vdn_xcalloc((size_t)p.n_pass, sizeof *p.pass);
+    for (int ci = 0, u = 0; ci < k->n_chunks; ci++)
+        for (int q = 0; q < per_chunk; q++, u++) {
+            const int t0 = q * p.tiles / per_chunk, t1 = (q + 1) * p.tiles / per_chunk;
+            p.pass[u] = (vit_pass){ci, t0, t1 - t0};
+            p.max_nt = imax(p.max_nt, t1 - t0);
         }
+    p.chunk_tiles = vdn_xcalloc((size_t)k->n_chunks, sizeof *p.chunk_tiles);
+    p.left = vdn_xcalloc((size_t)k->n_chunks, sizeof *p.left);
+    p.edge = vdn_xcalloc((size_t)k->n_chunks, sizeof *p.edge);
+    for (int ci = 0; ci < k->n_chunks; ci++) {
+        p.chunk_tiles[ci] = vdn_xcalloc((size_t)p.tiles, sizeof **p.chunk_tiles);
+        p.left[ci] = p.tiles;
     }
-    if (have_ov)
-        for (int ch = 0; ch < 3; ch++)
-            memcpy(at(&all, ch, k.n_chunks * j0, 0), at(&ov, ch, 0, 0),
-                   sizeof(float) * (size_t)plane * k.frame_overlap);
-    /* drop the frames of the repeated tail, then ImageNet de-normalisation and the clamp */
-    denorm_job dj = {&all, frames, n_out};
-    vdn_parallel_for(3 * n_out, denorm_one, &dj);
-    rc = 0;
-fail:
+    vae_group_init(&p.grp, n, k->n_chunks * p.tiles, progress, user);
+    if (!p.all.px) {
+        rc = vdn_fail(err, errlen, "video VAE: out of memory for %d frames of %dx%d", full, W, H);
+        vae_group_finish(&p.grp, devs, share, NULL, 0);
+    } else {
+        vae_group_run(&p.grp, clip_member, &p);
+        rc = vae_group_finish(&p.grp, devs, share, err, errlen);
+    }
+    if (!rc) { /* drop the frames of the repeated tail, then ImageNet de-normalisation, clamp */
+        denorm_job dj = {&p.all, frames, n_out};
+        vdn_parallel_for(3 * n_out, denorm_one, &dj);
+    }
+    for (int ci = 0; ci < k->n_chunks; ci++) {
+        for (int t = 0; t < p.tiles; t++) /* what a failed decode left */
+            free(p.chunk_tiles[ci][t].px);
+        free(p.chunk_tiles[ci]);
+    }
+    free(p.chunk_tiles);
+    free(p.left);
+    free(p.edge);
+    free(p.pass);
+    free(p.all.px);
     free(z);
-    free(all.px);
-    free(clip.px);
-    free(ov.px);
     return rc;
+}
+
+int vdn_video_vae_decode(vdn_video_vae *v, const float *latents, int T, int h, int w, float *frames,
+                         vdn_vae_progress_fn progress, void *user, char *err, size_t errlen) {
+    return vdn_video_vae_decode_group(&v, 1, latents, T, h, w, frames, progress, user, NULL, err,
+                                      errlen);
 }

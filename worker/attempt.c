@@ -248,9 +248,81 @@ static int render_ranks(vdn_attempt *j, const char **via, char *why, size_t len)
     return j->gpus.n;
 }
 
-/* The run record's "gpus": what the job held and what rendered it. */
+/* The decoders a job decodes with: those of its GPUs whose VAEs loaded, in rank order (dec[0]
+ * always), and what each decoded. */
+typedef struct {
+    int n;
+    int rank[VDN_MAX_GPUS]; /* member i is the job's GPU rank[i] */
+    vdn_decode_share share;
+} decode_group;
+
+/* Decodes the latents over the job's decoders (decode.h vdn_decoder_decode_group: the tiles of
+ * the clip's chunks and the audio channels dealt over them), logging where. */
+static int decode_mp4(vdn_attempt *j, const vdn_decode_opts *o, decode_group *g, char *err,
+                      size_t errlen) {
+    vdn_decoder *d[VDN_MAX_GPUS];
+    g->n = 0;
+    for (int r = 0; r < j->gpus.n; r++) {
+        if (!j->gpus.dec[r]) {
+            VDN_WARN("job %llu attempt %llu: GPU %d has no VAEs (they did not load at start): the "
+                     "clip decodes without it",
+                     (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id,
+                     j->gpus.index[r]);
+            continue;
+        }
+        /* the next op fails inside the backend, typed as a device fault, as a real one would */
+        if (j->gpus.decode_fault >> r & 1) vdn_engine_inject_device_fault(j->gpus.eng[r]);
+        d[g->n] = j->gpus.dec[r];
+        g->rank[g->n++] = r;
+    }
+    double t0 = vdn_now();
+    if (vdn_decoder_decode_group(d, g->n, o, &g->share, err, errlen)) return -1;
+    const vdn_vae_share *v = &g->share.video, *a = &g->share.audio;
+    if (g->n == 1) {
+        VDN_INFO("job %llu attempt %llu: decoded on GPU %d (%s) in %.2f s",
+                 (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id,
+                 j->gpus.index[0], vdn_dev_name(vdn_engine_device(j->eng)), vdn_now() - t0);
+        return 0;
+    }
+    char gl[256] = "", dl[512] = "", vt[256] = "", ac[256] = "";
+    for (int i = 0; i < g->n; i++) {
+        const int r = g->rank[i];
+        snprintf(gl + strlen(gl), sizeof gl - strlen(gl), "%s%d", i ? "," : "", j->gpus.index[r]);
+        snprintf(dl + strlen(dl), sizeof dl - strlen(dl), "%s%s", i ? ", " : "",
+                 vdn_dev_name(vdn_engine_device(j->gpus.eng[r])));
+        snprintf(vt + strlen(vt), sizeof vt - strlen(vt), "%s%d", i ? "+" : "", v->units[i]);
+        snprintf(ac + strlen(ac), sizeof ac - strlen(ac), "%s%d", i ? "+" : "", a->units[i]);
+    }
+    VDN_INFO("job %llu attempt %llu: decoded on GPUs %s (%s) in %.2f s: video tiles %s, audio "
+             "channels %s",
+             (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id, gl, dl,
+             vdn_now() - t0, vt, ac);
+    return 0;
+}
+
+/* After a failed decode: the worst fault its devices recorded (the decode cleared them first),
+ * and which GPUs had a device fault (gpu_fault_mask): those typed so, else (the words name one)
+ * the members whose share failed, else every member. */
+static vdn_engine_fault decode_fault(vdn_attempt *j, const decode_group *g) {
+    vdn_engine_fault worst = VDN_ENGINE_FAULT_NONE;
+    uint64_t typed = 0, failed = 0, all = 0;
+    const uint64_t shares = g->share.video.failed | g->share.audio.failed;
+    for (int i = 0; i < g->n; i++) {
+        const int r = g->rank[i];
+        vdn_engine_fault f = vdn_engine_last_fault(j->gpus.eng[r]);
+        if (f == VDN_ENGINE_FAULT_DEVICE) typed |= 1ull << r;
+        if (f > worst) worst = f;
+        if (shares >> i & 1) failed |= 1ull << r;
+        all |= 1ull << r;
+    }
+    j->gpu_fault_mask = typed ? typed : failed ? failed : all;
+    return worst;
+}
+
+/* The run record's "gpus": what the job held, what rendered it and (dg: NULL when it stored
+ * latents only) which GPUs decoded how much of it. */
 static int record_gpus(const char *path, const vdn_attempt *j, int ranks, const char *via,
-                       const char *why, char *err, size_t errlen) {
+                       const char *why, const decode_group *dg, char *err, size_t errlen) {
     size_t len;
     char *text = vdn_read_file(path, &len, err, errlen);
     if (!text) return -1;
@@ -270,6 +342,19 @@ static int record_gpus(const char *path, const vdn_attempt *j, int ranks, const 
     cJSON_AddNumberToObject(o, "ranks", ranks);
     cJSON_AddStringToObject(o, "communicator", via);
     if (why && why[0]) cJSON_AddStringToObject(o, "not_sharded", why);
+    if (dg) { /* the GPUs that decoded a share, and their shares */
+        cJSON *on = cJSON_CreateArray(), *vt = cJSON_CreateArray(), *ac = cJSON_CreateArray();
+        for (int i = 0; i < dg->n; i++) {
+            const int v = dg->share.video.units[i], a = dg->share.audio.units[i];
+            if (!v && !a) continue;
+            cJSON_AddItemToArray(on, cJSON_CreateNumber(j->gpus.index[dg->rank[i]]));
+            cJSON_AddItemToArray(vt, cJSON_CreateNumber(v));
+            cJSON_AddItemToArray(ac, cJSON_CreateNumber(a));
+        }
+        cJSON_AddItemToObject(o, "decoded_on", on);
+        cJSON_AddItemToObject(o, "decode_video_tiles", vt);
+        cJSON_AddItemToObject(o, "decode_audio_channels", ac);
+    }
     cJSON_DeleteItemFromObjectCaseSensitive(r, "gpus");
     cJSON_AddItemToObject(r, "gpus", o);
     char *out = cJSON_Print(r);
@@ -520,35 +605,32 @@ static void *job_main(void *arg) {
         return NULL;
     }
 
-    /* The product a person opens: out.mp4 and its poster out.png, decoded on the job's first GPU
-     * with the VAEs its slot loaded at start (a checkpoint without them yields the latents only).
-     * A decode failure is this worker's; the GPU's own (typed on its device, which is the
-     * engine's: blame.h) also takes the GPU out of service. */
+    /* The product a person opens: out.mp4 and its poster out.png, decoded with the VAEs the
+     * slots of the job's GPUs loaded at start, over all of them (a k-GPU job's k: decode_mp4); a
+     * checkpoint without them yields the latents only. A decode failure is this worker's; a
+     * GPU's own (typed on its device, which is the engine's: blame.h) also takes that GPU out of
+     * service, and only it. */
     char mp4_local[4300], png_local[4300], mp4_key[2200], png_key[2200];
     int have_mp4 = 0;
-    if (!j->gpus.dec && j->gpus.dec_err && j->gpus.dec_err[0]) {
+    decode_group dg = {0};
+    if (!j->gpus.dec[0] && j->gpus.dec_err && j->gpus.dec_err[0]) {
         snprintf(msg, sizeof msg, "decoding the latents into an mp4: %s", j->gpus.dec_err);
         finish(j, 0, VDN_FAULT_WORKER, msg);
         return NULL;
     }
-    if (j->gpus.dec) {
+    if (j->gpus.dec[0]) {
         snprintf(local, sizeof local, "%s.safetensors", prefix);
         snprintf(mp4_local, sizeof mp4_local, "%s.mp4", prefix);
         snprintf(png_local, sizeof png_local, "%s.png", prefix);
         vdn_decode_opts dopt = {
             .latents = local, .mp4 = mp4_local, .poster = png_local, .crf = -1, .quiet = 1};
-        double t0 = vdn_now();
-        if (vdn_decoder_decode(j->gpus.dec, &dopt, err, sizeof err)) {
+        if (decode_mp4(j, &dopt, &dg, err, sizeof err)) {
             int gpu = 0;
-            vdn_blame_render(vdn_engine_last_fault(j->eng), err, &gpu);
-            j->gpu_fault_mask = 1; /* the decode ran on the first GPU */
+            vdn_blame_render(decode_fault(j, &dg), err, &gpu);
             snprintf(msg, sizeof msg, "decoding the latents into an mp4: %s", err);
             finish_gpu(j, 0, VDN_FAULT_WORKER, gpu, msg);
             return NULL;
         }
-        VDN_INFO("job %llu attempt %llu: decoded on GPU %d (%s) in %.2f s",
-                 (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id,
-                 j->gpus.index[0], vdn_dev_name(vdn_engine_device(j->eng)), vdn_now() - t0);
         sibling_key(latents_key, ".mp4", mp4_key, sizeof mp4_key);
         sibling_key(latents_key, ".png", png_key, sizeof png_key);
         have_mp4 = 1;
@@ -603,7 +685,7 @@ static void *job_main(void *arg) {
             return NULL;
         }
     snprintf(local, sizeof local, "%s.json", prefix);
-    if (record_gpus(local, j, ranks, via, why, err, sizeof err)) {
+    if (record_gpus(local, j, ranks, via, why, have_mp4 ? &dg : NULL, err, sizeof err)) {
         snprintf(msg, sizeof msg, "run record: %s", err);
         finish(j, 0, VDN_FAULT_WORKER, msg);
         return NULL;

@@ -81,13 +81,17 @@ void vdn_worker_text_close(vdn_worker_text *t);
 void vdn_worker_stores_close(vdn_worker_stores *c);
 
 /* What an attempt renders and decodes with: the engines of the GPUs its ASSIGN names (one per
- * GPU, each with its own copy of the weights; eng[0] first), and eng[0]'s slot's decoder. */
+ * GPU, each with its own copy of the weights; eng[0] first), and their slots' decoders. */
 typedef struct {
     vdn_engine *eng[VDN_MAX_GPUS];
     int index[VDN_MAX_GPUS]; /* their GPUs' nvidia-smi indices (-1: the CPU slot), for the logs */
     int n;
-    vdn_decoder *dec;    /* the VAEs on eng[0]'s device; NULL: none (latents only) or not loaded */
-    const char *dec_err; /* why they did not load ("" or NULL: the checkpoint has none) */
+    /* the VAEs on eng[r]'s device; NULL: none (latents only) or not loaded. A job decodes over
+     * the decoders of all its GPUs (dec[0] must be there; another GPU without one sits out). */
+    vdn_decoder *dec[VDN_MAX_GPUS];
+    const char *dec_err;   /* why dec[0]'s did not load ("" or NULL: the checkpoint has none) */
+    uint64_t decode_fault; /* test hook (VDN_TEST_DECODE_FAULT): bit r: eng[r]'s device faults
+                              in the decode (vdn_engine_inject_device_fault before it) */
 } vdn_attempt_gpus;
 
 typedef struct {

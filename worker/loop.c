@@ -80,6 +80,7 @@ typedef struct {
     double term_at;
     int leave_now;   /* shutting down and nothing left to report */
     int fault_index; /* test hook VDN_TEST_GPU_FAULT: the GPU index whose renders fault, or -2 */
+    int decode_fault_index; /* VDN_TEST_DECODE_FAULT: the GPU index whose decodes fault, or -2 */
 } worker;
 
 static void outcome_free(outcome *o) {
@@ -433,7 +434,8 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
     s.data_roots = w->o->data_roots;
     s.n_data_roots = w->o->n_data_roots;
     /* A k-GPU job renders one clip sharded over the engines of its k GPUs (attempt.c
-     * render_ranks); it decodes, and keeps its store handles, on the first. */
+     * render_ranks) and decodes it over their k decoders; it keeps its store handles on the
+     * first. */
     vdn_slot *first = &w->slots.s[j->pos[0]];
     char gl[256] = "";
     for (int i = 0; i < j->npos; i++)
@@ -447,10 +449,13 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
                             : "-",
              s.frames, s.height, s.width, s.steps, (unsigned long long)s.seed);
     uint64_t attempt = s.attempt_id;
-    vdn_attempt_gpus g = {.n = j->npos, .dec = first->dec, .dec_err = first->dec_err};
+    vdn_attempt_gpus g = {.n = j->npos, .dec_err = first->dec_err};
     for (int i = 0; i < j->npos; i++) {
         g.eng[i] = w->slots.s[j->pos[i]].eng;
         g.index[i] = w->slots.s[j->pos[i]].index;
+        g.dec[i] = w->slots.s[j->pos[i]].dec;
+        if (w->decode_fault_index != -2 && g.index[i] == w->decode_fault_index)
+            g.decode_fault |= 1ull << i;
     }
     j->a = vdn_attempt_start(&s, &g, &first->stores, w->scratch, w->o->upload_attempts, err,
                              sizeof err);
@@ -870,12 +875,14 @@ static int run_loop(worker *w) {
 
 int vdn_worker_run(const vdn_worker_opts *o) {
     char err[VDN_ERR_LEN];
-    worker w = {.o = o, .sigfd = -1, .fault_index = -2};
+    worker w = {.o = o, .sigfd = -1, .fault_index = -2, .decode_fault_index = -2};
     gethostname(w.hostname, sizeof w.hostname - 1);
     /* via 64 bits: milliseconds since 1970 do not fit an unsigned int (UB as a direct cast) */
     srand((unsigned)getpid() ^ (unsigned)(unsigned long long)(vdn_wall() * 1000));
     const char *fault = getenv("VDN_TEST_GPU_FAULT");
     if (fault && *fault) w.fault_index = atoi(fault);
+    const char *dfault = getenv("VDN_TEST_DECODE_FAULT");
+    if (dfault && *dfault) w.decode_fault_index = atoi(dfault);
 
     /* Signals arrive through a signalfd in this loop. Block them before any thread exists
      * (the render threads, ZeroMQ's I/O threads) so none of those is picked to take one. */

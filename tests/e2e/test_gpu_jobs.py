@@ -4,14 +4,24 @@ the worker opens one CPU engine per GPU, with the checkpoint's VAEs beside each.
 1. Decode on the job's own GPU: the VAEs load once per GPU at start (one log line per GPU, none
    later), and every job decodes its mp4 and poster on the GPU it rendered on, whatever that GPU
    is (not all on GPU 0).
+   The run record's gpus.decoded_on names that GPU.
 2. A k-GPU job renders one clip sharded over its k GPUs: a 2-GPU job's latents equal a 1-GPU
    job's bit for bit (the CPU sharded forward is bit-identical), its run record says 2 ranks
-   rendered it, on which devices, through which communicator, and the log says so.
+   rendered it, on which devices, through which communicator, and the log says so. It decodes
+   over both GPUs too (the clip's 3 temporal chunks and 2 audio channels dealt over their
+   decoders): the log and the record (decoded_on, decode_video_tiles, decode_audio_channels) say
+   both GPUs decoded a share, and the frames and sound ffmpeg decodes from its mp4 equal those of
+   the 1-GPU job's mp4 byte for byte.
+3. A device fault in one GPU's share of a 2-GPU decode (VDN_TEST_DECODE_FAULT=1 on a 2-GPU
+   worker) fails the job as the worker's, naming the decode, and takes only GPU 1 out of
+   service: GPU 0 stays in service and the worker lives.
 """
 import json
 import os
 import re
+import signal
 import stat
+import subprocess
 import sys
 import time
 
@@ -19,8 +29,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from harness import FRAMES, Farm, check, log, main
 
 
-def stand_in_gpus(farm, n):
-    smi = os.path.join(farm.dir, "nvidia-smi")
+def stand_in_gpus(farm, n, name="nvidia-smi"):
+    smi = os.path.join(farm.dir, name)
     with open(smi, "w") as f:
         f.write("#!/bin/sh\n# stand-in: %d H200s\n" % n +
                 "case \"$*\" in *--query-gpu=index,name,memory.total*) ;; *) exit 9;; esac\n"
@@ -64,6 +74,18 @@ def record_of(farm, keys):
     return json.loads(read_object(farm, [k for k in keys if k.endswith(".json")][0]))
 
 
+def decoded_mp4(farm, keys):
+    """The RGB frames and the float samples Debian's ffmpeg decodes from a job's mp4."""
+    path = os.path.join(farm.store_dir(), [k for k in keys if k.endswith(".mp4")][0])
+    out = []
+    for args in (["-an", "-f", "rawvideo", "-pix_fmt", "rgb24"], ["-vn", "-f", "f32le"]):
+        r = subprocess.run(["ffmpeg", "-v", "error", "-i", path] + args + ["-"],
+                           capture_output=True, timeout=60)
+        check(r.returncode == 0, "ffmpeg on %s: %s" % (path, r.stderr.decode(errors="replace")))
+        out.append(r.stdout)
+    return out
+
+
 def test(args):
     with Farm(args.vdn, "gpu_jobs", lease=6.0, keep=args.keep) as farm:
         ckpt = os.path.join(farm.dir, "ckptv")
@@ -94,6 +116,9 @@ def test(args):
         for job, keys in farm.job_keys(b1).items():
             mp4 = [k for k in keys if k.endswith(".mp4")]
             check(mp4 and read_object(farm, mp4[0])[4:8] == b"ftyp", "job %d: no mp4" % job)
+            g = record_of(farm, keys)["gpus"]
+            check(g["decoded_on"] == g["held"] == [int(decoded[str(job)])]
+                  and g["decode_audio_channels"] == [2], "job %d: record gpus %s" % (job, g))
         log("4 one-GPU jobs decoded on GPUs %s, VAEs loaded once per GPU"
             % sorted(decoded.values()))
 
@@ -123,6 +148,63 @@ def test(args):
                         r"\(inproc communicator\)" % two, text), "no log line for the sharded job")
         log("2-GPU job: latents equal to the 1-GPU job's bit for bit (%d video bytes); record "
             "gpus = %s" % (len(lat2["video"][1]), json.dumps(g2)))
+
+        # ---- the same clip's decode: over both GPUs of the 2-GPU job, the 1-GPU job's frames
+        g1 = r1["gpus"]
+        tiles = sum(g1["decode_video_tiles"])
+        check(g1["decoded_on"] == g1["held"] and g1["decode_audio_channels"] == [2] and tiles >= 2,
+              "1-GPU job's decode: %s" % g1)
+        check(g2["decoded_on"] == g2["held"] and len(g2["decode_video_tiles"]) == 2
+              and min(g2["decode_video_tiles"]) >= 1 and sum(g2["decode_video_tiles"]) == tiles
+              and g2["decode_audio_channels"] == [1, 1],
+              "the 2-GPU job did not decode a share on each GPU: %s" % g2)
+        m = re.search(r"job %d attempt \d+: decoded on GPUs (\d+),(\d+) \(cpu, cpu\) in [\d.]+ s: "
+                      r"video tiles (\d+)\+(\d+), audio channels 1\+1" % two, text)
+        check(m and [int(m.group(1)), int(m.group(2))] == g2["held"]
+              and [int(m.group(3)), int(m.group(4))] == g2["decode_video_tiles"],
+              "no log line for the 2-GPU decode (or not the record's): %s"
+              % re.findall(r"job %d attempt \d+: decoded .*" % two, text))
+        (f1, a1), (f2, a2) = decoded_mp4(farm, keys[one]), decoded_mp4(farm, keys[two])
+        check(len(f1) == FRAMES * 32 * 32 * 3 and len(a1) > 0,
+              "1-GPU mp4: %d bytes of frames, %d of sound" % (len(f1), len(a1)))
+        check(f1 == f2, "the 2-GPU job's mp4 frames differ from the 1-GPU job's")
+        check(a1 == a2, "the 2-GPU job's mp4 sound differs from the 1-GPU job's")
+        log("2-GPU decode: tiles %s, audio channels %s on GPUs %s; ffmpeg's frames (%d bytes) and "
+            "sound (%d bytes) equal the 1-GPU job's" % (g2["decode_video_tiles"],
+                                                        g2["decode_audio_channels"],
+                                                        g2["decoded_on"], len(f2), len(a2)))
+
+        # ---- 3. a device fault in GPU 1's share of a 2-GPU decode: GPU 1 alone goes
+        farm.kill("g4", signal.SIGTERM)
+        check(farm.wait_exit("g4", 60) == 0, "g4 did not leave on SIGTERM")
+        farm.spawn("g2", ["worker", "--connect", farm.worker_ep, "--checkpoint", ckpt,
+                          "--store", farm.store, "--id", "g2", "--scratch",
+                          os.path.join(farm.dir, "scratch2"), "--heartbeat-seconds",
+                          str(farm.heartbeat), "--threads", "1", "--data-root", farm.dir],
+                   env=dict(env, VDN_NVIDIA_SMI=stand_in_gpus(farm, 2, "nvidia-smi-2"),
+                            VDN_TEST_DECODE_FAULT="1"))
+        b3 = submit(farm, [dict(clip, gpus=2, seed=78, save_latents=False)], "decode_fault")
+        t0 = time.time()
+        fails = []
+        while not fails:
+            check(time.time() - t0 < 120, "the 2-GPU job's decode never failed: %s"
+                  % farm.counts(b3))
+            fails = farm.q("SELECT a.reason, a.fault FROM attempts a JOIN jobs j ON j.id=a.job_id"
+                           " WHERE j.batch_id=? AND a.state='failed'", b3)
+            time.sleep(0.2)
+        check(len(fails) == 1 and fails[0][1] == "worker"
+              and "decoding the latents into an mp4" in fails[0][0]
+              and "an illegal memory access was encountered" in fails[0][0]
+              and "decoder 1 of a group of 2" in fails[0][0], "failed attempts: %s" % fails)
+        gpus = json.loads(farm.q("SELECT gpus FROM workers WHERE id='g2'")[0][0])
+        check([g["index"] for g in gpus if g.get("out_of_service")] == [1]
+              and len(gpus) == 2, "out of service after the decode fault: %s" % gpus)
+        glog = open(os.path.join(farm.dir, "logs", "g2.log")).read()
+        check(re.search(r"GPU 1 \(NVIDIA H200\) OUT OF SERVICE", glog)
+              and not re.search(r"GPU 0 \(NVIDIA H200\) OUT OF SERVICE", glog),
+              "out-of-service log lines: %s" % re.findall(r".*OUT OF SERVICE.*", glog))
+        check(farm.procs["g2"].poll() is None, "the worker died with its GPU")
+        log("decode fault on GPU 1 of a 2-GPU job: %s; GPU 0 stays in service" % fails[0][0])
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ A tiny checkpoint with VAEs (`vdn ckpt init --vae`) renders a 22-frame t2va clip
     channels and the mp4's AAC track follows it; the poster is 3 frames wide;
   - the official latents layout (latents (1, C, T, h, w), audio_latents (2, C, La)) decodes to the
     same frames and waveform, bit for bit;
+  - `--devices 3` (three CPU devices, each with its own copy of the VAEs) decodes to the same
+    frames and waveform, bit for bit; `--devices 0` is refused;
   - latents without audio give an mp4 without an audio stream;
   - bad input fails naming the problem and leaves no file: latents with 16 channels, 2 latent
     frames (too few for one chunk), an output folder under a file, a VAE missing a tensor, a VAE
@@ -106,6 +108,15 @@ run("decode", "official.safetensors", "--vae", "ck/vae", "--audio-vae", "ck/audi
     "--wav", "w2.wav", "--quiet")
 st.check(np.array_equal(read("f2.safetensors")["frames"], frames), "official layout: other frames")
 st.check(np.array_equal(wavfile.read("w2.wav")[1], wav), "official layout: other waveform")
+
+# over three devices (vae.h "one clip over several devices"): the same frames and waveform
+r = run("decode", "clip.safetensors", "--checkpoint", "ck", "--backend", "cpu", "--devices", "3", "--frames-out",
+        "f3.safetensors", "--wav", "w3.wav")
+st.check("decoding on cpu, cpu, cpu (3 devices)" in r.stderr, f"--devices 3: {r.stderr!r}")
+st.check(np.array_equal(read("f3.safetensors")["frames"], frames), "--devices 3: other frames")
+st.check(np.array_equal(wavfile.read("w3.wav")[1], wav), "--devices 3: other waveform")
+r = run("decode", "clip.safetensors", "--checkpoint", "ck", "--devices", "0", "--wav", "w0.wav", ok=False)
+st.check(r.returncode == 2 and "--devices \"0\": expected an integer 1..64" in r.stderr, f"--devices 0: {r.stderr!r}")
 
 # no audio latents: an mp4 without sound
 st.write_f32("mute.safetensors", {"video": lat["video"]})
