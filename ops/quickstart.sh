@@ -70,7 +70,7 @@ cat <<MSG
 Done. Where things are:
   $DIR/vdn.conf      endpoints and paths of this farm
   $DIR/vdn.db        the job database (try: $VDN status --db $DIR/vdn.db)
-  $DIR/store/        per job: out.mp4 (H.264 + AAC), out.png (poster), latents, run record
+  $DIR/store/        per job: out.mp4 (H.264 + AAC), out.png (poster), out.json (run record); latents only for save_latents jobs
   $DIR/logs/         coordinator and worker logs
   $DIR/ckpt/         the tiny random checkpoint
 Start it again with: $VDN up $DIR   (Ctrl-C stops it)
