@@ -53,50 +53,78 @@ static int same_dtype(vdn_comm *c, const char *op, const vdn_tensor *a, const vd
     return 0;
 }
 
+/* Profiling (comm.h): the device's queued work ends before the clock starts; the barrier's time
+ * is the wait for the slowest peer; the collective's runs until its data is on this device. A
+ * failed barrier fails this rank's collective, which still runs its own barriers (passed NULL). */
+static int prof_enter(vdn_comm *c, double *t_start) {
+    c->calls++;
+    if (!c->profile) return 0;
+    vdn_dev_sync(c->dev); /* a device failure shows again in the barrier's own sync */
+    const double t0 = vdn_now();
+    int rc = c->impl->barrier(c);
+    *t_start = vdn_now();
+    c->wait_s += *t_start - t0;
+    return rc;
+}
+
+static int prof_leave(vdn_comm *c, int rc, double t_start) {
+    if (!c->profile) return rc;
+    if (rc == 0) rc = vdn_dev_sync(c->dev);
+    c->collective_s += vdn_now() - t_start;
+    return rc;
+}
+
 /* The shape checks fail this rank; the implementation still runs its barriers with the failure,
  * so every rank of the collective fails together instead of waiting. */
 int vdn_op_rows_to_cols(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in, const vdn_split *rows,
                         const vdn_split *cols) {
     const char *op = "rows_to_cols";
-    int bad = check_split(c, op, "row", rows) || check_split(c, op, "column", cols);
+    double t = 0;
+    int bad =
+        prof_enter(c, &t) || check_split(c, op, "row", rows) || check_split(c, op, "column", cols);
     if (!bad) {
         const int64_t S = rows->off[c->size], C = cols->off[c->size];
         bad = check_2d(c, op, "in", in, vdn_split_len(rows, c->rank), C) ||
               check_2d(c, op, "out", out, S, vdn_split_len(cols, c->rank)) ||
               same_dtype(c, op, out, in);
     }
-    return c->impl->rows_to_cols(c, bad ? NULL : out, in, rows, cols);
+    return prof_leave(c, c->impl->rows_to_cols(c, bad ? NULL : out, in, rows, cols), t);
 }
 
 int vdn_op_cols_to_rows(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in, const vdn_split *rows,
                         const vdn_split *cols) {
     const char *op = "cols_to_rows";
-    int bad = check_split(c, op, "row", rows) || check_split(c, op, "column", cols);
+    double t = 0;
+    int bad =
+        prof_enter(c, &t) || check_split(c, op, "row", rows) || check_split(c, op, "column", cols);
     if (!bad) {
         const int64_t S = rows->off[c->size], C = cols->off[c->size];
         bad = check_2d(c, op, "in", in, S, vdn_split_len(cols, c->rank)) ||
               check_2d(c, op, "out", out, vdn_split_len(rows, c->rank), C) ||
               same_dtype(c, op, out, in);
     }
-    return c->impl->cols_to_rows(c, bad ? NULL : out, in, rows, cols);
+    return prof_leave(c, c->impl->cols_to_rows(c, bad ? NULL : out, in, rows, cols), t);
 }
 
 int vdn_op_all_gather_rows(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in,
                            const vdn_split *rows) {
     const char *op = "all_gather_rows";
-    int bad = check_split(c, op, "row", rows);
+    double t = 0;
+    int bad = prof_enter(c, &t) || check_split(c, op, "row", rows);
     if (!bad) {
         const int64_t C = in ? vdn_tensor_cols(in) : 0;
         bad = check_2d(c, op, "in", in, vdn_split_len(rows, c->rank), C) ||
               check_2d(c, op, "out", out, rows->off[c->size], C) || same_dtype(c, op, out, in);
     }
-    return c->impl->all_gather_rows(c, bad ? NULL : out, in, rows);
+    return prof_leave(c, c->impl->all_gather_rows(c, bad ? NULL : out, in, rows), t);
 }
 
 int vdn_op_all_reduce_sum(vdn_comm *c, vdn_tensor *x) {
-    int bad = !x || x->dev != c->dev;
-    if (bad) vdn_dev_fail(c->dev, "op all_reduce_sum: x is missing or lives on another device");
-    return c->impl->all_reduce_sum(c, bad ? NULL : x);
+    double t = 0;
+    int bad = prof_enter(c, &t);
+    if (!bad && (!x || x->dev != c->dev))
+        bad = vdn_dev_fail(c->dev, "op all_reduce_sum: x is missing or lives on another device");
+    return prof_leave(c, c->impl->all_reduce_sum(c, bad ? NULL : x), t);
 }
 
 int vdn_comm_abort(vdn_comm *c) {
@@ -116,6 +144,7 @@ struct vdn_comm_group {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int arrived, generation, all_ok, last_ok;
+    int aborted;      /* a rank called vdn_comm_abort: every barrier fails from now on */
     vdn_tensor *slot; /* [size] the tensor each rank published for the current collective */
 };
 
@@ -141,20 +170,25 @@ void vdn_comm_group_free(vdn_comm_group *g) {
     free(g);
 }
 
-/* Wait for every rank; returns 1 when every rank arrived with ok = 1. */
+/* Wait for every rank; returns 1 when every rank arrived with ok = 1. Once the group is aborted
+ * it returns 0 at once (and wakes the waiting ranks), so no count of barriers has to match the
+ * aborting rank's: a rank may abort between any two collectives, profiled or not. */
 static int group_barrier(vdn_comm_group *g, int ok) {
     pthread_mutex_lock(&g->mu);
-    const int gen = g->generation;
-    g->all_ok &= ok;
-    if (++g->arrived == g->size) {
-        g->last_ok = g->all_ok;
-        g->all_ok = 1, g->arrived = 0, g->generation++;
-        pthread_cond_broadcast(&g->cv);
-    } else {
-        while (gen == g->generation)
-            pthread_cond_wait(&g->cv, &g->mu);
+    int all = 0;
+    if (!g->aborted) {
+        const int gen = g->generation;
+        g->all_ok &= ok;
+        if (++g->arrived == g->size) {
+            g->last_ok = g->all_ok;
+            g->all_ok = 1, g->arrived = 0, g->generation++;
+            pthread_cond_broadcast(&g->cv);
+        } else {
+            while (gen == g->generation && !g->aborted)
+                pthread_cond_wait(&g->cv, &g->mu);
+        }
+        all = gen != g->generation && g->last_ok;
     }
-    const int all = g->last_ok;
     pthread_mutex_unlock(&g->mu);
     return all;
 }
@@ -273,10 +307,12 @@ static int ip_barrier(vdn_comm *c) {
     return finish(c, 1);
 }
 
-/* the two barriers of a collective, failed */
 static int ip_abort(vdn_comm *c) {
-    group_barrier(c->state, 0);
-    group_barrier(c->state, 0);
+    vdn_comm_group *g = c->state;
+    pthread_mutex_lock(&g->mu);
+    g->aborted = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
     return -1;
 }
 

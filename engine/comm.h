@@ -72,6 +72,16 @@ struct vdn_comm {
     uint64_t bytes; /* payload bytes this rank received from other ranks (all collectives) */
     int failed;     /* a collective failed on some rank: the group is unusable */
     void *state;    /* the implementation's */
+    int64_t calls;  /* collectives this rank entered (all four kinds) */
+    /* Profiling (`vdn bench --whole --comm-profile`). When set, each collective first syncs this
+     * rank's device (its queued compute ends outside the collective), then waits in a barrier for
+     * every rank (wait_s: the time the slowest peer took to arrive), then runs and syncs again
+     * (collective_s: the data movement, device time included). That adds two device syncs and a
+     * barrier per collective, so the host no longer queues ahead across one: use it to see where
+     * the time goes, not to time a render. Every rank must set the same value, and change it only
+     * between the same two collectives on every rank (the barrier counts must match). */
+    int profile;
+    double wait_s, collective_s;
 };
 
 /* ---- the in-process communicator ---- */
@@ -88,7 +98,9 @@ int vdn_comm_run_ranks(int size, int (*fn)(int rank, void *arg), void *arg);
 
 void vdn_comm_free(vdn_comm *c);
 /* Call when this rank fails outside a collective (an op, an allocation): the peers' next
- * collective fails instead of waiting for it. Returns -1. No-op once a collective failed. */
+ * collective fails instead of waiting for it (in-process: the group is marked aborted, which
+ * fails every pending and later barrier of it, whatever the count; NCCL: ncclCommAbort). Returns
+ * -1. No-op once a collective failed. */
 int vdn_comm_abort(vdn_comm *c);
 
 /* ---- collectives as ops (check shapes on this rank, then call the implementation) ---- */

@@ -158,6 +158,7 @@ void vdn_engine_close(vdn_engine *eng) {
     vdn_dev_close(eng->dev);
     vdn_ckpt_close(eng->ck);
     free(eng->faulty); /* after the devices: their close went through it */
+    free(eng->times);
     free(eng);
 }
 
@@ -256,6 +257,17 @@ uint64_t vdn_engine_memory_used(const vdn_engine *eng) {
     size_t in_use = 0;
     vdn_dev_memory(eng->dev, &in_use, NULL);
     return in_use;
+}
+
+void vdn_engine_memory_reset_peak(vdn_engine *eng) {
+    vdn_dev_memory_reset_peak(eng->dev);
+}
+
+int vdn_engine_nfe_times(const vdn_engine *eng, vdn_nfe_time *out, int max) {
+    const int n = eng->n_times < max ? eng->n_times : max;
+    for (int k = 0; k < n; k++)
+        out[k] = eng->times[k];
+    return n < 0 ? 0 : n;
 }
 
 uint64_t vdn_engine_memory_peak(const vdn_engine *eng) {

@@ -30,6 +30,10 @@ typedef struct {
     void *snapshot_user;
     int snapshot_every_nfe;        /* a snapshot after every K-th NFE (0 = by time only) */
     double snapshot_every_seconds; /* or once this much loop time passed since the last one */
+    /* vdn_engine_render_group: profile the collectives of the last N model evaluations (comm.h
+     * vdn_comm.profile: a device sync and a barrier more per collective, so time the others);
+     * the times land in vdn_engine_nfe_times. 0 = none (the worker's renders). */
+    int comm_profile_last;
 } vdn_render_request;
 
 /* The sampler between two model evaluations: everything a bit-identical continuation needs
@@ -139,6 +143,25 @@ const char *vdn_engine_group_check(vdn_engine *const *engs, int n, char *why, si
  * which device failed. n = 1 is vdn_engine_render. */
 int vdn_engine_render_group(vdn_engine *const *engs, int n, const vdn_render_request *req,
                             vdn_progress_fn progress, void *user, char *err, size_t errlen);
+
+/* What the last render (vdn_engine_render, or this engine's rank of vdn_engine_render_group) spent
+ * on each model evaluation on this engine's device: out[k] for NFE k (k < the request's steps;
+ * before a resume's first NFE, zeros). The collective fields are this rank's: calls and bytes
+ * always, wait and collective seconds only for the NFEs the request profiled (comm_profile_last;
+ * else 0). compute = nfe - wait - collective (kernels, launches, the Euler step). Returns the
+ * number of entries written (at most max): the NFEs the render got through. */
+typedef struct {
+    double nfe_s;        /* wall time of the evaluation on this rank, device sync included */
+    double wait_s;       /* in barriers before collectives: waiting for the slowest rank */
+    double collective_s; /* in the collectives once every rank arrived, device time included */
+    int profiled;        /* 1 when the two above were measured */
+    int64_t collectives; /* collective calls this rank made in the evaluation */
+    uint64_t bytes;      /* payload received from the other ranks */
+} vdn_nfe_time;
+int vdn_engine_nfe_times(const vdn_engine *eng, vdn_nfe_time *out, int max);
+/* Start the engine's peak memory (vdn_engine_memory_peak) again from what it holds now, so a
+ * benchmark reads the peak of each render apart. */
+void vdn_engine_memory_reset_peak(vdn_engine *eng);
 
 /* ---- failures (the worker's failure blame) ---- */
 

@@ -23,6 +23,9 @@ struct vdn_engine {
     vdn_dev *rank_dev[64];
     /* vdn_engine_inject_device_fault: a copy of the device's op table whose linear fails */
     struct vdn_dev_backend *faulty;
+    /* the last render's per-NFE times on this engine (vdn_engine_nfe_times) */
+    vdn_nfe_time *times;
+    int n_times, cap_times;
 };
 
 /* What the sampling loop needs from the render's setup (render.c). Host arrays. */

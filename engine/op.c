@@ -114,6 +114,9 @@ void vdn_dev_memory(const vdn_dev *d, size_t *in_use, size_t *peak) {
     if (in_use) *in_use = d->mem_in_use;
     if (peak) *peak = d->mem_peak;
 }
+void vdn_dev_memory_reset_peak(vdn_dev *d) {
+    d->mem_peak = d->mem_in_use;
+}
 int vdn_dev_mem_info(vdn_dev *d, size_t *free_bytes, size_t *total_bytes) {
     size_t f = 0, t = 0;
     if (!d->be->mem_info)

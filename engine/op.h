@@ -89,6 +89,8 @@ void vdn_dev_clear_fault(vdn_dev *d);
 vdn_dtype vdn_dev_act_dtype(const vdn_dev *d);
 /* bytes of device memory in use now and at most since open (allocations through this layer) */
 void vdn_dev_memory(const vdn_dev *d, size_t *in_use, size_t *peak);
+/* the peak starts again from what is in use now (a benchmark reads each render's peak apart) */
+void vdn_dev_memory_reset_peak(vdn_dev *d);
 /* Free and total bytes of the device's memory as the device reports them (CUDA: cudaMemGetInfo,
  * which counts every allocation on the GPU, this layer's and anyone else's; CPU: the host's
  * available and physical memory). What a model about to load beside another (the text encoder

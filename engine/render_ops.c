@@ -124,24 +124,57 @@ static void snapshot(vdn_engine *eng, vdn_render_loop *lp, const loop_tensors *t
         VDN_WARN("render: snapshot after NFE %d failed; rendering on", t->st.step);
 }
 
+/* whether NFE k's collectives are profiled (the request's comm_profile_last) */
+static int profiled(const vdn_render_loop *lp, int k) {
+    const int last = lp->req->comm_profile_last;
+    return last > 0 && k >= lp->req->steps - last;
+}
+
+/* the engine's per-NFE record for this render (vdn_engine_nfe_times), zeroed */
+static void times_reset(vdn_engine *eng, int steps, int k0) {
+    if (eng->cap_times < steps) {
+        free(eng->times);
+        eng->times = vdn_xmalloc(sizeof *eng->times * (size_t)steps);
+        eng->cap_times = steps;
+    }
+    memset(eng->times, 0, sizeof *eng->times * (size_t)eng->cap_times);
+    eng->n_times = k0;
+}
+
 int vdn_render_loop_ops(vdn_engine *eng, vdn_render_loop *lp, char *err, size_t errlen) {
     const int steps = lp->req->steps;
-    const int lead = !lp->comm || lp->comm->rank == 0; /* reports, snapshots, reads back */
+    vdn_comm *cm = lp->comm;
+    const int lead = !cm || cm->rank == 0; /* reports, snapshots, reads back */
+    times_reset(eng, steps, lp->k0);
+    /* every rank switches profiling at the same NFE boundary: its barrier counts match */
+    if (cm) cm->profile = profiled(lp, lp->k0);
     loop_tensors t = {0};
     int rc = setup(eng, lp, &t);
     double last_snapshot = vdn_now();
     for (int k = lp->k0; k < steps && rc == 0; k++) {
+        vdn_nfe_time *tk = &eng->times[k];
+        const vdn_comm before = cm ? *cm : (vdn_comm){0};
         double t0 = vdn_now();
         rc = nfe(eng, lp, &t, k);
+        tk->nfe_s = vdn_now() - t0;
+        if (cm) {
+            tk->profiled = cm->profile;
+            tk->wait_s = cm->wait_s - before.wait_s;
+            tk->collective_s = cm->collective_s - before.collective_s;
+            tk->collectives = cm->calls - before.calls;
+            tk->bytes = cm->bytes - before.bytes;
+            cm->profile = profiled(lp, k + 1);
+        }
         if (rc != 0) break;
+        eng->n_times = k + 1;
         t.st.step = lp->done = k + 1;
-        lp->nfe_s[k] = vdn_now() - t0;
+        lp->nfe_s[k] = tk->nfe_s;
         if (lead && vdn_render_snapshot_due(lp->req, k + 1, lp->k0, last_snapshot)) {
             snapshot(eng, lp, &t);
             last_snapshot = vdn_now();
         }
         if (lead && lp->progress && lp->progress(lp->user, k + 1, steps, lp->nfe_s[k]) != 0) {
-            if (lp->comm) vdn_comm_abort(lp->comm); /* the peers' next collective fails */
+            if (cm) vdn_comm_abort(cm); /* the peers' next collective fails */
             release(&t);
             return vdn_fail(err, errlen, "cancelled after %d of %d model evaluations", k + 1,
                             steps);
@@ -150,7 +183,7 @@ int vdn_render_loop_ops(vdn_engine *eng, vdn_render_loop *lp, char *err, size_t 
     if (rc == 0 && lead) rc = download(&t.st, lp);
     if (rc != 0) {
         /* a failure outside a collective (setup, Euler) must not leave the peers waiting */
-        if (lp->comm) vdn_comm_abort(lp->comm);
+        if (cm) vdn_comm_abort(cm);
         vdn_fail(err, errlen, "%s: %s", vdn_dev_name(eng->dev), vdn_dev_error(eng->dev));
     }
     release(&t);

@@ -6,7 +6,9 @@
  * sampler loop, host work and device syncs as `vdn render`) at the H3 workload: 102 latent
  * frames (345 pixel frames), 768 x 1344, 512 text rows, 575 audio rows. Each variant renders
  * warm-up + N model evaluations; the median of the N is the number quoted in docs/PERF.md. Also
- * reports the op layer's peak device memory (weights, activations, scratch). */
+ * reports the op layer's peak device memory (weights, activations, scratch). With --gpus or
+ * --independent, several engines (one per device) render instead: bench_group.c. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,37 +16,38 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "bench_whole.h"
 #include "ckpt_init.h"
 #include "dit.h"
 #include "engine.h"
 #include "safetensors.h"
 #include "vdn_util.h"
 
-typedef struct {
-    const char *preset;    /* "h3" */
-    int layers;            /* 0 = the preset's */
-    int frames;            /* latent frames, 5k + 2 (102 = 345 pixel frames) */
-    int height, width;     /* pixels */
-    int text;              /* prompt rows */
-    int nfe, warmup;       /* timed and untimed model evaluations per variant */
-    const char *variants;  /* comma list */
-    int cpu;               /* the CPU backend (small presets; checks the path without a GPU) */
-    const char *precision; /* "bf16" | "fp8" (the DiT's large Linears) */
-    uint64_t seed;
-    const char *json;
-} whole_opts;
-
 static void usage(FILE *f) {
     fprintf(f,
             "usage: vdn bench --whole [--preset h3] [--layers N] [--frames 102] [--height 768]\n"
             "                 [--width 1344] [--text 512] [--nfe 3] [--warmup 1]\n"
             "                 [--variants vdn,dense] [--precision bf16|fp8] [--seed 1] [--cpu]\n"
-            "                 [--json FILE]\n"
+            "                 [--json FILE] [--gpus K[,K...]] [--comm-profile]\n"
+            "                 [--independent K] [--steps 50] [--out-dir DIR]\n"
             "Times whole model evaluations: an engine over random weights in the preset's real\n"
             "shapes (no checkpoint file) renders each variant for warm-up + N evaluations, as\n"
             "`vdn render` would, and reports the median seconds per evaluation after warm-up and\n"
             "the peak device memory. --frames counts latent frames (5k + 2; 102 = 345 pixel\n"
-            "frames, 575 audio rows). --cpu runs the CPU backend (for small presets).\n");
+            "frames, 575 audio rows). --cpu runs the CPU backend (for small presets).\n"
+            "Several devices (one engine each, its own random weights; GPUs 0..K-1, or K CPU\n"
+            "engines with --cpu):\n"
+            "  --gpus 1,2,4,8    one clip sharded over K engines for each K (sequence\n"
+            "                    parallelism: NCCL between GPUs), with speed-up and efficiency\n"
+            "                    against K = 1, peak memory per device, the latents against\n"
+            "                    the K = 1 render's, and collectives per rank\n"
+            "  --comm-profile    one more evaluation per K >= 2 with every collective timed\n"
+            "                    (adds a device sync and a barrier per collective): compute,\n"
+            "                    collective and wait seconds per rank\n"
+            "  --independent K   K one-engine renders at once, one per device (a worker's K\n"
+            "                    one-GPU jobs): each render's s/NFE and clips per hour\n"
+            "  --steps N         the clip length clips per hour are quoted for (50)\n"
+            "  --out-dir DIR     keep the latents and run records in DIR\n");
 }
 
 static int int_arg(const char *opt, const char *s, int lo, int hi, int *out) {
@@ -60,6 +63,38 @@ static int str_arg(const char *opt, const char *s, const char **out) {
     return 0;
 }
 
+/* --gpus: engine counts, comma-separated, each 1..64, none twice */
+static int gpus_arg(const char *v, whole_opts *o) {
+    const char *what = "expected engine counts from 1 to 64, comma-separated (e.g. 1,2,4,8)";
+    if (!v || !*v) {
+        fprintf(stderr, "vdn bench --whole: --gpus expects a value: %s\n", what);
+        return -1;
+    }
+    o->n_gpus = 0;
+    for (const char *p = v;;) {
+        char *end;
+        errno = 0;
+        long k = strtol(p, &end, 10);
+        if (end == p || errno || k < 1 || k > WHOLE_MAX_ENGINES || (*end && *end != ',')) {
+            fprintf(stderr, "vdn bench --whole: --gpus '%s': %s\n", v, what);
+            return -1;
+        }
+        if (o->n_gpus == WHOLE_MAX_LIST) {
+            fprintf(stderr, "vdn bench --whole: --gpus '%s': at most %d counts\n", v,
+                    WHOLE_MAX_LIST);
+            return -1;
+        }
+        for (int i = 0; i < o->n_gpus; i++)
+            if (o->gpus[i] == (int)k) {
+                fprintf(stderr, "vdn bench --whole: --gpus '%s': %ld appears twice\n", v, k);
+                return -1;
+            }
+        o->gpus[o->n_gpus++] = (int)k;
+        if (!*end) return 0;
+        p = end + 1;
+    }
+}
+
 /* 0, 1 for --help, -1 after a message */
 static int parse(int argc, char **argv, whole_opts *o) {
     *o = (whole_opts){.preset = "h3",
@@ -71,7 +106,8 @@ static int parse(int argc, char **argv, whole_opts *o) {
                       .warmup = 1,
                       .variants = "vdn,dense",
                       .seed = 1,
-                      .precision = "bf16"};
+                      .precision = "bf16",
+                      .clip_steps = 50};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0, seed = 0;
@@ -79,6 +115,10 @@ static int parse(int argc, char **argv, whole_opts *o) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
         if (!strcmp(a, "--cpu")) {
             o->cpu = 1;
+            continue;
+        }
+        if (!strcmp(a, "--comm-profile")) {
+            o->comm_profile = 1;
             continue;
         }
         if (!strcmp(a, "--preset"))
@@ -105,6 +145,14 @@ static int parse(int argc, char **argv, whole_opts *o) {
             rc = str_arg(a, v, &o->json);
         else if (!strcmp(a, "--seed"))
             rc = int_arg(a, v, 0, 1 << 30, &seed), o->seed = (uint64_t)seed;
+        else if (!strcmp(a, "--gpus"))
+            rc = gpus_arg(v, o);
+        else if (!strcmp(a, "--independent"))
+            rc = int_arg(a, v, 1, WHOLE_MAX_ENGINES, &o->independent);
+        else if (!strcmp(a, "--steps"))
+            rc = int_arg(a, v, 1, 10000, &o->clip_steps);
+        else if (!strcmp(a, "--out-dir"))
+            rc = str_arg(a, v, &o->out_dir);
         else {
             fprintf(stderr, "vdn bench --whole: unknown option '%s'\n", a);
             return -1;
@@ -130,7 +178,19 @@ static int parse(int argc, char **argv, whole_opts *o) {
                 o->height, o->width);
         return -1;
     }
+    if (o->comm_profile && !o->n_gpus) {
+        fprintf(stderr, "vdn bench --whole: --comm-profile profiles the sharded renders of --gpus; "
+                        "give --gpus too\n");
+        return -1;
+    }
     return 0;
+}
+
+int whole_engines(const whole_opts *o) {
+    int n = o->independent > 1 ? o->independent : 1;
+    for (int i = 0; i < o->n_gpus; i++)
+        n = o->gpus[i] > n ? o->gpus[i] : n;
+    return n;
 }
 
 /* prompt cache of `rows` text rows (all tags 1) with N(0, 1)-like values */
@@ -151,21 +211,35 @@ static int write_prompt(const char *path, int rows, int dim, uint64_t seed, char
     return rc;
 }
 
-typedef struct {
-    double *s; /* seconds of each model evaluation */
-    int n;
-} nfe_times;
-
-static int on_nfe(void *user, int done, int total, double seconds) {
-    nfe_times *t = user;
+int whole_on_nfe(void *user, int done, int total, double seconds) {
+    whole_nfe_times *t = user;
     if (done >= 1 && done <= t->n) t->s[done - 1] = seconds;
-    fprintf(stderr, "  nfe %d/%d: %.3f s\n", done, total, seconds);
+    if (!t->quiet) fprintf(stderr, "  nfe %d/%d: %.3f s\n", done, total, seconds);
     return 0;
 }
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+void whole_stats(double *v, int n, double *median, double *min, double *max) {
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    *median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    *min = v[0];
+    *max = v[n - 1];
+}
+
+void whole_request(const whole_opts *o, const char *variant, const char *prompt, const char *prefix,
+                   vdn_render_request *req) {
+    *req = (vdn_render_request){.prompt_cache = prompt,
+                                .frames = (o->frames - 2) / 5 * 17 + 5,
+                                .height = o->height,
+                                .width = o->width,
+                                .steps = o->warmup + o->nfe,
+                                .seed = o->seed,
+                                .variant = variant,
+                                .out_prefix = prefix};
 }
 
 typedef struct {
@@ -179,29 +253,18 @@ static int run_variant(vdn_engine *eng, const whole_opts *o, const char *variant
     char prefix[4200], err[VDN_ERR_LEN];
     snprintf(prefix, sizeof prefix, "%s/%s", dir, variant);
     const int steps = o->warmup + o->nfe;
-    nfe_times t = {vdn_xcalloc((size_t)steps, sizeof(double)), steps};
-    vdn_render_request req = {.prompt_cache = prompt,
-                              .frames = (o->frames - 2) / 5 * 17 + 5,
-                              .height = o->height,
-                              .width = o->width,
-                              .steps = steps,
-                              .seed = o->seed,
-                              .variant = variant,
-                              .out_prefix = prefix};
+    whole_nfe_times t = {vdn_xcalloc((size_t)steps, sizeof(double)), steps, 0};
+    vdn_render_request req;
+    whole_request(o, variant, prompt, prefix, &req);
     fprintf(stderr, "vdn bench --whole: %s, %d pixel frames %d x %d, %d + %d evaluations\n",
             variant, req.frames, o->height, o->width, o->warmup, o->nfe);
-    if (vdn_engine_render(eng, &req, on_nfe, &t, err, sizeof err) != 0) {
+    if (vdn_engine_render(eng, &req, whole_on_nfe, &t, err, sizeof err) != 0) {
         fprintf(stderr, "vdn bench --whole: %s: %s\n", variant, err);
         free(t.s);
         return -1;
     }
-    double *timed = t.s + o->warmup;
-    qsort(timed, (size_t)o->nfe, sizeof(double), cmp_double);
     snprintf(r->variant, sizeof r->variant, "%s", variant);
-    r->median_s =
-        o->nfe % 2 ? timed[o->nfe / 2] : 0.5 * (timed[o->nfe / 2 - 1] + timed[o->nfe / 2]);
-    r->min_s = timed[0];
-    r->max_s = timed[o->nfe - 1];
+    whole_stats(t.s + o->warmup, o->nfe, &r->median_s, &r->min_s, &r->max_s);
     r->peak_gib = (double)vdn_engine_memory_peak(eng) / (1024.0 * 1024 * 1024);
     free(t.s);
     return 0;
@@ -230,71 +293,79 @@ static int write_json(const whole_opts *o, const vdn_config *c, double load_s, d
     return fclose(f) == 0 ? 0 : -1;
 }
 
-/* the folder's files: the prompt, and each variant's latents and run record */
-static void remove_outputs(const char *dir, const char *variants) {
-    char path[4300], list[256];
-    snprintf(path, sizeof path, "%s/prompt.safetensors", dir);
-    unlink(path);
-    snprintf(list, sizeof list, "%s", variants);
-    for (char *save = NULL, *v = strtok_r(list, ",", &save); v; v = strtok_r(NULL, ",", &save)) {
-        snprintf(path, sizeof path, "%s/%s.safetensors", dir, v);
-        unlink(path);
-        snprintf(path, sizeof path, "%s/%s.json", dir, v);
+/* the temporary folder and what the run wrote there (the prompt, latents, run records) */
+static void remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    char path[4400];
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         unlink(path);
     }
+    if (d) closedir(d);
     if (rmdir(dir) != 0) fprintf(stderr, "vdn bench --whole: could not remove %s\n", dir);
 }
 
+/* one engine, every variant (the run before --gpus; its output unchanged) */
+static int run_one(const whole_opts *o, vdn_config *cfg, const char *dir, const char *prompt) {
+    char err[VDN_ERR_LEN];
+    vdn_weight_source src = vdn_weight_source_random(o->seed);
+    const double t0 = vdn_now();
+    vdn_engine *eng = vdn_engine_open_source(
+        cfg, &src, WHOLE_LABEL, o->cpu ? VDN_BACKEND_CPU : VDN_BACKEND_CUDA, -1, err, sizeof err);
+    const double load_s = vdn_now() - t0;
+    vdn_weight_source_random_free(&src);
+    if (!eng) {
+        fprintf(stderr, "vdn bench --whole: %s\n", err);
+        return -1;
+    }
+    whole_result res[8];
+    int n = 0, rc = 0;
+    const double weights_gib = (double)vdn_engine_memory_used(eng) / (1024.0 * 1024 * 1024);
+    printf("-- whole model: %s, %d blocks, %s backend, %s, weights %.2f GiB (made in %.1f s) --\n",
+           o->preset, cfg->layers, vdn_engine_backend_name(eng), o->precision, weights_gib, load_s);
+    char list[256];
+    snprintf(list, sizeof list, "%s", o->variants);
+    for (char *save = NULL, *v = strtok_r(list, ",", &save); v && !rc && n < 8;
+         v = strtok_r(NULL, ",", &save)) {
+        if ((rc = run_variant(eng, o, v, dir, prompt, &res[n])) == 0) {
+            printf("%-16s %9.3f s/NFE (median of %d; min %.3f, max %.3f)  peak %.2f GiB\n", v,
+                   res[n].median_s, o->nfe, res[n].min_s, res[n].max_s, res[n].peak_gib);
+            n++;
+        }
+    }
+    vdn_engine_close(eng);
+    if (!rc && o->json) rc = write_json(o, cfg, load_s, weights_gib, res, n);
+    return rc;
+}
+
 static int run(const whole_opts *o) {
-    char err[VDN_ERR_LEN], dir[] = "/tmp/vdn-bench-whole-XXXXXX", prompt[64];
+    char err[VDN_ERR_LEN], tmp[] = "/tmp/vdn-bench-whole-XXXXXX", prompt[4200];
     vdn_config cfg;
     if (vdn_ckpt_preset(o->preset, o->layers, &cfg, err, sizeof err) != 0) {
         fprintf(stderr, "vdn bench --whole: %s\n", err);
         return -1;
     }
     cfg.has_vdn = 1; /* the VDN-H3 weights: serve every variant, dense included */
-    if (!mkdtemp(dir)) {
+    const char *dir = o->out_dir;
+    if (dir && vdn_mkdir_p(dir, err, sizeof err) != 0) {
+        fprintf(stderr, "vdn bench --whole: --out-dir: %s\n", err);
+        return -1;
+    }
+    if (!dir && !(dir = mkdtemp(tmp))) {
         fprintf(stderr, "vdn bench --whole: cannot make a folder in /tmp (%s)\n", strerror(errno));
         return -1;
     }
     snprintf(prompt, sizeof prompt, "%s/prompt.safetensors", dir);
     int rc = write_prompt(prompt, o->text, cfg.text_dim, o->seed, err, sizeof err);
     if (rc) fprintf(stderr, "vdn bench --whole: %s\n", err);
-    vdn_weight_source src = vdn_weight_source_random(o->seed);
     vdn_precision prec = VDN_PRECISION_BF16;
     vdn_precision_parse(o->precision, &prec); /* checked by parse() */
     vdn_engine_set_precision(prec);
-    const double t0 = vdn_now();
-    vdn_engine *eng = rc ? NULL
-                         : vdn_engine_open_source(&cfg, &src, "random weights (vdn bench --whole)",
-                                                  o->cpu ? VDN_BACKEND_CPU : VDN_BACKEND_CUDA, -1,
-                                                  err, sizeof err);
-    const double load_s = vdn_now() - t0;
-    vdn_weight_source_random_free(&src);
-    if (!rc && !eng) fprintf(stderr, "vdn bench --whole: %s\n", err), rc = -1;
-    whole_result res[8];
-    int n = 0;
-    double weights_gib = 0;
-    if (eng) {
-        weights_gib = (double)vdn_engine_memory_used(eng) / (1024.0 * 1024 * 1024);
-        printf("-- whole model: %s, %d blocks, %s backend, %s, weights %.2f GiB (made in %.1f s) "
-               "--\n",
-               o->preset, cfg.layers, vdn_engine_backend_name(eng), o->precision, weights_gib,
-               load_s);
-        char list[256];
-        snprintf(list, sizeof list, "%s", o->variants);
-        for (char *save = NULL, *v = strtok_r(list, ",", &save); v && !rc && n < 8;
-             v = strtok_r(NULL, ",", &save)) {
-            if ((rc = run_variant(eng, o, v, dir, prompt, &res[n])) == 0) {
-                printf("%-16s %9.3f s/NFE (median of %d; min %.3f, max %.3f)  peak %.2f GiB\n", v,
-                       res[n].median_s, o->nfe, res[n].min_s, res[n].max_s, res[n].peak_gib);
-                n++;
-            }
-        }
-        vdn_engine_close(eng);
-    }
-    if (!rc && o->json) rc = write_json(o, &cfg, load_s, weights_gib, res, n);
-    remove_outputs(dir, o->variants);
+    if (!rc)
+        rc = o->n_gpus || o->independent ? whole_run_group(o, &cfg, dir, prompt)
+                                         : run_one(o, &cfg, dir, prompt);
+    if (!o->out_dir) remove_dir(dir);
     return rc;
 }
 

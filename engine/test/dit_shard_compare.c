@@ -5,11 +5,18 @@
  *
  *   dit_shard_compare CKPT_DIR PROMPT [PROMPT...] [--backend NAME] [--ranks 2,3,4] [--tol X]
  *                     [--frames F] [--height H --width W] [--time N] [--nccl] [--modes vdn,dense]
+ *                     [--gpus 2,4,8]
  *
  * --time N: also N timed forwards (after a warm-up) of the plain forward and of the sharded one
  * with P = 1 (the in-process communicator), on device-resident inputs: the sharded path's
  * overhead. --nccl (builds with VDN_HAVE_NCCL): also the sharded forward over a one-rank NCCL
  * communicator against the plain one.
+ *
+ * --gpus LIST (issue 14): one device per rank instead, rank r on device r of the backend with its
+ * own copy of the weights (device 0 also runs the plain forward), the ranks as threads over the
+ * communicator a k-GPU render uses (engine.c vdn_engine_group_check): NCCL on CUDA (builds with
+ * VDN_HAVE_NCCL; else skip), in-process on the CPU. Every rank's velocities against the one-device
+ * forward. Replaces --ranks.
  */
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +36,63 @@
 #include "comm_nccl.h"
 #endif
 
+/* --gpus: rank r on device r over the communicator of the backend */
+typedef struct {
+    vdn_dit_weights *const *w;
+    int P;
+    const float *text;
+    const vdn_step_inputs *in;
+    float *const *sv, *const *sa;
+    vdn_comm_group *g; /* in-process (the CPU), or NULL: NCCL over id */
+    char id[128];
+    char (*err)[VDN_ERR_LEN];
+} gpus_job;
+
+static int gpus_rank(int r, void *arg) {
+    gpus_job *j = arg;
+    vdn_dev *d = j->w[r]->dev;
+    vdn_comm *cm = NULL;
+    if (j->g) cm = vdn_comm_inproc(j->g, r, d);
+#ifdef VDN_HAVE_NCCL
+    else
+        cm = vdn_comm_nccl_open(d, r, j->P, j->id, j->err[r], VDN_ERR_LEN);
+#endif
+    if (!cm) return -1;
+    int rc = vdn_dit_forward_comm_host(j->w[r], cm, j->text, j->in, j->sv[r], j->sa[r], 0, NULL);
+    if (rc)
+        snprintf(j->err[r], VDN_ERR_LEN, "rank %d (%s): %s", r, vdn_dev_name(d), vdn_dev_error(d));
+    vdn_comm_free(cm);
+    return rc;
+}
+
+/* 0, or -1 with the first rank's own message (not "another rank failed") in err */
+static int forward_gpus(vdn_dit_weights *const *w, int P, const char *backend, const float *text,
+                        const vdn_step_inputs *in, float *const *sv, float *const *sa, char *err,
+                        size_t errlen) {
+    gpus_job j = {.w = w, .P = P, .text = text, .in = in, .sv = sv, .sa = sa};
+    if (!strcmp(backend, "cpu")) {
+        if (!(j.g = vdn_comm_group_new(P, err, errlen))) return -1;
+    } else {
+#ifdef VDN_HAVE_NCCL
+        if (vdn_comm_nccl_unique_id(j.id, err, errlen) != 0) return -1;
+#else
+        snprintf(err, errlen, "no NCCL communicator in this build");
+        return -1;
+#endif
+    }
+    j.err = vdn_xcalloc((size_t)P, sizeof *j.err);
+    int failed = vdn_comm_run_ranks(P, gpus_rank, &j);
+    if (failed) {
+        int pick = 0;
+        for (int r = P - 1; r >= 0; r--)
+            if (j.err[r][0] && (!j.err[pick][0] || !strstr(j.err[r], "another rank"))) pick = r;
+        snprintf(err, errlen, "%s", j.err[pick][0] ? j.err[pick] : "a rank failed");
+    }
+    free(j.err);
+    vdn_comm_group_free(j.g);
+    return failed ? -1 : 0;
+}
+
 static double rel(const float *ref, const float *out, size_t n) {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
@@ -43,7 +107,7 @@ enum { MAX_P = 16 };
 
 int main(int argc, char **argv) {
     const char *name = "cpu", *ckdir = NULL, *prompts[8], *ranks_arg = "2,3,4,7,8";
-    int np = 0, F = 17, reps = 0, nccl = 0, ph = 0, pw = 0;
+    int np = 0, F = 17, reps = 0, nccl = 0, ph = 0, pw = 0, gpus = 0;
     const char *modes = NULL;
     double tol = 1e-6;
     for (int i = 1; i < argc; i++) {
@@ -65,6 +129,8 @@ int main(int argc, char **argv) {
             modes = argv[++i];
         else if (!strcmp(argv[i], "--nccl"))
             nccl = 1;
+        else if (!strcmp(argv[i], "--gpus") && i + 1 < argc)
+            ranks_arg = argv[++i], gpus = 1;
         else if (!ckdir)
             ckdir = argv[i];
         else if (np < 8)
@@ -79,7 +145,7 @@ int main(int argc, char **argv) {
     }
     if (!ckdir || np == 0 || nplist == 0) {
         fprintf(stderr, "usage: dit_shard_compare CKPT_DIR PROMPT... [--backend NAME] "
-                        "[--ranks 2,3] [--tol X] [--frames F]\n");
+                        "[--ranks 2,3 | --gpus 2,4,8] [--tol X] [--frames F]\n");
         return 2;
     }
     for (int i = 0; i < nplist; i++)
@@ -97,6 +163,12 @@ int main(int argc, char **argv) {
         printf("skip: backend '%s' not available here: %s\n", name, err);
         return 77;
     }
+#ifndef VDN_HAVE_NCCL
+    if (gpus && strcmp(name, "cpu") != 0) {
+        printf("skip: --gpus on %s: this build has no NCCL communicator\n", name);
+        return 77;
+    }
+#endif
     vdn_ckpt *ck = vdn_ckpt_open(ckdir, NULL, 0, err, sizeof err);
     if (!ck) {
         fprintf(stderr, "%s\n", err);
@@ -111,7 +183,7 @@ int main(int argc, char **argv) {
         maxp = plist[i] > maxp ? plist[i] : maxp;
     vdn_weight_source src = vdn_weight_source_ckpt(ck);
     for (int r = 0; r < maxp; r++) {
-        dev[r] = vdn_dev_open(name, 0, 1, err, sizeof err);
+        dev[r] = vdn_dev_open(name, gpus ? r : 0, 1, err, sizeof err); /* --gpus: device r */
         if (!dev[r] || vdn_dit_weights_load(&wts[r], dev[r], c, &src, err, sizeof err) != 0) {
             fprintf(stderr, "rank %d: %s\n", r, err);
             return 1;
@@ -171,9 +243,12 @@ int main(int argc, char **argv) {
             for (int k = 0; k < nplist; k++) {
                 const int P = plist[k];
                 runs++;
-                if (vdn_dit_forward_ranks_host(wp, P, text, &in, sv, sa, err, sizeof err)) {
-                    printf("%-28s %-15s P=%d: %s FAIL\n", prompts[p], vdn_attn_mode_name(mode), P,
-                           err);
+                const int rc =
+                    gpus ? forward_gpus(wp, P, name, text, &in, sv, sa, err, sizeof err)
+                         : vdn_dit_forward_ranks_host(wp, P, text, &in, sv, sa, err, sizeof err);
+                if (rc) {
+                    printf("%-28s %-15s P=%d%s: %s FAIL\n", prompts[p], vdn_attn_mode_name(mode), P,
+                           gpus ? " devices" : "", err);
                     fails++;
                     continue;
                 }
@@ -185,9 +260,9 @@ int main(int argc, char **argv) {
                 }
                 int ok = worst_v <= tol && worst_a <= tol;
                 fails += !ok;
-                printf("%-28s %-15s P=%d (%d rows): video %.2e audio %.2e %s\n", prompts[p],
-                       vdn_attn_mode_name(mode), P, L->n_rows, worst_v, worst_a,
-                       ok ? "ok" : "FAIL");
+                printf("%-28s %-15s P=%d%s (%d rows): video %.2e audio %.2e %s\n", prompts[p],
+                       vdn_attn_mode_name(mode), P, gpus ? " devices" : "", L->n_rows, worst_v,
+                       worst_a, ok ? "ok" : "FAIL");
             }
             if (nccl) {
 #ifdef VDN_HAVE_NCCL

@@ -1,8 +1,11 @@
 /* The in-process communicator on the CPU backend (comm.h): splits, both all-to-alls, the
  * all-gather and the all-reduce for P = 1..8 ranks against direct indexing of the full matrix,
  * uneven splits (ranks with no rows or no columns), and a failing rank failing the collective on
- * every rank instead of hanging. */
+ * every rank instead of hanging. Profiling: the same results with every collective profiled, its
+ * wait measuring a late rank; an abort fails every later collective of every rank whatever the
+ * barrier counts (profiled or not). */
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "comm.h"
@@ -27,7 +30,13 @@ typedef struct {
     float full[S * C]; /* the global matrix: value r * C + c, a distinct value per element */
     int bad_rank;      /* this rank passes a wrongly shaped tensor (-1: none) */
     int failures[8];
+    int profile;   /* profile every collective */
+    int late_rank; /* this rank sleeps LATE_MS before its first collective (-1: none) */
+    double wait_s[8], collective_s[8];
+    int64_t calls[8];
 } job;
+
+enum { LATE_MS = 60 };
 
 static int rank_fn(int rank, void *arg) {
     job *j = arg;
@@ -35,6 +44,8 @@ static int rank_fn(int rank, void *arg) {
     vdn_dev *d = vdn_dev_open("cpu", 0, 1, err, sizeof err);
     if (!d) return -1;
     vdn_comm *c = vdn_comm_inproc(j->g, rank, d);
+    c->profile = j->profile;
+    if (rank == j->late_rank) nanosleep(&(struct timespec){0, LATE_MS * 1000000L}, NULL);
     vdn_split rows, cols;
     vdn_split_rows(&rows, S, j->P);
     vdn_split_heads(&cols, C, j->P);
@@ -88,6 +99,8 @@ static int rank_fn(int rank, void *arg) {
               "P=%d rank %d all-reduce", P, rank);
     }
     j->failures[rank] = fails;
+    j->wait_s[rank] = c->wait_s, j->collective_s[rank] = c->collective_s;
+    j->calls[rank] = c->calls;
     vdn_tensor *ts[] = {mine, heads, back, all, sum};
     for (int i = 0; i < 5; i++)
         vdn_tensor_free(ts[i]);
@@ -96,11 +109,86 @@ static int rank_fn(int rank, void *arg) {
     return 0;
 }
 
+/* Rank `aborter` aborts after `after` collectives while the others make 4; profiled or not, every
+ * rank's collectives from then on fail and none waits (the test would hang). */
+typedef struct {
+    vdn_comm_group *g;
+    int aborter, after, profile;
+    int ok[8]; /* collectives that succeeded per rank */
+} abort_job;
+
+static int abort_fn(int rank, void *arg) {
+    abort_job *j = arg;
+    char err[256];
+    vdn_dev *d = vdn_dev_open("cpu", 0, 1, err, sizeof err);
+    if (!d) return -1;
+    vdn_comm *c = vdn_comm_inproc(j->g, rank, d);
+    c->profile = j->profile;
+    vdn_tensor *x = vdn_tensor_new2(d, VDN_DT_F32, 2, 2);
+    const float ones[4] = {1, 1, 1, 1};
+    vdn_tensor_set(x, ones, VDN_DT_F32);
+    j->ok[rank] = 0;
+    for (int i = 0; i < 4; i++) {
+        if (rank == j->aborter && i == j->after) {
+            vdn_comm_abort(c);
+            break;
+        }
+        j->ok[rank] += vdn_op_all_reduce_sum(c, x) == 0;
+    }
+    vdn_tensor_free(x);
+    vdn_comm_free(c);
+    vdn_dev_close(d);
+    return 0;
+}
+
+static void test_profile_and_abort(void) {
+    char err[256];
+    for (int late = -1; late <= 2; late += 3) { /* no late rank, then rank 2 late */
+        job j = {.P = 3, .bad_rank = -1, .profile = 1, .late_rank = late};
+        j.g = vdn_comm_group_new(3, err, sizeof err);
+        for (int i = 0; i < S * C; i++)
+            j.full[i] = (float)i;
+        CHECK(vdn_comm_run_ranks(3, rank_fn, &j) == 0, "profiled ranks ran");
+        for (int r = 0; r < 3; r++) {
+            CHECK(j.failures[r] == 0 && j.calls[r] == 4, "profiled rank %d: %d failed, %lld calls",
+                  r, j.failures[r], (long long)j.calls[r]);
+            CHECK(j.wait_s[r] >= 0 && j.collective_s[r] >= 0, "profiled rank %d: negative times",
+                  r);
+        }
+        if (late == 2) /* ranks 0 and 1 waited for rank 2 in the first barrier; rank 2 did not */
+            for (int r = 0; r < 2; r++)
+                CHECK(j.wait_s[r] >= 0.8 * LATE_MS / 1e3 && j.wait_s[2] < j.wait_s[r],
+                      "rank %d waited %.3f s for a rank %d ms late (the late one %.3f s)", r,
+                      j.wait_s[r], LATE_MS, j.wait_s[2]);
+        vdn_comm_group_free(j.g);
+    }
+    { /* unprofiled: no times, calls still counted */
+        job j = {.P = 2, .bad_rank = -1, .late_rank = -1};
+        j.g = vdn_comm_group_new(2, err, sizeof err);
+        CHECK(vdn_comm_run_ranks(2, rank_fn, &j) == 0, "unprofiled ranks ran");
+        CHECK(j.calls[1] == 4 && j.wait_s[1] == 0 && j.collective_s[1] == 0,
+              "unprofiled: %lld calls, wait %g, collective %g", (long long)j.calls[1], j.wait_s[1],
+              j.collective_s[1]);
+        vdn_comm_group_free(j.g);
+    }
+    for (int profile = 0; profile <= 1; profile++)
+        for (int after = 0; after <= 2; after++) {
+            abort_job a = {.aborter = 1, .after = after, .profile = profile};
+            a.g = vdn_comm_group_new(4, err, sizeof err);
+            CHECK(vdn_comm_run_ranks(4, abort_fn, &a) == 0, "abort run");
+            for (int r = 0; r < 4; r++)
+                CHECK(a.ok[r] == after, "profile %d, rank 1 aborts after %d: rank %d had %d ok",
+                      profile, after, r, a.ok[r]);
+            vdn_comm_group_free(a.g);
+        }
+}
+
 int main(void) {
     test_splits();
+    test_profile_and_abort();
     char err[256];
     for (int P = 1; P <= 8; P++) {
-        job j = {.P = P, .bad_rank = -1};
+        job j = {.P = P, .bad_rank = -1, .late_rank = -1};
         j.g = vdn_comm_group_new(P, err, sizeof err);
         for (int i = 0; i < S * C; i++)
             j.full[i] = (float)i;

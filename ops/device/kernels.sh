@@ -45,19 +45,20 @@ mkdir -p "$B/eng"
   gcc $CFLAGS $CJ -c kernels/test/test_backend_gpu.c -o "$B/test_backend_gpu.o" &
   gcc $CFLAGS $CJ -c kernels/test/test_backend_ops.c -o "$B/test_backend_ops.o" &
   gcc $CFLAGS $CJ -c kernels/bench_compare.c -o "$B/bench_compare.o" &
+  gcc $CFLAGS $CJ -c kernels/bench_group.c -o "$B/bench_group.o" &
   wait
 } >> "$OUT/build.log" 2>&1
-LIBOBJ=$(ls $B/*.o | grep -v -e test_gpu -e bench_main -e cmd_bench -e bench_whole -e test_backend_gpu -e test_backend_ops)
+LIBOBJ=$(ls $B/*.o | grep -v -e test_gpu -e bench_main -e cmd_bench -e bench_whole -e bench_group -e test_backend_gpu -e test_backend_ops)
 ar rcs "$B/libk.a" $LIBOBJ $B/eng/*.o
 nvcc -o "$B/test_gpu" "$B/test_gpu.cu.o" "$B/libk.a" -lcublasLt -lcublas >> "$OUT/build.log" 2>&1
-nvcc -o "$B/vdn_bench" "$B/cmd_bench.o" "$B/bench_whole.o" "$B/bench_main.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
+nvcc -o "$B/vdn_bench" "$B/cmd_bench.o" "$B/bench_whole.o" "$B/bench_group.o" "$B/bench_main.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
   -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/build.log" 2>&1
 nvcc -o "$B/test_backend" "$B/test_backend_gpu.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
   -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/build.log" 2>&1
 nvcc -o "$B/test_backend_ops" "$B/test_backend_ops.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
   -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/build.log" 2>&1
 gcc $CFLAGS -c ops/bench/mini_main.c -o "$B/mini_main.o" >> "$OUT/build.log" 2>&1
-nvcc -o "$B/vdnmini" "$B/mini_main.o" "$B/cmd_bench.o" "$B/bench_whole.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
+nvcc -o "$B/vdnmini" "$B/mini_main.o" "$B/cmd_bench.o" "$B/bench_whole.o" "$B/bench_group.o" "$B/libk.a" $LJ -lcublasLt -lcublas -lpthread -lm \
   -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/build.log" 2>&1
 gcc $CFLAGS kernels/test/test_twins.c kernels/twin_*.c engine/attn_tiles.c engine/vdn_util.c -lm -o "$B/test_twins" >> "$OUT/build.log" 2>&1
 echo "build: $(( $(date +%s) - t0 )) s"
