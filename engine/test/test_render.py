@@ -14,6 +14,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ops", "test"))
+import st  # noqa: E402
+
 VDN, WORK = sys.argv[1], sys.argv[2]
 fails = []
 
@@ -31,26 +34,8 @@ def run(*args, expect_ok=True):
     return p
 
 
-DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32}
-
-
 def read_st(path):
-    with open(path, "rb") as f:
-        buf = f.read()
-    n = struct.unpack("<Q", buf[:8])[0]
-    hdr = json.loads(buf[8:8 + n])
-    out = {}
-    for name, e in hdr.items():
-        if name == "__metadata__":
-            continue
-        b, t = e["data_offsets"]
-        raw = buf[8 + n + b:8 + n + t]
-        if e["dtype"] == "BF16":
-            a = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
-        else:
-            a = np.frombuffer(raw, DTYPES[e["dtype"]])
-        out[name] = a.reshape(e["shape"])
-    return out
+    return st.read_arrays(path)[1]
 
 
 def write_st(path, tensors):

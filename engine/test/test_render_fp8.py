@@ -24,6 +24,9 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ops", "test"))
+import st  # noqa: E402
+
 VDN, WORK = sys.argv[1], sys.argv[2]
 fails = []
 
@@ -39,15 +42,7 @@ def run(*args):
 
 
 def read_st(path):
-    with open(path, "rb") as f:
-        buf = f.read()
-    n = struct.unpack("<Q", buf[:8])[0]
-    out = {}
-    for name, e in json.loads(buf[8:8 + n]).items():
-        if name != "__metadata__":
-            b, t = e["data_offsets"]
-            out[name] = np.frombuffer(buf[8 + n + b:8 + n + t], np.float32).reshape(e["shape"])
-    return out
+    return st.read_arrays(path)[1]
 
 
 def write_st(path, tensors):

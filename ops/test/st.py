@@ -30,6 +30,27 @@ def tensor_bytes(raw, start, entry):
     return raw[start + b:start + e]
 
 
+_NUMPY = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64,
+          "I32": np.int32, "U8": np.uint8}
+
+
+def read_arrays(path):
+    """(metadata, {name: array}) of a safetensors file: BF16 widened to float32 exactly, the
+    other dtypes as numpy reads them; an unknown dtype stops the test, naming the tensor."""
+    header, meta, raw, start = read_header(path)
+    out = {}
+    for name, e in header.items():
+        b = tensor_bytes(raw, start, e)
+        if e["dtype"] == "BF16":
+            a = (np.frombuffer(b, np.uint16).astype(np.uint32) << 16).view(np.float32)
+        elif e["dtype"] in _NUMPY:
+            a = np.frombuffer(b, _NUMPY[e["dtype"]])
+        else:
+            raise SystemExit(f"{path}: tensor {name}: dtype {e['dtype']} not read by st.py")
+        out[name] = a.reshape(e["shape"])
+    return meta, out
+
+
 def write_f32(path, tensors, meta=None):
     """{name: array} as float32 tensors, with optional string metadata; header padded to 8."""
     header, blobs, off = {}, [], 0

@@ -13,11 +13,13 @@ import json
 import math
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ops", "test"))
+import st  # noqa: E402
 
 VDN, TOK, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 PROMPT = "A cat walks slowly across a wet rooftop at night, rain on the tiles."
@@ -35,25 +37,7 @@ def run(*args):
 
 
 def read_st(path):
-    """(metadata, {name: float32 array}) of a safetensors file; BF16 widened exactly."""
-    with open(path, "rb") as f:
-        buf = f.read()
-    n = struct.unpack("<Q", buf[:8])[0]
-    hdr = json.loads(buf[8:8 + n])
-    out = {}
-    for name, e in hdr.items():
-        if name == "__metadata__":
-            continue
-        b, t = e["data_offsets"]
-        raw = buf[8 + n + b:8 + n + t]
-        if e["dtype"] == "BF16":
-            a = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
-        elif e["dtype"] == "I64":
-            a = np.frombuffer(raw, np.int64)
-        else:
-            a = np.frombuffer(raw, np.float32)
-        out[name] = a.reshape(e["shape"])
-    return hdr.get("__metadata__", {}), out
+    return st.read_arrays(path)
 
 
 shutil.rmtree(WORK, ignore_errors=True)
