@@ -35,7 +35,8 @@ static void usage(FILE *f) {
         "                       [--blocklist-seconds 300] [--keys DIR]\n"
         "                       [--gpu-memory-limit GIB]\n"
         "                       [--http 127.0.0.1:8080 [--http-token-file FILE]\n"
-        "                        [--http-cert PEM --http-key PEM]]\n"
+        "                        [--http-cert PEM --http-key PEM] [--media-cache DIR]\n"
+        "                        [--media-cache-mb 2048] [--store-retry-seconds 10]]\n"
         "\n"
         "Keeps every job in SQLite (WAL) and hands them to workers over ZeroMQ.\n"
         "--keys DIR turns on CURVE: DIR/coordinator.key (+ .pub), DIR/authorized_workers/*.pub,\n"
@@ -45,10 +46,16 @@ static void usage(FILE *f) {
         "\"Memory check at submit\"); --gpu-memory-limit GIB is the GPU size checked against\n"
         "while no worker advertises GPU memory (default: no check then).\n"
         "--http HOST:PORT serves a read-only status page (/), its JSON (/api/status),\n"
-        "Prometheus metrics (/metrics) and, from a file --store, done jobs' posters and mp4s\n"
+        "Prometheus metrics (/metrics) and done jobs' posters and mp4s from the --store\n"
         "(/media/jN/poster.png, /media/jN/video.mp4); off by default. Beyond loopback it needs\n"
         "TLS (--http-cert/--http-key) and a token (--http-token-file; send it as\n"
-        "'Authorization: Bearer TOKEN' or ?token=TOKEN).\n");
+        "'Authorization: Bearer TOKEN' or ?token=TOKEN).\n"
+        "With an s3:// --store the media are fetched once into a local cache and served from\n"
+        "it: --media-cache DIR (default: the database's path + .media-cache), at most\n"
+        "--media-cache-mb MB (default 2048; least recently served copies go first). S3 settings\n"
+        "come from the environment as for every vdn tool (VDN_S3_ENDPOINT, AWS_REGION,\n"
+        "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY; docs/storage.md); a store that does not\n"
+        "answer gets --store-retry-seconds S of retries (default 10) before a 502.\n");
 }
 
 static int parse_num(const char *flag, const char *v, double lo, double hi, double *out) {
@@ -166,7 +173,14 @@ int vdn_cmd_coordinator(int argc, char **argv) {
             http.tls_cert = v;
         else if (!strcmp(a, "--http-key"))
             http.tls_key = v;
-        else if (!strcmp(a, "--lease-seconds")) {
+        else if (!strcmp(a, "--media-cache"))
+            http.media_cache_dir = v;
+        else if (!strcmp(a, "--media-cache-mb")) {
+            if (parse_num(a, v, 1, 1 << 24, &x)) return 2;
+            http.media_cache_bytes = (uint64_t)(x * 1048576.0);
+        } else if (!strcmp(a, "--store-retry-seconds")) {
+            if (parse_num(a, v, 0.1, 3600, &http.store_retry_seconds)) return 2;
+        } else if (!strcmp(a, "--lease-seconds")) {
             if (parse_num(a, v, 0.1, 86400 * 7, &o->lease_seconds)) return 2;
         } else if (!strcmp(a, "--heartbeat-seconds")) {
             if (parse_num(a, v, 0.05, 3600, &o->heartbeat_seconds)) return 2;
@@ -192,10 +206,16 @@ int vdn_cmd_coordinator(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (!http.bind && (http.token_file || http.tls_cert || http.tls_key)) {
-        fprintf(stderr, "vdn coordinator: --http-token-file/--http-cert/--http-key need --http\n");
+    if (!http.bind && (http.token_file || http.tls_cert || http.tls_key || http.media_cache_dir ||
+                       http.media_cache_bytes || http.store_retry_seconds > 0)) {
+        fprintf(stderr, "vdn coordinator: --http-token-file/--http-cert/--http-key/--media-cache/"
+                        "--media-cache-mb/--store-retry-seconds need --http\n");
         return 2;
     }
+    if ((http.media_cache_dir || http.media_cache_bytes || http.store_retry_seconds > 0) &&
+        !(o->store_uri && !strncmp(o->store_uri, "s3://", 5)))
+        VDN_WARN("--media-cache/--media-cache-mb/--store-retry-seconds apply to an s3:// --store "
+                 "only: ignored");
     char err[VDN_ERR_LEN];
     if (http.bind && coord_http_check(&http, err, sizeof err)) {
         fprintf(stderr, "vdn coordinator: %s\n", err);

@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 
 #include "db.h"
 #include "media.h"
+#include "media_cache.h"
 #include "metrics.h"
 #include "pbjson.h"
 #include "query.h"
@@ -25,8 +27,26 @@ struct coord_http {
     char *cert, *key;
     coord_media_kind media;
     char *store_uri;
-    char *store_dir; /* COORD_MEDIA_FILE: the folder served from */
+    char *store_dir;          /* COORD_MEDIA_FILE: the folder served from */
+    coord_media_cache *cache; /* COORD_MEDIA_S3: the local copies served from */
+    /* S3 downloads in progress, each on its own thread with its request suspended; stopping
+     * waits for them (libmicrohttpd must not stop with a connection suspended) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int fetching, stopping;
 };
+
+/* A media request waiting for an S3 download: the connection's state from the fetch until
+ * the request completes (request_done frees it). */
+typedef struct {
+    coord_http *h;
+    struct MHD_Connection *conn;
+    uint64_t job;
+    char *key;
+    int status; /* the cache's answer */
+    coord_media_object obj;
+    char err[VDN_ERR_LEN];
+} media_fetch;
 
 /* "HOST:PORT" or "[V6]:PORT" into a socket address. */
 static int parse_bind(const char *bind, struct sockaddr_storage *ss, int *loopback, char *err,
@@ -95,16 +115,26 @@ static void add_msg(cJSON *arr, const ProtobufCMessage *m) {
     cJSON_AddItemToArray(arr, vdn_pb_to_json(m));
 }
 
-/* What the page can do with a done job's outputs: "served" (links to /media/), "s3" (show
- * the store URI and keys), "none" (no --store: the workers' own stores). */
+/* How a done job's outputs are served, for the page: "served" (links to /media/, from the file
+ * store), "cached" (links to /media/, fetched from the S3 store into the media cache, whose
+ * numbers follow), "none" (no --store: the workers' own stores; the page shows the keys). */
 static void add_media(cJSON *o, const coord_http *h) {
     cJSON *m = cJSON_AddObjectToObject(o, "media");
     cJSON_AddStringToObject(m, "mode",
                             h->media == COORD_MEDIA_FILE ? "served"
-                            : h->media == COORD_MEDIA_S3 ? "s3"
+                            : h->media == COORD_MEDIA_S3 ? "cached"
                                                          : "none");
     /* a store URI never holds credentials (store.h), so the page may show it */
     if (h->store_uri) cJSON_AddStringToObject(m, "store", h->store_uri);
+    if (h->cache) {
+        coord_media_cache_stats cs;
+        coord_media_cache_stats_get(h->cache, &cs);
+        cJSON *c = cJSON_AddObjectToObject(m, "cache");
+        cJSON_AddNumberToObject(c, "max_bytes", (double)cs.max_bytes);
+        cJSON_AddNumberToObject(c, "bytes", (double)cs.bytes);
+        cJSON_AddNumberToObject(c, "objects", (double)cs.objects);
+        cJSON_AddNumberToObject(c, "fetches", (double)cs.fetches);
+    }
 }
 
 /* The page's data: the newest batches with their jobs, and every worker. */
@@ -173,18 +203,124 @@ static coord_range_result wanted_range(struct MHD_Connection *conn, uint64_t siz
     return coord_range_parse(range, size, first, len);
 }
 
-/* A done job's poster or mp4, streamed from the file store, whole or one byte range (a browser's
- * <video> seeks with "Range: bytes=A-"). Outputs of a done job never change (a retry is only for
- * failed or cancelled jobs), so the browser may keep them: the page redraws every 2 s without
- * fetching the images again. */
-static enum MHD_Result media(coord_http *h, struct MHD_Connection *conn, uint64_t job,
-                             coord_media_what what) {
+/* An object, whole or the one byte range the request asks for (a browser's <video> seeks with
+ * "Range: bytes=A-"), from its open descriptor, which the response (or this, on failure) closes.
+ * Outputs of a done job never change (a retry is only for failed or cancelled jobs), so the
+ * browser may keep them: the page redraws every 2 s without fetching the images again. */
+static enum MHD_Result serve_object(struct MHD_Connection *conn, const coord_media_object *o) {
+    uint64_t first = 0, len = o->size;
+    coord_range_result rr = wanted_range(conn, o->size, &first, &len);
+    if (rr == COORD_RANGE_UNSATISFIABLE) return unsatisfiable(conn, o);
+    if (rr != COORD_RANGE_PARTIAL) first = 0, len = o->size;
+    /* libmicrohttpd sends [first, first + len) of the file (sendfile where it can) and closes
+     * the descriptor with the response */
+    struct MHD_Response *r = MHD_create_response_from_fd_at_offset64(len, o->fd, first);
+    if (!r) {
+        close(o->fd);
+        return text(conn, 500, "cannot stream the object\n");
+    }
+    media_headers(r, o->content_type);
+    if (rr == COORD_RANGE_PARTIAL) {
+        char cr[80];
+        snprintf(cr, sizeof cr, "bytes %llu-%llu/%llu", (unsigned long long)first,
+                 (unsigned long long)(first + len - 1), (unsigned long long)o->size);
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
+    }
+    enum MHD_Result rc =
+        MHD_queue_response(conn, rr == COORD_RANGE_PARTIAL ? MHD_HTTP_PARTIAL_CONTENT : 200, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+/* The fetch thread: downloads into the cache (however long the store takes), then hands the
+ * request back to the server thread, which answers it (media_fetched). The fetch must not be
+ * touched after the resume: the request may complete and free it at once. */
+static void *fetch_thread(void *arg) {
+    media_fetch *f = arg;
+    coord_http *h = f->h;
+    f->status =
+        coord_media_cache_get(h->cache, f->key, &f->obj.fd, &f->obj.size, f->err, sizeof f->err);
+    pthread_mutex_lock(&h->mu);
+    MHD_resume_connection(f->conn);
+    h->fetching--;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+/* A request resumed after its fetch: the copy, or the store's answer naming the job and key
+ * (logged once, by the cache, when the fetch failed). */
+static enum MHD_Result media_fetched(struct MHD_Connection *conn, media_fetch *f) {
+    if (f->status == 200) {
+        coord_media_object o = f->obj;
+        f->obj.fd = -1; /* the response owns it now */
+        return serve_object(conn, &o);
+    }
+    char msg[VDN_ERR_LEN + 64];
+    snprintf(msg, sizeof msg, "job j%llu: %s\n", (unsigned long long)f->job, f->err);
+    return text(conn, (unsigned)f->status, msg);
+}
+
+/* An S3 store's object: from the media cache when it holds a copy, else fetched on a thread of
+ * its own while the request is suspended, so the server thread goes on serving the page. */
+static enum MHD_Result media_s3(coord_http *h, struct MHD_Connection *conn, uint64_t job,
+                                coord_media_what what, void **state) {
     char err[VDN_ERR_LEN], msg[VDN_ERR_LEN + 2];
+    int status;
+    char *key = coord_media_job_key(h->db, job, what, &status, err, sizeof err);
+    if (!key) {
+        if (status >= 500) VDN_WARN("http: %s", err);
+        snprintf(msg, sizeof msg, "%s\n", err);
+        return text(conn, (unsigned)status, msg);
+    }
+    coord_media_object o = {.fd = -1, .content_type = coord_media_type(what)};
+    if (coord_media_cache_lookup(h->cache, key, &o.fd, &o.size)) {
+        free(key);
+        return serve_object(conn, &o);
+    }
+    pthread_mutex_lock(&h->mu);
+    int stopping = h->stopping;
+    if (!stopping) h->fetching++;
+    pthread_mutex_unlock(&h->mu);
+    if (stopping) {
+        free(key);
+        return text(conn, 503, "the coordinator is stopping\n");
+    }
+    media_fetch *f = vdn_xcalloc(1, sizeof *f);
+    f->h = h;
+    f->conn = conn;
+    f->job = job;
+    f->key = key;
+    f->obj = o;
+    *state = f; /* from now on request_done frees it */
+    /* suspend before the thread can resume: a resume that came first would be undone by it */
+    MHD_suspend_connection(conn);
+    pthread_attr_t attr;
+    pthread_t t;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &attr, fetch_thread, f);
+    pthread_attr_destroy(&attr);
+    if (rc) { /* answered 503 when the server thread comes back to it */
+        f->status = 503;
+        vdn_fail(f->err, sizeof f->err, "cannot start a download thread: %s", strerror(rc));
+        pthread_mutex_lock(&h->mu);
+        MHD_resume_connection(conn);
+        h->fetching--;
+        pthread_cond_broadcast(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+    }
+    return MHD_YES;
+}
+
+/* A done job's poster or mp4: from the file store, or from the S3 store through the cache. */
+static enum MHD_Result media(coord_http *h, struct MHD_Connection *conn, uint64_t job,
+                             coord_media_what what, void **state) {
+    char err[VDN_ERR_LEN], msg[VDN_ERR_LEN + 2];
+    if (h->media == COORD_MEDIA_S3) return media_s3(h, conn, job, what, state);
     if (h->media != COORD_MEDIA_FILE)
         return text(conn, 404,
-                    h->media == COORD_MEDIA_S3
-                        ? "outputs are in S3: this server serves only a file store's\n"
-                        : "the coordinator has no --store: outputs are in the workers' stores\n");
+                    "the coordinator has no --store: outputs are in the workers' stores\n");
     coord_media_object o;
     int status = coord_media_open(h->db, h->store_dir, job, what, &o, err, sizeof err);
     if (status != 200) {
@@ -192,28 +328,20 @@ static enum MHD_Result media(coord_http *h, struct MHD_Connection *conn, uint64_
         snprintf(msg, sizeof msg, "%s\n", err);
         return text(conn, (unsigned)status, msg);
     }
-    uint64_t first = 0, len = o.size;
-    coord_range_result rr = wanted_range(conn, o.size, &first, &len);
-    if (rr == COORD_RANGE_UNSATISFIABLE) return unsatisfiable(conn, &o);
-    if (rr != COORD_RANGE_PARTIAL) first = 0, len = o.size;
-    /* libmicrohttpd sends [first, first + len) of the file (sendfile where it can) and closes
-     * the descriptor with the response */
-    struct MHD_Response *r = MHD_create_response_from_fd_at_offset64(len, o.fd, first);
-    if (!r) {
-        close(o.fd);
-        return text(conn, 500, "cannot stream the object\n");
-    }
-    media_headers(r, o.content_type);
-    if (rr == COORD_RANGE_PARTIAL) {
-        char cr[80];
-        snprintf(cr, sizeof cr, "bytes %llu-%llu/%llu", (unsigned long long)first,
-                 (unsigned long long)(first + len - 1), (unsigned long long)o.size);
-        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_RANGE, cr);
-    }
-    enum MHD_Result rc =
-        MHD_queue_response(conn, rr == COORD_RANGE_PARTIAL ? MHD_HTTP_PARTIAL_CONTENT : 200, r);
-    MHD_destroy_response(r);
-    return rc;
+    return serve_object(conn, &o);
+}
+
+/* libmicrohttpd is done with a request: a media fetch's state is freed (with its copy's
+ * descriptor, when the answer never took it: the client went away). */
+static void request_done(void *cls, struct MHD_Connection *conn, void **state,
+                         enum MHD_RequestTerminationCode why) {
+    (void)conn, (void)why;
+    if (!*state || *state == cls) return;
+    media_fetch *f = *state;
+    if (f->obj.fd >= 0) close(f->obj.fd);
+    free(f->key);
+    free(f);
+    *state = NULL;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url,
@@ -225,6 +353,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         *state = h;
         return MHD_YES;
     }
+    if (*state != h) return media_fetched(conn, *state); /* back from an S3 download */
     if (*upload_len) return text(conn, 413, "this server takes no request bodies\n");
     if (strcmp(method, "GET") && strcmp(method, "HEAD"))
         return text(conn, 405, "read-only: GET only\n");
@@ -248,7 +377,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     }
     uint64_t job;
     coord_media_what what;
-    if (!coord_media_parse_url(url, &job, &what)) return media(h, conn, job, what);
+    if (!coord_media_parse_url(url, &job, &what)) return media(h, conn, job, what, state);
     return text(conn, 404, "not found: try /, /api/status, /metrics or /media/jN/poster.png\n");
 }
 
@@ -262,7 +391,16 @@ static char *read_text(const char *path, const char *what, char *err, size_t err
 
 void coord_http_stop(coord_http *h) {
     if (!h) return;
+    pthread_mutex_lock(&h->mu);
+    h->stopping = 1;
+    if (h->fetching) VDN_INFO("http: waiting for %d media download(s) to end", h->fetching);
+    while (h->fetching)
+        pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
     if (h->d) MHD_stop_daemon(h->d);
+    coord_media_cache_close(h->cache);
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->cv);
     if (h->db) cdb_close(h->db);
     if (h->token) memset(h->token, 0, strlen(h->token));
     free(h->token);
@@ -298,9 +436,23 @@ coord_http *coord_http_start(const coord_http_opts *o, char *err, size_t errlen)
     struct sockaddr_storage ss;
     if (check(o, &ss, err, errlen)) return NULL;
     coord_http *h = vdn_xcalloc(1, sizeof *h);
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
     h->db_path = vdn_xstrdup(o->db_path);
     h->media = coord_media_kind_of(o->store_uri, &h->store_dir);
     if (o->store_uri) h->store_uri = vdn_xstrdup(o->store_uri);
+    if (h->media == COORD_MEDIA_S3) {
+        char dflt[4200];
+        snprintf(dflt, sizeof dflt, "%s.media-cache", o->db_path);
+        coord_media_cache_opts co = {
+            .dir = o->media_cache_dir ? o->media_cache_dir : dflt,
+            .max_bytes = o->media_cache_bytes ? o->media_cache_bytes
+                                              : (uint64_t)COORD_HTTP_MEDIA_CACHE_MB << 20,
+            .store_uri = o->store_uri,
+            .retry_seconds =
+                o->store_retry_seconds > 0 ? o->store_retry_seconds : COORD_HTTP_STORE_RETRY_S};
+        if (!(h->cache = coord_media_cache_open(&co, err, errlen))) goto fail;
+    }
     if (o->token_file) {
         if (!(h->token = read_text(o->token_file, "--http-token-file", err, errlen))) goto fail;
         h->token[strcspn(h->token, "\r\n")] = 0;
@@ -313,16 +465,19 @@ coord_http *coord_http_start(const coord_http_opts *o, char *err, size_t errlen)
     if (o->tls_cert && (!(h->cert = read_text(o->tls_cert, "--http-cert", err, errlen)) ||
                         !(h->key = read_text(o->tls_key, "--http-key", err, errlen))))
         goto fail;
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    /* one server thread; an S3 download suspends its request and runs beside it */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_ALLOW_SUSPEND_RESUME;
     if (h->cert) flags |= MHD_USE_TLS;
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-    h->d = h->cert ? MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR, &ss,
-                                      MHD_OPTION_HTTPS_MEM_CERT, h->cert, MHD_OPTION_HTTPS_MEM_KEY,
-                                      h->key, MHD_OPTION_CONNECTION_LIMIT, 64u,
-                                      MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END)
-                   : MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR, &ss,
-                                      MHD_OPTION_CONNECTION_LIMIT, 64u,
-                                      MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+    h->d =
+        h->cert
+            ? MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR, &ss,
+                               MHD_OPTION_HTTPS_MEM_CERT, h->cert, MHD_OPTION_HTTPS_MEM_KEY, h->key,
+                               MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+                               MHD_OPTION_NOTIFY_COMPLETED, request_done, h, MHD_OPTION_END)
+            : MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_SOCK_ADDR, &ss,
+                               MHD_OPTION_CONNECTION_LIMIT, 64u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+                               MHD_OPTION_NOTIFY_COMPLETED, request_done, h, MHD_OPTION_END);
     if (!h->d) {
         vdn_fail(err, errlen,
                  "--http %s: cannot serve there (address in use, or a bad TLS "

@@ -50,9 +50,12 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= m && !strcmp(s + n - m, suffix);
 }
 
-/* The job's key for what, from its recorded object keys; malloc'd, or NULL with a 404/500. */
-static char *job_key(sqlite3 *db, uint64_t job, coord_media_what what, int *status, char *err,
-                     size_t errlen) {
+const char *coord_media_type(coord_media_what what) {
+    return what == COORD_MEDIA_POSTER ? "image/png" : "video/mp4";
+}
+
+char *coord_media_job_key(sqlite3 *db, uint64_t job, coord_media_what what, int *status, char *err,
+                          size_t errlen) {
     const char *suffix = what == COORD_MEDIA_POSTER ? ".png" : ".mp4";
     sqlite3_stmt *st =
         cdb_prep(db, "SELECT state, object_keys FROM jobs WHERE id=?", "i", (int64_t)job);
@@ -110,7 +113,7 @@ static int open_beneath(const char *dir, const char *key) {
 int coord_media_open(sqlite3 *db, const char *dir, uint64_t job, coord_media_what what,
                      coord_media_object *out, char *err, size_t errlen) {
     int status;
-    char *key = job_key(db, job, what, &status, err, errlen);
+    char *key = coord_media_job_key(db, job, what, &status, err, errlen);
     if (!key) return status;
     int fd = open_beneath(dir, key);
     int e = errno;
@@ -132,6 +135,6 @@ int coord_media_open(sqlite3 *db, const char *dir, uint64_t job, coord_media_wha
     }
     out->fd = fd;
     out->size = (uint64_t)sb.st_size;
-    out->content_type = what == COORD_MEDIA_POSTER ? "image/png" : "video/mp4";
+    out->content_type = coord_media_type(what);
     return 200;
 }

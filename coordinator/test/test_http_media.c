@@ -2,16 +2,24 @@
  * a file store with the right bytes and types; a job that is not done, has no such output or
  * does not exist is 404; URLs that try to climb out of the route, keys in the database that
  * break the store's rules, and symlinks in the store are never followed to another file; the
- * token guards media as it guards the page; an S3 store is not served (the page shows keys). */
+ * token guards media as it guards the page. An S3 store's media come from the media cache
+ * (media_cache.h): here against a store that never answers, so only what the cache does alone is
+ * seen: copies already in its folder served with no store at all; a symlink planted under a
+ * copy's name never followed; temp files of a crash deleted and old copies trimmed to the bound
+ * at start (oldest first); a fetch that fails answered 502 naming the job, key and store, never
+ * the credentials, while the page goes on being served; the failure remembered; stopping waits
+ * for a fetch in progress. tests/e2e/test_http_s3.py has the rest, against a real S3 server. */
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "db.h"
@@ -178,6 +186,7 @@ static void make_farm(const char *dir) {
     add_job(db, 7, "failed", "[\"b/j7/out.png\"]");       /* outputs of a job that is not done */
     add_job(db, 8, "done", "[\"b/j8/out.png\"]");         /* recorded, but not in the store */
     add_job(db, 9, "done", "[\"b/j9/out.mp4\"]");         /* a larger mp4, for byte ranges */
+    add_job(db, 10, "done", "[\"b/j10/out.png\"]");       /* S3: fetched while stopping */
     cdb_close(db);
     const char *dirs[] = {"store",      "store/b",    "store/b/j1", "store/b/j4",
                           "store/b/j5", "store/b/j7", "store/b/j9", "outside"};
@@ -205,18 +214,24 @@ static void make_farm(const char *dir) {
     CHECK(symlink(q, p) == 0);
 }
 
-static coord_http *serve(const char *dir, const char *store, const char *token_file, char *base,
-                         size_t baselen) {
+static coord_http *serve_opts(const char *dir, coord_http_opts *o, char *base, size_t baselen) {
     char db[512], bind[48], err[VDN_ERR_LEN];
     snprintf(db, sizeof db, "%s/vdn.db", dir);
     int port = free_port();
     snprintf(bind, sizeof bind, "127.0.0.1:%d", port);
     snprintf(base, baselen, "http://%s", bind);
-    coord_http_opts o = {.bind = bind, .db_path = db, .token_file = token_file, .store_uri = store};
-    coord_http *h = coord_http_start(&o, err, sizeof err);
+    o->bind = bind;
+    o->db_path = db;
+    coord_http *h = coord_http_start(o, err, sizeof err);
     CHECK(h, "%s", err);
     if (!h) exit(1);
     return h;
+}
+
+static coord_http *serve(const char *dir, const char *store, const char *token_file, char *base,
+                         size_t baselen) {
+    coord_http_opts o = {.token_file = token_file, .store_uri = store};
+    return serve_opts(dir, &o, base, baselen);
 }
 
 /* One byte range of j9's mp4: 206, exactly those bytes, and the Content-Range that names them. */
@@ -340,6 +355,197 @@ static void check_refusals(const char *base) {
     free(b.data);
 }
 
+/* ---- an S3 store through the media cache ---- */
+
+#define S3_URI "s3://bucket/prefix"
+#define S3_SECRET "MediaCacheSecret0123456789abcdefXYZ"
+enum { OLD = 300000 }; /* a copy's size: four are over the 1 MiB bound, three under */
+
+/* The copy's name the cache documents (media_cache.h): SHA-256 of "STORE\nKEY", the extension. */
+static void copy_path(const char *cache, const char *key, char *out, size_t outlen) {
+    char id[1200], hex[65];
+    int n = snprintf(id, sizeof id, "%s\n%s", S3_URI, key);
+    vdn_sha256_hex(id, (size_t)n, hex);
+    snprintf(out, outlen, "%s/%s%s", cache, hex, strrchr(key, '.'));
+}
+
+static void set_mtime(const char *path, double ago) {
+    struct timeval tv[2];
+    gettimeofday(&tv[0], NULL);
+    tv[0].tv_sec -= (time_t)ago;
+    tv[1] = tv[0];
+    CHECK(utimes(path, tv) == 0, "%s", path);
+}
+
+static int exists(const char *path) {
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+typedef struct {
+    const char *base, *path;
+    long status;
+    buf body;
+    double seconds;
+    volatile int done;
+} bg_get;
+
+static void *bg_get_run(void *arg) {
+    bg_get *g = arg;
+    double t0 = vdn_now();
+    g->status = get(g->base, g->path, NULL, &g->body, NULL, 0);
+    g->seconds = vdn_now() - t0;
+    g->done = 1;
+    return NULL;
+}
+
+static void check_s3(const char *dir) {
+    /* a store that never answers (nothing listens on port 1), with credentials that must never
+     * show up in an answer */
+    setenv("VDN_S3_ENDPOINT", "http://127.0.0.1:1", 1);
+    setenv("AWS_REGION", "us-east-1", 1);
+    setenv("AWS_ACCESS_KEY_ID", "AKIDMEDIACACHETEST", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", S3_SECRET, 1);
+    unsetenv("AWS_SESSION_TOKEN");
+    char cache[600], p[800], q[800], outside[600], base[64];
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    CHECK(mkdir(cache, 0700) == 0);
+    /* the folder as an earlier run left it: j1's poster, a temp file of a download cut short,
+     * four old 300 kB copies (1.2 MB with the poster: over the 1 MiB bound), a file of
+     * someone else's, and a symlink under the name j9's mp4 would get */
+    copy_path(cache, "b/j1/out.png", p, sizeof p);
+    write_file(p, PNG, sizeof PNG);
+    char part[900];
+    copy_path(cache, "b/j1/out.mp4", p, sizeof p);
+    snprintf(part, sizeof part, "%s.vdn-part-Ab12Cd", p);
+    write_file(part, "half", 4);
+    const char *old[] = {"old/b.mp4", "old/a.mp4", "old/d.mp4", "old/c.mp4"};
+    char oldp[4][800];
+    for (int i = 0; i < 4; i++) {
+        copy_path(cache, old[i], oldp[i], sizeof oldp[i]);
+        write_file(oldp[i], big_mp4(), OLD);
+        set_mtime(oldp[i], 400 - 100 * i); /* the first is the least recently served */
+    }
+    snprintf(q, sizeof q, "%s/notes.txt", cache);
+    write_file(q, "mine", 4);
+    snprintf(outside, sizeof outside, "%s/outside/out.png", dir);
+    copy_path(cache, "b/j9/out.mp4", p, sizeof p);
+    CHECK(symlink(outside, p) == 0);
+
+    coord_http_opts o = {.store_uri = S3_URI,
+                         .media_cache_dir = cache,
+                         .media_cache_bytes = 1 << 20,
+                         .store_retry_seconds = 1.5};
+    coord_http *h = serve_opts(dir, &o, base, sizeof base);
+    buf b = {0};
+    char ct[128];
+    /* at start: the temp file deleted, the oldest copy evicted to fit, the rest kept */
+    CHECK(!exists(part), "a temp file left by a crash is still there: %s", part);
+    CHECK(!exists(oldp[0]) && exists(oldp[1]) && exists(oldp[2]) && exists(oldp[3]),
+          "trimmed to 1 MiB at start: expected the oldest copy gone, the three newer kept");
+    CHECK(exists(q) && exists(p), "the cache deleted files that are not its copies");
+    CHECK(get(base, "/api/status", NULL, &b, NULL, 0) == 200 &&
+              strstr(b.data, "\"mode\":\"cached\",\"store\":\"" S3_URI "\"") &&
+              strstr(b.data, "\"cache\":{\"max_bytes\":1048576,\"bytes\":900069,\"objects\":4,"
+                             "\"fetches\":0}"),
+          "%s", b.data);
+
+    /* a copy already here is served with no store at all, byte for byte, with ranges */
+    CHECK(get(base, "/media/j1/poster.png", NULL, &b, ct, sizeof ct) == 200 &&
+              !strcmp(ct, "image/png") && b.len == sizeof PNG && !memcmp(b.data, PNG, b.len),
+          "a cached poster: %s, %zu bytes", ct, b.len);
+    range_headers rh;
+    CHECK(get_range(base, "/media/j1/poster.png", "bytes=2-5", NULL, &b, &rh) == 206 &&
+              b.len == 4 && !memcmp(b.data, PNG + 2, 4) &&
+              !strcmp(rh.content_range, "bytes 2-5/69"),
+          "a range of a cached poster: %zu bytes, '%s'", b.len, rh.content_range);
+
+    /* not done, tampered keys, no such job: refused before the store or the cache is asked */
+    CHECK(get(base, "/media/j2/poster.png", NULL, &b, NULL, 0) == 404 && strstr(b.data, "not done"),
+          "%s", b.data);
+    CHECK(get(base, "/media/j7/poster.png", NULL, &b, NULL, 0) == 404);
+    CHECK(get(base, "/media/j99/video.mp4", NULL, &b, NULL, 0) == 404);
+    CHECK(get(base, "/media/j3/poster.png", NULL, &b, NULL, 0) == 500 &&
+              strstr(b.data, "recorded key refused"),
+          "%s", b.data);
+
+    /* a fetch from a store that does not answer: 502 naming the job, key and store, never the
+     * credentials; meanwhile the server answers the page at once */
+    bg_get g = {.base = base, .path = "/media/j1/video.mp4"};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, bg_get_run, &g) == 0);
+    usleep(200 * 1000);
+    double t0 = vdn_now();
+    long st = get(base, "/api/status", NULL, &b, NULL, 0);
+    double page_s = vdn_now() - t0;
+    int fetch_running = !g.done;
+    CHECK(st == 200 && page_s < 0.5 && fetch_running,
+          "the page during a fetch: HTTP %ld in %.2f s, the fetch %s", st, page_s,
+          fetch_running ? "still running" : "already over (too fast to tell)");
+    CHECK(get(base, "/", NULL, &b, NULL, 0) == 200 && strstr(b.data, "vdn farm"));
+    pthread_join(t, NULL);
+    CHECK(g.status == 502 && g.body.data && strstr(g.body.data, "job j1:") &&
+              strstr(g.body.data, "b/j1/out.mp4") && strstr(g.body.data, S3_URI) &&
+              !strstr(g.body.data, S3_SECRET),
+          "the store down: HTTP %ld after %.2f s: %s", g.status, g.seconds,
+          g.body.data ? g.body.data : "");
+    CHECK(g.seconds < 10, "the 502 took %.1f s with 1.5 s of retries", g.seconds);
+    /* the failure is remembered: the next request is answered without waiting for the store */
+    t0 = vdn_now();
+    st = get(base, "/media/j1/video.mp4", NULL, &b, NULL, 0);
+    CHECK(st == 502 && vdn_now() - t0 < 0.5 && strstr(b.data, "the last try") &&
+              !strstr(b.data, S3_SECRET),
+          "again: HTTP %ld after %.2f s: %s", st, vdn_now() - t0, b.data);
+    /* three requests at once for one object: one download, whose answer all three get */
+    bg_get three[3];
+    pthread_t tt[3];
+    for (int i = 0; i < 3; i++) {
+        three[i] = (bg_get){.base = base, .path = "/media/j8/poster.png"};
+        CHECK(pthread_create(&tt[i], NULL, bg_get_run, &three[i]) == 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        pthread_join(tt[i], NULL);
+        CHECK(three[i].status == 502 && strstr(three[i].body.data, "b/j8/out.png"),
+              "concurrent request %d: HTTP %ld %s", i, three[i].status,
+              three[i].body.data ? three[i].body.data : "");
+        free(three[i].body.data);
+    }
+    /* the symlink under j9's copy name is not followed: the store is asked (and fails) */
+    st = get(base, "/media/j9/video.mp4", NULL, &b, NULL, 0);
+    CHECK(st == 502 && !strstr(b.data, "secret outside"), "j9 over a planted symlink: %ld %s", st,
+          b.data);
+    CHECK(exists(p), "the planted symlink was touched");
+    free(g.body.data);
+
+    /* stopping with a fetch in flight waits for it (libmicrohttpd must not stop with the request
+     * suspended) and does not take longer than the fetch */
+    bg_get g2 = {.base = base, .path = "/media/j10/poster.png"};
+    CHECK(pthread_create(&t, NULL, bg_get_run, &g2) == 0);
+    usleep(200 * 1000);
+    t0 = vdn_now();
+    coord_http_stop(h);
+    double stop_s = vdn_now() - t0;
+    pthread_join(t, NULL);
+    CHECK(stop_s < 10 && g2.done, "stopping took %.1f s", stop_s);
+    free(g2.body.data);
+
+    /* the cache folder belongs to one coordinator at a time */
+    h = serve_opts(dir, &o, base, sizeof base);
+    char db[600], err[VDN_ERR_LEN];
+    snprintf(db, sizeof db, "%s/vdn.db", dir);
+    char bind[48];
+    snprintf(bind, sizeof bind, "127.0.0.1:%d", free_port());
+    coord_http_opts o2 = o;
+    o2.bind = bind;
+    o2.db_path = db;
+    CHECK(!coord_http_start(&o2, err, sizeof err) && strstr(err, "another coordinator"), "%s", err);
+    coord_http_stop(h);
+    /* a folder that cannot be made is an error at start, naming it */
+    o2.media_cache_dir = "/proc/no/such/cache";
+    CHECK(!coord_http_start(&o2, err, sizeof err) && strstr(err, "/proc/no/such/cache"), "%s", err);
+    free(b.data);
+}
+
 int main(void) {
     char dir[] = "/tmp/vdn_http_media_XXXXXX", store[600], base[64], ct[128];
     if (!mkdtemp(dir)) return 1;
@@ -398,13 +604,8 @@ int main(void) {
           "a range with the token: %zu bytes", b.len);
     coord_http_stop(h);
 
-    /* S3: keys shown, nothing served; no --store: nothing known */
-    h = serve(dir, "s3://bucket/prefix", NULL, base, sizeof base);
-    CHECK(get(base, "/media/j1/poster.png", NULL, &b, NULL, 0) == 404 && strstr(b.data, "S3"));
-    CHECK(get(base, "/api/status", NULL, &b, NULL, 0) == 200 &&
-              strstr(b.data, "\"mode\":\"s3\",\"store\":\"s3://bucket/prefix\""),
-          "%s", b.data);
-    coord_http_stop(h);
+    check_s3(dir);
+    /* no --store: nothing known */
     h = serve(dir, NULL, NULL, base, sizeof base);
     CHECK(get(base, "/media/j1/poster.png", NULL, &b, NULL, 0) == 404);
     coord_http_stop(h);
