@@ -3,14 +3,15 @@
  * it from the same seed, so every copy is the same; --cpu: K CPU engines), opened at once on K
  * threads (the H3's weights take about a minute to make on each device).
  *
- * --gpus: for each variant and each K of the list, one clip rendered by vdn_engine_render_group
- * over engines 0..K-1 with the communicator vdn_engine_group_check picks (NCCL between GPUs,
- * in-process on the CPU). Reported: rank 0's median s/NFE after the warm-up, speed-up and
- * efficiency against the K = 1 row, each device's peak memory in that render, the latents'
- * relative RMS against the K = 1 render of the same request (0 on the CPU: bit for bit), clips
- * per hour for a clip of --steps N evaluations, and per rank its evaluation time, collectives and
- * bytes received. --comm-profile appends one more evaluation to every render of the list, in which
- * (K >= 2) each collective is profiled (comm.h: a device sync and a barrier before it, a sync
+ * --gpus: for each variant and each K of the list (in its order: 8,4,2,1 puts the largest first,
+ * for a run that may be cut short), one clip rendered by vdn_engine_render_group over engines
+ * 0..K-1 with the communicator vdn_engine_group_check picks (NCCL between GPUs, in-process on the
+ * CPU). Reported: rank 0's median s/NFE after the warm-up, speed-up and efficiency against the
+ * K = 1 row (once every K of the variant ran), each device's peak memory in that render, the
+ * latents' relative RMS against the K = 1 render of the same request (0 on the CPU: bit for bit),
+ * clips per hour for a clip of --steps N evaluations, and per rank its evaluation time, collectives
+ * and bytes received. --comm-profile appends one more evaluation to every render of the list, in
+ * which (K >= 2) each collective is profiled (comm.h: a device sync and a barrier before it, a sync
  * after), and splits that evaluation per rank into wait (for the slowest rank), collective (data
  * movement) and compute (the rest). It is not among the timed ones; K = 1 runs it too (nothing to
  * profile there) so that every K renders the same request.
@@ -160,13 +161,14 @@ static double clips_per_hour(double fixed_s, int steps, double s_per_nfe) {
 
 /* ---- --gpus: one clip over K engines ---- */
 
+/* one K of a variant, for the comparisons against K = 1 once every K ran (in any order) */
 typedef struct {
-    int done;           /* the K = 1 render of this variant succeeded */
-    double median_s;    /* its s/NFE */
-    char latents[4300]; /* its output */
-} k1_ref;
+    int k, ok;
+    double median_s;
+    cJSON *row;
+} group_done;
 
-static int render_group(group_ctx *g, const char *variant, int k, k1_ref *k1, cJSON *rows) {
+static int render_group(group_ctx *g, const char *variant, int k, group_done *d, cJSON *rows) {
     const whole_opts *o = g->o;
     char prefix[4200], err[VDN_ERR_LEN], why[VDN_ERR_LEN];
     snprintf(prefix, sizeof prefix, "%s/%s-g%d", g->dir, variant, k);
@@ -182,6 +184,7 @@ static int render_group(group_ctx *g, const char *variant, int k, k1_ref *k1, cJ
     cJSON_AddStringToObject(row, "variant", variant);
     cJSON_AddNumberToObject(row, "gpus", k);
     cJSON_AddStringToObject(row, "communicator", via ? via : "none");
+    *d = (group_done){.k = k, .row = row};
     fprintf(stderr, "vdn bench --whole: %s over %d engine%s (%s), %d + %d%s evaluations\n", variant,
             k, k > 1 ? "s" : "", via ? via : why, o->warmup, o->nfe,
             !extra  ? ""
@@ -222,29 +225,36 @@ static int render_group(group_ctx *g, const char *variant, int k, k1_ref *k1, cJ
         peak = p > peak ? p : peak;
     }
     cJSON_AddNumberToObject(row, "peak_gib_max", peak);
-    char line[160] = "";
-    if (k == 1) {
-        k1->done = 1, k1->median_s = med;
-        snprintf(k1->latents, sizeof k1->latents, "%s.safetensors", prefix);
-    } else if (k1->done) {
-        char mine[4300];
-        snprintf(mine, sizeof mine, "%s.safetensors", prefix);
-        const double rv = rel_rms(k1->latents, mine, "video"),
-                     ra = rel_rms(k1->latents, mine, "audio");
-        const double speedup = k1->median_s / med;
-        cJSON_AddNumberToObject(row, "speedup", speedup);
-        cJSON_AddNumberToObject(row, "efficiency", speedup / k);
-        cJSON_AddNumberToObject(row, "rel_err_video_vs_1", rv);
-        cJSON_AddNumberToObject(row, "rel_err_audio_vs_1", ra);
-        snprintf(line, sizeof line, "  %5.2fx %4.0f%%  vs 1: %.1e %.1e", speedup, 100 * speedup / k,
-                 rv, ra);
-    }
-    printf("%-14s %4d %9.3f s/NFE (min %.3f, max %.3f)  %6.1f clips/h  peak %6.2f GiB%s\n", variant,
-           k, med, lo, hi, clips_per_hour(fixed, o->clip_steps, med), peak, line);
+    d->ok = 1, d->median_s = med;
+    printf("%-14s %4d %9.3f s/NFE (min %.3f, max %.3f)  %6.1f clips/h  peak %6.2f GiB\n", variant,
+           k, med, lo, hi, clips_per_hour(fixed, o->clip_steps, med), peak);
     for (int r = 0; r < k && extra && k > 1; r++)
         printf("    rank %d: %.3f s = compute %.3f + collective %.3f + wait %.3f (profiled)\n", r,
                parts[r][0], parts[r][0] - parts[r][1] - parts[r][2], parts[r][2], parts[r][1]);
     return 0;
+}
+
+/* speed-up, efficiency and the latents of every K against the K = 1 render of the variant */
+static void compare_to_one(group_ctx *g, const char *variant, const group_done *d, int n) {
+    int one = -1;
+    for (int i = 0; i < n; i++)
+        if (d[i].ok && d[i].k == 1) one = i;
+    if (one < 0) return;
+    char ref[4300], mine[4300];
+    snprintf(ref, sizeof ref, "%s/%s-g1.safetensors", g->dir, variant);
+    for (int i = 0; i < n; i++) {
+        if (i == one || !d[i].ok) continue;
+        snprintf(mine, sizeof mine, "%s/%s-g%d.safetensors", g->dir, variant, d[i].k);
+        const double rv = rel_rms(ref, mine, "video"), ra = rel_rms(ref, mine, "audio");
+        const double speedup = d[one].median_s / d[i].median_s;
+        cJSON_AddNumberToObject(d[i].row, "speedup", speedup);
+        cJSON_AddNumberToObject(d[i].row, "efficiency", speedup / d[i].k);
+        cJSON_AddNumberToObject(d[i].row, "rel_err_video_vs_1", rv);
+        cJSON_AddNumberToObject(d[i].row, "rel_err_audio_vs_1", ra);
+        printf("%-14s %4d  %5.2fx of 1 GPU, %3.0f%% efficiency; latents vs 1 GPU: video %.1e, "
+               "audio %.1e\n",
+               variant, d[i].k, speedup, 100 * speedup / d[i].k, rv, ra);
+    }
 }
 
 /* ---- --independent: K one-engine renders at once ---- */
@@ -341,6 +351,12 @@ static int write_report(const whole_opts *o, cJSON *json) {
     return rc;
 }
 
+/* the table's lines and the report so far, written out after every render */
+static void progress_out(const whole_opts *o, cJSON *json) {
+    fflush(stdout);
+    if (o->json) write_report(o, json);
+}
+
 int whole_run_group(const whole_opts *o, const vdn_config *cfg, const char *dir,
                     const char *prompt) {
     group_ctx g = {.o = o, .dir = dir, .prompt = prompt, .n_eng = whole_engines(o)};
@@ -373,10 +389,17 @@ int whole_run_group(const whole_opts *o, const vdn_config *cfg, const char *dir,
     for (char *save = NULL, *v = strtok_r(list, ",", &save); v && rc == 0;
          v = strtok_r(NULL, ",", &save)) {
         if (o->n_gpus) printf("%-14s %4s %9s\n", "variant", "GPUs", "s/NFE");
-        k1_ref k1 = {0};
-        for (int i = 0; i < o->n_gpus; i++)
-            failed |= render_group(&g, v, o->gpus[i], &k1, groups) != 0;
-        if (o->independent) failed |= render_independent(&g, v, indep) != 0;
+        group_done done[WHOLE_MAX_LIST];
+        for (int i = 0; i < o->n_gpus; i++) {
+            failed |= render_group(&g, v, o->gpus[i], &done[i], groups) != 0;
+            progress_out(o, j); /* a run stopped by a time limit keeps what it measured */
+        }
+        compare_to_one(&g, v, done, o->n_gpus);
+        progress_out(o, j);
+        if (o->independent) {
+            failed |= render_independent(&g, v, indep) != 0;
+            progress_out(o, j);
+        }
     }
     if (failed) rc = -1;
     for (int i = 0; i < g.n_eng; i++)
