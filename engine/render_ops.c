@@ -199,7 +199,29 @@ typedef struct {
     vdn_comm_group *g;        /* in-process, or NULL: NCCL with id */
     char id[128];             /* the NCCL unique id (VDN_NCCL_ID_BYTES) */
     char (*err)[VDN_ERR_LEN]; /* per rank */
+    vdn_seq *seqs;            /* ranks 1..n-1: own copies of rank 0's sequence (below) */
 } group_job;
+
+/* Every NFE writes the step's timesteps into the sequence (vdn_seq_timesteps: t_values, n_t,
+ * t_index), so ranks must not share one: each rank after the first gets a copy whose per-step
+ * state is its own (tags and positions stay shared: read only). Made before the ranks start,
+ * while nobody writes rank 0's. */
+static vdn_seq *seq_copies(const vdn_seq *s, int n) {
+    vdn_seq *c = vdn_xcalloc((size_t)(n > 1 ? n - 1 : 1), sizeof *c);
+    const size_t rows = (size_t)s->lay.n_rows;
+    for (int r = 0; r < n - 1; r++) {
+        c[r] = *s;
+        c[r].t_index = vdn_xmalloc(rows * sizeof *c[r].t_index);
+        memcpy(c[r].t_index, s->t_index, rows * sizeof *c[r].t_index);
+    }
+    return c;
+}
+
+static void seq_copies_free(vdn_seq *c, int n) {
+    for (int r = 0; r < n - 1; r++)
+        free(c[r].t_index);
+    free(c);
+}
 
 static int group_rank(int rank, void *arg) {
     group_job *j = arg;
@@ -209,6 +231,7 @@ static int group_rank(int rank, void *arg) {
     if (rank > 0) { /* same inputs (read only); own timings, no reports */
         nfe_s = vdn_xcalloc((size_t)lp.req->steps, sizeof *nfe_s);
         lp.nfe_s = nfe_s, lp.progress = NULL, lp.user = NULL;
+        lp.seq = &j->seqs[rank - 1];
     }
     lp.comm = j->g ? vdn_comm_inproc(j->g, rank, eng->dev)
                    : vdn_comm_nccl_open(eng->dev, rank, j->n, j->id, j->err[rank], VDN_ERR_LEN);
@@ -229,7 +252,9 @@ int vdn_render_loop_group(vdn_engine *const *engs, int n, vdn_render_loop *lp, c
     if (!strcmp(via, "inproc") && !(j.g = vdn_comm_group_new(n, err, errlen))) return -1;
     if (!strcmp(via, "nccl") && vdn_comm_nccl_unique_id(j.id, err, errlen) != 0) return -1;
     j.err = vdn_xcalloc((size_t)n, sizeof *j.err);
+    j.seqs = seq_copies(lp->seq, n);
     int failed = vdn_comm_run_ranks(n, group_rank, &j);
+    seq_copies_free(j.seqs, n);
     if (failed) { /* the rank that failed first, not one that only saw "another rank failed" */
         int pick = 0;
         for (int r = 0; r < n; r++)
