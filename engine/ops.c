@@ -1,19 +1,22 @@
 /* CPU reference ops; see ops.h. Plain loops, float64 accumulation. */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops.h"
 #include "vdn_util.h"
 
-static int g_threads = 1;
+/* process-wide; atomic because devices may be opened from several threads at once (the ranks
+ * of a k-GPU render, vdn bench --gpus) */
+static atomic_int g_threads = 1;
 
 void vdn_ops_set_threads(int n) {
-    g_threads = n < 1 ? 1 : (n > 64 ? 64 : n);
+    atomic_store_explicit(&g_threads, n < 1 ? 1 : (n > 64 ? 64 : n), memory_order_relaxed);
 }
 int vdn_ops_threads(void) {
-    return g_threads;
+    return atomic_load_explicit(&g_threads, memory_order_relaxed);
 }
 
 typedef struct {
@@ -30,7 +33,7 @@ static void *pfor_thread(void *arg) {
 }
 
 void vdn_parallel_for(int n, void (*fn)(void *ctx, int i), void *ctx) {
-    int nt = g_threads < n ? g_threads : n;
+    const int threads = vdn_ops_threads(), nt = threads < n ? threads : n;
     if (nt <= 1) {
         for (int i = 0; i < n; i++)
             fn(ctx, i);
@@ -75,7 +78,7 @@ static void *linear_thread(void *arg) {
 }
 
 void vdn_linear(float *y, const float *x, const float *w, const float *b, int n, int in, int out) {
-    int nt = g_threads;
+    int nt = vdn_ops_threads();
     double work = (double)n * in * out;
     if (nt > n) nt = n;
     if (nt <= 1 || work < 1e6) {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -19,14 +20,18 @@ int vdn_fail(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
+/* read from VDN_LOG_LEVEL once; threads log at once (a worker's jobs), so the cached level is
+ * atomic: racing first calls compute the same value */
 static int log_threshold(void) {
-    static int level = -1;
+    static atomic_int cached = -1;
+    int level = atomic_load_explicit(&cached, memory_order_relaxed);
     if (level < 0) {
         const char *e = getenv("VDN_LOG_LEVEL");
         level = VDN_LOG_INFO;
         if (e && !strcmp(e, "debug")) level = VDN_LOG_DEBUG;
         if (e && !strcmp(e, "warn")) level = VDN_LOG_WARN;
         if (e && !strcmp(e, "error")) level = VDN_LOG_ERROR;
+        atomic_store_explicit(&cached, level, memory_order_relaxed);
     }
     return level;
 }

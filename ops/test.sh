@@ -2,7 +2,8 @@
 # Build everything (CUDA too where nvcc exists) and run all tests. GPU tests (ctest label
 # `gpu`) skip themselves, saying so, on a machine without a GPU. Then, where clang is
 # installed, every libFuzzer target runs briefly (ops/fuzz.sh; VDN_FUZZ_SECONDS per target,
-# default 10; VDN_FUZZ_SECONDS=0 leaves fuzzing out).
+# default 10; VDN_FUZZ_SECONDS=0 leaves fuzzing out), and the threaded tests run again under
+# ThreadSanitizer (ops/tsan.sh; VDN_TSAN=0 leaves it out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -26,6 +27,11 @@ elif ! command -v clang >/dev/null 2>&1; then
 else
     echo "ops/test.sh: fuzzing every libFuzzer target for ${FUZZ_SECONDS}s (ops/fuzz.sh)"
     ops/fuzz.sh "$FUZZ_SECONDS"
+fi
+if [[ ${VDN_TSAN:-1} == 0 ]]; then
+    echo "ops/test.sh: ThreadSanitizer run left out (VDN_TSAN=0)"
+else
+    ops/tsan.sh
 fi
 if [[ -n $summary ]]; then
     read -r failed total <<<"$summary"

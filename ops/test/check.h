@@ -5,10 +5,12 @@
 #define VDN_OPS_TEST_CHECK_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
-static int failures;                       /* checks that failed */
-static int checks __attribute__((unused)); /* checks evaluated (some tests print it) */
+/* atomic: tests check from several threads (ranks, decoders, workers' jobs) */
+static atomic_int failures;                       /* checks that failed */
+static atomic_int checks __attribute__((unused)); /* checks evaluated (some tests print it) */
 
 /* Counts one failure: where, the condition, and the optional printf-style message. */
 static inline void check_failed(const char *file, int line, const char *cond, const char *fmt,
