@@ -33,7 +33,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import Farm, SkipTest, check, free_port, log, main
-from test_store_metrics import load_s3_tools
+from test_store_metrics import load_s3_tools, s3_store
 
 TOKEN = "e2e-s3-media-token-0123456789"
 MIB = 1 << 20
@@ -329,20 +329,7 @@ def test(args):
         farm.run(["ckpt", "init", "--preset", "tiny", "--vdn", "--vae", "--out", ckpt],
                  timeout=120)
         farm.ckpt, farm.prompt = ckpt, os.path.join(ckpt, "prompt.safetensors")
-        data = os.path.join(farm.dir, "s3data")
-        os.makedirs(data)
-        server = test_s3.S3rver(exe, data)
-        proxy = None
-        try:
-            try:
-                server.start()
-            except RuntimeError as e:
-                raise SkipTest("s3rver did not start: %s" % str(e)[:300])
-            proxy = test_s3.Proxy(server.port, botocore, data)
-            farm.env.update({"AWS_ACCESS_KEY_ID": "S3RVER",
-                             "AWS_SECRET_ACCESS_KEY": test_s3.SECRET, "AWS_REGION": "us-east-1",
-                             "VDN_S3_ENDPOINT": "http://127.0.0.1:%d" % proxy.port})
-            farm.env.pop("AWS_SESSION_TOKEN", None)
+        with s3_store(farm, test_s3, botocore, exe) as (server, proxy):
             s3 = test_s3.s3api(server.port)  # the referee, straight to s3rver
 
             def ref(key):
@@ -391,10 +378,6 @@ def test(args):
             proxy.reset()
             # big[1] was fetched last in part 2: still a copy; big[3] is never kept
             part3(farm, base, reqs, server, big[1] + (ref(big[1][1]),), big[3])
-        finally:
-            if proxy:
-                proxy.stop()
-            server.stop()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ worker (--upload-attempts 1, so one refused upload ends its attempt):
     so that its reason reads "store", "upload" and "download": not a store error.
 /metrics, read with prometheus_client's parser, must equal those counts exactly, and the
 attempts table must say which attempt failed on what."""
+import contextlib
 import json
 import os
 import re
@@ -30,6 +31,32 @@ def load_s3_tools(source):
     except ImportError as e:
         raise SkipTest("botocore from awscli (the S3 proxy checks signatures with it): %s" % e)
     return test_s3, botocore
+
+
+@contextlib.contextmanager
+def s3_store(farm, test_s3, botocore, exe):
+    """s3rver (its files under farm.dir) behind the store tests' signature-checking proxy, the
+    farm's processes pointed at the proxy with s3rver's credentials; yields (server, proxy) and
+    stops both at the end. s3rver that does not start skips the test."""
+    data = os.path.join(farm.dir, "s3data")
+    os.makedirs(data)
+    server = test_s3.S3rver(exe, data)
+    proxy = None
+    try:
+        try:
+            server.start()
+        except RuntimeError as e:
+            raise SkipTest("s3rver did not start: %s" % str(e)[:300])
+        proxy = test_s3.Proxy(server.port, botocore, data)
+        farm.env.update({"AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": test_s3.SECRET,
+                         "AWS_REGION": "us-east-1",
+                         "VDN_S3_ENDPOINT": "http://127.0.0.1:%d" % proxy.port})
+        farm.env.pop("AWS_SESSION_TOKEN", None)
+        yield server, proxy
+    finally:
+        if proxy:
+            proxy.stop()
+        server.stop()
 
 
 def metrics(base):
@@ -59,20 +86,7 @@ def test(args):
     bucket = test_s3.BUCKET
     with Farm(args.vdn, "storemetrics", store="s3://%s/e2e" % bucket, steps=2,
               keep=args.keep) as farm:
-        data = os.path.join(farm.dir, "s3data")
-        os.makedirs(data)
-        server = test_s3.S3rver(exe, data)
-        proxy = None
-        try:
-            try:
-                server.start()
-            except RuntimeError as e:
-                raise SkipTest("s3rver did not start: %s" % str(e)[:300])
-            proxy = test_s3.Proxy(server.port, botocore, data)
-            farm.env.update({"AWS_ACCESS_KEY_ID": "S3RVER", "AWS_SECRET_ACCESS_KEY": test_s3.SECRET,
-                             "AWS_REGION": "us-east-1",
-                             "VDN_S3_ENDPOINT": "http://127.0.0.1:%d" % proxy.port})
-            farm.env.pop("AWS_SESSION_TOKEN", None)
+        with s3_store(farm, test_s3, botocore, exe) as (server, proxy):
             prompt_uri = "s3://%s/e2e/prompts/p.safetensors" % bucket
             farm.run(["store", "put", "s3://%s/e2e" % bucket, "prompts/p.safetensors",
                       farm.prompt])
@@ -148,10 +162,6 @@ def test(args):
             json_puts = [s for m, p, s in proxy.log if m == "PUT" and p.endswith("/out.json")]
             check(json_puts == [503, 0, 0, 0],
                   "out.json PUTs %s: expected 503, its retry, then the other two jobs'" % json_puts)
-        finally:
-            if proxy:
-                proxy.stop()
-            server.stop()
 
 
 if __name__ == "__main__":
