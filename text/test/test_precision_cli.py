@@ -23,21 +23,11 @@ import st  # noqa: E402
 
 VDN, TOK, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 PROMPT = "A cat walks slowly across a wet rooftop at night, rain on the tiles."
-fails = []
-
-
-def check(cond, what):
-    print("ok  " if cond else "FAIL", what, flush=True)
-    if not cond:
-        fails.append(what)
+check = st.check
 
 
 def run(*args):
     return subprocess.run([VDN, *args], capture_output=True, text=True, timeout=300)
-
-
-def read_st(path):
-    return st.read_arrays(path)
 
 
 shutil.rmtree(WORK, ignore_errors=True)
@@ -59,8 +49,8 @@ for name, extra in (("default", []), ("bf16", ["--precision", "bf16"]),
 if all(os.path.exists(f) for f, _ in files.values()):
     check(open(files["default"][0], "rb").read() == open(files["bf16"][0], "rb").read(),
           "--precision bf16 writes the default's bytes")
-    m16, t16 = read_st(files["bf16"][0])
-    m8, t8 = read_st(files["fp8"][0])
+    m16, t16 = st.read_arrays(files["bf16"][0])
+    m8, t8 = st.read_arrays(files["fp8"][0])
     check(m16.get("text_encoder_precision") == "bf16", "bf16 file metadata: %s" % m16)
     check(m8.get("text_encoder_precision") == "fp8", "fp8 file metadata: %s" % m8)
     check(m8.get("text_encoder") == m16.get("text_encoder"),
@@ -111,7 +101,7 @@ check(p.returncode == 2 and "text_precision" in p.stderr and "'e5m2'" in p.stder
       "expected bf16 or fp8" in p.stderr,
       "text_precision = e5m2 in the config refused: rc %d, %r" % (p.returncode, p.stderr[-300:]))
 
-if fails:
-    print("%d check(s) failed" % len(fails))
+if st.failures:
+    print("%d check(s) failed" % len(st.failures))
     sys.exit(1)
 print("text_precision_cli: ok")
