@@ -253,16 +253,9 @@ static int quantize_slot(vdn_dit_weights *w, vdn_tensor **slot, const char *what
     while (i < w->n_owned && w->owned[i] != t)
         i++;
     VDN_ASSERT(i < w->n_owned && "an fp8 candidate the loader does not own");
-    const int64_t rows = vdn_tensor_rows(t), cols = vdn_tensor_cols(t);
-    vdn_tensor *q = vdn_tensor_new2(w->dev, VDN_DT_F8_E4M3, rows, cols);
-    vdn_tensor *s = q ? vdn_tensor_new2(w->dev, VDN_DT_F32, rows, 1) : NULL;
-    /* the sync lets the float weight go only once the quantising kernel has read it */
-    if (!s || vdn_op_quantize_rows(q, s, t) != 0 || vdn_dev_sync(w->dev) != 0) {
-        vdn_fail(err, errlen, "weights: fp8 %s: %s", what, vdn_dev_error(w->dev));
-        vdn_tensor_free(q);
-        vdn_tensor_free(s);
-        return -1;
-    }
+    vdn_tensor *q, *s;
+    if (vdn_quantize_weight_fp8(t, &q, &s) != 0)
+        return vdn_fail(err, errlen, "weights: fp8 %s: %s", what, vdn_dev_error(w->dev));
     vdn_tensor_free(t);
     w->owned[i] = q;
     if (w->n_owned == w->cap_owned) {

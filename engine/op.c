@@ -540,6 +540,17 @@ int vdn_op_quantize_rows(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x) 
     return 0;
 }
 
+int vdn_quantize_weight_fp8(const vdn_tensor *w, vdn_tensor **q, vdn_tensor **scale) {
+    const int64_t rows = vdn_tensor_rows(w), cols = vdn_tensor_cols(w);
+    *q = vdn_tensor_new2(w->dev, VDN_DT_F8_E4M3, rows, cols);
+    *scale = *q ? vdn_tensor_new2(w->dev, VDN_DT_F32, rows, 1) : NULL;
+    if (*scale && vdn_op_quantize_rows(*q, *scale, w) == 0 && vdn_dev_sync(w->dev) == 0) return 0;
+    vdn_tensor_free(*q);
+    vdn_tensor_free(*scale);
+    *q = *scale = NULL;
+    return -1;
+}
+
 int vdn_op_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
                   vdn_act act, int accumulate) {
     DEV_OF(y);

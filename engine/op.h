@@ -147,6 +147,11 @@ int vdn_op_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const
  * with `rows` elements, contiguous. On success q->scale points at scale's data, so q is a weight
  * vdn_op_linear takes; scale must outlive q's use. */
 int vdn_op_quantize_rows(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x);
+/* A float weight w [out, in] as a new fp8 weight (*q) with its new row scales (*scale), both on
+ * w's device, the device synced so the caller may free w at once (loaders quantise as they load:
+ * the device never holds the whole model in float). 0, or -1 with nothing allocated and the
+ * device's error set. */
+int vdn_quantize_weight_fp8(const vdn_tensor *w, vdn_tensor **q, vdn_tensor **scale);
 
 /* Batched y[i] = a[i] b[i]^T (+ y[i] when accumulate): a [n, m, k], b [n, p, k], y [n, m, p]. */
 int vdn_op_matmul_bt(vdn_tensor *y, const vdn_tensor *a, const vdn_tensor *b, int accumulate);

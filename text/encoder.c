@@ -109,16 +109,10 @@ static vdn_tensor *upload_stacked(vdn_text_encoder *e, int layer, const char *co
  * only once the quantising kernel has read it. */
 static int quantize_into(vdn_text_encoder *e, enc_layer *L, int l, int i, const vdn_tensor *src,
                          char *err, size_t errlen) {
-    const int64_t rows = vdn_tensor_rows(src), cols = vdn_tensor_cols(src);
-    vdn_tensor *q = vdn_tensor_new2(e->dev, VDN_DT_F8_E4M3, rows, cols);
-    vdn_tensor *s = q ? vdn_tensor_new2(e->dev, VDN_DT_F32, rows, 1) : NULL;
-    if (!s || vdn_op_quantize_rows(q, s, src) || vdn_dev_sync(e->dev)) {
-        vdn_fail(err, errlen, "text encoder: fp8 %s of layer %d: %s", lin_name[i], l,
-                 vdn_dev_error(e->dev));
-        vdn_tensor_free(q);
-        vdn_tensor_free(s);
-        return -1;
-    }
+    vdn_tensor *q, *s;
+    if (vdn_quantize_weight_fp8(src, &q, &s) != 0)
+        return vdn_fail(err, errlen, "text encoder: fp8 %s of layer %d: %s", lin_name[i], l,
+                        vdn_dev_error(e->dev));
     L->lin[i] = q;
     L->scale[i] = s;
     e->n_fp8++;
