@@ -6,7 +6,7 @@
 # switches: BENCH=0, SANITIZE=0, SANITIZE_ONLY=prep, PROFILE=1, H3RENDER=1, BENCH_ARGS="--reps 5",
 #           WHOLE=1 WHOLE_ARGS="--variants vdn,dense --nfe 3" (vdn bench --whole; WHOLE_RUNS="A;B"
 #           for several), TESTS=0, FP8ACC=1 (fp8 vs bf16 vs the CPU oracle on small renders),
-#           SANITIZE_RENDER=0, SANITIZE_OPS=0
+#           SANITIZE_RENDER=0, SANITIZE_OPS=0, TESTS=ops (only the backend-ops test)
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 PEERS=${1:-.devcarry/h3_peers.py}
@@ -71,6 +71,11 @@ if [ ! -x "$B/test_gpu" ] || [ ! -x "$B/vdn_bench" ]; then
 fi
 
 tw=skip tg=skip tbo=skip tbk=skip
+if [ "${TESTS:-1}" = ops ]; then
+  # only every op of the op layer, CUDA against the CPU oracle (the fp8 products included)
+  timeout 200 "$B/test_backend_ops" > "$OUT/backend_ops.log" 2>&1; tbo=$?
+  grep -E "FAIL|NON-FINITE|passed|failed" "$OUT/backend_ops.log" | head -20
+fi
 if [ "${TESTS:-1}" = 1 ]; then
   "$B/test_twins" > "$OUT/test.log" 2>&1; tw=$?
   timeout ${GPU_TEST_TIMEOUT:-240} "$B/test_gpu" >> "$OUT/test.log" 2>&1; tg=$?
