@@ -8,6 +8,7 @@
 
 #include "op_backend.h"
 #include "op_check.h"
+#include "op_profile.h"
 #include "safetensors.h"
 #include "vdn_util.h"
 
@@ -379,7 +380,7 @@ int vdn_tensor_set(vdn_tensor *t, const void *host, vdn_dtype host_dt) {
                             "quantise with vdn_op_quantize_rows)",
                             vdn_dtype_name(host_dt), vdn_tensor_desc(t, b, sizeof b));
     }
-    return d->be->set(t, host, host_dt);
+    return VDN_PROF(d, "set", t, NULL, 0, d->be->set(t, host, host_dt));
 }
 
 int vdn_tensor_get(const vdn_tensor *t, float *host) {
@@ -390,13 +391,13 @@ int vdn_tensor_get(const vdn_tensor *t, float *host) {
         return vdn_dev_fail(d, "op tensor_get: %s is not a float tensor (use tensor_get_raw)",
                             vdn_tensor_desc(t, b, sizeof b));
     }
-    return d->be->get(t, host, VDN_DT_F32);
+    return VDN_PROF(d, "get", t, NULL, 0, d->be->get(t, host, VDN_DT_F32));
 }
 
 int vdn_tensor_get_raw(const vdn_tensor *t, void *host) {
     DEV_OF(t);
     if (vdn_chk_tensor(d, "tensor_get_raw", "t", t)) return -1;
-    return d->be->get(t, host, t->dtype);
+    return VDN_PROF(d, "get", t, NULL, 0, d->be->get(t, host, t->dtype));
 }
 
 int vdn_tensor_copy(vdn_tensor *dst, const vdn_tensor *src) {
@@ -409,7 +410,7 @@ int vdn_tensor_copy(vdn_tensor *dst, const vdn_tensor *src) {
     if ((dst->dtype == VDN_DT_F8_E4M3 || src->dtype == VDN_DT_F8_E4M3) && dst->dtype != src->dtype)
         return vdn_dev_fail(d, "op copy: %s into %s (fp8 copies only to fp8)",
                             vdn_dtype_name(src->dtype), vdn_dtype_name(dst->dtype));
-    return d->be->copy(dst, src);
+    return VDN_PROF(d, "copy", dst, NULL, 0, d->be->copy(dst, src));
 }
 
 int vdn_tensor_fill(vdn_tensor *t, double value) {
@@ -417,7 +418,7 @@ int vdn_tensor_fill(vdn_tensor *t, double value) {
     if (vdn_chk_tensor(d, "fill", "t", t)) return -1;
     if (t->dtype == VDN_DT_F8_E4M3)
         return vdn_dev_fail(d, "op fill: fp8 tensors are written by vdn_op_quantize_rows only");
-    return d->be->fill(t, value);
+    return VDN_PROF(d, "fill", t, NULL, 0, d->be->fill(t, value));
 }
 
 /* ---- attention masks ---- */
@@ -535,7 +536,7 @@ int vdn_op_quantize_rows(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x) 
                             op, vdn_tensor_desc(scale, b, sizeof b), (long long)rows);
     if (!d->be->quantize_rows)
         return vdn_dev_fail(d, "op %s: not implemented on backend %s", op, d->be->name);
-    if (d->be->quantize_rows(q, scale, x) != 0) return -1;
+    if (VDN_PROF(d, "quantize_rows", x, NULL, 0, d->be->quantize_rows(q, scale, x)) != 0) return -1;
     q->scale = (const float *)scale->data;
     return 0;
 }
@@ -565,7 +566,8 @@ int vdn_op_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const
         return vdn_dev_fail(d, "op linear: accumulate and an activation are exclusive");
     if (y->data == x->data)
         return vdn_dev_fail(d, "op linear: y and x overlap (the product needs a separate output)");
-    return d->be->linear(y, x, w, b, act, accumulate);
+    return VDN_PROF(d, "linear", x, w, 2.0 * (double)rows * (double)in * (double)out,
+                    d->be->linear(y, x, w, b, act, accumulate));
 }
 
 int vdn_op_matmul_bt(vdn_tensor *y, const vdn_tensor *a, const vdn_tensor *b, int accumulate) {
@@ -589,7 +591,8 @@ int vdn_op_matmul_bt(vdn_tensor *y, const vdn_tensor *a, const vdn_tensor *b, in
                             vdn_tensor_desc(a, ba, sizeof ba), vdn_tensor_desc(b, bb, sizeof bb),
                             vdn_tensor_desc(y, by, sizeof by));
     }
-    return d->be->matmul_bt(y, a, b, accumulate);
+    return VDN_PROF(d, "matmul_bt", a, b, 2.0 * (double)n * (double)m * (double)p * (double)k,
+                    d->be->matmul_bt(y, a, b, accumulate));
 }
 
 /* ---- elementwise and per row ---- */
@@ -604,7 +607,7 @@ int vdn_op_act(vdn_tensor *y, const vdn_tensor *x, vdn_act act) {
     if (vdn_chk_float(d, "act", "y", y) || vdn_chk_float(d, "act", "x", x) ||
         chk_same(d, "act", "x", x, y) || chk_act(d, "act", act))
         return -1;
-    return d->be->act(y, x, act);
+    return VDN_PROF(d, "act", NULL, NULL, 0, d->be->act(y, x, act));
 }
 
 int vdn_op_swiglu(vdn_tensor *y, const vdn_tensor *value, const vdn_tensor *gate) {
@@ -614,7 +617,7 @@ int vdn_op_swiglu(vdn_tensor *y, const vdn_tensor *value, const vdn_tensor *gate
         vdn_chk_float(d, op, "gate", gate) || chk_same(d, op, "value", value, y) ||
         chk_same(d, op, "gate", gate, y))
         return -1;
-    return d->be->swiglu(y, value, gate);
+    return VDN_PROF(d, "swiglu", NULL, NULL, 0, d->be->swiglu(y, value, gate));
 }
 
 int vdn_op_add(vdn_tensor *x, const vdn_tensor *y) {
@@ -622,13 +625,13 @@ int vdn_op_add(vdn_tensor *x, const vdn_tensor *y) {
     if (vdn_chk_float(d, "add", "x", x) || vdn_chk_float(d, "add", "y", y) ||
         chk_same(d, "add", "y", y, x))
         return -1;
-    return d->be->add(x, y);
+    return VDN_PROF(d, "add", NULL, NULL, 0, d->be->add(x, y));
 }
 
 int vdn_op_scale(vdn_tensor *x, double s) {
     DEV_OF(x);
     if (vdn_chk_float(d, "scale", "x", x)) return -1;
-    return d->be->scale(x, s);
+    return VDN_PROF(d, "scale", NULL, NULL, 0, d->be->scale(x, s));
 }
 
 /* table [n, width] indexed per row by idx (I32 [rows]) or, without idx, row r by row r */
@@ -667,7 +670,7 @@ int vdn_op_gate_residual(vdn_tensor *x, const vdn_tensor *y, const vdn_tensor *g
     if (gate && chk_row_table(d, op, "gate", gate, idx, vdn_tensor_rows(x), vdn_tensor_cols(x)))
         return -1;
     if (idx && !gate) return vdn_dev_fail(d, "op gate_residual: idx given without a gate");
-    return d->be->gate_residual(x, y, gate, idx);
+    return VDN_PROF(d, "gate_residual", NULL, NULL, 0, d->be->gate_residual(x, y, gate, idx));
 }
 
 int vdn_op_mul_groups(vdn_tensor *x, const vdn_tensor *s, int group) {
@@ -678,7 +681,7 @@ int vdn_op_mul_groups(vdn_tensor *x, const vdn_tensor *s, int group) {
         return vdn_dev_fail(d, "op mul_groups: group %d does not divide %lld columns", group,
                             (long long)vdn_tensor_cols(x));
     if (vdn_chk_2d(d, op, "s", s, vdn_tensor_rows(x), vdn_tensor_cols(x) / group)) return -1;
-    return d->be->mul_groups(x, s, group);
+    return VDN_PROF(d, "mul_groups", NULL, NULL, 0, d->be->mul_groups(x, s, group));
 }
 
 static int chk_vec(vdn_dev *d, const char *op, const char *name, const vdn_tensor *v, int64_t n) {
@@ -703,7 +706,7 @@ int vdn_op_rmsnorm(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, doub
         (chk_idx(d, op, idx, rows) || chk_row_table(d, op, "shift", shift, idx, rows, width) ||
          chk_row_table(d, op, "scale", scale, idx, rows, width)))
         return -1;
-    return d->be->rmsnorm(y, x, w, eps, shift, scale, idx);
+    return VDN_PROF(d, "rmsnorm", NULL, NULL, 0, d->be->rmsnorm(y, x, w, eps, shift, scale, idx));
 }
 
 int vdn_op_layernorm(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
@@ -715,7 +718,7 @@ int vdn_op_layernorm(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, co
         chk_vec(d, op, "b", b, vdn_tensor_cols(x)))
         return -1;
     if (!(eps > 0)) return vdn_dev_fail(d, "op layernorm: eps %g, expected > 0", eps);
-    return d->be->layernorm(y, x, w, b, eps);
+    return VDN_PROF(d, "layernorm", NULL, NULL, 0, d->be->layernorm(y, x, w, b, eps));
 }
 
 /* ---- rotary embedding ---- */
@@ -761,7 +764,8 @@ int vdn_op_qk_norm_rope(vdn_tensor *q_out, vdn_tensor *k_out, const vdn_tensor *
     if ((wq || wk) && !(eps > 0))
         return vdn_dev_fail(d, "op qk_norm_rope: eps %g, expected > 0", eps);
     if (chk_rope(d, op, rope, vdn_tensor_rows(q_in), head_dim)) return -1;
-    return d->be->qk_norm_rope(q_out, k_out, q_in, k_in, wq, wk, head_dim, eps, rope);
+    return VDN_PROF(d, "qk_norm_rope", NULL, NULL, 0,
+                    d->be->qk_norm_rope(q_out, k_out, q_in, k_in, wq, wk, head_dim, eps, rope));
 }
 
 /* ---- attention ---- */
@@ -794,7 +798,8 @@ int vdn_op_attention(vdn_tensor *o, const vdn_tensor *q, const vdn_tensor *k, co
                  vdn_chk_2d(d, op, "gate", gate, vdn_tensor_rows(q), hq)))
         return -1;
     if (!(scale > 0)) return vdn_dev_fail(d, "op attention: scale %g, expected > 0", scale);
-    return d->be->attention(o, q, k, v, head_dim, scale, mask, gate);
+    return VDN_PROF(d, mask && mask->kind == VDN_MASK_ROWS ? "attention_rows" : "attention", q, k,
+                    0, d->be->attention(o, q, k, v, head_dim, scale, mask, gate));
 }
 
 /* ---- diffusion ---- */
@@ -815,7 +820,7 @@ int vdn_op_time_features(vdn_tensor *e, const vdn_tensor *t) {
     if (vdn_tensor_cols(e) % 2)
         return vdn_dev_fail(d, "op time_features: e has %lld columns, expected an even count",
                             (long long)vdn_tensor_cols(e));
-    return d->be->time_features(e, t);
+    return VDN_PROF(d, "time_features", NULL, NULL, 0, d->be->time_features(e, t));
 }
 
 int vdn_op_euler(vdn_tensor *x, const vdn_tensor *v, double sigma, double sigma_next) {
@@ -828,5 +833,5 @@ int vdn_op_euler(vdn_tensor *x, const vdn_tensor *v, double sigma, double sigma_
                             "op euler: sigma %g -> %g, expected 0 <= sigma_next <= sigma, "
                             "sigma > 0",
                             sigma, sigma_next);
-    return d->be->euler(x, v, sigma, sigma_next);
+    return VDN_PROF(d, "euler", NULL, NULL, 0, d->be->euler(x, v, sigma, sigma_next));
 }

@@ -87,7 +87,17 @@ struct vdn_dev_backend {
 
     /* op.h's vdn_dev_mem_info (NULL: the backend cannot say) */
     int (*mem_info)(vdn_dev *d, size_t *free_bytes, size_t *total_bytes);
+
+    /* op_profile.c's timers (all NULL: no profiles on this backend). A timer marks a point in
+     * d's work order (timer_mark); timer_ms is the time between two marks, valid once d was
+     * synchronised after both. */
+    void *(*timer_new)(vdn_dev *d);
+    int (*timer_mark)(vdn_dev *d, void *timer);
+    double (*timer_ms)(vdn_dev *d, const void *from, const void *to);
+    void (*timer_free)(vdn_dev *d, void *timer);
 };
+
+typedef struct vdn_prof vdn_prof;
 
 struct vdn_dev {
     const vdn_dev_backend *be;
@@ -97,6 +107,7 @@ struct vdn_dev {
     char err[512];
     size_t mem_in_use, mem_peak;
     int fault; /* vdn_dev_fault_kind: the worst backend failure since the last clear */
+    struct vdn_prof *prof; /* op_profile.h: the profile being recorded, or NULL */
 };
 
 /* Registry (like backend.h's): the CPU table is built in; kernels/ provides "cuda" by the weak

@@ -1,6 +1,7 @@
 /* Front end of the convolution ops (op_conv.h): shape and dtype checks, then the device's table. */
 #include "op_conv.h"
 #include "op_check.h"
+#include "op_profile.h"
 
 #define CONV_TABLE(d, op)                                                                          \
     const struct vdn_conv_backend *ct_ = (d)->be->conv;                                            \
@@ -33,7 +34,8 @@ int vdn_op_conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const
     if (vdn_chk_float(d, op, "x", x) || chk(d, op, "w", w, cout, cin * K) ||
         (b && chk(d, op, "b", b, 1, cout)) || chk(d, op, "y", y, cout, lout))
         return -1;
-    return ct_->conv1d(y, x, w, b, K, stride, pad, dilation);
+    return VDN_PROF(d, "conv1d", x, w, 2.0 * (double)cout * (double)lout * (double)cin * K,
+                    ct_->conv1d(y, x, w, b, K, stride, pad, dilation));
 }
 
 int vdn_op_conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w,
@@ -63,7 +65,8 @@ int vdn_op_conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor
     if (vdn_chk_float(d, op, "x", x) || chk(d, op, "w", w, cin, cout * K) ||
         (b && chk(d, op, "b", b, 1, cout)) || chk(d, op, "y", y, cout, lout))
         return -1;
-    return ct_->conv_transpose1d(y, x, w, b, K, stride, pad);
+    return VDN_PROF(d, "conv_transpose1d", x, w, 2.0 * (double)cin * (double)lin * (double)cout * K,
+                    ct_->conv_transpose1d(y, x, w, b, K, stride, pad));
 }
 
 int vdn_op_snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha,
@@ -84,5 +87,6 @@ int vdn_op_snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha,
         chk(d, op, "alpha", alpha, 1, C) || chk(d, op, "beta", beta, 1, C) ||
         chk(d, op, "up_filter", up_filter, 1, K) || chk(d, op, "down_filter", down_filter, 1, K))
         return -1;
-    return ct_->snake_aa(y, x, alpha, beta, up_filter, down_filter, ratio);
+    return VDN_PROF(d, "snake_aa", x, NULL, 0,
+                    ct_->snake_aa(y, x, alpha, beta, up_filter, down_filter, ratio));
 }

@@ -2,6 +2,7 @@
  * themselves are in op_cpu_{linear,elem,norm,attn}.c. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "op_cpu.h"
@@ -164,6 +165,27 @@ static int cpu_mem_info(vdn_dev *d, size_t *free_bytes, size_t *total_bytes) {
     return 0;
 }
 
+/* op_profile.c's timers: the CPU's ops are synchronous, so a timer is the monotonic clock */
+static void *cpu_timer_new(vdn_dev *d) {
+    (void)d;
+    return vdn_xmalloc(sizeof(double));
+}
+static int cpu_timer_mark(vdn_dev *d, void *t) {
+    (void)d;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    *(double *)t = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+    return 0;
+}
+static double cpu_timer_ms(vdn_dev *d, const void *from, const void *to) {
+    (void)d;
+    return *(const double *)to - *(const double *)from;
+}
+static void cpu_timer_free(vdn_dev *d, void *t) {
+    (void)d;
+    free(t);
+}
+
 const vdn_dev_backend vdn_cpu_dev_backend = {
     .name = "cpu",
     .available = cpu_available,
@@ -197,4 +219,8 @@ const vdn_dev_backend vdn_cpu_dev_backend = {
     .act_dtype = VDN_DT_F32,
     .quantize_rows = vdn_cpu_quantize_rows,
     .mem_info = cpu_mem_info,
+    .timer_new = cpu_timer_new,
+    .timer_mark = cpu_timer_mark,
+    .timer_ms = cpu_timer_ms,
+    .timer_free = cpu_timer_free,
 };

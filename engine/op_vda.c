@@ -1,6 +1,7 @@
 /* Front end of the VDA ops (op_vda.h): shape and dtype checks, then the device's VDA table. */
 #include "op_vda.h"
 #include "op_check.h"
+#include "op_profile.h"
 
 #define VDA_TABLE(d, op)                                                                           \
     const struct vdn_vda_backend *vt_ = (d)->be->vda;                                              \
@@ -70,7 +71,8 @@ int vdn_op_vda_prep(const vdn_vda_feats *o, const vdn_tensor *k, const vdn_tenso
             chk(d, op, "conv.v_tm", conv->v_tm, C, kt))
             return -1;
     }
-    return vt_->prep(o, k, v, q, conv, beta, frames, gh, gw, heads);
+    return VDN_PROF(d, "vda_prep", NULL, NULL, 0,
+                    vt_->prep(o, k, v, q, conv, beta, frames, gh, gw, heads));
 }
 
 int vdn_op_vda_stats(vdn_tensor *A, vdn_tensor *B, const vdn_tensor *ks, const vdn_tensor *kb,
@@ -91,7 +93,7 @@ int vdn_op_vda_stats(vdn_tensor *A, vdn_tensor *B, const vdn_tensor *ks, const v
     if (chk(d, op, "ks", ks, rows, hd) || chk(d, op, "kb", kb, rows, hd) ||
         chk(d, op, "vt", vt, rows, hd))
         return -1;
-    return vt_->stats(A, B, ks, kb, vt, nmat);
+    return VDN_PROF(d, "vda_stats", NULL, NULL, 0, vt_->stats(A, B, ks, kb, vt, nmat));
 }
 
 int vdn_op_vda_solve(vdn_tensor *T, vdn_tensor *J, const vdn_tensor *A, const vdn_tensor *B,
@@ -120,7 +122,7 @@ int vdn_op_vda_solve(vdn_tensor *T, vdn_tensor *J, const vdn_tensor *A, const vd
     if (additive_S < 0)
         return vdn_dev_fail(d, "op vda_solve: additive_S %d, expected 0 (solve) or S > 0",
                             additive_S);
-    return vt_->solve(T, J, A, B, alpha, additive_S);
+    return VDN_PROF(d, "vda_solve", NULL, NULL, 0, vt_->solve(T, J, A, B, alpha, additive_S));
 }
 
 int vdn_op_vda_scans(vdn_tensor *P, vdn_tensor *R, const vdn_tensor *T, const vdn_tensor *J,
@@ -138,7 +140,7 @@ int vdn_op_vda_scans(vdn_tensor *P, vdn_tensor *R, const vdn_tensor *T, const vd
     if (chk(d, op, "T", T, rows, hd) || chk(d, op, "J", J, rows, hd) ||
         (R && chk(d, op, "R", R, rows, hd)) || (S0 && chk(d, op, "S0", S0, rows / frames, hd)))
         return -1;
-    return vt_->scans(P, R, T, J, S0, frames);
+    return VDN_PROF(d, "vda_scans", NULL, NULL, 0, vt_->scans(P, R, T, J, S0, frames));
 }
 
 int vdn_op_vda_gather(vdn_tensor *Slin, const vdn_tensor *P, const vdn_tensor *R,
@@ -161,7 +163,8 @@ int vdn_op_vda_gather(vdn_tensor *Slin, const vdn_tensor *P, const vdn_tensor *R
         vdn_chk_dtype(d, op, "win", win, VDN_DT_I32) || vdn_chk_2d(d, op, "win", win, frames, 2))
         return -1;
     if (win->ld != 2) return vdn_dev_fail(d, "op vda_gather: win must be contiguous [F, 2]");
-    return vt_->gather(Slin, P, R, S0, alpha, win, frames);
+    return VDN_PROF(d, "vda_gather", NULL, NULL, 0,
+                    vt_->gather(Slin, P, R, S0, alpha, win, frames));
 }
 
 int vdn_op_vda_readout(vdn_tensor *r, const vdn_tensor *Slin, const vdn_tensor *qt, int nmat) {
@@ -177,7 +180,7 @@ int vdn_op_vda_readout(vdn_tensor *r, const vdn_tensor *Slin, const vdn_tensor *
         return vdn_dev_fail(d, "op vda_readout: qt has %lld rows, not a multiple of %d matrices",
                             (long long)rows, nmat);
     if (chk(d, op, "qt", qt, rows, hd) || chk(d, op, "r", r, rows, hd)) return -1;
-    return vt_->readout(r, Slin, qt, nmat);
+    return VDN_PROF(d, "vda_readout", NULL, NULL, 0, vt_->readout(r, Slin, qt, nmat));
 }
 
 int vdn_op_vda_epilogue(vdn_tensor *out, const vdn_tensor *r, const vdn_tensor *wn, double eps,
@@ -197,7 +200,8 @@ int vdn_op_vda_epilogue(vdn_tensor *out, const vdn_tensor *r, const vdn_tensor *
         chk(d, op, "gpre", gpre, rows, heads * hd) || chk(d, op, "wn", wn, 1, hd))
         return -1;
     if (!(eps > 0)) return vdn_dev_fail(d, "op vda_epilogue: eps %g, expected > 0", eps);
-    return vt_->epilogue(out, r, wn, eps, gpre, frames, heads);
+    return VDN_PROF(d, "vda_epilogue", NULL, NULL, 0,
+                    vt_->epilogue(out, r, wn, eps, gpre, frames, heads));
 }
 
 int vdn_op_frame_means(vdn_tensor *m, const vdn_tensor *x, int frames) {
@@ -212,7 +216,7 @@ int vdn_op_frame_means(vdn_tensor *m, const vdn_tensor *x, int frames) {
         return vdn_dev_fail(d, "op frame_means: x has %lld rows, not a multiple of %d frames",
                             (long long)rows, frames);
     if (vdn_chk_2d(d, op, "m", m, frames, hid)) return -1;
-    return vt_->frame_means(m, x, frames);
+    return VDN_PROF(d, "vda_frame_means", NULL, NULL, 0, vt_->frame_means(m, x, frames));
 }
 
 int vdn_op_alpha_finish(vdn_tensor *alpha, const vdn_tensor *u, const vdn_tensor *dt_bias,
@@ -232,5 +236,6 @@ int vdn_op_alpha_finish(vdn_tensor *alpha, const vdn_tensor *u, const vdn_tensor
                             "dividing %lld channels",
                             (long long)H, (long long)C);
     if (chk(d, op, "u", u, F, C) || chk(d, op, "dt_bias", dt_bias, 1, C)) return -1;
-    return vt_->alpha_finish(alpha, u, dt_bias, A_log);
+    return VDN_PROF(d, "vda_alpha_finish", NULL, NULL, 0,
+                    vt_->alpha_finish(alpha, u, dt_bias, A_log));
 }

@@ -192,7 +192,7 @@ static int render_group(group_ctx *g, const char *variant, int k, group_done *d,
                     : " + 1 (as the profiled renders)");
     for (int r = 0; r < k; r++)
         vdn_engine_memory_reset_peak(g->eng[r]);
-    whole_nfe_times t = {vdn_xcalloc((size_t)req.steps, sizeof(double)), req.steps, 0};
+    whole_nfe_times t = {.s = vdn_xcalloc((size_t)req.steps, sizeof(double)), .n = req.steps};
     const double t0 = vdn_now();
     int rc = via ? vdn_engine_render_group(g->eng, k, &req, whole_on_nfe, &t, err, sizeof err)
                  : vdn_fail(err, sizeof err, "%s", why);
@@ -273,7 +273,7 @@ static int indep_one(int i, void *arg) {
     snprintf(prefix, sizeof prefix, "%s/%s-i%d", j->g->dir, j->variant, i);
     vdn_render_request req;
     whole_request(o, j->variant, j->g->prompt, prefix, &req);
-    whole_nfe_times t = {vdn_xcalloc((size_t)req.steps, sizeof(double)), req.steps, 1};
+    whole_nfe_times t = {.s = vdn_xcalloc((size_t)req.steps, sizeof(double)), .n = req.steps, .quiet = 1};
     vdn_engine_memory_reset_peak(j->g->eng[i]);
     const double t0 = vdn_now();
     int rc = vdn_engine_render(j->g->eng[i], &req, whole_on_nfe, &t, j->err[i], VDN_ERR_LEN);

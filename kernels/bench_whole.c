@@ -20,6 +20,7 @@
 #include "ckpt_init.h"
 #include "dit.h"
 #include "engine.h"
+#include "op_profile.h"
 #include "safetensors.h"
 #include "vdn_util.h"
 
@@ -29,12 +30,15 @@ static void usage(FILE *f) {
             "                 [--width 1344] [--text 512] [--nfe 3] [--warmup 1]\n"
             "                 [--variants vdn,dense] [--precision bf16|fp8] [--seed 1] [--cpu]\n"
             "                 [--json FILE] [--gpus K[,K...]] [--comm-profile]\n"
-            "                 [--independent K] [--steps 50] [--out-dir DIR]\n"
+            "                 [--independent K] [--steps 50] [--out-dir DIR] [--profile]\n"
             "Times whole model evaluations: an engine over random weights in the preset's real\n"
             "shapes (no checkpoint file) renders each variant for warm-up + N evaluations, as\n"
             "`vdn render` would, and reports the median seconds per evaluation after warm-up and\n"
             "the peak device memory. --frames counts latent frames (5k + 2; 102 = 345 pixel\n"
             "frames, 575 audio rows). --cpu runs the CPU backend (for small presets).\n"
+            "--profile adds one evaluation per variant, timed op by op on the device (every op\n"
+            "between two device timers; the time by op and by operand shapes, TFLOP/s of the\n"
+            "products, and the time between ops); it is not in the median.\n"
             "Several devices (one engine each, its own random weights; GPUs 0..K-1, or K CPU\n"
             "engines with --cpu):\n"
             "  --gpus 1,2,4,8    one clip sharded over K engines for each K (sequence\n"
@@ -121,6 +125,10 @@ static int parse(int argc, char **argv, whole_opts *o) {
             o->comm_profile = 1;
             continue;
         }
+        if (!strcmp(a, "--profile")) {
+            o->profile = 1;
+            continue;
+        }
         if (!strcmp(a, "--preset"))
             rc = str_arg(a, v, &o->preset);
         else if (!strcmp(a, "--layers"))
@@ -178,6 +186,11 @@ static int parse(int argc, char **argv, whole_opts *o) {
                 o->height, o->width);
         return -1;
     }
+    if (o->profile && (o->n_gpus || o->independent)) {
+        fprintf(stderr, "vdn bench --whole: --profile times one engine's render; --gpus and "
+                        "--independent have --comm-profile\n");
+        return -1;
+    }
     if (o->comm_profile && !o->n_gpus) {
         fprintf(stderr, "vdn bench --whole: --comm-profile profiles the sharded renders of --gpus; "
                         "give --gpus too\n");
@@ -215,6 +228,8 @@ int whole_on_nfe(void *user, int done, int total, double seconds) {
     whole_nfe_times *t = user;
     if (done >= 1 && done <= t->n) t->s[done - 1] = seconds;
     if (!t->quiet) fprintf(stderr, "  nfe %d/%d: %.3f s\n", done, total, seconds);
+    if (t->prof && done == t->prof_at && vdn_prof_start(t->prof) != 0)
+        fprintf(stderr, "  no profile: %s\n", vdn_dev_error(t->prof));
     return 0;
 }
 
@@ -236,7 +251,7 @@ void whole_request(const whole_opts *o, const char *variant, const char *prompt,
                                 .frames = (o->frames - 2) / 5 * 17 + 5,
                                 .height = o->height,
                                 .width = o->width,
-                                .steps = o->warmup + o->nfe,
+                                .steps = o->warmup + o->nfe + o->profile,
                                 .seed = o->seed,
                                 .variant = variant,
                                 .out_prefix = prefix};
@@ -253,12 +268,21 @@ static int run_variant(vdn_engine *eng, const whole_opts *o, const char *variant
     char prefix[4200], err[VDN_ERR_LEN];
     snprintf(prefix, sizeof prefix, "%s/%s", dir, variant);
     const int steps = o->warmup + o->nfe;
-    whole_nfe_times t = {vdn_xcalloc((size_t)steps, sizeof(double)), steps, 0};
+    whole_nfe_times t = {vdn_xcalloc((size_t)steps, sizeof(double)), steps, 0,
+                         o->profile ? vdn_engine_device(eng) : NULL, steps};
     vdn_render_request req;
     whole_request(o, variant, prompt, prefix, &req);
-    fprintf(stderr, "vdn bench --whole: %s, %d pixel frames %d x %d, %d + %d evaluations\n",
-            variant, req.frames, o->height, o->width, o->warmup, o->nfe);
-    if (vdn_engine_render(eng, &req, whole_on_nfe, &t, err, sizeof err) != 0) {
+    fprintf(stderr, "vdn bench --whole: %s, %d pixel frames %d x %d, %d + %d evaluations%s\n",
+            variant, req.frames, o->height, o->width, o->warmup, o->nfe,
+            o->profile ? " + 1 profiled" : "");
+    int rc = vdn_engine_render(eng, &req, whole_on_nfe, &t, err, sizeof err);
+    if (t.prof && t.prof->prof) {
+        char title[160];
+        snprintf(title, sizeof title, "%s, %s, one evaluation and the render's end", variant,
+                 o->precision);
+        vdn_prof_stop(t.prof, rc == 0 ? stdout : NULL, title);
+    }
+    if (rc != 0) {
         fprintf(stderr, "vdn bench --whole: %s: %s\n", variant, err);
         free(t.s);
         return -1;

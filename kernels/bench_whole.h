@@ -31,6 +31,7 @@ typedef struct {
     int comm_profile;    /* --comm-profile: one more, profiled evaluation per sharded render */
     int clip_steps;      /* --steps N: the clip length clips per hour are quoted for */
     const char *out_dir; /* --out-dir: keep latents and run records there (else a temp dir) */
+    int profile;         /* --profile: one more evaluation per variant, timed op by op */
 } whole_opts;
 
 /* the engines' label in run records: every engine of a group must carry the same one */
@@ -43,7 +44,9 @@ int whole_engines(const whole_opts *o);
 typedef struct {
     double *s;
     int n;
-    int quiet; /* no progress line per evaluation */
+    int quiet;            /* no progress line per evaluation */
+    struct vdn_dev *prof; /* profile the evaluation after the first prof_at ones on this device */
+    int prof_at;
 } whole_nfe_times;
 int whole_on_nfe(void *user, int done, int total, double seconds);
 

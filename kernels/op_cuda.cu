@@ -135,6 +135,34 @@ int cuda_mem_info(vdn_dev *d, size_t *free_bytes, size_t *total_bytes) {
     return 0;
 }
 
+/* op_profile.c's timers: CUDA events on the device's stream (timing enabled) */
+void *cuda_timer_new(vdn_dev *d) {
+    cudaEvent_t e = NULL;
+    if (cudaSetDevice(cdev(d)->gpu) != cudaSuccess || cudaEventCreate(&e) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return (void *)e;
+}
+int cuda_timer_mark(vdn_dev *d, void *t) {
+    const char *OP = "profile";
+    OPC(cudaEventRecord((cudaEvent_t)t, cdev(d)->st));
+    return 0;
+}
+double cuda_timer_ms(vdn_dev *d, const void *from, const void *to) {
+    float ms = 0;
+    (void)d;
+    if (cudaEventElapsedTime(&ms, (cudaEvent_t)from, (cudaEvent_t)to) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return ms;
+}
+void cuda_timer_free(vdn_dev *d, void *t) {
+    (void)d;
+    cudaEventDestroy((cudaEvent_t)t);
+}
+
 /* host <-> device in t's layout: rows of `cols` elements, packed on the host */
 int copy2d(vdn_dev *d, const char *OP, void *dst, size_t dpitch, const void *src, size_t spitch,
            size_t width, size_t rows, cudaMemcpyKind kind) {
@@ -458,4 +486,8 @@ extern "C" const vdn_dev_backend vdn_cuda_dev_backend = {
     VDN_DT_BF16,
     op_cuda_quantize_rows,
     cuda_mem_info,
+    cuda_timer_new,
+    cuda_timer_mark,
+    cuda_timer_ms,
+    cuda_timer_free,
 };

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "encoder.h"
+#include "op_profile.h"
 #include "vdn_util.h"
 
 /* Qwen3-VL-32B's text_config (the release's text_encoder/config.json) */
@@ -24,11 +25,12 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: vdn bench text-encoder [--tokens 512] [--layer 50] [--reps 5] [--cpu]\n"
             "                              [--precision bf16|fp8]\n"
-            "                              [--config TEXT_ENCODER_DIR] [--json FILE]\n"
+            "                              [--config TEXT_ENCODER_DIR] [--json FILE] [--profile]\n"
             "Encodes one prompt of --tokens tokens up to hidden_states[--layer] with random\n"
             "weights of the Qwen3-VL-32B text shapes (or DIR/config.json's), warm, and prints the\n"
             "median and best seconds. The GPU unless --cpu. --precision fp8: the Linears\n"
-            "quantised to e4m3 with row scales at load (default bf16).\n");
+            "quantised to e4m3 with row scales at load (default bf16). --profile: one more\n"
+            "encode, timed op by op on the device (not in the median).\n");
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -36,9 +38,22 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* one more encode with every op timed on the device (op_profile.h), printed to stdout */
+static int profile_run(vdn_text_encoder *e, vdn_dev *dev, const int32_t *ids, int tokens,
+                       float *out, char *err, size_t errlen) {
+    if (vdn_prof_start(dev) != 0) {
+        vdn_fail(err, errlen, "%s", vdn_dev_error(dev));
+        return -1;
+    }
+    int rc = vdn_text_encoder_run(e, ids, tokens, out, err, errlen);
+    vdn_prof_stop(dev, rc ? NULL : stdout, "one encode");
+    return rc;
+}
+
 int vdn_text_bench(int argc, char **argv) {
     int tokens = 512, layer = VDN_TEXT_ENCODER_LAYER, reps = 5;
     const char *backend = "cuda", *config = NULL, *json = NULL;
+    int profile = 0;
     vdn_precision precision = VDN_PRECISION_BF16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -47,6 +62,8 @@ int vdn_text_bench(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--cpu")) {
             backend = "cpu";
+        } else if (!strcmp(a, "--profile")) {
+            profile = 1;
         } else if (v && (!strcmp(a, "--tokens") || !strcmp(a, "--layer") || !strcmp(a, "--reps"))) {
             char *end;
             long x = strtol(v, &end, 10);
@@ -111,6 +128,7 @@ int vdn_text_bench(int argc, char **argv) {
         rc = vdn_text_encoder_run(e, ids, tokens, out, err, sizeof err);
         sec[r] = vdn_now() - t;
     }
+    if (!rc && profile) rc = profile_run(e, dev, ids, tokens, out, err, sizeof err);
     if (rc) {
         fprintf(stderr, "vdn bench text-encoder: %s\n", err);
     } else {

@@ -8,6 +8,7 @@
 # BENCH=1 also times both decoders at the release's size against the PyTorch decode in the same
 # run (ops/reference/vae_bench.py writes the random full-size weights both load; needs .ref/ with
 # the diffusers files, as docs/reference-check.md describes). BENCH_ARGS: e.g. "--h 48 --w 84".
+# PROFILE=1: one more decode of each, timed op by op (engine/op_profile.h).
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 CK=${1:?usage: vae.sh CKPT_ROOT}
@@ -49,6 +50,6 @@ if [ "${BENCH:-0}" = 1 ]; then
   W=$(mktemp -d)
   python3 ops/reference/vae_bench.py --ref .ref --out "$W" ${BENCH_ARGS:-} 2>"$OUT/vae_bench_torch.err" | tee "$OUT/vae_bench_torch.json"
   read -r T h w La < <(python3 -c "import json,sys; d=json.load(open('$OUT/vae_bench_torch.json')); print(*d['latents'][1:], d['audio_latents'])")
-  timeout 400 "$B/bench_vae" "$W/vae" "$W/audio_vae" cuda "$T" "$h" "$w" "$La" 3 2>&1 | tee "$OUT/vae_bench_vdn.json"
+  timeout 400 "$B/bench_vae" "$W/vae" "$W/audio_vae" cuda "$T" "$h" "$w" "$La" 3 ${PROFILE:+--profile} 2>&1 | tee "$OUT/vae_bench_vdn.json"
   rm -rf "$W"
 fi

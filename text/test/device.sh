@@ -8,7 +8,8 @@
 #   2. `vdn bench text-encoder --precision P` at the Qwen3-VL-32B text shapes, 512 tokens,
 #      hidden_states[50];
 # and 3. the PyTorch peer (text/bench/peer_text_encoder.py, bf16) in the same run.
-#   OUT=dir [PRECISIONS="bf16 fp8"] bash text/test/device.sh CKPT DEBS_DIR   (from the repo root)
+#   OUT=dir [PRECISIONS="bf16 fp8"] [BENCH_ARGS=--profile] bash text/test/device.sh CKPT DEBS_DIR
+#   (from the repo root; BENCH_ARGS: more `vdn bench text-encoder` options)
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 CKPT=$1
@@ -55,7 +56,7 @@ for P in ${PRECISIONS:-bf16 fp8}; do
       text/test/expected_hidden.safetensors cuda "${TOL[$P]}" "$P" > "$OUT/memcheck$sfx.log" 2>&1
     echo "memcheck $P: exit $? $(grep -E 'ERROR SUMMARY' "$OUT/memcheck$sfx.log" | tail -1)"
   fi
-  timeout 200 "$B/bench" --tokens 512 --layer 50 --reps 5 --precision "$P" --json "$OUT/bench_text$sfx.json" 2>&1 | tee "$OUT/bench$sfx.log"; tb=${PIPESTATUS[0]}
+  timeout 200 "$B/bench" --tokens 512 --layer 50 --reps 5 --precision "$P" ${BENCH_ARGS:-} --json "$OUT/bench_text$sfx.json" 2>&1 | tee "$OUT/bench$sfx.log"; tb=${PIPESTATUS[0]}
   summary="$summary $P: cuda test rc=$tt bench rc=$tb;"
 done
 PYTHONUNBUFFERED=1 timeout 300 python3 text/bench/peer_text_encoder.py 512 50 5 2>&1 | tee "$OUT/peer.log"; tp=${PIPESTATUS[0]}

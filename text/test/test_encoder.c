@@ -218,7 +218,7 @@ static void memory_checks(const char *dir, const char *backend, vdn_precision pr
 
 /* One expected tensor: the fp8 encoder against transformers' fp32 values and against our fp32
  * oracle (ref, on the CPU) within FP8_LO..FP8_HI; on a GPU also against the CPU's fp8 oracle
- * (twin) within tol, as bf16 against fp32; on the CPU repeated runs give the same bits. */
+ * (twin) closer than the oracle is to fp32; on the CPU repeated runs give the same bits. */
 static void compare_fp8(vdn_text_encoder *enc, vdn_text_encoder *ref, vdn_text_encoder *twin,
                         const vdn_st_file *f, const char *ids_name, const char *want_name) {
     const vdn_st_entry *ei = vdn_st_find(f, ids_name), *ew = vdn_st_find(f, want_name);
@@ -251,10 +251,17 @@ static void compare_fp8(vdn_text_encoder *enc, vdn_text_encoder *ref, vdn_text_e
         /* the oracle is deterministic (a GPU's reductions need not be) */
         CHECK(twin || !memcmp(got, again, sizeof(float) * m), "%s: two fp8 runs differ", want_name);
         if (twin) {
-            double ec = rel_err(got, r8, m);
-            printf("%-10s against the CPU's fp8 oracle: max error %.2e of max |h|\n", want_name,
-                   ec);
-            CHECK(ec <= tol, "%s: against the CPU fp8 oracle: %.3e > %.1e", want_name, ec, tol);
+            /* The GPU and the oracle quantise the same weights to the same codes; they part only
+             * where a bf16 activation rounds to another e4m3 code than its fp32 twin, a subset
+             * of the roundings that separate fp8 from fp32. So the two fp8 results are closer
+             * to each other than the oracle is to fp32. (Per element that is not so: one flipped
+             * code is a whole e4m3 step, 5-7% of max |h| on the H200, 2026-11-26.) */
+            double el = rel_l2(got, r8, m), e8 = rel_l2(r8, r32, m), ec = rel_err(got, r8, m);
+            printf("%-10s against the CPU's fp8 oracle: %.2e of ||h|| (the oracle is %.2e from "
+                   "fp32); max error %.2e of max |h|\n",
+                   want_name, el, e8, ec);
+            CHECK(el < e8, "%s: against the CPU fp8 oracle: %.3e, not under fp8's own %.3e",
+                  want_name, el, e8);
         }
     }
     free(ids), free(got), free(again), free(r32), free(r8);

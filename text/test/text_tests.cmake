@@ -41,10 +41,10 @@ set_tests_properties(text_encoder_cuda PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
 add_test(NAME text_encoder_fp8
          COMMAND sh -c "rm -rf te_ckpt_fp8 && $<TARGET_FILE:vdn> ckpt init --preset tiny --text-encoder --tokenizer-json '${VDN_QWEN3_TOKENIZER}' --out te_ckpt_fp8 >/dev/null && $<TARGET_FILE:test_encoder> te_ckpt_fp8 '${CMAKE_CURRENT_LIST_DIR}/expected_hidden.safetensors' cpu 1e-4 fp8"
          WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
-# The same on CUDA, plus CUDA fp8 against the CPU's fp8 oracle (label gpu; exit 77 without a GPU).
-# 5e-2: bf16 activations against the oracle's fp32 flip some of the activations' e4m3 roundings
-# (a whole step, 2^-3, on those elements); the DiT measured CUDA-vs-oracle 2.3x larger at fp8
-# than at bf16 (docs/PERF.md), and 2.3 x the bf16 encoder's 9.7e-3 is 2.2e-2.
+# The same on CUDA, plus CUDA fp8 against the CPU's fp8 oracle (label gpu; exit 77 without a GPU):
+# closer to it (relative L2) than the oracle is to fp32, since bf16 activations change only some
+# of the activations' e4m3 roundings (test_encoder.c says why; a max-error bound does not hold:
+# one changed code is a whole e4m3 step, 5-7% of max |h| on the H200). TOL is unused at fp8.
 add_test(NAME text_encoder_cuda_fp8
          COMMAND sh -c "rm -rf te_ckpt_cuda_fp8 && $<TARGET_FILE:vdn> ckpt init --preset tiny --text-encoder --tokenizer-json '${VDN_QWEN3_TOKENIZER}' --out te_ckpt_cuda_fp8 >/dev/null && $<TARGET_FILE:test_encoder> te_ckpt_cuda_fp8 '${CMAKE_CURRENT_LIST_DIR}/expected_hidden.safetensors' cuda 5e-2 fp8"
          WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})

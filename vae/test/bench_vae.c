@@ -1,12 +1,16 @@
 /* Decode timing of the two VAE decoders on one backend: random normal latents (fixed seed), one
  * warm-up decode, then REPS timed decodes (wall clock, the result read back to the host each
  * time, as `vdn decode` does). Prints one JSON line.
- * usage: bench_vae VAE_DIR AUDIO_VAE_DIR BACKEND T h w La REPS */
+ * usage: bench_vae VAE_DIR AUDIO_VAE_DIR BACKEND T h w La REPS [--profile]
+ * --profile: one more decode of each, timed op by op on the device (op_profile.h), printed to
+ * stderr (stdout keeps the one JSON line). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+#include "op_profile.h"
 #include "vae.h"
 #include "vdn_util.h"
 
@@ -69,18 +73,27 @@ int main(int argc, char **argv) {
     randn(za, 2 * (size_t)C * La, 2);
     float *wave = vdn_xmalloc(sizeof(float) * 2 * (size_t)La * hop);
     double tv = 0, ta = 0;
-    for (int r = -1; r < reps; r++) {
+    const int profile = argc > 9 && !strcmp(argv[9], "--profile");
+    for (int r = -1; r < reps + profile; r++) {
+        const int prof = r == reps; /* the extra, profiled pass */
         double s = now();
+        if (prof && vdn_prof_start(dev) != 0) {
+            fprintf(stderr, "%s\n", vdn_dev_error(dev));
+            return 1;
+        }
         if (vdn_video_vae_decode(v, z, T, h, w, frames, NULL, NULL, err, sizeof err)) {
             fprintf(stderr, "video: %s\n", err);
             return 1;
         }
+        if (prof) vdn_prof_stop(dev, stderr, "video decode");
         double m = now();
+        if (prof) vdn_prof_start(dev);
         if (vdn_audio_vae_decode(a, za, 2, La, wave, NULL, NULL, err, sizeof err)) {
             fprintf(stderr, "audio: %s\n", err);
             return 1;
         }
-        if (r >= 0) {
+        if (prof) vdn_prof_stop(dev, stderr, "audio decode");
+        if (r >= 0 && !prof) {
             tv += m - s;
             ta += now() - m;
         }
@@ -88,8 +101,10 @@ int main(int argc, char **argv) {
     double sum = 0;
     for (size_t i = 0; i < 3 * (size_t)F * h * 16 * w * 16; i++)
         sum += frames[i];
-    printf("{\"backend\": \"%s\", \"latents\": [%d, %d, %d, %d], \"frames\": %d, \"audio_latents\": %d, "
-           "\"video_s\": %.4f, \"audio_s\": %.4f, \"load_s\": %.1f, \"reps\": %d, \"frame_mean\": %.4f}\n",
+    printf("{\"backend\": \"%s\", \"latents\": [%d, %d, %d, %d], \"frames\": %d, "
+           "\"audio_latents\": %d, "
+           "\"video_s\": %.4f, \"audio_s\": %.4f, \"load_s\": %.1f, \"reps\": %d, \"frame_mean\": "
+           "%.4f}\n",
            vdn_dev_name(dev), vc->latent_channels, T, h, w, F, La, tv / reps, ta / reps, load_s,
            reps, sum / (3.0 * F * h * 16 * w * 16));
     vdn_video_vae_free(v);
