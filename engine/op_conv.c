@@ -7,6 +7,17 @@
     const struct vdn_conv_backend *ct_ = (d)->be->conv;                                            \
     if (vdn_chk_family(d, op, ct_)) return -1
 
+/* B = x's rows over the ch channels of one signal: -1 with a message unless a whole number >= 1 */
+static int64_t batch_of(vdn_dev *d, const char *op, const vdn_tensor *x, int64_t ch) {
+    const int64_t rows = vdn_tensor_rows(x);
+    if (ch < 1 || rows < ch || rows % ch)
+        return vdn_dev_fail(d,
+                            "op %s: x has %lld rows, expected a batch of whole signals of %lld "
+                            "channels each (rows = B x %lld, B >= 1)",
+                            op, (long long)rows, (long long)ch, (long long)ch);
+    return rows / ch;
+}
+
 static int chk(vdn_dev *d, const char *op, const char *name, const vdn_tensor *t, int64_t rows,
                int64_t cols) {
     return vdn_chk_float(d, op, name, t) || vdn_chk_2d(d, op, name, t, rows, cols) ? -1 : 0;
@@ -23,7 +34,12 @@ int vdn_op_conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const
                             "op conv1d: kernel %d, stride %d, pad %d, dilation %d (expected "
                             "K, stride, dilation >= 1, pad >= 0)",
                             K, stride, pad, dilation);
-    const int64_t cin = vdn_tensor_rows(x), lin = vdn_tensor_cols(x), cout = vdn_tensor_rows(w);
+    if (vdn_tensor_cols(w) % K)
+        return vdn_dev_fail(d, "op conv1d: w has %lld columns, not a multiple of the kernel %d",
+                            (long long)vdn_tensor_cols(w), K);
+    const int64_t cin = vdn_tensor_cols(w) / K, lin = vdn_tensor_cols(x), cout = vdn_tensor_rows(w);
+    const int64_t B = batch_of(d, op, x, cin);
+    if (B < 0) return -1;
     const int64_t span = (int64_t)dilation * (K - 1) + 1;
     if (lin + 2 * pad < span)
         return vdn_dev_fail(d,
@@ -32,9 +48,10 @@ int vdn_op_conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const
                             (long long)lin, pad, (long long)span);
     const int64_t lout = (lin + 2 * pad - span) / stride + 1;
     if (vdn_chk_float(d, op, "x", x) || chk(d, op, "w", w, cout, cin * K) ||
-        (b && chk(d, op, "b", b, 1, cout)) || chk(d, op, "y", y, cout, lout))
+        (b && chk(d, op, "b", b, 1, cout)) || chk(d, op, "y", y, B * cout, lout))
         return -1;
-    return VDN_PROF(d, "conv1d", x, w, 2.0 * (double)cout * (double)lout * (double)cin * K,
+    return VDN_PROF(d, "conv1d", x, w,
+                    2.0 * (double)B * (double)cout * (double)lout * (double)cin * K,
                     ct_->conv1d(y, x, w, b, K, stride, pad, dilation));
 }
 
@@ -49,7 +66,9 @@ int vdn_op_conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor
                             "op conv_transpose1d: kernel %d, stride %d, pad %d (expected K, "
                             "stride >= 1, pad >= 0)",
                             K, stride, pad);
-    const int64_t cin = vdn_tensor_rows(x), lin = vdn_tensor_cols(x);
+    const int64_t cin = vdn_tensor_rows(w), lin = vdn_tensor_cols(x);
+    const int64_t B = batch_of(d, op, x, cin);
+    if (B < 0) return -1;
     const int64_t lout = (lin - 1) * stride - 2 * (int64_t)pad + K;
     if (lout < 1)
         return vdn_dev_fail(d,
@@ -63,9 +82,10 @@ int vdn_op_conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor
                             (long long)vdn_tensor_cols(w), K);
     const int64_t cout = vdn_tensor_cols(w) / K;
     if (vdn_chk_float(d, op, "x", x) || chk(d, op, "w", w, cin, cout * K) ||
-        (b && chk(d, op, "b", b, 1, cout)) || chk(d, op, "y", y, cout, lout))
+        (b && chk(d, op, "b", b, 1, cout)) || chk(d, op, "y", y, B * cout, lout))
         return -1;
-    return VDN_PROF(d, "conv_transpose1d", x, w, 2.0 * (double)cin * (double)lin * (double)cout * K,
+    return VDN_PROF(d, "conv_transpose1d", x, w,
+                    2.0 * (double)B * (double)cin * (double)lin * (double)cout * K,
                     ct_->conv_transpose1d(y, x, w, b, K, stride, pad));
 }
 
@@ -76,14 +96,15 @@ int vdn_op_snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha,
     vdn_dev *d = y->dev;
     const char *op = "snake_aa";
     CONV_TABLE(d, op);
-    const int64_t C = vdn_tensor_rows(x), L = vdn_tensor_cols(x);
+    const int64_t C = vdn_tensor_numel(alpha), rows = vdn_tensor_rows(x), L = vdn_tensor_cols(x);
     const int64_t K = vdn_tensor_numel(up_filter);
-    if (ratio < 1 || K < ratio || K / ratio < 1)
+    if (ratio < 1 || K < ratio || K > VDN_SNAKE_AA_MAX_TAPS)
         return vdn_dev_fail(d,
-                            "op snake_aa: ratio %d with a %lld-tap filter (expected taps >= "
-                            "ratio >= 1)",
-                            ratio, (long long)K);
-    if (vdn_chk_float(d, op, "x", x) || chk(d, op, "y", y, C, L) ||
+                            "op snake_aa: ratio %d with a %lld-tap filter (expected %d >= taps "
+                            ">= ratio >= 1)",
+                            ratio, (long long)K, VDN_SNAKE_AA_MAX_TAPS);
+    if (batch_of(d, op, x, C) < 0) return -1;
+    if (vdn_chk_float(d, op, "x", x) || chk(d, op, "y", y, rows, L) ||
         chk(d, op, "alpha", alpha, 1, C) || chk(d, op, "beta", beta, 1, C) ||
         chk(d, op, "up_filter", up_filter, 1, K) || chk(d, op, "down_filter", down_filter, 1, K))
         return -1;

@@ -4,9 +4,13 @@
  * oracle: float64 sums, one rounding at the output); the front end engine/op_conv.c checks every
  * call, so every backend refuses the same calls with the same words.
  *
- * Layout. One signal per call, channels-major: x [C, L] (row c is channel c's samples, as torch's
- * [C, L] for batch 1). Weights are torch's, flattened to 2-D: a Conv1d weight [Cout, Cin, K] is
- * [Cout, Cin*K]; a ConvTranspose1d weight [Cin, Cout, K] is [Cin, Cout*K]. */
+ * Layout. A batch of B signals per call, channels-major: x [B*C, L], rows b*C .. b*C + C - 1
+ * holding signal b's channels (torch's [B, C, L] with the outer dims flattened). B is not passed:
+ * it is x's rows over the weight's input channels (or over C for snake_aa), and each signal of
+ * the batch is computed exactly as it would be alone, so one weight read serves all B (the audio
+ * VAE decodes both stereo channels as one batch). Weights are torch's, flattened to 2-D: a Conv1d
+ * weight [Cout, Cin, K] is [Cout, Cin*K]; a ConvTranspose1d weight [Cin, Cout, K] is
+ * [Cin, Cout*K]. */
 #ifndef VDN_OP_CONV_H
 #define VDN_OP_CONV_H
 
@@ -18,14 +22,14 @@ extern "C" {
 
 /* torch.nn.functional.conv1d (cross-correlation, zero padding `pad` on both sides):
  * y[o, n] = b[o] + sum_{i,k} w[o, i*K + k] x[i, n*stride + k*dilation - pad].
- * x [Cin, Lin], w [Cout, Cin*K], b [Cout] or NULL, y [Cout, Lout] with
+ * x [B*Cin, Lin], w [Cout, Cin*K], b [Cout] or NULL, y [B*Cout, Lout] with
  * Lout = (Lin + 2 pad - dilation (K - 1) - 1) / stride + 1. */
 int vdn_op_conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
                   int K, int stride, int pad, int dilation);
 
 /* torch.nn.functional.conv_transpose1d: y[o, n] = b[o] + sum over (i, m, k) with
- * n = m*stride + k - pad of x[i, m] w[i, o*K + k]. x [Cin, Lin], w [Cin, Cout*K], b [Cout] or
- * NULL, y [Cout, Lout], Lout = (Lin - 1) stride - 2 pad + K. */
+ * n = m*stride + k - pad of x[i, m] w[i, o*K + k]. x [B*Cin, Lin], w [Cin, Cout*K], b [Cout] or
+ * NULL, y [B*Cout, Lout], Lout = (Lin - 1) stride - 2 pad + K. */
 int vdn_op_conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w,
                             const vdn_tensor *b, int K, int stride, int pad);
 
@@ -35,7 +39,9 @@ int vdn_op_conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor
  *          (K/ratio - 1) ratio + (K - ratio + 1)/2 on the right (length ratio L);
  *   act  = up + sin(exp(alpha[c]) up)^2 / (exp(beta[c]) + 1e-9);
  *   y    = conv1d(replicate_pad(act, K/2 - (K even), K/2), down_filter, stride ratio) (length L).
- * x, y [C, L]; alpha, beta [C] (log scale, as stored); up_filter, down_filter [K]. */
+ * x, y [B*C, L]; alpha, beta [C] (log scale, as stored; row r uses channel r mod C);
+ * up_filter, down_filter [K], 1 <= ratio <= K <= VDN_SNAKE_AA_MAX_TAPS. */
+#define VDN_SNAKE_AA_MAX_TAPS 64
 int vdn_op_snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha,
                     const vdn_tensor *beta, const vdn_tensor *up_filter,
                     const vdn_tensor *down_filter, int ratio);

@@ -1,6 +1,7 @@
 /* The convolution ops on the CPU (op_conv.h): the oracle, float64 sums and one rounding at each
- * output, written for clarity; output channels run in parallel (vdn_parallel_for), each summing
- * in the same order, so the result does not depend on the thread count. */
+ * output, written for clarity; output rows (batch x channels) run in parallel
+ * (vdn_parallel_for), each summing in the same order, so the result depends neither on the thread
+ * count nor on the batch a signal comes in. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -22,18 +23,20 @@ typedef struct {
     vdn_tensor *y;
     const vdn_tensor *w, *b;
     const double *x;
-    int64_t cin, lin, lout;
+    int64_t cin, cout, lin, lout;
     int K, stride, pad, dilation, transpose;
 } conv_job;
 
-/* one output channel o; the sum runs over (i, k) in order, so threading never changes a bit */
-static void conv_channel(void *ctx, int o) {
+/* output row (signal b, channel o); the sum runs over (i, k) in order, so threading never changes
+ * a bit */
+static void conv_channel(void *ctx, int row) {
     const conv_job *j = ctx;
+    const int64_t o = row % j->cout, b = row / j->cout;
     double *acc = vdn_xmalloc(sizeof(double) * (size_t)j->lout);
     for (int64_t n = 0; n < j->lout; n++)
         acc[n] = j->b ? cpu_at(j->b, 0, o) : 0.0;
     for (int64_t i = 0; i < j->cin; i++) {
-        const double *xi = j->x + i * j->lin;
+        const double *xi = j->x + (b * j->cin + i) * j->lin;
         for (int k = 0; k < j->K; k++) {
             if (!j->transpose) { /* n with 0 <= n stride + k dilation - pad < lin */
                 const double wv = cpu_at(j->w, o, i * j->K + k);
@@ -52,15 +55,28 @@ static void conv_channel(void *ctx, int o) {
         }
     }
     for (int64_t n = 0; n < j->lout; n++)
-        cpu_put(j->y, o, n, acc[n]);
+        cpu_put(j->y, row, n, acc[n]);
     free(acc);
 }
 
 static int run_conv(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
                     int K, int stride, int pad, int dilation, int transpose) {
-    conv_job j = {
-        y, w,      b,   to_f64(x), vdn_tensor_rows(x), vdn_tensor_cols(x), vdn_tensor_cols(y),
-        K, stride, pad, dilation,  transpose};
+    /* one signal's channels: the weight's (the front end checked x holds whole signals) */
+    const int64_t cin = transpose ? vdn_tensor_rows(w) : vdn_tensor_cols(w) / K;
+    const int64_t cout = transpose ? vdn_tensor_cols(w) / K : vdn_tensor_rows(w);
+    conv_job j = {.y = y,
+                  .w = w,
+                  .b = b,
+                  .x = to_f64(x),
+                  .cin = cin,
+                  .cout = cout,
+                  .lin = vdn_tensor_cols(x),
+                  .lout = vdn_tensor_cols(y),
+                  .K = K,
+                  .stride = stride,
+                  .pad = pad,
+                  .dilation = dilation,
+                  .transpose = transpose};
     vdn_parallel_for((int)vdn_tensor_rows(y), conv_channel, &j);
     free((void *)j.x);
     return 0;
@@ -80,11 +96,19 @@ static int64_t clampi(int64_t v, int64_t lo, int64_t hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-static int cpu_snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha,
-                        const vdn_tensor *beta, const vdn_tensor *up_filter,
-                        const vdn_tensor *down_filter, int ratio) {
-    const int64_t C = vdn_tensor_rows(x), L = vdn_tensor_cols(x);
-    const int K = (int)vdn_tensor_numel(up_filter);
+typedef struct {
+    vdn_tensor *y;
+    const vdn_tensor *x, *alpha, *beta;
+    double fu[VDN_SNAKE_AA_MAX_TAPS], fd[VDN_SNAKE_AA_MAX_TAPS];
+    int64_t C, L;
+    int K, ratio;
+} snake_job;
+
+/* one row (channel row mod C of its signal), through the intermediate arrays of the definition */
+static void snake_row(void *ctx, int c) {
+    const snake_job *j = ctx;
+    const int64_t L = j->L;
+    const int K = j->K, ratio = j->ratio;
     const int pad = K / ratio - 1;
     const int crop_left = pad * ratio + (K - ratio) / 2;
     /* the down filter's replicate pad: K/2 - (K even) on the left (the right pad, K/2, only
@@ -95,34 +119,46 @@ static int cpu_snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *al
     const int64_t lact = L * ratio;           /* after the crop */
     double *up = vdn_xmalloc(sizeof(double) * (size_t)lup);
     double *act = vdn_xmalloc(sizeof(double) * (size_t)lact);
-    double fu[64], fd[64];
-    for (int k = 0; k < K && k < 64; k++) {
-        fu[k] = cpu_at(up_filter, 0, k);
-        fd[k] = cpu_at(down_filter, 0, k);
+    const double a = exp(cpu_at(j->alpha, 0, c % j->C)),
+                 inv_b = 1.0 / (exp(cpu_at(j->beta, 0, c % j->C)) + 1e-9);
+    for (int64_t n = 0; n < lup; n++)
+        up[n] = 0.0;
+    for (int64_t m = 0; m < lp; m++) {
+        const double v = cpu_at(j->x, c, clampi(m - pad, 0, L - 1));
+        for (int k = 0; k < K; k++)
+            up[m * ratio + k] += v * j->fu[k];
     }
-    for (int64_t c = 0; c < C; c++) {
-        const double a = exp(cpu_at(alpha, 0, c)), inv_b = 1.0 / (exp(cpu_at(beta, 0, c)) + 1e-9);
-        for (int64_t n = 0; n < lup; n++)
-            up[n] = 0.0;
-        for (int64_t m = 0; m < lp; m++) {
-            const double v = cpu_at(x, c, clampi(m - pad, 0, L - 1));
-            for (int k = 0; k < K; k++)
-                up[m * ratio + k] += v * fu[k];
-        }
-        for (int64_t n = 0; n < lact; n++) {
-            const double u = ratio * up[n + crop_left];
-            const double s = sin(a * u);
-            act[n] = u + inv_b * s * s;
-        }
-        for (int64_t n = 0; n < L; n++) {
-            double acc = 0.0;
-            for (int k = 0; k < K; k++)
-                acc += fd[k] * act[clampi(n * ratio + k - dpad_left, 0, lact - 1)];
-            cpu_put(y, c, n, acc);
-        }
+    for (int64_t n = 0; n < lact; n++) {
+        const double u = ratio * up[n + crop_left];
+        const double s = sin(a * u);
+        act[n] = u + inv_b * s * s;
+    }
+    for (int64_t n = 0; n < L; n++) {
+        double acc = 0.0;
+        for (int k = 0; k < K; k++)
+            acc += j->fd[k] * act[clampi(n * ratio + k - dpad_left, 0, lact - 1)];
+        cpu_put(j->y, c, n, acc);
     }
     free(up);
     free(act);
+}
+
+static int cpu_snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha,
+                        const vdn_tensor *beta, const vdn_tensor *up_filter,
+                        const vdn_tensor *down_filter, int ratio) {
+    snake_job j = {.y = y,
+                   .x = x,
+                   .alpha = alpha,
+                   .beta = beta,
+                   .C = vdn_tensor_numel(alpha),
+                   .L = vdn_tensor_cols(x),
+                   .K = (int)vdn_tensor_numel(up_filter),
+                   .ratio = ratio};
+    for (int k = 0; k < j.K; k++) { /* K <= VDN_SNAKE_AA_MAX_TAPS: the front end checked */
+        j.fu[k] = cpu_at(up_filter, 0, k);
+        j.fd[k] = cpu_at(down_filter, 0, k);
+    }
+    vdn_parallel_for((int)vdn_tensor_rows(x), snake_row, &j);
     return 0;
 }
 

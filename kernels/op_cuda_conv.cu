@@ -1,8 +1,25 @@
-/* The decoders' convolutions (engine/op_conv.h) on CUDA, float32 accumulation, any float dtype
- * through FView, following the CPU oracle's formulas (engine/op_cpu_conv.c) term for term.
- * conv1d is an implicit GEMM (output channels x positions, reduced over cin K) tiled through
- * shared memory; each output still sums its terms in the oracle's order (bias, then i, then k).
- * The transposed convolution and the activation are direct, one thread per output element. */
+/* The decoders' convolutions (engine/op_conv.h) on CUDA, any float dtype through FView, a batch
+ * of signals per call (grid z).
+ *
+ * conv1d and conv_transpose1d are implicit GEMMs on the tensor cores: mma.sync m16n8k8 on TF32
+ * operands with float32 accumulation. By default each operand v is split into two TF32 numbers,
+ * big = tf32(v) and small = tf32(v - big), and a product takes three MMAs (small x big,
+ * big x small, big x big; small x small, 2^-22 relative, is dropped): float32 accuracy, as the
+ * audio decoder's contract asks (the release documents that lower precision makes decodes
+ * audibly worse; on the tiny random reference decoder single TF32 moves the waveform by 1.5e-2,
+ * the split one by 1e-5, emulated on the CPU). VDN_CONV_TF32=1 takes one MMA per product instead
+ * (plain TF32, 2^-11 relative rounding per operand: what the PyTorch decode gets from cuDNN by
+ * default, torch.backends.cudnn.allow_tf32 being True), for comparing speed with that peer.
+ * The transposed convolution is `stride` small convolutions (its polyphase form): output
+ * n = q stride + p - pad of phase p sums x[i, q - j] w[i, o K + p + j stride] over (i, j), a GEMM
+ * of its own per phase (grid z).
+ *
+ * The anti-aliased SnakeBeta is one kernel per tile of outputs: the input strip, the upsampled
+ * and activated samples (each computed once) and the down filter all in shared memory. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "op_cuda.h"
 extern "C" {
 #include "op_conv.h"
@@ -10,120 +27,287 @@ extern "C" {
 
 namespace {
 
-#define GRID_LOOP(i, n)                                                                            \
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n);                      \
-         i += (int64_t)gridDim.x * blockDim.x)
+/* ---- convolutions: implicit GEMM on TF32 tensor cores ----
+ * Y_b[o, col] = bias[o] + sum_r A[o, r] X_b[r, col], per signal b of the batch:
+ *   conv1d:    r = i K + k,  A = w[o, r],                  X = x[b cin + i, col stride + k dil -
+ * pad], output column n = col; transpose: r = i J + j (J = ceil(K / stride) taps per phase; phase p
+ * from grid z), A = w[i, o K + k] for k = p + j stride < K (else 0), X = x[b cin + i, col - j],
+ *              output column n = col stride + p - pad.
+ * A block owns BM x BN outputs: WARPS_M x WARPS_N warps of (MT x 16) x 32; the reduction runs in
+ * stages of CB = 32 terms through shared memory (TF32 bits), the next stage's global loads in
+ * registers while the tensor cores work on the current one. SPLIT: three MMAs per product (the
+ * float32-accurate default), else one. */
+constexpr int CB = 32;        /* reduction terms per stage */
+constexpr int CTHREADS = 256; /* 8 warps */
 
-/* y[o, n] = b[o] + sum_{i,k} w[o, i K + k] x[i, n stride + k dilation - pad], as a GEMM of
- * w [cout, cin K] by the gathered x [cin K, lout]: a block owns CT_M x CT_N outputs, each thread
- * 4 x 4 of them (rows ty*4 + a, columns tx + 16 c), reducing CT_K terms per shared-memory stage
- * in ascending r = i K + k (the oracle's order; out-of-range terms are zeros). */
-#define CT_M 64
-#define CT_N 64
-#define CT_K 16
-__global__ void __launch_bounds__(256)
-    conv1d_k(FView y, FView x, FView w, FView b, int64_t cin, int64_t lin, int64_t cout,
-             int64_t lout, int K, int stride, int pad, int dilation) {
-    __shared__ float ws[CT_K][CT_M + 1];
-    __shared__ float xs[CT_K][CT_N];
-    const int64_t o0 = blockIdx.y * (int64_t)CT_M, n0 = blockIdx.x * (int64_t)CT_N;
-    const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
-    const int64_t R = cin * K;
-    float acc[4][4];
-    for (int a = 0; a < 4; a++) {
-        const int64_t o = o0 + ty * 4 + a;
-        const float bias = b.p && o < cout ? fv_get(b, 0, o) : 0.f;
-        for (int c = 0; c < 4; c++)
-            acc[a][c] = bias;
+struct ConvArgs {
+    FView y, x, w, b;
+    int64_t cin, lin, cout, lout;
+    int64_t ncols; /* GEMM columns: lout, or the phase length for the transpose */
+    int K, stride, pad, dil, J, phases;
+};
+
+__device__ __forceinline__ uint32_t to_tf32(float v) {
+    uint32_t u;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(v));
+    return u;
+}
+
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4],
+                                         const uint32_t (&b)[2]) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* v as TF32 big (+ small = the rest, when split) */
+template <bool SPLIT>
+__device__ __forceinline__ void split_tf32(uint32_t v, uint32_t &big, uint32_t &small) {
+    const float f = __uint_as_float(v);
+    big = to_tf32(f);
+    if (SPLIT) small = to_tf32(f - __uint_as_float(big));
+}
+
+template <int WARPS_M, int MT, bool TR, bool SPLIT>
+__global__ void __launch_bounds__(CTHREADS, 2) conv_mma_k(ConvArgs g) {
+    constexpr int WARPS_N = 8 / WARPS_M, BM = WARPS_M * MT * 16, BN = WARPS_N * 32;
+    constexpr int A_PER = BM * CB / CTHREADS, X_PER = CB * BN / CTHREADS;
+    constexpr int X_ROW_STEP = CTHREADS / BN; /* a thread's X rows are this far apart */
+    static_assert(CTHREADS % BN == 0 && (BM * CB) % CTHREADS == 0, "tile shape");
+    __shared__ uint32_t As[BM][CB + 4]; /* float32 bits; +4: fragment loads hit 32 banks */
+    __shared__ uint32_t Xs[CB][BN + 8]; /* +8: likewise */
+
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int64_t col0 = blockIdx.x * (int64_t)BN, o0 = blockIdx.y * (int64_t)BM;
+    const int b = TR ? blockIdx.z / g.phases : blockIdx.z, p = TR ? blockIdx.z % g.phases : 0;
+    const int per = TR ? g.J : g.K; /* reduction terms per input channel */
+    const int64_t R = g.cin * per, xrow0 = b * g.cin;
+
+    /* this thread's X elements: column xc, rows xr0 + X_ROW_STEP t; each row's (i, tap) packed as
+     * i << 16 | tap (taps < 2^16 and channels < 2^15: the launcher checks) and advanced by CB per
+     * stage without divisions */
+    const int xc = tid % BN, xr0 = tid / BN;
+    const int64_t col = col0 + xc;
+    int xik[X_PER];
+    for (int t = 0; t < X_PER; t++) {
+        const int r = xr0 + X_ROW_STEP * t;
+        xik[t] = (r / per) << 16 | (r % per);
     }
-    for (int64_t r0 = 0; r0 < R; r0 += CT_K) {
-        for (int e = tid; e < CT_K * CT_M; e += 256) { /* consecutive threads: consecutive r */
-            const int kk = e % CT_K, m = e / CT_K;
+    const int step = (CB / per) << 16 | (CB % per), carry = (1 << 16) - per;
+
+    float ra[A_PER], rx[X_PER];
+    auto load = [&](int64_t r0) {
+        for (int t = 0; t < A_PER; t++) { /* consecutive threads: consecutive r */
+            const int e = tid + CTHREADS * t, m = e / CB, kk = e % CB;
             const int64_t o = o0 + m, r = r0 + kk;
-            ws[kk][m] = o < cout && r < R ? fv_get(w, o, r) : 0.f;
-        }
-        for (int e = tid; e < CT_K * CT_N; e += 256) { /* consecutive threads: consecutive n */
-            const int nn = e % CT_N, kk = e / CT_N;
-            const int64_t r = r0 + kk, n = n0 + nn;
             float v = 0.f;
-            if (r < R && n < lout) {
-                const int64_t i = r / K, s = n * stride + (r % K) * dilation - pad;
-                if (s >= 0 && s < lin) v = fv_get(x, i, s);
+            if (o < g.cout && r < R) {
+                if (!TR) {
+                    v = fv_get(g.w, o, r);
+                } else {
+                    const int64_t i = r / g.J;
+                    const int k = p + (int)(r % g.J) * g.stride;
+                    if (k < g.K) v = fv_get(g.w, i, o * g.K + k);
+                }
             }
-            xs[kk][nn] = v;
+            ra[t] = v;
         }
-        __syncthreads();
+        for (int t = 0; t < X_PER; t++) { /* consecutive threads: consecutive columns */
+            const int64_t r = r0 + xr0 + X_ROW_STEP * t;
+            float v = 0.f;
+            const int i = xik[t] >> 16, k = xik[t] & 0xffff;
+            if (r < R && col < g.ncols) {
+                const int64_t s = TR ? col - k : col * g.stride + (int64_t)k * g.dil - g.pad;
+                if (s >= 0 && s < g.lin) v = fv_get(g.x, xrow0 + i, s);
+            }
+            rx[t] = v;
+            xik[t] += step; /* to the next stage's row r + CB */
+            if ((xik[t] & 0xffff) >= per) xik[t] += carry;
+        }
+    };
+    auto store = [&]() {
+        for (int t = 0; t < A_PER; t++) {
+            const int e = tid + CTHREADS * t;
+            As[e / CB][e % CB] = __float_as_uint(ra[t]);
+        }
+        for (int t = 0; t < X_PER; t++)
+            Xs[xr0 + X_ROW_STEP * t][xc] = __float_as_uint(rx[t]);
+    };
+
+    const int wm = warp % WARPS_M, wn = warp / WARPS_M, gq = lane / 4, tq = lane % 4;
+    float acc[MT][4][4] = {};
+    load(0);
+    store();
+    __syncthreads();
+    for (int64_t r0 = 0; r0 < R; r0 += CB) {
+        if (r0 + CB < R) load(r0 + CB); /* in flight during the products below */
 #pragma unroll
-        for (int kk = 0; kk < CT_K; kk++) {
-            float wa[4], xb[4];
-            for (int a = 0; a < 4; a++)
-                wa[a] = ws[kk][ty * 4 + a];
-            for (int c = 0; c < 4; c++)
-                xb[c] = xs[kk][tx + 16 * c];
-            for (int a = 0; a < 4; a++)
-                for (int c = 0; c < 4; c++)
-                    acc[a][c] += wa[a] * xb[c];
+        for (int ks = 0; ks < CB; ks += 8) {
+            uint32_t af[MT][4], bf[4][2], as[MT][4], bs[4][2];
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                const int row = (wm * MT + mt) * 16 + gq;
+                split_tf32<SPLIT>(As[row][ks + tq], af[mt][0], as[mt][0]);
+                split_tf32<SPLIT>(As[row + 8][ks + tq], af[mt][1], as[mt][1]);
+                split_tf32<SPLIT>(As[row][ks + tq + 4], af[mt][2], as[mt][2]);
+                split_tf32<SPLIT>(As[row + 8][ks + tq + 4], af[mt][3], as[mt][3]);
+            }
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++) {
+                const int c = wn * 32 + nt * 8 + gq;
+                split_tf32<SPLIT>(Xs[ks + tq][c], bf[nt][0], bs[nt][0]);
+                split_tf32<SPLIT>(Xs[ks + tq + 4][c], bf[nt][1], bs[nt][1]);
+            }
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++) {
+                    if (SPLIT) { /* the small terms first: they are the ones to keep exact */
+                        mma_tf32(acc[mt][nt], as[mt], bf[nt]);
+                        mma_tf32(acc[mt][nt], af[mt], bs[nt]);
+                    }
+                    mma_tf32(acc[mt][nt], af[mt], bf[nt]);
+                }
         }
         __syncthreads();
+        if (r0 + CB < R) {
+            store();
+            __syncthreads();
+        }
     }
-    for (int a = 0; a < 4; a++)
-        for (int c = 0; c < 4; c++) {
-            const int64_t o = o0 + ty * 4 + a, n = n0 + tx + 16 * c;
-            if (o < cout && n < lout) fv_set(y, o, n, acc[a][c]);
+    /* accumulator (mt, nt, h): row gq + 8 (h / 2), column 2 tq + h % 2 of its 16 x 8 tile */
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int h2 = 0; h2 < 2; h2++) {
+            const int64_t o = o0 + (wm * MT + mt) * 16 + gq + 8 * h2;
+            if (o >= g.cout) continue;
+            const float bias = g.b.p ? fv_get(g.b, 0, o) : 0.f;
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int64_t c = col0 + wn * 32 + nt * 8 + 2 * tq + h;
+                    const int64_t n = TR ? c * g.stride + p - g.pad : c;
+                    if (c < g.ncols && n >= 0 && n < g.lout)
+                        fv_set(g.y, b * g.cout + o, n, acc[mt][nt][2 * h2 + h] + bias);
+                }
         }
 }
 
-/* y[o, n] = b[o] + sum over (i, m, k) with n = m stride + k - pad of x[i, m] w[i, o K + k] */
-__global__ void conv_transpose1d_k(FView y, FView x, FView w, FView b, int64_t cin, int64_t lin,
-                                   int64_t cout, int64_t lout, int K, int stride, int pad) {
-    GRID_LOOP(e, cout * lout) {
-        const int64_t o = e / lout, n = e % lout;
-        float acc = b.p ? fv_get(b, 0, o) : 0.f;
-        for (int k = 0; k < K; k++) {
-            const int64_t t = n + pad - k; /* = m stride */
-            if (t < 0 || t % stride) continue;
-            const int64_t m = t / stride;
-            if (m >= lin) continue;
-            for (int64_t i = 0; i < cin; i++)
-                acc += fv_get(x, i, m) * fv_get(w, i, o * K + k);
-        }
-        fv_set(y, o, n, acc);
+/* a tile shape for the output channels: 64 x 128 for wide layers, 16 x 256 for the narrow last
+ * stages (8 to 32 channels), so a 16-channel layer does not pay for 64 */
+template <bool TR, bool SPLIT> void launch_shape(vdn_dev *d, const ConvArgs &g, unsigned z) {
+    if (g.cout >= 64) {
+        const dim3 grid((unsigned)((g.ncols + 127) / 128), (unsigned)((g.cout + 63) / 64), z);
+        conv_mma_k<2, 2, TR, SPLIT><<<grid, CTHREADS, 0, cdev(d)->st>>>(g);
+    } else {
+        const dim3 grid((unsigned)((g.ncols + 255) / 256), (unsigned)((g.cout + 15) / 16), z);
+        conv_mma_k<1, 1, TR, SPLIT><<<grid, CTHREADS, 0, cdev(d)->st>>>(g);
     }
+}
+
+/* VDN_CONV_TF32=1: one TF32 MMA per product (the header says when) */
+int plain_tf32() {
+    const char *e = getenv("VDN_CONV_TF32");
+    return e && !strcmp(e, "1");
+}
+
+template <bool TR> int launch_conv(vdn_dev *d, const char *OP, ConvArgs g, int64_t batch) {
+    const int64_t z = batch * g.phases;
+    if (z > 65535 || g.cin >= (1 << 15) || (g.phases > 1 ? g.J : g.K) >= (1 << 16))
+        return vdn_dev_fail(d,
+                            "op %s: batch x phases %lld, %lld input channels, kernel %d (expected "
+                            "at most 65535, 32767, 65535)",
+                            OP, (long long)z, (long long)g.cin, g.K);
+    if (plain_tf32())
+        launch_shape<TR, false>(d, g, (unsigned)z);
+    else
+        launch_shape<TR, true>(d, g, (unsigned)z);
+    OPL();
+    return 0;
+}
+
+/* ---- BigVGAN's anti-aliased SnakeBeta, one block per SN_TILE outputs of one row ----
+ * As op_cpu_conv.c through its intermediate arrays: the outputs n0 .. n0 + SN_TILE - 1 read
+ * act[j] for j in [jlo, jhi] (clamped: the down filter's replicate padding), act[j] is the
+ * snake of up[j + crop_left], and up[t] sums the replicate-padded input x[clamp(m - pad)] times
+ * fu[t - m ratio]. Each act value is computed once per tile (a tile's halo: K - 1 of them). */
+constexpr int SN_TILE = 512, SN_THREADS = 256;
+
+struct SnakeGeom {
+    int K, ratio, pad, crop_left, dpad_left;
+    int64_t L, lp, lact;
+};
+
+__host__ __device__ inline SnakeGeom snake_geom(int64_t L, int K, int ratio) {
+    SnakeGeom s;
+    s.K = K;
+    s.ratio = ratio;
+    s.pad = K / ratio - 1;
+    s.crop_left = s.pad * ratio + (K - ratio) / 2;
+    s.dpad_left = K / 2 - (K % 2 == 0);
+    s.L = L;
+    s.lp = L + 2 * s.pad;
+    s.lact = L * ratio;
+    return s;
+}
+
+/* shared floats: both filters, act for a tile, and the input strip it reads */
+__host__ __device__ inline int snake_act_max(int K, int ratio) {
+    return ratio * (SN_TILE - 1) + K;
+}
+__host__ __device__ inline int snake_x_max(int K, int ratio) {
+    return (snake_act_max(K, ratio) + K - 1) / ratio + 2;
 }
 
 __device__ __forceinline__ int64_t clampi(int64_t v, int64_t lo, int64_t hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-/* BigVGAN's anti-aliased SnakeBeta per output (c, n), as op_cpu_conv.c computes it through its
- * intermediate arrays: act[j] for the K down-filter taps, each from up[j + crop_left] =
- * sum of the replicate-padded input times the up filter over the taps that land on it */
-__global__ void snake_aa_k(FView y, FView x, FView alpha, FView beta, FView fu, FView fd, int64_t C,
-                           int64_t L, int K, int ratio) {
-    const int pad = K / ratio - 1;
-    const int crop_left = pad * ratio + (K - ratio) / 2;
-    const int dpad_left = K / 2 - (K % 2 == 0);
-    const int64_t lp = L + 2 * pad, lact = L * ratio;
-    GRID_LOOP(e, C * L) {
-        const int64_t c = e / L, n = e % L;
-        const float a = expf(fv_get(alpha, 0, c)), inv_b = 1.f / (expf(fv_get(beta, 0, c)) + 1e-9f);
-        float acc = 0.f;
-        for (int k = 0; k < K; k++) {
-            const int64_t j = clampi(n * ratio + k - dpad_left, 0, lact - 1);
-            const int64_t t = j + crop_left; /* index into the transposed convolution's output */
+__global__ void __launch_bounds__(SN_THREADS)
+    snake_aa_k(FView y, FView x, FView alpha, FView beta, FView fu, FView fd, int64_t rows,
+               int64_t C, SnakeGeom s) {
+    extern __shared__ float sm[];
+    float *fus = sm, *fds = sm + s.K, *act = fds + s.K, *xs = act + snake_act_max(s.K, s.ratio);
+    const int tid = threadIdx.x;
+    for (int k = tid; k < s.K; k += SN_THREADS) {
+        fus[k] = fv_get(fu, 0, k);
+        fds[k] = fv_get(fd, 0, k);
+    }
+    const int64_t n0 = blockIdx.x * (int64_t)SN_TILE;
+    const int64_t nl = s.L - n0 < SN_TILE ? s.L - n0 : SN_TILE;
+    const int64_t jlo = clampi(n0 * s.ratio - s.dpad_left, 0, s.lact - 1);
+    const int64_t jhi = clampi((n0 + nl - 1) * s.ratio + s.K - 1 - s.dpad_left, 0, s.lact - 1);
+    const int64_t mnum = jlo + s.crop_left - (s.K - 1); /* the lowest m any act[j] reads */
+    const int64_t mlo = mnum > 0 ? mnum / s.ratio : 0, mhi = (jhi + s.crop_left) / s.ratio;
+    for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+        const float a = expf(fv_get(alpha, 0, row % C)),
+                    inv_b = 1.f / (expf(fv_get(beta, 0, row % C)) + 1e-9f);
+        for (int64_t m = mlo + tid; m <= mhi; m += SN_THREADS)
+            xs[m - mlo] = fv_get(x, row, clampi(m - s.pad, 0, s.L - 1));
+        __syncthreads();
+        for (int64_t j = jlo + tid; j <= jhi; j += SN_THREADS) {
+            const int64_t t = j + s.crop_left; /* up[t]: taps q = t - m ratio, ascending q */
             float up = 0.f;
-            for (int q = 0; q < K; q++) { /* t = m ratio + q */
-                const int64_t r = t - q;
-                if (r < 0 || r % ratio) continue;
-                const int64_t m = r / ratio;
-                if (m >= lp) continue;
-                up += fv_get(x, c, clampi(m - pad, 0, L - 1)) * fv_get(fu, 0, q);
+            for (int q = (int)(t % s.ratio); q < s.K && q <= t; q += s.ratio) {
+                const int64_t m = (t - q) / s.ratio;
+                if (m < s.lp) up += xs[m - mlo] * fus[q];
             }
             /* sin in double: fast-math's sinf loses accuracy away from [-pi, pi] */
-            const float u = ratio * up, s = (float)sin((double)(a * u));
-            acc += fv_get(fd, 0, k) * (u + inv_b * s * s);
+            const float u = s.ratio * up, sn = (float)sin((double)(a * u));
+            act[j - jlo] = u + inv_b * sn * sn;
         }
-        fv_set(y, c, n, acc);
+        __syncthreads();
+        for (int64_t i = tid; i < nl; i += SN_THREADS) {
+            const int64_t n = n0 + i;
+            float acc = 0.f;
+            for (int k = 0; k < s.K; k++)
+                acc += fds[k] * act[clampi(n * s.ratio + k - s.dpad_left, 0, s.lact - 1) - jlo];
+            fv_set(y, row, n, acc);
+        }
+        __syncthreads(); /* xs and act are rewritten for the next row */
     }
 }
 
@@ -137,14 +321,13 @@ int conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_te
     vdn_dev *d = y->dev;
     const char *OP = "conv1d";
     if (op_cuda_enter(d, OP, {y, x, w, b})) return -1;
-    const int64_t cout = vdn_tensor_rows(y), lout = vdn_tensor_cols(y);
-    if (cout * lout == 0) return 0;
-    const dim3 grid((unsigned)((lout + CT_N - 1) / CT_N), (unsigned)((cout + CT_M - 1) / CT_M));
-    conv1d_k<<<grid, 256, 0, cdev(d)->st>>>(
-        fview(y), fview(x), fview(w), opt_view(b), vdn_tensor_rows(x), vdn_tensor_cols(x), cout,
-        lout, K, stride, pad, dilation);
-    OPL();
-    return 0;
+    ConvArgs g;
+    g.y = fview(y), g.x = fview(x), g.w = fview(w), g.b = opt_view(b);
+    g.cin = vdn_tensor_cols(w) / K, g.lin = vdn_tensor_cols(x);
+    g.cout = vdn_tensor_rows(w), g.lout = vdn_tensor_cols(y), g.ncols = g.lout;
+    g.K = K, g.stride = stride, g.pad = pad, g.dil = dilation, g.J = 1, g.phases = 1;
+    if (g.cout * g.lout == 0) return 0;
+    return launch_conv<false>(d, OP, g, vdn_tensor_rows(x) / g.cin);
 }
 
 int conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
@@ -152,13 +335,17 @@ int conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, co
     vdn_dev *d = y->dev;
     const char *OP = "conv_transpose1d";
     if (op_cuda_enter(d, OP, {y, x, w, b})) return -1;
-    const int64_t cout = vdn_tensor_rows(y), lout = vdn_tensor_cols(y);
-    if (cout * lout == 0) return 0;
-    conv_transpose1d_k<<<op_grid(cout * lout), 256, 0, cdev(d)->st>>>(
-        fview(y), fview(x), fview(w), opt_view(b), vdn_tensor_rows(x), vdn_tensor_cols(x), cout,
-        lout, K, stride, pad);
-    OPL();
-    return 0;
+    ConvArgs g;
+    g.y = fview(y), g.x = fview(x), g.w = fview(w), g.b = opt_view(b);
+    g.cin = vdn_tensor_rows(w), g.lin = vdn_tensor_cols(x);
+    g.cout = vdn_tensor_cols(w) / K, g.lout = vdn_tensor_cols(y);
+    /* phase p's columns q give n = q stride + p - pad; q = 0 .. (lout - 1 + pad) / stride covers
+     * every n of every phase (the kernel skips n outside [0, lout)) */
+    g.ncols = (g.lout - 1 + pad) / stride + 1;
+    g.K = K, g.stride = stride, g.pad = pad, g.dil = 1;
+    g.J = (K + stride - 1) / stride, g.phases = stride;
+    if (g.cout * g.lout == 0) return 0;
+    return launch_conv<true>(d, OP, g, vdn_tensor_rows(x) / g.cin);
 }
 
 int snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha, const vdn_tensor *beta,
@@ -166,11 +353,20 @@ int snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha, const 
     vdn_dev *d = y->dev;
     const char *OP = "snake_aa";
     if (op_cuda_enter(d, OP, {y, x, alpha, beta, up_filter, down_filter})) return -1;
-    const int64_t C = vdn_tensor_rows(x), L = vdn_tensor_cols(x);
-    if (C * L == 0) return 0;
-    snake_aa_k<<<op_grid(C * L), 256, 0, cdev(d)->st>>>(
-        fview(y), fview(x), fview(alpha), fview(beta), fview(up_filter), fview(down_filter), C, L,
-        (int)vdn_tensor_numel(up_filter), ratio);
+    const int64_t rows = vdn_tensor_rows(x), L = vdn_tensor_cols(x);
+    if (rows * L == 0) return 0;
+    const int K = (int)vdn_tensor_numel(up_filter); /* <= VDN_SNAKE_AA_MAX_TAPS: checked */
+    const SnakeGeom s = snake_geom(L, K, ratio);
+    const size_t smem = sizeof(float) * (2 * K + snake_act_max(K, ratio) + snake_x_max(K, ratio));
+    if (smem > 48 * 1024)
+        return vdn_dev_fail(d,
+                            "op snake_aa: ratio %d with %d taps needs %zu bytes of shared memory",
+                            ratio, K, smem);
+    const dim3 grid((unsigned)((L + SN_TILE - 1) / SN_TILE),
+                    (unsigned)(rows < 65535 ? rows : 65535));
+    snake_aa_k<<<grid, SN_THREADS, smem, cdev(d)->st>>>(
+        fview(y), fview(x), fview(alpha), fview(beta), fview(up_filter), fview(down_filter), rows,
+        vdn_tensor_numel(alpha), s);
     OPL();
     return 0;
 }

@@ -216,115 +216,111 @@ vdn_audio_vae *vdn_audio_vae_load(vdn_dev *dev, const char *dir, char *err, size
         }                                                                                          \
     } while (0)
 
-static vdn_tensor *act_new(vdn_dev *d, int64_t ch, int64_t len) {
-    return vdn_tensor_new2(d, VDN_DT_F32, ch, len);
+/* One decode's activations live in AW_BUFS device buffers allocated once (no allocation, and so no
+ * device-wide wait in a free, between the ops); each op's tensors are views of them. */
+#define AW_BUFS 6
+
+/* buffer `buf` ([n, 1]: a column, so its leading rows reshape to any contiguous matrix) seen as
+ * [rows, cols] (rows * cols fit: aw_size sized them) */
+static vdn_tensor aw_view(const vdn_tensor *buf, int64_t rows, int64_t cols) {
+    vdn_tensor flat = vdn_view_rows(buf, 0, rows * cols);
+    const int64_t ne[2] = {rows, cols};
+    return vdn_view_reshape(&flat, 2, ne);
 }
 
-/* x [ch, len] -> out = AMP block(x) */
-static int amp(vdn_audio_vae *a, const amp_block *b, const vdn_tensor *x, vdn_tensor *out,
-               char *err, size_t errlen) {
-    const vdn_vae_audio_config *c = &a->cfg;
-    const int64_t ch = vdn_tensor_rows(x), len = vdn_tensor_cols(x);
-    vdn_tensor *t1 = act_new(a->dev, ch, len), *r = act_new(a->dev, ch, len),
-               *t2 = act_new(a->dev, ch, len);
-    int rc = -1;
-    if (!t1 || !r || !t2) {
-        vdn_fail(err, errlen, "audio VAE: %s", vdn_dev_error(a->dev));
-        goto fail;
+/* the largest activation of a decode of B signals of La latents, in elements */
+static int64_t aw_size(const vdn_vae_audio_config *c, int64_t B, int64_t La) {
+    int64_t m = (int64_t)c->latent_channels * La, len = La;
+    if ((int64_t)c->latent_dim * La > m) m = (int64_t)c->latent_dim * La;
+    if ((int64_t)c->decoder_dim * La > m) m = (int64_t)c->decoder_dim * La;
+    for (int i = 0; i < c->n_ups; i++) {
+        const int k = c->decoder_kernels[i], s = c->decoder_rates[i];
+        len = (len - 1) * s - 2 * ((k - s) / 2) + k;
+        const int64_t n = (int64_t)(c->decoder_dim >> (i + 1)) * len;
+        if (n > m) m = n;
     }
+    return B * m;
+}
+
+/* x [B*ch, len] -> out = AMP block(x); t, r: scratch of the same shape */
+static int amp(vdn_audio_vae *a, const amp_block *b, const vdn_tensor *x, vdn_tensor *out,
+               vdn_tensor *t, vdn_tensor *r, char *err, size_t errlen) {
+    const vdn_vae_audio_config *c = &a->cfg;
     OPS(vdn_tensor_copy(out, x));
     for (int e = 0; e < c->n_dil; e++) {
         const int d = b->dilations[e];
-        OPS(vdn_op_snake_aa(t1, out, b->acts[2 * e].alpha, b->acts[2 * e].beta, b->acts[2 * e].up,
-                            b->acts[2 * e].down, 2));
-        OPS(vdn_op_conv1d(r, t1, b->w1[e], b->b1[e], b->k, 1, (b->k * d - d) / 2, d));
-        OPS(vdn_op_snake_aa(t2, r, b->acts[2 * e + 1].alpha, b->acts[2 * e + 1].beta,
-                            b->acts[2 * e + 1].up, b->acts[2 * e + 1].down, 2));
-        OPS(vdn_op_conv1d(r, t2, b->w2[e], b->b2[e], b->k, 1, (b->k - 1) / 2, 1));
+        const aa_act *p = &b->acts[2 * e], *q = &b->acts[2 * e + 1];
+        OPS(vdn_op_snake_aa(t, out, p->alpha, p->beta, p->up, p->down, 2));
+        OPS(vdn_op_conv1d(r, t, b->w1[e], b->b1[e], b->k, 1, (b->k * d - d) / 2, d));
+        OPS(vdn_op_snake_aa(t, r, q->alpha, q->beta, q->up, q->down, 2));
+        OPS(vdn_op_conv1d(r, t, b->w2[e], b->b2[e], b->k, 1, (b->k - 1) / 2, 1));
         OPS(vdn_op_add(out, r));
     }
-    rc = 0;
+    return 0;
 fail:
-    vdn_tensor_free(t1);
-    vdn_tensor_free(r);
-    vdn_tensor_free(t2);
-    return rc;
+    return -1;
 }
 
-/* one mono channel: z [C, La] (un-normalised) -> wave [La * hop] */
-static int decode_mono(vdn_audio_vae *a, const float *z, int La, float *wave, char *err,
-                       size_t errlen) {
+/* B signals as one batch (each weight read once for all): z [B*C, La] (un-normalised) ->
+ * wave [B, La * hop] */
+static int decode_batch(vdn_audio_vae *a, const float *z, int B, int La, float *wave, char *err,
+                        size_t errlen) {
     const vdn_vae_audio_config *c = &a->cfg;
     vdn_dev *d = a->dev;
     const int C = c->latent_channels, L = c->latent_dim, U = c->decoder_dim;
-    vdn_tensor *zin = upload(d, C, La, z), *h = act_new(d, L, La), *x = act_new(d, U, La);
-    vdn_tensor *acc = NULL, *blk = NULL, *y = NULL;
+    vdn_tensor *buf[AW_BUFS] = {0};
     int rc = -1, len = La;
-    if (!zin || !h || !x) {
-        vdn_fail(err, errlen, "audio VAE: %s", vdn_dev_error(d));
-        goto fail;
-    }
-    OPS(vdn_op_conv1d(h, zin, a->in_w, a->in_b, 1, 1, 0, 1)); /* dec_in_proj */
-    OPS(vdn_op_conv1d(x, h, a->pre_w, a->pre_b, 7, 1, 3, 1)); /* conv_pre */
+    const int64_t n = aw_size(c, B, La);
+    for (int i = 0; i < AW_BUFS; i++)
+        if (!(buf[i] = vdn_tensor_new2(d, VDN_DT_F32, n, 1))) {
+            vdn_fail(err, errlen, "audio VAE: %s", vdn_dev_error(d));
+            goto fail;
+        }
+    vdn_tensor zin = aw_view(buf[0], (int64_t)B * C, La), h = aw_view(buf[1], (int64_t)B * L, La);
+    vdn_tensor x = aw_view(buf[2], (int64_t)B * U, La);
+    OPS(vdn_tensor_set(&zin, z, VDN_DT_F32));
+    OPS(vdn_op_conv1d(&h, &zin, a->in_w, a->in_b, 1, 1, 0, 1)); /* dec_in_proj */
+    OPS(vdn_op_conv1d(&x, &h, a->pre_w, a->pre_b, 7, 1, 3, 1)); /* conv_pre */
+    int cur = 2;                                                /* the buffer holding x */
     for (int i = 0; i < c->n_ups; i++) {
-        const int k = c->decoder_kernels[i], s = c->decoder_rates[i], ch = U >> (i + 1);
+        const int k = c->decoder_kernels[i], s = c->decoder_rates[i];
+        const int64_t rows = (int64_t)B * (U >> (i + 1));
         const int pad = (k - s) / 2, nlen = (len - 1) * s - 2 * pad + k;
-        vdn_tensor *u = act_new(d, ch, nlen);
-        acc = act_new(d, ch, nlen);
-        blk = act_new(d, ch, nlen);
-        if (!u || !acc || !blk) {
-            vdn_tensor_free(u);
-            vdn_fail(err, errlen, "audio VAE: %s", vdn_dev_error(d));
-            goto fail;
-        }
-        if (vdn_op_conv_transpose1d(u, x, a->ups_w[i], a->ups_b[i], k, s, pad)) {
-            vdn_tensor_free(u);
-            vdn_fail(err, errlen, "audio VAE: %s", vdn_dev_error(d));
-            goto fail;
-        }
-        vdn_tensor_free(x);
-        x = u;
+        int o[AW_BUFS - 1], no = 0; /* the other buffers: u, acc, blk, t, r */
+        for (int j = 0; j < AW_BUFS; j++)
+            if (j != cur) o[no++] = j;
+        vdn_tensor u = aw_view(buf[o[0]], rows, nlen), acc = aw_view(buf[o[1]], rows, nlen),
+                   blk = aw_view(buf[o[2]], rows, nlen), t = aw_view(buf[o[3]], rows, nlen),
+                   r = aw_view(buf[o[4]], rows, nlen);
+        OPS(vdn_op_conv_transpose1d(&u, &x, a->ups_w[i], a->ups_b[i], k, s, pad));
         len = nlen;
         for (int j = 0; j < c->n_res; j++) {
-            if (amp(a, &a->blocks[i * c->n_res + j], x, j == 0 ? acc : blk, err, errlen)) goto fail;
-            if (j > 0) OPS(vdn_op_add(acc, blk));
+            if (amp(a, &a->blocks[i * c->n_res + j], &u, j == 0 ? &acc : &blk, &t, &r, err, errlen))
+                goto fail;
+            if (j > 0) OPS(vdn_op_add(&acc, &blk));
         }
-        OPS(vdn_op_scale(acc, 1.0 / c->n_res));
-        vdn_tensor_free(x);
-        vdn_tensor_free(blk);
+        OPS(vdn_op_scale(&acc, 1.0 / c->n_res));
         x = acc;
-        acc = blk = NULL;
+        cur = o[1];
     }
     const int last = U >> c->n_ups;
-    vdn_tensor *pa = act_new(d, last, len);
-    y = act_new(d, 1, len);
-    if (!pa || !y) {
-        vdn_tensor_free(pa);
-        vdn_fail(err, errlen, "audio VAE: %s", vdn_dev_error(d));
-        goto fail;
-    }
-    if (vdn_op_snake_aa(pa, x, a->post.alpha, a->post.beta, a->post.up, a->post.down, 2) ||
-        vdn_op_conv1d(y, pa, a->post_w, NULL, 7, 1, 3, 1) || vdn_tensor_get(y, wave)) {
-        vdn_tensor_free(pa);
-        vdn_fail(err, errlen, "audio VAE: %s", vdn_dev_error(d));
-        goto fail;
-    }
-    vdn_tensor_free(pa);
-    for (int i = 0; i < len; i++)
+    vdn_tensor pa = aw_view(buf[(cur + 1) % AW_BUFS], (int64_t)B * last, len),
+               y = aw_view(buf[(cur + 2) % AW_BUFS], B, len);
+    OPS(vdn_op_snake_aa(&pa, &x, a->post.alpha, a->post.beta, a->post.up, a->post.down, 2));
+    OPS(vdn_op_conv1d(&y, &pa, a->post_w, NULL, 7, 1, 3, 1));
+    OPS(vdn_tensor_get(&y, wave));
+    for (int64_t i = 0; i < (int64_t)B * len; i++)
         wave[i] = wave[i] < -1.0f ? -1.0f : wave[i] > 1.0f ? 1.0f : wave[i];
     rc = 0;
 fail:
-    vdn_tensor_free(zin);
-    vdn_tensor_free(h);
-    vdn_tensor_free(x);
-    vdn_tensor_free(acc);
-    vdn_tensor_free(blk);
-    vdn_tensor_free(y);
+    for (int i = 0; i < AW_BUFS; i++)
+        vdn_tensor_free(buf[i]);
     return rc;
 }
 
-/* A clip's channels over a group of decoders: channel s on member s mod n (the two stereo channels
- * are two mono decodes of one size, independent of each other). */
+/* A clip's channels over a group of decoders: channel s on member s mod n, each member's channels
+ * as one batch (the two stereo channels are two mono decodes of one size, independent of each
+ * other: one device decodes both at once, two devices one each). */
 typedef struct {
     vdn_audio_vae *const *a;
     vae_group grp;
@@ -337,23 +333,31 @@ static void audio_member(int r, void *arg) {
     audio_plan *p = arg;
     vdn_audio_vae *a = p->a[r];
     const vdn_vae_audio_config *c = &a->cfg;
-    const int C = c->latent_channels, La = p->La;
-    float *z = vdn_xmalloc(sizeof(float) * (size_t)C * La);
-    for (int s = r; s < p->channels && !atomic_load(&p->grp.stop); s += p->grp.n) {
-        for (int ch = 0; ch < C; ch++) { /* un-normalise: z std + mean, float32 */
+    const int C = c->latent_channels, La = p->La, n = p->grp.n;
+    const int B = r < p->channels ? (p->channels - r + n - 1) / n : 0;
+    if (B == 0 || atomic_load(&p->grp.stop)) return;
+    float *z = vdn_xmalloc(sizeof(float) * (size_t)B * C * La);
+    float *w = vdn_xmalloc(sizeof(float) * (size_t)B * La * c->hop);
+    for (int bi = 0; bi < B; bi++) { /* un-normalise: z std + mean, float32 */
+        const int s = r + bi * n;
+        for (int ch = 0; ch < C; ch++) {
             const float sd = (float)c->latents_std[ch], mu = (float)c->latents_mean[ch];
             for (int t = 0; t < La; t++) {
                 const float v = p->latents[((int64_t)s * C + ch) * La + t] * sd;
-                z[(int64_t)ch * La + t] = v + mu;
+                z[((int64_t)bi * C + ch) * La + t] = v + mu;
             }
         }
-        if (decode_mono(a, z, La, p->wave + (int64_t)s * La * c->hop, p->grp.err[r], VDN_ERR_LEN)) {
-            vae_group_fail(&p->grp, r);
-            break;
-        }
-        vae_group_done(&p->grp, r, 1);
+    }
+    if (decode_batch(a, z, B, La, w, p->grp.err[r], VDN_ERR_LEN)) {
+        vae_group_fail(&p->grp, r);
+    } else {
+        const int64_t ns = (int64_t)La * c->hop;
+        for (int bi = 0; bi < B; bi++)
+            memcpy(p->wave + (int64_t)(r + bi * n) * ns, w + bi * ns, sizeof(float) * (size_t)ns);
+        vae_group_done(&p->grp, r, B);
     }
     free(z);
+    free(w);
 }
 
 int vdn_audio_vae_decode_group(vdn_audio_vae *const *a, int n, const float *latents, int channels,

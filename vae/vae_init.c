@@ -129,31 +129,53 @@ static void tlist_free(tlist *l) {
     free(l->t);
 }
 
+/* random latent statistics, so the un-normalisation is exercised */
+static void random_audio_stats(vdn_vae_audio_config *ac, uint64_t seed) {
+    uint64_t key = name_key(seed, "latents_stats");
+    for (int i = 0; i < VDN_VAE_MAX_CH; i++) {
+        ac->latents_mean[i] = (float)(0.5 * unif(key, 200 + i));
+        ac->latents_std[i] = (float)(1.0 + 0.5 * unif(key, 300 + i));
+    }
+}
+
+static int write_audio(const char *dir, const vdn_vae_audio_config *ac, uint64_t seed, char *err,
+                       size_t errlen) {
+    tlist a = {.seed = seed};
+    vdn_vae_audio_tensors(ac, collect, &a);
+    char *aj = vdn_vae_audio_config_json(ac);
+    int rc = write_dir(dir, aj, &a, err, errlen);
+    free(aj);
+    tlist_free(&a);
+    return rc;
+}
+
 int vdn_vae_init(const char *root, uint64_t seed, char *err, size_t errlen) {
     char dir[4200];
     vdn_vae_video_config vc;
     vdn_vae_audio_config ac;
     vdn_vae_video_tiny(&vc);
     vdn_vae_audio_tiny(&ac);
-    /* random latent statistics, so the un-normalisation is exercised */
     uint64_t key = name_key(seed, "latents_stats");
     for (int i = 0; i < VDN_VAE_MAX_CH; i++) {
         vc.latents_mean[i] = (float)(0.5 * unif(key, i));
         vc.latents_std[i] = (float)(1.0 + 0.5 * unif(key, 100 + i));
-        ac.latents_mean[i] = (float)(0.5 * unif(key, 200 + i));
-        ac.latents_std[i] = (float)(1.0 + 0.5 * unif(key, 300 + i));
     }
-    tlist v = {.seed = seed}, a = {.seed = seed};
+    random_audio_stats(&ac, seed);
+    tlist v = {.seed = seed};
     vdn_vae_video_tensors(&vc, collect, &v);
-    vdn_vae_audio_tensors(&ac, collect, &a);
-    char *vj = vdn_vae_video_config_json(&vc), *aj = vdn_vae_audio_config_json(&ac);
+    char *vj = vdn_vae_video_config_json(&vc);
     snprintf(dir, sizeof dir, "%s/vae", root);
     int rc = write_dir(dir, vj, &v, err, errlen);
-    snprintf(dir, sizeof dir, "%s/audio_vae", root);
-    if (!rc) rc = write_dir(dir, aj, &a, err, errlen);
     free(vj);
-    free(aj);
     tlist_free(&v);
-    tlist_free(&a);
+    snprintf(dir, sizeof dir, "%s/audio_vae", root);
+    if (!rc) rc = write_audio(dir, &ac, seed, err, errlen);
     return rc;
+}
+
+int vdn_vae_init_audio_full(const char *dir, uint64_t seed, char *err, size_t errlen) {
+    vdn_vae_audio_config ac;
+    vdn_vae_audio_defaults(&ac);
+    random_audio_stats(&ac, seed);
+    return write_audio(dir, &ac, seed, err, errlen);
 }

@@ -11,5 +11,8 @@
 #include <stdint.h>
 
 int vdn_vae_init(const char *root, uint64_t seed, char *err, size_t errlen);
+/* DIR/ (config.json + weights) of a random audio VAE at the release's size (BigVGAN width 1024,
+ * about 260 MB of float32), for timing the decoder without the PyTorch peer (bench_vae). */
+int vdn_vae_init_audio_full(const char *dir, uint64_t seed, char *err, size_t errlen);
 
 #endif

@@ -876,37 +876,51 @@ static void case_vda_alpha(int F, int S, int hidden, int H) {
 
 /* ---- the decoders' convolutions (op_conv.h) ---- */
 
-static void case_conv1d(int64_t cin, int64_t lin, int64_t cout, int K, int stride, int pad,
+/* The CUDA convolutions are TF32 tensor-core GEMMs (kernels/op_cuda_conv.cu). By default each
+ * operand is split into two TF32 numbers and a product takes three MMAs, which leaves about
+ * 2^-22 relative per product (the dropped small x small term and the small parts' rounding) plus
+ * float32 accumulation: 1e-5, as for the float32 ops. With VDN_CONV_TF32=1 (one MMA, the PyTorch
+ * peer's precision) each operand is rounded to a 10-bit mantissa (relative error uniform in
+ * +-2^-11, rms 2^-11/sqrt(3) = 2.8e-4), so each product is off by about sqrt(2) x 2.8e-4 = 4e-4
+ * rms, independently, and the relative L2 error of a sum of such products stays near 4e-4 for
+ * any reduction length (less where the exact bias carries weight): 1e-3, 2.5x margin, still far
+ * below what a wrong tap, phase or channel gives (order 1). main runs the cases in both modes. */
+static double conv_tol = 1e-5;
+
+/* B signals of cin channels each, as a batch (rows b cin .. b cin + cin - 1) */
+static void case_conv1d(int B, int64_t cin, int64_t lin, int64_t cout, int K, int stride, int pad,
                         int dilation, int bias, vdn_dtype dt) {
     char what[128];
     const int64_t lout = (lin + 2 * pad - (int64_t)dilation * (K - 1) - 1) / stride + 1;
-    pair x = in(dt, cin, lin, PAD, 1.0, 0), w = in(dt, cout, cin * K, 0, 1.0 / sqrt(cin * K), 0);
-    pair b = in(dt, 1, cout, 0, 0.3, 0), y = out(dt, cout, lout, 1);
+    pair x = in(dt, B * cin, lin, PAD, 1.0, 0),
+         w = in(dt, cout, cin * K, 0, 1.0 / sqrt(cin * K), 0);
+    pair b = in(dt, 1, cout, 0, 0.3, 0), y = out(dt, B * cout, lout, 1);
     RUN(vdn_op_conv1d(P(y), P(x), P(w), bias ? P(b) : NULL, K, stride, pad, dilation));
-    snprintf(what, sizeof what, "conv1d %s [%lld,%lld] -> %lld, K %d stride %d pad %d dil %d%s",
-             dtn(dt), (long long)cin, (long long)lin, (long long)cout, K, stride, pad, dilation,
+    snprintf(what, sizeof what, "conv1d %s %dx[%lld,%lld] -> %lld, K %d stride %d pad %d dil %d%s",
+             dtn(dt), B, (long long)cin, (long long)lin, (long long)cout, K, stride, pad, dilation,
              bias ? " bias" : "");
-    cmp(what, &y, tol_of(dt, 1e-5));
+    cmp(what, &y, tol_of(dt, conv_tol));
     release();
 }
 
-static void case_conv_transpose1d(int64_t cin, int64_t lin, int64_t cout, int K, int stride,
+static void case_conv_transpose1d(int B, int64_t cin, int64_t lin, int64_t cout, int K, int stride,
                                   int pad, int bias, vdn_dtype dt) {
     char what[128];
     const int64_t lout = (lin - 1) * stride - 2 * pad + K;
-    pair x = in(dt, cin, lin, PAD, 1.0, 0), w = in(dt, cin, cout * K, 0, 1.0 / sqrt(cin * K), 0);
-    pair b = in(dt, 1, cout, 0, 0.3, 0), y = out(dt, cout, lout, 0);
+    pair x = in(dt, B * cin, lin, PAD, 1.0, 0),
+         w = in(dt, cin, cout * K, 0, 1.0 / sqrt(cin * K), 0);
+    pair b = in(dt, 1, cout, 0, 0.3, 0), y = out(dt, B * cout, lout, 0);
     RUN(vdn_op_conv_transpose1d(P(y), P(x), P(w), bias ? P(b) : NULL, K, stride, pad));
-    snprintf(what, sizeof what, "conv_transpose1d %s [%lld,%lld] -> %lld, K %d stride %d pad %d%s",
-             dtn(dt), (long long)cin, (long long)lin, (long long)cout, K, stride, pad,
-             bias ? " bias" : "");
-    cmp(what, &y, tol_of(dt, 1e-5));
+    snprintf(what, sizeof what,
+             "conv_transpose1d %s %dx[%lld,%lld] -> %lld, K %d stride %d pad %d%s", dtn(dt), B,
+             (long long)cin, (long long)lin, (long long)cout, K, stride, pad, bias ? " bias" : "");
+    cmp(what, &y, tol_of(dt, conv_tol));
     release();
 }
 
 /* BigVGAN's anti-aliased SnakeBeta: 12-tap low-pass filters (a windowed sinc, as the release's
  * kaiser-sinc filters are), ratio 2; alpha, beta on their log scale */
-static void case_snake_aa(int64_t C, int64_t L, int K, int ratio, vdn_dtype dt) {
+static void case_snake_aa(int B, int64_t C, int64_t L, int K, int ratio, vdn_dtype dt) {
     char what[128];
     float f[64];
     double sum = 0;
@@ -918,17 +932,43 @@ static void case_snake_aa(int64_t C, int64_t L, int K, int ratio, vdn_dtype dt) 
     }
     for (int k = 0; k < K; k++)
         f[k] = (float)(f[k] / sum);
-    pair x = in(dt, C, L, PAD, 1.0, 0), al = in(VDN_DT_F32, 1, C, 0, 0.3, 0),
+    pair x = in(dt, B * C, L, PAD, 1.0, 0), al = in(VDN_DT_F32, 1, C, 0, 0.3, 0),
          be = in(VDN_DT_F32, 1, C, 0, 0.3, 0);
     pair fu = mk_pair(VDN_DT_F32, VDN_DT_F32, 1, K, 0),
          fd = mk_pair(VDN_DT_F32, VDN_DT_F32, 1, K, 0);
     put(&fu, f), put(&fd, f);
-    pair y = out(dt, C, L, 1);
+    pair y = out(dt, B * C, L, 1);
     RUN(vdn_op_snake_aa(P(y), P(x), P(al), P(be), P(fu), P(fd), ratio));
-    snprintf(what, sizeof what, "snake_aa %s [%lld,%lld] K %d ratio %d", dtn(dt), (long long)C,
-             (long long)L, K, ratio);
+    snprintf(what, sizeof what, "snake_aa %s %dx[%lld,%lld] K %d ratio %d", dtn(dt), B,
+             (long long)C, (long long)L, K, ratio);
     cmp(what, &y, tol_of(dt, 1e-5));
     release();
+}
+
+static void conv_cases(void) {
+    const vdn_dtype BF = VDN_DT_BF16, F32 = VDN_DT_F32;
+    /* the audio decoder's convolutions: residual convs (dilations 1, 3, 5), strided upsampling,
+     * the anti-aliased activation; odd lengths; batches of 2 (the stereo channels); both CUDA tile
+     * shapes (output channels >= 64 and fewer), reductions that are not a multiple of the CUDA
+     * kernel's 32-term stage, every phase of the release's strides 5 and 2; activations longer
+     * than one 512-sample tile */
+    case_conv1d(1, 16, 101, 24, 7, 1, 3, 1, 1, F32);
+    case_conv1d(2, 8, 77, 8, 3, 1, 5, 5, 1, BF);
+    case_conv1d(1, 12, 50, 4, 1, 1, 0, 1, 0, F32);
+    case_conv1d(1, 5, 64, 7, 4, 2, 1, 1, 1, F32);
+    case_conv1d(2, 96, 300, 80, 11, 1, 25, 5, 1, F32);
+    case_conv1d(2, 24, 1000, 24, 7, 1, 9, 3, 1, F32);
+    case_conv1d(2, 70, 45, 130, 7, 1, 3, 1, 1, F32);
+    case_conv_transpose1d(1, 16, 33, 8, 16, 8, 4, 1, F32);
+    case_conv_transpose1d(1, 6, 17, 5, 4, 2, 1, 0, BF);
+    case_conv_transpose1d(1, 3, 9, 4, 11, 5, 3, 1, F32);
+    case_conv_transpose1d(2, 128, 41, 64, 9, 5, 2, 1, F32);
+    case_conv_transpose1d(2, 32, 300, 16, 4, 2, 1, 1, F32);
+    case_snake_aa(1, 6, 131, 12, 2, F32);
+    case_snake_aa(1, 3, 40, 12, 2, BF);
+    case_snake_aa(1, 2, 17, 6, 3, F32);
+    case_snake_aa(2, 5, 1100, 12, 2, F32);
+    case_snake_aa(2, 3, 513, 11, 3, F32);
 }
 
 int main(void) {
@@ -1051,18 +1091,12 @@ int main(void) {
     case_vda_epilogue(3, 2, 35);
     case_vda_alpha(3, 35, 264, 2);
 
-    /* the audio decoder's convolutions: residual convs (dilations 1, 3, 5), strided upsampling,
-     * the anti-aliased activation; odd lengths */
-    case_conv1d(16, 101, 24, 7, 1, 3, 1, 1, F32);
-    case_conv1d(8, 77, 8, 3, 1, 5, 5, 1, BF);
-    case_conv1d(12, 50, 4, 1, 1, 0, 1, 0, F32);
-    case_conv1d(5, 64, 7, 4, 2, 1, 1, 1, F32);
-    case_conv_transpose1d(16, 33, 8, 16, 8, 4, 1, F32);
-    case_conv_transpose1d(6, 17, 5, 4, 2, 1, 0, BF);
-    case_conv_transpose1d(3, 9, 4, 11, 5, 3, 1, F32);
-    case_snake_aa(6, 131, 12, 2, F32);
-    case_snake_aa(3, 40, 12, 2, BF);
-    case_snake_aa(2, 17, 6, 3, F32);
+    conv_cases(); /* split TF32, the default */
+    setenv("VDN_CONV_TF32", "1", 1);
+    conv_tol = 1e-3; /* one TF32 MMA per product: the reasoning above conv_tol */
+    printf("VDN_CONV_TF32=1:\n");
+    conv_cases();
+    unsetenv("VDN_CONV_TF32");
 
     size_t in_use = 0, peak = 0;
     vdn_dev_memory(dev[1], &in_use, &peak);

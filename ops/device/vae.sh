@@ -9,6 +9,10 @@
 # run (ops/reference/vae_bench.py writes the random full-size weights both load; needs .ref/ with
 # the diffusers files, as docs/reference-check.md describes). BENCH_ARGS: e.g. "--h 48 --w 84".
 # PROFILE=1: one more decode of each, timed op by op (engine/op_profile.h).
+# AUDIO_BENCH=1 times the audio decode alone without PyTorch: bench_vae writes random weights at
+# the release's size itself (`random:DIR`), 2 x AUDIO_LA latents (default 200: 5 s stereo), 5 reps,
+# with the default float32-accurate convolutions (op by op too with PROFILE=1) and again with
+# VDN_CONV_TF32=1.
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 CK=${1:?usage: vae.sh CKPT_ROOT}
@@ -51,5 +55,11 @@ if [ "${BENCH:-0}" = 1 ]; then
   python3 ops/reference/vae_bench.py --ref .ref --out "$W" ${BENCH_ARGS:-} 2>"$OUT/vae_bench_torch.err" | tee "$OUT/vae_bench_torch.json"
   read -r T h w La < <(python3 -c "import json,sys; d=json.load(open('$OUT/vae_bench_torch.json')); print(*d['latents'][1:], d['audio_latents'])")
   timeout 400 "$B/bench_vae" "$W/vae" "$W/audio_vae" cuda "$T" "$h" "$w" "$La" 3 ${PROFILE:+--profile} 2>&1 | tee "$OUT/vae_bench_vdn.json"
+  rm -rf "$W"
+fi
+if [ "${AUDIO_BENCH:-0}" = 1 ]; then
+  W=$(mktemp -d)
+  timeout 300 "$B/bench_vae" - "random:$W/audio_vae" cuda 0 0 0 "${AUDIO_LA:-200}" 5 ${PROFILE:+--profile} 2>&1 | tee "$OUT/audio_bench_f32.log"
+  VDN_CONV_TF32=1 timeout 120 "$B/bench_vae" - "$W/audio_vae" cuda 0 0 0 "${AUDIO_LA:-200}" 5 2>&1 | tee "$OUT/audio_bench_tf32.log"
   rm -rf "$W"
 fi

@@ -3,7 +3,10 @@
  * time, as `vdn decode` does). Prints one JSON line.
  * usage: bench_vae VAE_DIR AUDIO_VAE_DIR BACKEND T h w La REPS [--profile]
  * --profile: one more decode of each, timed op by op on the device (op_profile.h), printed to
- * stderr (stdout keeps the one JSON line). */
+ * stderr (stdout keeps the one JSON line).
+ *   VAE_DIR `-`: the audio decoder only (T h w ignored);
+ *   AUDIO_VAE_DIR `random:DIR`: first write a random audio VAE at the release's size to DIR
+ *   (vdn_vae_init_audio_full), so the audio decode can be timed without the PyTorch peer. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +15,7 @@
 
 #include "op_profile.h"
 #include "vae.h"
+#include "vae_init.h"
 #include "vdn_util.h"
 
 static double now(void) {
@@ -46,28 +50,37 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
+    const char *adir = argv[2];
+    if (!strncmp(adir, "random:", 7)) {
+        adir += 7;
+        if (vdn_vae_init_audio_full(adir, 1, err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+    }
+    const int video = strcmp(argv[1], "-") != 0;
     double t0 = now();
-    vdn_video_vae *v = vdn_video_vae_load(dev, argv[1], err, sizeof err);
-    if (!v) {
+    vdn_video_vae *v = video ? vdn_video_vae_load(dev, argv[1], err, sizeof err) : NULL;
+    if (video && !v) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    vdn_audio_vae *a = vdn_audio_vae_load(dev, argv[2], err, sizeof err);
+    vdn_audio_vae *a = vdn_audio_vae_load(dev, adir, err, sizeof err);
     if (!a) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
     const double load_s = now() - t0;
-    const vdn_vae_video_config *vc = vdn_video_vae_config(v);
-    const int F = vdn_video_vae_frames(v, T, err, sizeof err);
+    const int F = video ? vdn_video_vae_frames(v, T, err, sizeof err) : 0;
     if (F < 0) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    const size_t nz = (size_t)vc->latent_channels * T * h * w;
-    float *z = vdn_xmalloc(sizeof(float) * nz);
+    const int Cv = video ? vdn_video_vae_config(v)->latent_channels : 0;
+    const size_t nz = (size_t)Cv * T * h * w, nf = video ? 3 * (size_t)F * h * 16 * w * 16 : 0;
+    float *z = vdn_xmalloc(sizeof(float) * (nz ? nz : 1));
     randn(z, nz, 1);
-    float *frames = vdn_xmalloc(sizeof(float) * 3 * (size_t)F * h * 16 * w * 16);
+    float *frames = vdn_xmalloc(sizeof(float) * (nf ? nf : 1));
     const int C = vdn_audio_vae_config(a)->latent_channels, hop = vdn_audio_vae_config(a)->hop;
     float *za = vdn_xmalloc(sizeof(float) * 2 * (size_t)C * La);
     randn(za, 2 * (size_t)C * La, 2);
@@ -81,13 +94,13 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s\n", vdn_dev_error(dev));
             return 1;
         }
-        if (vdn_video_vae_decode(v, z, T, h, w, frames, NULL, NULL, err, sizeof err)) {
+        if (video && vdn_video_vae_decode(v, z, T, h, w, frames, NULL, NULL, err, sizeof err)) {
             fprintf(stderr, "video: %s\n", err);
             return 1;
         }
-        if (prof) vdn_prof_stop(dev, stderr, "video decode");
+        if (prof && video) vdn_prof_stop(dev, stderr, "video decode");
         double m = now();
-        if (prof) vdn_prof_start(dev);
+        if (prof && video) vdn_prof_start(dev);
         if (vdn_audio_vae_decode(a, za, 2, La, wave, NULL, NULL, err, sizeof err)) {
             fprintf(stderr, "audio: %s\n", err);
             return 1;
@@ -98,15 +111,18 @@ int main(int argc, char **argv) {
             ta += now() - m;
         }
     }
-    double sum = 0;
-    for (size_t i = 0; i < 3 * (size_t)F * h * 16 * w * 16; i++)
+    double sum = 0, wsum = 0;
+    for (size_t i = 0; i < nf; i++)
         sum += frames[i];
+    for (size_t i = 0; i < 2 * (size_t)La * hop; i++)
+        wsum += (double)wave[i] * wave[i];
     printf("{\"backend\": \"%s\", \"latents\": [%d, %d, %d, %d], \"frames\": %d, "
            "\"audio_latents\": %d, "
            "\"video_s\": %.4f, \"audio_s\": %.4f, \"load_s\": %.1f, \"reps\": %d, \"frame_mean\": "
-           "%.4f}\n",
-           vdn_dev_name(dev), vc->latent_channels, T, h, w, F, La, tv / reps, ta / reps, load_s,
-           reps, sum / (3.0 * F * h * 16 * w * 16));
+           "%.4f, "
+           "\"wave_rms\": %.4f}\n",
+           vdn_dev_name(dev), Cv, T, h, w, F, La, tv / reps, ta / reps, load_s, reps,
+           nf ? sum / (double)nf : 0.0, sqrt(wsum / (2.0 * La * hop)));
     vdn_video_vae_free(v);
     vdn_audio_vae_free(a);
     vdn_dev_close(dev);
