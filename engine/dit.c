@@ -249,17 +249,14 @@ int vdn_dit_ada_table(const vdn_dit_weights *w, const vdn_dit_block *b, const vd
     return 0;
 }
 
-static int dit_block(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
-                     vdn_dit_buffers *buf) {
+/* the softmax attention of a block from its fused projection into buf->y (to_out included):
+ * writes qr, kr, sgate, ao and y, none of which the linear branch reads */
+static int softmax_attention(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                             vdn_dit_buffers *buf) {
     const vdn_config *c = &w->cfg;
     const vdn_attn_plan *p = &s->plan;
     const int64_t H = c->heads, C = H * c->head_dim;
-    vdn_tensor ada[6];
-    OK(vdn_dit_ada_table(w, b, s, buf, ada));
-    const vdn_tensor *idx = s->ada_idx;
-    OK(vdn_op_rmsnorm(buf->h, buf->x, b->norm1, c->norm_eps, &ada[0], &ada[1], idx));
     vdn_tensor qkv = cols(buf->qkv, 0, w->ldq);
-    OK(vdn_op_linear(&qkv, buf->h, b->wqkv, b->bqkv, VDN_ACT_NONE, 0));
     vdn_tensor q = cols(&qkv, 0, C), k = cols(&qkv, C, C), v = cols(&qkv, 2 * C, C);
     const vdn_rope rope = {s->pos,
                            w->rope_inv,
@@ -275,8 +272,33 @@ static int dit_block(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn
     }
     OK(vdn_op_attention(buf->ao, buf->qr, buf->kr, &v, c->head_dim, 1.0 / sqrt((double)c->head_dim),
                         s->mask, gate));
-    OK(vdn_op_linear(buf->y, buf->ao, b->to_out, NULL, VDN_ACT_NONE, 0));
-    if (c->has_vdn && p->linear) OK(vdn_dit_vda_branch(w, b, s, buf));
+    return vdn_op_linear(buf->y, buf->ao, b->to_out, NULL, VDN_ACT_NONE, 0);
+}
+
+static int dit_block(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                     vdn_dit_buffers *buf) {
+    const vdn_config *c = &w->cfg;
+    vdn_dev *d = buf->dev;
+    vdn_tensor ada[6];
+    OK(vdn_dit_ada_table(w, b, s, buf, ada));
+    const vdn_tensor *idx = s->ada_idx;
+    OK(vdn_op_rmsnorm(buf->h, buf->x, b->norm1, c->norm_eps, &ada[0], &ada[1], idx));
+    vdn_tensor qkv = cols(buf->qkv, 0, w->ldq);
+    OK(vdn_op_linear(&qkv, buf->h, b->wqkv, b->bqkv, VDN_ACT_NONE, 0));
+    /* the linear branch reads only h and qkv, queued now: on lane 1 beside the softmax (the
+     * next writes of h and qkv come after the join) */
+    const int linear = c->has_vdn && s->plan.linear, side = linear && vdn_dit_vda_side();
+    int rc = 0;
+    if (side) {
+        OK(vdn_dev_fork(d));
+        rc = vdn_dit_vda_lin(w, b, s, buf);
+        (void)vdn_dev_lane(d, 0); /* lane 0 is always valid */
+    }
+    if (rc == 0) rc = softmax_attention(w, b, s, buf);
+    if (side && vdn_dev_join(d) != 0) rc = -1; /* joined on failure too: no fork stays open */
+    OK(rc);
+    if (linear && !side) OK(vdn_dit_vda_lin(w, b, s, buf));
+    if (linear) OK(vdn_dit_vda_out(w, b, s, buf));
     OK(vdn_op_gate_residual(buf->x, buf->y, &ada[2], idx));
     OK(vdn_op_rmsnorm(buf->h, buf->x, b->norm2, c->norm_eps, &ada[3], &ada[4], idx));
     OK(vdn_dit_feed_forward(b, buf->h, buf->fh, buf->fa, buf->y, c->ffn));

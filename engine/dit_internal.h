@@ -84,8 +84,20 @@ int vdn_dit_vda_alpha(const vdn_dit_block *b, vdn_dit_buffers *buf, const vdn_te
 vdn_tensor vdn_dit_outer_slice(const vdn_tensor *t, int64_t i0, int64_t n);
 
 /* The linear branch of one block on the modulated input buf->h and the fused projection
- * buf->qkv; adds to_out_linear(branch) into buf->y's video rows. */
+ * buf->qkv: vdn_dit_vda_lin leaves the gated, normalised branch in buf->lin (buf->lin_all when
+ * the heads go in groups), reading nothing else the block writes, so that it can run on the
+ * device's lane 1 beside the softmax attention; vdn_dit_vda_out then adds to_out_linear of it
+ * into buf->y's video rows; vdn_dit_vda_branch is both. */
+int vdn_dit_vda_lin(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                    vdn_dit_buffers *buf);
+int vdn_dit_vda_out(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                    vdn_dit_buffers *buf);
 int vdn_dit_vda_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
                        vdn_dit_buffers *buf);
+/* Whether the branch runs on lane 1 of the device (op.h, lanes) beside the softmax attention,
+ * forked once its inputs are queued and joined before its output is added (the default), or,
+ * with VDN_VDA_STREAM=0 in the environment, after the softmax on one lane (for measuring the
+ * overlap; on the CPU both give the same bits). */
+int vdn_dit_vda_side(void);
 
 #endif

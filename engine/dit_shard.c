@@ -108,29 +108,39 @@ static int embed_rows(const shard *sh, vdn_tensor *x, int64_t seg0, const vdn_te
     return W ? vdn_op_linear(&dst, &src, W, bias, VDN_ACT_NONE, 0) : vdn_tensor_copy(&dst, &src);
 }
 
-/* the linear branch on own heads over every branch row; its output rows are LinH's */
-static int branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s, shard *sh,
-                  const vdn_tensor *h, const vdn_tensor *qkv) {
+/* what the linear branch on own heads reads, moved by the collectives: raw q, k and beta of own
+ * rows to own heads (v went with the softmax's), every row's modulated input (frame means for
+ * alpha) and 128-wide gate hidden */
+static int branch_gather(const vdn_dit_weights *w, shard *sh, const vdn_tensor *h,
+                         const vdn_tensor *qkv) {
     const vdn_config *c = &w->cfg;
-    const vdn_layout *L = &s->lay;
-    const int64_t H = c->heads, C = H * c->head_dim, S = L->tokens_per_frame;
-    const int f0 = s->plan.skip_ends ? 1 : 0, Fp = L->frames - 2 * f0;
-    const int64_t row0 = (int64_t)L->video_start + (int64_t)f0 * S, nl = (int64_t)Fp * S;
+    const int64_t H = c->heads, C = H * c->head_dim;
     vdn_comm *cm = sh->comm;
-    vdn_dit_buffers *buf = sh->buf;
-    /* raw q, k and beta of own rows to own heads (v went with the softmax's) */
     vdn_tensor q = vdn_view_cols(qkv, 0, C), k = vdn_view_cols(qkv, C, C);
     vdn_tensor beta = vdn_view_cols(qkv, w->col_beta, H);
     vdn_tensor Qrh = narrow_cols(sh->Qrh, sh->nc), Krh = narrow_cols(sh->Krh, sh->nc);
-    vdn_tensor Bh = narrow_cols(sh->Bh, sh->nh), Vh = narrow_cols(sh->Vh, sh->nc);
+    vdn_tensor Bh = narrow_cols(sh->Bh, sh->nh);
     OK(vdn_op_rows_to_cols(cm, &Qrh, &q, &sh->rows, &sh->chans));
     OK(vdn_op_rows_to_cols(cm, &Krh, &k, &sh->rows, &sh->chans));
     OK(vdn_op_rows_to_cols(cm, &Bh, &beta, &sh->rows, &sh->heads));
-    /* every row's modulated input (frame means for alpha) and 128-wide gate hidden */
     vdn_tensor gd = vdn_view_cols(qkv, w->col_gate_down, c->gate_rank);
     OK(vdn_op_all_gather_rows(cm, sh->Hall, h, &sh->rows));
-    OK(vdn_op_all_gather_rows(cm, sh->GD, &gd, &sh->rows));
+    return vdn_op_all_gather_rows(cm, sh->GD, &gd, &sh->rows);
+}
+
+/* the linear branch on own heads over every branch row from what branch_gather moved, into
+ * LinH's rows; no collective, and nothing the softmax reads or writes (it may run on lane 1) */
+static int branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                  shard *sh) {
+    const vdn_config *c = &w->cfg;
+    const vdn_layout *L = &s->lay;
+    const int64_t S = L->tokens_per_frame;
+    const int f0 = s->plan.skip_ends ? 1 : 0, Fp = L->frames - 2 * f0;
+    const int64_t row0 = (int64_t)L->video_start + (int64_t)f0 * S, nl = (int64_t)Fp * S;
+    vdn_dit_buffers *buf = sh->buf;
     if (sh->nh == 0) return 0;
+    vdn_tensor Qrh = narrow_cols(sh->Qrh, sh->nc), Krh = narrow_cols(sh->Krh, sh->nc);
+    vdn_tensor Bh = narrow_cols(sh->Bh, sh->nh), Vh = narrow_cols(sh->Vh, sh->nc);
     vdn_tensor hv = vdn_view_rows(sh->Hall, row0, nl);
     OK(vdn_dit_vda_alpha(b, buf, &hv, Fp));
     vdn_tensor alpha_own = vdn_view_cols(buf->alpha, sh->c0, sh->nc);
@@ -211,10 +221,23 @@ static int shard_block(const vdn_dit_weights *w, const vdn_dit_block *b, const v
         OK(vdn_op_rows_to_cols(cm, &Gh, &sg, &sh->rows, &sh->heads));
         gate = &Gh;
     }
-    if (sh->nh > 0)
-        OK(vdn_op_attention(&Aoh, &Qh, &Kh, &Vh, c->head_dim, 1.0 / sqrt((double)c->head_dim),
-                            s->mask, gate));
-    if (linear) OK(branch(w, b, s, sh, &h, &qkv));
+    if (linear) OK(branch_gather(w, sh, &h, &qkv));
+    /* the branch on lane 1 beside the softmax (dit.c's dit_block): the collectives stay on lane 0,
+     * before the fork and after the join, in the same order on every rank */
+    const int side = linear && sh->nh > 0 && vdn_dit_vda_side();
+    vdn_dev *d = w->dev;
+    int rc = 0;
+    if (side) {
+        OK(vdn_dev_fork(d));
+        rc = branch(w, b, s, sh);
+        (void)vdn_dev_lane(d, 0); /* lane 0 is always valid */
+    }
+    if (rc == 0 && sh->nh > 0)
+        rc = vdn_op_attention(&Aoh, &Qh, &Kh, &Vh, c->head_dim, 1.0 / sqrt((double)c->head_dim),
+                              s->mask, gate);
+    if (side && vdn_dev_join(d) != 0) rc = -1; /* joined on failure too: no fork stays open */
+    OK(rc);
+    if (linear && !side) OK(branch(w, b, s, sh));
     /* every row, own heads -> own rows, every head */
     vdn_tensor ao = narrow_rows(buf->ao, nr);
     OK(vdn_op_cols_to_rows(cm, &ao, &Aoh, &sh->rows, &sh->chans));

@@ -3,6 +3,9 @@
  * from frame means, per-frame statistics and transitions, the text state, both scans, the
  * boundary gather with the alpha bridge, the readout with its norm and output gate, and
  * to_out_linear added into the block's output rows. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "dit_internal.h"
 
 #define OK(call)                                                                                   \
@@ -103,8 +106,13 @@ static int branch_heads(const vdn_dit_weights *w, const vdn_dit_block *b, const 
     return vdn_dit_vda_core(w, b, s, buf, &in);
 }
 
-int vdn_dit_vda_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
-                       vdn_dit_buffers *buf) {
+/* the branch's group size: every head at once, or buf->vda_heads per pass */
+static int group_heads(const vdn_dit_buffers *buf, int H) {
+    return buf->vda_heads > 0 && buf->vda_heads < H ? buf->vda_heads : H;
+}
+
+int vdn_dit_vda_lin(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                    vdn_dit_buffers *buf) {
     const vdn_config *c = &w->cfg;
     const vdn_layout *L = &s->lay;
     const int H = c->heads, S = L->tokens_per_frame;
@@ -114,7 +122,7 @@ int vdn_dit_vda_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const v
     vdn_tensor qkv = vdn_view_rows(buf->qkv, row0, nl);
     vdn_tensor hv = vdn_view_rows(buf->h, row0, nl);
     OK(vdn_dit_vda_alpha(b, buf, &hv, Fp));
-    const int G = buf->vda_heads > 0 && buf->vda_heads < H ? buf->vda_heads : H;
+    const int G = group_heads(buf, H);
     for (int h0 = 0; h0 < H; h0 += G) { /* G divides H */
         OK(branch_heads(w, b, s, buf, &qkv, h0, G));
         if (G < H) {
@@ -123,7 +131,29 @@ int vdn_dit_vda_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const v
             OK(vdn_tensor_copy(&dst, buf->lin));
         }
     }
+    return 0;
+}
+
+int vdn_dit_vda_out(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                    vdn_dit_buffers *buf) {
+    const vdn_layout *L = &s->lay;
+    const int S = L->tokens_per_frame;
+    const int f0 = s->plan.skip_ends ? 1 : 0, Fp = L->frames - 2 * f0, nl = Fp * S;
+    if (Fp <= 0) return 0;
+    const int64_t row0 = (int64_t)L->video_start + (int64_t)f0 * S;
     vdn_tensor yv = vdn_view_rows(buf->y, row0, nl);
-    return vdn_op_linear(&yv, G < H ? buf->lin_all : buf->lin, b->to_out_linear, NULL, VDN_ACT_NONE,
+    const int whole = group_heads(buf, w->cfg.heads) == w->cfg.heads;
+    return vdn_op_linear(&yv, whole ? buf->lin : buf->lin_all, b->to_out_linear, NULL, VDN_ACT_NONE,
                          1);
+}
+
+int vdn_dit_vda_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                       vdn_dit_buffers *buf) {
+    OK(vdn_dit_vda_lin(w, b, s, buf));
+    return vdn_dit_vda_out(w, b, s, buf);
+}
+
+int vdn_dit_vda_side(void) {
+    const char *e = getenv("VDN_VDA_STREAM");
+    return !(e && strcmp(e, "0") == 0);
 }

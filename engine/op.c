@@ -111,6 +111,33 @@ vdn_dtype vdn_dev_act_dtype(const vdn_dev *d) {
 int vdn_dev_sync(vdn_dev *d) {
     return d->be->sync(d);
 }
+/* lanes (op.h): the front end keeps which lane ops go to and whether a fork is open, so that
+ * every backend refuses the same misuse; the backend orders its streams (NULL: nothing to order) */
+int vdn_dev_fork(vdn_dev *d) {
+    if (d->be->lane_fork && d->be->lane_fork(d) != 0) return -1;
+    d->lane = 1, d->forked = 1;
+    return 0;
+}
+
+int vdn_dev_lane(vdn_dev *d, int lane) {
+    if (lane != 0 && lane != 1)
+        return vdn_dev_fail(d, "device %s: lane %d, expected 0 or 1", d->name, lane);
+    if (lane == 1 && !d->forked)
+        return vdn_dev_fail(d,
+                            "device %s: lane 1 outside a fork (vdn_dev_fork first: lane 1 "
+                            "would not wait for lane 0's work)",
+                            d->name);
+    d->lane = lane;
+    return 0;
+}
+
+int vdn_dev_join(vdn_dev *d) {
+    if (!d->forked) return vdn_dev_fail(d, "device %s: join without a fork", d->name);
+    if (d->be->lane_join && d->be->lane_join(d) != 0) return -1;
+    d->lane = 0, d->forked = 0;
+    return 0;
+}
+
 void vdn_dev_memory(const vdn_dev *d, size_t *in_use, size_t *peak) {
     if (in_use) *in_use = d->mem_in_use;
     if (peak) *peak = d->mem_peak;

@@ -14,7 +14,8 @@
  *  - Every op returns 0, or -1 with a message naming the op and what was wrong, kept in the
  *    device (vdn_dev_error). The front end (engine/op.c) checks shapes and dtypes before it
  *    dispatches, so both backends refuse the same calls with the same words.
- *  - Ops are asynchronous on CUDA (one stream per device); vdn_tensor_get and vdn_dev_sync wait.
+ *  - Ops are asynchronous on CUDA (a stream per lane of a device, see "lanes" below);
+ *    vdn_tensor_get and vdn_dev_sync wait.
  *  - fp32 and bf16 tensors are both accepted where an op says "float" (the front end also lets
  *    F64 through: the CPU oracle keeps the VDA states in it; a backend without F64 refuses it);
  *    outputs are rounded to their dtype. The CPU backend normally holds everything in fp32 (the
@@ -96,6 +97,26 @@ void vdn_dev_memory_reset_peak(vdn_dev *d);
  * available and physical memory). What a model about to load beside another (the text encoder
  * beside the DiT) asks before it decides to stay. 0, or -1 in d's error when it cannot say. */
 int vdn_dev_mem_info(vdn_dev *d, size_t *free_bytes, size_t *total_bytes);
+
+/* ---- lanes: two queues of work on one device ----
+ * Ops go to lane 0 of their device unless a model moves independent work to lane 1 so that the
+ * two overlap (the DiT's VDA linear branch, memory-bound, beside the compute-bound softmax
+ * attention). On CUDA a lane is a stream with its own scratch and cuBLAS(Lt) handles, since
+ * each of those is ordered on one stream; lane 1's stream has the greatest priority (its short
+ * kernels take SMs as the long kernel's blocks finish) and is made on the first fork (its
+ * cuBLASLt workspace then counts in the device's memory). Tensors, memory accounting and errors
+ * stay the device's: an op on lane 1 takes the same tensors. On the CPU every op completes
+ * before it returns, so lanes change nothing there (only the order the model issues ops in).
+ *   vdn_dev_fork(d): lane 1 waits for everything queued on lane 0 so far; later ops go to lane 1.
+ *   vdn_dev_lane(d, lane): later ops go to lane 0, or to 1 (only between a fork and its join).
+ *   vdn_dev_join(d): lane 0 waits for everything queued on lane 1 so far; later ops go to lane 0.
+ * Between a fork and its join neither lane may write what the other reads or writes, and lane
+ * 1's results are read (vdn_tensor_get included) only after the join. Freeing a tensor waits
+ * for the whole device (cudaFree), and vdn_dev_sync waits for both lanes. 0, or -1 with d's
+ * error. */
+int vdn_dev_fork(vdn_dev *d);
+int vdn_dev_lane(vdn_dev *d, int lane);
+int vdn_dev_join(vdn_dev *d);
 
 /* ---- tensors ---- */
 

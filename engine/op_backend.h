@@ -95,6 +95,13 @@ struct vdn_dev_backend {
     int (*timer_mark)(vdn_dev *d, void *timer);
     double (*timer_ms)(vdn_dev *d, const void *from, const void *to);
     void (*timer_free)(vdn_dev *d, void *timer);
+
+    /* op.h's lanes, after the front end's checks; the front end keeps d->lane (where ops go,
+     * which the backend reads) and sets it after these return 0. fork: lane 1 waits for lane 0's
+     * queued work; join: lane 0 waits for lane 1's. NULL: every op completes before it returns
+     * (the CPU), so there is nothing to wait for. */
+    int (*lane_fork)(vdn_dev *d);
+    int (*lane_join)(vdn_dev *d);
 };
 
 typedef struct vdn_prof vdn_prof;
@@ -106,8 +113,10 @@ struct vdn_dev {
     char name[32];
     char err[512];
     size_t mem_in_use, mem_peak;
-    int fault; /* vdn_dev_fault_kind: the worst backend failure since the last clear */
+    int fault;             /* vdn_dev_fault_kind: the worst backend failure since the last clear */
     struct vdn_prof *prof; /* op_profile.h: the profile being recorded, or NULL */
+    int lane;              /* where ops go now (op.h's lanes) */
+    int forked;            /* between a vdn_dev_fork and its vdn_dev_join */
 };
 
 /* Registry (like backend.h's): the CPU table is built in; kernels/ provides "cuda" by the weak

@@ -223,4 +223,7 @@ const vdn_dev_backend vdn_cpu_dev_backend = {
     .timer_mark = cpu_timer_mark,
     .timer_ms = cpu_timer_ms,
     .timer_free = cpu_timer_free,
+    /* every op completes before it returns: lanes are only the order ops are issued in */
+    .lane_fork = NULL,
+    .lane_join = NULL,
 };

@@ -8,7 +8,9 @@
  * attention, the operands' shapes and dtypes, so each GEMM shape shows its own TFLOP/s. An op
  * called from inside another op (a backend that calls the front end) counts under the outer one.
  * The time between ops (host work, launch gaps, copies the host waits for) is what the span has
- * beyond the sum of the ops. */
+ * beyond the sum of the ops. Ops on a device's lane 1 (op.h, lanes: the DiT's VDA branch) are
+ * timed on their own stream and overlap lane 0's, so the sum may then exceed the span
+ * (VDN_VDA_STREAM=0 profiles the forward on one lane). */
 #ifndef VDN_OP_PROFILE_H
 #define VDN_OP_PROFILE_H
 

@@ -46,6 +46,42 @@ int cuda_available(char *err, size_t errlen) {
 
 void cuda_close(vdn_dev *d);
 
+void lane_free(CudaDev *c) {
+    if (c->st) cudaStreamSynchronize(c->st);
+    for (int i = 0; i < SCR_SLOTS_MAX; i++)
+        if (c->scratch[i]) cudaFree(c->scratch[i]);
+    if (c->gc) vdn_gemm_destroy(c->gc);
+    if (c->cb) vdn_cublas_destroy(c->cb);
+    if (c->st) cudaStreamDestroy(c->st);
+    const int gpu = c->gpu;
+    *c = CudaDev();
+    c->gpu = gpu;
+}
+
+/* lane i's stream and handles, all or nothing; the cuBLASLt workspace counts in the device's
+ * memory. Lane 1's stream has the greatest priority, so that its short memory-bound kernels get
+ * SMs as soon as the other lane's long kernel retires blocks, instead of after its last one. */
+int lane_make(vdn_dev *d, int i) {
+    CudaDev *c = &((CudaGpu *)d->be_state)->lane[i];
+    int least = 0, prio = 0;
+    if (i == 1 && cudaDeviceGetStreamPriorityRange(&least, &prio) != cudaSuccess) prio = 0;
+    if (cudaStreamCreateWithPriority(&c->st, cudaStreamDefault, prio) != cudaSuccess) {
+        cudaGetLastError();
+        c->st = NULL;
+    } else {
+        c->gc = vdn_gemm_create((size_t)64 << 20);
+        c->cb = vdn_cublas_create();
+    }
+    if (!c->st || !c->gc || !c->cb) {
+        lane_free(c);
+        return vdn_dev_fault(d, VDN_DEV_FAULT_DEVICE,
+                             "cuda: stream or cuBLAS(Lt) handles for lane %d on %s failed", i,
+                             d->name);
+    }
+    account(d, (ptrdiff_t)64 << 20);
+    return 0;
+}
+
 int cuda_open(vdn_dev *d, int index, int threads) {
     (void)threads;
     const char *OP = "open";
@@ -59,44 +95,60 @@ int cuda_open(vdn_dev *d, int index, int threads) {
         return vdn_dev_fail(d, "cuda: GPU %d (%s) is sm_%d%d; the kernels are built for sm_90a",
                             index, p.name, p.major, p.minor);
     OPC(cudaSetDevice(index));
-    CudaDev *c = new CudaDev();
-    c->gpu = index;
-    d->be_state = c;
+    CudaGpu *g = new CudaGpu();
+    g->lane[0].gpu = g->lane[1].gpu = index;
+    d->be_state = g;
     snprintf(d->name, sizeof d->name, "cuda:%d", index);
-    if (cudaStreamCreate(&c->st) != cudaSuccess) {
-        cudaGetLastError();
+    if (lane_make(d, 0) != 0) {
         cuda_close(d);
-        return vdn_dev_fail(d, "cuda: stream creation on GPU %d failed", index);
+        return -1;
     }
-    c->gc = vdn_gemm_create((size_t)64 << 20);
-    c->cb = vdn_cublas_create();
-    if (!c->gc || !c->cb) {
-        cuda_close(d);
-        return vdn_dev_fail(d, "cuda: cuBLAS(Lt) handle creation on GPU %d failed", index);
-    }
-    account(d, (ptrdiff_t)64 << 20); /* the cuBLASLt workspace */
     return 0;
 }
 
 void cuda_close(vdn_dev *d) {
-    CudaDev *c = cdev(d);
-    if (!c) return;
-    cudaSetDevice(c->gpu);
-    if (c->st) cudaStreamSynchronize(c->st);
-    for (int i = 0; i < SCR_SLOTS_MAX; i++)
-        if (c->scratch[i]) cudaFree(c->scratch[i]);
-    if (c->gc) vdn_gemm_destroy(c->gc);
-    if (c->cb) vdn_cublas_destroy(c->cb);
-    if (c->st) cudaStreamDestroy(c->st);
-    delete c;
+    CudaGpu *g = (CudaGpu *)d->be_state;
+    if (!g) return;
+    cudaSetDevice(g->lane[0].gpu);
+    for (CudaDev &c : g->lane)
+        lane_free(&c);
+    if (g->fork_ev) cudaEventDestroy(g->fork_ev);
+    if (g->join_ev) cudaEventDestroy(g->join_ev);
+    delete g;
     d->be_state = NULL;
 }
 
+/* both lanes */
 int cuda_sync(vdn_dev *d) {
     const char *OP = "sync";
     if (op_cuda_enter(d, OP)) return -1;
-    OPC(cudaStreamSynchronize(cdev(d)->st));
+    for (const CudaDev &c : ((CudaGpu *)d->be_state)->lane)
+        if (c.st) OPC(cudaStreamSynchronize(c.st));
     OPC(cudaGetLastError());
+    return 0;
+}
+
+/* ---- lanes (op.h): an event recorded on one stream, waited for on the other (cdev() follows
+ * the front end's d->lane, so switching lanes needs nothing here) ---- */
+
+int cuda_lane_fork(vdn_dev *d) {
+    const char *OP = "fork";
+    if (op_cuda_enter(d, OP)) return -1;
+    CudaGpu *g = (CudaGpu *)d->be_state;
+    if (!g->fork_ev) OPC(cudaEventCreateWithFlags(&g->fork_ev, cudaEventDisableTiming));
+    if (!g->join_ev) OPC(cudaEventCreateWithFlags(&g->join_ev, cudaEventDisableTiming));
+    if (!g->lane[1].st && lane_make(d, 1) != 0) return -1;
+    OPC(cudaEventRecord(g->fork_ev, g->lane[0].st));
+    OPC(cudaStreamWaitEvent(g->lane[1].st, g->fork_ev, 0));
+    return 0;
+}
+
+int cuda_lane_join(vdn_dev *d) {
+    const char *OP = "join";
+    if (op_cuda_enter(d, OP)) return -1;
+    CudaGpu *g = (CudaGpu *)d->be_state;
+    OPC(cudaEventRecord(g->join_ev, g->lane[1].st));
+    OPC(cudaStreamWaitEvent(g->lane[0].st, g->join_ev, 0));
     return 0;
 }
 
@@ -490,4 +542,6 @@ extern "C" const vdn_dev_backend vdn_cuda_dev_backend = {
     cuda_timer_mark,
     cuda_timer_ms,
     cuda_timer_free,
+    cuda_lane_fork, /* lanes: cdev() follows d->lane; lane 1 is made by the first fork */
+    cuda_lane_join,
 };

@@ -11,7 +11,8 @@
  *
  * Every op maps onto the kernels of this folder (kernels.h); where its call fits a fused kernel's
  * layout (bf16, contiguous, 16-byte aligned) that kernel runs, otherwise a plain strided kernel
- * of the op's file that takes any float dtype. All work goes to the device's one stream. */
+ * of the op's file that takes any float dtype. All work goes to the stream of the device's
+ * current lane (engine/op.h, "lanes"): cdev(d) is that lane. */
 #ifndef VDN_OP_CUDA_H
 #define VDN_OP_CUDA_H
 
@@ -37,6 +38,8 @@ enum {
     SCR_SLOTS_MAX = SCR_W0 + 4
 };
 
+/* One lane of a GPU: a stream and what is ordered on it (the cuBLASLt workspace, the handles'
+ * streams, the scratch), so that two lanes never share any of it. */
 struct CudaDev {
     int gpu;
     cudaStream_t st;
@@ -47,8 +50,16 @@ struct CudaDev {
     size_t scratch_bytes[SCR_SLOTS_MAX];
 };
 
+/* A device's state (vdn_dev.be_state): lane 0, lane 1 (made on the first fork: st NULL until
+ * then), and the events a fork and a join record. */
+struct CudaGpu {
+    CudaDev lane[2];
+    cudaEvent_t fork_ev, join_ev;
+};
+
+/* the lane ops go to now (the front end's d->lane) */
 static inline CudaDev *cdev(const vdn_dev *d) {
-    return (CudaDev *)d->be_state;
+    return &((CudaGpu *)d->be_state)->lane[d->lane];
 }
 static inline vdn_stream vst(const vdn_dev *d) {
     return (vdn_stream)cdev(d)->st;
@@ -85,7 +96,8 @@ static inline vdn_dev_fault_kind op_cuda_cublas_fault_kind(int status) {
 #define OPK(call)                                                                                  \
     do {                                                                                           \
         if ((call) != 0)                                                                           \
-            return vdn_dev_fault(d, VDN_DEV_FAULT_DEVICE, "op %s (%s): %s failed (details on "    \
+            return vdn_dev_fault(d, VDN_DEV_FAULT_DEVICE,                                          \
+                                 "op %s (%s): %s failed (details on "                              \
                                  "stderr)",                                                        \
                                  OP, d->name, #call);                                              \
     } while (0)

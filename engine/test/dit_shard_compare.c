@@ -5,7 +5,7 @@
  *
  *   dit_shard_compare CKPT_DIR PROMPT [PROMPT...] [--backend NAME] [--ranks 2,3,4] [--tol X]
  *                     [--frames F] [--height H --width W] [--time N] [--nccl] [--modes vdn,dense]
- *                     [--gpus 2,4,8]
+ *                     [--gpus 2,4,8] [--lanes]
  *
  * --time N: also N timed forwards (after a warm-up) of the plain forward and of the sharded one
  * with P = 1 (the in-process communicator), on device-resident inputs: the sharded path's
@@ -17,6 +17,12 @@
  * communicator a k-GPU render uses (engine.c vdn_engine_group_check): NCCL on CUDA (builds with
  * VDN_HAVE_NCCL; else skip), in-process on the CPU. Every rank's velocities against the one-device
  * forward. Replaces --ranks.
+ *
+ * --lanes: also the plain forward and every sharded run again with VDN_VDA_STREAM=0 (the linear
+ * branch after the softmax on one lane, instead of forked to lane 1 of the device beside it):
+ * the outputs must be the same bits. On the CPU that shows the branch and the softmax touch
+ * nothing of each other's (issued in the opposite orders); on a GPU, also that the fork and the
+ * join order the streams.
  */
 #include <math.h>
 #include <stdio.h>
@@ -93,6 +99,26 @@ static int forward_gpus(vdn_dit_weights *const *w, int P, const char *backend, c
     return failed ? -1 : 0;
 }
 
+/* the linear branch forked to lane 1 (the default) or after the softmax on one lane; set while
+ * no rank thread runs (the forward reads it once per block) */
+static void set_side(int on) {
+    if (on)
+        unsetenv("VDN_VDA_STREAM");
+    else
+        setenv("VDN_VDA_STREAM", "0", 1);
+}
+
+/* the same bits, or a line saying where they first differ */
+static int same_bits(const char *what, const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+            printf("%s: element %zu differs with one lane: %.9g vs %.9g FAIL\n", what, i, a[i],
+                   b[i]);
+            return 0;
+        }
+    return 1;
+}
+
 static double rel(const float *ref, const float *out, size_t n) {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) {
@@ -107,7 +133,7 @@ enum { MAX_P = 16 };
 
 int main(int argc, char **argv) {
     const char *name = "cpu", *ckdir = NULL, *prompts[8], *ranks_arg = "2,3,4,7,8";
-    int np = 0, F = 17, reps = 0, nccl = 0, ph = 0, pw = 0, gpus = 0;
+    int np = 0, F = 17, reps = 0, nccl = 0, ph = 0, pw = 0, gpus = 0, lanes = 0;
     const char *modes = NULL;
     double tol = 1e-6;
     for (int i = 1; i < argc; i++) {
@@ -129,6 +155,8 @@ int main(int argc, char **argv) {
             modes = argv[++i];
         else if (!strcmp(argv[i], "--nccl"))
             nccl = 1;
+        else if (!strcmp(argv[i], "--lanes"))
+            lanes = 1;
         else if (!strcmp(argv[i], "--gpus") && i + 1 < argc)
             ranks_arg = argv[++i], gpus = 1;
         else if (!ckdir)
@@ -145,7 +173,7 @@ int main(int argc, char **argv) {
     }
     if (!ckdir || np == 0 || nplist == 0) {
         fprintf(stderr, "usage: dit_shard_compare CKPT_DIR PROMPT... [--backend NAME] "
-                        "[--ranks 2,3 | --gpus 2,4,8] [--tol X] [--frames F]\n");
+                        "[--ranks 2,3 | --gpus 2,4,8] [--tol X] [--frames F] [--lanes]\n");
         return 2;
     }
     for (int i = 0; i < nplist; i++)
@@ -153,6 +181,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "--ranks: %d is not in 1..%d\n", plist[i], MAX_P);
             return 2;
         }
+    if (lanes) set_side(1); /* the default, whatever the caller's environment says */
     char err[VDN_ERR_LEN] = "";
     const vdn_dev_backend *be = vdn_dev_backend_find(name);
     if (!be) {
@@ -220,9 +249,11 @@ int main(int argc, char **argv) {
         vdn_rng_normal(&rng, ax, na);
         vdn_rng_normal(&rng, cx, (size_t)L->n_cond * pf);
         float *rv = vdn_xmalloc(sizeof(float) * nv), *ra = vdn_xmalloc(sizeof(float) * (na + 1));
-        float *sv[MAX_P], *sa[MAX_P];
-        for (int r = 0; r < maxp; r++)
+        float *sv[MAX_P], *sa[MAX_P], *ov[MAX_P], *oa[MAX_P]; /* o: --lanes, one lane */
+        for (int r = 0; r < maxp; r++) {
             sv[r] = vdn_xmalloc(sizeof(float) * nv), sa[r] = vdn_xmalloc(sizeof(float) * (na + 1));
+            ov[r] = vdn_xmalloc(sizeof(float) * nv), oa[r] = vdn_xmalloc(sizeof(float) * (na + 1));
+        }
         float *text = vdn_xmalloc(sizeof(float) * pr.n_text * c->hidden);
         if (vdn_dit_refine_text_host(wp[0], pr.embeds, pr.n_text, text, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
@@ -239,6 +270,16 @@ int main(int argc, char **argv) {
             if (vdn_dit_forward_host(wp[0], text, &in, rv, ra, err, sizeof err)) {
                 fprintf(stderr, "forward: %s\n", err);
                 return 1;
+            }
+            if (lanes) { /* the plain forward with one lane: the same bits */
+                set_side(0);
+                int rc = vdn_dit_forward_host(wp[0], text, &in, sv[0], sa[0], err, sizeof err);
+                set_side(1);
+                int ok = rc == 0 && same_bits("plain video", rv, sv[0], nv) &&
+                         same_bits("plain audio", ra, sa[0], na);
+                fails += !ok, runs++;
+                printf("%-28s %-15s plain, lane 1 vs one lane: %s%s\n", prompts[p],
+                       vdn_attn_mode_name(mode), ok ? "same bits ok" : "FAIL ", rc ? err : "");
             }
             for (int k = 0; k < nplist; k++) {
                 const int P = plist[k];
@@ -263,6 +304,21 @@ int main(int argc, char **argv) {
                 printf("%-28s %-15s P=%d%s (%d rows): video %.2e audio %.2e %s\n", prompts[p],
                        vdn_attn_mode_name(mode), P, gpus ? " devices" : "", L->n_rows, worst_v,
                        worst_a, ok ? "ok" : "FAIL");
+                if (lanes) { /* every rank again with one lane: the same bits */
+                    set_side(0);
+                    int rc2 = gpus ? forward_gpus(wp, P, name, text, &in, ov, oa, err, sizeof err)
+                                   : vdn_dit_forward_ranks_host(wp, P, text, &in, ov, oa, err,
+                                                                sizeof err);
+                    set_side(1);
+                    int same = rc2 == 0;
+                    for (int r = 0; r < P && same; r++)
+                        same = same_bits("sharded video", sv[r], ov[r], nv) &&
+                               same_bits("sharded audio", sa[r], oa[r], na);
+                    fails += !same, runs++;
+                    printf("%-28s %-15s P=%d, lane 1 vs one lane: %s%s\n", prompts[p],
+                           vdn_attn_mode_name(mode), P, same ? "same bits ok" : "FAIL ",
+                           rc2 ? err : "");
+                }
             }
             if (nccl) {
 #ifdef VDN_HAVE_NCCL
@@ -303,7 +359,7 @@ int main(int argc, char **argv) {
             }
         }
         for (int r = 0; r < maxp; r++)
-            free(sv[r]), free(sa[r]);
+            free(sv[r]), free(sa[r]), free(ov[r]), free(oa[r]);
         free(vx), free(ax), free(cx), free(rv), free(ra), free(tags), free(text);
         vdn_seq_free(&s);
         vdn_prompt_free(&pr);

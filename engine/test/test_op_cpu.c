@@ -588,6 +588,36 @@ static void test_errors(void) {
     release();
 }
 
+/* ---- lanes (op.h): on the CPU every op completes before it returns, so work forked to lane 1
+ * gives what the same calls on one lane give; the front end refuses misuse on every backend ---- */
+
+static void test_lanes(void) {
+    float *hx;
+    vdn_tensor x = mk(5, 9, 1, 1, &hx), y = mk(5, 9, 0, 1, NULL), z = mk(5, 9, 0, 1, NULL);
+    expect_err(vdn_dev_lane(D, 1), "device cpu: lane 1 outside a fork");
+    expect_err(vdn_dev_lane(D, 2), "device cpu: lane 2, expected 0 or 1");
+    expect_err(vdn_dev_join(D), "device cpu: join without a fork");
+    /* lane 0 writes x, lane 1 reads it into y = 2x, lane 0 meanwhile z = x + 1 (reads only),
+     * after the join lane 0 adds y into z: z = 3x + 1 */
+    CHECK(vdn_op_scale(&x, 1.0) == 0 && vdn_dev_fork(D) == 0);
+    CHECK(vdn_tensor_copy(&y, &x) == 0 && vdn_op_scale(&y, 2.0) == 0);
+    CHECK(vdn_dev_lane(D, 0) == 0 && vdn_tensor_copy(&z, &x) == 0);
+    vdn_tensor *one = vdn_tensor_new2(D, VDN_DT_F32, 5, 9);
+    CHECK(one && vdn_tensor_fill(one, 1.0) == 0 && vdn_op_add(&z, one) == 0);
+    CHECK(vdn_dev_lane(D, 1) == 0 && vdn_dev_lane(D, 0) == 0, "%s", vdn_dev_error(D));
+    CHECK(vdn_dev_join(D) == 0 && vdn_op_add(&z, &y) == 0 && vdn_dev_sync(D) == 0);
+    expect_err(vdn_dev_join(D), "join without a fork"); /* the join closed the fork */
+    expect_err(vdn_dev_lane(D, 1), "lane 1 outside a fork");
+    float *hz = get(&z);
+    double ref[45];
+    for (int i = 0; i < 45; i++)
+        ref[i] = 3.0 * hx[i] + 1.0;
+    near_all(hz, ref, 45, 1e-6, "lanes: z = 3x + 1 through a fork and a join");
+    vdn_tensor_free(one);
+    free(hx), free(hz);
+    release();
+}
+
 int main(void) {
     char err[256];
     D = vdn_dev_open("cpu", 0, 2, err, sizeof err);
@@ -605,6 +635,7 @@ int main(void) {
     test_attention();
     test_diffusion();
     test_errors();
+    test_lanes();
     vdn_dev_close(D);
     return test_done("test_op_cpu");
 }

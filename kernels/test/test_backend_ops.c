@@ -971,6 +971,45 @@ static void conv_cases(void) {
     case_snake_aa(2, 3, 513, 11, 3, F32);
 }
 
+/* ---- lanes (op.h): work forked to lane 1 of the device, joined back ---- */
+
+/* On dev[side]: y = x w^T on lane 0; fork; lane 1: z = reps (y w^T), one product after another
+ * (each reading y); lane 0 meanwhile u = x w^T; join; lane 0: y += z, y += u. Lane 1 starts from
+ * y (the fork must wait for lane 0's product) and lane 0 reads z after the join (the join must
+ * wait for all of lane 1's products): a missing wait reads the NaN a GPU output starts with, or a
+ * partial sum. */
+static int lanes_chain(pair *y, pair *z, pair *u, pair *x, pair *w, int reps) {
+    vdn_dev *d = dev[side];
+    if (vdn_op_linear(P(*y), P(*x), P(*w), NULL, VDN_ACT_NONE, 0) || vdn_dev_fork(d)) return -1;
+    for (int i = 0; i < reps; i++)
+        if (vdn_op_linear(P(*z), P(*y), P(*w), NULL, VDN_ACT_NONE, i > 0)) return -1;
+    if (vdn_dev_lane(d, 0) || vdn_op_linear(P(*u), P(*x), P(*w), NULL, VDN_ACT_NONE, 0) ||
+        vdn_dev_join(d))
+        return -1;
+    return vdn_op_add(P(*y), P(*z)) || vdn_op_add(P(*y), P(*u)) ? -1 : 0;
+}
+
+static void case_lanes(int64_t rows, int64_t k, int reps, int check_workspace) {
+    char what[160];
+    pair x = in(VDN_DT_BF16, rows, k, 0, 1.0, 0), w = in(VDN_DT_BF16, k, k, 0, 1 / sqrt(k), 0);
+    pair y = out(VDN_DT_BF16, rows, k, 0), z = out(VDN_DT_BF16, rows, k, 0),
+         u = out(VDN_DT_BF16, rows, k, 0);
+    size_t before = 0, after = 0;
+    vdn_dev_memory(dev[1], &before, NULL);
+    RUN(lanes_chain(&y, &z, &u, &x, &w, reps));
+    vdn_dev_memory(dev[1], &after, NULL);
+    snprintf(what, sizeof what, "lanes: fork, %d products on lane 1, join [%lld,%lld] bf16", reps,
+             (long long)rows, (long long)k);
+    cmp(what, &y, 1e-2);
+    /* lane 1 has its own cuBLASLt workspace (64 MiB), made by the first fork */
+    if (check_workspace)
+        CHECK(after >= before + ((size_t)64 << 20),
+              "lane 1's workspace is not counted: %zu bytes in use before the first fork, %zu "
+              "after",
+              before, after);
+    release();
+}
+
 int main(void) {
     char err[512];
     /* VDN_BACKEND_OPS_SELFTEST=1: the CPU against itself, to check the harness without a GPU */
@@ -1097,6 +1136,10 @@ int main(void) {
     printf("VDN_CONV_TF32=1:\n");
     conv_cases();
     unsetenv("VDN_CONV_TF32");
+
+    /* the first fork of dev[1] makes its lane 1 (the workspace check) */
+    case_lanes(256, 512, 8, !selftest);
+    case_lanes(37, 136, 3, 0);
 
     size_t in_use = 0, peak = 0;
     vdn_dev_memory(dev[1], &in_use, &peak);
