@@ -5,8 +5,11 @@
 #   OUT=dir bash ops/device/kernels.sh [peers.py]        (run from the repository root)
 # switches: BENCH=0, SANITIZE=0, SANITIZE_ONLY=prep, PROFILE=1, H3RENDER=1, BENCH_ARGS="--reps 5",
 #           WHOLE=1 WHOLE_ARGS="--variants vdn,dense --nfe 3" (vdn bench --whole; WHOLE_RUNS="A;B"
-#           for several), TESTS=0, FP8ACC=1 (fp8 vs bf16 vs the CPU oracle on small renders),
-#           SANITIZE_RENDER=0, SANITIZE_OPS=0, TESTS=ops (only the backend-ops test)
+#           for several; a run's leading NAME=value words are its environment, e.g.
+#           WHOLE_RUNS="--nfe 1;VDN_VDA_STREAM=0 --nfe 1"), TESTS=0, FP8ACC=1 (fp8 vs bf16 vs the
+#           CPU oracle on small renders),
+#           SANITIZE_RENDER=0, SANITIZE_OPS=0, TESTS=ops (only the backend-ops test),
+#           TESTS=backend (the backend-ops test and the CUDA-vs-CPU render test, not the kernels')
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 PEERS=${1:-.devcarry/h3_peers.py}
@@ -71,10 +74,15 @@ if [ ! -x "$B/test_gpu" ] || [ ! -x "$B/vdn_bench" ]; then
 fi
 
 tw=skip tg=skip tbo=skip tbk=skip
-if [ "${TESTS:-1}" = ops ]; then
+if [ "${TESTS:-1}" = ops ] || [ "${TESTS:-1}" = backend ]; then
   # only every op of the op layer, CUDA against the CPU oracle (the fp8 products included)
   timeout 200 "$B/test_backend_ops" > "$OUT/backend_ops.log" 2>&1; tbo=$?
-  grep -E "FAIL|NON-FINITE|passed|failed" "$OUT/backend_ops.log" | head -20
+  grep -E "FAIL|NON-FINITE|passed|failed|lanes" "$OUT/backend_ops.log" | head -20
+fi
+if [ "${TESTS:-1}" = backend ]; then
+  # and whole small renders over the op layer, CUDA against CPU (and lane 1 against one lane)
+  timeout ${GPU_TEST_TIMEOUT:-300} "$B/test_backend" > "$OUT/test.log" 2>&1; tbk=$?
+  cat "$OUT/test.log"
 fi
 if [ "${TESTS:-1}" = 1 ]; then
   "$B/test_twins" > "$OUT/test.log" 2>&1; tw=$?
@@ -152,7 +160,12 @@ if [ "${WHOLE:-0}" = 1 ]; then
   tw_=0; i=0
   for args in "${runs[@]}"; do
     i=$((i + 1))
-    timeout ${WHOLE_TIMEOUT:-420} "$B/vdn_bench" --whole $args --json "$OUT/whole$i.json" 2>&1 | tee -a "$OUT/whole.log"
+    envs=(); rest=() # leading NAME=value words: this run's environment
+    for a in $args; do
+      if [ ${#rest[@]} = 0 ] && [[ $a =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; then envs+=("$a"); else rest+=("$a"); fi
+    done
+    echo "== whole run $i: $args" | tee -a "$OUT/whole.log"
+    timeout ${WHOLE_TIMEOUT:-420} env ${envs[@]+"${envs[@]}"} "$B/vdn_bench" --whole ${rest[@]+"${rest[@]}"} --json "$OUT/whole$i.json" 2>&1 | tee -a "$OUT/whole.log"
     [ "${PIPESTATUS[0]}" = 0 ] || tw_=${PIPESTATUS[0]}
   done
   kill $smi 2>/dev/null
