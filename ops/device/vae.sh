@@ -26,7 +26,7 @@ export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 t0=$(date +%s)
 {
   for f in engine/*.c text/encoder_init.c text/encoder_config.c vae/vae_config.c vae/vae_init.c \
-           vae/vae_weights.c vae/video_vae.c vae/audio_vae.c vae/test/test_vae_reference.c \
+           vae/vae_weights.c vae/vae_group.c vae/video_vae.c vae/audio_vae.c vae/test/test_vae_reference.c \
            vae/test/bench_vae.c kernels/test/test_backend_ops.c; do
     gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o" &
   done
