@@ -134,6 +134,39 @@ static void print_row(FILE *f, const prof_key *k, double span_ms, int per_call) 
     fprintf(f, "  %s\n", k->name);
 }
 
+#define N_GAPS 3
+typedef struct {
+    double ms;
+    int before, after;                          /* keys of the ops either side (-1: none) */
+    char names[2][sizeof((prof_key *)0)->name]; /* theirs, kept while the keys get sorted */
+} prof_gap;
+
+/* the N_GAPS longest waits between one op's end and the next one's start, longest first */
+static void longest_gaps(vdn_dev *d, const vdn_prof *p, prof_gap *g) {
+    for (int j = 0; j < N_GAPS; j++)
+        g[j].ms = 0, g[j].before = g[j].after = -1;
+    for (int i = 1; i < p->n_rec; i++) {
+        double ms = d->be->timer_ms(d, p->rec[i - 1].t1, p->rec[i].t0);
+        int j = N_GAPS;
+        while (j > 0 && ms > g[j - 1].ms)
+            j--;
+        if (j == N_GAPS) continue;
+        memmove(&g[j + 1], &g[j], (size_t)(N_GAPS - 1 - j) * sizeof *g);
+        g[j].ms = ms, g[j].before = p->rec[i - 1].key, g[j].after = p->rec[i].key;
+    }
+    for (int j = 0; j < N_GAPS && g[j].before >= 0; j++) {
+        snprintf(g[j].names[0], sizeof g[j].names[0], "%s", p->keys[g[j].before].name);
+        snprintf(g[j].names[1], sizeof g[j].names[1], "%s", p->keys[g[j].after].name);
+    }
+}
+
+static void print_gaps(FILE *f, const prof_gap *g) {
+    if (g[0].before < 0) return;
+    fprintf(f, "  longest waits between ops:\n");
+    for (int j = 0; j < N_GAPS && g[j].before >= 0; j++)
+        fprintf(f, "  %10.2f ms after %s, before %s\n", g[j].ms, g[j].names[0], g[j].names[1]);
+}
+
 static void print_table(FILE *f, const char *title, prof_key *keys, int n_keys, double span_ms,
                         int n_ops, int lost) {
     double in_ops = 0;
@@ -167,7 +200,12 @@ double vdn_prof_stop(vdn_dev *d, FILE *out, const char *title) {
             k->calls++;
         }
         span = p->n_rec ? d->be->timer_ms(d, p->rec[0].t0, p->rec[p->n_rec - 1].t1) : 0;
-        if (out && span > 0) print_table(out, title, p->keys, p->n_keys, span, p->n_rec, p->lost);
+        if (out && span > 0) {
+            prof_gap g[N_GAPS];
+            longest_gaps(d, p, g); /* before the table sorts the keys */
+            print_table(out, title, p->keys, p->n_keys, span, p->n_rec, p->lost);
+            print_gaps(out, g);
+        }
         span *= 1e-3;
     }
     for (int i = 0; i < p->n_rec; i++) {

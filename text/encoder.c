@@ -30,8 +30,16 @@ struct vdn_text_encoder {
     vdn_st_set *st;
     const vdn_st_entry *embed; /* [vocab, hidden] in the mapping */
     const vdn_st_file *embed_file;
+    /* where the prompt's rows come from: the mapping's table, or random weights' own rows
+     * (a table of rand_rows rows, token i reading row i % rand_rows) */
+    const uint8_t *table;
+    vdn_dtype table_dt;
+    int64_t table_rows;
+    uint16_t *rand_table; /* random weights: bf16 [table_rows, hidden], owned */
     enc_layer *layers;
-    vdn_tensor *inv_freq; /* F32 [head_dim / 2] */
+    vdn_tensor *inv_freq;  /* F32 [head_dim / 2] */
+    struct enc_acts *acts; /* the last run's activations, kept for the next of the same length */
+    int acts_n;
     char identity[65];
 };
 
@@ -237,6 +245,7 @@ vdn_text_encoder *vdn_text_encoder_open(const char *dir, vdn_dev *dev, int layer
     e->embed = find_checked(e, -1, "embed_tokens.weight", 2, e->cfg.vocab, e->cfg.hidden,
                             &e->embed_file, err, errlen);
     if (!e->embed) goto fail;
+    e->table = e->embed->data, e->table_dt = e->embed->dtype, e->table_rows = e->cfg.vocab;
     e->layers = vdn_xcalloc((size_t)e->layer, sizeof *e->layers);
     for (int l = 0; l < e->layer; l++)
         if (load_layer(e, l, err, errlen)) goto fail;
@@ -295,6 +304,18 @@ static vdn_tensor *copy_of(vdn_dev *dev, const vdn_tensor *t) {
     return c;
 }
 
+/* Random weights' embedding rows, stored like a checkpoint's table so that a run gathers them
+ * the same way (RANDOM_TABLE_ROWS of them: the full vocabulary would be 1.5 GB of host memory). */
+#define RANDOM_TABLE_ROWS 4096
+static void random_table(vdn_text_encoder *e) {
+    const int64_t H = e->cfg.hidden;
+    e->table_rows = e->cfg.vocab < RANDOM_TABLE_ROWS ? e->cfg.vocab : RANDOM_TABLE_ROWS;
+    e->rand_table = vdn_xmalloc(sizeof(uint16_t) * (size_t)(e->table_rows * H));
+    for (int64_t i = 0; i < e->table_rows * H; i++)
+        e->rand_table[i] = vdn_f32_to_bf16(rnd(0x656d626564ull, (uint64_t)i, 0, 1));
+    e->table = (const uint8_t *)e->rand_table, e->table_dt = VDN_DT_BF16;
+}
+
 vdn_text_encoder *vdn_text_encoder_random(const vdn_text_config *cfg, int layer,
                                           vdn_precision precision, vdn_dev *dev, uint64_t seed,
                                           char *err, size_t errlen) {
@@ -350,9 +371,12 @@ vdn_text_encoder *vdn_text_encoder_random(const vdn_text_config *cfg, int layer,
         vdn_text_encoder_close(e);
         return NULL;
     }
+    random_table(e);
     snprintf(e->identity, sizeof e->identity, "random-%llu", (unsigned long long)seed);
     return e;
 }
+
+static void acts_free(struct enc_acts *a);
 
 void vdn_text_encoder_close(vdn_text_encoder *e) {
     if (!e) return;
@@ -366,6 +390,9 @@ void vdn_text_encoder_close(vdn_text_encoder *e) {
         }
     }
     free(e->layers);
+    if (e->acts) acts_free(e->acts);
+    free(e->acts);
+    free(e->rand_table);
     vdn_tensor_free(e->inv_freq);
     vdn_st_set_close(e->st);
     free(e);
@@ -392,12 +419,12 @@ int vdn_text_encoder_fp8_linears(const vdn_text_encoder *e) {
 /* Activations of one run, in the device's activation dtype (fp32 on the CPU, bf16 on a GPU as
  * the released model runs): h is the residual stream, which the o and down projections
  * accumulate into; q/k/v and gate/up are column views of the fused GEMMs' outputs. */
-typedef struct {
+typedef struct enc_acts {
     vdn_tensor *h, *x, *qkv, *qr, *kr, *att, *gu, *act, *pos;
     vdn_attn_mask *mask;
 } enc_acts;
 
-static void acts_free(enc_acts *a) {
+static void acts_free(struct enc_acts *a) {
     vdn_tensor *all[] = {a->h, a->x, a->qkv, a->qr, a->kr, a->att, a->gu, a->act, a->pos};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         vdn_tensor_free(all[i]);
@@ -431,36 +458,14 @@ static int acts_new(vdn_text_encoder *e, int n, enc_acts *a) {
     return rc;
 }
 
-/* The prompt's rows of the embedding table, widened to float on the host, onto the device. */
+/* The prompt's rows of the embedding table onto the device, in the table's dtype (the device
+ * widens or keeps them: bf16 rows go up as they are stored, half the bytes of float). */
 static int embed(vdn_text_encoder *e, const int32_t *ids, int n, vdn_tensor *h) {
-    int64_t H = e->cfg.hidden;
-    float *rows = vdn_xmalloc(sizeof(float) * (size_t)(n * H));
-    if (!e->embed) { /* random weights: row id of a table that is never stored */
-        for (int i = 0; i < n; i++)
-            for (int64_t j = 0; j < H; j++)
-                rows[(size_t)i * (size_t)H + (size_t)j] = vdn_round_bf16(
-                    rnd(0x656d626564ull, (uint64_t)ids[i] * (uint64_t)H + (uint64_t)j, 0, 1));
-        int rc = vdn_tensor_set(h, rows, VDN_DT_F32);
-        free(rows);
-        return rc;
-    }
-    size_t es = vdn_dtype_size(e->embed->dtype);
-    for (int i = 0; i < n; i++) {
-        const uint8_t *src = (const uint8_t *)e->embed->data + (size_t)ids[i] * (size_t)H * es;
-        for (int64_t j = 0; j < H; j++) {
-            const uint8_t *p = src + (size_t)j * es;
-            uint16_t u16;
-            float f;
-            if (e->embed->dtype == VDN_DT_F32) {
-                memcpy(&f, p, 4);
-            } else {
-                memcpy(&u16, p, 2);
-                f = e->embed->dtype == VDN_DT_BF16 ? vdn_bf16_to_f32(u16) : vdn_f16_to_f32(u16);
-            }
-            rows[(size_t)i * (size_t)H + (size_t)j] = f;
-        }
-    }
-    int rc = vdn_tensor_set(h, rows, VDN_DT_F32);
+    const size_t row = (size_t)e->cfg.hidden * vdn_dtype_size(e->table_dt);
+    uint8_t *rows = vdn_xmalloc(row * (size_t)n);
+    for (int i = 0; i < n; i++)
+        memcpy(rows + (size_t)i * row, e->table + (size_t)(ids[i] % e->table_rows) * row, row);
+    int rc = vdn_tensor_set(h, rows, e->table_dt);
     free(rows);
     return rc;
 }
@@ -502,14 +507,27 @@ int vdn_text_encoder_run(vdn_text_encoder *e, const int32_t *ids, int n, float *
                             "text encoder: token %d is id %d, outside the "
                             "vocabulary of %lld",
                             i, ids[i], (long long)c->vocab);
-    enc_acts a;
-    int rc = acts_new(e, n, &a) || embed(e, ids, n, a.h);
+    /* the activations stay for the next prompt of the same length (allocating and freeing
+     * them, and the mask's upload, cost a device sync each) */
+    int rc = 0;
+    if (e->acts_n != n) {
+        if (e->acts) acts_free(e->acts);
+        free(e->acts);
+        e->acts = vdn_xcalloc(1, sizeof *e->acts);
+        e->acts_n = n;
+        rc = acts_new(e, n, e->acts);
+    }
+    enc_acts *a = e->acts;
+    rc = rc || embed(e, ids, n, a->h);
     for (int l = 0; !rc && l < e->layer; l++)
-        rc = run_layer(e, &e->layers[l], &a);
-    if (!rc) rc = vdn_tensor_get(a.h, out);
-    if (rc)
+        rc = run_layer(e, &e->layers[l], a);
+    if (!rc) rc = vdn_tensor_get(a->h, out);
+    if (rc) {
         vdn_fail(err, errlen, "text encoder on %s: %s", vdn_dev_name(e->dev),
                  vdn_dev_error(e->dev));
-    acts_free(&a);
+        acts_free(a); /* a failed run leaves nothing behind */
+        free(a);
+        e->acts = NULL, e->acts_n = 0;
+    }
     return rc ? -1 : 0;
 }

@@ -34,7 +34,8 @@ vdn_text_encoder *vdn_text_encoder_open(const char *dir, vdn_dev *dev, int layer
                                         vdn_precision precision, char *err, size_t errlen);
 void vdn_text_encoder_close(vdn_text_encoder *e);
 /* Random weights of the given shapes, made on the host and uploaded, for benchmarks at the real
- * size without a 63 GB file (one random matrix per weight shape, shared by every layer). */
+ * size without a 63 GB file (one random matrix per weight shape, shared by every layer; 4096
+ * random embedding rows, token i reading row i mod 4096). */
 vdn_text_encoder *vdn_text_encoder_random(const vdn_text_config *cfg, int layer,
                                           vdn_precision precision, vdn_dev *dev, uint64_t seed,
                                           char *err, size_t errlen);
@@ -54,7 +55,9 @@ int vdn_text_encoder_identity_of(const char *dir, int layer, char out[65], char 
 
 /* out[n, hidden] (host float32) = hidden_states[layer] for ids[n]. A prompt longer than
  * text_config.max_position_embeddings, an empty one, or an id outside the vocabulary is refused
- * naming the limit. */
+ * naming the limit. One run at a time per encoder: the activations of the last run stay on the
+ * device for the next prompt of the same length (about 0.2 MB a token at the 32B shapes), until
+ * a run of another length or vdn_text_encoder_close. */
 int vdn_text_encoder_run(vdn_text_encoder *e, const int32_t *ids, int n, float *out, char *err,
                          size_t errlen);
 

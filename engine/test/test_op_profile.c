@@ -65,6 +65,8 @@ static void test_counts_and_keys(vdn_dev *d) {
     printf("%s", text);
     CHECK(span > 0, "span %g s", span);
     CHECK(strstr(text, "profile: unit") && strstr(text, ": 6 ops take"), "header:\n%s", text);
+    CHECK(strstr(text, "longest waits between ops:\n") && strstr(text, " ms after linear ["),
+          "the waits between ops:\n%s", text);
     double ms, tf, ms_big, tf_big, ms_add, tf_add;
     int calls = 0, calls_big = 0, calls_add = 0;
     CHECK(row(text, "linear [64x96 F32] [48x96 F32]", &ms, &calls, &tf), "small linear row");
