@@ -102,6 +102,10 @@ struct vdn_dev_backend {
      * (the CPU), so there is nothing to wait for. */
     int (*lane_fork)(vdn_dev *d);
     int (*lane_join)(vdn_dev *d);
+
+    /* op_pixels.h: the video decoder's pixel ops (last, so positional tables keep their order;
+     * NULL: "not implemented on backend Y") */
+    const struct vdn_pixel_backend *pixels;
 };
 
 typedef struct vdn_prof vdn_prof;

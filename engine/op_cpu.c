@@ -226,4 +226,5 @@ const vdn_dev_backend vdn_cpu_dev_backend = {
     /* every op completes before it returns: lanes are only the order ops are issued in */
     .lane_fork = NULL,
     .lane_join = NULL,
+    .pixels = &vdn_cpu_pixel_backend,
 };

@@ -129,6 +129,7 @@ static inline double cpu_act(double x, vdn_act act) {
 extern const struct vdn_vda_backend vdn_cpu_vda_backend;
 /* the convolution family (op_cpu_conv.c) */
 extern const struct vdn_conv_backend vdn_cpu_conv_backend;
+extern const struct vdn_pixel_backend vdn_cpu_pixel_backend;
 
 /* the op groups (op_cpu_*.c) */
 int vdn_cpu_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,

@@ -544,4 +544,5 @@ extern "C" const vdn_dev_backend vdn_cuda_dev_backend = {
     cuda_timer_free,
     cuda_lane_fork, /* lanes: cdev() follows d->lane; lane 1 is made by the first fork */
     cuda_lane_join,
+    &op_cuda_pixels,
 };

@@ -158,6 +158,7 @@ const void *op_cuda_packed(vdn_dev *d, const vdn_tensor *t, vdn_dtype dt, int sl
 
 extern "C" const struct vdn_vda_backend op_cuda_vda;
 extern "C" const struct vdn_conv_backend op_cuda_conv;
+extern "C" const struct vdn_pixel_backend op_cuda_pixels;
 
 /* the table's members, by file */
 int op_cuda_act(vdn_tensor *y, const vdn_tensor *x, vdn_act act);

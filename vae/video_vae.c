@@ -2,15 +2,18 @@
  * cross-fade, spatial tiles with linear blends, and per tile post_quant_conv + the ViT decoder
  * (proj_in, register tokens, blocks of RMSNorm / biased qkv / per-head q-k RMSNorm / 3-axis RoPE
  * / attention / scale1 and RMSNorm / SwiGLU / scale2, LayerNorm, proj_out, unpatchify), then
- * ImageNet de-normalisation and a clamp to [0, 1]. The orchestration (chunks, tiles, blends) runs
- * on the host in float32 with the reference's rounding order; every tile's ViT runs on the
- * device. */
+ * ImageNet de-normalisation and a clamp to [0, 1]. Every tile's ViT runs on the device. On one
+ * device the unpatchify, the tile stitch, the chunk cross-fades and the de-normalisation run
+ * there too (op_pixels.h) and only the output frames come back; over a group of devices they run
+ * on the host (the tiles of a chunk may come from several devices). Both do the same float32
+ * operations in the reference's order, so they give the same bits. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "op_pixels.h"
 #include "ops.h"
 #include "safetensors.h"
 #include "vae.h"
@@ -247,10 +250,11 @@ static void tile_positions(double *pos, int Tl, int th, int tw) {
  * sequence (its N tokens, R registers, the zero token) and a block-diagonal mask keeps its
  * attention inside those rows, so every product is one large GEMM over all the tiles (the tiles
  * of a chunk all have the same size: split_tiles gives equal lengths).
- * zt: host tokens [B, N, lc] in (t, y, x) order; proj: host [B, rows, patch_out], tile b's
- * tokens at rows [b rows, b rows + N). */
+ * zt: host tokens [B, N, lc] in (t, y, x) order. The result: px non-NULL: the tiles' pixels on
+ * the device, float32 [B*3*F, th p * tw p] (op_pixels.h's unpatchify); else proj: host
+ * [B, rows, patch_out], tile b's tokens at rows [b rows, b rows + N). */
 static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th, int tw,
-                        float *proj, char *err, size_t errlen) {
+                        vdn_tensor *px, float *proj, char *err, size_t errlen) {
     const vdn_vae_video_config *c = &v->cfg;
     vdn_dev *d = v->dev;
     const int64_t N = (int64_t)Tl * th * tw, R = c->dec_registers, rows = N + R + 1;
@@ -336,7 +340,11 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
     /* one product over every row; the host keeps each tile's N token rows (its registers and
      * zero token are dropped) */
     OPS(vdn_op_linear(b.proj, b.hn, v->out_w, v->out_b, VDN_ACT_NONE, 0));
-    OPS(vdn_tensor_get(b.proj, proj));
+    if (px)
+        OPS(vdn_op_unpatchify(px, b.proj, B, rows, Tl, th, tw, c->out_channels, c->temporal_ratio,
+                              c->spatial_ratio));
+    else
+        OPS(vdn_tensor_get(b.proj, proj));
     rc = 0;
 fail:
     free(pos);
@@ -568,7 +576,10 @@ typedef struct {
     int *edge;             /* per chunk c: the cross-fade into c has one side written (grp.mu) */
     int fade;              /* the chunks cross-fade (token_drop > 0 and overlapping frames) */
     int e;                 /* frames of each cross-fade */
-    frames3 all;           /* (3, n_chunks j0 + frame_overlap, H, W) */
+    frames3 all;           /* (3, n_chunks j0 + frame_overlap, H, W); px NULL when on_dev */
+    int on_dev;            /* one member: tiles, chunks and frames stay on its device */
+    float *frames;         /* on_dev: the decode's output (3, n_out, H, W) */
+    int n_out;
 } clip_plan;
 
 /* Passes per chunk: at least enough for the batch limit (group tiles a pass); more where that
@@ -638,13 +649,141 @@ static void place_chunk(clip_plan *p, int c, const frames3 *clip) {
     }
 }
 
+/* the latent tokens of pass ps's tiles: zt [nt, N, lc] in (t, y, x) order */
+static void gather_tokens(const clip_plan *p, const vit_pass *ps, int lc, int sr, float *zt) {
+    const int Tl = p->Tl, th = p->th, tw = p->tw, h = p->h, w = p->w, Tz = p->Tz;
+    for (int b = 0; b < ps->nt; b++) {
+        const int i = (ps->t0 + b) / p->tx.n, j = (ps->t0 + b) % p->tx.n;
+        const int y0 = p->ty.start[i] / sr, x0 = p->tx.start[j] / sr;
+        float *dst = zt + b * p->N * lc;
+        for (int t = 0; t < Tl; t++)
+            for (int y = 0; y < th; y++)
+                for (int x = 0; x < tw; x++)
+                    for (int ch = 0; ch < lc; ch++)
+                        dst[(((int64_t)t * th + y) * tw + x) * lc + ch] =
+                            p->z[(((int64_t)ch * Tz + ps->c * p->k.chunk + t) * h + y0 + y) * w +
+                                 x0 + x];
+    }
+}
+
+/* Frames [t0, t0 + n) of every channel of a (3, F, H, W) block held as [3 F, H W] */
+static vdn_tensor planes(const vdn_tensor *t, int F, int ch, int t0, int n) {
+    return vdn_view_rows(t, (int64_t)ch * F + t0, n);
+}
+
+#define DEV_OPS(call)                                                                              \
+    do {                                                                                           \
+        if (call) {                                                                                \
+            vdn_fail(err, errlen, "video VAE: %s", vdn_dev_error(d));                              \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+/* place_chunk on the device, for one member (the chunks in order, so the tail of chunk c is
+ * always written before chunk c + 1 blends its head with it): the same copies and blends, as ops */
+static int place_chunk_dev(const clip_plan *p, int c, vdn_tensor *all, const vdn_tensor *clip,
+                           char *err, size_t errlen) {
+    const chunking *k = &p->k;
+    vdn_dev *d = all->dev;
+    const int j0 = k->chunk_frames - k->pre, head = c > 0 && p->fade ? p->e : 0;
+    const int full = p->all.F, F = p->Tl * p->v[0]->cfg.temporal_ratio;
+    for (int ch = 0; ch < 3; ch++) {
+        vdn_tensor dst = planes(all, full, ch, c * j0 + head, j0 - head),
+                   src = planes(clip, F, ch, k->pre + head, j0 - head);
+        DEV_OPS(vdn_tensor_copy(&dst, &src));
+        if (head) {
+            vdn_tensor a = planes(all, full, ch, c * j0, head),
+                       b = planes(clip, F, ch, k->pre, head);
+            DEV_OPS(vdn_op_crossfade(&a, &b));
+        }
+        if (!p->fade) continue;
+        const int last = c == k->n_chunks - 1;
+        const int n = last ? k->frame_overlap : p->e;
+        vdn_tensor tail = planes(all, full, ch, last ? k->n_chunks * j0 : (c + 1) * j0, n),
+                   from =
+                       planes(clip, F, ch,
+                              k->chunk_frames + k->pre + (last ? 0 : k->frame_overlap - p->e), n);
+        DEV_OPS(vdn_tensor_copy(&tail, &from));
+    }
+    return 0;
+fail:
+    return -1;
+}
+
+/* The one-member decode (on_dev): each pass's tiles are unpatchified on the device into the
+ * chunk's tile buffer, a chunk's last pass stitches them and places the chunk into the clip's
+ * frames there, and only the de-normalised output frames come back, once. The same float32
+ * operations as the host path below (op_pixels.h), so the same bits on the CPU backend. */
+static void clip_member_dev(int r, clip_plan *p) {
+    vdn_video_vae *v = p->v[r];
+    vdn_dev *d = v->dev;
+    const vdn_vae_video_config *c = &v->cfg;
+    const int lc = c->latent_channels, sr = c->spatial_ratio, F = p->Tl * c->temporal_ratio;
+    const int64_t HW = (int64_t)p->all.H * p->all.W, tile_px = (int64_t)p->th * sr * p->tw * sr;
+    char *err = p->grp.err[r];
+    const size_t errlen = VDN_ERR_LEN;
+    float *zt = malloc(sizeof(float) * (size_t)(p->max_nt * p->N * lc));
+    vdn_tensor *tiles = vdn_tensor_new2(d, VDN_DT_F32, (int64_t)p->tiles * 3 * F, tile_px);
+    vdn_tensor *clip = vdn_tensor_new2(d, VDN_DT_F32, 3 * (int64_t)F, HW);
+    vdn_tensor *all = vdn_tensor_new2(d, VDN_DT_F32, 3 * (int64_t)p->all.F, HW);
+    vdn_tensor *out = vdn_tensor_new2(d, VDN_DT_F32, 3 * (int64_t)p->n_out, HW);
+    if (!zt || !tiles || !clip || !all || !out) {
+        vdn_fail(err, errlen, "video VAE: frames of %d tiles, a chunk and %d frames of %dx%d: %s",
+                 p->tiles, p->all.F, p->all.W, p->all.H, zt ? vdn_dev_error(d) : "out of memory");
+        goto fail;
+    }
+    vdn_tile_grid g = {.ny = p->ty.n, .nx = p->tx.n, .th = p->th * sr, .tw = p->tw * sr};
+    for (int i = 0; i < g.ny; i++) {
+        g.y0[i] = p->ty.start[i];
+        g.oy[i] = p->ty.overlap[i];
+    }
+    for (int j = 0; j < g.nx; j++) {
+        g.x0[j] = p->tx.start[j];
+        g.ox[j] = p->tx.overlap[j];
+    }
+    DEV_OPS(vdn_tensor_fill(all, 0.0)); /* frames no chunk writes stay 0, as the host path's */
+    for (int u = 0; u < p->n_pass; u++) {
+        if (atomic_load(&p->grp.stop)) break;
+        const vit_pass *ps = &p->pass[u];
+        gather_tokens(p, ps, lc, sr, zt);
+        vdn_tensor px = vdn_view_rows(tiles, (int64_t)ps->t0 * 3 * F, (int64_t)ps->nt * 3 * F);
+        if (decode_tiles(v, zt, ps->nt, p->Tl, p->th, p->tw, &px, NULL, err, errlen)) goto fail;
+        vae_group_done(&p->grp, r, ps->nt);
+        if (ps->t0 + ps->nt < p->tiles) continue; /* the passes of a chunk come in order */
+        DEV_OPS(vdn_op_tile_stitch(clip, tiles, &g));
+        if (place_chunk_dev(p, ps->c, all, clip, err, errlen)) goto fail;
+    }
+    /* drop the frames of the repeated tail, then ImageNet de-normalisation and the clamp, as
+     * denorm_one */
+    static const float mean[3] = {0.485f, 0.456f, 0.406f}, std_[3] = {0.229f, 0.224f, 0.225f};
+    for (int ch = 0; ch < 3; ch++) {
+        vdn_tensor dst = planes(out, p->n_out, ch, 0, p->n_out),
+                   src = planes(all, p->all.F, ch, 0, p->n_out);
+        DEV_OPS(vdn_op_scale_shift_clamp(&dst, &src, std_[ch], mean[ch], 0.0, 1.0));
+    }
+    DEV_OPS(vdn_tensor_get(out, p->frames));
+    goto done;
+fail:
+    vae_group_fail(&p->grp, r);
+done:
+    free(zt);
+    vdn_tensor_free(tiles);
+    vdn_tensor_free(clip);
+    vdn_tensor_free(all);
+    vdn_tensor_free(out);
+}
+
 /* Member r's share: passes r, r + n, ... on its own decoder, on this thread alone. */
 static void clip_member(int r, void *arg) {
     clip_plan *p = arg;
+    if (p->on_dev) {
+        clip_member_dev(r, p);
+        return;
+    }
     vdn_video_vae *v = p->v[r];
     const vdn_vae_video_config *c = &v->cfg;
     const int lc = c->latent_channels, sr = c->spatial_ratio, F = p->Tl * c->temporal_ratio;
-    const int Tl = p->Tl, th = p->th, tw = p->tw, h = p->h, w = p->w, Tz = p->Tz;
+    const int Tl = p->Tl, th = p->th, tw = p->tw;
     const int64_t N = p->N;
     char *err = p->grp.err[r];
     const size_t errlen = VDN_ERR_LEN;
@@ -658,20 +797,8 @@ static void clip_member(int r, void *arg) {
     for (int u = r; u < p->n_pass; u += p->n) {
         if (atomic_load(&p->grp.stop)) break;
         const vit_pass *ps = &p->pass[u];
-        for (int b = 0; b < ps->nt; b++) {
-            const int i = (ps->t0 + b) / p->tx.n, j = (ps->t0 + b) % p->tx.n;
-            const int y0 = p->ty.start[i] / sr, x0 = p->tx.start[j] / sr;
-            float *dst = zt + b * N * lc;
-            for (int t = 0; t < Tl; t++)
-                for (int y = 0; y < th; y++)
-                    for (int x = 0; x < tw; x++)
-                        for (int ch = 0; ch < lc; ch++)
-                            dst[(((int64_t)t * th + y) * tw + x) * lc + ch] =
-                                p->z[(((int64_t)ch * Tz + ps->c * p->k.chunk + t) * h + y0 + y) *
-                                         w +
-                                     x0 + x];
-        }
-        if (decode_tiles(v, zt, ps->nt, Tl, th, tw, proj, err, errlen)) goto fail;
+        gather_tokens(p, ps, lc, sr, zt);
+        if (decode_tiles(v, zt, ps->nt, Tl, th, tw, NULL, proj, err, errlen)) goto fail;
         frames3 *tiles = p->chunk_tiles[ps->c] + ps->t0;
         for (int b = 0; b < ps->nt; b++) {
             tiles[b] = (frames3){F, th * sr, tw * sr, NULL};
@@ -767,7 +894,12 @@ int vdn_video_vae_decode_group(vdn_video_vae *const *v, int n, const float *late
     }
     p.z = z;
     const int full = k->n_chunks * (k->chunk_frames - k->pre) + k->frame_overlap;
-    p.all = (frames3){full, H, W, calloc((size_t)3 * full * H * W, sizeof(float))};
+    /* one member keeps the frames on its device (clip_member_dev); a group stitches on the host */
+    p.on_dev = n == 1;
+    p.frames = frames;
+    p.n_out = n_out;
+    p.all =
+        (frames3){full, H, W, p.on_dev ? NULL : calloc((size_t)3 * full * H * W, sizeof(float))};
     p.n_pass = k->n_chunks * per_chunk;
     p.pass = vdn_xcalloc((size_t)p.n_pass, sizeof *p.pass);
     for (int ci = 0, u = 0; ci < k->n_chunks; ci++)
@@ -784,14 +916,14 @@ int vdn_video_vae_decode_group(vdn_video_vae *const *v, int n, const float *late
         p.left[ci] = p.tiles;
     }
     vae_group_init(&p.grp, n, k->n_chunks * p.tiles, progress, user);
-    if (!p.all.px) {
+    if (!p.on_dev && !p.all.px) {
         rc = vdn_fail(err, errlen, "video VAE: out of memory for %d frames of %dx%d", full, W, H);
         vae_group_finish(&p.grp, devs, share, NULL, 0);
     } else {
         vae_group_run(&p.grp, clip_member, &p);
         rc = vae_group_finish(&p.grp, devs, share, err, errlen);
     }
-    if (!rc) { /* drop the frames of the repeated tail, then ImageNet de-normalisation, clamp */
+    if (!rc && !p.on_dev) { /* drop the repeated tail's frames, ImageNet de-normalisation, clamp */
         denorm_job dj = {&p.all, frames, n_out};
         vdn_parallel_for(3 * n_out, denorm_one, &dj);
     }

@@ -26,6 +26,7 @@
 #include "../../ops/test/check.h"
 #include "op.h"
 #include "op_conv.h"
+#include "op_pixels.h"
 #include "op_vda.h"
 #include "vdn_util.h"
 
@@ -971,6 +972,60 @@ static void conv_cases(void) {
     case_snake_aa(2, 3, 513, 11, 3, F32);
 }
 
+/* ---- the video decoder's pixel ops (op_pixels.h) ----
+ * The CUDA kernels move values and round each float32 operation as the CPU does (no fused
+ * multiply-add, correctly rounded division), so the tolerance is 0: the same bits. */
+
+/* tiles of T x Hl x Wl tokens, each followed by 5 rows that are not tokens (the ViT's registers) */
+static void case_unpatchify(int tiles, int T, int Hl, int Wl, int C, int pt, int p, vdn_dtype dt) {
+    char what[128];
+    const int64_t N = (int64_t)T * Hl * Wl, stride = N + 5;
+    pair x = in(dt, tiles * stride, (int64_t)C * pt * p * p, PAD, 1.0, 0);
+    pair y = out(VDN_DT_F32, (int64_t)tiles * C * T * pt, (int64_t)Hl * p * Wl * p, 1);
+    RUN(vdn_op_unpatchify(P(y), P(x), tiles, stride, T, Hl, Wl, C, pt, p));
+    snprintf(what, sizeof what, "unpatchify %s %d tiles %dx%dx%d C %d patch %dx%dx%d", dtn(dt),
+             tiles, T, Hl, Wl, C, pt, p, p);
+    cmp(what, &y, 0.0);
+    release();
+}
+
+/* ny x nx tiles of th x tw with the given overlaps (uneven, as split_tiles' slack makes them) */
+static void case_tile_stitch(int ny, int nx, int th, int tw, const int *oy, const int *ox, int P_) {
+    char what[128];
+    vdn_tile_grid g = {.ny = ny, .nx = nx, .th = th, .tw = tw};
+    for (int i = 1; i < ny; i++)
+        g.y0[i] = g.y0[i - 1] + th - (g.oy[i - 1] = oy[i - 1]);
+    for (int j = 1; j < nx; j++)
+        g.x0[j] = g.x0[j - 1] + tw - (g.ox[j - 1] = ox[j - 1]);
+    const int64_t H = g.y0[ny - 1] + th, W = g.x0[nx - 1] + tw;
+    pair t = in(VDN_DT_F32, (int64_t)ny * nx * P_, (int64_t)th * tw, 0, 1.0, 0);
+    pair y = out(VDN_DT_F32, P_, H * W, 0);
+    RUN(vdn_op_tile_stitch(P(y), P(t), &g));
+    snprintf(what, sizeof what, "tile_stitch %dx%d tiles of %dx%d -> %lldx%lld, %d planes", nx, ny,
+             tw, th, (long long)W, (long long)H, P_);
+    cmp(what, &y, 0.0);
+    release();
+}
+
+static void pixel_cases(void) {
+    case_unpatchify(3, 2, 3, 5, 3, 2, 4, VDN_DT_F32);
+    case_unpatchify(2, 1, 4, 2, 3, 4, 16, VDN_DT_BF16);
+    const int oy[2] = {6, 5}, ox[1] = {7}, none[1] = {0};
+    case_tile_stitch(3, 2, 16, 20, oy, ox, 4);
+    case_tile_stitch(1, 1, 8, 9, none, none, 2);
+    case_tile_stitch(2, 1, 16, 16, oy, none, 3);
+    /* a cross-fade of 5 frames in place; a view with columns on either side */
+    pair a = in(VDN_DT_F32, 5, 300, PAD, 1.0, 0), b = in(VDN_DT_F32, 5, 300, 0, 1.0, 0);
+    RUN(vdn_op_crossfade(P(a), P(b)));
+    cmp("crossfade 5 x 300", &a, 0.0);
+    release();
+    /* ImageNet's de-normalisation of the red channel; values past both ends of the clamp */
+    pair x = in(VDN_DT_F32, 7, 129, PAD, 2.0, 0), y = out(VDN_DT_F32, 7, 129, 1);
+    RUN(vdn_op_scale_shift_clamp(P(y), P(x), 0.229f, 0.485f, 0.0, 1.0));
+    cmp("scale_shift_clamp 7 x 129", &y, 0.0);
+    release();
+}
+
 /* ---- lanes (op.h): work forked to lane 1 of the device, joined back ---- */
 
 /* On dev[side]: y = x w^T on lane 0; fork; lane 1: z = reps (y w^T), one product after another
@@ -1130,6 +1185,7 @@ int main(void) {
     case_vda_epilogue(3, 2, 35);
     case_vda_alpha(3, 35, 264, 2);
 
+    pixel_cases();
     conv_cases(); /* split TF32, the default */
     setenv("VDN_CONV_TF32", "1", 1);
     conv_tol = 1e-3; /* one TF32 MMA per product: the reasoning above conv_tol */

@@ -29,7 +29,7 @@ t0=$(date +%s)
   done
   gcc $CFLAGS $CJ -DVDN_HAVE_NCCL=1 -c engine/test/dit_shard_compare.c -o "$B/m/main_cmp.o" &
   for f in cuda_util gemm norm rope attn attn_wgmma attn_pingpong vda_prep vda_solve vda_scan vda_misc bench \
-           op_cuda op_cuda_elem op_cuda_norm op_cuda_linear op_cuda_attn op_cuda_vda op_cuda_conv comm_nccl; do
+           op_cuda op_cuda_elem op_cuda_norm op_cuda_linear op_cuda_attn op_cuda_vda op_cuda_conv op_cuda_pixels comm_nccl; do
     nvcc $NVFLAGS -c "kernels/$f.cu" -o "$B/$f.cu.o" &
   done
   wait
