@@ -18,7 +18,7 @@ echo "nccl: $NCCL"; ls "$NCCL/include" "$NCCL/lib" 2>&1 | head
 CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Ikernels -Iengine -Iops/cli -Itext -Ivae"
 NVFLAGS="-gencode=arch=compute_90a,code=sm_90a -O3 --use_fast_math -std=c++17 -Ikernels -Iengine -Iops/cli -I$NCCL/include"
 PFX="$B/deps"
-for d in .devcarry/shard/*.deb; do dpkg -x "$d" "$PFX"; done
+for d in .devcarry/shard/*.deb .devcarry/*.deb; do [ -f "$d" ] && dpkg -x "$d" "$PFX"; done
 CJ="-I$PFX/usr/include"
 LJ="-L$PFX/usr/lib/x86_64-linux-gnu -lcjson"
 export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu:$NCCL/lib:${LD_LIBRARY_PATH:-}"
@@ -28,9 +28,8 @@ t0=$(date +%s)
     gcc $CFLAGS $CJ -c "$f" -o "$B/$(basename "$f" .c).o" &
   done
   gcc $CFLAGS $CJ -DVDN_HAVE_NCCL=1 -c engine/test/dit_shard_compare.c -o "$B/m/main_cmp.o" &
-  for f in cuda_util gemm norm rope attn attn_wgmma attn_pingpong vda_prep vda_solve vda_scan vda_misc bench \
-           op_cuda op_cuda_elem op_cuda_norm op_cuda_linear op_cuda_attn op_cuda_vda op_cuda_conv op_cuda_pixels comm_nccl; do
-    nvcc $NVFLAGS -c "kernels/$f.cu" -o "$B/$f.cu.o" &
+  for f in kernels/*.cu; do # every kernel file, as kernels.sh (a fixed list went stale)
+    nvcc $NVFLAGS -DVDN_HAVE_NCCL=1 -c "$f" -o "$B/$(basename "$f" .cu).cu.o" &
   done
   wait
 } > "$OUT/build.log" 2>&1
