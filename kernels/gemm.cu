@@ -1,11 +1,11 @@
 /* Linear layers through cuBLASLt: bf16 operands, fp32 accumulation, optional fused bias and
- * accumulate-into-output. Row-major Y = X W^T is the column-major product Y^T = W X^T, so W is
- * passed transposed as cuBLAS's A and X as its B. The heuristic's choice is cached per shape.
- * fp8: the plain product of e4m3 A and B into bf16 D (no scales, no bias, beta 0); the TN
- * layout above is the one fp8 needs. cuBLASLt 13.0 refuses the row-wise scale mode
- * (OUTER_VEC_32F) on Hopper (CUBLAS_STATUS_INVALID_VALUE from the heuristic, device run
- * 2026-11-25), so the row scales, the bias and the accumulation are one epilogue of the caller's
- * (op_cuda_fp8.cu). */
+ * accumulate-into-output, a bf16 or (vdn_gemm_bf16_f32) a float32 output. Row-major Y = X W^T is
+ * the column-major product Y^T = W X^T, so W is passed transposed as cuBLAS's A and X as its B. The
+ * heuristic's choice is cached per shape. fp8: the plain product of e4m3 A and B into bf16 D (no
+ * scales, no bias, beta 0); the TN layout above is the one fp8 needs. cuBLASLt 13.0 refuses the
+ * row-wise scale mode (OUTER_VEC_32F) on Hopper (CUBLAS_STATUS_INVALID_VALUE from the heuristic,
+ * device run 2026-11-25), so the row scales, the bias and the accumulation are one epilogue of the
+ * caller's (op_cuda_fp8.cu). */
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <stdlib.h>
@@ -16,6 +16,7 @@
 typedef struct {
     int rows, n, k, ldx, ldw, ldy, bias, acc, align; /* align: min pointer alignment in bytes */
     int fp8;                                         /* e4m3 operands, unscaled bf16 D */
+    int out32;                                       /* float32 C/D and bias (bf16 operands) */
     int none; /* the heuristic found no algorithm (fp8: the caller falls back) */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c;
@@ -67,7 +68,7 @@ static int make_plan(vdn_gemm_ctx *g, plan *p) {
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     if (p->bias) {
         cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
-        cudaDataType_t bt = CUDA_R_16BF;
+        cudaDataType_t bt = p->out32 ? CUDA_R_32F : CUDA_R_16BF;
         CUBLAS_CHECK(
             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
@@ -77,7 +78,8 @@ static int make_plan(vdn_gemm_ctx *g, plan *p) {
     /* A = W as stored: column-major k x n (ld = ldw), transposed by the op */
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->a, tin, p->k, p->n, p->ldw));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->b, tin, p->k, p->rows, p->ldx));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_16BF, p->n, p->rows, p->ldy));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->c, p->out32 ? CUDA_R_32F : CUDA_R_16BF, p->n,
+                                            p->rows, p->ldy));
     cublasLtMatmulPreference_t pref;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
@@ -122,7 +124,8 @@ static plan *find_plan(vdn_gemm_ctx *g, const plan *key) {
         plan *q = &g->plans[i];
         if (q->rows == key->rows && q->n == key->n && q->k == key->k && q->ldx == key->ldx &&
             q->ldw == key->ldw && q->ldy == key->ldy && q->bias == key->bias &&
-            q->acc == key->acc && q->align == key->align && q->fp8 == key->fp8)
+            q->acc == key->acc && q->align == key->align && q->fp8 == key->fp8 &&
+            q->out32 == key->out32)
             return q;
     }
     if (g->n_plans == (int)(sizeof g->plans / sizeof g->plans[0])) {
@@ -137,11 +140,12 @@ static plan *find_plan(vdn_gemm_ctx *g, const plan *key) {
 }
 
 static plan plan_key(int rows, int n_out, int k, int ldx, int ldw, int ldy, const void *X,
-                     const void *W, const void *Y, const void *bias, int accumulate, int fp8) {
+                     const void *W, const void *Y, const void *bias, int accumulate, int fp8,
+                     int out32 = 0) {
     plan key;
     memset(&key, 0, sizeof key);
     key.rows = rows, key.n = n_out, key.k = k, key.ldx = ldx, key.ldw = ldw, key.ldy = ldy;
-    key.bias = bias != NULL, key.acc = accumulate != 0, key.fp8 = fp8;
+    key.bias = bias != NULL, key.acc = accumulate != 0, key.fp8 = fp8, key.out32 = out32;
     uintptr_t addr = (uintptr_t)X | (uintptr_t)W | (uintptr_t)Y | (uintptr_t)bias;
     key.align = 256;
     while (key.align > 2 && (addr & (uintptr_t)(key.align - 1)))
@@ -153,6 +157,21 @@ extern "C" int vdn_gemm_bf16(vdn_gemm_ctx *g, const void *X, int ldx, const void
                              void *Y, int ldy, int rows, int n_out, int k, const void *bias,
                              int accumulate, vdn_stream st) {
     const plan key = plan_key(rows, n_out, k, ldx, ldw, ldy, X, W, Y, bias, accumulate, 0);
+    plan *p = find_plan(g, &key);
+    if (!p) return -1;
+    if (bias)
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                    sizeof bias));
+    float one = 1.f, beta = accumulate ? 1.f : 0.f;
+    CUBLAS_CHECK(cublasLtMatmul(g->lt, p->op, &one, W, p->a, X, p->b, &beta, Y, p->c, Y, p->c,
+                                &p->algo, g->ws, g->ws_bytes, S_(st)));
+    return 0;
+}
+
+extern "C" int vdn_gemm_bf16_f32(vdn_gemm_ctx *g, const void *X, int ldx, const void *W, int ldw,
+                                 float *Y, int ldy, int rows, int n_out, int k, const float *bias,
+                                 int accumulate, vdn_stream st) {
+    const plan key = plan_key(rows, n_out, k, ldx, ldw, ldy, X, W, Y, bias, accumulate, 0, 1);
     plan *p = find_plan(g, &key);
     if (!p) return -1;
     if (bias)

@@ -26,6 +26,11 @@ vdn_gemm_ctx *vdn_gemm_create(size_t workspace_bytes);
 void vdn_gemm_destroy(vdn_gemm_ctx *g);
 int vdn_gemm_bf16(vdn_gemm_ctx *g, const void *X, int ldx, const void *W, int ldw, void *Y, int ldy,
                   int rows, int n_out, int k, const void *bias, int accumulate, vdn_stream st);
+/* The same with a float32 Y (and a float32 bias): bf16 operands, fp32 accumulation, fp32 output,
+ * so a product accumulates into an fp32 residual stream in one pass (ldy in floats). */
+int vdn_gemm_bf16_f32(vdn_gemm_ctx *g, const void *X, int ldx, const void *W, int ldw, float *Y,
+                      int ldy, int rows, int n_out, int k, const float *bias, int accumulate,
+                      vdn_stream st);
 /* The plain product of e4m3 X8 [rows, k] and W8 [n_out, k] into bf16 D: D = bf16(X8 W8^T)
  * (fp32 accumulation; the caller applies scales, bias and accumulation). Needs k and the lds
  * multiples of 16 and 16-byte aligned operands (the caller checks). 0, -1 on a failure

@@ -1,6 +1,7 @@
 /* Matrix products of the CUDA backend.
  *   linear     fp8 w (with scales): op_cuda_fp8.cu;
  *              bf16 x, w, y (16-byte rows): cuBLASLt (gemm.cu) with the bias fused (as bf16);
+ *              bf16 x, w into fp32 y (16-byte rows): cuBLASLt with fp32 C/D and bias;
  *              fp32 x, w, y: cuBLAS SGEMM in full fp32 (the contract's fp32 heads, no TF32);
  *              mixed dtypes: operands widened to fp32 in scratch, then SGEMM.
  *              The activation (and an fp32 bias) follow in one epilogue kernel.
@@ -76,6 +77,17 @@ int op_cuda_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, cons
         if (b && !(bias = op_cuda_packed(d, b, VDN_DT_BF16, SCR_W0))) return -1;
         OPK(vdn_gemm_bf16(cdev(d)->gc, x->data, (int)x->ld, w->data, (int)w->ld, y->data,
                           (int)y->ld, (int)rows, (int)n, (int)k, bias, accumulate, vst(d)));
+        return op_cuda_bias_act(d, OP, fview(y), rows, n, NULL, act);
+    }
+    /* bf16 operands into a float32 output (the video decoder's residual stream, accumulated, and
+     * its proj_out): the same tensor-core product with C/D and the bias in float32 */
+    if (is_bf16(x) && is_bf16(w) && is_f32(y) && aligned_rows(x) && aligned_rows(w) &&
+        aligned16(y->data) && y->ld % 4 == 0) {
+        const void *bias = NULL;
+        if (b && !(bias = op_cuda_packed(d, b, VDN_DT_F32, SCR_W0))) return -1;
+        OPK(vdn_gemm_bf16_f32(cdev(d)->gc, x->data, (int)x->ld, w->data, (int)w->ld,
+                              (float *)y->data, (int)y->ld, (int)rows, (int)n, (int)k,
+                              (const float *)bias, accumulate, vst(d)));
         return op_cuda_bias_act(d, OP, fview(y), rows, n, NULL, act);
     }
     int64_t ldx = 0, ldw = 0;

@@ -32,9 +32,10 @@ static inline int imax(int a, int b) {
     return a > b ? a : b;
 }
 
+/* out_w/out_b and ff2_w/ff2_b carry the block's scale1 / scale2 (folded at load, up_scaled), so
+ * each branch's product accumulates straight into the float32 residual stream */
 typedef struct {
-    vdn_tensor *norm1, *qkv_w, *qkv_b, *out_w, *out_b, *scale1, *norm2, *ff1_w, *ff1_b, *ff2_w,
-        *ff2_b, *scale2;
+    vdn_tensor *norm1, *qkv_w, *qkv_b, *out_w, *out_b, *norm2, *ff1_w, *ff1_b, *ff2_w, *ff2_b;
 } vit_block;
 
 struct vdn_video_vae {
@@ -78,6 +79,38 @@ static vdn_tensor *up(vdn_video_vae *v, vdn_st_set *st, const char *name, int64_
     return t;
 }
 
+/* A Linear [rows, cols] whose output the block multiplies by a per-column scale (scale1, scale2):
+ * scale s[o] folded into row o of the weight and the bias, in float32 (s (W x + b) =
+ * (s W) x + s b up to float rounding), so the product needs no separate scaling op. */
+static int up_scaled(vdn_video_vae *v, vdn_st_set *st, const char *pre, const char *lin,
+                     const char *scale, int64_t rows, int64_t cols, vdn_tensor **w, vdn_tensor **b,
+                     char *err, size_t errlen) {
+    char nw[256], nb[256], ns[256];
+    snprintf(nw, sizeof nw, "%s.%s.weight", pre, lin);
+    snprintf(nb, sizeof nb, "%s.%s.bias", pre, lin);
+    snprintf(ns, sizeof ns, "%s.%s", pre, scale);
+    float *hw = vdn_vae_read(st, nw, NULL), *hb = vdn_vae_read(st, nb, NULL),
+          *hs = vdn_vae_read(st, ns, NULL);
+    int rc = -1;
+    if (!hw || !hb || !hs) {
+        vdn_fail(err, errlen, "video VAE: reading %s", !hw ? nw : !hb ? nb : ns);
+        goto done;
+    }
+    for (int64_t o = 0; o < rows; o++) {
+        for (int64_t i = 0; i < cols; i++)
+            hw[o * cols + i] *= hs[o];
+        hb[o] *= hs[o];
+    }
+    if ((*w = dev_tensor(v->dev, rows, cols, hw, err, errlen, nw)) &&
+        (*b = dev_tensor(v->dev, 1, rows, hb, err, errlen, nb)))
+        rc = 0;
+done:
+    free(hw);
+    free(hb);
+    free(hs);
+    return rc;
+}
+
 /* q, k, v weights (or biases) stacked into one [3 dim, cols] tensor: one product per block */
 static vdn_tensor *up_qkv(vdn_video_vae *v, vdn_st_set *st, const char *pre, const char *what,
                           int64_t cols, char *err, size_t errlen) {
@@ -110,8 +143,8 @@ void vdn_video_vae_free(vdn_video_vae *v) {
         vdn_tensor_free(*own[i]);
     for (int l = 0; v->blocks && l < v->cfg.dec_layers; l++) {
         vit_block *b = &v->blocks[l];
-        vdn_tensor *t[] = {b->norm1, b->qkv_w, b->qkv_b, b->out_w, b->out_b, b->scale1,
-                           b->norm2, b->ff1_w, b->ff1_b, b->ff2_w, b->ff2_b, b->scale2};
+        vdn_tensor *t[] = {b->norm1, b->qkv_w, b->qkv_b, b->out_w, b->out_b,
+                           b->norm2, b->ff1_w, b->ff1_b, b->ff2_w, b->ff2_b};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
             vdn_tensor_free(t[i]);
     }
@@ -169,15 +202,13 @@ vdn_video_vae *vdn_video_vae_load(vdn_dev *dev, const char *dir, char *err, size
         UP(norm1, "norm1.weight", 1, v->dim);
         ok = ok && (b->qkv_w = up_qkv(v, st, pre, "weight", v->dim, err, errlen));
         ok = ok && (b->qkv_b = up_qkv(v, st, pre, "bias", 1, err, errlen));
-        UP(out_w, "attn.to_out.0.weight", v->dim, v->dim);
-        UP(out_b, "attn.to_out.0.bias", 1, v->dim);
-        UP(scale1, "scale1", 1, v->dim);
+        ok = ok && !up_scaled(v, st, pre, "attn.to_out.0", "scale1", v->dim, v->dim, &b->out_w,
+                              &b->out_b, err, errlen);
         UP(norm2, "norm2.weight", 1, v->dim);
         UP(ff1_w, "ff.net.0.proj.weight", 2 * v->inner, v->dim);
         UP(ff1_b, "ff.net.0.proj.bias", 1, 2 * v->inner);
-        UP(ff2_w, "ff.net.2.weight", v->dim, v->inner);
-        UP(ff2_b, "ff.net.2.bias", 1, v->dim);
-        UP(scale2, "scale2", 1, v->dim);
+        ok = ok && !up_scaled(v, st, pre, "ff.net.2", "scale2", v->dim, v->inner, &b->ff2_w,
+                              &b->ff2_b, err, errlen);
 #undef UP
     }
     vdn_st_set_close(st);
@@ -209,13 +240,13 @@ vdn_video_vae *vdn_video_vae_load(vdn_dev *dev, const char *dir, char *err, size
 /* ---- one tile through post_quant_conv and the ViT ---- */
 
 typedef struct {
-    vdn_tensor *x_in, *xq, *h, *hn, *qkv, *q, *k, *o, *a, *f, *s, *y, *proj, *pos, *idx;
+    vdn_tensor *x_in, *xq, *h, *hn, *qkv, *q, *k, *o, *f, *s, *proj, *pos;
     vdn_attn_mask *mask;
 } tile_bufs;
 
 static void tile_bufs_free(tile_bufs *b) {
-    vdn_tensor *t[] = {b->x_in, b->xq, b->h, b->hn, b->qkv,  b->q,   b->k,  b->o,
-                       b->a,    b->f,  b->s, b->y,  b->proj, b->pos, b->idx};
+    vdn_tensor *t[] = {b->x_in, b->xq, b->h, b->hn, b->qkv,  b->q,
+                       b->k,    b->o,  b->f, b->s,  b->proj, b->pos};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         vdn_tensor_free(t[i]);
     vdn_attn_mask_free(b->mask);
@@ -273,13 +304,10 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
     b.q = vdn_tensor_new2(d, act, all, dim);
     b.k = vdn_tensor_new2(d, act, all, dim);
     b.o = vdn_tensor_new2(d, act, all, dim);
-    b.a = vdn_tensor_new2(d, act, all, dim);
     b.f = vdn_tensor_new2(d, act, all, 2 * inner);
     b.s = vdn_tensor_new2(d, act, all, inner);
-    b.y = vdn_tensor_new2(d, act, all, dim);
     b.proj = vdn_tensor_new2(d, VDN_DT_F32, all, v->patch_out);
     b.pos = vdn_tensor_new2(d, VDN_DT_F64, all, 3);
-    b.idx = vdn_tensor_new2(d, VDN_DT_I32, all, 1);
     lo = malloc(sizeof(int) * (size_t)all);
     hi = malloc(sizeof(int) * (size_t)all);
     pos = calloc((size_t)all * 3, sizeof(double));
@@ -293,8 +321,8 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
     }
     b.mask = B == 1 ? vdn_attn_mask_dense(d, (int)rows, (int)rows)
                     : vdn_attn_mask_rows(d, (int)all, 0, (int)all, lo, hi);
-    if (!b.x_in || !b.xq || !b.h || !b.hn || !b.qkv || !b.q || !b.k || !b.o || !b.a || !b.f ||
-        !b.s || !b.y || !b.proj || !b.pos || !b.idx || !b.mask) {
+    if (!b.x_in || !b.xq || !b.h || !b.hn || !b.qkv || !b.q || !b.k || !b.o || !b.f || !b.s ||
+        !b.proj || !b.pos || !b.mask) {
         vdn_fail(err, errlen, "video VAE: %d tiles of %lld tokens: %s", B, (long long)rows,
                  vdn_dev_error(d));
         goto fail;
@@ -303,7 +331,6 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
     for (int t = 1; t < B; t++)
         memcpy(pos + t * rows * 3, pos, sizeof(double) * (size_t)rows * 3);
     OPS(vdn_tensor_set(b.pos, pos, VDN_DT_F64));
-    OPS(vdn_tensor_fill(b.idx, 0.0));
     OPS(vdn_tensor_set(b.x_in, zt, VDN_DT_F32));
     OPS(vdn_op_linear(b.xq, b.x_in, v->pq_w, v->pq_b, VDN_ACT_NONE, 0)); /* post_quant_conv */
     for (int t = 0; t < B; t++) {
@@ -328,13 +355,11 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
         OPS(vdn_op_linear(b.qkv, b.hn, bl->qkv_w, bl->qkv_b, VDN_ACT_NONE, 0));
         OPS(vdn_op_qk_norm_rope(b.q, b.k, &qv, &kv, v->ones, v->ones, hd, eps, &rope));
         OPS(vdn_op_attention(b.o, b.q, b.k, &vv, hd, scale, b.mask, NULL));
-        OPS(vdn_op_linear(b.a, b.o, bl->out_w, bl->out_b, VDN_ACT_NONE, 0));
-        OPS(vdn_op_gate_residual(b.h, b.a, bl->scale1, b.idx));
+        OPS(vdn_op_linear(b.h, b.o, bl->out_w, bl->out_b, VDN_ACT_NONE, 1)); /* h += scale1 (.) */
         OPS(vdn_op_rmsnorm(b.hn, b.h, bl->norm2, eps, NULL, NULL, NULL));
         OPS(vdn_op_linear(b.f, b.hn, bl->ff1_w, bl->ff1_b, VDN_ACT_NONE, 0));
         OPS(vdn_op_swiglu(b.s, &fv, &fg));
-        OPS(vdn_op_linear(b.y, b.s, bl->ff2_w, bl->ff2_b, VDN_ACT_NONE, 0));
-        OPS(vdn_op_gate_residual(b.h, b.y, bl->scale2, b.idx));
+        OPS(vdn_op_linear(b.h, b.s, bl->ff2_w, bl->ff2_b, VDN_ACT_NONE, 1)); /* h += scale2 (.) */
     }
     OPS(vdn_op_layernorm(b.hn, b.h, v->norm_out_w, v->norm_out_b, eps));
     /* one product over every row; the host keeps each tile's N token rows (its registers and

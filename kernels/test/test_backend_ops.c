@@ -303,6 +303,26 @@ static void case_linear(int64_t rows, int64_t in_f, int64_t out_f, vdn_dtype dt,
     release();
 }
 
+/* bf16 x and w into an fp32 y (cuBLASLt with fp32 C/D: the video decoder's residual stream, the
+ * product accumulated into it, and its proj_out). The products of bf16 values are exact in fp32 and
+ * both sides sum in fp32 or better: 1e-5 as for the fp32 ops. */
+static void case_linear_out32(int64_t rows, int64_t in_f, int64_t out_f, vdn_dtype dt_b,
+                              int accumulate, int pad) {
+    char what[160];
+    pair x = in(VDN_DT_BF16, rows, in_f, pad, 1.0, 0),
+         w = in(VDN_DT_BF16, out_f, in_f, 0, 1.0 / sqrt((double)in_f), 0);
+    const int has_b = dt_b != VDN_DT_COUNT;
+    pair b = in(has_b ? dt_b : VDN_DT_F32, 1, out_f, 0, 0.5, 0);
+    pair y =
+        accumulate ? in(VDN_DT_F32, rows, out_f, pad, 1.0, 0) : out(VDN_DT_F32, rows, out_f, pad);
+    RUN(vdn_op_linear(P(y), P(x), P(w), has_b ? P(b) : NULL, VDN_ACT_NONE, accumulate));
+    snprintf(what, sizeof what, "linear bf16 -> f32 [%lld,%lld]x[%lld,%lld]^T bias %s%s%s",
+             (long long)rows, (long long)in_f, (long long)out_f, (long long)in_f,
+             has_b ? dtn(dt_b) : "-", accumulate ? " +=" : "", pad ? " (views: widened)" : "");
+    cmp(what, &y, 1e-5);
+    release();
+}
+
 /* x f32 with w bf16 -> y bf16 (the mixed path: widened to fp32) */
 static void case_linear_mixed(int64_t rows, int64_t in_f, int64_t out_f) {
     char what[128];
@@ -1099,6 +1119,11 @@ int main(void) {
     case_linear(3, 256, 1024, F32, F32, VDN_ACT_SILU, 0);
     case_linear(29, 40, 33, F32, NB, VDN_ACT_NONE, 1);
     case_linear(17, 24, 9, F32, F32, VDN_ACT_SIGMOID, 0);
+    /* packed (16-byte rows: cuBLASLt with fp32 C/D) and odd views (widened to fp32, SGEMM) */
+    case_linear_out32(130, 264, 96, BF, 1, 0);
+    case_linear_out32(64, 128, 136, F32, 1, 0);
+    case_linear_out32(37, 72, 40, NB, 0, 0);
+    case_linear_out32(29, 40, 33, BF, 1, PAD);
     case_linear_mixed(21, 48, 40);
 
     /* fp8: the row quantisation bit for bit (16-byte bf16 rows, views, odd widths, f32), then
