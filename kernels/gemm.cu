@@ -100,13 +100,14 @@ static int make_plan(vdn_gemm_ctx *g, plan *p) {
         cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
-        if (p->fp8 &&
+        if ((p->fp8 || p->out32) &&
             (found == 0 || s == CUBLAS_STATUS_NOT_SUPPORTED)) { /* the caller's fallback */
             p->none = 1;
             fprintf(stderr,
-                    "vdn_gemm_fp8: cuBLASLt has no fp8 algorithm for rows %d n %d k %d (status "
-                    "%d): these products take the dequantised fp32 route\n",
-                    p->rows, p->n, p->k, (int)s);
+                    "vdn_gemm: cuBLASLt has no %s algorithm for rows %d n %d k %d (status "
+                    "%d): these products take the %s fp32 route\n",
+                    p->fp8 ? "fp8" : "bf16 -> fp32", p->rows, p->n, p->k, (int)s,
+                    p->fp8 ? "dequantised" : "widened");
             return 1;
         }
         fprintf(stderr, "vdn_gemm: no cuBLASLt algorithm for rows %d n %d k %d (status %d)\n",
@@ -174,6 +175,7 @@ extern "C" int vdn_gemm_bf16_f32(vdn_gemm_ctx *g, const void *X, int ldx, const 
     const plan key = plan_key(rows, n_out, k, ldx, ldw, ldy, X, W, Y, bias, accumulate, 0, 1);
     plan *p = find_plan(g, &key);
     if (!p) return -1;
+    if (p->none) return 1;
     if (bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                     sizeof bias));

@@ -27,7 +27,8 @@ void vdn_gemm_destroy(vdn_gemm_ctx *g);
 int vdn_gemm_bf16(vdn_gemm_ctx *g, const void *X, int ldx, const void *W, int ldw, void *Y, int ldy,
                   int rows, int n_out, int k, const void *bias, int accumulate, vdn_stream st);
 /* The same with a float32 Y (and a float32 bias): bf16 operands, fp32 accumulation, fp32 output,
- * so a product accumulates into an fp32 residual stream in one pass (ldy in floats). */
+ * so a product accumulates into an fp32 residual stream in one pass (ldy in floats). 0, -1 on a
+ * failure (printed), 1 when cuBLASLt has no algorithm for the shape (the caller falls back). */
 int vdn_gemm_bf16_f32(vdn_gemm_ctx *g, const void *X, int ldx, const void *W, int ldw, float *Y,
                       int ldy, int rows, int n_out, int k, const float *bias, int accumulate,
                       vdn_stream st);

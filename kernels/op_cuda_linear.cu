@@ -85,10 +85,15 @@ int op_cuda_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, cons
         aligned16(y->data) && y->ld % 4 == 0) {
         const void *bias = NULL;
         if (b && !(bias = op_cuda_packed(d, b, VDN_DT_F32, SCR_W0))) return -1;
-        OPK(vdn_gemm_bf16_f32(cdev(d)->gc, x->data, (int)x->ld, w->data, (int)w->ld,
-                              (float *)y->data, (int)y->ld, (int)rows, (int)n, (int)k,
-                              (const float *)bias, accumulate, vst(d)));
-        return op_cuda_bias_act(d, OP, fview(y), rows, n, NULL, act);
+        const int rc = vdn_gemm_bf16_f32(cdev(d)->gc, x->data, (int)x->ld, w->data, (int)w->ld,
+                                         (float *)y->data, (int)y->ld, (int)rows, (int)n, (int)k,
+                                         (const float *)bias, accumulate, vst(d));
+        if (rc < 0)
+            return vdn_dev_fault(d, VDN_DEV_FAULT_DEVICE,
+                                 "op %s (%s): vdn_gemm_bf16_f32 failed (details on stderr)", OP,
+                                 d->name);
+        if (rc == 0) return op_cuda_bias_act(d, OP, fview(y), rows, n, NULL, act);
+        /* rc 1: no cuBLASLt algorithm for the shape: the widened route below */
     }
     int64_t ldx = 0, ldw = 0;
     const float *xf = as_f32(d, x, SCR_CONV, &ldx), *wf = as_f32(d, w, SCR_CONV2, &ldw);
