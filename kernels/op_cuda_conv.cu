@@ -36,7 +36,20 @@ namespace {
  * A block owns BM x BN outputs: WARPS_M x WARPS_N warps of (MT x 16) x 32; the reduction runs in
  * stages of CB = 32 terms through shared memory (TF32 bits), the next stage's global loads in
  * registers while the tensor cores work on the current one. SPLIT: three MMAs per product (the
- * float32-accurate default), else one. */
+ * float32-accurate default), else one.
+ *
+ * Each k-step's 8-term sum (its 3 MMAs, or 1) goes into a zeroed fragment that is then added to
+ * the output's sum with a float32 add. Why: the tensor cores do not round their accumulation to
+ * nearest; they truncate (round toward zero, the addends aligned to the largest exponent: Fasi et
+ * al. 2021 for V100/A100, Khattak and Mikaitis 2025 for H100), about half an ulp of the
+ * accumulator per MMA, always toward zero. Accumulating a whole reduction of length R on the
+ * tensor cores (3 MMAs per 8 terms), that bias grows linearly with R where rounding to nearest
+ * grows as sqrt(R): emulated on the CPU for random products, relative L2 error 8.6e-6 at R = 1056
+ * and 8.7e-5 at R = 10752 (float32 FMAs in order: 5.8e-7 and 1.9e-6); the H200 run of 89f1c00 saw
+ * 7.1e-6 on its R = 1056 op case and 15x the float32 error on the reference audio decode. With
+ * the truncation confined to 8 terms and the sum rounded to nearest: 2.3e-7 and 6.5e-7 (emulated),
+ * below float32 FMAs in order. (A fragment per stage and a second accumulator set would truncate
+ * less often but spills registers at this tile size.) */
 constexpr int CB = 32;        /* reduction terms per stage */
 constexpr int CTHREADS = 256; /* 8 warps */
 
@@ -84,17 +97,15 @@ __global__ void __launch_bounds__(CTHREADS, 2) conv_mma_k(ConvArgs g) {
     const int per = TR ? g.J : g.K; /* reduction terms per input channel */
     const int64_t R = g.cin * per, xrow0 = b * g.cin;
 
-    /* this thread's X elements: column xc, rows xr0 + X_ROW_STEP t; each row's (i, tap) packed as
-     * i << 16 | tap (taps < 2^16 and channels < 2^15: the launcher checks) and advanced by CB per
-     * stage without divisions */
+    /* this thread's X elements: column xc, rows xr0 + X_ROW_STEP t of each stage; a row's
+     * (i, tap) packed as i << 16 | tap (taps < 2^16 and channels < 2^15: the launcher checks),
+     * one counter for the thread's first row (advanced by CB per stage) from which the load walks
+     * to the others: no divisions in the loop, and one register instead of X_PER */
     const int xc = tid % BN, xr0 = tid / BN;
     const int64_t col = col0 + xc;
-    int xik[X_PER];
-    for (int t = 0; t < X_PER; t++) {
-        const int r = xr0 + X_ROW_STEP * t;
-        xik[t] = (r / per) << 16 | (r % per);
-    }
+    int xik0 = (xr0 / per) << 16 | (xr0 % per);
     const int step = (CB / per) << 16 | (CB % per), carry = (1 << 16) - per;
+    const int rstep = (X_ROW_STEP / per) << 16 | (X_ROW_STEP % per);
 
     float ra[A_PER], rx[X_PER];
     auto load = [&](int64_t r0) {
@@ -113,18 +124,21 @@ __global__ void __launch_bounds__(CTHREADS, 2) conv_mma_k(ConvArgs g) {
             }
             ra[t] = v;
         }
+        int ik = xik0;
         for (int t = 0; t < X_PER; t++) { /* consecutive threads: consecutive columns */
             const int64_t r = r0 + xr0 + X_ROW_STEP * t;
             float v = 0.f;
-            const int i = xik[t] >> 16, k = xik[t] & 0xffff;
+            const int i = ik >> 16, k = ik & 0xffff;
             if (r < R && col < g.ncols) {
                 const int64_t s = TR ? col - k : col * g.stride + (int64_t)k * g.dil - g.pad;
                 if (s >= 0 && s < g.lin) v = fv_get(g.x, xrow0 + i, s);
             }
             rx[t] = v;
-            xik[t] += step; /* to the next stage's row r + CB */
-            if ((xik[t] & 0xffff) >= per) xik[t] += carry;
+            ik += rstep; /* to row r + X_ROW_STEP */
+            if ((ik & 0xffff) >= per) ik += carry;
         }
+        xik0 += step; /* to the next stage's first row, r + CB */
+        if ((xik0 & 0xffff) >= per) xik0 += carry;
     };
     auto store = [&]() {
         for (int t = 0; t < A_PER; t++) {
@@ -136,7 +150,7 @@ __global__ void __launch_bounds__(CTHREADS, 2) conv_mma_k(ConvArgs g) {
     };
 
     const int wm = warp % WARPS_M, wn = warp / WARPS_M, gq = lane / 4, tq = lane % 4;
-    float acc[MT][4][4] = {};
+    float acc[MT][4][4] = {}; /* the sum, in float32 adds of 8-term MMA sums (why: above) */
     load(0);
     store();
     __syncthreads();
@@ -163,11 +177,15 @@ __global__ void __launch_bounds__(CTHREADS, 2) conv_mma_k(ConvArgs g) {
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int nt = 0; nt < 4; nt++) {
+                    float t[4] = {};
                     if (SPLIT) { /* the small terms first: they are the ones to keep exact */
-                        mma_tf32(acc[mt][nt], as[mt], bf[nt]);
-                        mma_tf32(acc[mt][nt], af[mt], bs[nt]);
+                        mma_tf32(t, as[mt], bf[nt]);
+                        mma_tf32(t, af[mt], bs[nt]);
                     }
-                    mma_tf32(acc[mt][nt], af[mt], bf[nt]);
+                    mma_tf32(t, af[mt], bf[nt]);
+#pragma unroll
+                    for (int h = 0; h < 4; h++)
+                        acc[mt][nt][h] = __fadd_rn(acc[mt][nt][h], t[h]);
                 }
         }
         __syncthreads();
