@@ -9,6 +9,7 @@
 #           WHOLE_RUNS="--nfe 1;VDN_VDA_STREAM=0 --nfe 1"), TESTS=0, FP8ACC=1 (fp8 vs bf16 vs the
 #           CPU oracle on small renders),
 #           SANITIZE_RENDER=0, SANITIZE_OPS=0, TESTS=ops (only the backend-ops test),
+#           FP8ACC_H3=1 (the same at the real widths: a 2-block H3-shaped checkpoint, a short clip),
 #           TESTS=backend (the backend-ops test and the CUDA-vs-CPU render test, not the kernels')
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
@@ -114,6 +115,32 @@ if [ "${FP8ACC:-0}" = 1 ] && [ -x "$B/vdnmini" ]; then
   grep -E "fp8|no fp8 algorithm" "$OUT/fp8acc.log" | grep -v "^$" | sort | uniq -c | head -5
 fi
 
+if [ "${FP8ACC_H3:-0}" = 1 ] && [ -x "$B/vdnmini" ]; then
+  # the same at the real widths (issue 13 item 3): a 2-block H3-shaped random checkpoint (hidden
+  # 5376, 56 heads x 128, FFN 14336, the VDN branch), 22 frames at 128 x 128 and one NFE so the
+  # CPU oracle takes about a minute a render on 16 cores; CUDA bf16 / fp8 and CPU fp32 / fp8
+  # renders from the same noise (FP8ACC_H3_VARIANTS="vdn dense" for both variants)
+  A=/tmp/vdn-fp8acc-h3; rm -rf "$A"; mkdir -p "$A"
+  t1=$(date +%s)
+  "$B/vdnmini" ckpt init --preset h3 --layers 2 --vdn --prompt-tokens 64 --out "$A/ck" > "$OUT/fp8acc_h3.log" 2>&1
+  echo "fp8acc h3: checkpoint in $(( $(date +%s) - t1 )) s" | tee -a "$OUT/fp8acc_h3.log"
+  for v in ${FP8ACC_H3_VARIANTS:-vdn}; do
+    for run in "cuda bf16" "cuda fp8" "cpu bf16" "cpu fp8"; do
+      set -- $run
+      cpu=""; [ "$1" = cpu ] && cpu=--cpu
+      timeout 300 "$B/vdnmini" render --checkpoint "$A/ck" --prompt-cache "$A/ck/prompt.safetensors" \
+        --frames 22 --height 128 --width 128 --steps 1 --seed 5 --variant $v --precision "$2" $cpu \
+        --out "$A/$v-$1-$2" --save-latents >> "$OUT/fp8acc_h3.log" 2>&1 || echo "fp8acc h3: render $v $run failed"
+    done
+    python3 ops/device/compare_latents.py "$A/$v-cpu-bf16.safetensors" "$A/$v-cuda-bf16.safetensors" \
+      "$A/$v-cuda-fp8.safetensors" "$A/$v-cpu-fp8.safetensors" 2>&1 | tee -a "$OUT/fp8acc_h3.txt"
+    python3 ops/device/compare_latents.py "$A/$v-cpu-fp8.safetensors" "$A/$v-cuda-fp8.safetensors" \
+      2>&1 | tee -a "$OUT/fp8acc_h3.txt"
+    python3 ops/device/compare_latents.py "$A/$v-cuda-bf16.safetensors" "$A/$v-cuda-fp8.safetensors" \
+      2>&1 | tee -a "$OUT/fp8acc_h3.txt"
+  done
+  echo "fp8acc h3: done in $(( $(date +%s) - t1 )) s"
+fi
 if [ "${PROFILE:-0}" = 1 ] && command -v ncu > /dev/null; then
   # hardware counters of the first default (ping-pong) attention launch (dense) at a smaller clip
   timeout 240 ncu --clock-control none --kernel-name regex:attn_pp --launch-count 1 \
