@@ -34,7 +34,8 @@ enum {
     SCR_CONV3,
     SCR_OUT,
     SCR_GATE,
-    SCR_W0, /* weights in a kernel's dtype (SCR_W0 + i) */
+    SCR_ROPE, /* qk_norm_rope's per-row sine/cosine table */
+    SCR_W0,   /* weights in a kernel's dtype (SCR_W0 + i) */
     SCR_SLOTS_MAX = SCR_W0 + 4
 };
 

@@ -1,7 +1,8 @@
 /* Norms of the CUDA backend: rmsnorm (+ the adaLN modulation), layernorm, and the per-head
  * q/k RMSNorm + RoPE. The DiT's shapes run the fused bf16 kernels (norm.cu, rope.cu); any other
  * call (head dim 64, GQA, other rotary sections, fp32, strided rows) runs the plain kernels here:
- * one block per row (norms) or one warp per (row, head), float32 arithmetic. */
+ * one block per row (norms), or a rotary table per (row, pair) then warps over (row, head)
+ * vectors (qk_norm_rope). */
 #include <math.h>
 
 #include "op_cuda.h"
@@ -64,6 +65,7 @@ __global__ void layernorm_k(FView y, FView x, FView w, FView b, int64_t cols, fl
 
 #define QK_MAX_HD 256
 #define QK_WARPS 8
+#define QK_VALS 16 /* values a lane holds at once: QK_ITEMS vectors x QK_PER_LANE channels */
 
 struct RopeArgs {
     const double *pos; /* [rows][pos_ld] or NULL */
@@ -72,56 +74,94 @@ struct RopeArgs {
     int n_rot, s0, s1;
 };
 
-/* One block per row (grid-stride), one warp per head of it: RMSNorm over the head (w NULL: none),
- * then the rotary pairs. A pair's angle depends on the row and the pair only, so its sine and
- * cosine (double, as the CPU twin's) are computed once per row for all heads (the video
- * decoder's 32 heads of 64: 1/32 of the sincos calls of one per (row, head, channel), which made
- * this op ~20x its memory time on the H200). */
-__global__ void qk_norm_rope_k(FView out, FView in, FView w, int64_t rows, int heads, int hd,
-                               float eps, RopeArgs ra) {
-    __shared__ float buf[QK_WARPS][QK_MAX_HD];
-    __shared__ double rcs[QK_MAX_HD / 2], rsn[QK_MAX_HD / 2];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    float *y = buf[warp];
+/* tab[r][i] = (cos, sin) of pair i's angle at row r: float32(pos) * inv[i] rounded to float32,
+ * then a double sincos as the CPU twin's. Once per row and pair for every head of q and k. */
+__global__ void rope_table_k(double2 *tab, RopeArgs ra, int64_t rows) {
     const int half = ra.n_rot / 2;
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        if (ra.pos) {
-            __syncthreads(); /* the previous row's heads are done with the table */
-            for (int i = threadIdx.x; i < half; i += blockDim.x) {
-                const int axis = i < ra.s0 ? 0 : (i < ra.s0 + ra.s1 ? 1 : 2);
-                const double ang =
-                    (double)__fmul_rn((float)ra.pos[r * ra.pos_ld + axis], ra.inv[i]);
-                sincos(ang, &rsn[i], &rcs[i]);
+    const int64_t n = rows * half;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = e / half;
+        const int i = (int)(e - r * half);
+        const int axis = i < ra.s0 ? 0 : (i < ra.s0 + ra.s1 ? 1 : 2);
+        const double ang = (double)__fmul_rn((float)ra.pos[r * ra.pos_ld + axis], ra.inv[i]);
+        double sn, cs;
+        sincos(ang, &sn, &cs);
+        tab[e] = make_double2(cs, sn);
+    }
+}
+
+/* One warp per QK_ITEMS = QK_VALS / QK_PER_LANE heads of one row at a time (grid-stride over
+ * (row, group of heads)): every load of them is issued before any arithmetic, so a warp keeps
+ * several heads' reads in flight (one head per warp at a time, its reads waited on before the
+ * next head's, left this op ~10x its memory time). Per head: RMSNorm (w NULL: none), then the
+ * rotary pairs with their (cos, sin) from tab (NULL: no rope); the partner channel of a pair
+ * comes through the warp's shared rows. Same float32 norm and double rotation as before, same
+ * lane order of the sum of squares. */
+template <int QK_PER_LANE> /* ceil(hd / 32): 1, 2, 4 or 8 */
+__global__ void __launch_bounds__(QK_WARPS * 32, 4)
+    qk_norm_rope_k(FView out, FView in, FView w, int64_t rows, int heads, int hd, float eps,
+                   const double2 *tab, int n_rot) {
+    constexpr int QK_ITEMS = QK_VALS / QK_PER_LANE;
+    extern __shared__ float qk_sh[]; /* [warps][QK_ITEMS][hd] */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+    float *ys = qk_sh + (size_t)warp * QK_ITEMS * hd;
+    const int half = n_rot / 2, groups = (heads + QK_ITEMS - 1) / QK_ITEMS;
+    const int64_t units = rows * groups;
+    for (int64_t u = (int64_t)blockIdx.x * warps + warp; u < units;
+         u += (int64_t)gridDim.x * warps) {
+        const int64_t r = u / groups;
+        const int h0 = (int)(u - r * groups) * QK_ITEMS;
+        const int nj = min(QK_ITEMS, heads - h0), c0 = h0 * hd;
+        float v[QK_ITEMS][QK_PER_LANE];
+#pragma unroll
+        for (int j = 0; j < QK_ITEMS; j++)
+#pragma unroll
+            for (int k = 0; k < QK_PER_LANE; k++) {
+                const int c = lane + 32 * k;
+                v[j][k] = j < nj && c < hd ? fv_get(in, r, c0 + j * hd + c) : 0.f;
             }
-            __syncthreads();
-        }
-        for (int h = warp; h < heads; h += QK_WARPS) {
-            const int64_t c0 = (int64_t)h * hd;
-            float ss = 0.f;
-            for (int c = lane; c < hd; c += 32) {
-                const float v = fv_get(in, r, c0 + c);
-                y[c] = v;
-                ss += v * v;
-            }
-            ss = warp_sum(ss);
+#pragma unroll
+        for (int j = 0; j < QK_ITEMS; j++) {
             if (w.p) {
+                float ss = 0.f;
+#pragma unroll
+                for (int k = 0; k < QK_PER_LANE; k++)
+                    if (lane + 32 * k < hd) ss += v[j][k] * v[j][k];
+                ss = warp_sum(ss);
                 const float inv = rsqrtf(ss / (float)hd + eps);
-                for (int c = lane; c < hd; c += 32)
-                    y[c] = y[c] * inv * fv_get(w, 0, c);
+#pragma unroll
+                for (int k = 0; k < QK_PER_LANE; k++) {
+                    const int c = lane + 32 * k;
+                    if (c < hd) v[j][k] = v[j][k] * inv * fv_get(w, 0, c);
+                }
             }
-            __syncwarp();
-            for (int c = lane; c < hd; c += 32) {
-                float o = y[c];
-                if (ra.pos && c < ra.n_rot) {
+#pragma unroll
+            for (int k = 0; k < QK_PER_LANE; k++)
+                if (lane + 32 * k < hd) ys[j * hd + lane + 32 * k] = v[j][k];
+        }
+        __syncwarp();
+        const double2 *rt = tab ? tab + r * half : NULL;
+#pragma unroll
+        for (int j = 0; j < QK_ITEMS; j++) {
+            if (j >= nj) break;
+            const float *y = ys + j * hd;
+#pragma unroll
+            for (int k = 0; k < QK_PER_LANE; k++) {
+                const int c = lane + 32 * k;
+                if (c >= hd) break;
+                float o = v[j][k];
+                if (rt && c < n_rot) {
                     const int i = c < half ? c : c - half; /* the pair */
-                    const double cs = rcs[i], sn = rsn[i];
+                    const double2 t = rt[i];
+                    const double cs = t.x, sn = t.y;
                     o = c < half ? (float)(y[c] * cs - y[c + half] * sn)
                                  : (float)(y[c] * cs + y[c - half] * sn);
                 }
-                fv_set(out, r, c0 + c, o);
+                fv_set(out, r, c0 + j * hd + c, o);
             }
-            __syncwarp();
         }
+        __syncwarp(); /* the next heads overwrite ys */
     }
 }
 
@@ -204,20 +244,46 @@ int op_cuda_qk_norm_rope(vdn_tensor *q_out, vdn_tensor *k_out, const vdn_tensor 
             (float)eps, q_out->data, k_out->data, (int)q_out->ld, vst(d)));
         return 0;
     }
-    RopeArgs ra = {NULL, 0, NULL, 0, 0, 0};
-    if (rope)
-        ra = {(const double *)rope->pos->data,
-              rope->pos->ld,
-              (const float *)rope->inv->data,
-              rope->n_rot,
-              rope->sections[0],
-              rope->sections[1]};
-    qk_norm_rope_k<<<op_grid(rows, 1), QK_WARPS * 32, 0, cdev(d)->st>>>(
-        fview(q_out), fview(q_in), view_or_none(wq), rows, hq, head_dim, (float)eps, ra);
-    OPL();
-    if (k_in && k_out && hk) {
-        qk_norm_rope_k<<<op_grid(rows, 1), QK_WARPS * 32, 0, cdev(d)->st>>>(
-            fview(k_out), fview(k_in), view_or_none(wk), rows, hk, head_dim, (float)eps, ra);
+    const double2 *tab = NULL;
+    if (rope) {
+        const RopeArgs ra = {(const double *)rope->pos->data,
+                             rope->pos->ld,
+                             (const float *)rope->inv->data,
+                             rope->n_rot,
+                             rope->sections[0],
+                             rope->sections[1]};
+        const int64_t n = rows * (rope->n_rot / 2);
+        if (n > 0) {
+            double2 *t = (double2 *)op_cuda_scratch(d, SCR_ROPE, sizeof(double2) * (size_t)n);
+            if (!t) return -1;
+            rope_table_k<<<op_grid(n), 256, 0, cdev(d)->st>>>(t, ra, rows);
+            OPL();
+            tab = t;
+        }
+    }
+    const int rot = rope ? rope->n_rot : 0;
+    const int nv = head_dim <= 32 ? 1 : head_dim <= 64 ? 2 : head_dim <= 128 ? 4 : 8;
+    const int items = QK_VALS / nv; /* heads a warp holds */
+    const size_t shb = sizeof(float) * QK_WARPS * items * (size_t)head_dim;
+    for (int side = 0; side < 2; side++) {
+        vdn_tensor *o = side ? k_out : q_out;
+        const vdn_tensor *x = side ? k_in : q_in, *w = side ? wk : wq;
+        const int heads = side ? hk : hq;
+        if (!o || !x || !heads) continue;
+        const int grid = op_grid(rows * ((heads + items - 1) / items), QK_WARPS);
+        const cudaStream_t st = cdev(d)->st;
+#define QK_LAUNCH(NV)                                                                              \
+    qk_norm_rope_k<NV><<<grid, QK_WARPS * 32, shb, st>>>(                                          \
+        fview(o), fview(x), view_or_none(w), rows, heads, head_dim, (float)eps, tab, rot)
+        if (nv == 1)
+            QK_LAUNCH(1);
+        else if (nv == 2)
+            QK_LAUNCH(2);
+        else if (nv == 4)
+            QK_LAUNCH(4);
+        else
+            QK_LAUNCH(8);
+#undef QK_LAUNCH
         OPL();
     }
     return 0;

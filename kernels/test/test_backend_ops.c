@@ -1194,6 +1194,12 @@ int main(void) {
     case_qk_norm_rope(21, 4, 4, 128, 96, 16, 16, 1, F32, 1);
     case_qk_norm_rope(13, 2, 2, 64, 64, 32, 0, 0, F32, 0);
     case_qk_norm_rope(19, 6, 2, 128, 128, 20, 22, 1, BF, 1);
+    /* the video decoder's (32 heads of 64, 8 + 8 + 8 pairs); the generic kernel's other lane
+     * widths (hd <= 32, 96, 256) and head counts that leave a warp's last group of heads short */
+    case_qk_norm_rope(203, 32, 32, 64, 48, 8, 8, 1, BF, 1);
+    case_qk_norm_rope(11, 5, 5, 24, 12, 2, 2, 1, BF, 1);
+    case_qk_norm_rope(13, 6, 2, 96, 96, 16, 16, 0, BF, 1);
+    case_qk_norm_rope(9, 3, 1, 256, 64, 10, 10, 1, F32, 1);
 
     /* wgmma kernel: hd 128, same heads, keys = rows; mma.sync: hd 64, GQA, keys != rows */
     case_attention(300, 300, 2, 2, 128, M_DENSE, 0, BF);
