@@ -47,6 +47,11 @@ struct vdn_video_vae {
     vdn_tensor *inv;  /* [n_rot / 2] rope frequencies per pair */
     int n_rot, axis_pairs;
     vit_block *blocks;
+    /* the rope positions of pos_tiles tiles of pos_shape (Tl, th, tw) tokens, kept on the device
+     * between passes: every pass of a decode has the same tile shape, and the upload of
+     * [tiles x rows, 3] doubles cost ~10 ms per pass on the H200 (tile_pos) */
+    vdn_tensor *pos;
+    int pos_tiles, pos_shape[3];
 };
 
 const vdn_vae_video_config *vdn_video_vae_config(const vdn_video_vae *v) {
@@ -138,7 +143,7 @@ void vdn_video_vae_free(vdn_video_vae *v) {
     if (!v) return;
     vdn_tensor *const *own[] = {&v->pq_w,      &v->pq_b,       &v->in_w,       &v->in_b,
                                 &v->registers, &v->norm_out_w, &v->norm_out_b, &v->out_w,
-                                &v->out_b,     &v->ones,       &v->inv};
+                                &v->out_b,     &v->ones,       &v->inv,        &v->pos};
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
         vdn_tensor_free(*own[i]);
     for (int l = 0; v->blocks && l < v->cfg.dec_layers; l++) {
@@ -240,13 +245,12 @@ vdn_video_vae *vdn_video_vae_load(vdn_dev *dev, const char *dir, char *err, size
 /* ---- one tile through post_quant_conv and the ViT ---- */
 
 typedef struct {
-    vdn_tensor *x_in, *xq, *h, *hn, *qkv, *q, *k, *o, *f, *s, *proj, *pos;
+    vdn_tensor *x_in, *xq, *h, *hn, *qkv, *q, *k, *o, *f, *s, *proj;
     vdn_attn_mask *mask;
 } tile_bufs;
 
 static void tile_bufs_free(tile_bufs *b) {
-    vdn_tensor *t[] = {b->x_in, b->xq, b->h, b->hn, b->qkv,  b->q,
-                       b->k,    b->o,  b->f, b->s,  b->proj, b->pos};
+    vdn_tensor *t[] = {b->x_in, b->xq, b->h, b->hn, b->qkv, b->q, b->k, b->o, b->f, b->s, b->proj};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         vdn_tensor_free(t[i]);
     vdn_attn_mask_free(b->mask);
@@ -267,6 +271,41 @@ static void tile_positions(double *pos, int Tl, int th, int tw) {
                     pos[r * 3 + a] = (double)(two_pi * p);
                 }
             }
+}
+
+/* *view = the positions of B tiles of (Tl, th, tw) tokens, `rows` a tile (its N tokens, then its
+ * registers and zero token at 0): rows [0, B rows) of v->pos, uploaded again only when the tile
+ * shape changes or more tiles come */
+static int tile_pos(vdn_video_vae *v, int B, int Tl, int th, int tw, int64_t rows, vdn_tensor *view,
+                    char *err, size_t errlen) {
+    const int64_t all = rows * B;
+    if (!v->pos || v->pos_tiles < B || v->pos_shape[0] != Tl || v->pos_shape[1] != th ||
+        v->pos_shape[2] != tw) {
+        vdn_tensor_free(v->pos);
+        v->pos = NULL;
+        double *pos = calloc((size_t)all * 3, sizeof(double));
+        vdn_tensor *t = vdn_tensor_new2(v->dev, VDN_DT_F64, all, 3);
+        const int oom = !pos;
+        int ok = pos && t;
+        if (ok) {
+            tile_positions(pos, Tl, th, tw);
+            for (int b = 1; b < B; b++)
+                memcpy(pos + b * rows * 3, pos, sizeof(double) * (size_t)rows * 3);
+            ok = !vdn_tensor_set(t, pos, VDN_DT_F64);
+        }
+        free(pos);
+        if (!ok) {
+            vdn_fail(err, errlen, "video VAE: positions of %d tiles of %lld tokens: %s", B,
+                     (long long)rows, oom ? "out of memory" : vdn_dev_error(v->dev));
+            vdn_tensor_free(t);
+            return -1;
+        }
+        v->pos = t;
+        v->pos_tiles = B;
+        v->pos_shape[0] = Tl, v->pos_shape[1] = th, v->pos_shape[2] = tw;
+    }
+    *view = vdn_view_rows(v->pos, 0, all);
+    return 0;
 }
 
 #define OPS(call)                                                                                  \
@@ -293,7 +332,7 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
     const int64_t dim = v->dim, inner = v->inner, lc = c->latent_channels;
     const vdn_dtype act = vdn_dev_is_cpu(d) ? VDN_DT_F32 : VDN_DT_BF16;
     tile_bufs b = {0};
-    double *pos = NULL;
+    vdn_tensor pos;
     int *lo = NULL, *hi = NULL;
     int rc = -1;
     b.x_in = vdn_tensor_new2(d, VDN_DT_F32, N * B, lc);
@@ -307,11 +346,9 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
     b.f = vdn_tensor_new2(d, act, all, 2 * inner);
     b.s = vdn_tensor_new2(d, act, all, inner);
     b.proj = vdn_tensor_new2(d, VDN_DT_F32, all, v->patch_out);
-    b.pos = vdn_tensor_new2(d, VDN_DT_F64, all, 3);
     lo = malloc(sizeof(int) * (size_t)all);
     hi = malloc(sizeof(int) * (size_t)all);
-    pos = calloc((size_t)all * 3, sizeof(double));
-    if (!lo || !hi || !pos) {
+    if (!lo || !hi) {
         vdn_fail(err, errlen, "video VAE: out of memory");
         goto fail;
     }
@@ -322,15 +359,12 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
     b.mask = B == 1 ? vdn_attn_mask_dense(d, (int)rows, (int)rows)
                     : vdn_attn_mask_rows(d, (int)all, 0, (int)all, lo, hi);
     if (!b.x_in || !b.xq || !b.h || !b.hn || !b.qkv || !b.q || !b.k || !b.o || !b.f || !b.s ||
-        !b.proj || !b.pos || !b.mask) {
+        !b.proj || !b.mask) {
         vdn_fail(err, errlen, "video VAE: %d tiles of %lld tokens: %s", B, (long long)rows,
                  vdn_dev_error(d));
         goto fail;
     }
-    tile_positions(pos, Tl, th, tw);
-    for (int t = 1; t < B; t++)
-        memcpy(pos + t * rows * 3, pos, sizeof(double) * (size_t)rows * 3);
-    OPS(vdn_tensor_set(b.pos, pos, VDN_DT_F64));
+    if (tile_pos(v, B, Tl, th, tw, rows, &pos, err, errlen)) goto fail;
     OPS(vdn_tensor_set(b.x_in, zt, VDN_DT_F32));
     OPS(vdn_op_linear(b.xq, b.x_in, v->pq_w, v->pq_b, VDN_ACT_NONE, 0)); /* post_quant_conv */
     for (int t = 0; t < B; t++) {
@@ -344,7 +378,7 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
     }
 
     const int hd = c->dec_head_dim, P = v->axis_pairs;
-    const vdn_rope rope = {b.pos, v->inv, v->n_rot, {P, P, P}};
+    const vdn_rope rope = {&pos, v->inv, v->n_rot, {P, P, P}};
     const double eps = c->dec_norm_eps, scale = 1.0 / sqrt((double)hd);
     vdn_tensor qv = vdn_view_cols(b.qkv, 0, dim), kv = vdn_view_cols(b.qkv, dim, dim),
                vv = vdn_view_cols(b.qkv, 2 * dim, dim);
@@ -372,7 +406,6 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
         OPS(vdn_tensor_get(b.proj, proj));
     rc = 0;
 fail:
-    free(pos);
     free(lo);
     free(hi);
     tile_bufs_free(&b);

@@ -143,6 +143,37 @@ static void audio_case(vdn_audio_vae **a, int La) {
     free(many);
 }
 
+/* A decoder keeps its tiles' rope positions on the device between passes and decodes
+ * (video_vae.c tile_pos): one that decoded other shapes last decodes a clip to the same bits as
+ * a decoder fresh from its files. */
+static void reuse_case(vdn_video_vae *used, vdn_dev *dev, const char *vdir) {
+    char err[VDN_ERR_LEN];
+    const int T = 3, h = 2, w = 6; /* one tile, narrower than the other cases' */
+    vdn_video_vae *fresh = vdn_video_vae_load(dev, vdir, err, sizeof err);
+    CHECK(fresh != NULL, "reloading the video VAE: %s", err);
+    if (!fresh) return;
+    const vdn_vae_video_config *c = vdn_video_vae_config(fresh);
+    const int F = vdn_video_vae_frames(fresh, T, err, sizeof err);
+    const int64_t nf = 3LL * F * (h * c->spatial_ratio) * (w * c->spatial_ratio);
+    float *z = random_latents((int64_t)c->latent_channels * T * h * w);
+    float *a = vdn_xmalloc(sizeof(float) * (size_t)nf), *b = vdn_xmalloc(sizeof(float) * nf);
+    int rc = vdn_video_vae_decode(fresh, z, T, h, w, a, NULL, NULL, err, sizeof err);
+    CHECK(rc == 0, "fresh decoder: %s", err);
+    rc = rc || vdn_video_vae_decode(used, z, T, h, w, b, NULL, NULL, err, sizeof err);
+    CHECK(rc == 0, "used decoder: %s", err);
+    int64_t diff = 0;
+    for (int64_t i = 0; !rc && i < nf; i++)
+        diff += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    printf("video after other shapes: %lld of %lld values differ from a fresh decoder\n",
+           (long long)diff, (long long)nf);
+    CHECK(diff == 0, "a decoder that decoded other shapes: %lld values differ from a fresh one",
+          (long long)diff);
+    free(z);
+    free(a);
+    free(b);
+    vdn_video_vae_free(fresh);
+}
+
 /* member 1's device fails every linear op as the CUDA backend's own failure path would */
 static int faulty_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w,
                          const vdn_tensor *b, vdn_act act, int accumulate) {
@@ -207,6 +238,7 @@ int main(int argc, char **argv) {
     if (ok) {
         video_case(v, "chunks", 13, 2, 20, 0); /* 3 chunks (they cross-fade) x 1x2 tiles */
         video_case(v, "tiles", 3, 2, 36, 1);   /* 1 chunk x 1x3 tiles */
+        reuse_case(v[0], dev[0], vdir);
         audio_case(a, 12);
         fault_case(v, dev);
     }
