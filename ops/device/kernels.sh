@@ -94,51 +94,44 @@ if [ "${TESTS:-1}" = 1 ]; then
   cat "$OUT/test.log"
 fi
 
-if [ "${FP8ACC:-0}" = 1 ] && [ -x "$B/vdnmini" ]; then
-  # fp8 against bf16 and the CPU oracle on whole renders (the small preset: H3's head geometry,
-  # tiny widths), same noise everywhere: CUDA bf16 / fp8, CPU f32 / fp8
-  A=/tmp/vdn-fp8acc; rm -rf "$A"; mkdir -p "$A"
-  "$B/vdnmini" ckpt init --preset small --vdn --out "$A/ck" > "$OUT/fp8acc.log" 2>&1
-  for v in vdn dense; do
+# fp8 against bf16 and the CPU oracle on whole renders from one noise: CUDA bf16 / fp8 and CPU
+# fp32 / fp8 renders of checkpoint CK for each variant, compared in NAME.txt (relative RMS)
+#   fp8acc_renders NAME CK "VARIANTS" "RENDER ARGS"
+fp8acc_renders() {
+  local name=$1 ck=$2 variants=$3 args=$4 A v run cpu
+  A=$(dirname "$ck")
+  for v in $variants; do
     for run in "cuda bf16" "cuda fp8" "cpu bf16" "cpu fp8"; do
       set -- $run
       cpu=""; [ "$1" = cpu ] && cpu=--cpu
-      timeout 200 "$B/vdnmini" render --checkpoint "$A/ck" --prompt-cache "$A/ck/prompt.safetensors" \
-        --frames 56 --height 128 --width 128 --steps 3 --seed 5 --variant $v --precision "$2" $cpu \
-        --out "$A/$v-$1-$2" --save-latents >> "$OUT/fp8acc.log" 2>&1 || echo "fp8acc: render $v $run failed"
+      timeout 300 "$B/vdnmini" render --checkpoint "$ck" --prompt-cache "$ck/prompt.safetensors" \
+        $args --seed 5 --variant "$v" --precision "$2" $cpu --out "$A/$v-$1-$2" --save-latents \
+        >> "$OUT/$name.log" 2>&1 || echo "$name: render $v $run failed"
     done
     python3 ops/device/compare_latents.py "$A/$v-cpu-bf16.safetensors" "$A/$v-cuda-bf16.safetensors" \
-      "$A/$v-cuda-fp8.safetensors" "$A/$v-cpu-fp8.safetensors" 2>&1 | tee -a "$OUT/fp8acc.txt"
+      "$A/$v-cuda-fp8.safetensors" "$A/$v-cpu-fp8.safetensors" 2>&1 | tee -a "$OUT/$name.txt"
     python3 ops/device/compare_latents.py "$A/$v-cpu-fp8.safetensors" "$A/$v-cuda-fp8.safetensors" \
-      2>&1 | tee -a "$OUT/fp8acc.txt"
+      2>&1 | tee -a "$OUT/$name.txt"
+    python3 ops/device/compare_latents.py "$A/$v-cuda-bf16.safetensors" "$A/$v-cuda-fp8.safetensors" \
+      2>&1 | tee -a "$OUT/$name.txt"
   done
+}
+if [ "${FP8ACC:-0}" = 1 ] && [ -x "$B/vdnmini" ]; then
+  # the small preset: H3's head geometry, tiny widths
+  A=/tmp/vdn-fp8acc; rm -rf "$A"; mkdir -p "$A"
+  "$B/vdnmini" ckpt init --preset small --vdn --out "$A/ck" > "$OUT/fp8acc.log" 2>&1
+  fp8acc_renders fp8acc "$A/ck" "vdn dense" "--frames 56 --height 128 --width 128 --steps 3"
   grep -E "fp8|no fp8 algorithm" "$OUT/fp8acc.log" | grep -v "^$" | sort | uniq -c | head -5
 fi
-
 if [ "${FP8ACC_H3:-0}" = 1 ] && [ -x "$B/vdnmini" ]; then
-  # the same at the real widths (issue 13 item 3): a 2-block H3-shaped random checkpoint (hidden
-  # 5376, 56 heads x 128, FFN 14336, the VDN branch), 22 frames at 128 x 128 and one NFE so the
-  # CPU oracle takes about a minute a render on 16 cores; CUDA bf16 / fp8 and CPU fp32 / fp8
-  # renders from the same noise (FP8ACC_H3_VARIANTS="vdn dense" for both variants)
+  # the real widths (issue 13 item 3): a 2-block H3-shaped random checkpoint (hidden 5376, 56
+  # heads x 128, FFN 14336, the VDN branch), 22 frames at 128 x 128 and one NFE so that the CPU
+  # oracle takes about 100 s a render on 16 cores (FP8ACC_H3_VARIANTS="vdn dense" for both)
   A=/tmp/vdn-fp8acc-h3; rm -rf "$A"; mkdir -p "$A"
   t1=$(date +%s)
   "$B/vdnmini" ckpt init --preset h3 --layers 2 --vdn --prompt-tokens 64 --out "$A/ck" > "$OUT/fp8acc_h3.log" 2>&1
   echo "fp8acc h3: checkpoint in $(( $(date +%s) - t1 )) s" | tee -a "$OUT/fp8acc_h3.log"
-  for v in ${FP8ACC_H3_VARIANTS:-vdn}; do
-    for run in "cuda bf16" "cuda fp8" "cpu bf16" "cpu fp8"; do
-      set -- $run
-      cpu=""; [ "$1" = cpu ] && cpu=--cpu
-      timeout 300 "$B/vdnmini" render --checkpoint "$A/ck" --prompt-cache "$A/ck/prompt.safetensors" \
-        --frames 22 --height 128 --width 128 --steps 1 --seed 5 --variant $v --precision "$2" $cpu \
-        --out "$A/$v-$1-$2" --save-latents >> "$OUT/fp8acc_h3.log" 2>&1 || echo "fp8acc h3: render $v $run failed"
-    done
-    python3 ops/device/compare_latents.py "$A/$v-cpu-bf16.safetensors" "$A/$v-cuda-bf16.safetensors" \
-      "$A/$v-cuda-fp8.safetensors" "$A/$v-cpu-fp8.safetensors" 2>&1 | tee -a "$OUT/fp8acc_h3.txt"
-    python3 ops/device/compare_latents.py "$A/$v-cpu-fp8.safetensors" "$A/$v-cuda-fp8.safetensors" \
-      2>&1 | tee -a "$OUT/fp8acc_h3.txt"
-    python3 ops/device/compare_latents.py "$A/$v-cuda-bf16.safetensors" "$A/$v-cuda-fp8.safetensors" \
-      2>&1 | tee -a "$OUT/fp8acc_h3.txt"
-  done
+  fp8acc_renders fp8acc_h3 "$A/ck" "${FP8ACC_H3_VARIANTS:-vdn}" "--frames 22 --height 128 --width 128 --steps 1"
   echo "fp8acc h3: done in $(( $(date +%s) - t1 )) s"
 fi
 if [ "${PROFILE:-0}" = 1 ] && command -v ncu > /dev/null; then
