@@ -154,12 +154,9 @@ static plan plan_key(int rows, int n_out, int k, int ldx, int ldw, int ldy, cons
     return key;
 }
 
-extern "C" int vdn_gemm_bf16(vdn_gemm_ctx *g, const void *X, int ldx, const void *W, int ldw,
-                             void *Y, int ldy, int rows, int n_out, int k, const void *bias,
-                             int accumulate, vdn_stream st) {
-    const plan key = plan_key(rows, n_out, k, ldx, ldw, ldy, X, W, Y, bias, accumulate, 0);
-    plan *p = find_plan(g, &key);
-    if (!p) return -1;
+/* Y (+)= W X (+ bias) through plan p, whose shape and dtypes the caller's key fixed */
+static int run_plan(vdn_gemm_ctx *g, plan *p, const void *X, const void *W, void *Y,
+                    const void *bias, int accumulate, vdn_stream st) {
     if (bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                     sizeof bias));
@@ -169,6 +166,15 @@ extern "C" int vdn_gemm_bf16(vdn_gemm_ctx *g, const void *X, int ldx, const void
     return 0;
 }
 
+extern "C" int vdn_gemm_bf16(vdn_gemm_ctx *g, const void *X, int ldx, const void *W, int ldw,
+                             void *Y, int ldy, int rows, int n_out, int k, const void *bias,
+                             int accumulate, vdn_stream st) {
+    const plan key = plan_key(rows, n_out, k, ldx, ldw, ldy, X, W, Y, bias, accumulate, 0);
+    plan *p = find_plan(g, &key);
+    if (!p) return -1;
+    return run_plan(g, p, X, W, Y, bias, accumulate, st);
+}
+
 extern "C" int vdn_gemm_bf16_f32(vdn_gemm_ctx *g, const void *X, int ldx, const void *W, int ldw,
                                  float *Y, int ldy, int rows, int n_out, int k, const float *bias,
                                  int accumulate, vdn_stream st) {
@@ -176,13 +182,7 @@ extern "C" int vdn_gemm_bf16_f32(vdn_gemm_ctx *g, const void *X, int ldx, const 
     plan *p = find_plan(g, &key);
     if (!p) return -1;
     if (p->none) return 1;
-    if (bias)
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                    sizeof bias));
-    float one = 1.f, beta = accumulate ? 1.f : 0.f;
-    CUBLAS_CHECK(cublasLtMatmul(g->lt, p->op, &one, W, p->a, X, p->b, &beta, Y, p->c, Y, p->c,
-                                &p->algo, g->ws, g->ws_bytes, S_(st)));
-    return 0;
+    return run_plan(g, p, X, W, Y, bias, accumulate, st);
 }
 
 extern "C" int vdn_gemm_fp8(vdn_gemm_ctx *g, const void *X8, int ldx, const void *W8, int ldw,
