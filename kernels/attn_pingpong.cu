@@ -1,10 +1,11 @@
-/* The engine's attention kernel on Hopper (vdn_k_attention_wgmma, launched by attn_wgmma.cu): block-sparse flash
- * attention on Hopper, bf16 in, fp32 accumulation, head dim 128; shared pieces and the tile
+/* The engine's attention kernel on Hopper (vdn_k_attention_wgmma, launched by attn_wgmma.cu):
+ * block-sparse flash attention on Hopper, bf16 in, fp32 accumulation, head dim 128 (attn_pp_k) or
+ * 64 (attn_pp64_k, the video VAE decoder's; the same body with HD = 64); shared pieces and the tile
  * layout are in attn_wgmma.cuh, the per-tile key ranges in attn_tiles.h.
  *
  * Per CTA (128 query rows of one head, two warpgroups of 64 rows, 256 threads):
  *   - K and V^T tiles of 128 keys stream through a ring of NSTAGE shared-memory stages, filled by
- *     the tensor memory accelerator (thread 0 issues two 64-column boxes per tile; the hardware
+ *     the tensor memory accelerator (thread 0 issues one box per 64 columns of a tile; the hardware
  *     swizzles and zero-fills rows past N). Stage s's `full` mbarrier completes when its bytes
  *     have landed; its `empty` mbarrier when all 256 threads are done reading it.
  *   - In iteration i a warpgroup issues S_{i+1} = Q K_{i+1}^T and O += P_i V_i back to back,
@@ -18,11 +19,13 @@
  * ring and ping-pong. */
 #include "attn_wgmma.cuh"
 
-__global__ void __launch_bounds__(NT, 1)
-    attn_pp_k(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
-              const __grid_constant__ CUtensorMap vmap, int N, const int *__restrict__ lohi,
-              int head_end, int tail_start, const int *__restrict__ tiles, float scale_log2,
-              const float *__restrict__ gate, int heads, bf16 *__restrict__ O, int ldo) {
+template <int HD>
+__device__ __forceinline__ void
+attn_pp(const CUtensorMap &qmap, const CUtensorMap &kmap, const CUtensorMap &vmap, int N,
+        const int *__restrict__ lohi, int head_end, int tail_start, const int *__restrict__ tiles,
+        float scale_log2, const float *__restrict__ gate, int heads, bf16 *__restrict__ O,
+        int ldo) {
+    constexpr int NO = HD / 2; /* O accumulators per thread */
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     char *base = (char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
     char *sQ = base, *sK = sQ + BM * HD * 2, *sV = sK + NSTAGE * BN * HD * 2;
@@ -45,7 +48,9 @@ __global__ void __launch_bounds__(NT, 1)
         kbs.at(i, s_, e_, kb);
         char *ks = sK + (i % NSTAGE) * TILE, *vs = sV + (i % NSTAGE) * TILE;
         uint64_t *bar = &full[i % NSTAGE];
-        tma3(ks, &kmap, 0, h, kb, bar), tma3(ks + BN * 128, &kmap, 64, h, kb, bar);
+#pragma unroll
+        for (int c = 0; c < HD / 64; c++) /* K: one box per 64 columns */
+            tma3(ks + c * BN * 128, &kmap, c * 64, h, kb, bar);
         tma3(vs, &vmap, kb, 0, h, bar), tma3(vs + HD * 128, &vmap, kb + 64, 0, h, bar);
     };
     /* block j lives in stage j % NSTAGE; its copies are the (j / NSTAGE)-th use of that stage,
@@ -56,9 +61,9 @@ __global__ void __launch_bounds__(NT, 1)
         load_kv(j);
     };
 
-    float o[64], s[64];
+    float o[NO], s[64];
 #pragma unroll
-    for (int i = 0; i < 64; i++)
+    for (int i = 0; i < NO; i++)
         o[i] = 0.f;
     const char *qw = sQ + wg * 64 * 128; /* this warpgroup's 64 rows inside each half */
     unsigned pf[BN / 16][4];
@@ -66,7 +71,9 @@ __global__ void __launch_bounds__(NT, 1)
     /* prologue: Q rides with stage 0; S_0 and its softmax */
     if (threadIdx.x == 0) {
         mbar_expect_tx(&full[0], BM * HD * 2 + (nb > 0 ? 2 * TILE : 0));
-        tma3(sQ, &qmap, 0, h, q0, &full[0]), tma3(sQ + BM * 128, &qmap, 64, h, q0, &full[0]);
+#pragma unroll
+        for (int c = 0; c < HD / 64; c++)
+            tma3(sQ + c * BM * 128, &qmap, c * 64, h, q0, &full[0]);
         if (nb > 0) load_kv(0);
         for (int j = 1; j < NSTAGE - 1 && j < nb; j++)
             fill(j);
@@ -74,7 +81,7 @@ __global__ void __launch_bounds__(NT, 1)
     mbar_wait(&full[0], 0);
     if (nb > 0) {
         wgmma_fence();
-        issue_qk(s, qw, sK);
+        issue_qk<HD>(s, qw, sK);
         wgmma_commit();
         wgmma_wait0();
         fence_regs<64>(s);
@@ -91,31 +98,40 @@ __global__ void __launch_bounds__(NT, 1)
         const char *kn = sK + ((i + 1) % NSTAGE) * TILE, *vc = sV + (i % NSTAGE) * TILE;
         named_sync(1 + wg, NT); /* my turn on the tensor cores */
         wgmma_fence();
-        issue_qk(s, qw, kn);
+        issue_qk<HD>(s, qw, kn);
         wgmma_commit();
         wgmma_fence(); /* a separate stage: the softmax below reads S while P V runs */
-        issue_pv(o, pf, vc);
+        issue_pv<HD>(o, pf, vc);
         wgmma_commit();
         named_arrive(1 + (wg ^ 1), NT); /* the other warpgroup's turn */
         wgmma_wait1();                  /* S_{i+1} is in; P_i V_i may still run */
         fence_regs<64>(s);
         rows.softmax(s, kbs, i + 1, N, head_end, tail_start, scale_log2);
         wgmma_wait0();
-        fence_regs<64>(o);
+        fence_regs<NO>(o);
         fence_regs<4 * (BN / 16)>(&pf[0][0]);
         mbar_arrive(&empty[i % NSTAGE]); /* this thread is done with K_i and V_i */
-        rows.rescale(o);
+        rows.rescale<HD>(o);
         pack_p(s, pf);
     }
     if (nb > 0) { /* the last block: only its P V product is left (its V landed with its K) */
         const char *vc = sV + ((nb - 1) % NSTAGE) * TILE;
         named_sync(1 + wg, NT);
         wgmma_fence();
-        issue_pv(o, pf, vc);
+        issue_pv<HD>(o, pf, vc);
         wgmma_commit();
         named_arrive(1 + (wg ^ 1), NT);
         wgmma_wait0();
-        fence_regs<64>(o);
+        fence_regs<NO>(o);
     }
-    rows.store(o, gate, heads, h, O, ldo, N);
+    rows.store<HD>(o, gate, heads, h, O, ldo, N);
+}
+
+__global__ void __launch_bounds__(NT, 1) attn_pp_k(ATTN_PP_ARGS) {
+    attn_pp<128>(qmap, kmap, vmap, N, lohi, head_end, tail_start, tiles, scale_log2, gate, heads, O,
+                 ldo);
+}
+__global__ void __launch_bounds__(NT, 1) attn_pp64_k(ATTN_PP_ARGS) {
+    attn_pp<64>(qmap, kmap, vmap, N, lohi, head_end, tail_start, tiles, scale_log2, gate, heads, O,
+                ldo);
 }

@@ -7,8 +7,9 @@
  * without ping-pong): their numbers are in docs/PERF.md (runs 23-27). */
 #include "attn_wgmma.cuh"
 
-/* V [rows, heads*128] (stride ldv) -> Vt [heads][128][ldt], zero past `rows`: 32x32 tiles
+/* V [rows, heads*HD] (stride ldv) -> Vt [heads][HD][ldt], zero past `rows`: 32x32 tiles
  * through shared memory so both sides are coalesced. */
+template <int HD>
 __global__ void vt_k(const bf16 *V, int ldv, int rows, int heads, size_t ldt, bf16 *Vt) {
     __shared__ bf16 t[32][33];
     const int h = blockIdx.z, d0 = blockIdx.y * 32, r0 = blockIdx.x * 32;
@@ -38,30 +39,25 @@ static int make_map(CUtensorMap *m, const void *base, const cuuint64_t dims[3],
     return 0;
 }
 
-extern "C" size_t vdn_attention_vt_elems(int rows, int heads) {
-    return (size_t)heads * HD * (((size_t)rows + BN - 1) / BN * BN);
+extern "C" size_t vdn_attention_vt_elems(int rows, int heads, int head_dim) {
+    return (size_t)heads * head_dim * (((size_t)rows + BN - 1) / BN * BN);
 }
 
-extern "C" int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int ldk, const void *v,
-                                     int ldv, void *vt_scratch, int rows, int heads,
-                                     const int *lohi, int head_end, int tail_start,
-                                     const int *tiles, int n_tiles, float scale, const float *gate,
-                                     void *out, int ld_o, vdn_stream st) {
-    if ((ldq | ldk) % 8 || ld_o % 2 || n_tiles != (rows + BM - 1) / BM) {
-        fprintf(
-            stderr,
-            "vdn_k_attention_wgmma: strides %d/%d must be multiples of 8, tiles %d for %d rows\n",
-            ldq, ldk, n_tiles, rows);
-        return -1;
-    }
+/* the transpose, the tensor maps and the launch for head dim HD */
+template <int HD>
+static int attention_pp(const void *q, int ldq, const void *k, int ldk, const void *v, int ldv,
+                        void *vt_scratch, int rows, int heads, const int *lohi, int head_end,
+                        int tail_start, const int *tiles, int n_tiles, float scale,
+                        const float *gate, void *out, int ld_o, vdn_stream st) {
     const size_t ldt = ((size_t)rows + BN - 1) / BN * BN;
     dim3 tg((unsigned)(ldt / 32), HD / 32, heads), tb(32, 8);
-    vt_k<<<tg, tb, 0, S_(st)>>>((const bf16 *)v, ldv, rows, heads, ldt, (bf16 *)vt_scratch);
+    vt_k<HD><<<tg, tb, 0, S_(st)>>>((const bf16 *)v, ldv, rows, heads, ldt, (bf16 *)vt_scratch);
     LAUNCH_CHECK("attention_vt");
-    const int smem = (BM + 2 * NSTAGE * BN) * HD * (int)sizeof(bf16) + 1024;
-    static unsigned optin = 0;
-    if (vdn_smem_optin(&optin, (const void *)attn_pp_k, smem)) return -1;
-    /* tensor maps: Q and K as [rows][heads][128], V^T as [heads][128][ldt]; boxes of 64 columns
+    const int smem = ATTN_PP_SMEM(HD);
+    const void *kern = HD == 128 ? (const void *)attn_pp_k : (const void *)attn_pp64_k;
+    static unsigned optin = 0; /* one per instantiation, i.e. per kernel */
+    if (vdn_smem_optin(&optin, kern, smem)) return -1;
+    /* tensor maps: Q and K as [rows][heads][HD], V^T as [heads][HD][ldt]; boxes of 64 columns
      * (one 128-byte swizzle span) by 128 rows */
     CUtensorMap qm, km, vm;
     const cuuint64_t qd[3] = {HD, (cuuint64_t)heads, (cuuint64_t)rows};
@@ -74,9 +70,33 @@ extern "C" int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int 
         make_map(&vm, vt_scratch, vd, vs, vb))
         return -1;
     dim3 grid(n_tiles, heads);
-    attn_pp_k<<<grid, NT, smem, S_(st)>>>(qm, km, vm, rows, lohi, head_end, tail_start, tiles,
-                                          scale * 1.4426950408889634f, gate, heads, (bf16 *)out,
-                                          ld_o);
+    const float sl2 = scale * 1.4426950408889634f;
+    if constexpr (HD == 128)
+        attn_pp_k<<<grid, NT, smem, S_(st)>>>(qm, km, vm, rows, lohi, head_end, tail_start, tiles,
+                                              sl2, gate, heads, (bf16 *)out, ld_o);
+    else
+        attn_pp64_k<<<grid, NT, smem, S_(st)>>>(qm, km, vm, rows, lohi, head_end, tail_start, tiles,
+                                                sl2, gate, heads, (bf16 *)out, ld_o);
     LAUNCH_CHECK("attention_wgmma");
     return 0;
+}
+
+extern "C" int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int ldk, const void *v,
+                                     int ldv, void *vt_scratch, int rows, int heads, int head_dim,
+                                     const int *lohi, int head_end, int tail_start,
+                                     const int *tiles, int n_tiles, float scale, const float *gate,
+                                     void *out, int ld_o, vdn_stream st) {
+    if ((ldq | ldk) % 8 || ld_o % 2 || n_tiles != (rows + BM - 1) / BM ||
+        (head_dim != 64 && head_dim != 128)) {
+        fprintf(stderr,
+                "vdn_k_attention_wgmma: strides %d/%d must be multiples of 8, tiles %d for %d "
+                "rows, head dim %d must be 64 or 128\n",
+                ldq, ldk, n_tiles, rows, head_dim);
+        return -1;
+    }
+    if (head_dim == 128)
+        return attention_pp<128>(q, ldq, k, ldk, v, ldv, vt_scratch, rows, heads, lohi, head_end,
+                                 tail_start, tiles, n_tiles, scale, gate, out, ld_o, st);
+    return attention_pp<64>(q, ldq, k, ldk, v, ldv, vt_scratch, rows, heads, lohi, head_end,
+                            tail_start, tiles, n_tiles, scale, gate, out, ld_o, st);
 }

@@ -1,17 +1,20 @@
 /* Pieces of the Hopper attention kernel (attn_pingpong.cu; its launcher is attn_wgmma.cu). Same
- * contract as the portable mma.sync kernel attn.cu (attn_tiles.h):
+ * contract as the portable mma.sync kernel attn.cu (attn_tiles.h). Head dim HD = 128 (the DiT) or
+ * 64 (the video VAE decoder), a template parameter of the pieces below:
  *
  *   CTA = 128 query rows x one head = 2 warpgroups of 64 rows; 128-key blocks.
- *   S = Q K^T : wgmma m64n128k16, A = Q and B = K both from shared memory (K-major);
- *   O += P V  : wgmma m64n128k16, A = P from registers (the S accumulators, rounded to bf16, are
+ *   S = Q K^T : wgmma m64n128k16 (HD / 16 of them), A = Q and B = K both from shared memory
+ *               (K-major);
+ *   O += P V  : wgmma m64nHDk16, A = P from registers (the S accumulators, rounded to bf16, are
  *               already in the A-fragment layout), B = V^T from shared memory (K-major: V is
  *               transposed per head into [d][keys] once per call by vt_k).
  *   Tiles sit in shared memory in the 128-byte-swizzled layout wgmma descriptors expect: a
- *   [rows][128] tile is two [rows][64] halves; row r's 16-byte chunk c is stored at c ^ (r & 7).
+ *   [rows][w] tile is w / 64 [rows][64] halves (one for a [rows][64] Q or K tile of HD 64); row
+ *   r's 16-byte chunk c is stored at c ^ (r & 7).
  *
  * A thread owns two query rows (row_a, row_a + 8) and, per 128-key block, 64 accumulators of S
- * and of O in the m64n128 fragment layout: s[4j + e] is (row_a, key 8j + 2 t4 + e) and
- * s[4j + 2 + e] is (row_b, same key). */
+ * (m64n128 fragment layout: s[4j + e] is (row_a, key 8j + 2 t4 + e) and s[4j + 2 + e] is (row_b,
+ * same key)) and HD / 2 of O in the same layout over the HD columns. */
 #ifndef VDN_ATTN_WGMMA_CUH
 #define VDN_ATTN_WGMMA_CUH
 
@@ -22,7 +25,6 @@
 
 #define BM 128
 #define BN 128
-#define HD 128
 #define NT 256
 
 __device__ __forceinline__ void wgmma_ss(float *d, uint64_t da, uint64_t db, int accumulate) {
@@ -64,6 +66,31 @@ __device__ __forceinline__ void wgmma_rs(float *d, const unsigned *a, uint64_t d
                    "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]),
                    "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+}
+
+/* the same product with n = 64 (O += P V of head dim 64) */
+__device__ __forceinline__ void wgmma_rs64(float *d, const unsigned *a, uint64_t db,
+                                           int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%"
+                 "22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+}
+/* O += P V's wgmma for head dim HD (n = HD) */
+template <int HD>
+__device__ __forceinline__ void wgmma_pv(float *d, const unsigned *a, uint64_t db, int acc) {
+    static_assert(HD == 64 || HD == 128, "head dim 64 or 128");
+    if constexpr (HD == 128)
+        wgmma_rs(d, a, db, acc);
+    else
+        wgmma_rs64(d, a, db, acc);
 }
 
 __device__ __forceinline__ void wgmma_fence() {
@@ -217,14 +244,15 @@ struct Rows {
     }
 
     /* O *= corr (after the previous P V product has landed in o) */
-    __device__ __forceinline__ void rescale(float *o) const {
+    template <int HD> __device__ __forceinline__ void rescale(float *o) const {
 #pragma unroll
-        for (int c = 0; c < 16; c++)
+        for (int c = 0; c < HD / 8; c++)
             o[4 * c] *= corr_a, o[4 * c + 1] *= corr_a, o[4 * c + 2] *= corr_b,
                 o[4 * c + 3] *= corr_b;
     }
 
     /* O / l (times the gate) to bf16 rows of the output */
+    template <int HD>
     __device__ __forceinline__ void store(const float *o, const float *gate, int heads, int h,
                                           bf16 *O, int ldo, int N) {
         const int t4 = threadIdx.x & 3;
@@ -238,7 +266,7 @@ struct Rows {
             if (row_b < N) ib *= gate[(size_t)row_b * heads + h];
         }
 #pragma unroll
-        for (int c = 0; c < 16; c++) {
+        for (int c = 0; c < HD / 8; c++) {
             int col = h * HD + c * 8 + 2 * t4;
             if (row_a < N)
                 *reinterpret_cast<__nv_bfloat162 *>(O + (size_t)row_a * ldo + col) =
@@ -260,6 +288,7 @@ __device__ __forceinline__ void pack_p(const float *s, unsigned (*pf)[4]) {
 }
 
 /* S = Q K^T of this warpgroup's 64 rows (qw) against a key tile, issued (not waited for) */
+template <int HD>
 __device__ __forceinline__ void issue_qk(float *s, const char *qw, const char *k_tile) {
 #pragma unroll
     for (int kk = 0; kk < HD / 16; kk++)
@@ -267,18 +296,22 @@ __device__ __forceinline__ void issue_qk(float *s, const char *qw, const char *k
                  desc(k_tile + (kk >> 2) * BN * 128 + (kk & 3) * 32), kk > 0);
 }
 /* O += P V against a V^T tile, issued (not waited for) */
+template <int HD>
 __device__ __forceinline__ void issue_pv(float *o, unsigned (*pf)[4], const char *v_tile) {
 #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++)
-        wgmma_rs(o, pf[kk], desc(v_tile + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
+        wgmma_pv<HD>(o, pf[kk], desc(v_tile + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
 }
 
-/* the kernel (attn_pingpong.cu) */
-__global__ void attn_pp_k(const __grid_constant__ CUtensorMap qmap,
-                          const __grid_constant__ CUtensorMap kmap,
-                          const __grid_constant__ CUtensorMap vmap, int N,
-                          const int *__restrict__ lohi, int head_end, int tail_start,
-                          const int *__restrict__ tiles, float scale_log2,
-                          const float *__restrict__ gate, int heads, bf16 *__restrict__ O, int ldo);
+/* the kernels (attn_pingpong.cu): head dim 128 and 64, one template body */
+#define ATTN_PP_ARGS                                                                               \
+    const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,            \
+        const __grid_constant__ CUtensorMap vmap, int N, const int *__restrict__ lohi,             \
+        int head_end, int tail_start, const int *__restrict__ tiles, float scale_log2,             \
+        const float *__restrict__ gate, int heads, bf16 *__restrict__ O, int ldo
+__global__ void attn_pp_k(ATTN_PP_ARGS);
+__global__ void attn_pp64_k(ATTN_PP_ARGS);
+/* shared memory of one CTA: Q, then NSTAGE K and V^T tiles, plus 1024 for the alignment */
+#define ATTN_PP_SMEM(hd) ((BM + 2 * NSTAGE * BN) * 2 * (hd) + 1024)
 
 #endif

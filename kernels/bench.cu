@@ -341,7 +341,7 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
 
     printf("-- attention (block-sparse flash, bf16, fp32 accumulation) --\n");
     rb(qr, (size_t)N * C, 1.f), rb(kr, (size_t)N * C, 1.f);
-    bf16 *vts = (bf16 *)dalloc(vdn_attention_vt_elems(N, H) * 2, &err);
+    bf16 *vts = (bf16 *)dalloc(vdn_attention_vt_elems(N, H, D) * 2, &err);
     const double dflop = 4.0 * dense_pairs * H * D, wflop = 4.0 * win_pairs * H * D;
     put("attention dense (mma.sync)",
         time_ms(
@@ -361,8 +361,8 @@ extern "C" int vdn_bench_cuda(const vdn_bench_opts *o) {
                    time_ms(
                        [&] {
                            return vdn_k_attention_wgmma(qr, C, kr, C, qkv + 2 * C, LDQ, vts, N, H,
-                                                        dl, ar.head_end, ar.tail_start, dt, nt, sc,
-                                                        gate, ao, C, 0);
+                                                        D, dl, ar.head_end, ar.tail_start, dt, nt,
+                                                        sc, gate, ao, C, 0);
                        },
                        1, RA, &err),
                    flop);

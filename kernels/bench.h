@@ -35,6 +35,11 @@ int vdn_bench_whole(int argc, char **argv);
 /* Runs the benchmark on GPU 0; 0 on success, -1 with a message on stderr. */
 int vdn_bench_cuda(const vdn_bench_opts *o);
 
+/* `vdn bench attn-vae` (bench_attn_vae.cu): the video VAE decoder's attention (head dim 64,
+ * block-diagonal) on the mma.sync and wgmma kernels, median of `reps`; -1 when a kernel fails or
+ * their outputs differ by more than 1e-2 (relative RMS). */
+int vdn_bench_attn_vae(int reps);
+
 /* The issue's target table (op, PyTorch peer, target, ours, met/MISSED) from a `vdn bench --json`
  * file and an h3_peers.py PEERS_JSON file of the same run (bench_compare.c; no GPU needed).
  * 0, or -1 with a message naming the file. */

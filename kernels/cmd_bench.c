@@ -15,6 +15,7 @@ static void usage(FILE *f) {
             "usage: vdn bench [--frames 102] [--text 512] [--audio 575] [--grid 24x42]\n"
             "                 [--reps 10] [--attn-reps 3] [--json FILE] [--peers PEERS.json]\n"
             "       vdn bench compare VDN.json PEERS.json\n"
+            "       vdn bench attn-vae [--reps 10]  (the video VAE decoder's attention)\n"
             "       vdn bench text-encoder --help   (the Qwen3-VL text encoder, text/)\n"
             "       vdn bench --whole --help        (whole model evaluations, end to end)\n"
             "Times one MiniMax-H3 / VDN-H3 block op by op (CUDA events, warm, median) at the\n"
@@ -128,6 +129,21 @@ int vdn_cmd_bench(int argc, char **argv) {
             return 2;
         }
         return compare(argv[2], argv[3]);
+    }
+    if (argc >= 2 && !strcmp(argv[1], "attn-vae")) {
+        int reps = 10;
+        if (argc != 2 &&
+            (argc != 4 || strcmp(argv[2], "--reps") ||
+             vdn_bench_int_arg("vdn bench attn-vae", "--reps", argv[3], 1, 1000, &reps))) {
+            usage(stderr);
+            return 2;
+        }
+#ifdef VDN_HAVE_CUDA
+        return vdn_bench_attn_vae(reps) != 0;
+#else
+        fprintf(stderr, "vdn bench attn-vae: this build has no CUDA backend\n");
+        return 2;
+#endif
     }
     if (vdn_bench_parse(argc, argv, &o, &help) != 0) {
         usage(stderr);

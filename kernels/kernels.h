@@ -73,12 +73,13 @@ int vdn_k_attention_ex(const void *q, int ldq, const void *k, int ldk, const voi
                        const float *gate, int ld_gate, void *out, int ld_o, vdn_stream st);
 
 /* The same attention on Hopper's wgmma with a TMA stage ring and FA3 ping-pong (attn_pingpong.cu,
- * the engine's kernel; vdn_k_attention is the portable fallback); v is first transposed per head
- * into vt_scratch, which must hold vdn_attention_vt_elems(rows, heads) bf16 values. */
-size_t vdn_attention_vt_elems(int rows, int heads);
+ * the engine's kernel; vdn_k_attention is the portable fallback), head dim 64 or 128, keys = the
+ * query rows, one key/value head per query head; v is first transposed per head into
+ * vt_scratch, which must hold vdn_attention_vt_elems(rows, heads, head_dim) bf16 values. */
+size_t vdn_attention_vt_elems(int rows, int heads, int head_dim);
 int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int ldk, const void *v, int ldv,
-                          void *vt_scratch, int rows, int heads, const int *lohi, int head_end,
-                          int tail_start, const int *tiles, int n_tiles, float scale,
+                          void *vt_scratch, int rows, int heads, int head_dim, const int *lohi,
+                          int head_end, int tail_start, const int *tiles, int n_tiles, float scale,
                           const float *gate, void *out, int ld_o, vdn_stream st);
 
 /* ---- VDA (twin_vda.c), hd 128 ---- */

@@ -1,8 +1,9 @@
-/* Attention of the CUDA backend. The DiT's calls (head dim 128, as many key/value heads as query
- * heads, keys = query rows, bf16) run the Hopper kernel (attn_pingpong.cu: wgmma, TMA stage ring,
- * FA3 ping-pong); everything else (head dim 64, GQA, keys != rows) runs the portable mma.sync
- * kernel (attn.cu). Both walk the mask's per-tile key ranges (attn_tiles.h), built once per mask
- * by op_cuda.cu; a causal mask is per-row windows [0, r + 1). */
+/* Attention of the CUDA backend. Calls with as many key/value heads as query heads and keys =
+ * query rows (the DiT's, head dim 128; the video VAE decoder's, head dim 64) run the Hopper kernel
+ * (attn_pingpong.cu: wgmma, TMA stage ring, FA3 ping-pong); everything else (GQA, keys != rows, a
+ * gate with a stride) runs the portable mma.sync kernel (attn.cu). Both walk the mask's per-tile
+ * key ranges (attn_tiles.h), built once per mask by op_cuda.cu; a causal mask is per-row windows
+ * [0, r + 1). */
 #include "op_cuda.h"
 
 namespace {
@@ -65,12 +66,12 @@ int op_cuda_attention(vdn_tensor *o, const vdn_tensor *q, const vdn_tensor *k, c
     const int head_end = mask->kind == VDN_MASK_ROWS ? mask->head_end : 0;
     const int tail_start = mask->kind == VDN_MASK_ROWS ? mask->tail_start : (int)keys;
     const float sc = (float)scale;
-    if (head_dim == 128 && hq == hkv && rows == keys && ldg == hq) {
-        void *vt = op_cuda_scratch(d, SCR_VT, vdn_attention_vt_elems((int)rows, hq) * 2);
+    if (hq == hkv && rows == keys && ldg == hq) {
+        void *vt = op_cuda_scratch(d, SCR_VT, vdn_attention_vt_elems((int)rows, hq, head_dim) * 2);
         if (!vt) return -1;
-        OPK(vdn_k_attention_wgmma(Q, (int)ldq, K, (int)ldk, V, (int)ldv, vt, (int)rows, hq, lohi,
-                                  head_end, tail_start, tiles, n_tiles, sc, G, O, (int)ldo,
-                                  vst(d)));
+        OPK(vdn_k_attention_wgmma(Q, (int)ldq, K, (int)ldk, V, (int)ldv, vt, (int)rows, hq,
+                                  head_dim, lohi, head_end, tail_start, tiles, n_tiles, sc, G, O,
+                                  (int)ldo, vst(d)));
     } else {
         OPK(vdn_k_attention_ex(Q, (int)ldq, K, (int)ldk, V, (int)ldv, (int)rows, (int)keys, hq,
                                hq / hkv, head_dim, lohi, head_end, tail_start, tiles, n_tiles, sc,

@@ -624,7 +624,9 @@ static void case_qk_norm_rope(int64_t rows, int hq, int hk, int hd, int n_rot, i
 
 /* ---- attention ---- */
 
-enum { M_DENSE, M_CAUSAL, M_WINDOW };
+/* M_BLOCKS: the video VAE decoder's block-diagonal mask, rows in tiles of 179 attending only
+ * within their own tile (most 128-row query tiles of the kernels straddle two of them) */
+enum { M_DENSE, M_CAUSAL, M_WINDOW, M_BLOCKS };
 
 static void case_attention(int64_t rows, int64_t keys, int hq, int hkv, int hd, int mask_kind,
                            int gated, vdn_dtype dt) {
@@ -640,6 +642,9 @@ static void case_attention(int64_t rows, int64_t keys, int hq, int hkv, int hd, 
         const int frames = (int)((rows - 60) / 40);
         VDN_ASSERT(vdn_attn_rows_make(&ar, 60, frames, 40, 1, 1, 2, 1) == 0 && ar.rows == rows &&
                    keys == rows);
+    } else if (mask_kind == M_BLOCKS) {
+        VDN_ASSERT(vdn_attn_rows_make(&ar, 0, (int)(rows / 179), 179, 1, 0, 1, 0) == 0 &&
+                   ar.rows == rows && keys == rows);
     }
     vdn_tensor k[2], v[2];
     for (int s = 0; s < 2; s++) {
@@ -659,7 +664,8 @@ static void case_attention(int64_t rows, int64_t keys, int hq, int hkv, int hd, 
              (long long)rows, (long long)keys, hq, hd, hkv,
              mask_kind == M_DENSE    ? "dense"
              : mask_kind == M_CAUSAL ? "causal"
-                                     : "window+anchors",
+             : mask_kind == M_WINDOW ? "window+anchors"
+                                     : "block-diagonal",
              gated ? " gate" : "");
     /* the CUDA kernels compute in bf16 (fp32 operands are rounded first) and round P to bf16
      * before P V, as every flash kernel does */
@@ -1211,6 +1217,10 @@ int main(void) {
     case_attention(77, 77, 8, 1, 128, M_CAUSAL, 0, BF);
     case_attention(65, 65, 2, 2, 128, M_CAUSAL, 0, F32);
     case_attention(260, 260, 2, 1, 64, M_WINDOW, 0, BF);
+    /* head dim 64 with one key/value head per query head: the wgmma kernel on Hopper */
+    case_attention(260, 260, 2, 2, 64, M_WINDOW, 1, BF);
+    case_attention(5 * 179, 5 * 179, 4, 4, 64, M_BLOCKS, 1, BF);
+    case_attention(2 * 179, 2 * 179, 2, 2, 64, M_BLOCKS, 0, F32);
 
     case_time_features(3, 256);
     case_time_features(8, 34);

@@ -179,16 +179,24 @@ static void test_rows() {
     vdn_gemm_destroy(g);
 }
 
-static void test_attention() {
-    const int G = 200, F = 13, S = 100, H = 2, D = 128, N = G + F * S, ld = 3 * H * D + 16;
-    vf qkv = randv((size_t)N * ld, 1.f), gate = unifv((size_t)N * H, 0.f, 1.f);
-    void *dq = up_bf16(qkv);
-    float *dg = up_f32(gate);
-    const char *names[3] = {"attention dense", "attention window+anchors, gate",
-                            "attention window, no anchors"};
-    for (int v = 0; v < 3; v++) {
+/* Both attention kernels (mma.sync and the wgmma TMA ping-pong) against the twin at head dim D,
+ * on four masks: dense; window + anchors with a gate; window without anchors; and block-diagonal
+ * (the video VAE decoder's: rows in tiles of 179 that attend only within their own tile, so most
+ * 128-row query tiles straddle two of them), with a gate. */
+static void test_attention(int D) {
+    const int G = 200, F = 13, S = 100, H = 2, NB = 5, SB = 179;
+    vf qkv, gate;
+    const char *names[4] = {"attention dense", "attention window+anchors, gate",
+                            "attention window, no anchors", "attention block-diagonal, gate"};
+    for (int v = 0; v < 4; v++) {
         vdn_attn_rows ar;
-        if (vdn_attn_rows_make(&ar, G, F, S, v > 0, v == 1, 5, 1)) exit(1);
+        if (v < 3 ? vdn_attn_rows_make(&ar, G, F, S, v > 0, v == 1, 5, 1)
+                  : vdn_attn_rows_make(&ar, 0, NB, SB, 1, 0, 1, 0))
+            exit(1);
+        const int N = ar.rows, ld = 3 * H * D + 16;
+        qkv = randv((size_t)N * ld, 1.f), gate = unifv((size_t)N * H, 0.f, 1.f);
+        void *dq = up_bf16(qkv);
+        float *dg = up_f32(gate);
         int nt;
         int *tl = vdn_attn_tiles_make(&ar, VDN_ATTN_BM, &nt);
         std::vector<int> lohi((size_t)N * 2);
@@ -200,25 +208,29 @@ static void test_attention() {
         CK(cudaMemcpy(dl, lohi.data(), lohi.size() * 4, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(dt, tl, (size_t)nt * VDN_TILE_INTS * 4, cudaMemcpyHostToDevice));
         void *dout = poisoned((size_t)N * H * D * 2);
-        const float *gp = v == 1 ? dg : NULL;
+        const int gated = v == 1 || v == 3;
+        const float *gp = gated ? dg : NULL;
         float sc = 1.f / sqrtf((float)D);
-        OK(vdn_k_attention(dq, ld, (uint16_t *)dq + H * D, ld, (uint16_t *)dq + 2 * H * D, ld, N, H,
-                           dl, ar.head_end, ar.tail_start, dt, nt, sc, gp, dout, H * D, 0));
+        OK(vdn_k_attention_ex(dq, ld, (uint16_t *)dq + H * D, ld, (uint16_t *)dq + 2 * H * D, ld, N,
+                              N, H, 1, D, dl, ar.head_end, ar.tail_start, dt, nt, sc, gp, H, dout,
+                              H * D, 0));
         vf ref((size_t)N * H * D);
         twin_attention(qkv.data(), qkv.data() + H * D, qkv.data() + 2 * H * D, ld, N, H, D, &ar, sc,
-                       v == 1 ? gate.data() : NULL, ref.data(), H * D);
-        check(names[v], ref, down_bf16(dout, ref.size()), 1e-2);
+                       gated ? gate.data() : NULL, ref.data(), H * D);
+        char name[128];
+        snprintf(name, sizeof name, "%s, hd %d (mma.sync)", names[v], D);
+        check(name, ref, down_bf16(dout, ref.size()), 1e-2);
         void *vts, *dout2 = poisoned((size_t)N * H * D * 2);
-        CK(cudaMalloc(&vts, vdn_attention_vt_elems(N, H) * 2));
-        CK(cudaMemset(vts, 0xFF, vdn_attention_vt_elems(N, H) * 2));
+        CK(cudaMalloc(&vts, vdn_attention_vt_elems(N, H, D) * 2));
+        CK(cudaMemset(vts, 0xFF, vdn_attention_vt_elems(N, H, D) * 2));
         OK(vdn_k_attention_wgmma(dq, ld, (uint16_t *)dq + H * D, ld, (uint16_t *)dq + 2 * H * D, ld,
-                                 vts, N, H, dl, ar.head_end, ar.tail_start, dt, nt, sc, gp, dout2,
-                                 H * D, 0));
-        char wname[96];
-        snprintf(wname, sizeof wname, "%s (wgmma TMA ping-pong)", names[v]);
-        check(wname, ref, down_bf16(dout2, ref.size()), 1e-2);
+                                 vts, N, H, D, dl, ar.head_end, ar.tail_start, dt, nt, sc, gp,
+                                 dout2, H * D, 0));
+        snprintf(name, sizeof name, "%s, hd %d (wgmma TMA ping-pong)", names[v], D);
+        check(name, ref, down_bf16(dout2, ref.size()), 1e-2);
         cudaFree(vts), cudaFree(dout2);
         cudaFree(dl), cudaFree(dt), cudaFree(dout), free(tl);
+        cudaFree(dq), cudaFree(dg);
         vdn_attn_rows_free(&ar);
     }
 }
@@ -546,7 +558,7 @@ int main() {
     const char *only = getenv("VDN_TEST_ONLY");
     int all = !only || !*only;
     if (all) test_rows();
-    if (all || strcmp(only, "attention") == 0) test_attention();
+    if (all || strcmp(only, "attention") == 0) test_attention(128), test_attention(64);
     if (all) test_vda();
     if (all || strcmp(only, "prep") == 0) {
         test_vda_prep_fused(12, 6, 7, 2); /* partial patch rows */

@@ -10,7 +10,8 @@
 #           CPU oracle on small renders),
 #           SANITIZE_RENDER=0, SANITIZE_OPS=0, TESTS=ops (only the backend-ops test),
 #           FP8ACC_H3=1 (the same at the real widths: a 2-block H3-shaped checkpoint, a short clip),
-#           TESTS=backend (the backend-ops test and the CUDA-vs-CPU render test, not the kernels')
+#           TESTS=backend (the backend-ops test and the CUDA-vs-CPU render test, not the kernels'),
+#           ATTN_VAE=1 (vdn bench attn-vae: the video VAE decoder's attention on both kernels)
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 PEERS=${1:-.devcarry/h3_peers.py}
@@ -190,6 +191,10 @@ if [ "${WHOLE:-0}" = 1 ]; then
   done
   kill $smi 2>/dev/null
 fi
+ta=skip
+if [ "${ATTN_VAE:-0}" = 1 ]; then
+  timeout 120 "$B/vdn_bench" attn-vae --reps ${ATTN_VAE_REPS:-10} 2>&1 | tee "$OUT/attn_vae.log"; ta=${PIPESTATUS[0]}
+fi
 tb=skip
 if [ "${BENCH:-1}" = 1 ]; then
   timeout 400 "$B/vdn_bench" ${BENCH_ARGS:-} --json "$OUT/bench.json" 2>&1 | tee "$OUT/bench.log"; tb=${PIPESTATUS[0]}
@@ -226,7 +231,7 @@ if [ "${SANITIZE:-1}" = 1 ] && command -v compute-sanitizer > /dev/null; then
     grep -E "ERROR SUMMARY|Invalid" "$OUT/sanitizer_ops.log" | head -5
   fi
 fi
-echo "== summary: twins rc=$tw  gpu tests rc=$tg  backend-ops rc=$tbo  backend test rc=$tbk  bench rc=$tb  whole rc=$tw_  peers rc=$tp =="
+echo "== summary: twins rc=$tw  gpu tests rc=$tg  backend-ops rc=$tbo  backend test rc=$tbk  attn-vae rc=$ta  bench rc=$tb  whole rc=$tw_  peers rc=$tp =="
 grep -E "s/NFE|whole model" "$OUT/whole.log" 2>/dev/null
 grep -E "FAIL|NON-FINITE" "$OUT/test.log" | head
 grep -E "^(gemm|block|attention|stats|solve|scans|gather|readout|prep|dense|VDN|text|alpha)" "$OUT/bench.log"
