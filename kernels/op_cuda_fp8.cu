@@ -10,8 +10,9 @@
  * row-wise scale mode is refused on Hopper), into y itself or, to accumulate, into scratch; one
  * vectorised epilogue then applies both row scales, the bias and the accumulation:
  * y = bf16(sx[r] sw[o] bf16(acc) + b[o] (+ y)). The extra bf16 rounding of the raw product is
- * 2^-9 relative, far under the e4m3 operands' own error. A call the fp8 kernels
- * cannot take (k or out not multiples of 16, unaligned operands, a non-bf16 output, or a shape
+ * 2^-9 relative, far under the e4m3 operands' own error. A float32 y (16-byte aligned rows) takes
+ * the same path with the raw product in scratch and a float32 epilogue. A call the fp8 kernels
+ * cannot take (k or out not multiples of 16, unaligned operands, an F16 output, or a shape
  * cuBLASLt has no algorithm for) runs the same quantised operands dequantised to fp32 through
  * SGEMM, so every call the front end accepts computes the same function. */
 #include <cuda_fp16.h>
@@ -141,14 +142,43 @@ __global__ void k_fp8_epilogue(const bf16 *D, int64_t ldd, bf16 *y, int64_t ldy,
     }
 }
 
+/* The same into a float32 y (the video VAE's residual stream accumulates its branches there):
+ * y = sx[r] sw[o] D[r, o] + b[o] (+ y[r, o]) in fp32, 8 columns a thread (16-byte aligned rows
+ * of y). D is always scratch here. */
+__global__ void k_fp8_epilogue_f32(const bf16 *D, int64_t ldd, float *y, int64_t ldy,
+                                   const float *sx, const float *sw, FView b, int has_b,
+                                   int64_t rows, int64_t n, int acc) {
+    const int64_t per_row = n / 8, total = rows * per_row;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / per_row, c = (i - r * per_row) * 8;
+        float f[8];
+        unpack8(*(const uint4 *)(D + r * ldd + c), f);
+        float4 *yr = (float4 *)(y + r * ldy + c);
+        float4 p0 = make_float4(0.f, 0.f, 0.f, 0.f), p1 = p0;
+        if (acc) p0 = yr[0], p1 = yr[1];
+        const float prev[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+        const float s = sx[r];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            float v = s * sw[c + j] * f[j];
+            if (has_b) v += fv_get(b, 0, c + j);
+            f[j] = acc ? prev[j] + v : v;
+        }
+        yr[0] = make_float4(f[0], f[1], f[2], f[3]);
+        yr[1] = make_float4(f[4], f[5], f[6], f[7]);
+    }
+}
+
 int64_t round16(int64_t v) {
     return (v + 15) / 16 * 16;
 }
 
 /* whether cuBLASLt's fp8 kernels can take the call as it stands */
 int fp8_fits(const vdn_tensor *y, const vdn_tensor *w, int64_t k, int64_t n) {
-    return is_bf16(y) && aligned16(y->data) && y->ld % 8 == 0 && k % 16 == 0 && n % 16 == 0 &&
-           aligned16(w->data) && w->ld % 16 == 0 && aligned16(w->scale);
+    const int y_rows = is_bf16(y) ? y->ld % 8 == 0 : y->dtype == VDN_DT_F32 && y->ld % 4 == 0;
+    return y_rows && aligned16(y->data) && k % 16 == 0 && n % 16 == 0 && aligned16(w->data) &&
+           w->ld % 16 == 0 && aligned16(w->scale);
 }
 
 } // namespace
@@ -172,10 +202,12 @@ int op_cuda_linear_fp8(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, 
     float *sx = (float *)op_cuda_scratch(d, SCR_GATE, (size_t)rows * 4);
     if (!x8 || !sx || quant_rows(d, OP, x, x8, ldq, sx)) return -1;
     if (fp8_fits(y, w, k, n)) {
-        /* the raw product lands in y itself, or in scratch when y's values are still needed */
+        /* the raw product lands in y itself, or in scratch when y's values are still needed or
+         * y is float32 */
+        const int y32 = !is_bf16(y);
         bf16 *D = (bf16 *)y->data;
         int64_t ldd = y->ld;
-        if (accumulate) {
+        if (accumulate || y32) {
             if (!(D = (bf16 *)op_cuda_scratch(d, SCR_STAGE, (size_t)rows * n * 2))) return -1;
             ldd = n;
         }
@@ -186,8 +218,14 @@ int op_cuda_linear_fp8(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, 
                                 d->name);
         if (rc == 0) {
             FView bv = b ? fview(b) : FView{};
-            k_fp8_epilogue<<<op_grid(rows * (n / 8)), 256, 0, cdev(d)->st>>>(
-                D, ldd, (bf16 *)y->data, y->ld, sx, w->scale, bv, b != NULL, rows, n, accumulate);
+            if (y32)
+                k_fp8_epilogue_f32<<<op_grid(rows * (n / 8)), 256, 0, cdev(d)->st>>>(
+                    D, ldd, (float *)y->data, y->ld, sx, w->scale, bv, b != NULL, rows, n,
+                    accumulate);
+            else
+                k_fp8_epilogue<<<op_grid(rows * (n / 8)), 256, 0, cdev(d)->st>>>(
+                    D, ldd, (bf16 *)y->data, y->ld, sx, w->scale, bv, b != NULL, rows, n,
+                    accumulate);
             OPL();
             return op_cuda_bias_act(d, OP, fview(y), rows, n, NULL, act);
         }

@@ -37,7 +37,7 @@ struct vdn_decoder {
 };
 
 vdn_decoder *vdn_decoder_open(vdn_dev *dev, const char *vae_dir, const char *audio_vae_dir,
-                              char *err, size_t errlen) {
+                              vdn_precision precision, char *err, size_t errlen) {
     if (!vae_dir) {
         vdn_fail(err, errlen, "no video VAE folder (--vae DIR or a checkpoint with vae/)");
         return NULL;
@@ -52,12 +52,16 @@ vdn_decoder *vdn_decoder_open(vdn_dev *dev, const char *vae_dir, const char *aud
         memcpy(d->dirs + nv, audio_vae_dir, na);
         d->audio_vae_dir = d->dirs + nv;
     }
-    if (!(d->vv = vdn_video_vae_load(dev, vae_dir, err, errlen)) ||
+    if (!(d->vv = vdn_video_vae_load_precision(dev, vae_dir, precision, err, errlen)) ||
         (audio_vae_dir && !(d->av = vdn_audio_vae_load(dev, audio_vae_dir, err, errlen)))) {
         vdn_decoder_close(d);
         return NULL;
     }
     return d;
+}
+
+vdn_precision vdn_decoder_precision(const vdn_decoder *d) {
+    return vdn_video_vae_precision(d->vv);
 }
 
 void vdn_decoder_close(vdn_decoder *d) {
@@ -152,7 +156,9 @@ static int decode_open(vdn_decoder *const *dg, int nd, vdn_st_file *lf, const vd
         fprintf(stderr, "vdn decode: decoding on %s", vdn_dev_name(d->dev));
         for (int i = 1; i < nd; i++)
             fprintf(stderr, ", %s", vdn_dev_name(dg[i]->dev));
-        fprintf(stderr, nd > 1 ? " (%d devices)\n" : "\n", nd);
+        if (nd > 1) fprintf(stderr, " (%d devices)", nd);
+        fprintf(stderr, "%s\n",
+                vdn_decoder_precision(d) == VDN_PRECISION_FP8 ? ", video decoder at fp8" : "");
     }
     /* decode */
     z = vdn_xmalloc(sizeof(float) * (size_t)ve->numel);
@@ -276,8 +282,8 @@ int vdn_decode_file(const vdn_decode_opts *o, char *err, size_t errlen) {
                 vdn_fail(err, errlen, "%s", e2);
             goto done;
         }
-        if (!(d[i] = vdn_decoder_open(dev[i], o->vae_dir, li.ae ? o->audio_vae_dir : NULL, err,
-                                      errlen)))
+        if (!(d[i] = vdn_decoder_open(dev[i], o->vae_dir, li.ae ? o->audio_vae_dir : NULL,
+                                      o->precision, err, errlen)))
             goto done;
     }
     rc = decode_open(d, nd, lf, o, NULL, err, errlen);

@@ -20,6 +20,8 @@ typedef struct {
     int devices;               /* vdn_decode_file: over this many devices of the backend (cuda:
                                   GPUs 0 .. devices-1; cpu: host devices); 0 or 1: one */
     int crf;                   /* -1: the mp4 writer's default */
+    vdn_precision precision;   /* vdn_decode_file: the video decoder's (vae.h
+                                  vdn_video_vae_load_precision); 0: bf16 */
     int quiet;                 /* no progress on stderr */
 } vdn_decode_opts;
 
@@ -30,11 +32,13 @@ int vdn_decode_file(const vdn_decode_opts *o, char *err, size_t errlen);
 /* The VAEs loaded once on a device, for many decodes: a farm worker keeps one beside each GPU's
  * engine, on that engine's device, so a job decodes on its own GPU without reading the VAEs from
  * disk again. audio_vae_dir NULL: videos without sound. The device must outlive the decoder and
- * be used by one thread at a time. NULL + err when a VAE does not load. */
+ * be used by one thread at a time. NULL + err when a VAE does not load. precision: the video
+ * decoder's (vae.h vdn_video_vae_load_precision; the audio VAE has one precision). */
 typedef struct vdn_decoder vdn_decoder;
 struct vdn_dev;
 vdn_decoder *vdn_decoder_open(struct vdn_dev *dev, const char *vae_dir, const char *audio_vae_dir,
-                              char *err, size_t errlen);
+                              vdn_precision precision, char *err, size_t errlen);
+vdn_precision vdn_decoder_precision(const vdn_decoder *d);
 void vdn_decoder_close(vdn_decoder *d);
 /* vdn_decode_file with d's VAEs on d's device (o->vae_dir, audio_vae_dir, backend and devices
  * are not read). vdn_decoder_decode_group with d alone. */

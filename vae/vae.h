@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine.h" /* vdn_precision */
 #include "op.h"
 #include "vae_config.h"
 
@@ -27,6 +28,17 @@ typedef void (*vdn_vae_progress_fn)(void *user, int done, int total);
  * released tensor must be present with its shape (the encoder's too: a file that is not the
  * release is refused, naming the tensor); only the decoder's go onto the device. */
 vdn_video_vae *vdn_video_vae_load(vdn_dev *dev, const char *dir, char *err, size_t errlen);
+/* The same at a precision (engine.h vdn_precision). bf16 (what vdn_video_vae_load gives) keeps
+ * every weight in the device's float dtype. fp8 quantises each ViT block's four large Linears
+ * (fused q/k/v, to_out, FFN in, FFN out; scale1/scale2 folded first) to e4m3 with one float32
+ * scale a row, once here; their inputs are quantised per row in the product (op.h
+ * vdn_op_linear). post_quant_conv, proj_in, proj_out, the biases, norms, attention and the
+ * pixel work are as at bf16. The CPU backend runs fp8 as the quantised oracle (the same codes
+ * and scales, float64 sums). */
+vdn_video_vae *vdn_video_vae_load_precision(vdn_dev *dev, const char *dir, vdn_precision precision,
+                                            char *err, size_t errlen);
+vdn_precision vdn_video_vae_precision(const vdn_video_vae *v);
+int vdn_video_vae_fp8_linears(const vdn_video_vae *v); /* 4 x blocks at fp8, else 0 */
 void vdn_video_vae_free(vdn_video_vae *v);
 const vdn_vae_video_config *vdn_video_vae_config(const vdn_video_vae *v);
 /* Pixel frames decoded from T latent frames; -1 (with a message) when T is too few for one

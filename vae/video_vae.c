@@ -33,14 +33,20 @@ static inline int imax(int a, int b) {
 }
 
 /* out_w/out_b and ff2_w/ff2_b carry the block's scale1 / scale2 (folded at load, up_scaled), so
- * each branch's product accumulates straight into the float32 residual stream */
+ * each branch's product accumulates straight into the float32 residual stream. At fp8 precision
+ * the four large weights (qkv_w, out_w, ff1_w, ff2_w) are e4m3 with one F32 scale a row in
+ * scale[] (op.h vdn_op_quantize_rows); their biases and everything else stay as at bf16. */
+enum { LIN_QKV, LIN_OUT, LIN_FF1, LIN_FF2, N_LIN };
 typedef struct {
     vdn_tensor *norm1, *qkv_w, *qkv_b, *out_w, *out_b, *norm2, *ff1_w, *ff1_b, *ff2_w, *ff2_b;
+    vdn_tensor *scale[N_LIN]; /* fp8: the row scales of the weight; else NULL */
 } vit_block;
 
 struct vdn_video_vae {
     vdn_vae_video_config cfg;
     vdn_dev *dev;
+    vdn_precision precision;   /* fp8: the blocks' four Linears quantised at load */
+    int n_fp8;                 /* Linears held in fp8 */
     int dim, inner, patch_out; /* model width, FFN width, proj_out width */
     vdn_tensor *pq_w, *pq_b, *in_w, *in_b, *registers, *norm_out_w, *norm_out_b, *out_w, *out_b;
     vdn_tensor *ones; /* [head_dim]: the q/k RMSNorm has no weight */
@@ -70,6 +76,24 @@ static vdn_tensor *dev_tensor(vdn_dev *d, int64_t rows, int64_t cols, const floa
     return t;
 }
 
+/* A block's large Linear weight from host float32 values: at bf16 as dev_tensor does; at fp8
+ * uploaded in float32 and quantised to e4m3 with row scales (*scale) on the device, so the CPU's
+ * quantised oracle and CUDA round the same float32 values to the same codes (a bf16 upload
+ * first would round twice). The float32 copy is freed at once: the device holds one at most. */
+static vdn_tensor *lin_tensor(vdn_video_vae *v, int64_t rows, int64_t cols, const float *host,
+                              vdn_tensor **scale, char *err, size_t errlen, const char *what) {
+    if (v->precision != VDN_PRECISION_FP8)
+        return dev_tensor(v->dev, rows, cols, host, err, errlen, what);
+    vdn_tensor *f = vdn_tensor_new2(v->dev, VDN_DT_F32, rows, cols), *q = NULL;
+    if (!f || vdn_tensor_set(f, host, VDN_DT_F32) || vdn_quantize_weight_fp8(f, &q, scale)) {
+        vdn_fail(err, errlen, "video VAE: fp8 %s: %s", what, vdn_dev_error(v->dev));
+        q = NULL;
+    } else
+        v->n_fp8++;
+    vdn_tensor_free(f);
+    return q;
+}
+
 /* a released tensor onto the device as [rows, cols] (the loader checked its shape) */
 static vdn_tensor *up(vdn_video_vae *v, vdn_st_set *st, const char *name, int64_t rows,
                       int64_t cols, char *err, size_t errlen) {
@@ -89,7 +113,7 @@ static vdn_tensor *up(vdn_video_vae *v, vdn_st_set *st, const char *name, int64_
  * (s W) x + s b up to float rounding), so the product needs no separate scaling op. */
 static int up_scaled(vdn_video_vae *v, vdn_st_set *st, const char *pre, const char *lin,
                      const char *scale, int64_t rows, int64_t cols, vdn_tensor **w, vdn_tensor **b,
-                     char *err, size_t errlen) {
+                     vdn_tensor **wscale, char *err, size_t errlen) {
     char nw[256], nb[256], ns[256];
     snprintf(nw, sizeof nw, "%s.%s.weight", pre, lin);
     snprintf(nb, sizeof nb, "%s.%s.bias", pre, lin);
@@ -106,7 +130,7 @@ static int up_scaled(vdn_video_vae *v, vdn_st_set *st, const char *pre, const ch
             hw[o * cols + i] *= hs[o];
         hb[o] *= hs[o];
     }
-    if ((*w = dev_tensor(v->dev, rows, cols, hw, err, errlen, nw)) &&
+    if ((*w = lin_tensor(v, rows, cols, hw, wscale, err, errlen, nw)) &&
         (*b = dev_tensor(v->dev, 1, rows, hb, err, errlen, nb)))
         rc = 0;
 done:
@@ -118,7 +142,7 @@ done:
 
 /* q, k, v weights (or biases) stacked into one [3 dim, cols] tensor: one product per block */
 static vdn_tensor *up_qkv(vdn_video_vae *v, vdn_st_set *st, const char *pre, const char *what,
-                          int64_t cols, char *err, size_t errlen) {
+                          int64_t cols, vdn_tensor **wscale, char *err, size_t errlen) {
     const int64_t dim = v->dim, rows = cols == 1 ? 1 : 3 * dim, per = dim * cols;
     float *all = vdn_xmalloc(sizeof(float) * (size_t)(3 * per));
     const char *parts[3] = {"to_q", "to_k", "to_v"};
@@ -134,7 +158,8 @@ static vdn_tensor *up_qkv(vdn_video_vae *v, vdn_st_set *st, const char *pre, con
         memcpy(all + p * per, h, sizeof(float) * (size_t)per);
         free(h);
     }
-    vdn_tensor *t = dev_tensor(v->dev, rows, cols == 1 ? 3 * dim : cols, all, err, errlen, pre);
+    vdn_tensor *t = cols == 1 ? dev_tensor(v->dev, rows, 3 * dim, all, err, errlen, pre)
+                              : lin_tensor(v, rows, cols, all, wscale, err, errlen, pre);
     free(all);
     return t;
 }
@@ -152,18 +177,37 @@ void vdn_video_vae_free(vdn_video_vae *v) {
                            b->norm2, b->ff1_w, b->ff1_b, b->ff2_w, b->ff2_b};
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
             vdn_tensor_free(t[i]);
+        for (int i = 0; i < N_LIN; i++) /* after the fp8 weights that point into them */
+            vdn_tensor_free(b->scale[i]);
     }
     free(v->blocks);
     free(v);
 }
 
 vdn_video_vae *vdn_video_vae_load(vdn_dev *dev, const char *dir, char *err, size_t errlen) {
+    return vdn_video_vae_load_precision(dev, dir, VDN_PRECISION_BF16, err, errlen);
+}
+
+vdn_precision vdn_video_vae_precision(const vdn_video_vae *v) {
+    return v->precision;
+}
+int vdn_video_vae_fp8_linears(const vdn_video_vae *v) {
+    return v->n_fp8;
+}
+
+vdn_video_vae *vdn_video_vae_load_precision(vdn_dev *dev, const char *dir, vdn_precision precision,
+                                            char *err, size_t errlen) {
+    if (precision != VDN_PRECISION_BF16 && precision != VDN_PRECISION_FP8) {
+        vdn_fail(err, errlen, "video VAE: precision %d: expected bf16 or fp8", (int)precision);
+        return NULL;
+    }
     vdn_video_vae *v = calloc(1, sizeof *v);
     if (!v) {
         vdn_fail(err, errlen, "video VAE: out of memory");
         return NULL;
     }
     v->dev = dev;
+    v->precision = precision;
     if (!vdn_dev_is_cpu(dev) && vdn_ops_threads() == 1) { /* the host's tile work: idle cores */
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
         vdn_ops_set_threads(cores < 1 ? 1 : cores > 8 ? 8 : (int)cores);
@@ -205,15 +249,23 @@ vdn_video_vae *vdn_video_vae_load(vdn_dev *dev, const char *dir, char *err, size
     ok = ok && (snprintf(n, sizeof n, "%s.%s", pre, suffix),                                       \
                 (b->field = up(v, st, n, r, cc, err, errlen)))
         UP(norm1, "norm1.weight", 1, v->dim);
-        ok = ok && (b->qkv_w = up_qkv(v, st, pre, "weight", v->dim, err, errlen));
-        ok = ok && (b->qkv_b = up_qkv(v, st, pre, "bias", 1, err, errlen));
+        ok = ok &&
+             (b->qkv_w = up_qkv(v, st, pre, "weight", v->dim, &b->scale[LIN_QKV], err, errlen));
+        ok = ok && (b->qkv_b = up_qkv(v, st, pre, "bias", 1, NULL, err, errlen));
         ok = ok && !up_scaled(v, st, pre, "attn.to_out.0", "scale1", v->dim, v->dim, &b->out_w,
-                              &b->out_b, err, errlen);
+                              &b->out_b, &b->scale[LIN_OUT], err, errlen);
         UP(norm2, "norm2.weight", 1, v->dim);
-        UP(ff1_w, "ff.net.0.proj.weight", 2 * v->inner, v->dim);
+        if (ok) {
+            snprintf(n, sizeof n, "%s.ff.net.0.proj.weight", pre);
+            float *h = vdn_vae_read(st, n, NULL);
+            ok = h && (b->ff1_w = lin_tensor(v, 2 * v->inner, v->dim, h, &b->scale[LIN_FF1], err,
+                                             errlen, n));
+            if (!h) vdn_fail(err, errlen, "video VAE: reading %s", n);
+            free(h);
+        }
         UP(ff1_b, "ff.net.0.proj.bias", 1, 2 * v->inner);
         ok = ok && !up_scaled(v, st, pre, "ff.net.2", "scale2", v->dim, v->inner, &b->ff2_w,
-                              &b->ff2_b, err, errlen);
+                              &b->ff2_b, &b->scale[LIN_FF2], err, errlen);
 #undef UP
     }
     vdn_st_set_close(st);

@@ -254,6 +254,7 @@ typedef struct {
     int n;
     int rank[VDN_MAX_GPUS]; /* member i is the job's GPU rank[i] */
     vdn_decode_share share;
+    vdn_precision precision; /* the video decoder's (every decoder of a worker has the same) */
 } decode_group;
 
 /* Decodes the latents over the job's decoders (decode.h vdn_decoder_decode_group: the tiles of
@@ -275,6 +276,7 @@ static int decode_mp4(vdn_attempt *j, const vdn_decode_opts *o, decode_group *g,
         d[g->n] = j->gpus.dec[r];
         g->rank[g->n++] = r;
     }
+    if (g->n) g->precision = vdn_decoder_precision(d[0]);
     double t0 = vdn_now();
     if (vdn_decoder_decode_group(d, g->n, o, &g->share, err, errlen)) return -1;
     const vdn_vae_share *v = &g->share.video, *a = &g->share.audio;
@@ -354,6 +356,7 @@ static int record_gpus(const char *path, const vdn_attempt *j, int ranks, const 
         cJSON_AddItemToObject(o, "decoded_on", on);
         cJSON_AddItemToObject(o, "decode_video_tiles", vt);
         cJSON_AddItemToObject(o, "decode_audio_channels", ac);
+        cJSON_AddStringToObject(o, "decode_precision", vdn_precision_name(dg->precision));
     }
     cJSON_DeleteItemFromObjectCaseSensitive(r, "gpus");
     cJSON_AddItemToObject(r, "gpus", o);

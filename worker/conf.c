@@ -21,6 +21,7 @@ static const char *const known_keys[] = {
     "db",              /* coordinator SQLite file */
     "scratch",         /* worker scratch directory */
     "text_precision",  /* workers: the text encoder's precision, bf16 or fp8 */
+    "vae_precision",   /* workers: the video decoder's precision, bf16 or fp8 */
     "data_root",       /* repeated: folders whose files a request may name by local path */
     "worker",          /* repeated: "HOST [gpus=SPEC] [id=NAME]" */
     "lease_seconds",

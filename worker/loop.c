@@ -925,7 +925,8 @@ int vdn_worker_run(const vdn_worker_opts *o) {
     double t0 = vdn_now();
     if (o->threads > 0) vdn_engine_set_threads(o->threads);
     if (vdn_slots_open(&w.slots, &w.gpus, o->cpu, o->checkpoint, o->adapters, o->n_adapters,
-                       o->store, o->store_retry_s, o->text_precision, err, sizeof err)) {
+                       o->store, o->store_retry_s, o->text_precision, o->vae_precision, err,
+                       sizeof err)) {
         VDN_ERROR("worker: cannot load checkpoint %s: %s", o->checkpoint, err);
         return 1;
     }

@@ -35,6 +35,7 @@ static const char usage[] =
     "  --snapshot-every K    also after every K model evaluations (default 0 = by time)\n"
     "  --text-precision P    the text encoder's, for text prompts: bf16 (default) or fp8\n"
     "                        (e4m3 Linears; its own cache entries, never bf16's)\n"
+    "  --vae-precision P     the video decoder's: bf16 (default) or fp8 (e4m3 ViT Linears)\n"
     "  --config FILE         cluster config (ops/cluster.example.conf); flags override it\n"
     "SIGTERM: finish the current jobs, then exit. A second SIGTERM: hand them back, exit.\n";
 
@@ -79,7 +80,7 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
     o->reconnect_max_s = 30.0;
     o->upload_attempts = 3;
     o->snapshot_seconds = 60;
-    const char *gpus = NULL, *keys = NULL, *text_precision = NULL;
+    const char *gpus = NULL, *keys = NULL, *text_precision = NULL, *vae_precision = NULL;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -116,6 +117,8 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
             o->scratch = v;
         else if (!strcmp(a, "--text-precision"))
             text_precision = v;
+        else if (!strcmp(a, "--vae-precision"))
+            vae_precision = v;
         else if (!strcmp(a, "--data-root")) {
             if (o->n_data_roots >= 16)
                 return vdn_fail(err, errlen, "vdn worker: more than 16 --data-root");
@@ -171,6 +174,7 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
         if (!o->scratch) o->scratch = vdn_conf_get(&conf, "scratch");
         if (!keys && !o->key) keys = vdn_conf_get(&conf, "keys");
         if (!text_precision) text_precision = vdn_conf_get(&conf, "text_precision");
+        if (!vae_precision) vae_precision = vdn_conf_get(&conf, "vae_precision");
         /* data roots from the file add to those given as flags */
         const char *r;
         for (int i = 0; (r = vdn_conf_get_nth(&conf, "data_root", i)) && o->n_data_roots < 16; i++)
@@ -181,6 +185,11 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
                         "vdn worker: --text-precision (or text_precision in the config) '%s': "
                         "expected bf16 or fp8",
                         text_precision);
+    if (vae_precision && vdn_precision_parse(vae_precision, &o->vae_precision))
+        return vdn_fail(err, errlen,
+                        "vdn worker: --vae-precision (or vae_precision in the config) '%s': "
+                        "expected bf16 or fp8",
+                        vae_precision);
     if (!o->connect) return vdn_fail(err, errlen, "vdn worker: --connect is required\n%s", usage);
     if (!o->checkpoint)
         return vdn_fail(err, errlen, "vdn worker: --checkpoint is required\n%s", usage);

@@ -13,6 +13,7 @@ typedef struct {
     const char *checkpoint;
     const char *const *adapters;
     int n_adapters;
+    vdn_precision vae_precision; /* the video decoder's */
     char err[VDN_ERR_LEN];
 } open_job;
 
@@ -23,16 +24,17 @@ static void open_decoder(open_job *j) {
     char vdir[4096], adir[4096], err[VDN_ERR_LEN];
     if (!j->checkpoint || vdn_vae_find(j->checkpoint, "vae", vdir, sizeof vdir) != 0) return;
     int audio = vdn_vae_find(j->checkpoint, "audio_vae", adir, sizeof adir) == 0;
-    s->dec =
-        vdn_decoder_open(vdn_engine_device(s->eng), vdir, audio ? adir : NULL, err, sizeof err);
+    s->dec = vdn_decoder_open(vdn_engine_device(s->eng), vdir, audio ? adir : NULL,
+                              j->vae_precision, err, sizeof err);
     if (!s->dec) {
         snprintf(s->dec_err, sizeof s->dec_err, "the VAEs did not load at start: %.200s", err);
         VDN_ERROR("worker: %s %d (%s): %s; its jobs will fail at decode",
                   s->index < 0 ? "slot" : "GPU", s->index, s->name, s->dec_err);
         return;
     }
-    VDN_INFO("worker: GPU %d (%s): VAEs loaded on %s (video%s), kept for every job here", s->index,
-             s->name, vdn_dev_name(vdn_engine_device(s->eng)), audio ? " + audio" : "");
+    VDN_INFO("worker: GPU %d (%s): VAEs loaded on %s (video at %s%s), kept for every job here",
+             s->index, s->name, vdn_dev_name(vdn_engine_device(s->eng)),
+             vdn_precision_name(j->vae_precision), audio ? " + audio" : "");
 }
 
 static void *open_thread(void *arg) {
@@ -45,7 +47,8 @@ static void *open_thread(void *arg) {
 
 int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, int cpu, const char *checkpoint,
                    const char *const *adapters, int n_adapters, const char *store_uri,
-                   double store_retry_s, vdn_precision text_precision, char *err, size_t errlen) {
+                   double store_retry_s, vdn_precision text_precision, vdn_precision vae_precision,
+                   char *err, size_t errlen) {
     memset(sl, 0, sizeof *sl);
     vdn_worker_text_init(&sl->text, checkpoint, text_precision); /* tokenizer, text encoder */
     sl->n = cpu || gpus->n == 0 ? 1 : gpus->n;
@@ -70,7 +73,8 @@ int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, int cpu, const char 
                              .backend = s->index < 0 ? VDN_BACKEND_CPU : VDN_BACKEND_AUTO,
                              .checkpoint = checkpoint,
                              .adapters = adapters,
-                             .n_adapters = n_adapters};
+                             .n_adapters = n_adapters,
+                             .vae_precision = vae_precision};
         /* one at a time would cost 8 x the load; the disk and the page cache are shared */
         started[i] = pthread_create(&th[i], NULL, open_thread, &jobs[i]) == 0;
         if (!started[i]) open_thread(&jobs[i]);

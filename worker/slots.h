@@ -37,11 +37,13 @@ typedef struct {
 
 /* One engine per GPU of gpus (on the CPU backend when cpu is set or the build/host has no
  * CUDA), opened in parallel; no GPUs: one CPU slot. text_precision: the text encoder's (a
- * miss's encode and every cache key). A GPU that fails to open is out of service
+ * miss's encode and every cache key); vae_precision: the video decoder's (vae.h
+ * vdn_video_vae_load_precision). A GPU that fails to open is out of service
  * with a log line; 0 unless no slot could be opened (then -1 with the first error). */
 int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, int cpu, const char *checkpoint,
                    const char *const *adapters, int n_adapters, const char *store_uri,
-                   double store_retry_s, vdn_precision text_precision, char *err, size_t errlen);
+                   double store_retry_s, vdn_precision text_precision, vdn_precision vae_precision,
+                   char *err, size_t errlen);
 void vdn_slots_close(vdn_slots *sl);
 
 /* The first engine that opened (for READY's identity and backend). */

@@ -34,6 +34,7 @@ typedef struct {
     const char *data_roots[16]; /* local paths a request names must lie under one of these */
     int n_data_roots;
     vdn_precision text_precision; /* the text encoder's: bf16 (default) or fp8 */
+    vdn_precision vae_precision;  /* the video decoder's: bf16 (default) or fp8 */
 } vdn_worker_opts;
 
 /* Parses argv (argv[0] = "worker"). 0 ok, 1 = --help printed, -1 = error printed to err. */

@@ -13,6 +13,10 @@
 # the release's size itself (`random:DIR`), 2 x AUDIO_LA latents (default 200: 5 s stereo), 5 reps,
 # with the default float32-accurate convolutions (op by op too with PROFILE=1) and again with
 # VDN_CONV_TF32=1.
+# VAE_FP8=1: the video decoder at fp8 too (vae.h vdn_video_vae_load_precision): the fp8 reference
+# test on CUDA (CUDA fp8 against the CPU's fp8 oracle and the reference), and with BENCH=1 a
+# second bench_vae run with VDN_VAE_PRECISION=fp8 on the same weights and latents (op by op too
+# with PROFILE=1).
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 CK=${1:?usage: vae.sh CKPT_ROOT}
@@ -50,11 +54,18 @@ tail -3 "$OUT/vae_cpu.log"
 timeout 120 "$B/test_backend_ops" > "$OUT/backend_ops.log" 2>&1; echo "backend_ops rc $?"
 tail -3 "$OUT/backend_ops.log"
 echo "vae.sh: cuda rc $rc_gpu, cpu rc $rc_cpu"
+if [ "${VAE_FP8:-0}" = 1 ]; then
+  timeout 200 "$B/test_vae_reference" "$CK" "$E" video cuda fp8 2>&1 | tee "$OUT/vae_cuda_fp8.log"
+  echo "vae.sh: cuda fp8 rc ${PIPESTATUS[0]}"
+fi
 if [ "${BENCH:-0}" = 1 ]; then
   W=$(mktemp -d)
   python3 ops/reference/vae_bench.py --ref .ref --out "$W" ${BENCH_ARGS:-} 2>"$OUT/vae_bench_torch.err" | tee "$OUT/vae_bench_torch.json"
   read -r T h w La < <(python3 -c "import json,sys; d=json.load(open('$OUT/vae_bench_torch.json')); print(*d['latents'][1:], d['audio_latents'])")
   timeout 400 "$B/bench_vae" "$W/vae" "$W/audio_vae" cuda "$T" "$h" "$w" "$La" 3 ${PROFILE:+--profile} 2>&1 | tee "$OUT/vae_bench_vdn.json"
+  if [ "${VAE_FP8:-0}" = 1 ]; then
+    VDN_VAE_PRECISION=fp8 timeout 400 "$B/bench_vae" "$W/vae" "$W/audio_vae" cuda "$T" "$h" "$w" "$La" 3 ${PROFILE:+--profile} 2>&1 | tee "$OUT/vae_bench_vdn_fp8.json"
+  fi
   rm -rf "$W"
 fi
 if [ "${AUDIO_BENCH:-0}" = 1 ]; then

@@ -6,7 +6,9 @@
  * stderr (stdout keeps the one JSON line).
  *   VAE_DIR `-`: the audio decoder only (T h w ignored);
  *   AUDIO_VAE_DIR `random:DIR`: first write a random audio VAE at the release's size to DIR
- *   (vdn_vae_init_audio_full), so the audio decode can be timed without the PyTorch peer. */
+ *   (vdn_vae_init_audio_full), so the audio decode can be timed without the PyTorch peer.
+ * VDN_VAE_PRECISION=bf16|fp8 in the environment: the video decoder's precision (vae.h
+ * vdn_video_vae_load_precision; default bf16), recorded in the JSON as video_precision. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,8 +61,15 @@ int main(int argc, char **argv) {
         }
     }
     const int video = strcmp(argv[1], "-") != 0;
+    vdn_precision prec = VDN_PRECISION_BF16;
+    const char *ps = getenv("VDN_VAE_PRECISION");
+    if (ps && *ps && vdn_precision_parse(ps, &prec)) {
+        fprintf(stderr, "VDN_VAE_PRECISION '%s': expected bf16 or fp8\n", ps);
+        return 2;
+    }
     double t0 = now();
-    vdn_video_vae *v = video ? vdn_video_vae_load(dev, argv[1], err, sizeof err) : NULL;
+    vdn_video_vae *v =
+        video ? vdn_video_vae_load_precision(dev, argv[1], prec, err, sizeof err) : NULL;
     if (video && !v) {
         fprintf(stderr, "%s\n", err);
         return 1;
@@ -116,13 +125,14 @@ int main(int argc, char **argv) {
         sum += frames[i];
     for (size_t i = 0; i < 2 * (size_t)La * hop; i++)
         wsum += (double)wave[i] * wave[i];
-    printf("{\"backend\": \"%s\", \"latents\": [%d, %d, %d, %d], \"frames\": %d, "
+    printf("{\"backend\": \"%s\", \"video_precision\": \"%s\", \"latents\": [%d, %d, %d, %d], "
+           "\"frames\": %d, "
            "\"audio_latents\": %d, "
            "\"video_s\": %.4f, \"audio_s\": %.4f, \"load_s\": %.1f, \"reps\": %d, \"frame_mean\": "
            "%.4f, "
            "\"wave_rms\": %.4f}\n",
-           vdn_dev_name(dev), Cv, T, h, w, F, La, tv / reps, ta / reps, load_s, reps,
-           nf ? sum / (double)nf : 0.0, sqrt(wsum / (2.0 * La * hop)));
+           vdn_dev_name(dev), vdn_precision_name(prec), Cv, T, h, w, F, La, tv / reps, ta / reps,
+           load_s, reps, nf ? sum / (double)nf : 0.0, sqrt(wsum / (2.0 * La * hop)));
     vdn_video_vae_free(v);
     vdn_audio_vae_free(a);
     vdn_dev_close(dev);

@@ -118,6 +118,20 @@ st.check(np.array_equal(wavfile.read("w3.wav")[1], wav), "--devices 3: other wav
 r = run("decode", "clip.safetensors", "--checkpoint", "ck", "--devices", "0", "--wav", "w0.wav", ok=False)
 st.check(r.returncode == 2 and "--devices \"0\": expected an integer 1..64" in r.stderr, f"--devices 0: {r.stderr!r}")
 
+# --precision fp8 (vae.h vdn_video_vae_load_precision): the ViT's Linears in e4m3, so other frames
+# than bf16's, off by e4m3's error relative to the frames' spread (test_vae_reference.c argues
+# FP8_LO..FP8_HI for the tiny checkpoint's 2 blocks: 3e-3..1.02e-1); the waveform is unchanged
+r = run("decode", "clip.safetensors", "--checkpoint", "ck", "--backend", "cpu", "--precision", "fp8", "--frames-out",
+        "f8.safetensors", "--wav", "w8.wav")
+st.check("video decoder at fp8" in r.stderr, f"--precision fp8: {r.stderr!r}")
+f8 = read("f8.safetensors")["frames"]
+spread = np.linalg.norm(frames - frames.mean(axis=(1, 2, 3), keepdims=True))
+rel8 = float(np.linalg.norm(f8.astype(np.float64) - frames) / spread)
+st.check(3e-3 < rel8 < 1.02e-1, f"--precision fp8: {rel8:.3e} of the frames' spread from bf16, outside 3e-3..1.02e-1")
+st.check(np.array_equal(wavfile.read("w8.wav")[1], wav), "--precision fp8: other waveform")
+r = run("decode", "clip.safetensors", "--checkpoint", "ck", "--precision", "fp16", "--wav", "w9.wav", ok=False)
+st.check(r.returncode == 2 and "--precision \"fp16\": expected bf16 or fp8" in r.stderr, f"--precision fp16: {r.stderr!r}")
+
 # no audio latents: an mp4 without sound
 st.write_f32("mute.safetensors", {"video": lat["video"]})
 run("decode", "mute.safetensors", "-o", "mute.mp4", "--checkpoint", "ck", "--quiet")

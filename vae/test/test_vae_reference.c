@@ -5,7 +5,7 @@
  * (sha256); every video case (one chunk; three chunks; two chunks x two tiles; 2 x 2 tiles) and
  * audio case (5 and 24 latents, stereo) decodes to the reference within float32 tolerance; and that
  * the checks can fail (the tiled clip decoded as one big tile differs from the reference by far
- * more). */
+ * more). With PRECISION fp8 (after the backend): the video decoder at fp8 instead (fp8_checks). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,10 +166,157 @@ static void audio_case(vdn_audio_vae *a, const char *name, double tol) {
     free(wave);
 }
 
+/* ---- fp8 precision (vae.h vdn_video_vae_load_precision) ----
+ *
+ * The statistic: ||got - want|| / ||want - mean_c(want)|| over a clip's frames, mean_c the
+ * reference clip's mean of channel c. The frames are ImageNet de-normalised (x std_c + mean_c,
+ * std_c 0.224-0.229, nearly one value), so away from the clamp this is the relative L2 error of
+ * the decoder's output x itself; the clamp only removes error.
+ *
+ * FP8_HI(L): the bound text/test/test_encoder.c argues from e4m3's 3-bit mantissa: a quantised
+ * operand is off by 1.8e-2 .. 3.6e-2 RMS relative, a product of two by at most 5.1e-2, a branch
+ * of two products in series (q/k/v then to_out, FFN in then FFN out) by at most 7.2e-2, and L
+ * blocks' independent branch errors add in square: sqrt(L) x 7.2e-2 on the residual stream. The
+ * stream then goes through the float32 LayerNorm and proj_out (a fixed linear map, whose random
+ * weights in the tiny checkpoint spread an error as they spread the signal), the unpatchify and
+ * the cross-fades (convex blends). The tiny checkpoint's 2 blocks give 1.0e-1; its random
+ * weights make every branch as large as the stream, the worst case of the argument. A lost or
+ * swapped scale, a wrong row or a product of the raw e4m3 codes gives O(1).
+ *
+ * FP8_LO: a decode that skipped the quantisation is the float32 decoder, 5e-7 from the reference
+ * at most per value (vae_vs_official_reference), while the first block's q/k/v product alone is
+ * off by at least 2.6e-2. 3e-3 sits between the two with room for the stream's dilution by the
+ * exact proj_in tokens. Skipping some of the Linears stays inside both: the count of fp8
+ * Linears (vdn_video_vae_fp8_linears) is what catches that. */
+#define FP8_LO 3e-3
+#define FP8_HI(layers) (7.2e-2 * sqrt((double)(layers)))
+
+static double rel_c(const float *got, const float *want, int F, int64_t plane) {
+    double d = 0, m = 0;
+    for (int c = 0; c < 3; c++) {
+        const float *g = got + (int64_t)c * F * plane, *w = want + (int64_t)c * F * plane;
+        double mean = 0;
+        for (int64_t i = 0; i < F * plane; i++)
+            mean += w[i];
+        mean /= (double)(F * plane);
+        for (int64_t i = 0; i < F * plane; i++) {
+            const double e = (double)g[i] - w[i], x = (double)w[i] - mean;
+            d += e * e;
+            m += x * x;
+        }
+    }
+    return m > 0 ? sqrt(d / m) : sqrt(d);
+}
+
+static float *decode_case(vdn_video_vae *v, const char *name, int *F, int64_t *plane) {
+    char key[128], err[1024];
+    snprintf(key, sizeof key, "video.%s.latents", name);
+    const vdn_st_entry *le = entry(key);
+    const int T = (int)le->shape[1], h = (int)le->shape[2], w = (int)le->shape[3];
+    *F = vdn_video_vae_frames(v, T, err, sizeof err);
+    *plane = (int64_t)h * 16 * w * 16;
+    CHECK(*F > 0, "%s", err);
+    if (*F <= 0) return NULL;
+    float *out = vdn_xmalloc(sizeof(float) * 3 * (size_t)*F * (size_t)*plane);
+    int rc = vdn_video_vae_decode(v, le->data, T, h, w, out, NULL, NULL, err, sizeof err);
+    CHECK(rc == 0, "video %s at fp8: %s", name, err);
+    if (rc) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* The fp8 decoder on dev against the reference frames within FP8_LO..FP8_HI; the CPU's oracle
+ * (on the CPU: dev itself) gives the same bits twice; on a GPU, CUDA fp8 against the CPU's fp8
+ * oracle closer than the oracle is to the reference (the two quantise the same float32 weights
+ * to the same codes and part only where an activation rounds to another e4m3 code, a subset of
+ * the roundings that separate fp8 from float32). */
+static void fp8_checks(vdn_dev *dev, const char *dir) {
+    char err[1024];
+    const int gpu = !vdn_dev_is_cpu(dev);
+    vdn_dev *cpu = gpu ? vdn_dev_open("cpu", 0, 0, err, sizeof err) : dev;
+    CHECK(cpu != NULL, "%s", err);
+    if (!cpu) return;
+    vdn_video_vae *v = vdn_video_vae_load_precision(dev, dir, VDN_PRECISION_FP8, err, sizeof err);
+    CHECK(v != NULL, "%s", err);
+    vdn_video_vae *twin =
+        gpu ? vdn_video_vae_load_precision(cpu, dir, VDN_PRECISION_FP8, err, sizeof err) : v;
+    CHECK(twin != NULL, "%s", err);
+    vdn_video_vae *b16 = vdn_video_vae_load(cpu, dir, err, sizeof err);
+    CHECK(b16 != NULL, "%s", err);
+    if (v && twin && b16) {
+        const int L = vdn_video_vae_config(v)->dec_layers;
+        CHECK(vdn_video_vae_precision(v) == VDN_PRECISION_FP8 &&
+                  vdn_video_vae_precision(b16) == VDN_PRECISION_BF16,
+              "precisions %s / %s", vdn_precision_name(vdn_video_vae_precision(v)),
+              vdn_precision_name(vdn_video_vae_precision(b16)));
+        CHECK(vdn_video_vae_fp8_linears(v) == 4 * L && vdn_video_vae_fp8_linears(b16) == 0,
+              "%d Linears in fp8 at fp8 and %d at bf16 over %d blocks (want %d and 0)",
+              vdn_video_vae_fp8_linears(v), vdn_video_vae_fp8_linears(b16), L, 4 * L);
+        const char *cases[] = {"small", "long"};
+        for (int i = 0; i < 2; i++) {
+            char key[128];
+            snprintf(key, sizeof key, "video.%s.frames", cases[i]);
+            const vdn_st_entry *fe = entry(key);
+            int F, F2;
+            int64_t plane;
+            float *got = decode_case(v, cases[i], &F, &plane);
+            float *again = decode_case(twin, cases[i], &F2, &plane);
+            float *f32 = decode_case(b16, cases[i], &F2, &plane);
+            if (f32 && fe &&
+                fe->shape[1] == F2) { /* the lower bound fails a skipped quantisation */
+                const double e32 = rel_c(f32, fe->data, F2, plane);
+                CHECK(e32 < FP8_LO,
+                      "video %s: the float32 decoder is %.3e from the reference, not "
+                      "under FP8_LO",
+                      cases[i], e32);
+            }
+            free(f32);
+            if (got && again && fe && fe->shape[1] == F) {
+                const float *want = fe->data;
+                const double e = rel_c(got, want, F, plane), eo = rel_c(again, want, F, plane);
+                printf("video %-6s fp8 (%s): %.2e of ||frames - mean|| from the reference (max "
+                       "|err| %.3g); bounds %.0e..%.2e\n",
+                       cases[i], vdn_dev_name(dev), e, max_err(got, want, fe->numel), FP8_LO,
+                       FP8_HI(L));
+                CHECK(e > FP8_LO && e < FP8_HI(L), "video %s fp8: %.3e, outside %.1e..%.2e",
+                      cases[i], e, FP8_LO, FP8_HI(L));
+                if (!gpu)
+                    CHECK(!memcmp(got, again, sizeof(float) * (size_t)fe->numel),
+                          "video %s: two fp8 decodes on the CPU differ", cases[i]);
+                else {
+                    const double el = rel_c(got, again, F, plane);
+                    printf("video %-6s CUDA fp8 against the CPU's fp8 oracle: %.2e (the oracle is "
+                           "%.2e from the reference); max |err| %.3g\n",
+                           cases[i], el, eo, max_err(got, again, fe->numel));
+                    CHECK(el < eo,
+                          "video %s: CUDA fp8 %.3e from the CPU fp8 oracle, not under "
+                          "the oracle's own %.3e",
+                          cases[i], el, eo);
+                }
+            }
+            free(got);
+            free(again);
+        }
+    }
+    vdn_video_vae_free(v);
+    if (twin != v) vdn_video_vae_free(twin);
+    vdn_video_vae_free(b16);
+    if (cpu != dev) vdn_dev_close(cpu);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s CKPT_ROOT EXPECTED.safetensors [video|audio|all] [cpu|cuda]\n",
+        fprintf(stderr,
+                "usage: %s CKPT_ROOT EXPECTED.safetensors [video|audio|all] [cpu|cuda] "
+                "[bf16|fp8]\n",
                 argv[0]);
+        return 2;
+    }
+    vdn_precision prec = VDN_PRECISION_BF16;
+    if (argc > 5 && vdn_precision_parse(argv[5], &prec)) {
+        fprintf(stderr, "%s: PRECISION '%s': expected bf16 or fp8\n", argv[0], argv[5]);
         return 2;
     }
     const char *only = argc > 3 ? argv[3] : "";
@@ -192,6 +339,13 @@ int main(int argc, char **argv) {
     }
     printf("backend %s\n", vdn_dev_name(dev));
     const double vtol = gpu ? 1.5e-2 : 5e-6, atol = 5e-5;
+    if (prec == VDN_PRECISION_FP8) { /* the video decoder's fp8 precision only */
+        snprintf(dir, sizeof dir, "%s/vae", argv[1]);
+        fp8_checks(dev, dir);
+        vdn_dev_close(dev);
+        vdn_st_close(expected);
+        return check_report("vae_reference (fp8)");
+    }
     if (strcmp(only, "audio")) {
         snprintf(dir, sizeof dir, "%s/vae", argv[1]);
         vdn_video_vae *v = vdn_video_vae_load(dev, dir, err, sizeof err);

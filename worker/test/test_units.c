@@ -75,6 +75,11 @@ static void test_conf(void) {
     CHECK(vdn_conf_get(&c, "text_precision") && !strcmp(vdn_conf_get(&c, "text_precision"), "fp8"),
           "text_precision '%s'", vdn_conf_get(&c, "text_precision"));
     vdn_conf_free(&c);
+    /* so is the video decoder's */
+    CHECK(vdn_conf_parse(&c, "x.conf", "vae_precision = fp8\n", err, sizeof err) == 0, "%s", err);
+    CHECK(vdn_conf_get(&c, "vae_precision") && !strcmp(vdn_conf_get(&c, "vae_precision"), "fp8"),
+          "vae_precision '%s'", vdn_conf_get(&c, "vae_precision"));
+    vdn_conf_free(&c);
 
     struct {
         const char *text, *want;
