@@ -4,7 +4,8 @@
  * layout are in attn_wgmma.cuh, the per-tile key ranges in attn_tiles.h.
  *
  * Per CTA (128 query rows of one head, two warpgroups of 64 rows, 256 threads):
- *   - K and V^T tiles of 128 keys stream through a ring of NSTAGE shared-memory stages, filled by
+ *   - K and V^T tiles of 128 keys stream through a ring of shared-memory stages (3 at head dim
+ *     128, 4 at 64: pp_stages in attn_wgmma.cuh says why), filled by
  *     the tensor memory accelerator (thread 0 issues one box per 64 columns of a tile; the hardware
  *     swizzles and zero-fills rows past N). Stage s's `full` mbarrier completes when its bytes
  *     have landed; its `empty` mbarrier when all 256 threads are done reading it.
@@ -26,6 +27,8 @@ attn_pp(const CUtensorMap &qmap, const CUtensorMap &kmap, const CUtensorMap &vma
         float scale_log2, const float *__restrict__ gate, int heads, bf16 *__restrict__ O,
         int ldo) {
     constexpr int NO = HD / 2; /* O accumulators per thread */
+    constexpr int NSTAGE = pp_stages(HD);
+    static_assert(NSTAGE > PP_AHEAD, "a block's stage must not be the one being read");
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     char *base = (char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
     char *sQ = base, *sK = sQ + BM * HD * 2, *sV = sK + NSTAGE * BN * HD * 2;
@@ -75,7 +78,7 @@ attn_pp(const CUtensorMap &qmap, const CUtensorMap &kmap, const CUtensorMap &vma
         for (int c = 0; c < HD / 64; c++)
             tma3(sQ + c * BM * 128, &qmap, c * 64, h, q0, &full[0]);
         if (nb > 0) load_kv(0);
-        for (int j = 1; j < NSTAGE - 1 && j < nb; j++)
+        for (int j = 1; j < PP_AHEAD && j < nb; j++)
             fill(j);
     }
     mbar_wait(&full[0], 0);
@@ -93,7 +96,7 @@ attn_pp(const CUtensorMap &qmap, const CUtensorMap &kmap, const CUtensorMap &vma
      * the asynchronous products */
     if (wg == 1) named_arrive(1, NT); /* warpgroup 0 issues first */
     for (int i = 0; i + 1 < nb; i++) {
-        if (threadIdx.x == 0 && i + NSTAGE - 1 < nb) fill(i + NSTAGE - 1);
+        if (threadIdx.x == 0 && i + PP_AHEAD < nb) fill(i + PP_AHEAD);
         mbar_wait(&full[(i + 1) % NSTAGE], ((i + 1) / NSTAGE) & 1); /* K_{i+1}, V_{i+1} landed */
         const char *kn = sK + ((i + 1) % NSTAGE) * TILE, *vc = sV + (i % NSTAGE) * TILE;
         named_sync(1 + wg, NT); /* my turn on the tensor cores */

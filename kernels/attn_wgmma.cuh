@@ -135,7 +135,16 @@ __device__ __forceinline__ uint64_t desc(const void *p) {
            ((uint64_t)1 << 62);
 }
 
-#define NSTAGE 3
+/* K and V^T stages of the ring: 3 at head dim 128 (224 KB of shared memory with Q), 4 at head dim
+ * 64 (144 KB). A block's copies are issued PP_AHEAD = 2 blocks before its use, into the stage of
+ * block j - stages. With 3 stages that is the block just before the current one, so the refill
+ * (thread 0, blocking warpgroup 0) waits until the other warpgroup has finished its softmax of
+ * it: warpgroup 0 cannot issue its next products while warpgroup 1's softmax runs. With 4 the
+ * stage's last block is two iterations old. */
+__host__ __device__ constexpr int pp_stages(int hd) {
+    return hd == 128 ? 3 : 4;
+}
+#define PP_AHEAD 2
 
 /* TMA: a 3-D box of a tensor map into shared memory, completing on an mbarrier */
 __device__ __forceinline__ void tma3(void *dst, const CUtensorMap *map, int c0, int c1, int c2,
@@ -311,7 +320,7 @@ __device__ __forceinline__ void issue_pv(float *o, unsigned (*pf)[4], const char
         const float *__restrict__ gate, int heads, bf16 *__restrict__ O, int ldo
 __global__ void attn_pp_k(ATTN_PP_ARGS);
 __global__ void attn_pp64_k(ATTN_PP_ARGS);
-/* shared memory of one CTA: Q, then NSTAGE K and V^T tiles, plus 1024 for the alignment */
-#define ATTN_PP_SMEM(hd) ((BM + 2 * NSTAGE * BN) * 2 * (hd) + 1024)
+/* shared memory of one CTA: Q, then the stages' K and V^T tiles, plus 1024 for the alignment */
+#define ATTN_PP_SMEM(hd) ((BM + 2 * pp_stages(hd) * BN) * 2 * (hd) + 1024)
 
 #endif
