@@ -17,7 +17,8 @@
  *     work for the other.
  * Measured on an H200 (docs/PERF.md, run 23): dense 484 ms (640 TFLOP/s) and window+anchors
  * 105 ms for the H3 workload, against 606 / 128 ms for the pipelined kernel without the TMA
- * ring and ping-pong. */
+ * ring and ping-pong. Head dim 64 at the video VAE decoder's shape (docs/PERF.md): 2.849 ms
+ * (260 TFLOP/s) against 3.763 ms for the mma.sync kernel. */
 #include "attn_wgmma.cuh"
 
 template <int HD>
