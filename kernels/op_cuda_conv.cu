@@ -34,9 +34,9 @@ namespace {
  * from grid z), A = w[i, o K + k] for k = p + j stride < K (else 0), X = x[b cin + i, col - j],
  *              output column n = col stride + p - pad.
  * A block owns BM x BN outputs: WARPS_M x WARPS_N warps of (MT x 16) x 32; the reduction runs in
- * stages of CB = 32 terms through shared memory (TF32 bits), the next stage's global loads in
- * registers while the tensor cores work on the current one. SPLIT: three MMAs per product (the
- * float32-accurate default), else one.
+ * stages of CB = 32 terms through shared memory (each value stored as its TF32 parts, split once
+ * per block: ConvSmem), the next stage's global loads in registers while the tensor cores work on
+ * the current one. SPLIT: three MMAs per product (the float32-accurate default), else one.
  *
  * Each k-step's 8-term sum (its 3 MMAs, or 1) goes into a zeroed fragment that is then added to
  * the output's sum with a float32 add. Why: the tensor cores do not round their accumulation to
@@ -50,8 +50,7 @@ namespace {
  * the truncation confined to 8 terms and the sum rounded to nearest: 2.3e-7 and 6.5e-7 (emulated),
  * below float32 FMAs in order. (A fragment per stage and a second accumulator set would truncate
  * less often but spills registers at this tile size.) */
-constexpr int CB = 32;        /* reduction terms per stage */
-constexpr int CTHREADS = 256; /* 8 warps */
+constexpr int CB = 32; /* reduction terms per stage */
 
 struct ConvArgs {
     FView y, x, w, b;
@@ -74,22 +73,34 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4],
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-/* v as TF32 big (+ small = the rest, when split) */
-template <bool SPLIT>
-__device__ __forceinline__ void split_tf32(uint32_t v, uint32_t &big, uint32_t &small) {
-    const float f = __uint_as_float(v);
-    big = to_tf32(f);
-    if (SPLIT) small = to_tf32(f - __uint_as_float(big));
+/* an operand element, float32 (F32: both x and w are, no dtype test per element) or any FView */
+template <bool F32> __device__ __forceinline__ float ld_el(const FView &v, int64_t r, int64_t c) {
+    if (F32) return ((const float *)v.p)[r * v.ld + c];
+    return fv_get(v, r, c);
 }
 
-template <int WARPS_M, int MT, bool TR, bool SPLIT>
-__global__ void __launch_bounds__(CTHREADS, 2) conv_mma_k(ConvArgs g) {
-    constexpr int WARPS_N = 8 / WARPS_M, BM = WARPS_M * MT * 16, BN = WARPS_N * 32;
+/* Shared-memory layout of a stage: element (row, k) of A and (k, col) of X as W words, the TF32
+ * big part then (SPLIT) the small one, so a fragment element is one 64-bit load and each value is
+ * split once per block (when it enters shared memory) instead of once per warp that reads it.
+ * Row pitches are 8 words mod 32 (4 for single-word A rows): a warp's fragment loads hit every
+ * bank once per 16-lane phase. */
+template <int BM, int BN, bool SPLIT> struct ConvSmem {
+    static constexpr int W = SPLIT ? 2 : 1;
+    static constexpr int PA = CB * W + (SPLIT ? 8 : 4), PX = BN * W + 8;
+    static constexpr size_t bytes = sizeof(uint32_t) * (size_t)(BM * PA + CB * PX);
+};
+
+template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32>
+__global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvArgs g) {
+    constexpr int CTHREADS = WARPS_M * WARPS_N * 32, BM = WARPS_M * MT * 16, BN = WARPS_N * 32;
     constexpr int A_PER = BM * CB / CTHREADS, X_PER = CB * BN / CTHREADS;
     constexpr int X_ROW_STEP = CTHREADS / BN; /* a thread's X rows are this far apart */
     static_assert(CTHREADS % BN == 0 && (BM * CB) % CTHREADS == 0, "tile shape");
-    __shared__ uint32_t As[BM][CB + 4]; /* float32 bits; +4: fragment loads hit 32 banks */
-    __shared__ uint32_t Xs[CB][BN + 8]; /* +8: likewise */
+    using SM = ConvSmem<BM, BN, SPLIT>;
+    constexpr int W = SM::W, PA = SM::PA, PX = SM::PX;
+    extern __shared__ uint2
+        conv_smem[]; /* uint2: the 64-bit fragment loads need 8-byte alignment */
+    uint32_t *As = (uint32_t *)conv_smem, *Xs = As + BM * PA;
 
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int64_t col0 = blockIdx.x * (int64_t)BN, o0 = blockIdx.y * (int64_t)BM;
@@ -115,11 +126,11 @@ __global__ void __launch_bounds__(CTHREADS, 2) conv_mma_k(ConvArgs g) {
             float v = 0.f;
             if (o < g.cout && r < R) {
                 if (!TR) {
-                    v = fv_get(g.w, o, r);
+                    v = ld_el<F32>(g.w, o, r);
                 } else {
                     const int64_t i = r / g.J;
                     const int k = p + (int)(r % g.J) * g.stride;
-                    if (k < g.K) v = fv_get(g.w, i, o * g.K + k);
+                    if (k < g.K) v = ld_el<F32>(g.w, i, o * g.K + k);
                 }
             }
             ra[t] = v;
@@ -131,7 +142,7 @@ __global__ void __launch_bounds__(CTHREADS, 2) conv_mma_k(ConvArgs g) {
             const int i = ik >> 16, k = ik & 0xffff;
             if (r < R && col < g.ncols) {
                 const int64_t s = TR ? col - k : col * g.stride + (int64_t)k * g.dil - g.pad;
-                if (s >= 0 && s < g.lin) v = fv_get(g.x, xrow0 + i, s);
+                if (s >= 0 && s < g.lin) v = ld_el<F32>(g.x, xrow0 + i, s);
             }
             rx[t] = v;
             ik += rstep; /* to row r + X_ROW_STEP */
@@ -140,13 +151,32 @@ __global__ void __launch_bounds__(CTHREADS, 2) conv_mma_k(ConvArgs g) {
         xik0 += step; /* to the next stage's first row, r + CB */
         if ((xik0 & 0xffff) >= per) xik0 += carry;
     };
+    /* v as TF32 big (+ small = the rest, when split) at word w of shared memory */
+    auto put = [&](uint32_t *dst, float v) {
+        const uint32_t big = to_tf32(v);
+        if (SPLIT)
+            *(uint2 *)dst = make_uint2(big, to_tf32(v - __uint_as_float(big)));
+        else
+            *dst = big;
+    };
     auto store = [&]() {
+#pragma unroll
         for (int t = 0; t < A_PER; t++) {
             const int e = tid + CTHREADS * t;
-            As[e / CB][e % CB] = __float_as_uint(ra[t]);
+            put(As + (e / CB) * PA + (e % CB) * W, ra[t]);
         }
+#pragma unroll
         for (int t = 0; t < X_PER; t++)
-            Xs[xr0 + X_ROW_STEP * t][xc] = __float_as_uint(rx[t]);
+            put(Xs + (xr0 + X_ROW_STEP * t) * PX + xc * W, rx[t]);
+    };
+    /* fragment element: big (and small) from shared memory */
+    auto get = [&](const uint32_t *src, uint32_t &big, uint32_t &small) {
+        if (SPLIT) {
+            const uint2 v = *(const uint2 *)src;
+            big = v.x, small = v.y;
+        } else {
+            big = *src;
+        }
     };
 
     const int wm = warp % WARPS_M, wn = warp / WARPS_M, gq = lane / 4, tq = lane % 4;
@@ -161,17 +191,17 @@ __global__ void __launch_bounds__(CTHREADS, 2) conv_mma_k(ConvArgs g) {
             uint32_t af[MT][4], bf[4][2], as[MT][4], bs[4][2];
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
-                const int row = (wm * MT + mt) * 16 + gq;
-                split_tf32<SPLIT>(As[row][ks + tq], af[mt][0], as[mt][0]);
-                split_tf32<SPLIT>(As[row + 8][ks + tq], af[mt][1], as[mt][1]);
-                split_tf32<SPLIT>(As[row][ks + tq + 4], af[mt][2], as[mt][2]);
-                split_tf32<SPLIT>(As[row + 8][ks + tq + 4], af[mt][3], as[mt][3]);
+                const uint32_t *a = As + ((wm * MT + mt) * 16 + gq) * PA + (ks + tq) * W;
+                get(a, af[mt][0], as[mt][0]);
+                get(a + 8 * PA, af[mt][1], as[mt][1]);
+                get(a + 4 * W, af[mt][2], as[mt][2]);
+                get(a + 8 * PA + 4 * W, af[mt][3], as[mt][3]);
             }
 #pragma unroll
             for (int nt = 0; nt < 4; nt++) {
-                const int c = wn * 32 + nt * 8 + gq;
-                split_tf32<SPLIT>(Xs[ks + tq][c], bf[nt][0], bs[nt][0]);
-                split_tf32<SPLIT>(Xs[ks + tq + 4][c], bf[nt][1], bs[nt][1]);
+                const uint32_t *x = Xs + (ks + tq) * PX + (wn * 32 + nt * 8 + gq) * W;
+                get(x, bf[nt][0], bs[nt][0]);
+                get(x + 4 * PX, bf[nt][1], bs[nt][1]);
             }
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
@@ -214,16 +244,41 @@ __global__ void __launch_bounds__(CTHREADS, 2) conv_mma_k(ConvArgs g) {
         }
 }
 
-/* a tile shape for the output channels: 64 x 128 for wide layers, 16 x 256 for the narrow last
- * stages (8 to 32 channels), so a 16-channel layer does not pay for 64 */
-template <bool TR, bool SPLIT> void launch_shape(vdn_dev *d, const ConvArgs &g, unsigned z) {
-    if (g.cout >= 64) {
-        const dim3 grid((unsigned)((g.ncols + 127) / 128), (unsigned)((g.cout + 63) / 64), z);
-        conv_mma_k<2, 2, TR, SPLIT><<<grid, CTHREADS, 0, cdev(d)->st>>>(g);
-    } else {
-        const dim3 grid((unsigned)((g.ncols + 255) / 256), (unsigned)((g.cout + 15) / 16), z);
-        conv_mma_k<1, 1, TR, SPLIT><<<grid, CTHREADS, 0, cdev(d)->st>>>(g);
+/* one tile shape: its dynamic shared memory (over 48 KiB for some: opted in once per device, a
+ * function attribute being the current device's) */
+template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32>
+cudaError_t launch_tile(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
+    constexpr int BM = WARPS_M * MT * 16, BN = WARPS_N * 32;
+    constexpr size_t smem = ConvSmem<BM, BN, SPLIT>::bytes;
+    auto k = conv_mma_k<WARPS_M, WARPS_N, MT, MINB, TR, SPLIT, F32>;
+    static unsigned long long opted = 0; /* bit per device ordinal below 64 */
+    if (dev >= 64 || !(opted >> dev & 1)) {
+        const cudaError_t e =
+            cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
+        if (dev < 64) opted |= 1ull << dev;
     }
+    const dim3 grid((unsigned)((g.ncols + BN - 1) / BN), (unsigned)((g.cout + BM - 1) / BM), z);
+    k<<<grid, WARPS_M * WARPS_N * 32, smem, cdev(d)->st>>>(g);
+    return cudaSuccess;
+}
+
+/* A tile shape for the output channels: 64 x 128 (8 warps) for wide layers, 64 x 64 (4 warps,
+ * three blocks an SM) where 64 x 128 tiles would not give every SM two blocks (the audio
+ * decoder's 1000-sample stage: 128 tiles for 132 SMs; its first conv: 64), 16 x 256 for the
+ * narrow last stages (8 to 32 channels), so a 16-channel layer does not pay for 64 */
+template <bool TR, bool SPLIT, bool F32>
+cudaError_t launch_shape(vdn_dev *d, const ConvArgs &g, unsigned z) {
+    int dev = 0, sms = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess) return e;
+    if (g.cout >= 64) {
+        const int64_t big = (g.ncols + 127) / 128 * ((g.cout + 63) / 64) * z;
+        if (big < 2 * (int64_t)sms) return launch_tile<2, 2, 2, 3, TR, SPLIT, F32>(d, g, z, dev);
+        return launch_tile<2, 4, 2, 2, TR, SPLIT, F32>(d, g, z, dev);
+    }
+    return launch_tile<1, 8, 1, 2, TR, SPLIT, F32>(d, g, z, dev);
 }
 
 /* VDN_CONV_TF32=1: one TF32 MMA per product (the header says when) */
@@ -239,10 +294,12 @@ template <bool TR> int launch_conv(vdn_dev *d, const char *OP, ConvArgs g, int64
                             "op %s: batch x phases %lld, %lld input channels, kernel %d (expected "
                             "at most 65535, 32767, 65535)",
                             OP, (long long)z, (long long)g.cin, g.K);
-    if (plain_tf32())
-        launch_shape<TR, false>(d, g, (unsigned)z);
-    else
-        launch_shape<TR, true>(d, g, (unsigned)z);
+    const bool f32 = g.x.dt == VDN_DT_F32 && g.w.dt == VDN_DT_F32, split = !plain_tf32();
+    const cudaError_t e = split ? (f32 ? launch_shape<TR, true, true>(d, g, (unsigned)z)
+                                       : launch_shape<TR, true, false>(d, g, (unsigned)z))
+                                : (f32 ? launch_shape<TR, false, true>(d, g, (unsigned)z)
+                                       : launch_shape<TR, false, false>(d, g, (unsigned)z));
+    OPC(e);
     OPL();
     return 0;
 }
