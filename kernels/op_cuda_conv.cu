@@ -37,6 +37,9 @@ namespace {
  * stages of CB = 32 terms through shared memory (each value stored as its TF32 parts, split once
  * per block: ConvSmem), the next stage's global loads in registers while the tensor cores work on
  * the current one. SPLIT: three MMAs per product (the float32-accurate default), else one.
+ * STRIP (conv1d, stride 1, K >= 3 in practice): X's rows are not gathered per tap; the stage's
+ * few input channels are loaded once as strips of BN + (K - 1) dil samples and each row reads
+ * its tap's window of its channel's strip (strip_fits, below).
  *
  * Each k-step's 8-term sum (its 3 MMAs, or 1) goes into a zeroed fragment that is then added to
  * the output's sum with a float32 add. Why: the tensor cores do not round their accumulation to
@@ -50,13 +53,15 @@ namespace {
  * the truncation confined to 8 terms and the sum rounded to nearest: 2.3e-7 and 6.5e-7 (emulated),
  * below float32 FMAs in order. (A fragment per stage and a second accumulator set would truncate
  * less often but spills registers at this tile size.) */
-constexpr int CB = 32; /* reduction terms per stage */
+constexpr int CB = 32;        /* reduction terms per stage */
+constexpr int STRIP_CAP = 16; /* strip tiles: at most 16 BN strip samples per stage */
 
 struct ConvArgs {
     FView y, x, w, b;
     int64_t cin, lin, cout, lout;
     int64_t ncols; /* GEMM columns: lout, or the phase length for the transpose */
     int K, stride, pad, dil, J, phases;
+    int sw, nch, swp; /* strip tiles: a channel's samples, channels and pitch (words) per stage */
 };
 
 __device__ __forceinline__ uint32_t to_tf32(float v) {
@@ -90,7 +95,7 @@ template <int BM, int BN, bool SPLIT> struct ConvSmem {
     static constexpr size_t bytes = sizeof(uint32_t) * (size_t)(BM * PA + CB * PX);
 };
 
-template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32>
+template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32, bool STRIP>
 __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvArgs g) {
     constexpr int CTHREADS = WARPS_M * WARPS_N * 32, BM = WARPS_M * MT * 16, BN = WARPS_N * 32;
     constexpr int A_PER = BM * CB / CTHREADS, X_PER = CB * BN / CTHREADS;
@@ -98,9 +103,12 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
     static_assert(CTHREADS % BN == 0 && (BM * CB) % CTHREADS == 0, "tile shape");
     using SM = ConvSmem<BM, BN, SPLIT>;
     constexpr int W = SM::W, PA = SM::PA, PX = SM::PX;
+    static_assert(!(STRIP && TR), "strip tiles: conv1d only");
+    constexpr int SPT = STRIP ? BN * STRIP_CAP / CTHREADS : 1; /* strip elements per thread */
     extern __shared__ uint2
         conv_smem[]; /* uint2: the 64-bit fragment loads need 8-byte alignment */
     uint32_t *As = (uint32_t *)conv_smem, *Xs = As + BM * PA;
+    int *tab = (int *)(Xs + (g.nch + 1) * g.swp); /* STRIP: a stage row's (channel, tap) offset */
 
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int64_t col0 = blockIdx.x * (int64_t)BN, o0 = blockIdx.y * (int64_t)BM;
@@ -118,7 +126,16 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
     const int step = (CB / per) << 16 | (CB % per), carry = (1 << 16) - per;
     const int rstep = (X_ROW_STEP / per) << 16 | (X_ROW_STEP % per);
 
-    float ra[A_PER], rx[X_PER];
+    /* STRIP: this thread's strip elements t (channel << 16 | sample, or -1) at sidx[t CTHREADS +
+     * tid], fixed for the block (shared memory: registers are the kernel's limit) */
+    int *sidx = tab + CB;
+    if (STRIP)
+        for (int t = 0; t < SPT; t++) {
+            const int e = tid + CTHREADS * t;
+            sidx[e] = e < g.nch * g.sw ? (e / g.sw) << 16 | (e % g.sw) : -1;
+        }
+
+    float ra[A_PER], rx[STRIP ? SPT : X_PER];
     auto load = [&](int64_t r0) {
         for (int t = 0; t < A_PER; t++) { /* consecutive threads: consecutive r */
             const int e = tid + CTHREADS * t, m = e / CB, kk = e % CB;
@@ -135,21 +152,34 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
             }
             ra[t] = v;
         }
-        int ik = xik0;
-        for (int t = 0; t < X_PER; t++) { /* consecutive threads: consecutive columns */
-            const int64_t r = r0 + xr0 + X_ROW_STEP * t;
-            float v = 0.f;
-            const int i = ik >> 16, k = ik & 0xffff;
-            if (r < R && col < g.ncols) {
-                const int64_t s = TR ? col - k : col * g.stride + (int64_t)k * g.dil - g.pad;
-                if (s >= 0 && s < g.lin) v = ld_el<F32>(g.x, xrow0 + i, s);
+        if constexpr (STRIP) { /* the stage's channels from r0 / K on, samples col0 - pad + u */
+            const int ilo = (int)(r0 / g.K);
+            const int64_t s0 = col0 - g.pad;
+            for (int t = 0; t < SPT; t++) {
+                float v = 0.f;
+                const int si = sidx[tid + CTHREADS * t], ch = ilo + (si >> 16);
+                const int64_t s = s0 + (si & 0xffff);
+                if (si >= 0 && ch < g.cin && s >= 0 && s < g.lin)
+                    v = ld_el<F32>(g.x, xrow0 + ch, s);
+                rx[t] = v;
             }
-            rx[t] = v;
-            ik += rstep; /* to row r + X_ROW_STEP */
-            if ((ik & 0xffff) >= per) ik += carry;
+        } else {
+            int ik = xik0;
+            for (int t = 0; t < X_PER; t++) { /* consecutive threads: consecutive columns */
+                const int64_t r = r0 + xr0 + X_ROW_STEP * t;
+                float v = 0.f;
+                const int i = ik >> 16, k = ik & 0xffff;
+                if (r < R && col < g.ncols) {
+                    const int64_t s = TR ? col - k : col * g.stride + (int64_t)k * g.dil - g.pad;
+                    if (s >= 0 && s < g.lin) v = ld_el<F32>(g.x, xrow0 + i, s);
+                }
+                rx[t] = v;
+                ik += rstep; /* to row r + X_ROW_STEP */
+                if ((ik & 0xffff) >= per) ik += carry;
+            }
+            xik0 += step; /* to the next stage's first row, r + CB */
+            if ((xik0 & 0xffff) >= per) xik0 += carry;
         }
-        xik0 += step; /* to the next stage's first row, r + CB */
-        if ((xik0 & 0xffff) >= per) xik0 += carry;
     };
     /* v as TF32 big (+ small = the rest, when split) at word w of shared memory */
     auto put = [&](uint32_t *dst, float v) {
@@ -159,15 +189,29 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
         else
             *dst = big;
     };
-    auto store = [&]() {
+    auto store = [&](int64_t r0) {
 #pragma unroll
         for (int t = 0; t < A_PER; t++) {
             const int e = tid + CTHREADS * t;
             put(As + (e / CB) * PA + (e % CB) * W, ra[t]);
         }
+        if constexpr (STRIP) {
 #pragma unroll
-        for (int t = 0; t < X_PER; t++)
-            put(Xs + (xr0 + X_ROW_STEP * t) * PX + xc * W, rx[t]);
+            for (int t = 0; t < SPT; t++) {
+                const int si = sidx[tid + CTHREADS * t];
+                if (si >= 0) put(Xs + (si >> 16) * g.swp + (si & 0xffff) * W, rx[t]);
+            }
+            /* row r = i K + k of the stage reads channel i's strip from tap k: (i - ilo) pitches
+             * plus k dil samples; rows past R read the zero row (A is zero there too) */
+            if (tid < CB) {
+                const int r = (int)r0 + tid, ilo = (int)(r0 / g.K);
+                tab[tid] = r < R ? (r / g.K - ilo) * g.swp + (r % g.K) * g.dil * W : g.nch * g.swp;
+            }
+        } else {
+#pragma unroll
+            for (int t = 0; t < X_PER; t++)
+                put(Xs + (xr0 + X_ROW_STEP * t) * PX + xc * W, rx[t]);
+        }
     };
     /* fragment element: big (and small) from shared memory */
     auto get = [&](const uint32_t *src, uint32_t &big, uint32_t &small) {
@@ -181,8 +225,11 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
 
     const int wm = warp % WARPS_M, wn = warp / WARPS_M, gq = lane / 4, tq = lane % 4;
     float acc[MT][4][4] = {}; /* the sum, in float32 adds of 8-term MMA sums (why: above) */
+    if (STRIP)                /* the zero row after the strip's channels */
+        for (int u = tid; u < g.sw * W; u += CTHREADS)
+            Xs[g.nch * g.swp + u] = 0;
     load(0);
-    store();
+    store(0);
     __syncthreads();
     for (int64_t r0 = 0; r0 < R; r0 += CB) {
         if (r0 + CB < R) load(r0 + CB); /* in flight during the products below */
@@ -197,11 +244,13 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
                 get(a + 4 * W, af[mt][2], as[mt][2]);
                 get(a + 8 * PA + 4 * W, af[mt][3], as[mt][3]);
             }
+            const int x0 = STRIP ? tab[ks + tq] : (ks + tq) * PX,
+                      x1 = STRIP ? tab[ks + tq + 4] : (ks + tq + 4) * PX;
 #pragma unroll
             for (int nt = 0; nt < 4; nt++) {
-                const uint32_t *x = Xs + (ks + tq) * PX + (wn * 32 + nt * 8 + gq) * W;
-                get(x, bf[nt][0], bs[nt][0]);
-                get(x + 4 * PX, bf[nt][1], bs[nt][1]);
+                const uint32_t *x = Xs + (wn * 32 + nt * 8 + gq) * W;
+                get(x + x0, bf[nt][0], bs[nt][0]);
+                get(x + x1, bf[nt][1], bs[nt][1]);
             }
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
@@ -220,7 +269,7 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
         }
         __syncthreads();
         if (r0 + CB < R) {
-            store();
+            store(r0 + CB);
             __syncthreads();
         }
     }
@@ -244,23 +293,54 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
         }
 }
 
-/* one tile shape: its dynamic shared memory (over 48 KiB for some: opted in once per device, a
- * function attribute being the current device's) */
-template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32>
-cudaError_t launch_tile(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
+/* Strip tiles (conv1d, stride 1): a stage's 32 reduction rows r = i K + k span at most
+ * 31 / K + 2 input channels, and the block's BN columns read samples col0 - pad .. col0 - pad +
+ * BN - 1 + (K - 1) dil of each: loaded once into shared memory instead of once per tap (K-fold),
+ * the fragments reading channel i's strip from tap k's offset. When that strip fits STRIP_CAP BN
+ * samples (K >= 3 at the release's dilations); else the im2col rows. */
+int strip_samples(const ConvArgs &g, int bn) {
+    return bn + (g.K - 1) * g.dil;
+}
+int strip_channels(const ConvArgs &g) {
+    return (CB - 1) / g.K + 2;
+}
+bool strip_fits(const ConvArgs &g, int bn) {
+    return g.phases == 1 && g.stride == 1 &&
+           (int64_t)strip_channels(g) * strip_samples(g, bn) <= (int64_t)STRIP_CAP * bn;
+}
+
+/* one tile shape: its dynamic shared memory (over 48 KiB for some: opted in per device, a
+ * function attribute being the current device's, when a launch needs more than before) */
+template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32, bool STRIP>
+cudaError_t launch_tile(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
     constexpr int BM = WARPS_M * MT * 16, BN = WARPS_N * 32;
-    constexpr size_t smem = ConvSmem<BM, BN, SPLIT>::bytes;
-    auto k = conv_mma_k<WARPS_M, WARPS_N, MT, MINB, TR, SPLIT, F32>;
-    static unsigned long long opted = 0; /* bit per device ordinal below 64 */
-    if (dev >= 64 || !(opted >> dev & 1)) {
+    using SM = ConvSmem<BM, BN, SPLIT>;
+    size_t smem = SM::bytes;
+    g.sw = g.nch = g.swp = 0;
+    if (STRIP) {
+        g.sw = strip_samples(g, BN), g.nch = strip_channels(g);
+        g.swp = (g.sw * SM::W + 23) / 32 * 32 + 8; /* >= sw W, 8 mod 32 */
+        smem = sizeof(uint32_t) *
+               ((size_t)BM * SM::PA + (size_t)(g.nch + 1) * g.swp + CB + (size_t)BN * STRIP_CAP);
+    }
+    auto k = conv_mma_k<WARPS_M, WARPS_N, MT, MINB, TR, SPLIT, F32, STRIP>;
+    static size_t opted[64]; /* per device ordinal below 64 */
+    if (dev >= 64 || smem > opted[dev]) {
         const cudaError_t e =
             cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
-        if (dev < 64) opted |= 1ull << dev;
+        if (dev < 64) opted[dev] = smem;
     }
     const dim3 grid((unsigned)((g.ncols + BN - 1) / BN), (unsigned)((g.cout + BM - 1) / BM), z);
     k<<<grid, WARPS_M * WARPS_N * 32, smem, cdev(d)->st>>>(g);
     return cudaSuccess;
+}
+
+template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32>
+cudaError_t launch_any(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
+    if (!TR && strip_fits(g, WARPS_N * 32))
+        return launch_tile<WARPS_M, WARPS_N, MT, MINB, false, SPLIT, F32, true>(d, g, z, dev);
+    return launch_tile<WARPS_M, WARPS_N, MT, MINB, TR, SPLIT, F32, false>(d, g, z, dev);
 }
 
 /* A tile shape for the output channels: 64 x 128 (8 warps) for wide layers, 64 x 64 (4 warps,
@@ -275,10 +355,10 @@ cudaError_t launch_shape(vdn_dev *d, const ConvArgs &g, unsigned z) {
     if (e != cudaSuccess) return e;
     if (g.cout >= 64) {
         const int64_t big = (g.ncols + 127) / 128 * ((g.cout + 63) / 64) * z;
-        if (big < 2 * (int64_t)sms) return launch_tile<2, 2, 2, 3, TR, SPLIT, F32>(d, g, z, dev);
-        return launch_tile<2, 4, 2, 2, TR, SPLIT, F32>(d, g, z, dev);
+        if (big < 2 * (int64_t)sms) return launch_any<2, 2, 2, 3, TR, SPLIT, F32>(d, g, z, dev);
+        return launch_any<2, 4, 2, 2, TR, SPLIT, F32>(d, g, z, dev);
     }
-    return launch_tile<1, 8, 1, 2, TR, SPLIT, F32>(d, g, z, dev);
+    return launch_any<1, 8, 1, 2, TR, SPLIT, F32>(d, g, z, dev);
 }
 
 /* VDN_CONV_TF32=1: one TF32 MMA per product (the header says when) */
