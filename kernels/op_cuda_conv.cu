@@ -304,6 +304,11 @@ int strip_samples(const ConvArgs &g, int bn) {
 int strip_channels(const ConvArgs &g) {
     return (CB - 1) / g.K + 2;
 }
+/* VDN_CONV_STRIP=0: the im2col rows everywhere (to compare the two on a device) */
+bool strip_on() {
+    const char *e = getenv("VDN_CONV_STRIP");
+    return !(e && !strcmp(e, "0"));
+}
 bool strip_fits(const ConvArgs &g, int bn) {
     return g.phases == 1 && g.stride == 1 &&
            (int64_t)strip_channels(g) * strip_samples(g, bn) <= (int64_t)STRIP_CAP * bn;
@@ -338,7 +343,7 @@ cudaError_t launch_tile(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
 
 template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32>
 cudaError_t launch_any(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
-    if (!TR && strip_fits(g, WARPS_N * 32))
+    if (!TR && strip_on() && strip_fits(g, WARPS_N * 32))
         return launch_tile<WARPS_M, WARPS_N, MT, MINB, false, SPLIT, F32, true>(d, g, z, dev);
     return launch_tile<WARPS_M, WARPS_N, MT, MINB, TR, SPLIT, F32, false>(d, g, z, dev);
 }

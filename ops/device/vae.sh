@@ -12,7 +12,7 @@
 # AUDIO_BENCH=1 times the audio decode alone without PyTorch: bench_vae writes random weights at
 # the release's size itself (`random:DIR`), 2 x AUDIO_LA latents (default 200: 5 s stereo), 5 reps,
 # with the default float32-accurate convolutions (op by op too with PROFILE=1) and again with
-# VDN_CONV_TF32=1.
+# VDN_CONV_TF32=1 (AUDIO_ENV="NAME=value ...": a third run, profiled, with that environment).
 # VAE_FP8=1: the video decoder at fp8 too (vae.h vdn_video_vae_load_precision): the fp8 reference
 # test on CUDA (CUDA fp8 against the CPU's fp8 oracle and the reference), and with BENCH=1 a
 # second bench_vae run with VDN_VAE_PRECISION=fp8 on the same weights and latents (op by op too
@@ -72,5 +72,10 @@ if [ "${AUDIO_BENCH:-0}" = 1 ]; then
   W=$(mktemp -d)
   timeout 300 "$B/bench_vae" - "random:$W/audio_vae" cuda 0 0 0 "${AUDIO_LA:-200}" 5 ${PROFILE:+--profile} 2>&1 | tee "$OUT/audio_bench_f32.log"
   VDN_CONV_TF32=1 timeout 120 "$B/bench_vae" - "$W/audio_vae" cuda 0 0 0 "${AUDIO_LA:-200}" 5 2>&1 | tee "$OUT/audio_bench_tf32.log"
+  # AUDIO_ENV="NAME=value ...": once more, profiled, with that environment (e.g. VDN_CONV_STRIP=0)
+  if [ -n "${AUDIO_ENV:-}" ]; then
+    echo "== $AUDIO_ENV"
+    env $AUDIO_ENV timeout 120 "$B/bench_vae" - "$W/audio_vae" cuda 0 0 0 "${AUDIO_LA:-200}" 5 ${PROFILE:+--profile} 2>&1 | tee "$OUT/audio_bench_env.log"
+  fi
   rm -rf "$W"
 fi
