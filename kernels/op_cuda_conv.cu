@@ -463,10 +463,16 @@ __global__ void __launch_bounds__(SN_THREADS)
         }
         __syncthreads();
         for (int64_t i = tid; i < nl; i += SN_THREADS) {
-            const int64_t n = n0 + i;
+            const int64_t n = n0 + i, j0 = n * s.ratio - s.dpad_left;
             float acc = 0.f;
-            for (int k = 0; k < s.K; k++)
-                acc += fds[k] * act[clampi(n * s.ratio + k - s.dpad_left, 0, s.lact - 1) - jlo];
+            if (j0 >= 0 && j0 + s.K <= s.lact) { /* no clamping: a plain window of act */
+                const float *w = act + (j0 - jlo);
+                for (int k = 0; k < s.K; k++)
+                    acc += fds[k] * w[k];
+            } else { /* the signal's ends: replicate padding, the same taps in the same order */
+                for (int k = 0; k < s.K; k++)
+                    acc += fds[k] * act[clampi(j0 + k, 0, s.lact - 1) - jlo];
+            }
             fv_set(y, row, n, acc);
         }
         __syncthreads(); /* xs and act are rewritten for the next row */
