@@ -78,6 +78,15 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4],
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+/* c = a b, from a zero sum (no zeroed registers per 8-term step: C is the zero register) */
+__device__ __forceinline__ void mma_tf32_first(float (&c)[4], const uint32_t (&a)[4],
+                                               const uint32_t (&b)[2]) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
+                 : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.f));
+}
+
 /* an operand element, float32 (F32: both x and w are, no dtype test per element) or any FView */
 template <bool F32> __device__ __forceinline__ float ld_el(const FView &v, int64_t r, int64_t c) {
     if (F32) return ((const float *)v.p)[r * v.ld + c];
@@ -256,12 +265,14 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int nt = 0; nt < 4; nt++) {
-                    float t[4] = {};
+                    float t[4];
                     if (SPLIT) { /* the small terms first: they are the ones to keep exact */
-                        mma_tf32(t, as[mt], bf[nt]);
+                        mma_tf32_first(t, as[mt], bf[nt]);
                         mma_tf32(t, af[mt], bs[nt]);
+                        mma_tf32(t, af[mt], bf[nt]);
+                    } else {
+                        mma_tf32_first(t, af[mt], bf[nt]);
                     }
-                    mma_tf32(t, af[mt], bf[nt]);
 #pragma unroll
                     for (int h = 0; h < 4; h++)
                         acc[mt][nt][h] = __fadd_rn(acc[mt][nt][h], t[h]);
