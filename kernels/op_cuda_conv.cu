@@ -62,6 +62,11 @@ struct ConvArgs {
     int64_t ncols; /* GEMM columns: lout, or the phase length for the transpose */
     int K, stride, pad, dil, J, phases;
     int sw, nch, swp; /* strip tiles: a channel's samples, channels and pitch (words) per stage */
+    /* split reduction (conv1d): grid z = signal x ksplit, part kp sums rows kp rchunk ..
+     * (kp + 1) rchunk - 1 into part[(kp B + b) cout + o][col] (no bias), conv_ksum_k adds them */
+    int ksplit;
+    int64_t rchunk;
+    float *part;
 };
 
 __device__ __forceinline__ uint32_t to_tf32(float v) {
@@ -121,9 +126,11 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
 
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int64_t col0 = blockIdx.x * (int64_t)BN, o0 = blockIdx.y * (int64_t)BM;
-    const int b = TR ? blockIdx.z / g.phases : blockIdx.z, p = TR ? blockIdx.z % g.phases : 0;
+    const int zs = blockIdx.z / g.ksplit, kp = blockIdx.z % g.ksplit;
+    const int b = TR ? zs / g.phases : zs, p = TR ? zs % g.phases : 0;
     const int per = TR ? g.J : g.K; /* reduction terms per input channel */
-    const int64_t R = g.cin * per, xrow0 = b * g.cin;
+    /* this block's rows rb .. R - 1 (all of them unless the reduction is split) */
+    const int64_t rb = kp * g.rchunk, R = min(g.cin * per, rb + g.rchunk), xrow0 = b * g.cin;
 
     /* this thread's X elements: column xc, rows xr0 + X_ROW_STEP t of each stage; a row's
      * (i, tap) packed as i << 16 | tap (taps < 2^16 and channels < 2^15: the launcher checks),
@@ -131,7 +138,7 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
      * to the others: no divisions in the loop, and one register instead of X_PER */
     const int xc = tid % BN, xr0 = tid / BN;
     const int64_t col = col0 + xc;
-    int xik0 = (xr0 / per) << 16 | (xr0 % per);
+    int xik0 = (int)((rb + xr0) / per) << 16 | (int)((rb + xr0) % per);
     const int step = (CB / per) << 16 | (CB % per), carry = (1 << 16) - per;
     const int rstep = (X_ROW_STEP / per) << 16 | (X_ROW_STEP % per);
 
@@ -237,10 +244,10 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
     if (STRIP)                /* the zero row after the strip's channels */
         for (int u = tid; u < g.sw * W; u += CTHREADS)
             Xs[g.nch * g.swp + u] = 0;
-    load(0);
-    store(0);
+    load(rb);
+    store(rb);
     __syncthreads();
-    for (int64_t r0 = 0; r0 < R; r0 += CB) {
+    for (int64_t r0 = rb; r0 < R; r0 += CB) {
         if (r0 + CB < R) load(r0 + CB); /* in flight during the products below */
 #pragma unroll
         for (int ks = 0; ks < CB; ks += 8) {
@@ -298,10 +305,28 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
                 for (int h = 0; h < 2; h++) {
                     const int64_t c = col0 + wn * 32 + nt * 8 + 2 * tq + h;
                     const int64_t n = TR ? c * g.stride + p - g.pad : c;
-                    if (c < g.ncols && n >= 0 && n < g.lout)
+                    if (c >= g.ncols || n < 0 || n >= g.lout) continue;
+                    if (g.ksplit > 1)
+                        g.part[((kp * (int64_t)(gridDim.z / g.ksplit) + b) * g.cout + o) * g.ncols +
+                               c] = acc[mt][nt][2 * h2 + h];
+                    else
                         fv_set(g.y, b * g.cout + o, n, acc[mt][nt][2 * h2 + h] + bias);
                 }
         }
+}
+
+/* a split reduction's sum: the parts in order, then the bias (rows: signals x cout, conv1d) */
+__global__ void conv_ksum_k(FView y, FView bias, const float *part, int ksplit, int64_t rows,
+                            int64_t cout, int64_t n) {
+    const int64_t total = rows * n;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t row = e / n, c = e % n;
+        float v = part[e];
+        for (int k = 1; k < ksplit; k++)
+            v = __fadd_rn(v, part[k * total + e]);
+        fv_set(y, row, c, v + (bias.p ? fv_get(bias, 0, row % cout) : 0.f));
+    }
 }
 
 /* Strip tiles (conv1d, stride 1): a stage's 32 reduction rows r = i K + k span at most
@@ -361,20 +386,36 @@ cudaError_t launch_any(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
 
 /* A tile shape for the output channels: 64 x 128 (8 warps) for wide layers, 64 x 64 (4 warps,
  * three blocks an SM) where 64 x 128 tiles would not give every SM two blocks (the audio
- * decoder's 1000-sample stage: 128 tiles for 132 SMs; its first conv: 64), 16 x 256 for the
- * narrow last stages (8 to 32 channels), so a 16-channel layer does not pay for 64 */
+ * decoder's 1000-sample stage: 128 tiles for 132 SMs), 16 x 256 for the narrow last stages (8 to
+ * 32 channels), so a 16-channel layer does not pay for 64. A conv1d whose 64 x 64 tiles still
+ * leave SMs idle and whose reduction is long (the first conv: 128 tiles, 14336 rows) splits the
+ * reduction into up to 4 parts (grid z), summed in order by conv_ksum_k (the float32 sum of each
+ * part's float32 sum: no less accurate than one sum, and the same bits every run). */
 template <bool TR, bool SPLIT, bool F32>
-cudaError_t launch_shape(vdn_dev *d, const ConvArgs &g, unsigned z) {
+cudaError_t launch_shape(vdn_dev *d, ConvArgs g, unsigned z) {
     int dev = 0, sms = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (e != cudaSuccess) return e;
-    if (g.cout >= 64) {
-        const int64_t big = (g.ncols + 127) / 128 * ((g.cout + 63) / 64) * z;
-        if (big < 2 * (int64_t)sms) return launch_any<2, 2, 2, 3, TR, SPLIT, F32>(d, g, z, dev);
-        return launch_any<2, 4, 2, 2, TR, SPLIT, F32>(d, g, z, dev);
-    }
-    return launch_any<1, 8, 1, 2, TR, SPLIT, F32>(d, g, z, dev);
+    if (g.cout < 64) return launch_any<1, 8, 1, 2, TR, SPLIT, F32>(d, g, z, dev);
+    const int64_t big = (g.ncols + 127) / 128 * ((g.cout + 63) / 64) * z;
+    if (big >= 2 * (int64_t)sms) return launch_any<2, 4, 2, 2, TR, SPLIT, F32>(d, g, z, dev);
+    const int64_t tiles = (g.ncols + 63) / 64 * ((g.cout + 63) / 64) * z,
+                  stages = (g.cin * g.K + CB - 1) / CB;
+    int64_t ks = TR ? 1 : (3 * (int64_t)sms) / tiles;
+    ks = ks < 4 ? ks : 4;
+    ks = ks < stages / 8 ? ks : stages / 8; /* parts of at least 8 stages */
+    if (ks < 2 || z * ks > 65535) return launch_any<2, 2, 2, 3, TR, SPLIT, F32>(d, g, z, dev);
+    g.rchunk = (stages + ks - 1) / ks * CB;
+    g.ksplit = (int)((stages * CB + g.rchunk - 1) / g.rchunk);
+    const int64_t total = z * g.cout * g.ncols;
+    g.part = (float *)op_cuda_scratch(d, SCR_CONV, sizeof(float) * (size_t)(g.ksplit * total));
+    if (!g.part) return cudaErrorMemoryAllocation;
+    e = launch_any<2, 2, 2, 3, TR, SPLIT, F32>(d, g, z * (unsigned)g.ksplit, dev);
+    if (e != cudaSuccess) return e;
+    conv_ksum_k<<<op_grid(total), 256, 0, cdev(d)->st>>>(g.y, g.b, g.part, g.ksplit, z * g.cout,
+                                                         g.cout, g.ncols);
+    return cudaSuccess;
 }
 
 /* VDN_CONV_TF32=1: one TF32 MMA per product (the header says when) */
@@ -505,6 +546,7 @@ int conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_te
     g.cin = vdn_tensor_cols(w) / K, g.lin = vdn_tensor_cols(x);
     g.cout = vdn_tensor_rows(w), g.lout = vdn_tensor_cols(y), g.ncols = g.lout;
     g.K = K, g.stride = stride, g.pad = pad, g.dil = dilation, g.J = 1, g.phases = 1;
+    g.ksplit = 1, g.rchunk = g.cin * K, g.part = NULL;
     if (g.cout * g.lout == 0) return 0;
     return launch_conv<false>(d, OP, g, vdn_tensor_rows(x) / g.cin);
 }
@@ -523,6 +565,7 @@ int conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, co
     g.ncols = (g.lout - 1 + pad) / stride + 1;
     g.K = K, g.stride = stride, g.pad = pad, g.dil = 1;
     g.J = (K + stride - 1) / stride, g.phases = stride;
+    g.ksplit = 1, g.rchunk = g.cin * g.J, g.part = NULL;
     if (g.cout * g.lout == 0) return 0;
     return launch_conv<true>(d, OP, g, vdn_tensor_rows(x) / g.cin);
 }

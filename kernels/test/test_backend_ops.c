@@ -1014,6 +1014,9 @@ static void conv_cases(void) {
     case_conv1d(1, 20, 300, 72, 5, 1, 2, 1, 1, BF);
     case_conv1d(2, 64, 500, 80, 1, 1, 0, 1, 1, F32);
     case_conv1d(2, 24, 34000, 64, 4, 2, 1, 1, 1, F32);
+    /* few tiles, long reductions: the CUDA split reduction (4 parts; strips, then im2col rows) */
+    case_conv1d(2, 512, 100, 128, 7, 1, 3, 1, 1, F32);
+    case_conv1d(1, 1000, 60, 64, 1, 1, 0, 1, 0, F32);
     case_conv_transpose1d(1, 16, 33, 8, 16, 8, 4, 1, F32);
     case_conv_transpose1d(1, 6, 17, 5, 4, 2, 1, 0, BF);
     case_conv_transpose1d(1, 3, 9, 4, 11, 5, 3, 1, F32);
