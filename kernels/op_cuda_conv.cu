@@ -384,13 +384,14 @@ cudaError_t launch_any(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
     return launch_tile<WARPS_M, WARPS_N, MT, MINB, TR, SPLIT, F32, false>(d, g, z, dev);
 }
 
-/* A tile shape for the output channels: 64 x 128 (8 warps) for wide layers, 64 x 64 (4 warps,
- * three blocks an SM) where 64 x 128 tiles would not give every SM two blocks (the audio
- * decoder's 1000-sample stage: 128 tiles for 132 SMs), 16 x 256 for the narrow last stages (8 to
- * 32 channels), so a 16-channel layer does not pay for 64. A conv1d whose 64 x 64 tiles still
- * leave SMs idle and whose reduction is long (the first conv: 128 tiles, 14336 rows) splits the
- * reduction into up to 4 parts (grid z), summed in order by conv_ksum_k (the float32 sum of each
- * part's float32 sum: no less accurate than one sum, and the same bits every run). */
+/* A tile shape for the output channels: 64 x 128 (8 warps, two blocks an SM) for wide layers,
+ * 16 x 256 for the narrow last stages (8 to 32 channels), so a 16-channel layer does not pay for
+ * 64. Where 64 x 128 tiles would not give every SM two blocks (the audio decoder's 1000-sample
+ * stage: 128 tiles for 132 SMs; its first conv: 64), a conv1d splits its reduction into up to 4
+ * parts (grid z, each at least 8 stages) so that they do, summed in order by conv_ksum_k (the
+ * float32 sum of each part's float32 sum: no less accurate than one running sum, the same bits
+ * every run). (64 x 64 tiles of 4 warps, three blocks an SM, for such grids ran on the H200 in
+ * 1b92b82 and were not kept: the first transposed conv took 0.61 ms against 0.49 before.) */
 template <bool TR, bool SPLIT, bool F32>
 cudaError_t launch_shape(vdn_dev *d, ConvArgs g, unsigned z) {
     int dev = 0, sms = 0;
@@ -399,19 +400,17 @@ cudaError_t launch_shape(vdn_dev *d, ConvArgs g, unsigned z) {
     if (e != cudaSuccess) return e;
     if (g.cout < 64) return launch_any<1, 8, 1, 2, TR, SPLIT, F32>(d, g, z, dev);
     const int64_t big = (g.ncols + 127) / 128 * ((g.cout + 63) / 64) * z;
-    if (big >= 2 * (int64_t)sms) return launch_any<2, 4, 2, 2, TR, SPLIT, F32>(d, g, z, dev);
-    const int64_t tiles = (g.ncols + 63) / 64 * ((g.cout + 63) / 64) * z,
-                  stages = (g.cin * g.K + CB - 1) / CB;
-    int64_t ks = TR ? 1 : (3 * (int64_t)sms) / tiles;
+    const int64_t stages = (g.cin * g.K + CB - 1) / CB;
+    int64_t ks = TR ? 1 : 2 * (int64_t)sms / big;
     ks = ks < 4 ? ks : 4;
-    ks = ks < stages / 8 ? ks : stages / 8; /* parts of at least 8 stages */
-    if (ks < 2 || z * ks > 65535) return launch_any<2, 2, 2, 3, TR, SPLIT, F32>(d, g, z, dev);
+    ks = ks < stages / 8 ? ks : stages / 8;
+    if (ks < 2 || z * ks > 65535) return launch_any<2, 4, 2, 2, TR, SPLIT, F32>(d, g, z, dev);
     g.rchunk = (stages + ks - 1) / ks * CB;
     g.ksplit = (int)((stages * CB + g.rchunk - 1) / g.rchunk);
     const int64_t total = z * g.cout * g.ncols;
     g.part = (float *)op_cuda_scratch(d, SCR_CONV, sizeof(float) * (size_t)(g.ksplit * total));
     if (!g.part) return cudaErrorMemoryAllocation;
-    e = launch_any<2, 2, 2, 3, TR, SPLIT, F32>(d, g, z * (unsigned)g.ksplit, dev);
+    e = launch_any<2, 4, 2, 2, TR, SPLIT, F32>(d, g, z * (unsigned)g.ksplit, dev);
     if (e != cudaSuccess) return e;
     conv_ksum_k<<<op_grid(total), 256, 0, cdev(d)->st>>>(g.y, g.b, g.part, g.ksplit, z * g.cout,
                                                          g.cout, g.ncols);

@@ -1005,10 +1005,10 @@ static void conv_cases(void) {
     /* release-like reduction lengths (256 channels x 11 taps; 512 x 2 taps per phase), where a
      * biased accumulation shows (conv_tol) */
     case_conv1d(2, 256, 190, 64, 11, 1, 25, 5, 1, F32);
-    /* grids of at least two blocks an SM (132-SM H100/H200) for the CUDA 64 x 128 tile, which
-     * smaller grids trade for 64 x 64; a bf16 case on the 64 x 64 tile (no float32 fast load);
-     * the CUDA strip tiles (stride 1, K >= 3 here) and the im2col rows (K = 1, stride 2, the
-     * transposes) on every tile shape */
+    /* grids of at least two 64 x 128 tiles an SM (132-SM H100/H200; smaller conv1d grids split
+     * their reduction when it is long); a bf16 case (no float32 fast load); the CUDA strip tiles
+     * (stride 1, K >= 3 here) and the im2col rows (K = 1, stride 2, the transposes) on both
+     * tile shapes */
     case_conv1d(2, 40, 17000, 96, 3, 1, 1, 1, 1, F32);
     case_conv_transpose1d(2, 24, 10000, 64, 4, 2, 1, 1, F32);
     case_conv1d(1, 20, 300, 72, 5, 1, 2, 1, 1, BF);
