@@ -10,6 +10,7 @@
 
 #include "attn_tiles.h"
 #include "bench.h"
+#include "bench_time.cuh"
 #include "cuda_util.cuh"
 #include "twin.h"
 
@@ -21,34 +22,6 @@ struct Row {
     double tflops;
 };
 std::vector<Row> rows;
-
-template <class Fn> double time_ms(Fn fn, int warm, int reps, int *err) {
-    if (*err) return NAN; /* after a failure the context is gone: measure nothing more */
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    for (int i = 0; i < warm; i++)
-        if (fn()) *err = 1;
-    std::vector<double> ts;
-    for (int i = 0; i < reps; i++) {
-        cudaEventRecord(a);
-        if (fn()) *err = 1;
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, a, b);
-        ts.push_back(ms);
-    }
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-        fprintf(stderr, "vdn bench: CUDA error: %s\n", cudaGetErrorString(e));
-        *err = 1;
-    }
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    std::sort(ts.begin(), ts.end());
-    return ts[ts.size() / 2];
-}
 
 double put(const char *name, double ms, double flops) {
     Row r;

@@ -10,6 +10,7 @@
 
 #include "attn_tiles.h"
 #include "bench.h"
+#include "bench_time.cuh"
 #include "cuda_util.cuh"
 
 namespace {
@@ -23,26 +24,6 @@ __global__ void diff_k(const bf16 *a, const bf16 *b, size_t n, double *acc) {
         d2 += (x - y) * (x - y), a2 += x * x;
     }
     atomicAdd(&acc[0], d2), atomicAdd(&acc[1], a2);
-}
-
-template <class Fn> float median_ms(Fn fn, int reps, int *err) {
-    cudaEvent_t a, b;
-    cudaEventCreate(&a), cudaEventCreate(&b);
-    if (fn()) *err = 1; /* warm-up */
-    std::vector<float> ts;
-    for (int i = 0; i < reps && !*err; i++) {
-        cudaEventRecord(a);
-        if (fn()) *err = 1;
-        cudaEventRecord(b);
-        cudaEventSynchronize(b);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, a, b);
-        ts.push_back(ms);
-    }
-    cudaEventDestroy(a), cudaEventDestroy(b);
-    if (ts.empty()) return NAN;
-    std::sort(ts.begin(), ts.end());
-    return ts[ts.size() / 2];
 }
 
 } // namespace
@@ -87,18 +68,18 @@ extern "C" int vdn_bench_attn_vae(int reps) {
     printf("-- the video VAE decoder's attention: %d rows (%d tiles of %d), %d heads x %d, "
            "block-diagonal --\n",
            N, TILES, TR, H, D);
-    const float ms1 = median_ms(
+    const float ms1 = (float)time_ms(
         [&] {
             return vdn_k_attention_ex(q, LD, k, LD, v, LD, N, N, H, 1, D, dl, 0, N, dt, nt, sc,
                                       NULL, H, o1, C, 0);
         },
-        reps, &err);
-    const float ms2 = median_ms(
+        1, reps, &err);
+    const float ms2 = (float)time_ms(
         [&] {
             return vdn_k_attention_wgmma(q, LD, k, LD, v, LD, vt, N, H, D, dl, 0, N, dt, nt, sc,
                                          NULL, o2, C, 0);
         },
-        reps, &err);
+        1, reps, &err);
     BCK(cudaMemset(acc, 0, 2 * sizeof(double)));
     diff_k<<<264, 256>>>(o1, o2, (size_t)N * C, acc);
     double h[2] = {0, 0};
