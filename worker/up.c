@@ -30,6 +30,7 @@
 #include "conf.h"
 #include "gpus.h"
 #include "encoder_init.h"
+#include "engine.h"
 #include "vdn_util.h"
 
 #define MAX_CHILDREN 65
@@ -55,6 +56,7 @@ typedef struct {
     int workers, cpu, detach, stop, port;
     const char *gpus, *lease, *heartbeat, *max_attempts;
     const char *http; /* --http HOST:PORT for the coordinator's status page and metrics */
+    const char *text_precision, *vae_precision; /* passed to every worker (bf16 | fp8) */
     child kids[MAX_CHILDREN];
     int nkids;
     int sigfd;
@@ -65,12 +67,15 @@ static const char usage[] =
     "usage: vdn up DIR [--workers N] [--cpu] [--store URI] [--checkpoint DIR] [--port P]\n"
     "                  [--gpus SPEC] [--lease-seconds S] [--heartbeat-seconds S]\n"
     "                  [--max-attempts N] [--http 127.0.0.1:8080] [--detach]\n"
+    "                  [--text-precision bf16|fp8] [--vae-precision bf16|fp8]\n"
     "       vdn up DIR --stop\n"
     "Runs coordinator + N local workers (default 1) + SQLite (DIR/vdn.db) + a file store\n"
     "(DIR/store) in the foreground until Ctrl-C; --detach runs it in the background.\n"
     "Without --checkpoint a tiny random VDN checkpoint is made in DIR/ckpt.\n"
     "Then: vdn submit requests.jsonl --dir DIR; vdn watch BATCH --dir DIR.\n"
-    "--http: the coordinator serves a live status page and Prometheus /metrics there.\n";
+    "--http: the coordinator serves a live status page and Prometheus /metrics there.\n"
+    "--text-precision, --vae-precision: every worker's text encoder and video decoder\n"
+    "precision (vdn worker's options of the same names; default bf16).\n";
 
 static void child_add(up *u, const char *name, ...) {
     child *c = &u->kids[u->nkids++];
@@ -446,7 +451,14 @@ static int parse(up *u, int argc, char **argv) {
                 u->max_attempts = v;
             else if (!strcmp(a, "--http"))
                 u->http = v;
-            else {
+            else if (!strcmp(a, "--text-precision") || !strcmp(a, "--vae-precision")) {
+                vdn_precision p;
+                if (vdn_precision_parse(v, &p)) {
+                    fprintf(stderr, "vdn up: %s '%s': expected bf16 or fp8\n", a, v);
+                    return -1;
+                }
+                *(!strcmp(a, "--text-precision") ? &u->text_precision : &u->vae_precision) = v;
+            } else {
                 fprintf(stderr, "vdn up: unknown option '%s'\n%s", a, usage);
                 return -1;
             }
@@ -620,6 +632,8 @@ int vdn_cmd_up(int argc, char **argv) {
             child_arg(w, "--gpus", g);
         }
         if (u.heartbeat) child_arg(w, "--heartbeat-seconds", u.heartbeat);
+        if (u.text_precision) child_arg(w, "--text-precision", u.text_precision);
+        if (u.vae_precision) child_arg(w, "--vae-precision", u.vae_precision);
     }
     open_logs(&u);
     VDN_INFO("up: farm in %s: coordinator %s (clients %s), %d worker(s), store %s, checkpoint %s",

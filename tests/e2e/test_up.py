@@ -109,9 +109,16 @@ def test(args):
     pid = None
     try:
         http_port = free_port()
+        # a precision that does not exist is refused before anything starts, naming the option
+        bad = subprocess.run([vdn, "up", d + "-bad", "--cpu", "--vae-precision", "fp9"],
+                             capture_output=True, text=True, timeout=60)
+        check(bad.returncode != 0 and "--vae-precision 'fp9': expected bf16 or fp8" in bad.stderr,
+              "vdn up --vae-precision fp9: %d %s" % (bad.returncode, bad.stderr))
+        check(not os.path.exists(os.path.join(d + "-bad", "vdn.conf")),
+              "a refused vdn up wrote a vdn.conf")
         r = subprocess.run([vdn, "up", d, "--detach", "--cpu", "--workers", "2", "--http",
-                            "127.0.0.1:%d" % http_port], capture_output=True, text=True,
-                           timeout=120)
+                            "127.0.0.1:%d" % http_port, "--vae-precision", "fp8"],
+                           capture_output=True, text=True, timeout=120)
         check(r.returncode == 0, "vdn up --detach exited %d: %s%s" % (r.returncode, r.stdout,
                                                                       r.stderr))
         c = conf(os.path.join(d, "vdn.conf"))
@@ -119,6 +126,16 @@ def test(args):
         check(alive(pid), "supervisor pid %d not running" % pid)
         kids = children_of(pid)
         check(len(kids) == 3, "expected coordinator + 2 workers under pid %d, got %s" % (pid, kids))
+        # --vae-precision reached both workers' command lines
+        for k in kids:
+            with open("/proc/%d/cmdline" % k, "rb") as f:
+                argv = f.read().split(b"\0")
+            if b"worker" in argv[1:2]:
+                check(b"--vae-precision" in argv and
+                      argv[argv.index(b"--vae-precision") + 1] == b"fp8",
+                      "worker %d argv lacks --vae-precision fp8: %s" % (k, argv))
+        check(sum(1 for k in kids if b"worker" in open("/proc/%d/cmdline" % k, "rb").read()
+                  .split(b"\0")[1:2]) == 2, "two worker children expected")
         for k in ("client_endpoint", "worker_endpoint", "db", "store", "checkpoint"):
             check(k in c, "vdn.conf lacks %s: %s" % (k, c))
         # --http reached its coordinator: the status page's metrics list both workers
