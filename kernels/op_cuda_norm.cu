@@ -165,9 +165,183 @@ __global__ void __launch_bounds__(QK_WARPS * 32, 4)
     }
 }
 
+/* The same table in float32 for the vectorised kernel: the double sincos rounded once. */
+__global__ void rope_table_f_k(float2 *tab, RopeArgs ra, int64_t rows) {
+    const int half = ra.n_rot / 2;
+    const int64_t n = rows * half;
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = e / half;
+        const int i = (int)(e - r * half);
+        const int axis = i < ra.s0 ? 0 : (i < ra.s0 + ra.s1 ? 1 : 2);
+        const double ang = (double)__fmul_rn((float)ra.pos[r * ra.pos_ld + axis], ra.inv[i]);
+        double sn, cs;
+        sincos(ang, &sn, &cs);
+        tab[e] = make_float2((float)cs, (float)sn);
+    }
+}
+
+/* one side (q or k) of the vectorised kernel: packed bf16 rows, 16-byte aligned */
+struct QkSide {
+    const bf16 *in;
+    bf16 *out;
+    int64_t ld_in, ld_out;
+    FView w; /* the norm's weight [hd] or p NULL (no norm) */
+    int heads, chunks;
+};
+
+#define QKV_LOADS 8 /* 16-byte loads a lane issues before any arithmetic */
+
+/* Vectorised q/k norm + rope for packed bf16 rows (the video decoder's 32 heads of 64, the text
+ * encoder's, ...): G = hd / 8 lanes own a head, 8 channels (one 16-byte word) each, so a warp
+ * covers 32 / G heads per load and QKV_LOADS loads in flight (a whole 2,048-wide row of q at hd
+ * 64). The head's sum of squares is a G-lane shuffle; a rotary pair's partner channel sits
+ * exactly half / 8 lanes away (half % 8 == 0), so it comes by one shuffle; the row's (cos, sin)
+ * come from the float table, read once per row and pair group. The old per-element kernel was
+ * ~5x this op's memory time on the decoder (2-byte strided loads). Float32 throughout, so it
+ * differs from the CPU twin's double rotation by float rounding only (outputs are bf16). */
+template <int G>
+__global__ void __launch_bounds__(256)
+    qk_norm_rope_vec_k(QkSide s0, QkSide s1, int64_t rows, float eps, const float2 *tab,
+                       int half) {
+    constexpr int SLOTS = 32 / G, HPU = SLOTS * QKV_LOADS, HD = 8 * G;
+    const int lane = threadIdx.x & 31, sub = lane % G, slot = lane / G;
+    const int warps = blockDim.x >> 5;
+    const int hp = half / 8; /* lanes of a head holding the first half of the pairs */
+    const int chunks = s0.chunks + s1.chunks;
+    const int64_t units = rows * chunks;
+    const int rot = sub < 2 * hp;
+    const int src = sub < hp ? lane + hp : (rot ? lane - hp : lane);
+    const float sgn = sub < hp ? -1.f : 1.f;
+    const int pair0 = 8 * (sub < hp ? sub : sub - hp);
+    for (int64_t u = (int64_t)blockIdx.x * warps + (threadIdx.x >> 5); u < units;
+         u += (int64_t)gridDim.x * warps) {
+        const int64_t r = u / chunks;
+        int j = (int)(u - r * chunks);
+        const int side = j >= s0.chunks;
+        if (side) j -= s0.chunks;
+        /* field by field: selecting a whole parameter struct by reference puts it on the stack */
+        const int heads = side ? s1.heads : s0.heads;
+        const FView wv_ = side ? s1.w : s0.w;
+        float v[QKV_LOADS][8];
+        const bf16 *row = (side ? s1.in : s0.in) + r * (side ? s1.ld_in : s0.ld_in);
+#pragma unroll
+        for (int k = 0; k < QKV_LOADS; k++) {
+            const int h = j * HPU + k * SLOTS + slot;
+            if (h < heads)
+                unpack8(*(const uint4 *)(row + (int64_t)h * HD + 8 * sub), v[k]);
+            else
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    v[k][e] = 0.f;
+        }
+        if (wv_.p) {
+            float wv[8];
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                wv[e] = fv_get(wv_, 0, 8 * sub + e);
+#pragma unroll
+            for (int k = 0; k < QKV_LOADS; k++) {
+                float ss = 0.f;
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    ss += v[k][e] * v[k][e];
+#pragma unroll
+                for (int o = 1; o < G; o <<= 1)
+                    ss += __shfl_xor_sync(0xffffffffu, ss, o);
+                const float inv = rsqrtf(ss / (float)HD + eps);
+#pragma unroll
+                for (int e = 0; e < 8; e++)
+                    v[k][e] = v[k][e] * inv * wv[e];
+            }
+        }
+        if (tab) {
+            float cs[8], sn[8];
+            if (rot) {
+                const float4 *t = (const float4 *)(tab + r * half + pair0);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const float4 q = t[e];
+                    cs[2 * e] = q.x, sn[2 * e] = q.y, cs[2 * e + 1] = q.z, sn[2 * e + 1] = q.w;
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < QKV_LOADS; k++)
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    const float p = __shfl_sync(0xffffffffu, v[k][e], src);
+                    if (rot) v[k][e] = fmaf(v[k][e], cs[e], sgn * p * sn[e]);
+                }
+        }
+        bf16 *orow = (side ? s1.out : s0.out) + r * (side ? s1.ld_out : s0.ld_out);
+#pragma unroll
+        for (int k = 0; k < QKV_LOADS; k++) {
+            const int h = j * HPU + k * SLOTS + slot;
+            if (h < heads) *(uint4 *)(orow + (int64_t)h * HD + 8 * sub) = pack8(v[k]);
+        }
+    }
+}
+
+/* whether the vectorised kernel takes this side: packed 16-byte bf16 words in and out */
+int qk_vec_side(const vdn_tensor *o, const vdn_tensor *x, const vdn_tensor *w) {
+    if (!o || !x) return 1; /* an absent side does not stop the other */
+    return is_bf16(o) && is_bf16(x) && aligned16(o->data) && aligned16(x->data) && o->ld % 8 == 0 &&
+           x->ld % 8 == 0 && (!w || w->dtype == VDN_DT_F32 || w->dtype == VDN_DT_BF16);
+}
+
 FView view_or_none(const vdn_tensor *t) {
     FView v = {t ? (char *)t->data : NULL, t ? (int)t->dtype : VDN_DT_F32, t ? t->ld : 0};
     return v;
+}
+
+/* the vectorised kernel over q and k (qk_vec_side holds for both) */
+int qk_norm_rope_vec(vdn_dev *d, const char *OP, vdn_tensor *q_out, vdn_tensor *k_out,
+                     const vdn_tensor *q_in, const vdn_tensor *k_in, const vdn_tensor *wq,
+                     const vdn_tensor *wk, int hd, double eps, const vdn_rope *rope) {
+    const int64_t rows = vdn_tensor_rows(q_out);
+    const int G = hd / 8, hpu = 32 / G * QKV_LOADS;
+    const float2 *tab = NULL;
+    const int half = rope ? rope->n_rot / 2 : 0;
+    if (rope && half > 0) {
+        const RopeArgs ra = {(const double *)rope->pos->data, rope->pos->ld,
+                             (const float *)rope->inv->data, rope->n_rot, rope->sections[0],
+                             rope->sections[1]};
+        const int64_t n = rows * half;
+        float2 *t = (float2 *)op_cuda_scratch(d, SCR_ROPE, sizeof(float2) * (size_t)n);
+        if (!t) return -1;
+        rope_table_f_k<<<op_grid(n), 256, 0, cdev(d)->st>>>(t, ra, rows);
+        OPL();
+        tab = t;
+    }
+    QkSide s[2];
+    for (int i = 0; i < 2; i++) {
+        vdn_tensor *o = i ? k_out : q_out;
+        const vdn_tensor *x = i ? k_in : q_in, *w = i ? wk : wq;
+        const int heads = o && x ? (int)(vdn_tensor_cols(x) / hd) : 0;
+        s[i] = QkSide{x ? (const bf16 *)x->data : NULL,
+                      o ? (bf16 *)o->data : NULL,
+                      x ? x->ld : 0,
+                      o ? o->ld : 0,
+                      view_or_none(w),
+                      heads,
+                      (heads + hpu - 1) / hpu};
+    }
+    const int64_t units = rows * (s[0].chunks + s[1].chunks);
+    const int grid = (int)((units + 7) / 8 < 65536 * 4 ? (units + 7) / 8 : 65536 * 4);
+    const cudaStream_t st = cdev(d)->st;
+#define QKV_LAUNCH(GG)                                                                             \
+    qk_norm_rope_vec_k<GG><<<grid, 256, 0, st>>>(s[0], s[1], rows, (float)eps, tab, half)
+    switch (G) {
+    case 1: QKV_LAUNCH(1); break;
+    case 2: QKV_LAUNCH(2); break;
+    case 4: QKV_LAUNCH(4); break;
+    case 8: QKV_LAUNCH(8); break;
+    case 16: QKV_LAUNCH(16); break;
+    default: QKV_LAUNCH(32); break;
+    }
+#undef QKV_LAUNCH
+    OPL();
+    return 0;
 }
 
 } // namespace
@@ -244,6 +418,10 @@ int op_cuda_qk_norm_rope(vdn_tensor *q_out, vdn_tensor *k_out, const vdn_tensor 
             (float)eps, q_out->data, k_out->data, (int)q_out->ld, vst(d)));
         return 0;
     }
+    const int half = rope ? rope->n_rot / 2 : 0;
+    if (head_dim % 8 == 0 && 32 % (head_dim / 8) == 0 && half % 8 == 0 &&
+        qk_vec_side(q_out, q_in, wq) && qk_vec_side(k_out, k_in, wk))
+        return qk_norm_rope_vec(d, OP, q_out, k_out, q_in, k_in, wq, wk, head_dim, eps, rope);
     const double2 *tab = NULL;
     if (rope) {
         const RopeArgs ra = {(const double *)rope->pos->data,

@@ -1232,6 +1232,12 @@ int main(void) {
     case_qk_norm_rope(11, 5, 5, 24, 12, 2, 2, 1, BF, 1);
     case_qk_norm_rope(13, 6, 2, 96, 96, 16, 16, 0, BF, 1);
     case_qk_norm_rope(9, 3, 1, 256, 64, 10, 10, 1, F32, 1);
+    /* the vectorised bf16 kernel (hd / 8 lanes a head, half % 8 == 0): heads that leave a warp's
+     * loads short (5 of 32), no norm, q alone over two chunks of 32 heads, hd 32 and 256 */
+    case_qk_norm_rope(29, 5, 3, 64, 48, 8, 8, 0, BF, 1);
+    case_qk_norm_rope(17, 40, 2, 64, 16, 4, 2, 1, BF, 0);
+    case_qk_norm_rope(23, 9, 9, 32, 16, 4, 2, 1, BF, 1);
+    case_qk_norm_rope(9, 3, 1, 256, 64, 10, 10, 1, BF, 1);
 
     /* wgmma kernel: hd 128, same heads, keys = rows; mma.sync: hd 64, GQA, keys != rows */
     case_attention(300, 300, 2, 2, 128, M_DENSE, 0, BF);
