@@ -17,6 +17,7 @@ static void usage(FILE *f) {
             "       vdn bench compare VDN.json PEERS.json\n"
             "       vdn bench attn-vae [--reps 10]  (the video VAE decoder's attention)\n"
             "       vdn bench text-encoder --help   (the Qwen3-VL text encoder, text/)\n"
+            "       vdn bench decode --help         (the video and audio VAE decoders)\n"
             "       vdn bench --whole --help        (whole model evaluations, end to end)\n"
             "Times one MiniMax-H3 / VDN-H3 block op by op (CUDA events, warm, median) at the\n"
             "given workload with random weights generated on the GPU, and estimates seconds per\n"
@@ -112,6 +113,8 @@ static int compare(const char *ours, const char *peers) {
 
 /* text/bench_text.c; weak, so builds without text/ (ops/device scripts) still link */
 int vdn_text_bench(int argc, char **argv) __attribute__((weak));
+/* vae/bench_decode.c; weak for the same reason */
+int vdn_vae_bench(int argc, char **argv) __attribute__((weak));
 
 int vdn_cmd_bench(int argc, char **argv) {
     vdn_bench_opts o;
@@ -119,6 +122,11 @@ int vdn_cmd_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "text-encoder")) {
         if (vdn_text_bench) return vdn_text_bench(argc - 1, argv + 1);
         fprintf(stderr, "vdn bench text-encoder: this build has no text/ module\n");
+        return 1;
+    }
+    if (argc >= 2 && !strcmp(argv[1], "decode")) {
+        if (vdn_vae_bench) return vdn_vae_bench(argc - 1, argv + 1);
+        fprintf(stderr, "vdn bench decode: this build has no vae/ module\n");
         return 1;
     }
     for (int i = 1; i < argc; i++)

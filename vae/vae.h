@@ -96,4 +96,7 @@ int vdn_vae_find(const char *root, const char *which, char *out, size_t len);
 /* the tensor as float32, in a new host buffer (n: its element count) */
 float *vdn_vae_read(vdn_st_set *st, const char *name, int64_t *n);
 
+/* `vdn bench decode` (bench_decode.c): argv[0] is "decode"; returns the exit status */
+int vdn_vae_bench(int argc, char **argv);
+
 #endif

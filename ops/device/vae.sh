@@ -15,7 +15,7 @@
 # VDN_CONV_TF32=1 (AUDIO_ENV="NAME=value ...": a third run, profiled, with that environment).
 # VAE_FP8=1: the video decoder at fp8 too (vae.h vdn_video_vae_load_precision): the fp8 reference
 # test on CUDA (CUDA fp8 against the CPU's fp8 oracle and the reference), and with BENCH=1 a
-# second bench_vae run with VDN_VAE_PRECISION=fp8 on the same weights and latents (op by op too
+# second bench_vae run with --precision fp8 on the same weights and latents (op by op too
 # with PROFILE=1).
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
@@ -30,7 +30,7 @@ export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 t0=$(date +%s)
 {
   for f in engine/*.c text/encoder_init.c text/encoder_config.c vae/vae_config.c vae/vae_init.c \
-           vae/vae_weights.c vae/vae_group.c vae/video_vae.c vae/audio_vae.c vae/test/test_vae_reference.c \
+           vae/vae_weights.c vae/vae_group.c vae/video_vae.c vae/audio_vae.c vae/bench_decode.c vae/test/test_vae_reference.c \
            vae/test/bench_vae.c kernels/test/test_backend_ops.c; do
     gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o" &
   done
@@ -62,20 +62,22 @@ if [ "${BENCH:-0}" = 1 ]; then
   W=$(mktemp -d)
   python3 ops/reference/vae_bench.py --ref .ref --out "$W" ${BENCH_ARGS:-} 2>"$OUT/vae_bench_torch.err" | tee "$OUT/vae_bench_torch.json"
   read -r T h w La < <(python3 -c "import json,sys; d=json.load(open('$OUT/vae_bench_torch.json')); print(*d['latents'][1:], d['audio_latents'])")
-  timeout 400 "$B/bench_vae" "$W/vae" "$W/audio_vae" cuda "$T" "$h" "$w" "$La" 3 ${PROFILE:+--profile} 2>&1 | tee "$OUT/vae_bench_vdn.json"
+  BA="--vae $W/vae --audio-vae $W/audio_vae --backend cuda --T $T --h $h --w $w --La $La --reps 3 --peer $OUT/vae_bench_torch.json ${PROFILE:+--profile}"
+  timeout 400 "$B/bench_vae" decode $BA 2>&1 | tee "$OUT/vae_bench_vdn.json"
   if [ "${VAE_FP8:-0}" = 1 ]; then
-    VDN_VAE_PRECISION=fp8 timeout 400 "$B/bench_vae" "$W/vae" "$W/audio_vae" cuda "$T" "$h" "$w" "$La" 3 ${PROFILE:+--profile} 2>&1 | tee "$OUT/vae_bench_vdn_fp8.json"
+    timeout 400 "$B/bench_vae" decode $BA --precision fp8 2>&1 | tee "$OUT/vae_bench_vdn_fp8.json"
   fi
   rm -rf "$W"
 fi
 if [ "${AUDIO_BENCH:-0}" = 1 ]; then
   W=$(mktemp -d)
-  timeout 300 "$B/bench_vae" - "random:$W/audio_vae" cuda 0 0 0 "${AUDIO_LA:-200}" 5 ${PROFILE:+--profile} 2>&1 | tee "$OUT/audio_bench_f32.log"
-  VDN_CONV_TF32=1 timeout 120 "$B/bench_vae" - "$W/audio_vae" cuda 0 0 0 "${AUDIO_LA:-200}" 5 2>&1 | tee "$OUT/audio_bench_tf32.log"
+  AA="--backend cuda --La ${AUDIO_LA:-200} --reps 5"
+  timeout 300 "$B/bench_vae" decode --random-audio "$W/audio_vae" $AA ${PROFILE:+--profile} 2>&1 | tee "$OUT/audio_bench_f32.log"
+  VDN_CONV_TF32=1 timeout 120 "$B/bench_vae" decode --audio-vae "$W/audio_vae" $AA 2>&1 | tee "$OUT/audio_bench_tf32.log"
   # AUDIO_ENV="NAME=value ...": once more, profiled, with that environment (e.g. VDN_CONV_STRIP=0)
   if [ -n "${AUDIO_ENV:-}" ]; then
     echo "== $AUDIO_ENV"
-    env $AUDIO_ENV timeout 120 "$B/bench_vae" - "$W/audio_vae" cuda 0 0 0 "${AUDIO_LA:-200}" 5 ${PROFILE:+--profile} 2>&1 | tee "$OUT/audio_bench_env.log"
+    env $AUDIO_ENV timeout 120 "$B/bench_vae" decode --audio-vae "$W/audio_vae" $AA ${PROFILE:+--profile} 2>&1 | tee "$OUT/audio_bench_env.log"
   fi
   rm -rf "$W"
 fi

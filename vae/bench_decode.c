@@ -1,0 +1,378 @@
+/* `vdn bench decode`: wall time of the video and audio decoders at a chosen size on one device,
+ * as `vdn decode` runs them (the result read back to the host each time), with the PyTorch
+ * decode's numbers beside ours when the peer's JSON (ops/reference/vae_bench.py, run on the same
+ * GPU in the same session) is given. Random normal latents (fixed seeds), one warm-up decode,
+ * then REPS timed ones; --profile adds one decode of each timed op by op (op_profile.h, stderr).
+ * stdout: one JSON line (the keys below), then the comparison with the peer. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "op_profile.h"
+#include "vae.h"
+#include "vae_init.h"
+#include "vdn_util.h"
+
+typedef struct {
+    const char *vae, *audio_vae, *random_audio, *backend, *peer, *json;
+    int device, T, h, w, La, reps, profile;
+    vdn_precision precision;
+} bench_opts;
+
+typedef struct {
+    char backend[64];
+    int C, T, h, w, F, La, reps;
+    double video_s, audio_s, load_s, frame_mean, wave_rms; /* video_s / audio_s < 0: not run */
+} bench_result;
+
+static void usage(FILE *f) {
+    fprintf(
+        f,
+        "usage: vdn bench decode [--vae DIR] [--audio-vae DIR | --random-audio DIR]\n"
+        "                        [--backend cuda|cpu] [--device N] [--precision bf16|fp8]\n"
+        "                        [--T 17] [--h 48] [--w 84] [--La 200] [--reps 3] [--profile]\n"
+        "                        [--peer PEER.json] [--json OUT.json]\n"
+        "Times the video decoder (latents (C, T, h, w) -> frames (3, F, 16h, 16w)) and the\n"
+        "audio decoder (2 x La latents, stereo) on one device: one warm-up, then --reps timed\n"
+        "decodes, each read back to the host as `vdn decode` does. Defaults: the 5 s 768x1344\n"
+        "clip (T 17, 48 x 84 latents) and 5 s of stereo audio (La 200), CUDA device 0, bf16.\n"
+        "  --vae / --audio-vae   the released folders (vae/, audio_vae/); either may be left out\n"
+        "  --random-audio DIR    write a random audio VAE at the release's size to DIR first\n"
+        "  --precision           the video decoder's (the audio decoder is always float32)\n"
+        "  --profile             one more decode of each, op by op, to stderr\n"
+        "  --peer PEER.json      the PyTorch decode's numbers (ops/reference/vae_bench.py on\n"
+        "                        the same GPU, same sizes): prints PyTorch / vdn for each\n"
+        "  --json OUT.json       also write our JSON line there\n");
+}
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void randn(float *x, size_t n, uint64_t seed) {
+    for (size_t i = 0; i < n; i += 2) { /* Box-Muller over a 64-bit LCG */
+        double u[2];
+        for (int k = 0; k < 2; k++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            u[k] = ((seed >> 11) + 0.5) * 0x1.0p-53;
+        }
+        double r = sqrt(-2 * log(u[0]));
+        x[i] = (float)(r * cos(2 * M_PI * u[1]));
+        if (i + 1 < n) x[i + 1] = (float)(r * sin(2 * M_PI * u[1]));
+    }
+}
+
+static int int_arg(const char *opt, const char *v, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "vdn bench decode: %s '%s': expected an integer in [%d, %d]\n", opt,
+                v ? v : "", lo, hi);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+/* 0, 1 for --help, -1 after printing why */
+static int parse(int argc, char **argv, bench_opts *o) {
+    *o = (bench_opts){.backend = "cuda", .T = 17, .h = 48, .w = 84, .La = 200, .reps = 3};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc = 0, takes = 1;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
+        if (!strcmp(a, "--profile")) {
+            o->profile = 1, takes = 0;
+        } else if (!v) {
+            fprintf(stderr, "vdn bench decode: %s expects a value\n", a);
+            return -1;
+        } else if (!strcmp(a, "--vae")) {
+            o->vae = v;
+        } else if (!strcmp(a, "--audio-vae")) {
+            o->audio_vae = v;
+        } else if (!strcmp(a, "--random-audio")) {
+            o->random_audio = v;
+        } else if (!strcmp(a, "--backend")) {
+            o->backend = v;
+        } else if (!strcmp(a, "--peer")) {
+            o->peer = v;
+        } else if (!strcmp(a, "--json")) {
+            o->json = v;
+        } else if (!strcmp(a, "--precision")) {
+            if (vdn_precision_parse(v, &o->precision)) {
+                fprintf(stderr, "vdn bench decode: --precision '%s': expected bf16 or fp8\n", v);
+                return -1;
+            }
+        } else if (!strcmp(a, "--device")) {
+            rc = int_arg(a, v, 0, 1023, &o->device);
+        } else if (!strcmp(a, "--T")) {
+            rc = int_arg(a, v, 1, 100000, &o->T);
+        } else if (!strcmp(a, "--h")) {
+            rc = int_arg(a, v, 1, 100000, &o->h);
+        } else if (!strcmp(a, "--w")) {
+            rc = int_arg(a, v, 1, 100000, &o->w);
+        } else if (!strcmp(a, "--La")) {
+            rc = int_arg(a, v, 1, 10000000, &o->La);
+        } else if (!strcmp(a, "--reps")) {
+            rc = int_arg(a, v, 1, 1000, &o->reps);
+        } else {
+            fprintf(stderr, "vdn bench decode: unknown option '%s'\n", a);
+            return -1;
+        }
+        if (rc) return -1;
+        i += takes;
+    }
+    if (o->audio_vae && o->random_audio) {
+        fprintf(stderr, "vdn bench decode: --audio-vae and --random-audio are exclusive\n");
+        return -1;
+    }
+    if (!o->vae && !o->audio_vae && !o->random_audio) {
+        fprintf(stderr, "vdn bench decode: nothing to time: give --vae and/or --audio-vae (or "
+                        "--random-audio)\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* the decoders as loaded for one run */
+typedef struct {
+    vdn_dev *dev;
+    vdn_video_vae *v;
+    vdn_audio_vae *a;
+    float *z, *frames, *za, *wave;
+    size_t n_frames, n_wave;
+} bench_run;
+
+static void run_free(bench_run *b) {
+    vdn_video_vae_free(b->v);
+    vdn_audio_vae_free(b->a);
+    if (b->dev) vdn_dev_close(b->dev);
+    free(b->z);
+    free(b->frames);
+    free(b->za);
+    free(b->wave);
+}
+
+/* open the device, load the decoders, make the latents and the output buffers */
+static int run_setup(const bench_opts *o, bench_run *b, bench_result *res, char *err,
+                     size_t errlen) {
+    if (!(b->dev = vdn_dev_open(o->backend, o->device, 0, err, errlen))) return -1;
+    snprintf(res->backend, sizeof res->backend, "%s", vdn_dev_name(b->dev));
+    const char *adir = o->audio_vae;
+    if (o->random_audio) {
+        fprintf(stderr, "bench decode: writing a random audio VAE at the release's size to %s\n",
+                o->random_audio);
+        if (vdn_vae_init_audio_full(o->random_audio, 1, err, errlen)) return -1;
+        adir = o->random_audio;
+    }
+    const double t0 = now();
+    if (o->vae && !(b->v = vdn_video_vae_load_precision(b->dev, o->vae, o->precision, err, errlen)))
+        return -1;
+    if (adir && !(b->a = vdn_audio_vae_load(b->dev, adir, err, errlen))) return -1;
+    res->load_s = now() - t0;
+    if (b->v) {
+        const vdn_vae_video_config *c = vdn_video_vae_config(b->v);
+        if ((res->F = vdn_video_vae_frames(b->v, o->T, err, errlen)) < 0) return -1;
+        res->C = c->latent_channels;
+        const size_t nz = (size_t)res->C * o->T * o->h * o->w;
+        b->n_frames = 3 * (size_t)res->F * (size_t)(o->h * c->spatial_ratio) *
+                      (size_t)(o->w * c->spatial_ratio);
+        b->z = vdn_xmalloc(sizeof(float) * nz);
+        randn(b->z, nz, 1);
+        b->frames = vdn_xmalloc(sizeof(float) * b->n_frames);
+    }
+    if (b->a) {
+        const vdn_vae_audio_config *c = vdn_audio_vae_config(b->a);
+        const size_t nza = 2 * (size_t)c->latent_channels * o->La;
+        b->n_wave = 2 * (size_t)o->La * c->hop;
+        b->za = vdn_xmalloc(sizeof(float) * nza);
+        randn(b->za, nza, 2);
+        b->wave = vdn_xmalloc(sizeof(float) * b->n_wave);
+    }
+    return 0;
+}
+
+/* one decode of each loaded decoder; *tv, *ta their wall times */
+static int decode_once(const bench_opts *o, bench_run *b, int profile, double *tv, double *ta,
+                       char *err, size_t errlen) {
+    double s = now();
+    if (b->v) {
+        if (profile && vdn_prof_start(b->dev) != 0)
+            return vdn_fail(err, errlen, "%s", vdn_dev_error(b->dev));
+        if (vdn_video_vae_decode(b->v, b->z, o->T, o->h, o->w, b->frames, NULL, NULL, err, errlen))
+            return -1;
+        if (profile) vdn_prof_stop(b->dev, stderr, "video decode");
+    }
+    double m = now();
+    if (b->a) {
+        if (profile && vdn_prof_start(b->dev) != 0)
+            return vdn_fail(err, errlen, "%s", vdn_dev_error(b->dev));
+        if (vdn_audio_vae_decode(b->a, b->za, 2, o->La, b->wave, NULL, NULL, err, errlen))
+            return -1;
+        if (profile) vdn_prof_stop(b->dev, stderr, "audio decode");
+    }
+    *tv = m - s;
+    *ta = now() - m;
+    return 0;
+}
+
+static int bench(const bench_opts *o, bench_result *res, char *err, size_t errlen) {
+    bench_run b = {0};
+    memset(res, 0, sizeof *res);
+    res->T = o->T, res->h = o->h, res->w = o->w, res->La = o->La, res->reps = o->reps;
+    int rc = run_setup(o, &b, res, err, errlen);
+    double sv = 0, sa = 0, tv, ta;
+    if (!rc)
+        fprintf(stderr, "bench decode: loaded in %.1f s on %s; warm-up\n", res->load_s,
+                res->backend);
+    for (int r = 0; !rc && r <= o->reps; r++) {
+        rc = decode_once(o, &b, 0, &tv, &ta, err, errlen);
+        if (rc || r == 0) continue; /* decode 0 is the warm-up */
+        sv += tv, sa += ta;
+        fprintf(stderr, "bench decode: rep %d/%d: video %.4f s, audio %.4f s\n", r, o->reps, tv,
+                ta);
+    }
+    if (!rc && o->profile) rc = decode_once(o, &b, 1, &tv, &ta, err, errlen);
+    if (!rc) {
+        res->video_s = b.v ? sv / o->reps : -1;
+        res->audio_s = b.a ? sa / o->reps : -1;
+        double sum = 0, wsum = 0;
+        for (size_t i = 0; i < b.n_frames; i++)
+            sum += b.frames[i];
+        for (size_t i = 0; i < b.n_wave; i++)
+            wsum += (double)b.wave[i] * b.wave[i];
+        res->frame_mean = b.n_frames ? sum / (double)b.n_frames : 0;
+        res->wave_rms = b.n_wave ? sqrt(wsum / (double)b.n_wave) : 0;
+    }
+    run_free(&b);
+    return rc;
+}
+
+static void put_time(FILE *f, const char *key, double s) {
+    if (s < 0)
+        fprintf(f, "\"%s\": null", key);
+    else
+        fprintf(f, "\"%s\": %.4f", key, s);
+}
+
+static void write_json(FILE *f, const bench_opts *o, const bench_result *r) {
+    fprintf(f, "{\"backend\": \"%s\", \"video_precision\": \"%s\", \"latents\": [%d, %d, %d, %d], ",
+            r->backend, vdn_precision_name(o->precision), r->C, r->T, r->h, r->w);
+    fprintf(f, "\"frames\": %d, \"audio_latents\": %d, ", r->F,
+            o->audio_vae || o->random_audio ? r->La : 0);
+    put_time(f, "video_s", r->video_s);
+    fprintf(f, ", ");
+    put_time(f, "audio_s", r->audio_s);
+    fprintf(f, ", \"load_s\": %.1f, \"reps\": %d, \"frame_mean\": %.6f, \"wave_rms\": %.6f}\n",
+            r->load_s, r->reps, r->frame_mean, r->wave_rms);
+}
+
+/* the peer's number for `key`, or -1 when it has none (missing or null) */
+static double peer_time(const cJSON *j, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    return cJSON_IsNumber(v) && v->valuedouble > 0 ? v->valuedouble : -1;
+}
+
+/* the peer must have timed what we timed: the same latents and audio length */
+static int peer_shapes(const cJSON *j, const bench_result *r, int video, int audio,
+                       const char *path, char *err, size_t errlen) {
+    const cJSON *lat = cJSON_GetObjectItemCaseSensitive(j, "latents");
+    if (video) {
+        int ok = cJSON_IsArray(lat) && cJSON_GetArraySize(lat) == 4;
+        const int want[4] = {r->C, r->T, r->h, r->w};
+        for (int i = 0; ok && i < 4; i++) {
+            const cJSON *e = cJSON_GetArrayItem(lat, i);
+            ok = cJSON_IsNumber(e) && e->valuedouble == want[i];
+        }
+        if (!ok)
+            return vdn_fail(err, errlen,
+                            "%s: field \"latents\": expected [%d, %d, %d, %d], what this run "
+                            "decoded (time the peer at the same --T/--h/--w)",
+                            path, r->C, r->T, r->h, r->w);
+    }
+    const cJSON *la = cJSON_GetObjectItemCaseSensitive(j, "audio_latents");
+    if (audio && !(cJSON_IsNumber(la) && la->valuedouble == r->La))
+        return vdn_fail(err, errlen, "%s: field \"audio_latents\": expected %d, this run's --La",
+                        path, r->La);
+    return 0;
+}
+
+static void compare_line(const char *what, double peer, double ours) {
+    if (ours < 0) return;
+    if (peer < 0) {
+        printf("%-6s vdn %.4f s (the peer has no %s time)\n", what, ours, what);
+        return;
+    }
+    const double x = peer / ours;
+    printf("%-6s PyTorch %.4f s, vdn %.4f s: %.2fx %s\n", what, peer, ours, x >= 1 ? x : 1 / x,
+           x >= 1 ? "faster" : "slower");
+}
+
+static int compare_peer(const char *path, const bench_result *r, int video, int audio, char *err,
+                        size_t errlen) {
+    size_t n;
+    char *text = vdn_read_file(path, &n, err, errlen);
+    if (!text) return -1;
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    if (!j || !cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        return vdn_fail(err, errlen,
+                        "%s: not a JSON object (expected ops/reference/vae_bench.py's line)", path);
+    }
+    int rc = peer_shapes(j, r, video, audio, path, err, errlen);
+    if (!rc) {
+        const cJSON *who = cJSON_GetObjectItemCaseSensitive(j, "peer");
+        const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(j, "gpu");
+        printf("-- against the PyTorch decode (%s: %s on %s) --\n", path,
+               cJSON_IsString(who) ? who->valuestring : "?",
+               cJSON_IsString(gpu) ? gpu->valuestring : "?");
+        compare_line("video", peer_time(j, "video_s"), r->video_s);
+        compare_line("audio", peer_time(j, "audio_s"), r->audio_s);
+    }
+    cJSON_Delete(j);
+    return rc;
+}
+
+int vdn_vae_bench(int argc, char **argv) {
+    bench_opts o;
+    const int p = parse(argc, argv, &o);
+    if (p) {
+        usage(p > 0 ? stdout : stderr);
+        return p > 0 ? 0 : 2;
+    }
+    char err[VDN_ERR_LEN] = "";
+    bench_result r;
+    if (bench(&o, &r, err, sizeof err)) {
+        fprintf(stderr, "vdn bench decode: %s\n", err);
+        return 1;
+    }
+    write_json(stdout, &o, &r);
+    fflush(stdout);
+    if (o.json) {
+        FILE *f = fopen(o.json, "w");
+        if (!f) {
+            fprintf(stderr, "vdn bench decode: --json %s: cannot write it: %s\n", o.json,
+                    strerror(errno));
+            return 1;
+        }
+        write_json(f, &o, &r);
+        if (fclose(f)) {
+            fprintf(stderr, "vdn bench decode: --json %s: write failed\n", o.json);
+            return 1;
+        }
+    }
+    if (o.peer &&
+        compare_peer(o.peer, &r, o.vae != NULL, o.audio_vae || o.random_audio, err, sizeof err)) {
+        fprintf(stderr, "vdn bench decode: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
