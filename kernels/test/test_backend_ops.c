@@ -573,6 +573,21 @@ static void case_rmsnorm(int64_t rows, int64_t cols, vdn_dtype dt, int with_w, i
     release();
 }
 
+/* the video decoder's form: a float32 residual stream normed into bf16 (or float32), the
+ * weight in its own dtype (CUDA: the register kernel for float32 rows with cols % 4 == 0) */
+static void case_rmsnorm_mixed(int64_t rows, int64_t cols, vdn_dtype wdt, vdn_dtype ydt, int pad) {
+    char what[160];
+    pair x = in(VDN_DT_F32, rows, cols, pad, 2.0, 0.3);
+    /* wdt I32: no weight */
+    pair w = in(wdt == VDN_DT_I32 ? VDN_DT_F32 : wdt, 1, cols, 0, 0.5, 1.0);
+    pair y = out(ydt, rows, cols, pad);
+    RUN(vdn_op_rmsnorm(P(y), P(x), wdt == VDN_DT_I32 ? NULL : P(w), 1e-6, NULL, NULL, NULL));
+    snprintf(what, sizeof what, "rmsnorm F32 -> %s [%lld,%lld] w %s%s", dtn(ydt), (long long)rows,
+             (long long)cols, wdt == VDN_DT_I32 ? "none" : dtn(wdt), pad ? " views" : "");
+    cmp(what, &y, tol_of(ydt, 1e-5));
+    release();
+}
+
 static void case_layernorm(int64_t rows, int64_t cols, vdn_dtype dt, int affine) {
     char what[128];
     pair x = in(dt, rows, cols, PAD, 3.0, 1.5), y = out(dt, rows, cols, 0);
@@ -1215,6 +1230,11 @@ int main(void) {
     case_rmsnorm(17, 40, BF, 0, 0);
     case_rmsnorm(9, 37, F32, 1, 2);
     case_rmsnorm(4, 96, F32, 0, 1);
+    case_rmsnorm(7, 2048, F32, 1, 0);
+    case_rmsnorm_mixed(37, 2048, F32, BF, 0);
+    case_rmsnorm_mixed(5, 264, BF, BF, 4);
+    case_rmsnorm_mixed(3, 3000, VDN_DT_I32, F32, 0); /* no weight; cols not a multiple of 1024 */
+    case_rmsnorm_mixed(2, 8200, F32, BF, 0);         /* over 8192 columns: the plain kernel */
     case_layernorm(21, 64, F32, 1);
     case_layernorm(9, 37, BF, 0);
     case_layernorm(130, 1024, BF, 1);
