@@ -12,7 +12,9 @@
  * default, torch.backends.cudnn.allow_tf32 being True), for comparing speed with that peer.
  * The transposed convolution is `stride` small convolutions (its polyphase form): output
  * n = q stride + p - pad of phase p sums x[i, q - j] w[i, o K + p + j stride] over (i, j), a GEMM
- * of its own per phase (grid z).
+ * of its own per phase (grid z). Stride-1 conv1d with 64 or more output channels (every wide
+ * BigVGAN conv) runs on Hopper's warpgroup MMAs instead (conv_wg_k: wgmma m64n64k8 on TF32, the
+ * same split and float32 sums); VDN_CONV_WGMMA=0 keeps those on mma.sync (conv_mma_k).
  *
  * The anti-aliased SnakeBeta is one kernel per tile of outputs: the input strip, the upsampled
  * and activated samples (each computed once) and the down filter all in shared memory. */
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conv_wgmma.cuh"
 #include "op_cuda.h"
 extern "C" {
 #include "op_conv.h"
@@ -329,6 +332,179 @@ __global__ void conv_ksum_k(FView y, FView bias, const float *part, int ksplit, 
     }
 }
 
+/* ---- conv1d strip tiles on warpgroup MMAs (Hopper wgmma, conv_wgmma.cuh) ----
+ * The same GEMM, strips, TF32 split and per-8-term float32 sums as conv_mma_k's strip tiles (so
+ * the same accuracy), with the products on wgmma m64n64k8: a block owns 64 output channels x 128
+ * columns, two warpgroups of 64 x 64 (one per half of the columns). Why: conv_mma_k's warps load
+ * every fragment from shared memory themselves (16 64-bit loads per 24 MMAs of a 32 x 32 warp
+ * tile) and ran the release's wide layers at 19-25 TFLOP/s; wgmma reads its operands from shared
+ * memory on its own, at twice mma.sync's rate. Per stage of CB = 32 rows, in shared memory as TF32
+ * big (and small) parts in wgmma's swizzled K-major layout, two stages deep (the tensor cores of
+ * one stage run while the next one is written): the A tile (64 x 32 weights) and the X tile (the
+ * stage's 32 rows x 128 columns, stored per column: [column][row]). X is built from the stage's
+ * strip (each sample loaded and split once, as conv_mma_k does) by copying each row's window of
+ * its channel's strip into place, shared memory to shared memory. The next stage's global loads
+ * are in registers while the tensor cores work on this one. */
+constexpr int WG_BM = 64, WG_BN = 128, WG_THREADS = 256;
+constexpr int WG_A_PER = WG_BM * CB / WG_THREADS;      /* A values a thread loads: 8 */
+constexpr int WG_SPT = WG_BN * STRIP_CAP / WG_THREADS; /* strip values a thread loads: 8 */
+constexpr int WG_X_PER = WG_BN * CB / WG_THREADS;      /* X values a thread places: 16 */
+static_assert(WG_THREADS / 32 * 4 == CB, "one warp per 4 rows of a stage's X tile");
+
+template <bool SPLIT> struct WgSmem {
+    static constexpr int W = SPLIT ? 2 : 1;
+    static constexpr int A = WG_BM * CB, X = WG_BN * CB; /* one part's tile, words */
+    static constexpr int BUF = W * (A + X);              /* a stage: A big, A small, X big, small */
+    /* bytes for strips of nch channels of swp samples; + 1024: the tiles' alignment */
+    static size_t bytes(int nch, int swp) {
+        return sizeof(uint32_t) * (2 * (size_t)BUF + (size_t)nch * swp * W) + 1024;
+    }
+};
+
+template <bool SPLIT, bool F32>
+__global__ void __launch_bounds__(WG_THREADS, 2) conv_wg_k(ConvArgs g) {
+    using SM = WgSmem<SPLIT>;
+    constexpr int W = SM::W;
+    extern __shared__ __align__(16) unsigned char wg_smem[];
+    /* the swizzled tiles want 1024-byte alignment (the launch asks for 1024 bytes more) */
+    const uint32_t sa = (uint32_t)__cvta_generic_to_shared(wg_smem);
+    uint32_t *base = (uint32_t *)(wg_smem + ((1024 - (sa & 1023)) & 1023));
+    uint32_t *strip = base + 2 * SM::BUF; /* nch channels x swp samples, W words each */
+
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = tid / 128;
+    const int64_t col0 = blockIdx.x * (int64_t)WG_BN, o0 = blockIdx.y * (int64_t)WG_BM;
+    const int b = blockIdx.z / g.ksplit, kp = blockIdx.z % g.ksplit;
+    const int64_t rb = kp * g.rchunk, R = min(g.cin * g.K, rb + g.rchunk), xrow0 = b * g.cin;
+
+    /* this thread's strip values: e = tid + WG_THREADS t (of nch sw), channel e / sw, sample e %
+     * sw, stored at e (swp = sw); t = 0's channel and sample (the others: walked from them, sw >=
+     * WG_BN = WG_THREADS / 2, so at most two channel steps per value) */
+    const int ch0 = tid / g.sw, sm0 = tid % g.sw, nstrip = g.nch * g.sw;
+    /* A: this thread loads rows m = warp + 8 t, term lane of the stage (consecutive lanes,
+     * consecutive weights); its swizzled 16-byte chunk is (lane / 4) ^ (m & 7) = ^ warp */
+    const int a_word = (((lane >> 2) ^ warp) << 2) | (lane & 3);
+    float ra[WG_A_PER], rx[WG_SPT];
+    auto load = [&](int64_t r0) {
+#pragma unroll
+        for (int t = 0; t < WG_A_PER; t++) {
+            const int64_t o = o0 + warp + 8 * t, r = r0 + lane;
+            ra[t] = o < g.cout && r < R ? ld_el<F32>(g.w, o, r) : 0.f;
+        }
+        const int64_t ilo = r0 / g.K, s0 = col0 - g.pad;
+        int ci = ch0, u = sm0;
+#pragma unroll
+        for (int t = 0; t < WG_SPT; t++) {
+            const int64_t ch = ilo + ci, s = s0 + u;
+            rx[t] = ci < g.nch && ch < g.cin && s >= 0 && s < g.lin ? ld_el<F32>(g.x, xrow0 + ch, s)
+                                                                    : 0.f;
+            u += WG_THREADS;
+            if (u >= g.sw) u -= g.sw, ci++;
+            if (u >= g.sw) u -= g.sw, ci++;
+        }
+    };
+    /* the registers' values as TF32 parts: A into its tile, the strip's into the strip */
+    auto store = [&](uint32_t *buf) {
+#pragma unroll
+        for (int t = 0; t < WG_A_PER; t++) {
+            const int w = (warp + 8 * t) * CB + a_word;
+            const uint32_t big = to_tf32(ra[t]);
+            buf[w] = big;
+            if (SPLIT) buf[SM::A + w] = to_tf32(ra[t] - __uint_as_float(big));
+        }
+#pragma unroll
+        for (int t = 0; t < WG_SPT; t++) {
+            const int e = tid + WG_THREADS * t;
+            if (e >= nstrip) break;
+            uint32_t *dst = strip + e * W;
+            const uint32_t big = to_tf32(rx[t]);
+            if (SPLIT)
+                *(uint2 *)dst = make_uint2(big, to_tf32(rx[t] - __uint_as_float(big)));
+            else
+                *dst = big;
+        }
+    };
+    /* X tile: this thread places stage row r = 4 warp + lane % 4 (channel r / K, tap r % K) for
+     * columns n = 8 i + lane / 4, reading its window of the strip; rows past R are zeros (A is
+     * zero there too, but a strip sample times zero must not make a NaN) */
+    auto expand = [&](uint32_t *buf, int64_t r0) {
+        const int64_t r = r0 + 4 * warp + (lane & 3);
+        const int off = r < R ? (int)(r / g.K - r0 / g.K) * g.swp + (int)(r % g.K) * g.dil : -1;
+        uint32_t *xb = buf + W * SM::A + (lane >> 2) * CB + a_word;
+#pragma unroll
+        for (int i = 0; i < WG_X_PER; i++) {
+            const int n = 8 * i + (lane >> 2);
+            uint2 v = make_uint2(0, 0);
+            if (off >= 0) {
+                if (SPLIT)
+                    v = *(const uint2 *)(strip + (off + n) * 2);
+                else
+                    v.x = strip[off + n];
+            }
+            xb[8 * i * CB] = v.x;
+            if (SPLIT) xb[8 * i * CB + SM::X] = v.y;
+        }
+    };
+
+    float acc[32], t[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        acc[i] = t[i] = 0.f;
+    const uint64_t d0 = wg_desc(base); /* descriptors advance in 16-byte units */
+    load(rb);
+    int nb = 0;
+    for (int64_t r0 = rb; r0 < R; r0 += CB, nb ^= 1) {
+        uint32_t *buf = base + nb * SM::BUF;
+        store(buf);
+        __syncthreads(); /* the strip is complete */
+        expand(buf, r0);
+        wg_fence_smem(); /* these stores, then the tensor cores' reads */
+        __syncthreads();
+        if (r0 + CB < R) load(r0 + CB); /* in flight during the products below */
+        const uint64_t da = d0 + (uint64_t)(nb * SM::BUF * 4 >> 4),
+                       dx = da + (uint64_t)(W * SM::A * 4 >> 4) + (uint64_t)(wg * 64 * CB * 4 >> 4);
+        constexpr uint64_t SA = SM::A * 4 >> 4, SX = SM::X * 4 >> 4; /* to the small parts */
+#pragma unroll
+        for (int ks = 0; ks < CB / 8; ks++) { /* 8 terms: 32 bytes, 2 descriptor units */
+            const uint64_t k2 = 2 * ks;
+            wg_fence();
+            if (SPLIT) { /* the small terms first, as conv_mma_k */
+                wg_tf32(t, da + SA + k2, dx + k2, 0);
+                wg_tf32(t, da + k2, dx + SX + k2, 1);
+                wg_tf32(t, da + k2, dx + k2, 1);
+            } else {
+                wg_tf32(t, da + k2, dx + k2, 0);
+            }
+            wg_commit();
+            wg_wait0();
+            wg_pin(t);
+#pragma unroll
+            for (int i = 0; i < 32; i++)
+                acc[i] = __fadd_rn(acc[i], t[i]);
+        }
+    }
+    /* accumulator 4 j + 2 h2 + h: row 16 (warp % 4) + lane / 4 + 8 h2, column 8 j + 2 (lane % 4)
+     * + h of the warpgroup's 64 x 64 */
+    const int gq = lane / 4, tq = lane % 4, nbatch = gridDim.z / g.ksplit;
+#pragma unroll
+    for (int h2 = 0; h2 < 2; h2++) {
+        const int64_t o = o0 + 16 * (warp % 4) + gq + 8 * h2;
+        if (o >= g.cout) continue;
+        const float bias = g.b.p ? fv_get(g.b, 0, o) : 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int64_t c = col0 + wg * 64 + 8 * j + 2 * tq + h;
+                if (c >= g.ncols) continue;
+                const float v = acc[4 * j + 2 * h2 + h];
+                if (g.ksplit > 1)
+                    g.part[((kp * (int64_t)nbatch + b) * g.cout + o) * g.ncols + c] = v;
+                else
+                    fv_set(g.y, b * g.cout + o, c, v + bias);
+            }
+    }
+}
+
 /* Strip tiles (conv1d, stride 1): a stage's 32 reduction rows r = i K + k span at most
  * 31 / K + 2 input channels, and the block's BN columns read samples col0 - pad .. col0 - pad +
  * BN - 1 + (K - 1) dil of each: loaded once into shared memory instead of once per tap (K-fold),
@@ -377,8 +553,40 @@ cudaError_t launch_tile(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
     return cudaSuccess;
 }
 
+/* VDN_CONV_WGMMA=0: conv_mma_k's strip tiles instead of conv_wg_k's (to compare the two) */
+bool wg_on() {
+    const char *e = getenv("VDN_CONV_WGMMA");
+    return !(e && !strcmp(e, "0"));
+}
+
+/* conv_wg_k: strips of the stage's channels, unpadded (swp = sw samples) */
+template <bool SPLIT, bool F32> cudaError_t launch_wg(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
+    g.sw = strip_samples(g, WG_BN), g.nch = strip_channels(g), g.swp = g.sw;
+    const size_t smem = WgSmem<SPLIT>::bytes(g.nch, g.swp);
+    auto k = conv_wg_k<SPLIT, F32>;
+    static size_t opted[64]; /* per device ordinal below 64, as launch_tile */
+    if (dev >= 64 || smem > opted[dev]) {
+        cudaError_t e =
+            cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        /* two blocks an SM (about 110 KB each) want the whole of L1 as shared memory */
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     cudaSharedmemCarveoutMaxShared);
+        if (e != cudaSuccess) return e;
+        if (dev < 64) opted[dev] = smem;
+    }
+    const dim3 grid((unsigned)((g.ncols + WG_BN - 1) / WG_BN),
+                    (unsigned)((g.cout + WG_BM - 1) / WG_BM), z);
+    k<<<grid, WG_THREADS, smem, cdev(d)->st>>>(g);
+    return cudaSuccess;
+}
+
+/* conv1d's 64 x 128 strip tiles on wgmma (conv_wg_k) unless VDN_CONV_WGMMA=0; else conv_mma_k */
 template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32>
 cudaError_t launch_any(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
+    if constexpr (!TR && WARPS_M * MT * 16 == WG_BM && WARPS_N * 32 == WG_BN)
+        if (wg_on() && strip_on() && strip_fits(g, WG_BN))
+            return launch_wg<SPLIT, F32>(d, g, z, dev);
     if (!TR && strip_on() && strip_fits(g, WARPS_N * 32))
         return launch_tile<WARPS_M, WARPS_N, MT, MINB, false, SPLIT, F32, true>(d, g, z, dev);
     return launch_tile<WARPS_M, WARPS_N, MT, MINB, TR, SPLIT, F32, false>(d, g, z, dev);
@@ -477,22 +685,29 @@ __device__ __forceinline__ int64_t clampi(int64_t v, int64_t lo, int64_t hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
 
+/* KT, RT: the filters' taps and the ratio when known at compile time (the release's 12 and 2:
+ * the filter loops unrolled, divisions by a constant), else 0 (s.K, s.ratio) */
+template <int KT, int RT>
 __global__ void __launch_bounds__(SN_THREADS)
     snake_aa_k(FView y, FView x, FView alpha, FView beta, FView fu, FView fd, int64_t rows,
                int64_t C, SnakeGeom s) {
+    const int K = KT ? KT : s.K, ratio = RT ? RT : s.ratio;
+    /* compile-time taps: NUP up-filter taps per upsampled sample, all of them away from the ends */
+    constexpr bool FAST = KT > 0 && RT > 0 && KT % (RT > 0 ? RT : 1) == 0;
+    constexpr int NUP = FAST ? KT / RT : 0;
     extern __shared__ float sm[];
-    float *fus = sm, *fds = sm + s.K, *act = fds + s.K, *xs = act + snake_act_max(s.K, s.ratio);
+    float *fus = sm, *fds = sm + K, *act = fds + K, *xs = act + snake_act_max(K, ratio);
     const int tid = threadIdx.x;
-    for (int k = tid; k < s.K; k += SN_THREADS) {
+    for (int k = tid; k < K; k += SN_THREADS) {
         fus[k] = fv_get(fu, 0, k);
         fds[k] = fv_get(fd, 0, k);
     }
     const int64_t n0 = blockIdx.x * (int64_t)SN_TILE;
     const int64_t nl = s.L - n0 < SN_TILE ? s.L - n0 : SN_TILE;
-    const int64_t jlo = clampi(n0 * s.ratio - s.dpad_left, 0, s.lact - 1);
-    const int64_t jhi = clampi((n0 + nl - 1) * s.ratio + s.K - 1 - s.dpad_left, 0, s.lact - 1);
-    const int64_t mnum = jlo + s.crop_left - (s.K - 1); /* the lowest m any act[j] reads */
-    const int64_t mlo = mnum > 0 ? mnum / s.ratio : 0, mhi = (jhi + s.crop_left) / s.ratio;
+    const int64_t jlo = clampi(n0 * ratio - s.dpad_left, 0, s.lact - 1);
+    const int64_t jhi = clampi((n0 + nl - 1) * ratio + K - 1 - s.dpad_left, 0, s.lact - 1);
+    const int64_t mnum = jlo + s.crop_left - (K - 1); /* the lowest m any act[j] reads */
+    const int64_t mlo = mnum > 0 ? mnum / ratio : 0, mhi = (jhi + s.crop_left) / ratio;
     for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
         const float a = expf(fv_get(alpha, 0, row % C)),
                     inv_b = 1.f / (expf(fv_get(beta, 0, row % C)) + 1e-9f);
@@ -504,24 +719,33 @@ __global__ void __launch_bounds__(SN_THREADS)
              * per sample (t < 2^31: the launcher checks) instead of about 7 64-bit ones (each a
              * long software sequence): estimated to be most of the 0.114 ms per call the H200
              * profile gave this kernel (2.56 M outputs); unmeasured */
-            const int t = (int)(j + s.crop_left), mt = t / s.ratio;
+            const int t = (int)(j + s.crop_left), mt = t / ratio, q0 = t - mt * ratio;
             float up = 0.f;
-            for (int q = t - mt * s.ratio, m = mt; q < s.K && m >= 0; q += s.ratio, m--)
-                if (m < s.lp) up += xs[m - mlo] * fus[q];
+            if (FAST && mt >= NUP - 1 && mt < s.lp) {
+                /* away from the ends every tap is in: the same taps in the same order, unrolled */
+                const float *xm = xs + (mt - mlo);
+#pragma unroll
+                for (int i = 0; i < NUP; i++)
+                    up += xm[-i] * fus[q0 + i * RT];
+            } else {
+                for (int q = q0, m = mt; q < K && m >= 0; q += ratio, m--)
+                    if (m < s.lp) up += xs[m - mlo] * fus[q];
+            }
             /* sin in double: fast-math's sinf loses accuracy away from [-pi, pi] */
-            const float u = s.ratio * up, sn = (float)sin((double)(a * u));
+            const float u = ratio * up, sn = (float)sin((double)(a * u));
             act[j - jlo] = u + inv_b * sn * sn;
         }
         __syncthreads();
         for (int64_t i = tid; i < nl; i += SN_THREADS) {
-            const int64_t n = n0 + i, j0 = n * s.ratio - s.dpad_left;
+            const int64_t n = n0 + i, j0 = n * ratio - s.dpad_left;
             float acc = 0.f;
-            if (j0 >= 0 && j0 + s.K <= s.lact) { /* no clamping: a plain window of act */
+            if (j0 >= 0 && j0 + K <= s.lact) { /* no clamping: a plain window of act */
                 const float *w = act + (j0 - jlo);
-                for (int k = 0; k < s.K; k++)
+#pragma unroll
+                for (int k = 0; k < K; k++)
                     acc += fds[k] * w[k];
             } else { /* the signal's ends: replicate padding, the same taps in the same order */
-                for (int k = 0; k < s.K; k++)
+                for (int k = 0; k < K; k++)
                     acc += fds[k] * act[clampi(j0 + k, 0, s.lact - 1) - jlo];
             }
             fv_set(y, row, n, acc);
@@ -588,9 +812,10 @@ int snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha, const 
                             ratio, K, smem);
     const dim3 grid((unsigned)((L + SN_TILE - 1) / SN_TILE),
                     (unsigned)(rows < 65535 ? rows : 65535));
-    snake_aa_k<<<grid, SN_THREADS, smem, cdev(d)->st>>>(
-        fview(y), fview(x), fview(alpha), fview(beta), fview(up_filter), fview(down_filter), rows,
-        vdn_tensor_numel(alpha), s);
+    auto k = K == 12 && ratio == 2 ? snake_aa_k<12, 2> : snake_aa_k<0, 0>; /* the release's */
+    k<<<grid, SN_THREADS, smem, cdev(d)->st>>>(fview(y), fview(x), fview(alpha), fview(beta),
+                                               fview(up_filter), fview(down_filter), rows,
+                                               vdn_tensor_numel(alpha), s);
     OPL();
     return 0;
 }

@@ -1029,6 +1029,9 @@ static void conv_cases(void) {
     case_conv1d(1, 20, 300, 72, 5, 1, 2, 1, 1, BF);
     case_conv1d(2, 64, 500, 80, 1, 1, 0, 1, 1, F32);
     case_conv1d(2, 24, 34000, 64, 4, 2, 1, 1, 1, F32);
+    /* a residual conv's K 3 at dilation 5 (12 input channels a 32-row stage) on several CUDA
+     * wgmma strip tiles (output channels >= 64), whole reductions (no split) */
+    case_conv1d(2, 128, 700, 128, 3, 1, 5, 5, 1, F32);
     /* few tiles, long reductions: the CUDA split reduction (4 parts; strips, then im2col rows) */
     case_conv1d(2, 512, 100, 128, 7, 1, 3, 1, 1, F32);
     case_conv1d(1, 1000, 60, 64, 1, 1, 0, 1, 0, F32);
@@ -1296,6 +1299,12 @@ int main(void) {
     printf("VDN_CONV_TF32=1:\n");
     conv_cases();
     unsetenv("VDN_CONV_TF32");
+    /* conv1d's strip tiles on mma.sync instead of wgmma (kernels/op_cuda_conv.cu): still a path */
+    setenv("VDN_CONV_WGMMA", "0", 1);
+    conv_tol = 2e-6;
+    printf("VDN_CONV_WGMMA=0:\n");
+    conv_cases();
+    unsetenv("VDN_CONV_WGMMA");
 
     /* the first fork of dev[1] makes its lane 1 (the workspace check) */
     case_lanes(256, 512, 8, !selftest);

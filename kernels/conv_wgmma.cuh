@@ -1,0 +1,53 @@
+/* Hopper warpgroup MMA on TF32 operands for the convolutions (op_cuda_conv.cu): wgmma
+ * m64n64k8, A and B both from shared memory, K-major (the only layout wgmma takes for TF32), in
+ * the 128-byte-swizzled layout: a [rows][32] float tile, row r at 128 r bytes, its 16-byte chunk c
+ * (floats 4c .. 4c + 3) stored at chunk c ^ (r & 7); 8-row groups 1024 bytes apart; the tile
+ * 1024-byte aligned. One k-step (8 floats, 32 bytes) advances the descriptor's start by 32 bytes.
+ * (The attention kernel's bf16 wrappers, attn_wgmma.cuh, are the same layout at 16 bf16 a step.) */
+#ifndef VDN_CONV_WGMMA_CUH
+#define VDN_CONV_WGMMA_CUH
+
+#include <stdint.h>
+
+/* d (+)= A B: 64 x 64 outputs of a warpgroup, A 64 x 8 and B 8 x 64 (stored as 64 rows of 8) */
+__device__ __forceinline__ void wg_tf32(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%"
+                 "22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+                   "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+                   "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+                   "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31])
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+
+__device__ __forceinline__ void wg_fence() {
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_wait0() {
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+/* the accumulators are read only after the wait: an empty asm that "modifies" them pins them */
+__device__ __forceinline__ void wg_pin(float (&r)[32]) {
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        asm volatile("" : "+f"(r[i])::"memory");
+}
+/* shared-memory writes of ordinary stores made visible to the tensor cores' (async) reads */
+__device__ __forceinline__ void wg_fence_smem() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+/* matrix descriptor of a 128-byte-swizzled K-major tile (start address in 16-byte units) */
+__device__ __forceinline__ uint64_t wg_desc(const void *p) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
+
+#endif
