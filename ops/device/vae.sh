@@ -13,6 +13,7 @@
 # the release's size itself (`random:DIR`), 2 x AUDIO_LA latents (default 200: 5 s stereo), 5 reps,
 # with the default float32-accurate convolutions (op by op too with PROFILE=1) and again with
 # VDN_CONV_TF32=1 (AUDIO_ENV="NAME=value ...": a third run, profiled, with that environment).
+# VIDEO_ENV="NAME=value ...": with BENCH=1, both video benches again with that environment.
 # VAE_FP8=1: the video decoder at fp8 too (vae.h vdn_video_vae_load_precision): the fp8 reference
 # test on CUDA (CUDA fp8 against the CPU's fp8 oracle and the reference), and with BENCH=1 a
 # second bench_vae run with --precision fp8 on the same weights and latents (op by op too
@@ -66,6 +67,12 @@ if [ "${BENCH:-0}" = 1 ]; then
   timeout 400 "$B/bench_vae" decode $BA 2>&1 | tee "$OUT/vae_bench_vdn.json"
   if [ "${VAE_FP8:-0}" = 1 ]; then
     timeout 400 "$B/bench_vae" decode $BA --precision fp8 2>&1 | tee "$OUT/vae_bench_vdn_fp8.json"
+  fi
+  # VIDEO_ENV="NAME=value ...": both precisions once more with that environment, same weights
+  if [ -n "${VIDEO_ENV:-}" ]; then
+    echo "== $VIDEO_ENV"
+    env $VIDEO_ENV timeout 400 "$B/bench_vae" decode $BA 2>&1 | tee "$OUT/vae_bench_env.json"
+    env $VIDEO_ENV timeout 400 "$B/bench_vae" decode $BA --precision fp8 2>&1 | tee "$OUT/vae_bench_env_fp8.json"
   fi
   rm -rf "$W"
 fi
