@@ -13,8 +13,6 @@
 
 #include "cuda_util.cuh"
 
-#define TUNE_MAX 8 /* heuristic candidates timed per shape with VDN_GEMM_TUNE=1 */
-
 typedef struct {
     int rows, n, k, ldx, ldw, ldy, bias, acc, align; /* align: min pointer alignment in bytes */
     int fp8;                                         /* e4m3 operands, unscaled bf16 D */
@@ -23,15 +21,12 @@ typedef struct {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
-    cublasLtMatmulAlgo_t cand[TUNE_MAX]; /* the heuristic's candidates, best first */
-    int n_cand, tuned;
 } plan;
 
 struct vdn_gemm_ctx {
     cublasLtHandle_t lt;
     void *ws;
     size_t ws_bytes;
-    int tune; /* VDN_GEMM_TUNE=1: time the heuristic's candidates on a shape's first call */
     plan plans[128];
     int n_plans;
 };
@@ -47,8 +42,6 @@ extern "C" vdn_gemm_ctx *vdn_gemm_create(size_t workspace_bytes) {
         return NULL;
     }
     g->ws_bytes = workspace_bytes;
-    const char *t = getenv("VDN_GEMM_TUNE");
-    g->tune = t && !strcmp(t, "1");
     return g;
 }
 
@@ -101,10 +94,10 @@ static int make_plan(vdn_gemm_ctx *g, plan *p) {
         pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
-    cublasLtMatmulHeuristicResult_t res[TUNE_MAX];
+    cublasLtMatmulHeuristicResult_t res;
     int found = 0;
-    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->a, p->b, p->c, p->c, pref,
-                                                      g->tune ? TUNE_MAX : 1, res, &found);
+    cublasStatus_t s =
+        cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &res, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
         if ((p->fp8 || p->out32) &&
@@ -121,11 +114,7 @@ static int make_plan(vdn_gemm_ctx *g, plan *p) {
                 p->rows, p->n, p->k, (int)s);
         return -1;
     }
-    p->algo = res[0].algo;
-    p->n_cand = 0;
-    for (int i = 0; i < found; i++)
-        if (res[i].state == CUBLAS_STATUS_SUCCESS) p->cand[p->n_cand++] = res[i].algo;
-    p->tuned = p->n_cand <= 1;
+    p->algo = res.algo;
     return 0;
 }
 
@@ -165,59 +154,9 @@ static plan plan_key(int rows, int n_out, int k, int ldx, int ldw, int ldy, cons
     return key;
 }
 
-/* VDN_GEMM_TUNE=1: on a shape's first call, time each of the heuristic's candidates (one warm-up,
- * then the median-free minimum of 3 runs between CUDA events) and keep the fastest. The product
- * goes into Y when it is not accumulated (the real call overwrites it), else into a scratch
- * matrix of Y's shape with beta 0, so Y's values are never changed by the trials. A candidate that
- * fails is skipped; the heuristic's first choice stays when every trial fails. Per process and
- * device: two devices may keep different algorithms (different summation orders). */
-static int tune_plan(vdn_gemm_ctx *g, plan *p, const void *X, const void *W, void *Y,
-                     const void *bias, int accumulate, vdn_stream st) {
-    p->tuned = 1;
-    void *D = Y;
-    const size_t bytes = (size_t)p->ldy * p->rows * (p->out32 ? 4 : 2);
-    if (accumulate && cudaMalloc(&D, bytes) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return 0; /* no room to try: keep the heuristic's choice */
-    }
-    if (bias)
-        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                    sizeof bias));
-    cudaEvent_t e0, e1;
-    CUDA_CHECK(cudaEventCreate(&e0));
-    CUDA_CHECK(cudaEventCreate(&e1));
-    const float one = 1.f, zero = 0.f;
-    float best = 1e30f;
-    for (int i = 0; i < p->n_cand; i++) {
-        float ms = 0.f;
-        int ok = 1;
-        for (int r = 0; r < 4 && ok; r++) {
-            CUDA_CHECK(cudaEventRecord(e0, S_(st)));
-            ok = cublasLtMatmul(g->lt, p->op, &one, W, p->a, X, p->b, &zero, D, p->c, D, p->c,
-                                &p->cand[i], g->ws, g->ws_bytes, S_(st)) == CUBLAS_STATUS_SUCCESS;
-            CUDA_CHECK(cudaEventRecord(e1, S_(st)));
-            CUDA_CHECK(cudaEventSynchronize(e1));
-            float t = 0.f;
-            CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-            if (r == 1 || (r > 1 && t < ms)) ms = t; /* run 0 is the warm-up */
-        }
-        if (ok && ms < best) {
-            best = ms;
-            p->algo = p->cand[i];
-        }
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    if (D != Y) CUDA_CHECK(cudaFree(D));
-    fprintf(stderr, "vdn_gemm: tuned rows %d n %d k %d%s: %d candidates, best %.3f ms\n", p->rows,
-            p->n, p->k, p->fp8 ? " fp8" : "", p->n_cand, best);
-    return 0;
-}
-
 /* Y (+)= W X (+ bias) through plan p, whose shape and dtypes the caller's key fixed */
 static int run_plan(vdn_gemm_ctx *g, plan *p, const void *X, const void *W, void *Y,
                     const void *bias, int accumulate, vdn_stream st) {
-    if (!p->tuned && tune_plan(g, p, X, W, Y, bias, accumulate, st)) return -1;
     if (bias)
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                     sizeof bias));
@@ -252,7 +191,10 @@ extern "C" int vdn_gemm_fp8(vdn_gemm_ctx *g, const void *X8, int ldx, const void
     plan *p = find_plan(g, &key);
     if (!p) return -1;
     if (p->none) return 1;
-    return run_plan(g, p, X8, W8, D, NULL, 0, st);
+    float one = 1.f, zero = 0.f;
+    CUBLAS_CHECK(cublasLtMatmul(g->lt, p->op, &one, W8, p->a, X8, p->b, &zero, D, p->c, D, p->c,
+                                &p->algo, g->ws, g->ws_bytes, S_(st)));
+    return 0;
 }
 
 extern "C" int vdn_sgemm_f32(void *cublas, const float *x, const float *W, float *y, int rows,
