@@ -65,8 +65,9 @@ struct ConvArgs {
     int64_t ncols; /* GEMM columns: lout, or the phase length for the transpose */
     int K, stride, pad, dil, J, phases;
     int sw, nch, swp; /* strip tiles: a channel's samples, channels and pitch (words) per stage */
-    /* split reduction (conv1d): grid z = signal x ksplit, part kp sums rows kp rchunk ..
-     * (kp + 1) rchunk - 1 into part[(kp B + b) cout + o][col] (no bias), conv_ksum_k adds them */
+    /* split reduction: grid z = (signal x phase) x ksplit, part kp sums rows kp rchunk ..
+     * (kp + 1) rchunk - 1 into part[(kp Z + zs) cout + o][col] (no bias; zs the grid's signal x
+     * phase, Z their count), conv_ksum_k adds them */
     int ksplit;
     int64_t rchunk;
     float *part;
@@ -310,7 +311,8 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
                     const int64_t n = TR ? c * g.stride + p - g.pad : c;
                     if (c >= g.ncols || n < 0 || n >= g.lout) continue;
                     if (g.ksplit > 1)
-                        g.part[((kp * (int64_t)(gridDim.z / g.ksplit) + b) * g.cout + o) * g.ncols +
+                        g.part[((kp * (int64_t)(gridDim.z / g.ksplit) + zs) * g.cout + o) *
+                                   g.ncols +
                                c] = acc[mt][nt][2 * h2 + h];
                     else
                         fv_set(g.y, b * g.cout + o, n, acc[mt][nt][2 * h2 + h] + bias);
@@ -318,17 +320,22 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
         }
 }
 
-/* a split reduction's sum: the parts in order, then the bias (rows: signals x cout, conv1d) */
+/* a split reduction's sum: the parts in order, then the bias. Rows: (signal x phase) x cout, n
+ * GEMM columns; column c of phase p is output c ostride + p - opad (conv1d: one phase, ostride 1,
+ * opad 0), those outside [0, lout) left out, as the GEMM kernels leave them out of the parts */
 __global__ void conv_ksum_k(FView y, FView bias, const float *part, int ksplit, int64_t rows,
-                            int64_t cout, int64_t n) {
+                            int64_t cout, int64_t n, int phases, int ostride, int opad,
+                            int64_t lout) {
     const int64_t total = rows * n;
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
          e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t row = e / n, c = e % n;
+        const int64_t row = e / n, c = e % n, zs = row / cout, o = row % cout;
+        const int64_t out = c * ostride + zs % phases - opad;
+        if (out < 0 || out >= lout) continue;
         float v = part[e];
         for (int k = 1; k < ksplit; k++)
             v = __fadd_rn(v, part[k * total + e]);
-        fv_set(y, row, c, v + (bias.p ? fv_get(bias, 0, row % cout) : 0.f));
+        fv_set(y, zs / phases * cout + o, out, v + (bias.p ? fv_get(bias, 0, o) : 0.f));
     }
 }
 
@@ -594,12 +601,24 @@ cudaError_t launch_any(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
 
 /* A tile shape for the output channels: 64 x 128 (8 warps, two blocks an SM) for wide layers,
  * 16 x 256 for the narrow last stages (8 to 32 channels), so a 16-channel layer does not pay for
- * 64. Where 64 x 128 tiles would not give every SM two blocks (the audio decoder's 1000-sample
- * stage: 128 tiles for 132 SMs; its first conv: 64), a conv1d splits its reduction into up to 4
- * parts (grid z, each at least 8 stages) so that they do, summed in order by conv_ksum_k (the
- * float32 sum of each part's float32 sum: no less accurate than one running sum, the same bits
- * every run). (64 x 64 tiles of 4 warps, three blocks an SM, for such grids ran on the H200 in
- * 1b92b82 and were not kept: the first transposed conv took 0.61 ms against 0.49 before.) */
+ * 64. Where 64 x 128 tiles fill the SMs' two block slots badly (the audio decoder's first conv: 64
+ * tiles for 264 slots; its 1000-sample stage: 128; the 5000-, 10000- and 20000-sample stages about
+ * 320, 1.2 waves; the first transposed conv 160), a convolution splits its reduction into up to 4
+ * parts (grid z, each at least 8 stages; split_cost picks the count), summed in order by
+ * conv_ksum_k (the float32 sum of each part's float32 sum: no less accurate than one running sum,
+ * the same bits every run). (64 x 64 tiles of 4 warps, three blocks an SM, for such grids ran on
+ * the H200 in 1b92b82 and were not kept: the first transposed conv took 0.61 ms against 0.49.) */
+/* The time of `tiles` tiles whose reduction is split into ks parts, in units of a whole tile's
+ * time at two blocks an SM: ceil(tiles ks / 2 sms) waves of 1 / ks each, but a last wave of at most
+ * one block an SM at 0.725 (one block alone ran at 69% of two blocks' rate: the audio decoder's
+ * [1024x1000] x [512x5632] conv on the H200, 0.666 ms whole against 0.459 ms in 2 parts), and a
+ * tenth per split for the parts' traffic (written, read back, summed). */
+double split_cost(int64_t tiles, int64_t ks, int sms) {
+    const int64_t n = tiles * ks, slots = 2 * (int64_t)sms, last = n % slots;
+    const double waves = (double)(n / slots) + (last == 0 ? 0.0 : last <= sms ? 0.725 : 1.0);
+    return waves / (double)ks + (ks > 1 ? 0.1 : 0.0);
+}
+
 template <bool TR, bool SPLIT, bool F32>
 cudaError_t launch_shape(vdn_dev *d, ConvArgs g, unsigned z) {
     int dev = 0, sms = 0;
@@ -608,10 +627,10 @@ cudaError_t launch_shape(vdn_dev *d, ConvArgs g, unsigned z) {
     if (e != cudaSuccess) return e;
     if (g.cout < 64) return launch_any<1, 8, 1, 2, TR, SPLIT, F32>(d, g, z, dev);
     const int64_t big = (g.ncols + 127) / 128 * ((g.cout + 63) / 64) * z;
-    const int64_t stages = (g.cin * g.K + CB - 1) / CB;
-    int64_t ks = TR ? 1 : 2 * (int64_t)sms / big;
-    ks = ks < 4 ? ks : 4;
-    ks = ks < stages / 8 ? ks : stages / 8;
+    const int64_t stages = (g.cin * (TR ? g.J : g.K) + CB - 1) / CB;
+    int64_t ks = 1;
+    for (int64_t k = 2; k <= 4 && k <= stages / 8; k++)
+        if (split_cost(big, k, sms) < split_cost(big, ks, sms)) ks = k;
     if (ks < 2 || z * ks > 65535) return launch_any<2, 4, 2, 2, TR, SPLIT, F32>(d, g, z, dev);
     g.rchunk = (stages + ks - 1) / ks * CB;
     g.ksplit = (int)((stages * CB + g.rchunk - 1) / g.rchunk);
@@ -620,8 +639,9 @@ cudaError_t launch_shape(vdn_dev *d, ConvArgs g, unsigned z) {
     if (!g.part) return cudaErrorMemoryAllocation;
     e = launch_any<2, 4, 2, 2, TR, SPLIT, F32>(d, g, z * (unsigned)g.ksplit, dev);
     if (e != cudaSuccess) return e;
-    conv_ksum_k<<<op_grid(total), 256, 0, cdev(d)->st>>>(g.y, g.b, g.part, g.ksplit, z * g.cout,
-                                                         g.cout, g.ncols);
+    conv_ksum_k<<<op_grid(total), 256, 0, cdev(d)->st>>>(
+        g.y, g.b, g.part, g.ksplit, z * g.cout, g.cout, g.ncols, g.phases, TR ? g.stride : 1,
+        TR ? g.pad : 0, TR ? g.lout : g.ncols);
     return cudaSuccess;
 }
 
@@ -681,6 +701,39 @@ __host__ __device__ inline int snake_x_max(int K, int ratio) {
     return (snake_act_max(K, ratio) + K - 1) / ratio + 2;
 }
 
+/* sin^2 x in float: x = k pi / 2 + r (pi / 2 in three parts, FMAs: r exact to about an ulp for
+ * |x| < 2^15), then sin^2 r (k even) or cos^2 r (k odd) from their Taylor polynomials on |r| <=
+ * pi / 4 (truncation under 3e-9). Why not sinf: --use_fast_math makes it __sinf, whose error
+ * grows away from [-pi, pi]; sin in double costs about 25 double-precision operations a sample,
+ * at half the float rate. Measured on the CPU against sin^2 in double over 4e7 arguments up to
+ * 32768: at most 1.3e-7 absolute, 3.3 ulp (sin rounded to float, then squared: 8.9e-8, 1.9 ulp).
+ * Larger |x| go through double. */
+__device__ __forceinline__ float sin_sq(float x) {
+    if (fabsf(x) >= 32768.f) {
+        const float sn = (float)sin((double)x);
+        return sn * sn;
+    }
+    const float k = rintf(x * 0.636619772f);
+    float r = fmaf(-k, 1.57079625e+00f, x);
+    r = fmaf(-k, 7.54978942e-08f, r);
+    r = fmaf(-k, 5.39030253e-15f, r);
+    const float z = r * r;
+    float v;
+    if (((int)k & 1) == 0) {
+        float p = fmaf(z, 2.75573192e-6f, -1.98412698e-4f);
+        p = fmaf(z, p, 8.33333333e-3f);
+        p = fmaf(z, p, -1.66666667e-1f);
+        v = fmaf(r * z, p, r);
+    } else {
+        float p = fmaf(z, -2.75573192e-7f, 2.48015873e-5f);
+        p = fmaf(z, p, -1.38888889e-3f);
+        p = fmaf(z, p, 4.16666667e-2f);
+        p = fmaf(z, p, -0.5f);
+        v = fmaf(z, p, 1.0f);
+    }
+    return v * v;
+}
+
 __device__ __forceinline__ int64_t clampi(int64_t v, int64_t lo, int64_t hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
@@ -731,9 +784,8 @@ __global__ void __launch_bounds__(SN_THREADS)
                 for (int q = q0, m = mt; q < K && m >= 0; q += ratio, m--)
                     if (m < s.lp) up += xs[m - mlo] * fus[q];
             }
-            /* sin in double: fast-math's sinf loses accuracy away from [-pi, pi] */
-            const float u = ratio * up, sn = (float)sin((double)(a * u));
-            act[j - jlo] = u + inv_b * sn * sn;
+            const float u = ratio * up;
+            act[j - jlo] = u + inv_b * sin_sq(a * u);
         }
         __syncthreads();
         for (int64_t i = tid; i < nl; i += SN_THREADS) {

@@ -978,7 +978,8 @@ static void case_conv_transpose1d(int B, int64_t cin, int64_t lin, int64_t cout,
 
 /* BigVGAN's anti-aliased SnakeBeta: 12-tap low-pass filters (a windowed sinc, as the release's
  * kaiser-sinc filters are), ratio 2; alpha, beta on their log scale */
-static void case_snake_aa(int B, int64_t C, int64_t L, int K, int ratio, vdn_dtype dt) {
+/* amp: the inputs' scale (sin's argument alpha u reaches a few amp) */
+static void case_snake_aa(int B, int64_t C, int64_t L, int K, int ratio, vdn_dtype dt, double amp) {
     char what[128];
     float f[64];
     double sum = 0;
@@ -990,7 +991,7 @@ static void case_snake_aa(int B, int64_t C, int64_t L, int K, int ratio, vdn_dty
     }
     for (int k = 0; k < K; k++)
         f[k] = (float)(f[k] / sum);
-    pair x = in(dt, B * C, L, PAD, 1.0, 0), al = in(VDN_DT_F32, 1, C, 0, 0.3, 0),
+    pair x = in(dt, B * C, L, PAD, amp, 0), al = in(VDN_DT_F32, 1, C, 0, 0.3, 0),
          be = in(VDN_DT_F32, 1, C, 0, 0.3, 0);
     pair fu = mk_pair(VDN_DT_F32, VDN_DT_F32, 1, K, 0),
          fd = mk_pair(VDN_DT_F32, VDN_DT_F32, 1, K, 0);
@@ -1032,20 +1033,25 @@ static void conv_cases(void) {
     /* a residual conv's K 3 at dilation 5 (12 input channels a 32-row stage) on several CUDA
      * wgmma strip tiles (output channels >= 64), whole reductions (no split) */
     case_conv1d(2, 128, 700, 128, 3, 1, 5, 5, 1, F32);
-    /* few tiles, long reductions: the CUDA split reduction (4 parts; strips, then im2col rows) */
+    /* few tiles, long reductions: the CUDA split reduction (4 parts; strips, then im2col rows,
+     * then a transposed conv's 5 phases: outputs per phase, the ends left out) */
     case_conv1d(2, 512, 100, 128, 7, 1, 3, 1, 1, F32);
     case_conv1d(1, 1000, 60, 64, 1, 1, 0, 1, 0, F32);
+    case_conv_transpose1d(2, 512, 40, 64, 10, 5, 3, 1, F32);
     case_conv_transpose1d(1, 16, 33, 8, 16, 8, 4, 1, F32);
     case_conv_transpose1d(1, 6, 17, 5, 4, 2, 1, 0, BF);
     case_conv_transpose1d(1, 3, 9, 4, 11, 5, 3, 1, F32);
     case_conv_transpose1d(2, 128, 41, 64, 9, 5, 2, 1, F32);
     case_conv_transpose1d(2, 32, 300, 16, 4, 2, 1, 1, F32);
     case_conv_transpose1d(2, 512, 60, 32, 4, 2, 1, 1, F32);
-    case_snake_aa(1, 6, 131, 12, 2, F32);
-    case_snake_aa(1, 3, 40, 12, 2, BF);
-    case_snake_aa(1, 2, 17, 6, 3, F32);
-    case_snake_aa(2, 5, 1100, 12, 2, F32);
-    case_snake_aa(2, 3, 513, 11, 3, F32);
+    case_snake_aa(1, 6, 131, 12, 2, F32, 1.0);
+    case_snake_aa(1, 3, 40, 12, 2, BF, 1.0);
+    case_snake_aa(1, 2, 17, 6, 3, F32, 1.0);
+    case_snake_aa(2, 5, 1100, 12, 2, F32, 1.0);
+    case_snake_aa(2, 3, 513, 11, 3, F32, 1.0);
+    /* sin's arguments in the tens of thousands: the CUDA kernel's float sin^2 and, from 32768 on,
+     * its double fallback (kernels/op_cuda_conv.cu sin_sq) */
+    case_snake_aa(2, 4, 700, 12, 2, F32, 3e4);
 }
 
 /* ---- the video decoder's pixel ops (op_pixels.h) ----
