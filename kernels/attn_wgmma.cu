@@ -39,6 +39,18 @@ static int make_map(CUtensorMap *m, const void *base, const cuuint64_t dims[3],
     return 0;
 }
 
+/* head dim 64's kernel (kernels.h: vdn_attention_hd64_variant) and the grid cap, process-wide */
+static int p64_variant = VDN_ATTN64_DEFAULT, p64_max_ctas = 0;
+extern "C" int vdn_attention_hd64_variant(int variant, int max_ctas) {
+    if (variant < 0 || variant >= VDN_ATTN64_VARIANTS || max_ctas < 0) {
+        fprintf(stderr, "vdn_attention_hd64_variant: variant %d (0 .. %d), max_ctas %d (>= 0)\n",
+                variant, VDN_ATTN64_VARIANTS - 1, max_ctas);
+        return -1;
+    }
+    p64_variant = variant, p64_max_ctas = max_ctas;
+    return 0;
+}
+
 extern "C" size_t vdn_attention_vt_elems(int rows, int heads, int head_dim) {
     return (size_t)heads * head_dim * (((size_t)rows + BN - 1) / BN * BN);
 }
@@ -53,24 +65,29 @@ static int attention_pp(const void *q, int ldq, const void *k, int ldk, const vo
     dim3 tg((unsigned)(ldt / 32), HD / 32, heads), tb(32, 8);
     vt_k<HD><<<tg, tb, 0, S_(st)>>>((const bf16 *)v, ldv, rows, heads, ldt, (bf16 *)vt_scratch);
     LAUNCH_CHECK("attention_vt");
-    const int smem = ATTN_PP_SMEM(HD);
-    const void *kern = HD == 128 ? (const void *)attn_pp_k : (const void *)attn_pp64_k;
-    static unsigned optin = 0; /* one per instantiation, i.e. per kernel */
-    if (vdn_smem_optin(&optin, kern, smem)) return -1;
+    const int variant = HD == 64 ? p64_variant : 0;
+    const int bmq = variant ? attn_p64_rows(variant) : BM;
     /* tensor maps: Q and K as [rows][heads][HD], V^T as [heads][HD][ldt]; boxes of 64 columns
      * (one 128-byte swizzle span) by 128 rows */
     CUtensorMap qm, km, vm;
     const cuuint64_t qd[3] = {HD, (cuuint64_t)heads, (cuuint64_t)rows};
     const cuuint64_t qs[2] = {HD * 2, (cuuint64_t)ldq * 2}, ks[2] = {HD * 2, (cuuint64_t)ldk * 2};
-    const cuuint32_t qb[3] = {64, 1, BM}, kbx[3] = {64, 1, BN};
+    const cuuint32_t qb[3] = {64, 1, (cuuint32_t)bmq}, kbx[3] = {64, 1, BN};
     const cuuint64_t vd[3] = {(cuuint64_t)ldt, HD, (cuuint64_t)heads};
     const cuuint64_t vs[2] = {(cuuint64_t)ldt * 2, (cuuint64_t)ldt * 2 * HD};
     const cuuint32_t vb[3] = {64, HD, 1};
     if (make_map(&qm, q, qd, qs, qb) || make_map(&km, k, qd, ks, kbx) ||
         make_map(&vm, vt_scratch, vd, vs, vb))
         return -1;
-    dim3 grid(n_tiles, heads);
     const float sl2 = scale * 1.4426950408889634f;
+    if (variant) /* the persistent kernels find their key ranges from lohi (no tile table) */
+        return attn_p64_launch(variant, p64_max_ctas, qm, km, vm, rows, lohi, head_end, tail_start,
+                               sl2, gate, heads, (bf16 *)out, ld_o, S_(st));
+    const int smem = ATTN_PP_SMEM(HD);
+    const void *kern = HD == 128 ? (const void *)attn_pp_k : (const void *)attn_pp64_k;
+    static unsigned optin = 0; /* one per instantiation, i.e. per kernel */
+    if (vdn_smem_optin(&optin, kern, smem)) return -1;
+    dim3 grid(n_tiles, heads);
     if constexpr (HD == 128)
         attn_pp_k<<<grid, NT, smem, S_(st)>>>(qm, km, vm, rows, lohi, head_end, tail_start, tiles,
                                               sl2, gate, heads, (bf16 *)out, ld_o);

@@ -323,4 +323,12 @@ __global__ void attn_pp64_k(ATTN_PP_ARGS);
 /* shared memory of one CTA: Q, then the stages' K and V^T tiles, plus 1024 for the alignment */
 #define ATTN_PP_SMEM(hd) ((BM + 2 * pp_stages(hd) * BN) * 2 * (hd) + 1024)
 
+/* Head dim 64's persistent kernels (attn_pp64.cu; the variants: kernels.h
+ * vdn_attention_hd64_variant). attn_p64_rows: the query tile height of a variant (the Q tensor
+ * map's box); max_ctas > 0 caps the grid. */
+int attn_p64_rows(int variant);
+int attn_p64_launch(int variant, int max_ctas, const CUtensorMap &qm, const CUtensorMap &km,
+                    const CUtensorMap &vm, int N, const int *lohi, int head_end, int tail_start,
+                    float sl2, const float *gate, int heads, bf16 *O, int ldo, cudaStream_t st);
+
 #endif

@@ -81,6 +81,14 @@ int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int ldk, const 
                           void *vt_scratch, int rows, int heads, int head_dim, const int *lohi,
                           int head_end, int tail_start, const int *tiles, int n_tiles, float scale,
                           const float *gate, void *out, int ld_o, vdn_stream st);
+/* Which kernel serves head dim 64 in vdn_k_attention_wgmma, process-wide: 0 the ping-pong kernel
+ * (one CTA per 128-row tile), 1 .. 4 the persistent warp-specialised one (attn_pp64.cu: 2
+ * consumer warpgroups (1, 2) or 3 (3, 4); 2 and 4 with part of the exponentials as FMA
+ * polynomials); max_ctas > 0 caps its grid (tests). For `vdn bench attn-vae` and the tests; -1
+ * on a bad argument. */
+#define VDN_ATTN64_VARIANTS 5
+#define VDN_ATTN64_DEFAULT 3
+int vdn_attention_hd64_variant(int variant, int max_ctas);
 
 /* ---- VDA (twin_vda.c), hd 128 ---- */
 /* temporal 5-tap (wtm != NULL) + SiLU (+ L2 for k, q) + beta, to FHSD bf16 outputs. Any of the

@@ -180,18 +180,23 @@ static void test_rows() {
 }
 
 /* Both attention kernels (mma.sync and the wgmma TMA ping-pong) against the twin at head dim D,
- * on four masks: dense; window + anchors with a gate; window without anchors; and block-diagonal
+ * on five masks: dense; window + anchors with a gate; window without anchors; block-diagonal
  * (the video VAE decoder's: rows in tiles of 179 that attend only within their own tile, so most
- * 128-row query tiles straddle two of them), with a gate. */
+ * 128-row query tiles straddle two of them), with a gate; and block-diagonal in tiles of 133
+ * rows = 128 + 5 (the decoder's 1,797 = 14 x 128 + 5: key blocks of 5 keys, 931 rows, not a
+ * multiple of 128 or 192). At head dim 64 every variant of the wgmma path runs (kernels.h
+ * vdn_attention_hd64_variant), the persistent ones also on a grid of 3 CTAs, so that each CTA
+ * walks many units (unit changes across heads, mixed and plain units, Q and stage reuse). */
 static void test_attention(int D) {
     const int G = 200, F = 13, S = 100, H = 2, NB = 5, SB = 179;
     vf qkv, gate;
-    const char *names[4] = {"attention dense", "attention window+anchors, gate",
-                            "attention window, no anchors", "attention block-diagonal, gate"};
-    for (int v = 0; v < 4; v++) {
+    const char *names[5] = {"attention dense", "attention window+anchors, gate",
+                            "attention window, no anchors", "attention block-diagonal, gate",
+                            "attention block-diagonal 133, gate"};
+    for (int v = 0; v < 5; v++) {
         vdn_attn_rows ar;
         if (v < 3 ? vdn_attn_rows_make(&ar, G, F, S, v > 0, v == 1, 5, 1)
-                  : vdn_attn_rows_make(&ar, 0, NB, SB, 1, 0, 1, 0))
+                  : vdn_attn_rows_make(&ar, 0, v == 3 ? NB : 7, v == 3 ? SB : 133, 1, 0, 1, 0))
             exit(1);
         const int N = ar.rows, ld = 3 * H * D + 16;
         qkv = randv((size_t)N * ld, 1.f), gate = unifv((size_t)N * H, 0.f, 1.f);
@@ -208,7 +213,7 @@ static void test_attention(int D) {
         CK(cudaMemcpy(dl, lohi.data(), lohi.size() * 4, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(dt, tl, (size_t)nt * VDN_TILE_INTS * 4, cudaMemcpyHostToDevice));
         void *dout = poisoned((size_t)N * H * D * 2);
-        const int gated = v == 1 || v == 3;
+        const int gated = v == 1 || v >= 3;
         const float *gp = gated ? dg : NULL;
         float sc = 1.f / sqrtf((float)D);
         OK(vdn_k_attention_ex(dq, ld, (uint16_t *)dq + H * D, ld, (uint16_t *)dq + 2 * H * D, ld, N,
@@ -223,11 +228,24 @@ static void test_attention(int D) {
         void *vts, *dout2 = poisoned((size_t)N * H * D * 2);
         CK(cudaMalloc(&vts, vdn_attention_vt_elems(N, H, D) * 2));
         CK(cudaMemset(vts, 0xFF, vdn_attention_vt_elems(N, H, D) * 2));
-        OK(vdn_k_attention_wgmma(dq, ld, (uint16_t *)dq + H * D, ld, (uint16_t *)dq + 2 * H * D, ld,
-                                 vts, N, H, D, dl, ar.head_end, ar.tail_start, dt, nt, sc, gp,
-                                 dout2, H * D, 0));
-        snprintf(name, sizeof name, "%s, hd %d (wgmma TMA ping-pong)", names[v], D);
-        check(name, ref, down_bf16(dout2, ref.size()), 1e-2);
+        /* head dim 128: the one kernel; 64: each variant, the persistent ones on a full grid and
+         * on 3 CTAs */
+        const int runs = D == 64 ? 1 + 2 * (VDN_ATTN64_VARIANTS - 1) : 1;
+        for (int run = 0; run < runs; run++) {
+            const int var = (run + 1) / 2, ctas = run > 0 && run % 2 == 0 ? 3 : 0;
+            if (D == 64) OK(vdn_attention_hd64_variant(var, ctas));
+            CK(cudaMemset(dout2, 0xFF, (size_t)N * H * D * 2));
+            OK(vdn_k_attention_wgmma(dq, ld, (uint16_t *)dq + H * D, ld, (uint16_t *)dq + 2 * H * D,
+                                     ld, vts, N, H, D, dl, ar.head_end, ar.tail_start, dt, nt, sc,
+                                     gp, dout2, H * D, 0));
+            if (var == 0)
+                snprintf(name, sizeof name, "%s, hd %d (wgmma TMA ping-pong)", names[v], D);
+            else
+                snprintf(name, sizeof name, "%s, hd %d (persistent %d%s)", names[v], D, var,
+                         ctas ? ", 3 CTAs" : "");
+            check(name, ref, down_bf16(dout2, ref.size()), 1e-2);
+        }
+        if (D == 64) OK(vdn_attention_hd64_variant(VDN_ATTN64_DEFAULT, 0));
         cudaFree(vts), cudaFree(dout2);
         cudaFree(dl), cudaFree(dt), cudaFree(dout), free(tl);
         cudaFree(dq), cudaFree(dg);
