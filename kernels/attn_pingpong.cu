@@ -1,11 +1,11 @@
 /* The engine's attention kernel on Hopper (vdn_k_attention_wgmma, launched by attn_wgmma.cu):
- * block-sparse flash attention on Hopper, bf16 in, fp32 accumulation, head dim 128 (attn_pp_k) or
- * 64 (attn_pp64_k, the video VAE decoder's; the same body with HD = 64); shared pieces and the tile
+ * block-sparse flash attention on Hopper, bf16 in, fp32 accumulation, head dim 128 (attn_pp_k,
+ * the DiT's; head dim 64 runs the persistent kernel of attn_pp64.cu); shared pieces and the tile
  * layout are in attn_wgmma.cuh, the per-tile key ranges in attn_tiles.h.
  *
  * Per CTA (128 query rows of one head, two warpgroups of 64 rows, 256 threads):
- *   - K and V^T tiles of 128 keys stream through a ring of shared-memory stages (3 at head dim
- *     128, 4 at 64: pp_stages in attn_wgmma.cuh says why), filled by
+ *   - K and V^T tiles of 128 keys stream through a ring of 3 shared-memory stages (PP_STAGES in
+ *     attn_wgmma.cuh says why 3), filled by
  *     the tensor memory accelerator (thread 0 issues one box per 64 columns of a tile; the hardware
  *     swizzles and zero-fills rows past N). Stage s's `full` mbarrier completes when its bytes
  *     have landed; its `empty` mbarrier when all 256 threads are done reading it.
@@ -17,8 +17,8 @@
  *     work for the other.
  * Measured on an H200 (docs/PERF.md, run 23): dense 484 ms (640 TFLOP/s) and window+anchors
  * 105 ms for the H3 workload, against 606 / 128 ms for the pipelined kernel without the TMA
- * ring and ping-pong. Head dim 64 at the video VAE decoder's shape (docs/PERF.md): 2.849 ms
- * (260 TFLOP/s) against 3.763 ms for the mma.sync kernel. */
+ * ring and ping-pong. (Head dim 64 at the video VAE decoder's shape ran this body too: 2.849 ms a
+ * call, 260 TFLOP/s; attn_pp64.cu's persistent kernel took over at 2.163 ms, docs/PERF.md.) */
 #include "attn_wgmma.cuh"
 
 template <int HD>
@@ -28,7 +28,7 @@ attn_pp(const CUtensorMap &qmap, const CUtensorMap &kmap, const CUtensorMap &vma
         float scale_log2, const float *__restrict__ gate, int heads, bf16 *__restrict__ O,
         int ldo) {
     constexpr int NO = HD / 2; /* O accumulators per thread */
-    constexpr int NSTAGE = pp_stages(HD);
+    constexpr int NSTAGE = PP_STAGES;
     static_assert(NSTAGE > PP_AHEAD, "a block's stage must not be the one being read");
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     char *base = (char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
@@ -134,8 +134,4 @@ attn_pp(const CUtensorMap &qmap, const CUtensorMap &kmap, const CUtensorMap &vma
 __global__ void __launch_bounds__(NT, 1) attn_pp_k(ATTN_PP_ARGS) {
     attn_pp<128>(qmap, kmap, vmap, N, lohi, head_end, tail_start, tiles, scale_log2, gate, heads, O,
                  ldo);
-}
-__global__ void __launch_bounds__(NT, 1) attn_pp64_k(ATTN_PP_ARGS) {
-    attn_pp<64>(qmap, kmap, vmap, N, lohi, head_end, tail_start, tiles, scale_log2, gate, heads, O,
-                ldo);
 }

@@ -13,40 +13,39 @@
  *     consumers) issues every TMA copy: each unit's Q (two buffers) and its K/V^T blocks through
  *     one stage ring that runs on across units, so the next unit's Q and first blocks land under
  *     the current unit's last blocks;
- *   - NC consumer warpgroups of 64 query rows (query tile = 64 NC rows) take turns on the tensor
- *     cores (FlashAttention-3's ping-pong, round robin over NC); with NC = 3 (FA3's head-dim-64
- *     tile) each warpgroup has two others' products to hide its softmax under;
+ *   - NC = 3 consumer warpgroups of 64 query rows (query tile = 192 rows, FA3's head-dim-64
+ *     tile) take turns on the tensor cores (FlashAttention-3's ping-pong, round robin over the
+ *     three), so each warpgroup has two others' products to hide its softmax under;
  *   - a unit's first S is issued beside the previous unit's last P V, like any other block; the
  *     finished unit is normalised and stored (then the new unit's first softmax runs) while the
  *     other warpgroups use the tensor cores;
  *   - the producer derives each unit's key ranges from the per-row windows (lohi), the same
  *     union as vdn_attn_tiles_make, so any tile height works without a second table;
- *   - POLY: of each thread's 16 column pairs per block, POLY compute 2^x as a degree-3
- *     polynomial on the FMA pipe instead of the MUFU unit (relative error 1e-4, below the bf16
- *     rounding of P), to unload the exponential unit;
  *   - edge blocks in the window part of the mask test each key against one interval per row.
- * Same contract as attn_pingpong.cu (attn_tiles.h's visibility rule, gate, zero rows past N). */
+ * Same contract as attn_pingpong.cu (attn_tiles.h's visibility rule, gate, zero rows past N).
+ * Measured on an H200 at the decoder's shape (`vdn bench attn-vae`, docs/PERF.md): 2.163 ms a
+ * call (342 TFLOP/s) against 2.870 ms for the ping-pong kernel at head dim 64; with 2 consumer
+ * warpgroups 2.515 ms; a quarter of the exponentials as FMA polynomials (to unload the MUFU
+ * unit) made both slower (2.340 / 2.623 ms), so it is not kept. */
 #include <climits>
 
 #include "attn_wgmma.cuh"
 
 namespace {
 
-constexpr int HD = 64;
+constexpr int HD = 64, NC = 3;    /* consumer warpgroups */
+constexpr int BMQ = 64 * NC;      /* query rows of a unit */
 constexpr int TILE = BN * HD * 2; /* one K or V^T block: 16 KB */
 constexpr int QROWB = 128;        /* bytes of one Q row (64 bf16) */
 
-/* K/V^T stages of the ring: 5 x 32 KB, with Q's two buffers (32 or 48 KB) within 227 KB */
+/* K/V^T stages of the ring: 5 x 32 KB, with Q's two buffers (48 KB) within 227 KB */
 constexpr int P64_STAGES = 5;
-/* registers: the producer warpgroup gives most of its share to the consumers (setmaxnreg; a
- * multiple of 8, (NC + 1) warpgroups within the 64 K of the SM) */
-#define P64_PRODUCER_REGS 24
-__host__ __device__ constexpr int p64_consumer_regs(int nc) {
-    return (65536 / 128 - P64_PRODUCER_REGS) / nc / 8 * 8;
-}
-__host__ __device__ constexpr int p64_smem(int nc) {
-    return 2 * 64 * nc * QROWB + 2 * P64_STAGES * TILE + 1024;
-}
+/* registers: the producer warpgroup gives most of its share to the consumers (setmaxnreg: 24
+ * and 160, multiples of 8 within the SM's 64 K for 4 warpgroups) */
+constexpr int P64_PRODUCER_REGS = 24;
+constexpr int P64_CONSUMER_REGS = (65536 / 128 - P64_PRODUCER_REGS) / NC / 8 * 8;
+/* shared memory: Q's two buffers, the stages' K and V^T blocks, 1024 for the alignment */
+constexpr int P64_SMEM = 2 * BMQ * QROWB + 2 * P64_STAGES * TILE + 1024;
 
 /* A unit's key blocks, planned by the producer into shared memory: up to three ranges [s, e)
  * (unused ones empty), rb0 / rb1 blocks in the first two, nb in all; block i starts at kb (a
@@ -109,18 +108,6 @@ __device__ __forceinline__ void plan_unit(Plan *pl, const int *lohi, int q0, int
     }
 }
 
-/* 2^x for x <= 0 (or -inf) on the FMA pipe: x = j + f with j the nearest integer and
- * |f| <= 1/2, 2^f as a degree-3 polynomial (relative least squares on [-1/2, 1/2], max relative
- * error 1.0e-4; p(0) = 1 exactly, so a row's maximum still gives 1), 2^j added to the exponent
- * bits. Below -127 the result is 0 or a denormal, as exp2's flush would give. */
-__device__ __forceinline__ float exp2_fma(float x) {
-    x = fmaxf(x, -127.f);
-    const float t = x + 12582912.f; /* 1.5 * 2^23: the low mantissa bits now hold round(x) */
-    const float f = x - (t - 12582912.f);
-    const float p = fmaf(fmaf(fmaf(0.055008648f, f, 0.24221105f), f, 0.69328298f), f, 1.f);
-    return __uint_as_float(__float_as_uint(p) + (__float_as_uint(t) << 23));
-}
-
 /* this thread's first query row inside a unit (it owns that row and the row 8 below) */
 __device__ __forceinline__ int first_row() {
     return (threadIdx.x >> 7) * 64 + ((threadIdx.x >> 5) & 3) * 16 + ((threadIdx.x & 31) >> 2);
@@ -139,7 +126,6 @@ struct Rows64 {
     /* Softmax of key block i in place (s: raw scores, becoming probabilities); the scale folds
      * into exp2. Keys outside the block's range, past N, or (mixed units) outside a row's window
      * get -inf. */
-    template <int POLY>
     __device__ __forceinline__ void softmax(float *s, const Plan *pl, int i, const int *lohi, int N,
                                             int head_end, int tail_start, float sl2) {
         const int t4 = threadIdx.x & 3;
@@ -218,12 +204,7 @@ struct Rows64 {
             const float x0 = fmaf(s[4 * j], sl2, -base_a), x1 = fmaf(s[4 * j + 1], sl2, -base_a);
             const float x2 = fmaf(s[4 * j + 2], sl2, -base_b),
                         x3 = fmaf(s[4 * j + 3], sl2, -base_b);
-            float p0, p1, p2, p3;
-            if ((j & 7) >= 8 - POLY / 2) { /* POLY of the 16 pairs on the FMA pipe */
-                p0 = exp2_fma(x0), p1 = exp2_fma(x1), p2 = exp2_fma(x2), p3 = exp2_fma(x3);
-            } else {
-                p0 = exp2f(x0), p1 = exp2f(x1), p2 = exp2f(x2), p3 = exp2f(x3);
-            }
+            const float p0 = exp2f(x0), p1 = exp2f(x1), p2 = exp2f(x2), p3 = exp2f(x3);
             sa[j & 1] += p0 + p1, sb[j & 1] += p2 + p3;
             s[4 * j] = p0, s[4 * j + 1] = p1, s[4 * j + 2] = p2, s[4 * j + 3] = p3;
         }
@@ -266,13 +247,12 @@ __device__ __forceinline__ void issue_qk64(float *s, const char *qw, const char 
 
 } // namespace
 
-template <int NC, int POLY>
 __global__ void __launch_bounds__((NC + 1) * 128, 1)
     attn_p64_k(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,
                const __grid_constant__ CUtensorMap vmap, int N, const int *__restrict__ lohi,
                int head_end, int tail_start, int n_qt, int n_units, float sl2,
                const float *__restrict__ gate, int heads, bf16 *__restrict__ O, int ldo) {
-    constexpr int BMQ = 64 * NC, NCT = NC * 128, NST = P64_STAGES, QB = BMQ * QROWB;
+    constexpr int NCT = NC * 128, NST = P64_STAGES, QB = BMQ * QROWB;
     constexpr int NO = HD / 2;
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     char *base = (char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
@@ -320,7 +300,7 @@ __global__ void __launch_bounds__((NC + 1) * 128, 1)
     }
 
     /* consumers */
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(p64_consumer_regs(NC)));
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(P64_CONSUMER_REGS));
     const int wg = threadIdx.x >> 7;
     int u = blockIdx.x, lu = 0, g = 0, i = 0;
     Rows64 rows;
@@ -340,7 +320,7 @@ __global__ void __launch_bounds__((NC + 1) * 128, 1)
     wgmma_commit();
     wgmma_wait0();
     fence_regs<64>(s);
-    rows.softmax<POLY>(s, &plan[0], 0, lohi, N, head_end, tail_start, sl2);
+    rows.softmax(s, &plan[0], 0, lohi, N, head_end, tail_start, sl2);
     pack_p(s, pf);
 
     if (wg == NC - 1) named_arrive(1, 256); /* warpgroup 0 issues first */
@@ -376,7 +356,7 @@ __global__ void __launch_bounds__((NC + 1) * 128, 1)
                 o[k] = 0.f;
             rows.enter((nu % n_qt) * BMQ);
         }
-        rows.softmax<POLY>(s, &plan[lq & 1], ni, lohi, N, head_end, tail_start, sl2);
+        rows.softmax(s, &plan[lq & 1], ni, lohi, N, head_end, tail_start, sl2);
         wgmma_wait0();
         fence_regs<NO>(o);
         fence_regs<4 * (BN / 16)>(&pf[0][0]);
@@ -404,46 +384,19 @@ __global__ void __launch_bounds__((NC + 1) * 128, 1)
     store64(o, rows.l_a, rows.l_b, rows.row_a, u / n_qt, gate, heads, O, ldo, N);
 }
 
-/* the variants attn_wgmma.cu can launch: 1 + (NC - 2) * 2 + (POLY > 0) */
-int attn_p64_rows(int variant) {
-    return variant >= 3 ? 192 : 128;
-}
-
-template <int NC, int POLY>
-static int p64_launch(int grid, const CUtensorMap &qm, const CUtensorMap &km, const CUtensorMap &vm,
-                      int N, const int *lohi, int head_end, int tail_start, int n_qt, int n_units,
-                      float sl2, const float *gate, int heads, bf16 *O, int ldo, cudaStream_t st) {
-    static unsigned optin = 0; /* one per instantiation, i.e. per kernel */
-    if (vdn_smem_optin(&optin, (const void *)attn_p64_k<NC, POLY>, p64_smem(NC))) return -1;
-    attn_p64_k<NC, POLY><<<grid, (NC + 1) * 128, p64_smem(NC), st>>>(
-        qm, km, vm, N, lohi, head_end, tail_start, n_qt, n_units, sl2, gate, heads, O, ldo);
-    LAUNCH_CHECK("attention_p64");
-    return 0;
-}
-
-int attn_p64_launch(int variant, int max_ctas, const CUtensorMap &qm, const CUtensorMap &km,
+int attn_p64_launch(int max_ctas, const CUtensorMap &qm, const CUtensorMap &km,
                     const CUtensorMap &vm, int N, const int *lohi, int head_end, int tail_start,
                     float sl2, const float *gate, int heads, bf16 *O, int ldo, cudaStream_t st) {
-    const int bmq = attn_p64_rows(variant), n_qt = (N + bmq - 1) / bmq, n_units = n_qt * heads;
+    const int n_qt = (N + BMQ - 1) / BMQ, n_units = n_qt * heads;
     int dev = 0, sms = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     int grid = n_units < sms ? n_units : sms;
     if (max_ctas > 0 && grid > max_ctas) grid = max_ctas;
-#define P64_ARGS                                                                                   \
-    grid, qm, km, vm, N, lohi, head_end, tail_start, n_qt, n_units, sl2, gate, heads, O, ldo, st
-    switch (variant) {
-    case 1:
-        return p64_launch<2, 0>(P64_ARGS);
-    case 2:
-        return p64_launch<2, 4>(P64_ARGS);
-    case 3:
-        return p64_launch<3, 0>(P64_ARGS);
-    case 4:
-        return p64_launch<3, 4>(P64_ARGS);
-    default:
-        fprintf(stderr, "attention: head-dim-64 variant %d unknown\n", variant);
-        return -1;
-    }
-#undef P64_ARGS
+    static unsigned optin = 0;
+    if (vdn_smem_optin(&optin, (const void *)attn_p64_k, P64_SMEM)) return -1;
+    attn_p64_k<<<grid, (NC + 1) * 128, P64_SMEM, st>>>(qm, km, vm, N, lohi, head_end, tail_start,
+                                                       n_qt, n_units, sl2, gate, heads, O, ldo);
+    LAUNCH_CHECK("attention_p64");
+    return 0;
 }

@@ -1,7 +1,8 @@
 /* Launcher of the Hopper attention (vdn_k_attention_wgmma, kernels.h): V transposed per head,
- * the TMA tensor maps of Q, K and V^T, and the launch of the kernel in attn_pingpong.cu (TMA
- * stage ring + FlashAttention-3 ping-pong between two warpgroups). Shared pieces and the layout
- * are in attn_wgmma.cuh.
+ * the TMA tensor maps of Q, K and V^T, and the launch of the kernel in attn_pingpong.cu at head
+ * dim 128 (TMA stage ring + FlashAttention-3 ping-pong between two warpgroups) or attn_pp64.cu's
+ * at head dim 64 (persistent, warp-specialised, three consumer warpgroups). Shared pieces and
+ * the layout are in attn_wgmma.cuh.
  * The steps that led to it were measured beside it and removed once it was the fastest (plain
  * wgmma, softmax overlapped with P V, staggered warpgroups, a cp.async mbarrier ring, the TMA ring
  * without ping-pong): their numbers are in docs/PERF.md (runs 23-27). */
@@ -39,15 +40,14 @@ static int make_map(CUtensorMap *m, const void *base, const cuuint64_t dims[3],
     return 0;
 }
 
-/* head dim 64's kernel (kernels.h: vdn_attention_hd64_variant) and the grid cap, process-wide */
-static int p64_variant = VDN_ATTN64_DEFAULT, p64_max_ctas = 0;
-extern "C" int vdn_attention_hd64_variant(int variant, int max_ctas) {
-    if (variant < 0 || variant >= VDN_ATTN64_VARIANTS || max_ctas < 0) {
-        fprintf(stderr, "vdn_attention_hd64_variant: variant %d (0 .. %d), max_ctas %d (>= 0)\n",
-                variant, VDN_ATTN64_VARIANTS - 1, max_ctas);
+/* the grid cap of head dim 64's persistent kernel (0: one CTA per SM), process-wide: tests */
+static int p64_max_ctas = 0;
+extern "C" int vdn_attention_hd64_grid_cap(int max_ctas) {
+    if (max_ctas < 0) {
+        fprintf(stderr, "vdn_attention_hd64_grid_cap: %d CTAs (>= 0 expected)\n", max_ctas);
         return -1;
     }
-    p64_variant = variant, p64_max_ctas = max_ctas;
+    p64_max_ctas = max_ctas;
     return 0;
 }
 
@@ -65,10 +65,9 @@ static int attention_pp(const void *q, int ldq, const void *k, int ldk, const vo
     dim3 tg((unsigned)(ldt / 32), HD / 32, heads), tb(32, 8);
     vt_k<HD><<<tg, tb, 0, S_(st)>>>((const bf16 *)v, ldv, rows, heads, ldt, (bf16 *)vt_scratch);
     LAUNCH_CHECK("attention_vt");
-    const int variant = HD == 64 ? p64_variant : 0;
-    const int bmq = variant ? attn_p64_rows(variant) : BM;
+    const int bmq = HD == 64 ? ATTN_P64_ROWS : BM; /* query rows of a CTA's tile */
     /* tensor maps: Q and K as [rows][heads][HD], V^T as [heads][HD][ldt]; boxes of 64 columns
-     * (one 128-byte swizzle span) by 128 rows */
+     * (one 128-byte swizzle span) by 128 rows (Q at head dim 64: by 192) */
     CUtensorMap qm, km, vm;
     const cuuint64_t qd[3] = {HD, (cuuint64_t)heads, (cuuint64_t)rows};
     const cuuint64_t qs[2] = {HD * 2, (cuuint64_t)ldq * 2}, ks[2] = {HD * 2, (cuuint64_t)ldk * 2};
@@ -80,22 +79,20 @@ static int attention_pp(const void *q, int ldq, const void *k, int ldk, const vo
         make_map(&vm, vt_scratch, vd, vs, vb))
         return -1;
     const float sl2 = scale * 1.4426950408889634f;
-    if (variant) /* the persistent kernels find their key ranges from lohi (no tile table) */
-        return attn_p64_launch(variant, p64_max_ctas, qm, km, vm, rows, lohi, head_end, tail_start,
-                               sl2, gate, heads, (bf16 *)out, ld_o, S_(st));
-    const int smem = ATTN_PP_SMEM(HD);
-    const void *kern = HD == 128 ? (const void *)attn_pp_k : (const void *)attn_pp64_k;
-    static unsigned optin = 0; /* one per instantiation, i.e. per kernel */
-    if (vdn_smem_optin(&optin, kern, smem)) return -1;
-    dim3 grid(n_tiles, heads);
-    if constexpr (HD == 128)
+    if constexpr (HD == 64) { /* it finds its key ranges from lohi (192-row tiles, no table) */
+        (void)tiles, (void)n_tiles;
+        return attn_p64_launch(p64_max_ctas, qm, km, vm, rows, lohi, head_end, tail_start, sl2,
+                               gate, heads, (bf16 *)out, ld_o, S_(st));
+    } else {
+        const int smem = ATTN_PP_SMEM(HD);
+        static unsigned optin = 0;
+        if (vdn_smem_optin(&optin, (const void *)attn_pp_k, smem)) return -1;
+        dim3 grid(n_tiles, heads);
         attn_pp_k<<<grid, NT, smem, S_(st)>>>(qm, km, vm, rows, lohi, head_end, tail_start, tiles,
                                               sl2, gate, heads, (bf16 *)out, ld_o);
-    else
-        attn_pp64_k<<<grid, NT, smem, S_(st)>>>(qm, km, vm, rows, lohi, head_end, tail_start, tiles,
-                                                sl2, gate, heads, (bf16 *)out, ld_o);
-    LAUNCH_CHECK("attention_wgmma");
-    return 0;
+        LAUNCH_CHECK("attention_wgmma");
+        return 0;
+    }
 }
 
 extern "C" int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int ldk, const void *v,

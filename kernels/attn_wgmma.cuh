@@ -1,8 +1,10 @@
-/* Pieces of the Hopper attention kernel (attn_pingpong.cu; its launcher is attn_wgmma.cu). Same
- * contract as the portable mma.sync kernel attn.cu (attn_tiles.h). Head dim HD = 128 (the DiT) or
- * 64 (the video VAE decoder), a template parameter of the pieces below:
+/* Pieces of the Hopper attention kernels (attn_pingpong.cu: head dim 128, the DiT's;
+ * attn_pp64.cu: head dim 64, the video VAE decoder's; their launcher is attn_wgmma.cu). Same
+ * contract as the portable mma.sync kernel attn.cu (attn_tiles.h). The head dim HD is a template
+ * parameter of the pieces below:
  *
- *   CTA = 128 query rows x one head = 2 warpgroups of 64 rows; 128-key blocks.
+ *   CTA of attn_pingpong.cu = 128 query rows x one head = 2 warpgroups of 64 rows; 128-key
+ *   blocks (attn_pp64.cu: 3 warpgroups, 192 rows; its header says why).
  *   S = Q K^T : wgmma m64n128k16 (HD / 16 of them), A = Q and B = K both from shared memory
  *               (K-major);
  *   O += P V  : wgmma m64nHDk16, A = P from registers (the S accumulators, rounded to bf16, are
@@ -135,15 +137,13 @@ __device__ __forceinline__ uint64_t desc(const void *p) {
            ((uint64_t)1 << 62);
 }
 
-/* K and V^T stages of the ring: 3 at head dim 128 (224 KB of shared memory with Q), 4 at head dim
- * 64 (144 KB). A block's copies are issued PP_AHEAD = 2 blocks before its use, into the stage of
- * block j - stages. With 3 stages that is the block just before the current one, so the refill
- * (thread 0, blocking warpgroup 0) waits until the other warpgroup has finished its softmax of
- * it: warpgroup 0 cannot issue its next products while warpgroup 1's softmax runs. With 4 the
- * stage's last block is two iterations old. */
-__host__ __device__ constexpr int pp_stages(int hd) {
-    return hd == 128 ? 3 : 4;
-}
+/* K and V^T stages of attn_pingpong.cu's ring: 3 at head dim 128 (224 KB of shared memory with
+ * Q). A block's copies are issued PP_AHEAD = 2 blocks before its use, into the stage of block
+ * j - 3, the block just before the current one, so the refill (thread 0, blocking warpgroup 0)
+ * waits until the other warpgroup has finished its softmax of it: warpgroup 0 cannot issue its
+ * next products while warpgroup 1's softmax runs (a 4th stage made head dim 64 8% faster when it
+ * ran this kernel; head dim 128 has no room for one). */
+#define PP_STAGES 3
 #define PP_AHEAD 2
 
 /* TMA: a 3-D box of a tensor map into shared memory, completing on an mbarrier */
@@ -312,22 +312,20 @@ __device__ __forceinline__ void issue_pv(float *o, unsigned (*pf)[4], const char
         wgmma_pv<HD>(o, pf[kk], desc(v_tile + (kk >> 2) * HD * 128 + (kk & 3) * 32), 1);
 }
 
-/* the kernels (attn_pingpong.cu): head dim 128 and 64, one template body */
+/* the kernel of attn_pingpong.cu (head dim 128) */
 #define ATTN_PP_ARGS                                                                               \
     const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kmap,            \
         const __grid_constant__ CUtensorMap vmap, int N, const int *__restrict__ lohi,             \
         int head_end, int tail_start, const int *__restrict__ tiles, float scale_log2,             \
         const float *__restrict__ gate, int heads, bf16 *__restrict__ O, int ldo
 __global__ void attn_pp_k(ATTN_PP_ARGS);
-__global__ void attn_pp64_k(ATTN_PP_ARGS);
 /* shared memory of one CTA: Q, then the stages' K and V^T tiles, plus 1024 for the alignment */
-#define ATTN_PP_SMEM(hd) ((BM + 2 * pp_stages(hd) * BN) * 2 * (hd) + 1024)
+#define ATTN_PP_SMEM(hd) ((BM + 2 * PP_STAGES * BN) * 2 * (hd) + 1024)
 
-/* Head dim 64's persistent kernels (attn_pp64.cu; the variants: kernels.h
- * vdn_attention_hd64_variant). attn_p64_rows: the query tile height of a variant (the Q tensor
- * map's box); max_ctas > 0 caps the grid. */
-int attn_p64_rows(int variant);
-int attn_p64_launch(int variant, int max_ctas, const CUtensorMap &qm, const CUtensorMap &km,
+/* Head dim 64's persistent kernel (attn_pp64.cu): query tiles of ATTN_P64_ROWS rows (the Q
+ * tensor map's box); max_ctas > 0 caps its grid (kernels.h vdn_attention_hd64_grid_cap). */
+#define ATTN_P64_ROWS 192
+int attn_p64_launch(int max_ctas, const CUtensorMap &qm, const CUtensorMap &km,
                     const CUtensorMap &vm, int N, const int *lohi, int head_end, int tail_start,
                     float sl2, const float *gate, int heads, bf16 *O, int ldo, cudaStream_t st);
 

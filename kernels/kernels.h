@@ -72,23 +72,21 @@ int vdn_k_attention_ex(const void *q, int ldq, const void *k, int ldk, const voi
                        int head_end, int tail_start, const int *tiles, int n_tiles, float scale,
                        const float *gate, int ld_gate, void *out, int ld_o, vdn_stream st);
 
-/* The same attention on Hopper's wgmma with a TMA stage ring and FA3 ping-pong (attn_pingpong.cu,
- * the engine's kernel; vdn_k_attention is the portable fallback), head dim 64 or 128, keys = the
- * query rows, one key/value head per query head; v is first transposed per head into
- * vt_scratch, which must hold vdn_attention_vt_elems(rows, heads, head_dim) bf16 values. */
+/* The same attention on Hopper's wgmma (the engine's kernels; vdn_k_attention is the portable
+ * fallback): head dim 128 through attn_pingpong.cu (TMA stage ring, FA3 ping-pong), head dim 64
+ * through attn_pp64.cu (persistent, 192-row query tiles planned from lohi: `tiles` is not read
+ * there, n_tiles is still checked); keys = the query rows, one key/value head per query head; v
+ * is first transposed per head into vt_scratch, which must hold
+ * vdn_attention_vt_elems(rows, heads, head_dim) bf16 values. */
 size_t vdn_attention_vt_elems(int rows, int heads, int head_dim);
 int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int ldk, const void *v, int ldv,
                           void *vt_scratch, int rows, int heads, int head_dim, const int *lohi,
                           int head_end, int tail_start, const int *tiles, int n_tiles, float scale,
                           const float *gate, void *out, int ld_o, vdn_stream st);
-/* Which kernel serves head dim 64 in vdn_k_attention_wgmma, process-wide: 0 the ping-pong kernel
- * (one CTA per 128-row tile), 1 .. 4 the persistent warp-specialised one (attn_pp64.cu: 2
- * consumer warpgroups (1, 2) or 3 (3, 4); 2 and 4 with part of the exponentials as FMA
- * polynomials); max_ctas > 0 caps its grid (tests). For `vdn bench attn-vae` and the tests; -1
- * on a bad argument. */
-#define VDN_ATTN64_VARIANTS 5
-#define VDN_ATTN64_DEFAULT 3
-int vdn_attention_hd64_variant(int variant, int max_ctas);
+/* Head dim 64 runs a persistent kernel (attn_pp64.cu) on at most one CTA per SM; tests cap its
+ * grid here (max_ctas > 0, process-wide; 0 = no cap) so that each CTA walks many work units. -1
+ * on a negative count. */
+int vdn_attention_hd64_grid_cap(int max_ctas);
 
 /* ---- VDA (twin_vda.c), hd 128 ---- */
 /* temporal 5-tap (wtm != NULL) + SiLU (+ L2 for k, q) + beta, to FHSD bf16 outputs. Any of the

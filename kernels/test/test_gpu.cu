@@ -184,9 +184,9 @@ static void test_rows() {
  * (the video VAE decoder's: rows in tiles of 179 that attend only within their own tile, so most
  * 128-row query tiles straddle two of them), with a gate; and block-diagonal in tiles of 133
  * rows = 128 + 5 (the decoder's 1,797 = 14 x 128 + 5: key blocks of 5 keys, 931 rows, not a
- * multiple of 128 or 192). At head dim 64 every variant of the wgmma path runs (kernels.h
- * vdn_attention_hd64_variant), the persistent ones also on a grid of 3 CTAs, so that each CTA
- * walks many units (unit changes across heads, mixed and plain units, Q and stage reuse). */
+ * multiple of 128 or 192). At head dim 64 the wgmma path's persistent kernel runs on its full grid
+ * and on a grid of 3 CTAs (kernels.h vdn_attention_hd64_grid_cap), so that each CTA walks many
+ * units (unit changes across heads, mixed and plain units, Q and stage reuse). */
 static void test_attention(int D) {
     const int G = 200, F = 13, S = 100, H = 2, NB = 5, SB = 179;
     vf qkv, gate;
@@ -228,24 +228,18 @@ static void test_attention(int D) {
         void *vts, *dout2 = poisoned((size_t)N * H * D * 2);
         CK(cudaMalloc(&vts, vdn_attention_vt_elems(N, H, D) * 2));
         CK(cudaMemset(vts, 0xFF, vdn_attention_vt_elems(N, H, D) * 2));
-        /* head dim 128: the one kernel; 64: each variant, the persistent ones on a full grid and
-         * on 3 CTAs */
-        const int runs = D == 64 ? 1 + 2 * (VDN_ATTN64_VARIANTS - 1) : 1;
-        for (int run = 0; run < runs; run++) {
-            const int var = (run + 1) / 2, ctas = run > 0 && run % 2 == 0 ? 3 : 0;
-            if (D == 64) OK(vdn_attention_hd64_variant(var, ctas));
+        /* head dim 64: the full grid, then 3 CTAs */
+        for (int run = 0; run < (D == 64 ? 2 : 1); run++) {
+            if (D == 64) OK(vdn_attention_hd64_grid_cap(run ? 3 : 0));
             CK(cudaMemset(dout2, 0xFF, (size_t)N * H * D * 2));
             OK(vdn_k_attention_wgmma(dq, ld, (uint16_t *)dq + H * D, ld, (uint16_t *)dq + 2 * H * D,
                                      ld, vts, N, H, D, dl, ar.head_end, ar.tail_start, dt, nt, sc,
                                      gp, dout2, H * D, 0));
-            if (var == 0)
-                snprintf(name, sizeof name, "%s, hd %d (wgmma TMA ping-pong)", names[v], D);
-            else
-                snprintf(name, sizeof name, "%s, hd %d (persistent %d%s)", names[v], D, var,
-                         ctas ? ", 3 CTAs" : "");
+            snprintf(name, sizeof name, "%s, hd %d (wgmma%s%s)", names[v], D,
+                     D == 64 ? " persistent" : " TMA ping-pong", run ? ", 3 CTAs" : "");
             check(name, ref, down_bf16(dout2, ref.size()), 1e-2);
         }
-        if (D == 64) OK(vdn_attention_hd64_variant(VDN_ATTN64_DEFAULT, 0));
+        if (D == 64) OK(vdn_attention_hd64_grid_cap(0));
         cudaFree(vts), cudaFree(dout2);
         cudaFree(dl), cudaFree(dt), cudaFree(dout), free(tl);
         cudaFree(dq), cudaFree(dg);
