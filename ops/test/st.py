@@ -1,10 +1,13 @@
-"""Helpers shared by the Python tests: safetensors files read and written with numpy only, and a
-list of failed checks. A test imports it from its own location:
+"""Helpers shared by the Python tests: safetensors files read and written with numpy only, a
+list of failed checks, and a fresh work folder with a runner of the vdn CLI. A test imports it from its own location:
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), <up to root>,
                                     "ops", "test"))
 """
 import json
+import os
+import shutil
 import struct
+import subprocess
 
 import numpy as np
 
@@ -75,3 +78,20 @@ def check(cond, msg):
     if not cond:
         failures.append(msg)
         print("FAIL:", msg)
+
+
+def vdn_in(vdn, work):
+    """Empty `work`, make it the current folder and return run(*args, ok=True): `vdn args` with
+    its output captured, raising SystemExit with the command and its stderr when ok and it
+    failed."""
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    os.chdir(work)
+
+    def run(*args, ok=True):
+        r = subprocess.run([vdn, *args], capture_output=True, text=True)
+        if ok and r.returncode != 0:
+            raise SystemExit(f"vdn {' '.join(args)} failed ({r.returncode}): {r.stderr}")
+        return r
+
+    return run

@@ -32,16 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import st  # noqa: E402
 
 vdn, work = sys.argv[1], sys.argv[2]
-shutil.rmtree(work, ignore_errors=True)
-os.makedirs(work)
-os.chdir(work)
-
-
-def run(*args, ok=True):
-    r = subprocess.run([vdn, *args], capture_output=True, text=True)
-    if ok and r.returncode != 0:
-        raise SystemExit(f"vdn {' '.join(args)} failed ({r.returncode}): {r.stderr}")
-    return r
+run = st.vdn_in(vdn, work)
 
 
 def read(path):
