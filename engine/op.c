@@ -545,22 +545,64 @@ static int chk_weight(vdn_dev *d, const char *op, const vdn_tensor *w) {
     return 0;
 }
 
-int vdn_op_quantize_rows(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x) {
-    DEV_OF(q);
-    const char *op = "quantize_rows";
+/* x of a Linear: float without scales, or F8_E4M3 already quantised (its row scales in
+ * x->scale) beside an fp8 w (w checked first) */
+static int chk_linear_x(vdn_dev *d, const char *op, const vdn_tensor *x, const vdn_tensor *w) {
+    char b[96], bw[96];
+    if (x && x->dtype == VDN_DT_F8_E4M3) {
+        if (vdn_chk_tensor(d, op, "x", x)) return -1;
+        if (!x->scale)
+            return vdn_dev_fail(d,
+                                "op %s: x is %s without per-row scales (an fp8 x comes from "
+                                "vdn_op_quantize_rows, vdn_op_rmsnorm_quant or "
+                                "vdn_op_linear_swiglu_quant)",
+                                op, vdn_tensor_desc(x, b, sizeof b));
+        if (w->dtype != VDN_DT_F8_E4M3)
+            return vdn_dev_fail(d, "op %s: x is %s (fp8) but w is %s: an fp8 x needs an fp8 weight",
+                                op, vdn_tensor_desc(x, b, sizeof b),
+                                vdn_tensor_desc(w, bw, sizeof bw));
+        return 0;
+    }
+    if (vdn_chk_float(d, op, "x", x)) return -1;
+    if (x->scale)
+        return vdn_dev_fail(d, "op %s: x is %s with scales; only F8_E4M3 tensors carry scales", op,
+                            vdn_tensor_desc(x, b, sizeof b));
+    return 0;
+}
+
+/* the outputs of a row quantisation: q F8_E4M3 [rows, cols], scale F32 with one contiguous value
+ * a row */
+static int chk_quant_out(vdn_dev *d, const char *op, const vdn_tensor *q, const vdn_tensor *scale,
+                         int64_t rows, int64_t cols) {
     char b[96];
     if (vdn_chk_dtype(d, op, "q", q, VDN_DT_F8_E4M3) ||
-        vdn_chk_dtype(d, op, "scale", scale, VDN_DT_F32) || vdn_chk_float(d, op, "x", x))
+        vdn_chk_dtype(d, op, "scale", scale, VDN_DT_F32) || vdn_chk_2d(d, op, "q", q, rows, cols))
         return -1;
-    if (x->dtype == VDN_DT_F64)
-        return vdn_dev_fail(d, "op %s: x is %s, expected F32, BF16 or F16", op,
-                            vdn_tensor_desc(x, b, sizeof b));
-    const int64_t rows = vdn_tensor_rows(x), cols = vdn_tensor_cols(x);
-    if (vdn_chk_2d(d, op, "q", q, rows, cols)) return -1;
     if (vdn_tensor_numel(scale) != rows || scale->ld != vdn_tensor_cols(scale))
         return vdn_dev_fail(d,
                             "op %s: scale is %s, expected %lld contiguous F32 values (one a row)",
                             op, vdn_tensor_desc(scale, b, sizeof b), (long long)rows);
+    return 0;
+}
+
+/* a float input the row quantisation reads (F64 has no fp8 rule on the devices) */
+static int chk_quant_in(vdn_dev *d, const char *op, const vdn_tensor *x) {
+    char b[96];
+    if (vdn_chk_float(d, op, "x", x)) return -1;
+    if (x->dtype == VDN_DT_F64)
+        return vdn_dev_fail(d, "op %s: x is %s, expected F32, BF16 or F16", op,
+                            vdn_tensor_desc(x, b, sizeof b));
+    return 0;
+}
+
+int vdn_op_quantize_rows(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x) {
+    DEV_OF(q);
+    const char *op = "quantize_rows";
+    if (vdn_chk_dtype(d, op, "q", q, VDN_DT_F8_E4M3) ||
+        vdn_chk_dtype(d, op, "scale", scale, VDN_DT_F32) || chk_quant_in(d, op, x))
+        return -1;
+    const int64_t rows = vdn_tensor_rows(x), cols = vdn_tensor_cols(x);
+    if (chk_quant_out(d, op, q, scale, rows, cols)) return -1;
     if (!d->be->quantize_rows)
         return vdn_dev_fail(d, "op %s: not implemented on backend %s", op, d->be->name);
     if (VDN_PROF(d, "quantize_rows", x, NULL, 0, d->be->quantize_rows(q, scale, x)) != 0) return -1;
@@ -583,7 +625,7 @@ int vdn_op_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const
                   vdn_act act, int accumulate) {
     DEV_OF(y);
     const char *op = "linear";
-    if (vdn_chk_float(d, op, "y", y) || vdn_chk_float(d, op, "x", x) || chk_weight(d, op, w) ||
+    if (vdn_chk_float(d, op, "y", y) || chk_weight(d, op, w) || chk_linear_x(d, op, x, w) ||
         chk_act(d, op, act))
         return -1;
     int64_t rows = vdn_tensor_rows(x), in = vdn_tensor_cols(x), out = vdn_tensor_rows(w);
@@ -595,6 +637,36 @@ int vdn_op_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const
         return vdn_dev_fail(d, "op linear: y and x overlap (the product needs a separate output)");
     return VDN_PROF(d, "linear", x, w, 2.0 * (double)rows * (double)in * (double)out,
                     d->be->linear(y, x, w, b, act, accumulate));
+}
+
+int vdn_op_linear_swiglu_quant(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x,
+                               const vdn_tensor *w, const vdn_tensor *b) {
+    DEV_OF(q);
+    const char *op = "linear_swiglu_quant";
+    char bw[96];
+    if (chk_weight(d, op, w)) return -1;
+    if (w->dtype != VDN_DT_F8_E4M3)
+        return vdn_dev_fail(d, "op %s: w is %s, expected an F8_E4M3 weight with row scales", op,
+                            vdn_tensor_desc(w, bw, sizeof bw));
+    if (chk_linear_x(d, op, x, w)) return -1;
+    const int64_t rows = vdn_tensor_rows(x), in = vdn_tensor_cols(x), out = vdn_tensor_rows(w);
+    if (out % 2)
+        return vdn_dev_fail(d,
+                            "op %s: w is %s, expected an even number of rows (value half, then "
+                            "gate half)",
+                            op, vdn_tensor_desc(w, bw, sizeof bw));
+    if (vdn_chk_2d(d, op, "w", w, out, in) || chk_quant_out(d, op, q, scale, rows, out / 2))
+        return -1;
+    if (b && (vdn_chk_float(d, op, "b", b) || vdn_chk_2d(d, op, "b", b, 1, out))) return -1;
+    if (q->data == x->data)
+        return vdn_dev_fail(d, "op %s: q and x overlap (the product needs a separate output)", op);
+    if (!d->be->linear_swiglu_quant)
+        return vdn_dev_fail(d, "op %s: not implemented on backend %s", op, d->be->name);
+    if (VDN_PROF(d, op, x, w, 2.0 * (double)rows * (double)in * (double)out,
+                 d->be->linear_swiglu_quant(q, scale, x, w, b)) != 0)
+        return -1;
+    q->scale = (const float *)scale->data;
+    return 0;
 }
 
 int vdn_op_matmul_bt(vdn_tensor *y, const vdn_tensor *a, const vdn_tensor *b, int accumulate) {
@@ -734,6 +806,22 @@ int vdn_op_rmsnorm(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, doub
          chk_row_table(d, op, "scale", scale, idx, rows, width)))
         return -1;
     return VDN_PROF(d, "rmsnorm", NULL, NULL, 0, d->be->rmsnorm(y, x, w, eps, shift, scale, idx));
+}
+
+int vdn_op_rmsnorm_quant(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x, const vdn_tensor *w,
+                         double eps) {
+    DEV_OF(q);
+    const char *op = "rmsnorm_quant";
+    if (chk_quant_in(d, op, x) ||
+        chk_quant_out(d, op, q, scale, vdn_tensor_rows(x), vdn_tensor_cols(x)) ||
+        chk_vec(d, op, "w", w, vdn_tensor_cols(x)))
+        return -1;
+    if (!(eps > 0)) return vdn_dev_fail(d, "op %s: eps %g, expected > 0", op, eps);
+    if (!d->be->rmsnorm_quant)
+        return vdn_dev_fail(d, "op %s: not implemented on backend %s", op, d->be->name);
+    if (VDN_PROF(d, op, x, NULL, 0, d->be->rmsnorm_quant(q, scale, x, w, eps)) != 0) return -1;
+    q->scale = (const float *)scale->data;
+    return 0;
 }
 
 int vdn_op_layernorm(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,

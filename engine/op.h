@@ -158,7 +158,10 @@ typedef enum { VDN_ACT_NONE = 0, VDN_ACT_SILU, VDN_ACT_GELU_TANH, VDN_ACT_SIGMOI
  * accumulate and act != NONE are exclusive.
  * fp8 (w F8_E4M3 with per-row scales sw, from vdn_op_quantize_rows): x is quantised per row by
  * the same rule (x8, sx), then y[r, o] = act(sx[r] sw[o] sum_i x8[r, i] w8[o, i] + b[o]), the
- * sum exact or in fp32 (CUDA: fp8 tensor cores), bias and accumulate as for the other dtypes. */
+ * sum exact or in fp32 (CUDA: fp8 tensor cores), bias and accumulate as for the other dtypes.
+ * x may arrive already quantised: F8_E4M3 with its row scales in x->scale (as
+ * vdn_op_quantize_rows, vdn_op_rmsnorm_quant and vdn_op_linear_swiglu_quant leave it); it is then
+ * taken as (x8, sx) without a second quantisation, and w must be fp8 too. */
 int vdn_op_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
                   vdn_act act, int accumulate);
 
@@ -168,6 +171,21 @@ int vdn_op_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const
  * with `rows` elements, contiguous. On success q->scale points at scale's data, so q is a weight
  * vdn_op_linear takes; scale must outlive q's use. */
 int vdn_op_quantize_rows(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x);
+/* RMSNorm then the row quantisation, fused (the fp8 decoder's norms feeding a Linear):
+ * h[r, c] = float32(x[r, c] / sqrt(mean_c x[r, c]^2 + eps) * w[c]) as vdn_op_rmsnorm computes it
+ * into a float32 y (no modulation), then q, scale = vdn_op_quantize_rows(h) with no rounding of h
+ * to another dtype in between. x [rows, cols] F32/BF16/F16, w [cols] or NULL, q F8_E4M3
+ * [rows, cols], scale F32 with `rows` contiguous elements; q->scale points at scale's data. */
+int vdn_op_rmsnorm_quant(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x, const vdn_tensor *w,
+                         double eps);
+/* An fp8 Linear, SwiGLU and the row quantisation, fused (the fp8 decoder's FFN-in, whose output
+ * only ever feeds the fp8 FFN-out): w F8_E4M3 [2f, in] with its scales, b [2f] or NULL;
+ * h = vdn_op_linear(x, w, b) in float32 (the fp8 rule: x float is quantised, x F8_E4M3 with
+ * scales is taken as it is), y[r, c] = float32(h[r, c] * silu(h[r, f + c])) (value first, gate
+ * second: vdn_op_swiglu on the column halves), then q, scale = vdn_op_quantize_rows(y).
+ * q F8_E4M3 [rows, f], scale F32 with `rows` contiguous elements; q->scale points at scale. */
+int vdn_op_linear_swiglu_quant(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x,
+                               const vdn_tensor *w, const vdn_tensor *b);
 /* A float weight w [out, in] as a new fp8 weight (*q) with its new row scales (*scale), both on
  * w's device, the device synced so the caller may free w at once (loaders quantise as they load:
  * the device never holds the whole model in float). 0, or -1 with nothing allocated and the

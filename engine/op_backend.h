@@ -106,6 +106,13 @@ struct vdn_dev_backend {
     /* op_pixels.h: the video decoder's pixel ops (last, so positional tables keep their order;
      * NULL: "not implemented on backend Y") */
     const struct vdn_pixel_backend *pixels;
+
+    /* op.h's fused fp8 producers (last, so positional tables keep their order; NULL: "not
+     * implemented on backend Y") */
+    int (*rmsnorm_quant)(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x, const vdn_tensor *w,
+                         double eps);
+    int (*linear_swiglu_quant)(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x,
+                               const vdn_tensor *w, const vdn_tensor *b);
 };
 
 typedef struct vdn_prof vdn_prof;

@@ -227,4 +227,6 @@ const vdn_dev_backend vdn_cpu_dev_backend = {
     .lane_fork = NULL,
     .lane_join = NULL,
     .pixels = &vdn_cpu_pixel_backend,
+    .rmsnorm_quant = vdn_cpu_rmsnorm_quant,
+    .linear_swiglu_quant = vdn_cpu_linear_swiglu_quant,
 };

@@ -135,6 +135,10 @@ extern const struct vdn_pixel_backend vdn_cpu_pixel_backend;
 int vdn_cpu_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
                    vdn_act act, int accumulate);
 int vdn_cpu_quantize_rows(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x);
+int vdn_cpu_rmsnorm_quant(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x,
+                          const vdn_tensor *w, double eps);
+int vdn_cpu_linear_swiglu_quant(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x,
+                                const vdn_tensor *w, const vdn_tensor *b);
 int vdn_cpu_matmul_bt(vdn_tensor *y, const vdn_tensor *a, const vdn_tensor *b, int accumulate);
 int vdn_cpu_act(vdn_tensor *y, const vdn_tensor *x, vdn_act act);
 int vdn_cpu_swiglu(vdn_tensor *y, const vdn_tensor *value, const vdn_tensor *gate);

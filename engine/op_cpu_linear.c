@@ -3,7 +3,8 @@
  * result does not depend on the thread count).
  * fp8 (op.h): the oracle quantises x exactly as the CUDA backend does (the same float32
  * division and e4m3 rounding, so the same bytes and scales) and sums the e4m3 values' products
- * in float64, which is exact for up to 2^25 terms; the scales and bias apply once at the end. */
+ * in float64, which is exact for up to 2^25 terms; the scales and bias apply once at the end.
+ * An x that arrives quantised (F8_E4M3 with x->scale) is read as it is. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,12 +96,13 @@ static cpu_fmat quantized_x(const vdn_tensor *x, float **sx) {
 
 int vdn_cpu_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
                    vdn_act act, int accumulate) {
-    const int fp8 = w->dtype == VDN_DT_F8_E4M3;
+    const int fp8 = w->dtype == VDN_DT_F8_E4M3, x8 = x->dtype == VDN_DT_F8_E4M3;
     float *sx = NULL;
-    const cpu_fmat xm = fp8 ? quantized_x(x, &sx) : cpu_fmat_of(x); /* before sx is read */
+    /* an fp8 x: its e4m3 values (cpu_at decodes them) and its own scales */
+    const cpu_fmat xm = fp8 && !x8 ? quantized_x(x, &sx) : cpu_fmat_of(x); /* before sx is read */
     linear_job j = {.y = y,
                     .x = xm,
-                    .sx = sx,
+                    .sx = x8 ? x->scale : sx,
                     .sw = fp8 ? w->scale : NULL,
                     .w = cpu_fmat_of(w),
                     .has_b = b != NULL,

@@ -545,4 +545,6 @@ extern "C" const vdn_dev_backend vdn_cuda_dev_backend = {
     cuda_lane_fork, /* lanes: cdev() follows d->lane; lane 1 is made by the first fork */
     cuda_lane_join,
     &op_cuda_pixels,
+    op_cuda_rmsnorm_quant,
+    op_cuda_linear_swiglu_quant,
 };

@@ -5,6 +5,8 @@
  *                      mul_groups, time_features, euler) and the dtype conversions
  *   op_cuda_norm.cu    rmsnorm (+ adaLN modulate), layernorm, qk_norm_rope
  *   op_cuda_linear.cu  linear (cuBLASLt bf16 with the fused bias, cuBLAS fp32), matmul_bt
+ *   op_cuda_fp8.cu     quantize_rows, linear with an fp8 weight (fp8.cuh: the e4m3 rule)
+ *   op_cuda_fp8_fused.cu  rmsnorm_quant, linear_swiglu_quant (fp8 producers, fused)
  *   op_cuda_attn.cu    attention (the wgmma ping-pong kernel, else the portable mma.sync one)
  *   op_cuda_vda.cu     the VDA family (engine/op_vda.h)
  *   op_cuda_conv.cu    the decoders' convolutions (engine/op_conv.h)
@@ -189,6 +191,30 @@ int op_cuda_linear_fp8(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, 
 int op_cuda_linear_f32(vdn_tensor *y, const float *xf, int64_t ldx, const float *wf, int64_t ldw,
                        int64_t k, const vdn_tensor *b, vdn_act act, int accumulate);
 int op_cuda_quantize_rows(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x);
+/* the fused fp8 producers (op_cuda_fp8_fused.cu) */
+int op_cuda_rmsnorm_quant(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x,
+                          const vdn_tensor *w, double eps);
+int op_cuda_linear_swiglu_quant(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x,
+                                const vdn_tensor *w, const vdn_tensor *b);
+
+/* fp8 helpers of op_cuda_fp8.cu. An fp8 Linear's x as e4m3 rows: q rows ld bytes apart with
+ * scale[rows]; fits: the rows suit cuBLASLt's fp8 kernels (16-byte aligned, ld % 16 == 0). */
+struct Fp8Rows {
+    const uint8_t *q;
+    int64_t ld;
+    const float *scale;
+    int fits;
+};
+/* x itself when it is F8_E4M3 with scales, else x quantised into scratch (SCR_OUT, SCR_GATE) */
+int op_cuda_fp8_x(vdn_dev *d, const char *OP, const vdn_tensor *x, Fp8Rows *o);
+/* x (any float view) -> q (rows ldq apart) and scale[rows] by the fp8 rule */
+int op_cuda_quant_rows(vdn_dev *d, const char *OP, const vdn_tensor *x, uint8_t *q, int64_t ldq,
+                       float *scale);
+/* out[r, c] (packed float32) = e4m3 q[r, c] * scale[r] */
+int op_cuda_dequant_rows(vdn_dev *d, const char *OP, const uint8_t *q, int64_t ldq,
+                         const float *scale, int64_t rows, int64_t cols, float *out);
+/* whether cuBLASLt's fp8 kernels take y (NULL: a packed product into scratch) = x8 w^T, w [n, k] */
+int op_cuda_fp8_fits(const vdn_tensor *y, const vdn_tensor *w, int64_t k, int64_t n);
 int op_cuda_attention(vdn_tensor *o, const vdn_tensor *q, const vdn_tensor *k, const vdn_tensor *v,
                       int head_dim, double scale, const vdn_attn_mask *mask,
                       const vdn_tensor *gate);

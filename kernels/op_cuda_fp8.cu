@@ -1,51 +1,27 @@
 /* fp8 (e4m3) of the CUDA backend: row-wise quantisation (vdn_op_quantize_rows) and linear with
  * an fp8 weight.
  *
- * The rule (op.h) is the CPU oracle's bit for bit: scale = amax / 448 in float32 (1 for an
- * all-zero row), q = e4m3(x / scale) rounded to nearest even and saturated (cvt.rn.satfinite).
- * Both divisions are __fdiv_rn, so the rule holds under --use_fast_math too.
+ * The rule (op.h, fp8.cuh) is the CPU oracle's bit for bit.
  *
  * linear: x is quantised per row into scratch (one block a row, 16-byte loads for bf16 rows),
- * then cuBLASLt multiplies e4m3 x e4m3 into bf16 without scales (gemm.cu, vdn_gemm_fp8: its
- * row-wise scale mode is refused on Hopper), into y itself or, to accumulate, into scratch; one
- * vectorised epilogue then applies both row scales, the bias and the accumulation:
- * y = bf16(sx[r] sw[o] bf16(acc) + b[o] (+ y)). The extra bf16 rounding of the raw product is
- * 2^-9 relative, far under the e4m3 operands' own error. A float32 y (16-byte aligned rows) takes
- * the same path with the raw product in scratch and a float32 epilogue. A call the fp8 kernels
- * cannot take (k or out not multiples of 16, unaligned operands, an F16 output, or a shape
- * cuBLASLt has no algorithm for) runs the same quantised operands dequantised to fp32 through
- * SGEMM, so every call the front end accepts computes the same function. */
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
+ * or taken as it is when it arrives quantised (F8_E4M3 with x->scale: rmsnorm_quant's and
+ * linear_swiglu_quant's outputs, op_cuda_fp8_fused.cu), then cuBLASLt multiplies e4m3 x e4m3 into
+ * bf16 without scales (gemm.cu, vdn_gemm_fp8: its row-wise scale mode is refused on Hopper), into y
+ * itself or, to accumulate, into scratch; one vectorised epilogue then applies both row scales, the
+ * bias and the accumulation: y = bf16(sx[r] sw[o] bf16(acc) + b[o] (+ y)). The extra bf16 rounding
+ * of the raw product is 2^-9 relative, far under the e4m3 operands' own error. A float32 y (16-byte
+ * aligned rows) takes the same path with the raw product in scratch and a float32 epilogue. A call
+ * the fp8 kernels cannot take (k or out not multiples of 16, unaligned operands, an F16 output, or
+ * a shape cuBLASLt has no algorithm for) runs the same quantised operands dequantised to fp32
+ * through SGEMM, so every call the front end accepts computes the same function. */
+#include "fp8.cuh"
 
-#include "op_cuda.h"
+using fp8::from_e4m3;
+using fp8::to_e4m3;
 
 namespace {
 
 const int QT = 256; /* threads of the row kernel */
-
-__device__ __forceinline__ uint8_t to_e4m3(float v) {
-    return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
-}
-__device__ __forceinline__ float from_e4m3(uint8_t q) {
-    return __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)q, __NV_E4M3)));
-}
-
-/* the block's maximum of v (every thread gets it) */
-__device__ float block_max(float v) {
-    __shared__ float part[QT / 32];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
-    __syncthreads();
-    float m = part[0];
-#pragma unroll
-    for (int i = 1; i < QT / 32; i++)
-        m = fmaxf(m, part[i]);
-    __syncthreads(); /* part is reused by the next row */
-    return m;
-}
 
 /* One block per row (grid-stride). vec: bf16 rows of 16-byte words (cols % 8 == 0, x and q
  * rows aligned), 8 values per load and 8 bytes per store; else one value at a time. */
@@ -66,20 +42,15 @@ __global__ void k_quant_rows(FView x, int64_t rows, int64_t cols, int vec, uint8
             for (int64_t c = threadIdx.x; c < cols; c += QT)
                 amax = fmaxf(amax, fabsf(fv_get(x, r, c)));
         }
-        amax = block_max(amax);
-        const float s = amax > 0.f ? __fdiv_rn(amax, 448.f) : 1.f;
+        amax = fp8::block_reduce<QT, 0>(amax);
+        const float s = fp8::row_scale(amax);
         if (threadIdx.x == 0) scale[r] = s;
         uint8_t *qr = q + r * ldq;
         if (vec) { /* the row is re-read from L1/L2 */
             for (int64_t c = threadIdx.x; c < cols / 8; c += QT) {
                 float f[8];
                 unpack8(xv[c], f);
-                uint2 o;
-                uint8_t *b = (uint8_t *)&o;
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-                    b[i] = to_e4m3(__fdiv_rn(f[i], s));
-                ((uint2 *)qr)[c] = o;
+                ((uint2 *)qr)[c] = fp8::quant8(f, s);
             }
         } else {
             for (int64_t c = threadIdx.x; c < cols; c += QT)
@@ -99,9 +70,11 @@ __global__ void k_dequant_rows(const uint8_t *q, int64_t ldq, const float *scale
     }
 }
 
+} // namespace
+
 /* x (any float view) -> q (rows ldq apart) and scale[rows], on the device's stream */
-int quant_rows(vdn_dev *d, const char *OP, const vdn_tensor *x, uint8_t *q, int64_t ldq,
-               float *scale) {
+int op_cuda_quant_rows(vdn_dev *d, const char *OP, const vdn_tensor *x, uint8_t *q, int64_t ldq,
+                       float *scale) {
     const int64_t rows = vdn_tensor_rows(x), cols = vdn_tensor_cols(x);
     const int vec = is_bf16(x) && aligned16(x->data) && x->ld % 8 == 0 && cols % 8 == 0 &&
                     ((uintptr_t)q & 7) == 0 && ldq % 8 == 0;
@@ -111,13 +84,31 @@ int quant_rows(vdn_dev *d, const char *OP, const vdn_tensor *x, uint8_t *q, int6
     return 0;
 }
 
-int dequant_rows(vdn_dev *d, const char *OP, const uint8_t *q, int64_t ldq, const float *scale,
-                 int64_t rows, int64_t cols, float *out) {
+int op_cuda_dequant_rows(vdn_dev *d, const char *OP, const uint8_t *q, int64_t ldq,
+                         const float *scale, int64_t rows, int64_t cols, float *out) {
     k_dequant_rows<<<op_grid(rows * cols), 256, 0, cdev(d)->st>>>(q, ldq, scale, rows, cols, out,
                                                                   cols);
     OPL();
     return 0;
 }
+
+int op_cuda_fp8_x(vdn_dev *d, const char *OP, const vdn_tensor *x, Fp8Rows *o) {
+    const int64_t rows = vdn_tensor_rows(x), k = vdn_tensor_cols(x);
+    if (x->dtype == VDN_DT_F8_E4M3) { /* quantised already: its bytes and scales as they are */
+        o->q = (const uint8_t *)x->data, o->ld = x->ld, o->scale = x->scale;
+        o->fits = aligned16(x->data) && x->ld % 16 == 0;
+        return 0;
+    }
+    /* x8 rows 16-byte aligned (ld a multiple of 16) for the fp8 kernels */
+    const int64_t ldq = (k + 15) / 16 * 16;
+    uint8_t *x8 = (uint8_t *)op_cuda_scratch(d, SCR_OUT, (size_t)rows * ldq);
+    float *sx = (float *)op_cuda_scratch(d, SCR_GATE, (size_t)rows * 4);
+    if (!x8 || !sx || op_cuda_quant_rows(d, OP, x, x8, ldq, sx)) return -1;
+    o->q = x8, o->ld = ldq, o->scale = sx, o->fits = 1;
+    return 0;
+}
+
+namespace {
 
 /* y = bf16(sx[r] sw[o] D[r, o] + b[o] (+ y[r, o])), 8 columns a thread (n % 8 == 0, 16-byte
  * aligned rows of D and y). D may be y itself (no accumulate). */
@@ -170,25 +161,23 @@ __global__ void k_fp8_epilogue_f32(const bf16 *D, int64_t ldd, float *y, int64_t
     }
 }
 
-int64_t round16(int64_t v) {
-    return (v + 15) / 16 * 16;
-}
-
-/* whether cuBLASLt's fp8 kernels can take the call as it stands */
-int fp8_fits(const vdn_tensor *y, const vdn_tensor *w, int64_t k, int64_t n) {
-    const int y_rows = is_bf16(y) ? y->ld % 8 == 0 : y->dtype == VDN_DT_F32 && y->ld % 4 == 0;
-    return y_rows && aligned16(y->data) && k % 16 == 0 && n % 16 == 0 && aligned16(w->data) &&
-           w->ld % 16 == 0 && aligned16(w->scale);
-}
-
 } // namespace
+
+/* whether cuBLASLt's fp8 kernels can take the call as it stands (y NULL: a product into scratch) */
+int op_cuda_fp8_fits(const vdn_tensor *y, const vdn_tensor *w, int64_t k, int64_t n) {
+    const int y_rows =
+        !y || (is_bf16(y) ? y->ld % 8 == 0 && aligned16(y->data)
+                          : y->dtype == VDN_DT_F32 && y->ld % 4 == 0 && aligned16(y->data));
+    return y_rows && k % 16 == 0 && n % 16 == 0 && aligned16(w->data) && w->ld % 16 == 0 &&
+           aligned16(w->scale);
+}
 
 int op_cuda_quantize_rows(vdn_tensor *q, vdn_tensor *scale, const vdn_tensor *x) {
     vdn_dev *d = q->dev;
     const char *OP = "quantize_rows";
     if (op_cuda_enter(d, OP, {x})) return -1;
     if (vdn_tensor_rows(x) == 0 || vdn_tensor_cols(x) == 0) return 0;
-    return quant_rows(d, OP, x, (uint8_t *)q->data, q->ld, (float *)scale->data);
+    return op_cuda_quant_rows(d, OP, x, (uint8_t *)q->data, q->ld, (float *)scale->data);
 }
 
 int op_cuda_linear_fp8(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
@@ -196,12 +185,12 @@ int op_cuda_linear_fp8(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, 
     vdn_dev *d = y->dev;
     const char *OP = "linear";
     const int64_t rows = vdn_tensor_rows(x), k = vdn_tensor_cols(x), n = vdn_tensor_rows(w);
-    /* x8 rows 16-byte aligned (ld a multiple of 16) for the fp8 kernels */
-    const int64_t ldq = round16(k);
-    uint8_t *x8 = (uint8_t *)op_cuda_scratch(d, SCR_OUT, (size_t)rows * ldq);
-    float *sx = (float *)op_cuda_scratch(d, SCR_GATE, (size_t)rows * 4);
-    if (!x8 || !sx || quant_rows(d, OP, x, x8, ldq, sx)) return -1;
-    if (fp8_fits(y, w, k, n)) {
+    Fp8Rows xr;
+    if (op_cuda_fp8_x(d, OP, x, &xr)) return -1;
+    const uint8_t *x8 = xr.q;
+    const int64_t ldq = xr.ld;
+    const float *sx = xr.scale;
+    if (xr.fits && op_cuda_fp8_fits(y, w, k, n)) {
         /* the raw product lands in y itself, or in scratch when y's values are still needed or
          * y is float32 */
         const int y32 = !is_bf16(y);
@@ -233,8 +222,8 @@ int op_cuda_linear_fp8(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, 
     }
     float *xf = (float *)op_cuda_scratch(d, SCR_CONV, (size_t)rows * k * 4);
     float *wf = (float *)op_cuda_scratch(d, SCR_CONV2, (size_t)n * k * 4);
-    if (!xf || !wf || dequant_rows(d, OP, x8, ldq, sx, rows, k, xf) ||
-        dequant_rows(d, OP, (const uint8_t *)w->data, w->ld, w->scale, n, k, wf))
+    if (!xf || !wf || op_cuda_dequant_rows(d, OP, x8, ldq, sx, rows, k, xf) ||
+        op_cuda_dequant_rows(d, OP, (const uint8_t *)w->data, w->ld, w->scale, n, k, wf))
         return -1;
     return op_cuda_linear_f32(y, xf, k, wf, k, k, b, act, accumulate);
 }

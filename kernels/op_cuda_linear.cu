@@ -1,5 +1,5 @@
 /* Matrix products of the CUDA backend.
- *   linear     fp8 w (with scales): op_cuda_fp8.cu;
+ *   linear     fp8 w (with scales), and an fp8 x with it: op_cuda_fp8.cu;
  *              bf16 x, w, y (16-byte rows): cuBLASLt (gemm.cu) with the bias fused (as bf16);
  *              bf16 x, w into fp32 y (16-byte rows): cuBLASLt with fp32 C/D and bias;
  *              fp32 x, w, y: cuBLAS SGEMM in full fp32 (the contract's fp32 heads, no TF32);
@@ -59,7 +59,8 @@ int op_cuda_linear(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, cons
     vdn_dev *d = y->dev;
     const char *OP = "linear";
     const int fp8 = w->dtype == VDN_DT_F8_E4M3;
-    if (op_cuda_enter(d, OP, {y, x, fp8 ? NULL : w, b})) return -1;
+    if (op_cuda_enter(d, OP, {y, x->dtype == VDN_DT_F8_E4M3 ? NULL : x, fp8 ? NULL : w, b}))
+        return -1;
     const int64_t rows = vdn_tensor_rows(x), k = vdn_tensor_cols(x), n = vdn_tensor_rows(w);
     if (rows == 0 || n == 0) return 0;
     if (!fits_int(rows) || !fits_int(n) || !fits_int(k) || !fits_int(x->ld) || !fits_int(w->ld) ||

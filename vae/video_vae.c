@@ -296,13 +296,18 @@ vdn_video_vae *vdn_video_vae_load_precision(vdn_dev *dev, const char *dir, vdn_p
 
 /* ---- one tile through post_quant_conv and the ViT ---- */
 
+/* f, s: the FFN's float activations (bf16 / the CPU's float32 only); at fp8 the FFN's input and
+ * the norms' outputs are e4m3 rows with their scales instead: n8 (norm1 / norm2 -> qkv / FFN-in,
+ * [all, dim]) and f8 (SwiGLU -> FFN-out, [all, inner]) */
 typedef struct {
     vdn_tensor *x_in, *xq, *h, *hn, *qkv, *q, *k, *o, *f, *s, *proj;
+    vdn_tensor *n8, *n8_scale, *f8, *f8_scale;
     vdn_attn_mask *mask;
 } tile_bufs;
 
 static void tile_bufs_free(tile_bufs *b) {
-    vdn_tensor *t[] = {b->x_in, b->xq, b->h, b->hn, b->qkv, b->q, b->k, b->o, b->f, b->s, b->proj};
+    vdn_tensor *t[] = {b->x_in, b->xq, b->h,    b->hn, b->qkv,      b->q,  b->k,       b->o,
+                       b->f,    b->s,  b->proj, b->n8, b->n8_scale, b->f8, b->f8_scale};
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         vdn_tensor_free(t[i]);
     vdn_attn_mask_free(b->mask);
@@ -395,8 +400,16 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
     b.q = vdn_tensor_new2(d, act, all, dim);
     b.k = vdn_tensor_new2(d, act, all, dim);
     b.o = vdn_tensor_new2(d, act, all, dim);
-    b.f = vdn_tensor_new2(d, act, all, 2 * inner);
-    b.s = vdn_tensor_new2(d, act, all, inner);
+    const int fp8 = v->precision == VDN_PRECISION_FP8;
+    if (fp8) { /* the fused producers' e4m3 rows (op.h): no float FFN activations at all */
+        b.n8 = vdn_tensor_new2(d, VDN_DT_F8_E4M3, all, dim);
+        b.n8_scale = vdn_tensor_new2(d, VDN_DT_F32, all, 1);
+        b.f8 = vdn_tensor_new2(d, VDN_DT_F8_E4M3, all, inner);
+        b.f8_scale = vdn_tensor_new2(d, VDN_DT_F32, all, 1);
+    } else {
+        b.f = vdn_tensor_new2(d, act, all, 2 * inner);
+        b.s = vdn_tensor_new2(d, act, all, inner);
+    }
     b.proj = vdn_tensor_new2(d, VDN_DT_F32, all, v->patch_out);
     lo = malloc(sizeof(int) * (size_t)all);
     hi = malloc(sizeof(int) * (size_t)all);
@@ -410,8 +423,8 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
     }
     b.mask = B == 1 ? vdn_attn_mask_dense(d, (int)rows, (int)rows)
                     : vdn_attn_mask_rows(d, (int)all, 0, (int)all, lo, hi);
-    if (!b.x_in || !b.xq || !b.h || !b.hn || !b.qkv || !b.q || !b.k || !b.o || !b.f || !b.s ||
-        !b.proj || !b.mask) {
+    if (!b.x_in || !b.xq || !b.h || !b.hn || !b.qkv || !b.q || !b.k || !b.o ||
+        (fp8 ? !b.n8 || !b.n8_scale || !b.f8 || !b.f8_scale : !b.f || !b.s) || !b.proj || !b.mask) {
         vdn_fail(err, errlen, "video VAE: %d tiles of %lld tokens: %s", B, (long long)rows,
                  vdn_dev_error(d));
         goto fail;
@@ -434,18 +447,35 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
     const double eps = c->dec_norm_eps, scale = 1.0 / sqrt((double)hd);
     vdn_tensor qv = vdn_view_cols(b.qkv, 0, dim), kv = vdn_view_cols(b.qkv, dim, dim),
                vv = vdn_view_cols(b.qkv, 2 * dim, dim);
-    vdn_tensor fv = vdn_view_cols(b.f, 0, inner), fg = vdn_view_cols(b.f, inner, inner);
+    vdn_tensor fv = {0}, fg = {0};
+    if (!fp8) fv = vdn_view_cols(b.f, 0, inner), fg = vdn_view_cols(b.f, inner, inner);
     for (int l = 0; l < c->dec_layers; l++) {
         const vit_block *bl = &v->blocks[l];
-        OPS(vdn_op_rmsnorm(b.hn, b.h, bl->norm1, eps, NULL, NULL, NULL));
-        OPS(vdn_op_linear(b.qkv, b.hn, bl->qkv_w, bl->qkv_b, VDN_ACT_NONE, 0));
+        /* fp8: each norm writes the e4m3 rows its Linear reads, and FFN-in's product goes through
+         * SwiGLU straight to FFN-out's e4m3 input (the same function as quantising the float
+         * activations inside each Linear, without their float round trips through memory) */
+        if (fp8) {
+            OPS(vdn_op_rmsnorm_quant(b.n8, b.n8_scale, b.h, bl->norm1, eps));
+            OPS(vdn_op_linear(b.qkv, b.n8, bl->qkv_w, bl->qkv_b, VDN_ACT_NONE, 0));
+        } else {
+            OPS(vdn_op_rmsnorm(b.hn, b.h, bl->norm1, eps, NULL, NULL, NULL));
+            OPS(vdn_op_linear(b.qkv, b.hn, bl->qkv_w, bl->qkv_b, VDN_ACT_NONE, 0));
+        }
         OPS(vdn_op_qk_norm_rope(b.q, b.k, &qv, &kv, v->ones, v->ones, hd, eps, &rope));
         OPS(vdn_op_attention(b.o, b.q, b.k, &vv, hd, scale, b.mask, NULL));
         OPS(vdn_op_linear(b.h, b.o, bl->out_w, bl->out_b, VDN_ACT_NONE, 1)); /* h += scale1 (.) */
-        OPS(vdn_op_rmsnorm(b.hn, b.h, bl->norm2, eps, NULL, NULL, NULL));
-        OPS(vdn_op_linear(b.f, b.hn, bl->ff1_w, bl->ff1_b, VDN_ACT_NONE, 0));
-        OPS(vdn_op_swiglu(b.s, &fv, &fg));
-        OPS(vdn_op_linear(b.h, b.s, bl->ff2_w, bl->ff2_b, VDN_ACT_NONE, 1)); /* h += scale2 (.) */
+        if (fp8) {
+            OPS(vdn_op_rmsnorm_quant(b.n8, b.n8_scale, b.h, bl->norm2, eps));
+            OPS(vdn_op_linear_swiglu_quant(b.f8, b.f8_scale, b.n8, bl->ff1_w, bl->ff1_b));
+            OPS(vdn_op_linear(b.h, b.f8, bl->ff2_w, bl->ff2_b, VDN_ACT_NONE,
+                              1)); /* h += scale2 (.) */
+        } else {
+            OPS(vdn_op_rmsnorm(b.hn, b.h, bl->norm2, eps, NULL, NULL, NULL));
+            OPS(vdn_op_linear(b.f, b.hn, bl->ff1_w, bl->ff1_b, VDN_ACT_NONE, 0));
+            OPS(vdn_op_swiglu(b.s, &fv, &fg));
+            OPS(vdn_op_linear(b.h, b.s, bl->ff2_w, bl->ff2_b, VDN_ACT_NONE,
+                              1)); /* h += scale2 (.) */
+        }
     }
     OPS(vdn_op_layernorm(b.hn, b.h, v->norm_out_w, v->norm_out_b, eps));
     /* one product over every row; the host keeps each tile's N token rows (its registers and

@@ -442,6 +442,202 @@ static void case_linear_fp8(int64_t rows, int64_t in_f, int64_t out_f, vdn_dtype
     case_linear_fp8_y(rows, in_f, out_f, dt_x, dt_y, dt_b, act, accumulate, extra, 2);
 }
 
+/* ---- fused fp8 producers (rmsnorm_quant, linear_swiglu_quant) and an fp8 x ---- */
+
+/* the spacing of e4m3 values at magnitude a of the code grid (subnormals 2^-9): one code step */
+static double e4m3_step(double a) {
+    return a < 0.015625 ? 0.001953125 : pow(2.0, floor(log2(a)) - 3);
+}
+
+/* host rows for the quantising ops: row 0 all zeros, row 1 large (1e4), row 2 tiny (1e-4), the
+ * rest normal with row magnitudes spread over 10^-2..10^2 */
+static float *quant_rows_host(int64_t rows, int64_t cols) {
+    float *h = vdn_xmalloc(sizeof(float) * (size_t)(rows * cols));
+    for (int64_t r = 0; r < rows; r++) {
+        const double mag = r == 0 ? 0.0 : r == 1 ? 1e4 : r == 2 ? 1e-4 : pow(10.0, (r % 5) - 2.0);
+        for (int64_t c = 0; c < cols; c++)
+            h[r * cols + c] = (float)(mag * nrand());
+    }
+    return h;
+}
+
+/* e4m3 outputs q [rows, cols] and their scales: raw NaN bytes (0x7f) and NaN scales on the GPU
+ * first, so an element or scale the op does not write fails */
+static void quant_outputs(pair *q, pair *sc, int64_t rows, int64_t cols) {
+    *q = mk_pair(VDN_DT_F8_E4M3, VDN_DT_F8_E4M3, rows, cols, 0);
+    *sc = mk_pair(VDN_DT_F32, VDN_DT_F32, rows, 1, 0);
+    uint8_t *nan8 = vdn_xmalloc((size_t)(rows * cols));
+    memset(nan8, 0x7f, (size_t)(rows * cols));
+    CHECK(vdn_tensor_set(&q->v[1], nan8, VDN_DT_F8_E4M3) == 0, "%s", vdn_dev_error(dev[1]));
+    CHECK(vdn_tensor_fill(&sc->v[1], NAN) == 0, "%s", vdn_dev_error(dev[1]));
+    free(nan8);
+}
+
+/* The GPU's e4m3 rows against the CPU's. Both quantise nearly the same float32 values (they
+ * differ by the arithmetic order, and for linear_swiglu_quant by the raw product's bf16
+ * rounding), so per row the scales agree within scale_tol (relative), and per element the
+ * dequantised values agree within one e4m3 code step at the larger of the two (a value near a
+ * rounding midpoint may land on the neighbouring code) plus the scales' own difference; at most
+ * flip_tol of the codes may differ at all. A row the CPU quantises to all zeros (scale 1) must be
+ * exactly that on the GPU too. Wrong arithmetic (a missing bias, scale, or swapped halves) moves
+ * values by many steps and fails. */
+static void cmp_quant(const char *what, const pair *q, const pair *sc, double scale_tol,
+                      double flip_tol) {
+    const int64_t rows = vdn_tensor_rows(&q->v[0]), cols = vdn_tensor_cols(&q->v[0]);
+    uint8_t *b[2];
+    float *s[2];
+    for (int d = 0; d < 2; d++) {
+        b[d] = vdn_xmalloc((size_t)(rows * cols));
+        s[d] = vdn_xmalloc(sizeof(float) * (size_t)rows);
+        CHECK(vdn_tensor_get_raw(&q->v[d], b[d]) == 0 && vdn_tensor_get(&sc->v[d], s[d]) == 0,
+              "get: %s", vdn_dev_error(dev[d]));
+    }
+    int64_t flips = 0, beyond = 0, nan = 0, zero_rows = 0, bad_zero = 0, nonzero = 0;
+    double worst_s = 0, worst_e = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const double sg = s[1][r], sc0 = s[0][r];
+        const double srel = fabs(sg - sc0) / sc0;
+        if (!(srel <= worst_s)) worst_s = isnan(srel) ? INFINITY : srel;
+        int zero = sc0 == 1.0;
+        for (int64_t c = 0; c < cols; c++)
+            zero = zero && (b[0][r * cols + c] & 0x7f) == 0;
+        if (zero) {
+            zero_rows++;
+            int ok = sg == 1.0;
+            for (int64_t c = 0; c < cols; c++)
+                ok = ok && (b[1][r * cols + c] & 0x7f) == 0;
+            bad_zero += !ok;
+        }
+        for (int64_t c = 0; c < cols; c++) {
+            const uint8_t g = b[1][r * cols + c], k = b[0][r * cols + c];
+            nonzero += (k & 0x7f) != 0;
+            if ((g & 0x7f) == 0x7f) {
+                nan++;
+                continue;
+            }
+            flips += g != k && !((g & 0x7f) == 0 && (k & 0x7f) == 0);
+            const double eg = vdn_e4m3_to_f32(g), ek = vdn_e4m3_to_f32(k);
+            const double a = fmax(fabs(eg), fabs(ek)), smax = fmax(sg, sc0);
+            const double lim = e4m3_step(a) * smax * 1.0001 + a * smax * srel * 1.01;
+            const double e = fabs(eg * sg - ek * sc0);
+            if (!(e <= lim)) beyond++;
+            if (lim > 0 && e / lim > worst_e) worst_e = e / lim;
+        }
+    }
+    const double frac = (double)flips / (double)(rows * cols);
+    const int ok = nan == 0 && beyond == 0 && bad_zero == 0 && worst_s <= scale_tol &&
+                   frac <= flip_tol && nonzero > 0;
+    printf("%-58s scales %.1e (tol %.0e), codes differ %.2e (tol %.0e), worst %.2f of a step, "
+           "%lld zero rows %s\n",
+           what, worst_s, scale_tol, frac, flip_tol, worst_e, (long long)zero_rows,
+           ok ? "ok" : "FAIL");
+    CHECK(ok,
+          "%s: %lld unwritten (NaN) codes, %lld beyond one step, %lld zero rows not zero, scales "
+          "off by %.3e (tol %.0e), %.3e of the codes differ (tol %.0e), %lld nonzero CPU codes",
+          what, (long long)nan, (long long)beyond, (long long)bad_zero, worst_s, scale_tol, frac,
+          flip_tol, (long long)nonzero);
+    for (int d = 0; d < 2; d++)
+        free(b[d]), free(s[d]);
+}
+
+/* rmsnorm_quant: x of the decoder's residual stream (f32, packed: the registers path) or bf16
+ * (a view with odd columns: the re-reading path). The GPU's h differs from the CPU's by float32
+ * arithmetic order only (a tree of fmaf sums against float64, IEEE sqrt and reciprocal: a few
+ * 2^-24 relative), so scales agree to 4e-6 and codes differ only where h sits within that of a
+ * rounding midpoint: 1e-3 of them leaves a wide margin over the ~1e-5 expected. */
+static void case_rmsnorm_quant(int64_t rows, int64_t cols, vdn_dtype dt, int with_w, int pad) {
+    char what[128];
+    pair x = mk_pair(VDN_DT_F32, dt, rows, cols, pad), w = in(dt, 1, cols, 0, 0.5, 1.0), q, sc;
+    float *h = quant_rows_host(rows, cols);
+    put(&x, h);
+    free(h);
+    quant_outputs(&q, &sc, rows, cols);
+    RUN(vdn_op_rmsnorm_quant(P(q), P(sc), P(x), with_w ? P(w) : NULL, 1e-6));
+    for (int d = 0; d < 2; d++)
+        CHECK(q.v[d].scale == (const float *)sc.v[d].data, "rmsnorm_quant: q->scale not set");
+    snprintf(what, sizeof what, "rmsnorm_quant %s [%lld,%lld]%s%s", dtn(dt), (long long)rows,
+             (long long)cols, with_w ? " w" : "", pad ? " view" : "");
+    cmp_quant(what, &q, &sc, 4e-6, 1e-3);
+    release();
+}
+
+/* linear_swiglu_quant: x float (quantised inside), e4m3 packed (as rmsnorm_quant leaves it) or an
+ * e4m3 view (unaligned: the dequantised fp32 route). Both devices quantise x and w to the same
+ * bytes; what differs is the GPU's raw product rounded to bf16 (2^-9 relative) before the scales:
+ * value and gate each off by that, silu's relative sensitivity |g silu'(g) / silu(g)| <= 1.1, so
+ * y and the row's amax by at most ~2.1 * 2^-9 = 4.1e-3 relative (scale_tol 2^-7 = 7.8e-3 leaves
+ * a factor ~2), and a code flips where y sits within that of a midpoint of steps 2^-4..2^-3
+ * relative: a few % of the codes (flip_tol 0.1). xmode: 0 float x, 1 e4m3 x, 2 e4m3 x view. */
+static void case_linear_swiglu_quant(int64_t rows, int64_t in_f, int64_t f, int xmode,
+                                     vdn_dtype dt_b) {
+    char what[160];
+    pair w = in(VDN_DT_BF16, 2 * f, in_f, 0, 1.0 / sqrt((double)in_f), 0);
+    qpair wq, xq;
+    snprintf(what, sizeof what, "quantize_rows bf16 weight [%lld,%lld]", (long long)(2 * f),
+             (long long)in_f);
+    quantize_both(&wq, &w, what);
+    pair x = mk_pair(VDN_DT_F32, VDN_DT_BF16, rows, in_f, xmode == 2 ? PAD : 0);
+    float *h = quant_rows_host(rows, in_f);
+    put(&x, h);
+    free(h);
+    vdn_tensor xv[2];
+    if (xmode == 0) {
+        xv[0] = x.v[0], xv[1] = x.v[1];
+    } else {
+        /* quantised on both devices (the same bytes, checked); a view of an e4m3 parent for 2 */
+        pair xp = mk_pair(VDN_DT_F32, VDN_DT_BF16, rows, in_f + (xmode == 2 ? 3 : 0), 0);
+        for (int d = 0; d < 2; d++)
+            CHECK(vdn_tensor_fill(xp.parent[d], 0.25) == 0);
+        vdn_tensor inner[2];
+        for (int d = 0; d < 2; d++) {
+            inner[d] = xmode == 2 ? vdn_view_cols(&xp.v[d], 3, in_f) : xp.v[d];
+            CHECK(vdn_tensor_copy(&inner[d], &x.v[d]) == 0, "%s", vdn_dev_error(dev[d]));
+        }
+        snprintf(what, sizeof what, "quantize_rows bf16 x [%lld,%lld]", (long long)rows,
+                 (long long)(in_f + (xmode == 2 ? 3 : 0)));
+        quantize_both(&xq, &xp, what);
+        for (int d = 0; d < 2; d++)
+            xv[d] = xmode == 2 ? vdn_view_cols(&xq.v[d], 3, in_f) : xq.v[d];
+    }
+    const int has_b = dt_b != VDN_DT_COUNT;
+    pair b = in(has_b ? dt_b : VDN_DT_F32, 1, 2 * f, 0, 0.5, 0), q, sc;
+    quant_outputs(&q, &sc, rows, f);
+    RUN(vdn_op_linear_swiglu_quant(P(q), P(sc), &xv[side], &wq.v[side], has_b ? P(b) : NULL));
+    for (int d = 0; d < 2; d++)
+        CHECK(q.v[d].scale == (const float *)sc.v[d].data, "linear_swiglu_quant: q->scale");
+    static const char *xs[] = {"bf16 x", "e4m3 x", "e4m3 x view"};
+    snprintf(what, sizeof what, "linear_swiglu_quant %s [%lld,%lld] f %lld b %s", xs[xmode],
+             (long long)rows, (long long)in_f, (long long)f, has_b ? dtn(dt_b) : "-");
+    cmp_quant(what, &q, &sc, 0x1p-7, 0.1);
+    release();
+}
+
+/* linear with an e4m3 x (quantised on both devices to the same bytes first) and an fp8 weight:
+ * the same function as quantising inside linear, so linear fp8's tolerances; ypad 0 and aligned
+ * x: the fp8 path, xpad: an unaligned e4m3 x view (the dequantised fp32 route) */
+static void case_linear_fp8x(int64_t rows, int64_t in_f, int64_t out_f, vdn_dtype dt_y,
+                             int accumulate, int xpad) {
+    char what[160];
+    pair w = in(VDN_DT_BF16, out_f, in_f, 0, 1.0 / sqrt((double)in_f), 0);
+    pair x = in(VDN_DT_BF16, rows, in_f + xpad, 0, 1.0, 0);
+    qpair wq, xq;
+    snprintf(what, sizeof what, "quantize_rows bf16 [%lld,%lld] (w, x)", (long long)out_f,
+             (long long)in_f);
+    quantize_both(&wq, &w, what);
+    quantize_both(&xq, &x, what);
+    vdn_tensor xv[2];
+    for (int d = 0; d < 2; d++)
+        xv[d] = xpad ? vdn_view_cols(&xq.v[d], xpad, in_f) : xq.v[d];
+    pair b = in(VDN_DT_BF16, 1, out_f, 0, 0.5, 0);
+    pair y = accumulate ? in(dt_y, rows, out_f, 0, 1.0, 0) : out(dt_y, rows, out_f, 0);
+    RUN(vdn_op_linear(P(y), &xv[side], &wq.v[side], P(b), VDN_ACT_NONE, accumulate));
+    snprintf(what, sizeof what, "linear e4m3 x%s -> %s [%lld,%lld]x[%lld,%lld]^T%s",
+             xpad ? " view" : "", dtn(dt_y), (long long)rows, (long long)in_f, (long long)out_f,
+             (long long)in_f, accumulate ? " +=" : "");
+    cmp(what, &y, dt_y == VDN_DT_F32 && xpad ? 1e-5 : 6e-3);
+    release();
+}
+
 static void case_matmul_bt(int n, int64_t m, int64_t p, int64_t k, vdn_dtype dt, vdn_dtype dt_y,
                            int accumulate) {
     char what[128];
@@ -1210,6 +1406,24 @@ int main(void) {
     case_linear_fp8_y(77, 256, 128, BF, F32, BF, VDN_ACT_NONE, 1, 0, 0);
     case_linear_fp8_y(40, 512, 64, BF, F32, NB, VDN_ACT_NONE, 1, 4, 0);
     case_linear_fp8_y(33, 128, 48, BF, F32, F32, VDN_ACT_SILU, 0, 0, 0);
+    /* an e4m3 x with its scales: the decoder's FFN-out (f32 += at in 8192, out 2048) and to_qkv
+     * shapes, an unaligned x view (the fp32 route) */
+    case_linear_fp8x(67, 8192, 2048, F32, 1, 0);
+    case_linear_fp8x(131, 2048, 192, BF, 0, 0);
+    case_linear_fp8x(37, 64, 48, F32, 0, 5);
+    /* the fused producers: release widths (dim 2048 f32 rows, FFN f 8192 from 2048), odd row
+     * counts with zero / large / tiny rows, the re-reading and fp32 routes, and a multi-slab
+     * product (more than 8192 rows) */
+    case_rmsnorm_quant(1237, 2048, F32, 1, 0);
+    case_rmsnorm_quant(301, 4096, BF, 1, 0);
+    case_rmsnorm_quant(53, 77, BF, 1, PAD);
+    case_rmsnorm_quant(9, 24, F32, 0, 0);
+    case_rmsnorm_quant(5, 40000, F32, 1, 0);
+    case_linear_swiglu_quant(67, 2048, 8192, 1, BF);
+    case_linear_swiglu_quant(131, 256, 96, 0, F32);
+    case_linear_swiglu_quant(37, 64, 48, 2, BF);
+    case_linear_swiglu_quant(29, 40, 24, 0, NB);
+    case_linear_swiglu_quant(8237, 64, 32, 1, NB);
 
     case_matmul_bt(3, 17, 33, 40, BF, F32, 0);
     case_matmul_bt(2, 64, 64, 128, BF, BF, 0);
