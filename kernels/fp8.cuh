@@ -55,6 +55,22 @@ __device__ __forceinline__ uint2 quant8(const float *f, float s) {
     return o;
 }
 
+/* 8 e4m3 bytes of f * inv (inv = 1 / the row's scale, for the fused kernels: within an ulp of f /
+ * scale, so a code can differ from the division's only where f / scale sits within an ulp of a
+ * rounding midpoint), converted two at a time (x.x is the low byte of each pair: memory order) */
+__device__ __forceinline__ uint2 quant8_mul(const float *f, float inv) {
+    uint32_t w[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const uint32_t lo = __nv_cvt_float2_to_fp8x2(
+            make_float2(f[4 * i] * inv, f[4 * i + 1] * inv), __NV_SATFINITE, __NV_E4M3);
+        const uint32_t hi = __nv_cvt_float2_to_fp8x2(
+            make_float2(f[4 * i + 2] * inv, f[4 * i + 3] * inv), __NV_SATFINITE, __NV_E4M3);
+        w[i] = lo | hi << 16;
+    }
+    return make_uint2(w[0], w[1]);
+}
+
 } // namespace fp8
 
 #endif

@@ -5,23 +5,27 @@
  * rmsnorm_quant: one block a row; the row's values stay in registers (16-byte loads, 8 columns a
  * thread group) through the sum of squares, the normalisation, the amax and the e4m3 write.
  *
- * linear_swiglu_quant: x as e4m3 rows (itself, or quantised into scratch), then per slab of
- * rows the raw cuBLASLt e4m3 product into bf16 scratch (gemm.cu vdn_gemm_fp8, as linear does),
- * then one kernel a row: h = sx[r] sw[c] D + b[c] in float32, y = h_value silu(h_gate), the
- * row's amax, the scale and the e4m3 bytes, the row in registers. Slabs keep the scratch at
- * SLAB_ROWS rows of the product (268 MB at the decoder's f = 8192) instead of the whole pass's.
- * A call cuBLASLt's fp8 kernels cannot take runs the same operands dequantised through SGEMM
- * into float32 scratch, then the same row kernel.
+ * linear_swiglu_quant: x as e4m3 rows (itself, or quantised into scratch), then the raw
+ * cuBLASLt e4m3 product into bf16 scratch (gemm.cu vdn_gemm_fp8, as linear does; one GEMM a
+ * video decoder pass, slabs of SLAB_ROWS past that), then one kernel a row: h = sx[r] sw[c] D +
+ * b[c] in float32 (scales and the bias as float32 vectors), y = h_value silu(h_gate) with the
+ * fast exp and division, the row's amax, the scale and the e4m3 bytes (two conversions an
+ * instruction), the row in registers. A call cuBLASLt's fp8 kernels cannot take runs the same
+ * operands dequantised through SGEMM into float32 scratch, then a plain row kernel.
  *
- * Both are the CPU oracle's composition up to float32 arithmetic order (and the raw product's
- * bf16 rounding, 2^-9 relative): an e4m3 code may differ by one step where a value sits at a
- * rounding midpoint, the scale by that relative amount (test_backend_ops argues the bounds). */
+ * Both are the CPU oracle's composition up to float32 arithmetic order, the fast functions, the
+ * quantisation's multiply by 1 / scale (within an ulp of the division), and for
+ * linear_swiglu_quant the raw product's bf16 rounding (2^-8 relative): an e4m3 code may land on
+ * its neighbour, the scale move by as much as the row's largest value (test_backend_ops argues
+ * the bounds). */
 #include "fp8.cuh"
 
 namespace {
 
-const int NT = 256;             /* threads of the row kernels: one block a row */
-const int64_t SLAB_ROWS = 8192; /* rows of one linear_swiglu_quant product in scratch */
+const int NT = 256; /* threads of the row kernels: one block a row */
+/* rows of one linear_swiglu_quant product in scratch: a whole pass of the video decoder
+ * (VDN_VAE_BATCH_ROWS) is one GEMM (smaller slabs measured slower: 7 of 7200 rows, H200) */
+const int64_t SLAB_ROWS = 65536;
 
 /* 8 values of row r from column c (c % 8 == 0) of a bf16 (one 16-byte load) or f32 (two) view
  * with 16-byte aligned rows */
@@ -97,18 +101,18 @@ __global__ void __launch_bounds__(NT)
             for (int64_t c = threadIdx.x; c < cols; c += NT)
                 amax = fmaxf(amax, fabsf(norm1(fv_get(x, r, c), inv, w, has_w, c)));
         }
-        const float s = fp8::row_scale(fp8::block_reduce<NT, 0>(amax));
+        const float s = fp8::row_scale(fp8::block_reduce<NT, 0>(amax)), si = __frcp_rn(s);
         if (threadIdx.x == 0) scale[r] = s;
         uint8_t *qr = q + r * ldq;
         if (V > 0) {
 #pragma unroll
             for (int i = 0; i < V; i++) {
                 const int64_t c = ((int64_t)threadIdx.x + i * NT) * 8;
-                if (c < cols) *(uint2 *)(qr + c) = fp8::quant8(h[i], s);
+                if (c < cols) *(uint2 *)(qr + c) = fp8::quant8_mul(h[i], si);
             }
         } else {
             for (int64_t c = threadIdx.x; c < cols; c += NT)
-                qr[c] = fp8::to_e4m3(__fdiv_rn(norm1(fv_get(x, r, c), inv, w, has_w, c), s));
+                qr[c] = fp8::to_e4m3(norm1(fv_get(x, r, c), inv, w, has_w, c) * si);
         }
     }
 }
@@ -121,107 +125,116 @@ void launch_rmsnorm_quant(int grid, cudaStream_t st, FView x, int64_t rows, int6
 
 /* ---- linear_swiglu_quant ---- */
 
-/* h of column c from the product's value dv: sx sw[c] dv + b[c] (sw NULL: dv is the finished
- * float32 product, the bias alone adds) */
-__device__ __forceinline__ float h_at(float dv, float sx, const float *sw, const FView &b,
-                                      int has_b, int64_t c) {
-    const float v = sw ? sx * sw[c] * dv : dv;
-    return has_b ? v + fv_get(b, 0, c) : v;
+const int ST = 512; /* threads of the SwiGLU row kernel: f = 8192 is 2 groups of 8 a thread */
+
+/* silu(g) = g / (1 + e^-g) with the fast exponential and division (2 ulp each; a gate past -88
+ * makes the denominator inf and __fdividef gives 0, silu's limit) */
+__device__ __forceinline__ float silu_fast(float g) {
+    return __fdividef(g, 1.f + __expf(-g));
 }
 
-/* y = value silu(gate) in float32 (IEEE division: a gate past -88 gives exp = inf, y = -0) */
-__device__ __forceinline__ float swiglu1(float hv, float hg) {
-    return hv * __fdiv_rn(hg, 1.f + expf(-hg));
+/* 8 floats from a 16-byte aligned p */
+__device__ __forceinline__ void load8f(const float *p, float *f) {
+    const float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
 }
 
-/* One block a row of the product D [rows, 2f] (value columns [0, f), gate [f, 2f)), rows ldd
- * apart. V > 0: bf16 D with 16-byte rows, f % 8 == 0, 8-byte q rows, the row's f outputs in
- * registers (V groups of 8 a thread); V == 0: any D, y computed twice (amax, then the bytes). */
+/* One block a row of the raw product D (bf16 [rows, 2f], rows ldd apart, 16-byte aligned; value
+ * columns [0, f), gate [f, 2f)): h = sx[r] sw[c] D + b[c], y = h_v silu(h_g), the row's amax and
+ * e4m3 bytes, the row's f outputs in registers (V groups of 8 a thread). sw and bias (packed
+ * float32, or NULL) 16-byte aligned; f % 8 == 0; q rows 8-byte aligned. */
 template <int V>
-__global__ void __launch_bounds__(NT, 2)
-    k_swiglu_quant(FView D, int64_t rows, int64_t f, const float *sx, const float *sw, FView b,
-                   int has_b, uint8_t *q, int64_t ldq, float *scale) {
+__global__ void __launch_bounds__(ST)
+    k_swiglu_quant(const bf16 *D, int64_t ldd, int64_t rows, int64_t f, const float *sx,
+                   const float *sw, const float *bias, uint8_t *q, int64_t ldq, float *scale) {
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float s0 = sw ? sx[r] : 1.f;
-        float y[V > 0 ? V : 1][8];
+        const float s0 = sx[r];
+        const bf16 *Dr = D + r * ldd;
+        float y[V][8];
         float amax = 0.f;
-        if (V > 0) {
 #pragma unroll
-            for (int i = 0; i < V; i++) {
-                const int64_t c = ((int64_t)threadIdx.x + i * NT) * 8;
-                if (c < f) {
-                    float dg[8];
-                    load8(D, r, c, y[i]);
-                    load8(D, r, f + c, dg);
+        for (int i = 0; i < V; i++) {
+            const int64_t c = ((int64_t)threadIdx.x + i * ST) * 8;
+            if (c < f) {
+                float dg[8], cv[8], cg[8], bv[8] = {0.f}, bg[8] = {0.f};
+                unpack8(*(const uint4 *)(Dr + c), y[i]);
+                unpack8(*(const uint4 *)(Dr + f + c), dg);
+                load8f(sw + c, cv);
+                load8f(sw + f + c, cg);
+                if (bias) load8f(bias + c, bv), load8f(bias + f + c, bg);
 #pragma unroll
-                    for (int j = 0; j < 8; j++) {
-                        y[i][j] = swiglu1(h_at(y[i][j], s0, sw, b, has_b, c + j),
-                                          h_at(dg[j], s0, sw, b, has_b, f + c + j));
-                        amax = fmaxf(amax, fabsf(y[i][j]));
-                    }
+                for (int j = 0; j < 8; j++) {
+                    const float hv = fmaf(s0 * cv[j], y[i][j], bv[j]);
+                    const float hg = fmaf(s0 * cg[j], dg[j], bg[j]);
+                    y[i][j] = hv * silu_fast(hg);
+                    amax = fmaxf(amax, fabsf(y[i][j]));
                 }
             }
-        } else {
-            for (int64_t c = threadIdx.x; c < f; c += NT) {
-                const float v = swiglu1(h_at(fv_get(D, r, c), s0, sw, b, has_b, c),
-                                        h_at(fv_get(D, r, f + c), s0, sw, b, has_b, f + c));
-                amax = fmaxf(amax, fabsf(v));
-            }
         }
-        const float s = fp8::row_scale(fp8::block_reduce<NT, 0>(amax));
+        const float s = fp8::row_scale(fp8::block_reduce<ST, 0>(amax));
         if (threadIdx.x == 0) scale[r] = s;
+        const float inv = __frcp_rn(s);
         uint8_t *qr = q + r * ldq;
-        if (V > 0) {
 #pragma unroll
-            for (int i = 0; i < V; i++) {
-                const int64_t c = ((int64_t)threadIdx.x + i * NT) * 8;
-                if (c < f) *(uint2 *)(qr + c) = fp8::quant8(y[i], s);
-            }
-        } else {
-            for (int64_t c = threadIdx.x; c < f; c += NT) {
-                const float v = swiglu1(h_at(fv_get(D, r, c), s0, sw, b, has_b, c),
-                                        h_at(fv_get(D, r, f + c), s0, sw, b, has_b, f + c));
-                qr[c] = fp8::to_e4m3(__fdiv_rn(v, s));
-            }
+        for (int i = 0; i < V; i++) {
+            const int64_t c = ((int64_t)threadIdx.x + i * ST) * 8;
+            if (c < f) *(uint2 *)(qr + c) = fp8::quant8_mul(y[i], inv);
         }
     }
 }
 
-template <int V>
-void launch_swiglu_quant(int grid, cudaStream_t st, FView D, int64_t rows, int64_t f,
-                         const float *sx, const float *sw, FView b, int has_b, uint8_t *q,
-                         int64_t ldq, float *scale) {
-    k_swiglu_quant<V><<<grid, NT, 0, st>>>(D, rows, f, sx, sw, b, has_b, q, ldq, scale);
+/* y of column c (< f) of row r: D bf16 raw with the scales (sw given), or the finished float32
+ * product (sw NULL); any bias view */
+__device__ __forceinline__ float y_at(const FView &D, int64_t r, int64_t f, int64_t c, float s0,
+                                      const float *sw, const FView &b, int has_b) {
+    float hv = fv_get(D, r, c), hg = fv_get(D, r, f + c);
+    if (sw) hv *= s0 * sw[c], hg *= s0 * sw[f + c];
+    if (has_b) hv += fv_get(b, 0, c), hg += fv_get(b, 0, f + c);
+    return hv * silu_fast(hg);
+}
+
+/* Any D, bias, q rows: the same arithmetic a column at a time, y computed twice (the amax, then
+ * the bytes: the same expression, so the same values) */
+__global__ void __launch_bounds__(ST)
+    k_swiglu_quant_any(FView D, int64_t rows, int64_t f, const float *sx, const float *sw, FView b,
+                       int has_b, uint8_t *q, int64_t ldq, float *scale) {
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float s0 = sw ? sx[r] : 1.f;
+        float amax = 0.f;
+        for (int64_t c = threadIdx.x; c < f; c += ST)
+            amax = fmaxf(amax, fabsf(y_at(D, r, f, c, s0, sw, b, has_b)));
+        const float s = fp8::row_scale(fp8::block_reduce<ST, 0>(amax));
+        if (threadIdx.x == 0) scale[r] = s;
+        const float inv = __frcp_rn(s);
+        for (int64_t c = threadIdx.x; c < f; c += ST)
+            q[r * ldq + c] = fp8::to_e4m3(y_at(D, r, f, c, s0, sw, b, has_b) * inv);
+    }
 }
 
 int row_grid(int64_t rows) {
     return (int)(rows < 65536 ? rows : 65536);
 }
 
-/* the row kernel over `rows` rows of D (V from the shape, 0 when D or q cannot be vectorised) */
-int swiglu_quant_rows(vdn_dev *d, const char *OP, FView D, int vec, int64_t rows, int64_t f,
-                      const float *sx, const float *sw, const vdn_tensor *b, uint8_t *q,
-                      int64_t ldq, float *scale) {
-    const int V = vec ? pick_v(f / 8) : 0;
-    const FView bv = b ? fview(b) : FView{};
-    const int g = row_grid(rows), hb = b != NULL;
+/* the row kernel over `rows` rows of a raw bf16 product D (ldd = 2f) with the fp8 scales */
+int swiglu_quant_raw(vdn_dev *d, const char *OP, const bf16 *D, int64_t rows, int64_t f,
+                     const float *sx, const float *sw, const vdn_tensor *b, uint8_t *q, int64_t ldq,
+                     float *scale) {
+    const float *bias = NULL;
+    if (b && !(bias = (const float *)op_cuda_packed(d, b, VDN_DT_F32, SCR_W0))) return -1;
+    const int64_t V = (f + 8 * ST - 1) / (8 * ST);
+    const int vec = ((uintptr_t)q & 7) == 0 && ldq % 8 == 0 && aligned16(sw) &&
+                    (!bias || aligned16(bias)) && (V == 1 || V == 2 || V == 4);
+    const int g = row_grid(rows);
     cudaStream_t st = cdev(d)->st;
-    switch (V) {
-    case 1:
-        launch_swiglu_quant<1>(g, st, D, rows, f, sx, sw, bv, hb, q, ldq, scale);
-        break;
-    case 2:
-        launch_swiglu_quant<2>(g, st, D, rows, f, sx, sw, bv, hb, q, ldq, scale);
-        break;
-    case 4:
-        launch_swiglu_quant<4>(g, st, D, rows, f, sx, sw, bv, hb, q, ldq, scale);
-        break;
-    case 8:
-        launch_swiglu_quant<8>(g, st, D, rows, f, sx, sw, bv, hb, q, ldq, scale);
-        break;
-    default:
-        launch_swiglu_quant<0>(g, st, D, rows, f, sx, sw, bv, hb, q, ldq, scale);
-        break;
+    if (vec && V == 1)
+        k_swiglu_quant<1><<<g, ST, 0, st>>>(D, 2 * f, rows, f, sx, sw, bias, q, ldq, scale);
+    else if (vec && V == 2)
+        k_swiglu_quant<2><<<g, ST, 0, st>>>(D, 2 * f, rows, f, sx, sw, bias, q, ldq, scale);
+    else if (vec && V == 4)
+        k_swiglu_quant<4><<<g, ST, 0, st>>>(D, 2 * f, rows, f, sx, sw, bias, q, ldq, scale);
+    else {
+        const FView Dv = {(char *)D, VDN_DT_BF16, 2 * f}, bv = b ? fview(b) : FView{};
+        k_swiglu_quant_any<<<g, ST, 0, st>>>(Dv, rows, f, sx, sw, bv, b != NULL, q, ldq, scale);
     }
     OPL();
     return 0;
@@ -282,7 +295,6 @@ int op_cuda_linear_swiglu_quant(vdn_tensor *q, vdn_tensor *scale, const vdn_tens
     if (op_cuda_fp8_x(d, OP, x, &xr)) return -1;
     uint8_t *qp = (uint8_t *)q->data;
     float *sp = (float *)scale->data;
-    const int qvec = ((uintptr_t)qp & 7) == 0 && q->ld % 8 == 0;
     int64_t r0 = 0;
     if (xr.fits && op_cuda_fp8_fits(NULL, w, k, n)) {
         /* equal slabs of at most SLAB_ROWS rows (a multiple of 16: every slab's x8 rows stay
@@ -291,7 +303,6 @@ int op_cuda_linear_swiglu_quant(vdn_tensor *q, vdn_tensor *scale, const vdn_tens
         const int64_t slab = ((rows + n_slabs - 1) / n_slabs + 15) / 16 * 16;
         bf16 *D = (bf16 *)op_cuda_scratch(d, SCR_STAGE, (size_t)slab * n * 2);
         if (!D) return -1;
-        const FView Dv = {(char *)D, VDN_DT_BF16, n}; /* n % 16 == 0: 16-byte rows */
         for (; r0 < rows; r0 += slab) {
             const int64_t m = rows - r0 < slab ? rows - r0 : slab;
             const int rc = vdn_gemm_fp8(cdev(d)->gc, xr.q + r0 * xr.ld, (int)xr.ld, w->data,
@@ -301,8 +312,8 @@ int op_cuda_linear_swiglu_quant(vdn_tensor *q, vdn_tensor *scale, const vdn_tens
                                      "op %s (%s): vdn_gemm_fp8 failed (details on stderr)", OP,
                                      d->name);
             if (rc == 1) break; /* no fp8 algorithm for this shape: the fp32 route from r0 */
-            if (swiglu_quant_rows(d, OP, Dv, qvec, m, f, xr.scale + r0, w->scale, b,
-                                  qp + r0 * q->ld, q->ld, sp + r0))
+            if (swiglu_quant_raw(d, OP, D, m, f, xr.scale + r0, w->scale, b, qp + r0 * q->ld, q->ld,
+                                 sp + r0))
                 return -1;
         }
         if (r0 >= rows) return 0;
@@ -321,6 +332,9 @@ int op_cuda_linear_swiglu_quant(vdn_tensor *q, vdn_tensor *scale, const vdn_tens
     Dt.dev = d, Dt.dtype = VDN_DT_F32, Dt.ndim = 2, Dt.ne[0] = m, Dt.ne[1] = n;
     Dt.ne[2] = Dt.ne[3] = 1, Dt.ld = n, Dt.data = Df;
     if (op_cuda_linear_f32(&Dt, xf, k, wf, k, k, NULL, VDN_ACT_NONE, 0)) return -1;
-    const FView Dv = {(char *)Df, VDN_DT_F32, n};
-    return swiglu_quant_rows(d, OP, Dv, 0, m, f, NULL, NULL, b, qp + r0 * q->ld, q->ld, sp + r0);
+    const FView Dv = {(char *)Df, VDN_DT_F32, n}, bv = b ? fview(b) : FView{};
+    k_swiglu_quant_any<<<row_grid(m), ST, 0, cdev(d)->st>>>(Dv, m, f, NULL, NULL, bv, b != NULL,
+                                                            qp + r0 * q->ld, q->ld, sp + r0);
+    OPL();
+    return 0;
 }
