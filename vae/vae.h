@@ -29,16 +29,18 @@ typedef void (*vdn_vae_progress_fn)(void *user, int done, int total);
  * release is refused, naming the tensor); only the decoder's go onto the device. */
 vdn_video_vae *vdn_video_vae_load(vdn_dev *dev, const char *dir, char *err, size_t errlen);
 /* The same at a precision (engine.h vdn_precision). bf16 (what vdn_video_vae_load gives) keeps
- * every weight in the device's float dtype. fp8 quantises each ViT block's four large Linears
- * (fused q/k/v, to_out, FFN in, FFN out; scale1/scale2 folded first) to e4m3 with one float32
- * scale a row, once here; their inputs are quantised per row in the product (op.h
- * vdn_op_linear). post_quant_conv, proj_in, proj_out, the biases, norms, attention and the
- * pixel work are as at bf16. The CPU backend runs fp8 as the quantised oracle (the same codes
- * and scales, float64 sums). */
+ * every weight in the device's float dtype. fp8 quantises three of each ViT block's four large
+ * Linears (fused q/k/v, FFN in, FFN out; scale2 folded first; to_out stays bf16, video_vae.c
+ * says why) to e4m3 with one float32 scale a row, once here; their inputs are quantised per row
+ * by the ops that make them (op.h vdn_op_rmsnorm_quant, vdn_op_linear_swiglu_quant).
+ * post_quant_conv, proj_in, proj_out, the biases, norms, attention and the pixel work are as at
+ * bf16. The CPU backend runs fp8 as the quantised oracle (the same codes and scales, float64 sums).
+ */
 vdn_video_vae *vdn_video_vae_load_precision(vdn_dev *dev, const char *dir, vdn_precision precision,
                                             char *err, size_t errlen);
 vdn_precision vdn_video_vae_precision(const vdn_video_vae *v);
-int vdn_video_vae_fp8_linears(const vdn_video_vae *v); /* 4 x blocks at fp8, else 0 */
+int vdn_video_vae_fp8_linears(
+    const vdn_video_vae *v); /* 3 x blocks at fp8 (qkv, FFN in, FFN out), else 0 */
 void vdn_video_vae_free(vdn_video_vae *v);
 const vdn_vae_video_config *vdn_video_vae_config(const vdn_video_vae *v);
 /* Pixel frames decoded from T latent frames; -1 (with a message) when T is too few for one
