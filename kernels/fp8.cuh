@@ -71,6 +71,23 @@ __device__ __forceinline__ uint2 quant8_mul(const float *f, float inv) {
     return make_uint2(w[0], w[1]);
 }
 
+/* 8 floats from a 16-byte aligned p */
+__device__ __forceinline__ void load8f(const float *p, float *f) {
+    const float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+
+/* 8 floats of a vector p: 16-byte loads when vec (p 16-byte aligned), else one at a time */
+__device__ __forceinline__ void load8v(const float *p, int vec, float *f) {
+    if (vec) {
+        load8f(p, f);
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        f[j] = p[j];
+}
+
 } // namespace fp8
 
 #endif

@@ -111,9 +111,11 @@ int op_cuda_fp8_x(vdn_dev *d, const char *OP, const vdn_tensor *x, Fp8Rows *o) {
 namespace {
 
 /* y = bf16(sx[r] sw[o] D[r, o] + b[o] (+ y[r, o])), 8 columns a thread (n % 8 == 0, 16-byte
- * aligned rows of D and y). D may be y itself (no accumulate). */
+ * aligned rows of D and y, sw 16-byte aligned). D may be y itself (no accumulate). bias: packed
+ * float32 or NULL, vb: 16-byte aligned (vector loads); the scales and bias as vectors keep the
+ * kernel at memory speed (per-element loads and dtype switches made it compute-bound). */
 __global__ void k_fp8_epilogue(const bf16 *D, int64_t ldd, bf16 *y, int64_t ldy, const float *sx,
-                               const float *sw, FView b, int has_b, int64_t rows, int64_t n,
+                               const float *sw, const float *bias, int vb, int64_t rows, int64_t n,
                                int acc) {
     const int64_t per_row = n / 8, total = rows * per_row;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
@@ -123,10 +125,12 @@ __global__ void k_fp8_epilogue(const bf16 *D, int64_t ldd, bf16 *y, int64_t ldy,
         unpack8(*(const uint4 *)(D + r * ldd + c), f);
         if (acc) unpack8(*(const uint4 *)(y + r * ldy + c), prev);
         const float s = sx[r];
+        float cw[8], bb[8] = {0.f};
+        fp8::load8f(sw + c, cw);
+        if (bias) fp8::load8v(bias + c, vb, bb);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            float v = s * sw[c + j] * f[j];
-            if (has_b) v += fv_get(b, 0, c + j);
+            const float v = fmaf(s * cw[j], f[j], bb[j]);
             f[j] = acc ? prev[j] + v : v;
         }
         *(uint4 *)(y + r * ldy + c) = pack8(f);
@@ -137,7 +141,7 @@ __global__ void k_fp8_epilogue(const bf16 *D, int64_t ldd, bf16 *y, int64_t ldy,
  * y = sx[r] sw[o] D[r, o] + b[o] (+ y[r, o]) in fp32, 8 columns a thread (16-byte aligned rows
  * of y). D is always scratch here. */
 __global__ void k_fp8_epilogue_f32(const bf16 *D, int64_t ldd, float *y, int64_t ldy,
-                                   const float *sx, const float *sw, FView b, int has_b,
+                                   const float *sx, const float *sw, const float *bias, int vb,
                                    int64_t rows, int64_t n, int acc) {
     const int64_t per_row = n / 8, total = rows * per_row;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
@@ -150,10 +154,12 @@ __global__ void k_fp8_epilogue_f32(const bf16 *D, int64_t ldd, float *y, int64_t
         if (acc) p0 = yr[0], p1 = yr[1];
         const float prev[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
         const float s = sx[r];
+        float cw[8], bb[8] = {0.f};
+        fp8::load8f(sw + c, cw);
+        if (bias) fp8::load8v(bias + c, vb, bb);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            float v = s * sw[c + j] * f[j];
-            if (has_b) v += fv_get(b, 0, c + j);
+            const float v = fmaf(s * cw[j], f[j], bb[j]);
             f[j] = acc ? prev[j] + v : v;
         }
         yr[0] = make_float4(f[0], f[1], f[2], f[3]);
@@ -206,15 +212,15 @@ int op_cuda_linear_fp8(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, 
             return vdn_dev_fail(d, "op %s (%s): vdn_gemm_fp8 failed (details on stderr)", OP,
                                 d->name);
         if (rc == 0) {
-            FView bv = b ? fview(b) : FView{};
+            const float *bias = NULL; /* the bias as packed float32 (SCR_W0 unless it is one) */
+            if (b && !(bias = (const float *)op_cuda_packed(d, b, VDN_DT_F32, SCR_W0))) return -1;
+            const int vb = aligned16(bias);
             if (y32)
                 k_fp8_epilogue_f32<<<op_grid(rows * (n / 8)), 256, 0, cdev(d)->st>>>(
-                    D, ldd, (float *)y->data, y->ld, sx, w->scale, bv, b != NULL, rows, n,
-                    accumulate);
+                    D, ldd, (float *)y->data, y->ld, sx, w->scale, bias, vb, rows, n, accumulate);
             else
                 k_fp8_epilogue<<<op_grid(rows * (n / 8)), 256, 0, cdev(d)->st>>>(
-                    D, ldd, (bf16 *)y->data, y->ld, sx, w->scale, bv, b != NULL, rows, n,
-                    accumulate);
+                    D, ldd, (bf16 *)y->data, y->ld, sx, w->scale, bias, vb, rows, n, accumulate);
             OPL();
             return op_cuda_bias_act(d, OP, fview(y), rows, n, NULL, act);
         }

@@ -133,12 +133,6 @@ __device__ __forceinline__ float silu_fast(float g) {
     return __fdividef(g, 1.f + __expf(-g));
 }
 
-/* 8 floats from a 16-byte aligned p */
-__device__ __forceinline__ void load8f(const float *p, float *f) {
-    const float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
-    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
-}
-
 /* One block a row of the raw product D (bf16 [rows, 2f], rows ldd apart, 16-byte aligned; value
  * columns [0, f), gate [f, 2f)): h = sx[r] sw[c] D + b[c], y = h_v silu(h_g), the row's amax and
  * e4m3 bytes, the row's f outputs in registers (V groups of 8 a thread). sw and bias (packed
@@ -159,9 +153,9 @@ __global__ void __launch_bounds__(ST)
                 float dg[8], cv[8], cg[8], bv[8] = {0.f}, bg[8] = {0.f};
                 unpack8(*(const uint4 *)(Dr + c), y[i]);
                 unpack8(*(const uint4 *)(Dr + f + c), dg);
-                load8f(sw + c, cv);
-                load8f(sw + f + c, cg);
-                if (bias) load8f(bias + c, bv), load8f(bias + f + c, bg);
+                fp8::load8f(sw + c, cv);
+                fp8::load8f(sw + f + c, cg);
+                if (bias) fp8::load8f(bias + c, bv), fp8::load8f(bias + f + c, bg);
 #pragma unroll
                 for (int j = 0; j < 8; j++) {
                     const float hv = fmaf(s0 * cv[j], y[i][j], bv[j]);
