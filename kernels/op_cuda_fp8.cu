@@ -117,23 +117,24 @@ namespace {
 __global__ void k_fp8_epilogue(const bf16 *D, int64_t ldd, bf16 *y, int64_t ldy, const float *sx,
                                const float *sw, const float *bias, int vb, int64_t rows, int64_t n,
                                int acc) {
-    const int64_t per_row = n / 8, total = rows * per_row;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i / per_row, c = (i - r * per_row) * 8;
-        float f[8], prev[8];
-        unpack8(*(const uint4 *)(D + r * ldd + c), f);
-        if (acc) unpack8(*(const uint4 *)(y + r * ldy + c), prev);
+    /* a block a row (grid-stride), threads over its 8-column groups: no division per thread */
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const float s = sx[r];
-        float cw[8], bb[8] = {0.f};
-        fp8::load8f(sw + c, cw);
-        if (bias) fp8::load8v(bias + c, vb, bb);
+        const bf16 *Dr = D + r * ldd;
+        bf16 *yr = y + r * ldy;
+        for (int64_t c = threadIdx.x * 8; c < n; c += blockDim.x * 8) {
+            float f[8], prev[8], cw[8], bb[8] = {0.f};
+            unpack8(*(const uint4 *)(Dr + c), f);
+            if (acc) unpack8(*(const uint4 *)(yr + c), prev);
+            fp8::load8f(sw + c, cw);
+            if (bias) fp8::load8v(bias + c, vb, bb);
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const float v = fmaf(s * cw[j], f[j], bb[j]);
-            f[j] = acc ? prev[j] + v : v;
+            for (int j = 0; j < 8; j++) {
+                const float v = fmaf(s * cw[j], f[j], bb[j]);
+                f[j] = acc ? prev[j] + v : v;
+            }
+            *(uint4 *)(yr + c) = pack8(f);
         }
-        *(uint4 *)(y + r * ldy + c) = pack8(f);
     }
 }
 
@@ -143,27 +144,27 @@ __global__ void k_fp8_epilogue(const bf16 *D, int64_t ldd, bf16 *y, int64_t ldy,
 __global__ void k_fp8_epilogue_f32(const bf16 *D, int64_t ldd, float *y, int64_t ldy,
                                    const float *sx, const float *sw, const float *bias, int vb,
                                    int64_t rows, int64_t n, int acc) {
-    const int64_t per_row = n / 8, total = rows * per_row;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = i / per_row, c = (i - r * per_row) * 8;
-        float f[8];
-        unpack8(*(const uint4 *)(D + r * ldd + c), f);
-        float4 *yr = (float4 *)(y + r * ldy + c);
-        float4 p0 = make_float4(0.f, 0.f, 0.f, 0.f), p1 = p0;
-        if (acc) p0 = yr[0], p1 = yr[1];
-        const float prev[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const float s = sx[r];
-        float cw[8], bb[8] = {0.f};
-        fp8::load8f(sw + c, cw);
-        if (bias) fp8::load8v(bias + c, vb, bb);
+        const bf16 *Dr = D + r * ldd;
+        float *yrow = y + r * ldy;
+        for (int64_t c = threadIdx.x * 8; c < n; c += blockDim.x * 8) {
+            float f[8], cw[8], bb[8] = {0.f};
+            unpack8(*(const uint4 *)(Dr + c), f);
+            float4 *yr = (float4 *)(yrow + c);
+            float4 p0 = make_float4(0.f, 0.f, 0.f, 0.f), p1 = p0;
+            if (acc) p0 = yr[0], p1 = yr[1];
+            const float prev[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+            fp8::load8f(sw + c, cw);
+            if (bias) fp8::load8v(bias + c, vb, bb);
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const float v = fmaf(s * cw[j], f[j], bb[j]);
-            f[j] = acc ? prev[j] + v : v;
+            for (int j = 0; j < 8; j++) {
+                const float v = fmaf(s * cw[j], f[j], bb[j]);
+                f[j] = acc ? prev[j] + v : v;
+            }
+            yr[0] = make_float4(f[0], f[1], f[2], f[3]);
+            yr[1] = make_float4(f[4], f[5], f[6], f[7]);
         }
-        yr[0] = make_float4(f[0], f[1], f[2], f[3]);
-        yr[1] = make_float4(f[4], f[5], f[6], f[7]);
     }
 }
 
@@ -215,11 +216,12 @@ int op_cuda_linear_fp8(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, 
             const float *bias = NULL; /* the bias as packed float32 (SCR_W0 unless it is one) */
             if (b && !(bias = (const float *)op_cuda_packed(d, b, VDN_DT_F32, SCR_W0))) return -1;
             const int vb = aligned16(bias);
+            const int grid = (int)(rows < 65536 ? rows : 65536); /* a block a row */
             if (y32)
-                k_fp8_epilogue_f32<<<op_grid(rows * (n / 8)), 256, 0, cdev(d)->st>>>(
+                k_fp8_epilogue_f32<<<grid, 256, 0, cdev(d)->st>>>(
                     D, ldd, (float *)y->data, y->ld, sx, w->scale, bias, vb, rows, n, accumulate);
             else
-                k_fp8_epilogue<<<op_grid(rows * (n / 8)), 256, 0, cdev(d)->st>>>(
+                k_fp8_epilogue<<<grid, 256, 0, cdev(d)->st>>>(
                     D, ldd, (bf16 *)y->data, y->ld, sx, w->scale, bias, vb, rows, n, accumulate);
             OPL();
             return op_cuda_bias_act(d, OP, fview(y), rows, n, NULL, act);
