@@ -576,12 +576,16 @@ static void case_rmsnorm_quant(int64_t rows, int64_t cols, vdn_dtype dt, int wit
 /* The bound on |y_gpu - y_cpu| of linear_swiglu_quant per output element, from the CPU side's
  * e4m3 operands (x8 with its scales, w8 with its, the bias b or NULL; f outputs a row). Both
  * devices use the same bytes and scales; the GPU's raw product p = sx sw sum x8 w8 differs from
- * the CPU's (float64, rounded once) by its fp32 accumulation (at most k 2^-24 of
- * a = sx sw sum |x8 w8|), its rounding to bf16 (2^-8 relative: bf16 keeps 8 significant bits)
- * and a few float32 operations (2^-22 of |p| + |b|): dp. Then h = p + b moves by dp, and
- * y = h_v silu(h_g) by dp_v |silu(h_g)| + 1.1 dp_g (|h_v| + dp_v) (silu is 1.1-Lipschitz), plus
- * the GPU's fast exp and reciprocal (2^-18 of |y|). p and a are the CPU oracle's own fp8 linear
- * of the operands and of their magnitudes (the codes with the sign bit cleared). */
+ * the CPU's (float64, rounded once) by its accumulation, its rounding to bf16 (2^-8 relative:
+ * bf16 keeps 8 significant bits) and a few float32 operations (2^-22 of |p| + |b|): dp. Hopper's
+ * fp8 tensor cores keep only about 14 bits of the sum inside an MMA's k chunk (DeepSeek-V3
+ * report, sec. 3.3.2; cuBLASLt then adds the chunks in fp32), so the accumulation is off by at
+ * most 2^-13 + k 2^-24 of a = sx sw sum |x8 w8| (run 2 on the H200: a k = 16 product failed the
+ * fp32-only k 2^-24 by 3.8x). Then h = p + b moves by dp, and y = h_v silu(h_g) by
+ * dp_v |silu(h_g)| + 1.1 dp_g (|h_v| + dp_v) (silu is 1.1-Lipschitz), plus the GPU's fast exp and
+ * division (2^-17 of |y|: __expf's argument scaling grows with |g|). p and a are the CPU
+ * oracle's own fp8 linear of the operands and of their magnitudes (the codes with the sign bit
+ * cleared). */
 static double *swiglu_dy(const vdn_tensor *x8, const vdn_tensor *w8, const vdn_tensor *b,
                          int64_t f) {
     const int64_t rows = vdn_tensor_rows(x8), k = vdn_tensor_cols(x8), n = 2 * f;
@@ -609,13 +613,14 @@ static double *swiglu_dy(const vdn_tensor *x8, const vdn_tensor *w8, const vdn_t
         for (int64_t c = 0; c < f; c++) {
             const double pv = p[r * n + c], pg = p[r * n + f + c];
             const double bv = bh ? bh[c] : 0, bg = bh ? bh[f + c] : 0, hv = pv + bv, hg = pg + bg;
-            const double dpv = 0x1p-8 * fabs(pv) + (double)k * 0x1p-24 * a[r * n + c] +
-                               0x1p-22 * (fabs(pv) + fabs(bv));
-            const double dpg = 0x1p-8 * fabs(pg) + (double)k * 0x1p-24 * a[r * n + f + c] +
-                               0x1p-22 * (fabs(pg) + fabs(bg));
+            const double acc = 0x1p-13 + (double)k * 0x1p-24;
+            const double dpv =
+                0x1p-8 * fabs(pv) + acc * a[r * n + c] + 0x1p-22 * (fabs(pv) + fabs(bv));
+            const double dpg =
+                0x1p-8 * fabs(pg) + acc * a[r * n + f + c] + 0x1p-22 * (fabs(pg) + fabs(bg));
             const double silu = hg / (1.0 + exp(-hg));
             dy[r * f + c] =
-                dpv * fabs(silu) + 1.1 * dpg * (fabs(hv) + dpv) + 0x1p-18 * fabs(hv * silu) + 1e-30;
+                dpv * fabs(silu) + 1.1 * dpg * (fabs(hv) + dpv) + 0x1p-17 * fabs(hv * silu) + 1e-30;
         }
     free(p), free(a), free(bh);
     return dy;
