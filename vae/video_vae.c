@@ -498,41 +498,11 @@ fail:
     return rc;
 }
 
-/* unpatchify one tile: column ((ch pt + dt) p + dy) p + dx of token (t, y, x) is pixel
- * (ch, t pt + dt, y p + dy, x p + dx); out (3, Tl pt, th p, tw p) */
-static void unpatchify(const vdn_video_vae *v, const float *proj, int Tl, int th, int tw,
-                       float *out) {
-    const vdn_vae_video_config *c = &v->cfg;
-    const int pt = c->temporal_ratio, p = c->spatial_ratio, H = th * p, W = tw * p, F = Tl * pt;
-    for (int t = 0; t < Tl; t++)
-        for (int y = 0; y < th; y++)
-            for (int x = 0; x < tw; x++) {
-                const float *row = proj + (((int64_t)t * th + y) * tw + x) * v->patch_out;
-                for (int ch = 0; ch < c->out_channels; ch++)
-                    for (int dt = 0; dt < pt; dt++)
-                        for (int dy = 0; dy < p; dy++) {
-                            float *dst = out +
-                                         (((int64_t)ch * F + t * pt + dt) * H + y * p + dy) * W +
-                                         x * p;
-                            memcpy(dst, row + ((ch * pt + dt) * p + dy) * p,
-                                   sizeof(float) * (size_t)p);
-                        }
-            }
-}
-
 /* ---- tiles and chunks (float32 arithmetic in the reference's order) ---- */
 
 typedef struct {
     int n, start[64], len[64], overlap[64];
 } tiling;
-
-/* the reference's _blend weights: position p of e: a (1 - p/e) + b (p/e), float32 */
-static inline float blend1(float a, float b, int p, int e) {
-    const float q = (float)p / (float)e;
-    const float wa = 1.0f - q;
-    const float x = a * wa, y = b * q;
-    return x + y;
-}
 
 typedef struct {
     int F, H, W; /* a (3, F, H, W) block of frames */
@@ -541,56 +511,6 @@ typedef struct {
 
 static inline float *at(const frames3 *f, int ch, int t, int y) {
     return f->px + (((int64_t)ch * f->F + t) * f->H + y) * f->W;
-}
-
-typedef struct {
-    const vdn_video_vae *v;
-    const float *proj; /* [B, rows, patch_out] */
-    frames3 *tiles;
-    int64_t rows;
-    int Tl, th, tw;
-} unpatch_job;
-
-static void unpatch_one(void *ctx, int b) {
-    const unpatch_job *j = ctx;
-    unpatchify(j->v, j->proj + b * j->rows * j->v->patch_out, j->Tl, j->th, j->tw, j->tiles[b].px);
-}
-
-typedef struct {
-    const frames3 *tiles;
-    const tiling *ty, *tx;
-    frames3 *out;
-    int F;
-} stitch_job;
-
-static void stitch_one(void *ctx, int idx) {
-    const stitch_job *s = ctx;
-    const tiling *ty = s->ty, *tx = s->tx;
-    const int i = idx / tx->n, j = idx % tx->n, F = s->F;
-    const frames3 *tiles = s->tiles, *tl = &tiles[idx];
-    const int keep_h = tl->H - (i < ty->n - 1 ? ty->overlap[i] : 0);
-    const int keep_w = tl->W - (j < tx->n - 1 ? tx->overlap[j] : 0);
-    const frames3 *up_t = i > 0 ? &tiles[(i - 1) * tx->n + j] : NULL;
-    const frames3 *left = j > 0 ? &tiles[i * tx->n + j - 1] : NULL;
-    const int eh = up_t ? imin(imin(up_t->H, tl->H), ty->overlap[i - 1]) : 0;
-    const int ew = left ? imin(imin(left->W, tl->W), tx->overlap[j - 1]) : 0;
-    float *rowbuf = vdn_xmalloc(sizeof(float) * (size_t)tl->W);
-    for (int ch = 0; ch < 3; ch++)
-        for (int t = 0; t < F; t++)
-            for (int y = 0; y < keep_h; y++) {
-                const float *src = at(tl, ch, t, y);
-                for (int x = 0; x < tl->W; x++)
-                    rowbuf[x] = y < eh ? blend1(at(up_t, ch, t, up_t->H - eh + y)[x], src[x], y, eh)
-                                       : src[x];
-                if (left) {
-                    const float *lr = at(left, ch, t, y);
-                    for (int x = 0; x < ew; x++)
-                        rowbuf[x] = blend1(lr[left->W - ew + x], rowbuf[x], x, ew);
-                }
-                memcpy(at(s->out, ch, t, ty->start[i] + y) + tx->start[j], rowbuf,
-                       sizeof(float) * (size_t)keep_w);
-            }
-    free(rowbuf);
 }
 
 static int split_tiles(int length, int tile, int min_overlap, int ratio, tiling *t) {
@@ -661,27 +581,6 @@ int vdn_video_vae_frames(const vdn_video_vae *v, int T, char *err, size_t errlen
     return k.total;
 }
 
-typedef struct {
-    const frames3 *all;
-    float *frames; /* (3, n_out, H, W) */
-    int n_out;
-} denorm_job;
-
-/* plane ch n_out + t: x std + mean, clamped to [0, 1] (float32, the reference's order) */
-static void denorm_one(void *ctx, int i) {
-    static const float mean[3] = {0.485f, 0.456f, 0.406f}, std_[3] = {0.229f, 0.224f, 0.225f};
-    const denorm_job *j = ctx;
-    const int ch = i / j->n_out, t = i % j->n_out;
-    const int64_t plane = (int64_t)j->all->H * j->all->W;
-    const float *src = at(j->all, ch, t, 0);
-    float *dst = j->frames + (int64_t)i * plane;
-    for (int64_t p = 0; p < plane; p++) {
-        const float s = src[p] * std_[ch];
-        const float x = s + mean[ch];
-        dst[p] = x < 0.0f ? 0.0f : x > 1.0f ? 1.0f : x;
-    }
-}
-
 /* ---- a clip's ViT passes, dealt over a group of decoders ----
  *
  * The device work of a clip is one ViT pass per batch of tiles of a temporal chunk: a chunk's tiles
@@ -715,14 +614,14 @@ typedef struct {
     int64_t N, rows;       /* a tile's tokens and ViT rows */
     vit_pass *pass;
     int n_pass, max_nt;
-    frames3 **chunk_tiles; /* per chunk: its decoded tiles, until the stitch */
-    int *left;             /* per chunk: tiles still to decode (under grp.mu) */
-    int *edge;             /* per chunk c: the cross-fade into c has one side written (grp.mu) */
-    int fade;              /* the chunks cross-fade (token_drop > 0 and overlapping frames) */
-    int e;                 /* frames of each cross-fade */
-    frames3 all;           /* (3, n_chunks j0 + frame_overlap, H, W); px NULL when on_dev */
-    int on_dev;            /* one member: tiles, chunks and frames stay on its device */
-    float *frames;         /* on_dev: the decode's output (3, n_out, H, W) */
+    float **chunk_px; /* per chunk: its tiles' pixels [tiles 3 F, tile px], until the stitch */
+    int *left;        /* per chunk: tiles still to decode (under grp.mu) */
+    int *edge;        /* per chunk c: the cross-fade into c has one side written (grp.mu) */
+    int fade;         /* the chunks cross-fade (token_drop > 0 and overlapping frames) */
+    int e;            /* frames of each cross-fade */
+    frames3 all;      /* (3, n_chunks j0 + frame_overlap, H, W); px NULL when on_dev */
+    int on_dev;       /* one member: tiles, chunks and frames stay on its device */
+    float *frames;    /* on_dev: the decode's output (3, n_out, H, W) */
     int n_out;
 } clip_plan;
 
@@ -743,10 +642,20 @@ static int plan_passes(int chunks, int tiles, int group, int n) {
     return best;
 }
 
-/* The cross-fade into chunk c: frames [c j0, c j0 + e) of the clip are blend1(a, b, t, e) of
- * chunk c-1's tail a and chunk c's head b (head = 1: src is b). The side that comes first writes
- * its frames there; the second blends its own with them. */
-static void blend_edge(clip_plan *p, int c, const frames3 *src, int from, int head) {
+/* host float32 [rows, cols] as a tensor of the CPU device cpu (the group path runs the pixel
+ * ops, op_pixels.h, on host buffers) */
+static vdn_tensor host_tensor(vdn_dev *cpu, float *data, int64_t rows, int64_t cols) {
+    vdn_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dev = cpu, t.dtype = VDN_DT_F32, t.ndim = 2, t.data = data, t.ld = cols;
+    t.ne[0] = rows, t.ne[1] = cols, t.ne[2] = t.ne[3] = 1;
+    return t;
+}
+
+/* The cross-fade into chunk c: frames [c j0, c j0 + e) of the clip are crossfade(a, b) of chunk
+ * c-1's tail a and chunk c's head b (head = 1: src is b). The side that comes first writes its
+ * frames there; the second blends its own with them (as b into them, or as a: through tmp). */
+static int blend_edge(clip_plan *p, vdn_dev *cpu, int c, const frames3 *src, int from, int head) {
     const int j0 = p->k.chunk_frames - p->k.pre, e = p->e;
     const int64_t plane = (int64_t)p->all.H * p->all.W;
     pthread_mutex_lock(&p->grp.mu);
@@ -758,39 +667,41 @@ static void blend_edge(clip_plan *p, int c, const frames3 *src, int from, int he
         p->edge[c] = 1;
     }
     pthread_mutex_unlock(&p->grp.mu);
-    if (first) return;
-    for (int ch = 0; ch < 3; ch++)
-        for (int t = 0; t < e; t++) {
-            float *dst = at(&p->all, ch, c * j0 + t, 0);
-            const float *s = at(src, ch, from + t, 0);
-            if (head)
-                for (int64_t q = 0; q < plane; q++)
-                    dst[q] = blend1(dst[q], s[q], t, e);
-            else
-                for (int64_t q = 0; q < plane; q++)
-                    dst[q] = blend1(s[q], dst[q], t, e);
-        }
+    if (first) return 0;
+    float *tmp = head ? NULL : malloc(sizeof(float) * (size_t)(plane * e));
+    if (!head && !tmp) return vdn_dev_fail(cpu, "out of memory for a cross-fade of %d frames", e);
+    int rc = 0;
+    for (int ch = 0; ch < 3 && !rc; ch++) {
+        float *dst = at(&p->all, ch, c * j0, 0), *own = at(src, ch, from, 0);
+        if (!head) memcpy(tmp, own, sizeof(float) * (size_t)(plane * e));
+        vdn_tensor a = host_tensor(cpu, head ? dst : tmp, e, plane),
+                   b = host_tensor(cpu, head ? own : dst, e, plane);
+        rc = vdn_op_crossfade(&a, &b);
+        if (!rc && !head) memcpy(dst, tmp, sizeof(float) * (size_t)(plane * e));
+    }
+    free(tmp);
+    return rc;
 }
 
 /* A stitched chunk into the clip: its j0 frames from frame pre on, at c j0; its tail after frame
  * chunk_frames + pre is the cross-fade's source into chunk c + 1 (the last chunk's: the clip's
  * last frame_overlap frames). */
-static void place_chunk(clip_plan *p, int c, const frames3 *clip) {
+static int place_chunk(clip_plan *p, vdn_dev *cpu, int c, const frames3 *clip) {
     const chunking *k = &p->k;
     const int j0 = k->chunk_frames - k->pre, head = c > 0 && p->fade ? p->e : 0;
     const int64_t plane = (int64_t)clip->H * clip->W;
     for (int ch = 0; ch < 3; ch++)
         memcpy(at(&p->all, ch, c * j0 + head, 0), at(clip, ch, k->pre + head, 0),
                sizeof(float) * (size_t)(plane * (j0 - head)));
-    if (head) blend_edge(p, c, clip, k->pre, 1);
-    if (!p->fade) return;
+    if (head && blend_edge(p, cpu, c, clip, k->pre, 1)) return -1;
+    if (!p->fade) return 0;
     if (c == k->n_chunks - 1) {
         for (int ch = 0; ch < 3; ch++)
             memcpy(at(&p->all, ch, k->n_chunks * j0, 0), at(clip, ch, k->chunk_frames + k->pre, 0),
                    sizeof(float) * (size_t)(plane * k->frame_overlap));
-    } else {
-        blend_edge(p, c + 1, clip, k->chunk_frames + k->pre + k->frame_overlap - p->e, 0);
+        return 0;
     }
+    return blend_edge(p, cpu, c + 1, clip, k->chunk_frames + k->pre + k->frame_overlap - p->e, 0);
 }
 
 /* the latent tokens of pass ps's tiles: zt [nt, N, lc] in (t, y, x) order */
@@ -822,6 +733,41 @@ static vdn_tensor planes(const vdn_tensor *t, int F, int ch, int t0, int n) {
             goto fail;                                                                             \
         }                                                                                          \
     } while (0)
+
+/* The tile grid of a chunk for vdn_op_tile_stitch, in pixels */
+static vdn_tile_grid tile_grid(const clip_plan *p, int sr) {
+    vdn_tile_grid g = {.ny = p->ty.n, .nx = p->tx.n, .th = p->th * sr, .tw = p->tw * sr};
+    for (int i = 0; i < g.ny; i++) {
+        g.y0[i] = p->ty.start[i];
+        g.oy[i] = p->ty.overlap[i];
+    }
+    for (int j = 0; j < g.nx; j++) {
+        g.x0[j] = p->tx.start[j];
+        g.ox[j] = p->tx.overlap[j];
+    }
+    return g;
+}
+
+#define CPU_OPS(call)                                                                              \
+    do {                                                                                           \
+        if (call) {                                                                                \
+            vdn_fail(err, errlen, "video VAE: %s", vdn_dev_error(cpu));                            \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+/* The output frames out [3 n_out, H W] from the clip's frames all [3 full, H W]: the repeated
+ * tail's frames dropped, then ImageNet de-normalisation and the clamp to [0, 1] (float32, the
+ * reference's order), on whichever device holds them */
+static int denorm(const clip_plan *p, vdn_tensor *out, const vdn_tensor *all) {
+    static const float mean[3] = {0.485f, 0.456f, 0.406f}, std_[3] = {0.229f, 0.224f, 0.225f};
+    for (int ch = 0; ch < 3; ch++) {
+        vdn_tensor dst = planes(out, p->n_out, ch, 0, p->n_out),
+                   src = planes(all, p->all.F, ch, 0, p->n_out);
+        if (vdn_op_scale_shift_clamp(&dst, &src, std_[ch], mean[ch], 0.0, 1.0)) return -1;
+    }
+    return 0;
+}
 
 /* place_chunk on the device, for one member (the chunks in order, so the tail of chunk c is
  * always written before chunk c + 1 blends its head with it): the same copies and blends, as ops */
@@ -876,15 +822,7 @@ static void clip_member_dev(int r, clip_plan *p) {
                  p->tiles, p->all.F, p->all.W, p->all.H, zt ? vdn_dev_error(d) : "out of memory");
         goto fail;
     }
-    vdn_tile_grid g = {.ny = p->ty.n, .nx = p->tx.n, .th = p->th * sr, .tw = p->tw * sr};
-    for (int i = 0; i < g.ny; i++) {
-        g.y0[i] = p->ty.start[i];
-        g.oy[i] = p->ty.overlap[i];
-    }
-    for (int j = 0; j < g.nx; j++) {
-        g.x0[j] = p->tx.start[j];
-        g.ox[j] = p->tx.overlap[j];
-    }
+    const vdn_tile_grid g = tile_grid(p, sr);
     DEV_OPS(vdn_tensor_fill(all, 0.0)); /* frames no chunk writes stay 0, as the host path's */
     for (int u = 0; u < p->n_pass; u++) {
         if (atomic_load(&p->grp.stop)) break;
@@ -897,14 +835,7 @@ static void clip_member_dev(int r, clip_plan *p) {
         DEV_OPS(vdn_op_tile_stitch(clip, tiles, &g));
         if (place_chunk_dev(p, ps->c, all, clip, err, errlen)) goto fail;
     }
-    /* drop the frames of the repeated tail, then ImageNet de-normalisation and the clamp, as
-     * denorm_one */
-    static const float mean[3] = {0.485f, 0.456f, 0.406f}, std_[3] = {0.229f, 0.224f, 0.225f};
-    for (int ch = 0; ch < 3; ch++) {
-        vdn_tensor dst = planes(out, p->n_out, ch, 0, p->n_out),
-                   src = planes(all, p->all.F, ch, 0, p->n_out);
-        DEV_OPS(vdn_op_scale_shift_clamp(&dst, &src, std_[ch], mean[ch], 0.0, 1.0));
-    }
+    DEV_OPS(denorm(p, out, all));
     DEV_OPS(vdn_tensor_get(out, p->frames));
     goto done;
 fail:
@@ -917,71 +848,94 @@ done:
     vdn_tensor_free(out);
 }
 
-/* Member r's share: passes r, r + n, ... on its own decoder, on this thread alone. */
-static void clip_member(int r, void *arg) {
-    clip_plan *p = arg;
-    if (p->on_dev) {
-        clip_member_dev(r, p);
-        return;
-    }
+/* chunk c's tile pixels, allocated by the first pass of c to need them (under grp.mu) */
+static float *chunk_px(clip_plan *p, int c, int64_t n) {
+    pthread_mutex_lock(&p->grp.mu);
+    if (!p->chunk_px[c]) p->chunk_px[c] = malloc(sizeof(float) * (size_t)n);
+    float *px = p->chunk_px[c];
+    pthread_mutex_unlock(&p->grp.mu);
+    return px;
+}
+
+/* Member r's share in a group: passes r, r + n, ... on its own decoder, on this thread alone; the
+ * pixel work (unpatchify, the chunk's stitch, the cross-fades) on host buffers through the CPU
+ * backend's pixel ops, on a CPU device of this thread's own: the same ops, in the same float32
+ * order, as the one-member path runs on its device. */
+static void clip_member_host(int r, clip_plan *p) {
     vdn_video_vae *v = p->v[r];
     const vdn_vae_video_config *c = &v->cfg;
     const int lc = c->latent_channels, sr = c->spatial_ratio, F = p->Tl * c->temporal_ratio;
-    const int Tl = p->Tl, th = p->th, tw = p->tw;
-    const int64_t N = p->N;
+    const int64_t tile_px = (int64_t)p->th * sr * p->tw * sr, HW = (int64_t)p->all.H * p->all.W;
     char *err = p->grp.err[r];
     const size_t errlen = VDN_ERR_LEN;
-    float *zt = malloc(sizeof(float) * (size_t)(p->max_nt * N * lc));
+    vdn_dev *cpu = vdn_dev_open("cpu", 0, 0, err, errlen);
+    float *zt = malloc(sizeof(float) * (size_t)(p->max_nt * p->N * lc));
     float *proj = malloc(sizeof(float) * (size_t)(p->max_nt * p->rows * v->patch_out));
-    frames3 clip = {F, p->all.H, p->all.W, NULL};
-    if (!zt || !proj) {
-        vdn_fail(err, errlen, "video VAE: out of memory");
+    frames3 clip = {F, p->all.H, p->all.W, malloc(sizeof(float) * 3 * (size_t)(F * HW))};
+    const vdn_tile_grid g = tile_grid(p, sr);
+    if (!cpu) goto fail;
+    if (!zt || !proj || !clip.px) {
+        vdn_fail(err, errlen, "video VAE: out of memory for a chunk of %d frames", F);
         goto fail;
     }
     for (int u = r; u < p->n_pass; u += p->n) {
         if (atomic_load(&p->grp.stop)) break;
         const vit_pass *ps = &p->pass[u];
         gather_tokens(p, ps, lc, sr, zt);
-        if (decode_tiles(v, zt, ps->nt, Tl, th, tw, NULL, proj, err, errlen)) goto fail;
-        frames3 *tiles = p->chunk_tiles[ps->c] + ps->t0;
-        for (int b = 0; b < ps->nt; b++) {
-            tiles[b] = (frames3){F, th * sr, tw * sr, NULL};
-            tiles[b].px = malloc(sizeof(float) * 3 * (size_t)F * tiles[b].H * tiles[b].W);
-            if (!tiles[b].px) {
-                vdn_fail(err, errlen, "video VAE: out of memory");
-                goto fail;
-            }
+        if (decode_tiles(v, zt, ps->nt, p->Tl, p->th, p->tw, NULL, proj, err, errlen)) goto fail;
+        float *px = chunk_px(p, ps->c, (int64_t)p->tiles * 3 * F * tile_px);
+        if (!px) {
+            vdn_fail(err, errlen, "video VAE: out of memory for the tiles of a chunk");
+            goto fail;
         }
-        unpatch_job uj = {v, proj, tiles, p->rows, Tl, th, tw};
-        vdn_parallel_for(ps->nt, unpatch_one, &uj);
+        vdn_tensor x = host_tensor(cpu, proj, ps->nt * p->rows, v->patch_out),
+                   y = host_tensor(cpu, px + (int64_t)ps->t0 * 3 * F * tile_px, ps->nt * 3 * F,
+                                   tile_px);
+        CPU_OPS(vdn_op_unpatchify(&y, &x, ps->nt, p->rows, p->Tl, p->th, p->tw, c->out_channels,
+                                  c->temporal_ratio, sr));
         vae_group_done(&p->grp, r, ps->nt);
         pthread_mutex_lock(&p->grp.mu);
         const int last = (p->left[ps->c] -= ps->nt) == 0;
         pthread_mutex_unlock(&p->grp.mu);
         if (!last) continue;
-        /* the chunk's last pass: stitch its tiles, each blended with the raw tile above (rows)
-         * and the raw tile to its left (columns), then cropped by its own overlaps, as
-         * _stitch_tiles does; the kept regions are disjoint, so the tiles run in parallel */
-        if (!clip.px && !(clip.px = malloc(sizeof(float) * 3 * (size_t)F * clip.H * clip.W))) {
-            vdn_fail(err, errlen, "video VAE: out of memory for a chunk of %d frames", F);
-            goto fail;
-        }
-        frames3 *all_tiles = p->chunk_tiles[ps->c];
-        stitch_job sj = {all_tiles, &p->ty, &p->tx, &clip, F};
-        vdn_parallel_for(p->tiles, stitch_one, &sj);
-        for (int t = 0; t < p->tiles; t++) {
-            free(all_tiles[t].px);
-            all_tiles[t].px = NULL;
-        }
-        place_chunk(p, ps->c, &clip);
+        /* the chunk's last pass: its tiles into the chunk's frames, then into the clip's */
+        vdn_tensor tiles = host_tensor(cpu, px, (int64_t)p->tiles * 3 * F, tile_px),
+                   out = host_tensor(cpu, clip.px, 3 * (int64_t)F, HW);
+        CPU_OPS(vdn_op_tile_stitch(&out, &tiles, &g));
+        free(px);
+        p->chunk_px[ps->c] = NULL; /* no other member touches a finished chunk */
+        CPU_OPS(place_chunk(p, cpu, ps->c, &clip));
     }
     goto done;
 fail:
     vae_group_fail(&p->grp, r);
 done:
+    if (cpu) vdn_dev_close(cpu);
     free(zt);
     free(proj);
     free(clip.px);
+}
+
+/* Member r's share: passes r, r + n, ... on its own decoder, on this thread alone. */
+static void clip_member(int r, void *arg) {
+    clip_plan *p = arg;
+    if (p->on_dev)
+        clip_member_dev(r, p);
+    else
+        clip_member_host(r, p);
+}
+
+/* a group's output frames from the host's clip frames, on a CPU device */
+static int denorm_host(const clip_plan *p, float *frames, char *err, size_t errlen) {
+    vdn_dev *cpu = vdn_dev_open("cpu", 0, 0, err, errlen);
+    if (!cpu) return -1;
+    const int64_t HW = (int64_t)p->all.H * p->all.W;
+    vdn_tensor all = host_tensor(cpu, p->all.px, 3 * (int64_t)p->all.F, HW),
+               out = host_tensor(cpu, frames, 3 * (int64_t)p->n_out, HW);
+    const int rc = denorm(p, &out, &all);
+    if (rc) vdn_fail(err, errlen, "video VAE: %s", vdn_dev_error(cpu));
+    vdn_dev_close(cpu);
+    return rc;
 }
 
 int vdn_video_vae_decode_group(vdn_video_vae *const *v, int n, const float *latents, int T, int h,
@@ -1052,13 +1006,11 @@ int vdn_video_vae_decode_group(vdn_video_vae *const *v, int n, const float *late
             p.pass[u] = (vit_pass){ci, t0, t1 - t0};
             p.max_nt = imax(p.max_nt, t1 - t0);
         }
-    p.chunk_tiles = vdn_xcalloc((size_t)k->n_chunks, sizeof *p.chunk_tiles);
+    p.chunk_px = vdn_xcalloc((size_t)k->n_chunks, sizeof *p.chunk_px);
     p.left = vdn_xcalloc((size_t)k->n_chunks, sizeof *p.left);
     p.edge = vdn_xcalloc((size_t)k->n_chunks, sizeof *p.edge);
-    for (int ci = 0; ci < k->n_chunks; ci++) {
-        p.chunk_tiles[ci] = vdn_xcalloc((size_t)p.tiles, sizeof **p.chunk_tiles);
+    for (int ci = 0; ci < k->n_chunks; ci++)
         p.left[ci] = p.tiles;
-    }
     vae_group_init(&p.grp, n, k->n_chunks * p.tiles, progress, user);
     if (!p.on_dev && !p.all.px) {
         rc = vdn_fail(err, errlen, "video VAE: out of memory for %d frames of %dx%d", full, W, H);
@@ -1067,16 +1019,10 @@ int vdn_video_vae_decode_group(vdn_video_vae *const *v, int n, const float *late
         vae_group_run(&p.grp, clip_member, &p);
         rc = vae_group_finish(&p.grp, devs, share, err, errlen);
     }
-    if (!rc && !p.on_dev) { /* drop the repeated tail's frames, ImageNet de-normalisation, clamp */
-        denorm_job dj = {&p.all, frames, n_out};
-        vdn_parallel_for(3 * n_out, denorm_one, &dj);
-    }
-    for (int ci = 0; ci < k->n_chunks; ci++) {
-        for (int t = 0; t < p.tiles; t++) /* what a failed decode left */
-            free(p.chunk_tiles[ci][t].px);
-        free(p.chunk_tiles[ci]);
-    }
-    free(p.chunk_tiles);
+    if (!rc && !p.on_dev) rc = denorm_host(&p, frames, err, errlen);
+    for (int ci = 0; ci < k->n_chunks; ci++) /* what a failed decode left */
+        free(p.chunk_px[ci]);
+    free(p.chunk_px);
     free(p.left);
     free(p.edge);
     free(p.pass);
