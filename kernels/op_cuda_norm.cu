@@ -112,34 +112,17 @@ struct RopeArgs {
     int n_rot, s0, s1;
 };
 
-/* tab[r][i] = (cos, sin) of pair i's angle at row r: float32(pos) * inv[i] rounded to float32,
- * then a double sincos as the CPU twin's. Once per row and pair for every head of q and k. */
-__global__ void rope_table_k(double2 *tab, RopeArgs ra, int64_t rows) {
-    const int half = ra.n_rot / 2;
-    const int64_t n = rows * half;
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
-         e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = e / half;
-        const int i = (int)(e - r * half);
-        const int axis = i < ra.s0 ? 0 : (i < ra.s0 + ra.s1 ? 1 : 2);
-        const double ang = (double)__fmul_rn((float)ra.pos[r * ra.pos_ld + axis], ra.inv[i]);
-        double sn, cs;
-        sincos(ang, &sn, &cs);
-        tab[e] = make_double2(cs, sn);
-    }
-}
-
 /* One warp per QK_ITEMS = QK_VALS / QK_PER_LANE heads of one row at a time (grid-stride over
  * (row, group of heads)): every load of them is issued before any arithmetic, so a warp keeps
  * several heads' reads in flight (one head per warp at a time, its reads waited on before the
  * next head's, left this op ~10x its memory time). Per head: RMSNorm (w NULL: none), then the
  * rotary pairs with their (cos, sin) from tab (NULL: no rope); the partner channel of a pair
- * comes through the warp's shared rows. Same float32 norm and double rotation as before, same
- * lane order of the sum of squares. */
+ * comes through the warp's shared rows. Float32 norm; the rotation in double from the float32
+ * (cos, sin) table (rope_table_k). */
 template <int QK_PER_LANE> /* ceil(hd / 32): 1, 2, 4 or 8 */
 __global__ void __launch_bounds__(QK_WARPS * 32, 4)
     qk_norm_rope_k(FView out, FView in, FView w, int64_t rows, int heads, int hd, float eps,
-                   const double2 *tab, int n_rot) {
+                   const float2 *tab, int n_rot) {
     constexpr int QK_ITEMS = QK_VALS / QK_PER_LANE;
     extern __shared__ float qk_sh[]; /* [warps][QK_ITEMS][hd] */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
@@ -179,7 +162,7 @@ __global__ void __launch_bounds__(QK_WARPS * 32, 4)
                 if (lane + 32 * k < hd) ys[j * hd + lane + 32 * k] = v[j][k];
         }
         __syncwarp();
-        const double2 *rt = tab ? tab + r * half : NULL;
+        const float2 *rt = tab ? tab + r * half : NULL;
 #pragma unroll
         for (int j = 0; j < QK_ITEMS; j++) {
             if (j >= nj) break;
@@ -191,7 +174,7 @@ __global__ void __launch_bounds__(QK_WARPS * 32, 4)
                 float o = v[j][k];
                 if (rt && c < n_rot) {
                     const int i = c < half ? c : c - half; /* the pair */
-                    const double2 t = rt[i];
+                    const float2 t = rt[i];
                     const double cs = t.x, sn = t.y;
                     o = c < half ? (float)(y[c] * cs - y[c + half] * sn)
                                  : (float)(y[c] * cs + y[c - half] * sn);
@@ -203,8 +186,10 @@ __global__ void __launch_bounds__(QK_WARPS * 32, 4)
     }
 }
 
-/* The same table in float32 for the vectorised kernel: the double sincos rounded once. */
-__global__ void rope_table_f_k(float2 *tab, RopeArgs ra, int64_t rows) {
+/* tab[r][i] = (cos, sin) of pair i's angle at row r: float32(pos) * inv[i] rounded to float32,
+ * then a double sincos (the CPU twin's) rounded once to float32. Once per row and pair for every
+ * head of q and k, shared by both kernels below. */
+__global__ void rope_table_k(float2 *tab, RopeArgs ra, int64_t rows) {
     const int half = ra.n_rot / 2;
     const int64_t n = rows * half;
     for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n;
@@ -331,6 +316,26 @@ FView view_or_none(const vdn_tensor *t) {
     return v;
 }
 
+/* *tab = the (cos, sin) table of rope's pairs for `rows` rows in scratch, or NULL without
+ * rotary pairs */
+int rope_table(vdn_dev *d, const char *OP, const vdn_rope *rope, int64_t rows, const float2 **tab) {
+    *tab = NULL;
+    const int64_t n = rope ? rows * (rope->n_rot / 2) : 0;
+    if (n == 0) return 0;
+    const RopeArgs ra = {(const double *)rope->pos->data,
+                         rope->pos->ld,
+                         (const float *)rope->inv->data,
+                         rope->n_rot,
+                         rope->sections[0],
+                         rope->sections[1]};
+    float2 *t = (float2 *)op_cuda_scratch(d, SCR_ROPE, sizeof(float2) * (size_t)n);
+    if (!t) return -1;
+    rope_table_k<<<op_grid(n), 256, 0, cdev(d)->st>>>(t, ra, rows);
+    OPL();
+    *tab = t;
+    return 0;
+}
+
 /* the vectorised kernel over q and k (qk_vec_side holds for both) */
 int qk_norm_rope_vec(vdn_dev *d, const char *OP, vdn_tensor *q_out, vdn_tensor *k_out,
                      const vdn_tensor *q_in, const vdn_tensor *k_in, const vdn_tensor *wq,
@@ -339,20 +344,7 @@ int qk_norm_rope_vec(vdn_dev *d, const char *OP, vdn_tensor *q_out, vdn_tensor *
     const int G = hd / 8, hpu = 32 / G * QKV_LOADS;
     const float2 *tab = NULL;
     const int half = rope ? rope->n_rot / 2 : 0;
-    if (rope && half > 0) {
-        const RopeArgs ra = {(const double *)rope->pos->data,
-                             rope->pos->ld,
-                             (const float *)rope->inv->data,
-                             rope->n_rot,
-                             rope->sections[0],
-                             rope->sections[1]};
-        const int64_t n = rows * half;
-        float2 *t = (float2 *)op_cuda_scratch(d, SCR_ROPE, sizeof(float2) * (size_t)n);
-        if (!t) return -1;
-        rope_table_f_k<<<op_grid(n), 256, 0, cdev(d)->st>>>(t, ra, rows);
-        OPL();
-        tab = t;
-    }
+    if (rope_table(d, OP, rope, rows, &tab)) return -1;
     QkSide s[2];
     for (int i = 0; i < 2; i++) {
         vdn_tensor *o = i ? k_out : q_out;
@@ -497,23 +489,8 @@ int op_cuda_qk_norm_rope(vdn_tensor *q_out, vdn_tensor *k_out, const vdn_tensor 
     if (head_dim % 8 == 0 && 32 % (head_dim / 8) == 0 && half % 8 == 0 &&
         qk_vec_side(q_out, q_in, wq) && qk_vec_side(k_out, k_in, wk))
         return qk_norm_rope_vec(d, OP, q_out, k_out, q_in, k_in, wq, wk, head_dim, eps, rope);
-    const double2 *tab = NULL;
-    if (rope) {
-        const RopeArgs ra = {(const double *)rope->pos->data,
-                             rope->pos->ld,
-                             (const float *)rope->inv->data,
-                             rope->n_rot,
-                             rope->sections[0],
-                             rope->sections[1]};
-        const int64_t n = rows * (rope->n_rot / 2);
-        if (n > 0) {
-            double2 *t = (double2 *)op_cuda_scratch(d, SCR_ROPE, sizeof(double2) * (size_t)n);
-            if (!t) return -1;
-            rope_table_k<<<op_grid(n), 256, 0, cdev(d)->st>>>(t, ra, rows);
-            OPL();
-            tab = t;
-        }
-    }
+    const float2 *tab = NULL;
+    if (rope_table(d, OP, rope, rows, &tab)) return -1;
     const int rot = rope ? rope->n_rot : 0;
     const int nv = head_dim <= 32 ? 1 : head_dim <= 64 ? 2 : head_dim <= 128 ? 4 : 8;
     const int items = QK_VALS / nv; /* heads a warp holds */
