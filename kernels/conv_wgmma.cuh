@@ -50,4 +50,23 @@ __device__ __forceinline__ uint64_t wg_desc(const void *p) {
            ((uint64_t)1 << 62);
 }
 
+/* 16 bytes global -> shared without registers (cp.async, L2 only: the weights are re-read by
+ * every column tile); cp_wait0 makes this thread's copies complete and visible to it */
+__device__ __forceinline__ void cp16(void *dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+__device__ __forceinline__ void cp_wait0() {
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+/* at most one wgmma group still in flight (the one committed last) */
+__device__ __forceinline__ void wg_wait1() {
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+}
+
 #endif

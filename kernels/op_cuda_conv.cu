@@ -71,6 +71,11 @@ struct ConvArgs {
     int ksplit;
     int64_t rchunk;
     float *part;
+    /* conv_wg_k's pre-split weights (wg_pre): per 64-channel block y and 32-term stage s, the A
+     * tile's TF32 big then small part in the kernel's swizzled layout, 4096 words at (y nstages +
+     * s) 4096, zero past cout and cin K (wsplit_k) */
+    const uint32_t *wsplit;
+    int64_t nstages;
 };
 
 __device__ __forceinline__ uint32_t to_tf32(float v) {
@@ -368,10 +373,15 @@ template <bool SPLIT> struct WgSmem {
     }
 };
 
-template <bool SPLIT, bool F32>
+/* PRE (wg_pre): the A tiles come pre-split from g.wsplit by cp.async (no registers, no split per
+ * block), and each 8-term step's products go to one of two temporaries in turn, so that step
+ * ks + 1's wgmmas run while step ks's float32 add does (one wgmma group in flight at the add;
+ * the same adds in the same order as !PRE: the same bits) */
+template <bool SPLIT, bool F32, bool PRE>
 __global__ void __launch_bounds__(WG_THREADS, 2) conv_wg_k(ConvArgs g) {
     using SM = WgSmem<SPLIT>;
     constexpr int W = SM::W;
+    static_assert(!PRE || SPLIT, "pre-split weights: the split form only");
     extern __shared__ __align__(16) unsigned char wg_smem[];
     /* the swizzled tiles want 1024-byte alignment (the launch asks for 1024 bytes more) */
     const uint32_t sa = (uint32_t)__cvta_generic_to_shared(wg_smem);
@@ -394,6 +404,7 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_wg_k(ConvArgs g) {
     auto load = [&](int64_t r0) {
 #pragma unroll
         for (int t = 0; t < WG_A_PER; t++) {
+            if (PRE) break;
             const int64_t o = o0 + warp + 8 * t, r = r0 + lane;
             ra[t] = o < g.cout && r < R ? ld_el<F32>(g.w, o, r) : 0.f;
         }
@@ -413,6 +424,7 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_wg_k(ConvArgs g) {
     auto store = [&](uint32_t *buf) {
 #pragma unroll
         for (int t = 0; t < WG_A_PER; t++) {
+            if (PRE) break;
             const int w = (warp + 8 * t) * CB + a_word;
             const uint32_t big = to_tf32(ra[t]);
             buf[w] = big;
@@ -452,41 +464,91 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_wg_k(ConvArgs g) {
         }
     };
 
-    float acc[32], t[32];
+    /* PRE: stage r0's A tile (both parts, 16 KiB) into buf, 4 16-byte copies a thread */
+    auto load_a = [&](uint32_t *buf, int64_t r0) {
+        const uint32_t *src = g.wsplit + ((int64_t)blockIdx.y * g.nstages + r0 / CB) * (2 * SM::A);
+#pragma unroll
+        for (int t = 0; t < 2 * SM::A / 4 / WG_THREADS; t++) {
+            const int c = 4 * (tid + WG_THREADS * t);
+            cp16(buf + c, src + c);
+        }
+        cp_commit();
+    };
+
+    float acc[32], t[32], t2[PRE ? 32 : 1];
 #pragma unroll
     for (int i = 0; i < 32; i++)
         acc[i] = t[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < (PRE ? 32 : 1); i++)
+        t2[i] = 0.f;
     const uint64_t d0 = wg_desc(base); /* descriptors advance in 16-byte units */
+    if (PRE) load_a(base, rb);
     load(rb);
     int nb = 0;
     for (int64_t r0 = rb; r0 < R; r0 += CB, nb ^= 1) {
         uint32_t *buf = base + nb * SM::BUF;
         store(buf);
-        __syncthreads(); /* the strip is complete */
+        if (PRE) cp_wait0(); /* this thread's part of the A tile has landed */
+        __syncthreads();     /* the strip (and PRE: the A tile) is complete */
         expand(buf, r0);
         wg_fence_smem(); /* these stores, then the tensor cores' reads */
         __syncthreads();
-        if (r0 + CB < R) load(r0 + CB); /* in flight during the products below */
+        if (r0 + CB < R) { /* in flight during the products below */
+            /* PRE: the other buffer's last readers, the previous stage's wgmmas, all completed
+             * (each warpgroup waits for its last group before this stage's barriers) */
+            if (PRE) load_a(base + (nb ^ 1) * SM::BUF, r0 + CB);
+            load(r0 + CB);
+        }
         const uint64_t da = d0 + (uint64_t)(nb * SM::BUF * 4 >> 4),
                        dx = da + (uint64_t)(W * SM::A * 4 >> 4) + (uint64_t)(wg * 64 * CB * 4 >> 4);
         constexpr uint64_t SA = SM::A * 4 >> 4, SX = SM::X * 4 >> 4; /* to the small parts */
+        if constexpr (PRE) {
+            /* step ks into t (even) or t2 (odd); then, with one group left in flight, step
+             * ks - 1's add */
 #pragma unroll
-        for (int ks = 0; ks < CB / 8; ks++) { /* 8 terms: 32 bytes, 2 descriptor units */
-            const uint64_t k2 = 2 * ks;
-            wg_fence();
-            if (SPLIT) { /* the small terms first, as conv_mma_k */
-                wg_tf32(t, da + SA + k2, dx + k2, 0);
-                wg_tf32(t, da + k2, dx + SX + k2, 1);
-                wg_tf32(t, da + k2, dx + k2, 1);
-            } else {
-                wg_tf32(t, da + k2, dx + k2, 0);
+            for (int ks = 0; ks < CB / 8; ks++) {
+                const uint64_t k2 = 2 * ks;
+                float(&tc)[32] = ks % 2 ? t2 : t;
+                float(&tp)[32] = ks % 2 ? t : t2;
+                wg_fence();
+                wg_tf32(tc, da + SA + k2, dx + k2, 0);
+                wg_tf32(tc, da + k2, dx + SX + k2, 1);
+                wg_tf32(tc, da + k2, dx + k2, 1);
+                wg_commit();
+                if (ks > 0) {
+                    wg_wait1();
+                    wg_pin(tp);
+#pragma unroll
+                    for (int i = 0; i < 32; i++)
+                        acc[i] = __fadd_rn(acc[i], tp[i]);
+                }
             }
-            wg_commit();
+            float(&tl)[32] = (CB / 8 - 1) % 2 ? t2 : t;
             wg_wait0();
-            wg_pin(t);
+            wg_pin(tl);
 #pragma unroll
             for (int i = 0; i < 32; i++)
-                acc[i] = __fadd_rn(acc[i], t[i]);
+                acc[i] = __fadd_rn(acc[i], tl[i]);
+        } else {
+#pragma unroll
+            for (int ks = 0; ks < CB / 8; ks++) { /* 8 terms: 32 bytes, 2 descriptor units */
+                const uint64_t k2 = 2 * ks;
+                wg_fence();
+                if (SPLIT) { /* the small terms first, as conv_mma_k */
+                    wg_tf32(t, da + SA + k2, dx + k2, 0);
+                    wg_tf32(t, da + k2, dx + SX + k2, 1);
+                    wg_tf32(t, da + k2, dx + k2, 1);
+                } else {
+                    wg_tf32(t, da + k2, dx + k2, 0);
+                }
+                wg_commit();
+                wg_wait0();
+                wg_pin(t);
+#pragma unroll
+                for (int i = 0; i < 32; i++)
+                    acc[i] = __fadd_rn(acc[i], t[i]);
+            }
         }
     }
     /* accumulator 4 j + 2 h2 + h: row 16 (warp % 4) + lane / 4 + 8 h2, column 8 j + 2 (lane % 4)
@@ -566,11 +628,39 @@ bool wg_on() {
     return !(e && !strcmp(e, "0"));
 }
 
-/* conv_wg_k: strips of the stage's channels, unpadded (swp = sw samples) */
-template <bool SPLIT, bool F32> cudaError_t launch_wg(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
-    g.sw = strip_samples(g, WG_BN), g.nch = strip_channels(g), g.swp = g.sw;
+/* VDN_CONV_WGPIPE=0: conv_wg_k splitting its weights per block, one temporary (the kernel before
+ * wg_pre's pre-split weights and two temporaries; to compare the two) */
+bool wg_pre() {
+    const char *e = getenv("VDN_CONV_WGPIPE");
+    return !(e && !strcmp(e, "0"));
+}
+
+/* conv_wg_k's pre-split weights (ConvArgs.wsplit): thread e takes weight (o, r) of the padded
+ * [64 ceil(cout / 64)] x [32 nstages] matrix (zero outside cout x rk: consecutive threads read
+ * consecutive r) and writes its TF32 big and small parts where conv_wg_k's store puts them:
+ * row m = o % 64, term kk = r % 32 at word 32 m + ((kk / 4) ^ (m % 8)) 4 + kk % 4 of the
+ * (o / 64, r / 32) tile's big part, 2048 words on for the small one */
+template <bool F32>
+__global__ void wsplit_k(FView w, int64_t cout, int64_t rk, int64_t nstages, uint32_t *dst) {
+    const int64_t rp = nstages * CB, total = (cout + WG_BM - 1) / WG_BM * WG_BM * rp;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t o = e / rp, r = e % rp;
+        const float v = o < cout && r < rk ? ld_el<F32>(w, o, r) : 0.f;
+        const int m = (int)(o % WG_BM), kk = (int)(r % CB);
+        uint32_t *tile = dst + ((o / WG_BM) * nstages + r / CB) * (2 * WG_BM * CB);
+        const int word = m * CB + ((((kk >> 2) ^ (m & 7)) << 2) | (kk & 3));
+        const uint32_t big = to_tf32(v);
+        tile[word] = big;
+        tile[WG_BM * CB + word] = to_tf32(v - __uint_as_float(big));
+    }
+}
+
+/* one conv_wg_k instantiation's launch: its shared memory opted in once per device */
+template <bool SPLIT, bool F32, bool PRE>
+cudaError_t launch_wg_k(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
     const size_t smem = WgSmem<SPLIT>::bytes(g.nch, g.swp);
-    auto k = conv_wg_k<SPLIT, F32>;
+    auto k = conv_wg_k<SPLIT, F32, PRE>;
     static size_t opted[64]; /* per device ordinal below 64, as launch_tile */
     if (dev >= 64 || smem > opted[dev]) {
         cudaError_t e =
@@ -586,6 +676,27 @@ template <bool SPLIT, bool F32> cudaError_t launch_wg(vdn_dev *d, ConvArgs g, un
                     (unsigned)((g.cout + WG_BM - 1) / WG_BM), z);
     k<<<grid, WG_THREADS, smem, cdev(d)->st>>>(g);
     return cudaSuccess;
+}
+
+/* conv_wg_k: strips of the stage's channels, unpadded (swp = sw samples); the split form with
+ * its weights split first into scratch (wsplit_k: one pass over w per call, instead of every
+ * column tile splitting its A tiles again) unless VDN_CONV_WGPIPE=0 */
+template <bool SPLIT, bool F32> cudaError_t launch_wg(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
+    g.sw = strip_samples(g, WG_BN), g.nch = strip_channels(g), g.swp = g.sw;
+    if constexpr (SPLIT) {
+        if (wg_pre()) {
+            g.nstages = (g.cin * g.K + CB - 1) / CB;
+            const int64_t total = (g.cout + WG_BM - 1) / WG_BM * WG_BM * g.nstages * CB;
+            uint32_t *ws =
+                (uint32_t *)op_cuda_scratch(d, SCR_CONV2, sizeof(uint32_t) * 2 * (size_t)total);
+            if (!ws) return cudaErrorMemoryAllocation;
+            wsplit_k<F32>
+                <<<op_grid(total), 256, 0, cdev(d)->st>>>(g.w, g.cout, g.cin * g.K, g.nstages, ws);
+            g.wsplit = ws;
+            return launch_wg_k<true, F32, true>(d, g, z, dev);
+        }
+    }
+    return launch_wg_k<SPLIT, F32, false>(d, g, z, dev);
 }
 
 /* conv1d's 64 x 128 strip tiles on wgmma (conv_wg_k) unless VDN_CONV_WGMMA=0; else conv_mma_k */
@@ -821,7 +932,7 @@ int conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_te
     g.cin = vdn_tensor_cols(w) / K, g.lin = vdn_tensor_cols(x);
     g.cout = vdn_tensor_rows(w), g.lout = vdn_tensor_cols(y), g.ncols = g.lout;
     g.K = K, g.stride = stride, g.pad = pad, g.dil = dilation, g.J = 1, g.phases = 1;
-    g.ksplit = 1, g.rchunk = g.cin * K, g.part = NULL;
+    g.ksplit = 1, g.rchunk = g.cin * K, g.part = NULL, g.wsplit = NULL, g.nstages = 0;
     if (g.cout * g.lout == 0) return 0;
     return launch_conv<false>(d, OP, g, vdn_tensor_rows(x) / g.cin);
 }
@@ -840,7 +951,7 @@ int conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, co
     g.ncols = (g.lout - 1 + pad) / stride + 1;
     g.K = K, g.stride = stride, g.pad = pad, g.dil = 1;
     g.J = (K + stride - 1) / stride, g.phases = stride;
-    g.ksplit = 1, g.rchunk = g.cin * g.J, g.part = NULL;
+    g.ksplit = 1, g.rchunk = g.cin * g.J, g.part = NULL, g.wsplit = NULL, g.nstages = 0;
     if (g.cout * g.lout == 0) return 0;
     return launch_conv<true>(d, OP, g, vdn_tensor_rows(x) / g.cin);
 }
