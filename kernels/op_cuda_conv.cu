@@ -71,9 +71,9 @@ struct ConvArgs {
     int ksplit;
     int64_t rchunk;
     float *part;
-    /* conv_wg_k's pre-split weights (wg_pre): per 64-channel block y and 32-term stage s, the A
-     * tile's TF32 big then small part in the kernel's swizzled layout, 4096 words at (y nstages +
-     * s) 4096, zero past cout and cin K (wsplit_k) */
+    /* conv_wg_k's pre-split weights (the split form): per 64-channel block y and 32-term stage s,
+     * the A tile's TF32 big then small part in the kernel's swizzled layout, 4096 words at (y
+     * nstages + s) 4096, zero past cout and cin K (wsplit_k) */
     const uint32_t *wsplit;
     int64_t nstages;
 };
@@ -373,15 +373,17 @@ template <bool SPLIT> struct WgSmem {
     }
 };
 
-/* PRE (wg_pre): the A tiles come pre-split from g.wsplit by cp.async (no registers, no split per
- * block), and each 8-term step's products go to one of two temporaries in turn, so that step
- * ks + 1's wgmmas run while step ks's float32 add does (one wgmma group in flight at the add;
- * the same adds in the same order as !PRE: the same bits) */
-template <bool SPLIT, bool F32, bool PRE>
+/* The split form (PRE) takes its A tiles pre-split from g.wsplit by cp.async (no registers, no
+ * split per block), and each 8-term step's products go to one of two temporaries in turn, so that
+ * step ks + 1's wgmmas run while step ks's float32 add does (one wgmma group in flight at the add;
+ * the same adds in the same order as with one temporary). H200, 5 s stereo decode: 25.9 ms
+ * against 27.3 ms for the kernel that split A per block through registers with one temporary
+ * (same run; conv1d 17.65 ms against 18.97). The plain TF32 form loads A through registers. */
+template <bool SPLIT, bool F32>
 __global__ void __launch_bounds__(WG_THREADS, 2) conv_wg_k(ConvArgs g) {
     using SM = WgSmem<SPLIT>;
     constexpr int W = SM::W;
-    static_assert(!PRE || SPLIT, "pre-split weights: the split form only");
+    constexpr bool PRE = SPLIT;
     extern __shared__ __align__(16) unsigned char wg_smem[];
     /* the swizzled tiles want 1024-byte alignment (the launch asks for 1024 bytes more) */
     const uint32_t sa = (uint32_t)__cvta_generic_to_shared(wg_smem);
@@ -628,13 +630,6 @@ bool wg_on() {
     return !(e && !strcmp(e, "0"));
 }
 
-/* VDN_CONV_WGPIPE=0: conv_wg_k splitting its weights per block, one temporary (the kernel before
- * wg_pre's pre-split weights and two temporaries; to compare the two) */
-bool wg_pre() {
-    const char *e = getenv("VDN_CONV_WGPIPE");
-    return !(e && !strcmp(e, "0"));
-}
-
 /* conv_wg_k's pre-split weights (ConvArgs.wsplit): thread e takes weight (o, r) of the padded
  * [64 ceil(cout / 64)] x [32 nstages] matrix (zero outside cout x rk: consecutive threads read
  * consecutive r) and writes its TF32 big and small parts where conv_wg_k's store puts them:
@@ -657,10 +652,10 @@ __global__ void wsplit_k(FView w, int64_t cout, int64_t rk, int64_t nstages, uin
 }
 
 /* one conv_wg_k instantiation's launch: its shared memory opted in once per device */
-template <bool SPLIT, bool F32, bool PRE>
+template <bool SPLIT, bool F32>
 cudaError_t launch_wg_k(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
     const size_t smem = WgSmem<SPLIT>::bytes(g.nch, g.swp);
-    auto k = conv_wg_k<SPLIT, F32, PRE>;
+    auto k = conv_wg_k<SPLIT, F32>;
     static size_t opted[64]; /* per device ordinal below 64, as launch_tile */
     if (dev >= 64 || smem > opted[dev]) {
         cudaError_t e =
@@ -680,23 +675,20 @@ cudaError_t launch_wg_k(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
 
 /* conv_wg_k: strips of the stage's channels, unpadded (swp = sw samples); the split form with
  * its weights split first into scratch (wsplit_k: one pass over w per call, instead of every
- * column tile splitting its A tiles again) unless VDN_CONV_WGPIPE=0 */
+ * column tile splitting its A tiles again) */
 template <bool SPLIT, bool F32> cudaError_t launch_wg(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
     g.sw = strip_samples(g, WG_BN), g.nch = strip_channels(g), g.swp = g.sw;
     if constexpr (SPLIT) {
-        if (wg_pre()) {
-            g.nstages = (g.cin * g.K + CB - 1) / CB;
-            const int64_t total = (g.cout + WG_BM - 1) / WG_BM * WG_BM * g.nstages * CB;
-            uint32_t *ws =
-                (uint32_t *)op_cuda_scratch(d, SCR_CONV2, sizeof(uint32_t) * 2 * (size_t)total);
-            if (!ws) return cudaErrorMemoryAllocation;
-            wsplit_k<F32>
-                <<<op_grid(total), 256, 0, cdev(d)->st>>>(g.w, g.cout, g.cin * g.K, g.nstages, ws);
-            g.wsplit = ws;
-            return launch_wg_k<true, F32, true>(d, g, z, dev);
-        }
+        g.nstages = (g.cin * g.K + CB - 1) / CB;
+        const int64_t total = (g.cout + WG_BM - 1) / WG_BM * WG_BM * g.nstages * CB;
+        uint32_t *ws =
+            (uint32_t *)op_cuda_scratch(d, SCR_CONV2, sizeof(uint32_t) * 2 * (size_t)total);
+        if (!ws) return cudaErrorMemoryAllocation;
+        wsplit_k<F32>
+            <<<op_grid(total), 256, 0, cdev(d)->st>>>(g.w, g.cout, g.cin * g.K, g.nstages, ws);
+        g.wsplit = ws;
     }
-    return launch_wg_k<SPLIT, F32, false>(d, g, z, dev);
+    return launch_wg_k<SPLIT, F32>(d, g, z, dev);
 }
 
 /* conv1d's 64 x 128 strip tiles on wgmma (conv_wg_k) unless VDN_CONV_WGMMA=0; else conv_mma_k */

@@ -1602,11 +1602,6 @@ int main(void) {
     printf("VDN_CONV_WGMMA=0:\n");
     conv_cases();
     unsetenv("VDN_CONV_WGMMA");
-    /* conv_wg_k splitting its weights per block, one temporary (before the pre-split weights) */
-    setenv("VDN_CONV_WGPIPE", "0", 1);
-    printf("VDN_CONV_WGPIPE=0:\n");
-    conv_cases();
-    unsetenv("VDN_CONV_WGPIPE");
 
     /* the first fork of dev[1] makes its lane 1 (the workspace check) */
     case_lanes(256, 512, 8, !selftest);
