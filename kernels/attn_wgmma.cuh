@@ -24,6 +24,7 @@
 
 #include "cuda_util.cuh"
 #include "tma.cuh"
+#include "wgmma.cuh"
 
 #define BM 128
 #define BN 128
@@ -95,30 +96,6 @@ __device__ __forceinline__ void wgmma_pv(float *d, const unsigned *a, uint64_t d
         wgmma_rs64(d, a, db, acc);
 }
 
-__device__ __forceinline__ void wgmma_fence() {
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit() {
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_wait0() {
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_wait1() {
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-}
-/* Registers an in-flight wgmma reads or writes must not be touched (or reused) by the compiler
- * before the matching wait: an empty asm that "modifies" them pins them after it. */
-template <int N> __device__ __forceinline__ void fence_regs(float *r) {
-#pragma unroll
-    for (int i = 0; i < N; i++)
-        asm volatile("" : "+f"(r[i])::"memory");
-}
-template <int N> __device__ __forceinline__ void fence_regs(unsigned *r) {
-#pragma unroll
-    for (int i = 0; i < N; i++)
-        asm volatile("" : "+r"(r[i])::"memory");
-}
 /* named barrier 1 between the two warpgroups (barrier 0 is __syncthreads) */
 __device__ __forceinline__ void named_sync(int id, int n) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory");
@@ -126,17 +103,6 @@ __device__ __forceinline__ void named_sync(int id, int n) {
 __device__ __forceinline__ void named_arrive(int id, int n) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory");
 }
-__device__ __forceinline__ void fence_async_smem() {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-/* shared-memory matrix descriptor: 128B swizzle, 8-row groups 1024 bytes apart */
-__device__ __forceinline__ uint64_t desc(const void *p) {
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
-           ((uint64_t)1 << 62);
-}
-
 /* K and V^T stages of attn_pingpong.cu's ring: 3 at head dim 128 (224 KB of shared memory with
  * Q). A block's copies are issued PP_AHEAD = 2 blocks before its use, into the stage of block
  * j - 3, the block just before the current one, so the refill (thread 0, blocking warpgroup 0)

@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "wgmma.cuh"
+
 /* d (+)= A B: 64 x 64 outputs of a warpgroup, A 64 x 8 and B 8 x 64 (stored as 64 rows of 8) */
 __device__ __forceinline__ void wg_tf32(float (&d)[32], uint64_t da, uint64_t db, int accumulate) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
@@ -24,32 +26,6 @@ __device__ __forceinline__ void wg_tf32(float (&d)[32], uint64_t da, uint64_t db
                  : "l"(da), "l"(db), "r"(accumulate));
 }
 
-__device__ __forceinline__ void wg_fence() {
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wg_commit() {
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wg_wait0() {
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-/* the accumulators are read only after the wait: an empty asm that "modifies" them pins them */
-__device__ __forceinline__ void wg_pin(float (&r)[32]) {
-#pragma unroll
-    for (int i = 0; i < 32; i++)
-        asm volatile("" : "+f"(r[i])::"memory");
-}
-/* shared-memory writes of ordinary stores made visible to the tensor cores' (async) reads */
-__device__ __forceinline__ void wg_fence_smem() {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-/* matrix descriptor of a 128-byte-swizzled K-major tile (start address in 16-byte units) */
-__device__ __forceinline__ uint64_t wg_desc(const void *p) {
-    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
-           ((uint64_t)1 << 62);
-}
-
 /* 16 bytes global -> shared without registers (cp.async, L2 only: the weights are re-read by
  * every column tile); cp_wait0 makes this thread's copies complete and visible to it */
 __device__ __forceinline__ void cp16(void *dst, const void *src) {
@@ -63,10 +39,6 @@ __device__ __forceinline__ void cp_commit() {
 }
 __device__ __forceinline__ void cp_wait0() {
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
-/* at most one wgmma group still in flight (the one committed last) */
-__device__ __forceinline__ void wg_wait1() {
-    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 }
 
 #endif

@@ -484,7 +484,7 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_wg_k(ConvArgs g) {
 #pragma unroll
     for (int i = 0; i < (PRE ? 32 : 1); i++)
         t2[i] = 0.f;
-    const uint64_t d0 = wg_desc(base); /* descriptors advance in 16-byte units */
+    const uint64_t d0 = desc(base); /* descriptors advance in 16-byte units */
     if (PRE) load_a(base, rb);
     load(rb);
     int nb = 0;
@@ -494,7 +494,7 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_wg_k(ConvArgs g) {
         if (PRE) cp_wait0(); /* this thread's part of the A tile has landed */
         __syncthreads();     /* the strip (and PRE: the A tile) is complete */
         expand(buf, r0);
-        wg_fence_smem(); /* these stores, then the tensor cores' reads */
+        fence_async_smem(); /* these stores, then the tensor cores' reads */
         __syncthreads();
         if (r0 + CB < R) { /* in flight during the products below */
             /* PRE: the other buffer's last readers, the previous stage's wgmmas, all completed
@@ -513,22 +513,22 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_wg_k(ConvArgs g) {
                 const uint64_t k2 = 2 * ks;
                 float(&tc)[32] = ks % 2 ? t2 : t;
                 float(&tp)[32] = ks % 2 ? t : t2;
-                wg_fence();
+                wgmma_fence();
                 wg_tf32(tc, da + SA + k2, dx + k2, 0);
                 wg_tf32(tc, da + k2, dx + SX + k2, 1);
                 wg_tf32(tc, da + k2, dx + k2, 1);
-                wg_commit();
+                wgmma_commit();
                 if (ks > 0) {
-                    wg_wait1();
-                    wg_pin(tp);
+                    wgmma_wait1();
+                    fence_regs<32>(tp);
 #pragma unroll
                     for (int i = 0; i < 32; i++)
                         acc[i] = __fadd_rn(acc[i], tp[i]);
                 }
             }
             float(&tl)[32] = (CB / 8 - 1) % 2 ? t2 : t;
-            wg_wait0();
-            wg_pin(tl);
+            wgmma_wait0();
+            fence_regs<32>(tl);
 #pragma unroll
             for (int i = 0; i < 32; i++)
                 acc[i] = __fadd_rn(acc[i], tl[i]);
@@ -536,7 +536,7 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_wg_k(ConvArgs g) {
 #pragma unroll
             for (int ks = 0; ks < CB / 8; ks++) { /* 8 terms: 32 bytes, 2 descriptor units */
                 const uint64_t k2 = 2 * ks;
-                wg_fence();
+                wgmma_fence();
                 if (SPLIT) { /* the small terms first, as conv_mma_k */
                     wg_tf32(t, da + SA + k2, dx + k2, 0);
                     wg_tf32(t, da + k2, dx + SX + k2, 1);
@@ -544,9 +544,9 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_wg_k(ConvArgs g) {
                 } else {
                     wg_tf32(t, da + k2, dx + k2, 0);
                 }
-                wg_commit();
-                wg_wait0();
-                wg_pin(t);
+                wgmma_commit();
+                wgmma_wait0();
+                fence_regs<32>(t);
 #pragma unroll
                 for (int i = 0; i < 32; i++)
                     acc[i] = __fadd_rn(acc[i], t[i]);
