@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "op_profile.h"
+#include "sampler.h"
 #include "vae.h"
 #include "vae_init.h"
 #include "vdn_util.h"
@@ -49,23 +49,11 @@ static void usage(FILE *f) {
         "  --json OUT.json       also write our JSON line there\n");
 }
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
+/* standard normal latents from the sampler's seeded stream (sampler.h) */
 static void randn(float *x, size_t n, uint64_t seed) {
-    for (size_t i = 0; i < n; i += 2) { /* Box-Muller over a 64-bit LCG */
-        double u[2];
-        for (int k = 0; k < 2; k++) {
-            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
-            u[k] = ((seed >> 11) + 0.5) * 0x1.0p-53;
-        }
-        double r = sqrt(-2 * log(u[0]));
-        x[i] = (float)(r * cos(2 * M_PI * u[1]));
-        if (i + 1 < n) x[i + 1] = (float)(r * sin(2 * M_PI * u[1]));
-    }
+    vdn_rng r;
+    vdn_rng_seed(&r, seed);
+    vdn_rng_normal(&r, x, n);
 }
 
 static int int_arg(const char *opt, const char *v, int lo, int hi, int *out) {
@@ -172,11 +160,11 @@ static int run_setup(const bench_opts *o, bench_run *b, bench_result *res, char 
         if (vdn_vae_init_audio_full(o->random_audio, 1, err, errlen)) return -1;
         adir = o->random_audio;
     }
-    const double t0 = now();
+    const double t0 = vdn_now();
     if (o->vae && !(b->v = vdn_video_vae_load_precision(b->dev, o->vae, o->precision, err, errlen)))
         return -1;
     if (adir && !(b->a = vdn_audio_vae_load(b->dev, adir, err, errlen))) return -1;
-    res->load_s = now() - t0;
+    res->load_s = vdn_now() - t0;
     if (b->v) {
         const vdn_vae_video_config *c = vdn_video_vae_config(b->v);
         if ((res->F = vdn_video_vae_frames(b->v, o->T, err, errlen)) < 0) return -1;
@@ -202,7 +190,7 @@ static int run_setup(const bench_opts *o, bench_run *b, bench_result *res, char 
 /* one decode of each loaded decoder; *tv, *ta their wall times */
 static int decode_once(const bench_opts *o, bench_run *b, int profile, double *tv, double *ta,
                        char *err, size_t errlen) {
-    double s = now();
+    double s = vdn_now();
     if (b->v) {
         if (profile && vdn_prof_start(b->dev) != 0)
             return vdn_fail(err, errlen, "%s", vdn_dev_error(b->dev));
@@ -210,7 +198,7 @@ static int decode_once(const bench_opts *o, bench_run *b, int profile, double *t
             return -1;
         if (profile) vdn_prof_stop(b->dev, stderr, "video decode");
     }
-    double m = now();
+    double m = vdn_now();
     if (b->a) {
         if (profile && vdn_prof_start(b->dev) != 0)
             return vdn_fail(err, errlen, "%s", vdn_dev_error(b->dev));
@@ -219,7 +207,7 @@ static int decode_once(const bench_opts *o, bench_run *b, int profile, double *t
         if (profile) vdn_prof_stop(b->dev, stderr, "audio decode");
     }
     *tv = m - s;
-    *ta = now() - m;
+    *ta = vdn_now() - m;
     return 0;
 }
 
