@@ -110,51 +110,41 @@ int op_cuda_fp8_x(vdn_dev *d, const char *OP, const vdn_tensor *x, Fp8Rows *o) {
 
 namespace {
 
-/* y = bf16(sx[r] sw[o] D[r, o] + b[o] (+ y[r, o])), 8 columns a thread (n % 8 == 0, 16-byte
- * aligned rows of D and y, sw 16-byte aligned). D may be y itself (no accumulate). bias: packed
- * float32 or NULL, vb: 16-byte aligned (vector loads); the scales and bias as vectors keep the
- * kernel at memory speed (per-element loads and dtype switches made it compute-bound). */
-__global__ void k_fp8_epilogue(const bf16 *D, int64_t ldd, bf16 *y, int64_t ldy, const float *sx,
-                               const float *sw, const float *bias, int vb, int64_t rows, int64_t n,
-                               int acc) {
-    /* a block a row (grid-stride), threads over its 8-column groups: no division per thread */
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const float s = sx[r];
-        const bf16 *Dr = D + r * ldd;
-        bf16 *yr = y + r * ldy;
-        for (int64_t c = threadIdx.x * 8; c < n; c += blockDim.x * 8) {
-            float f[8], prev[8], cw[8], bb[8] = {0.f};
-            unpack8(*(const uint4 *)(Dr + c), f);
-            if (acc) unpack8(*(const uint4 *)(yr + c), prev);
-            fp8::load8f(sw + c, cw);
-            if (bias) fp8::load8v(bias + c, vb, bb);
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const float v = fmaf(s * cw[j], f[j], bb[j]);
-                f[j] = acc ? prev[j] + v : v;
-            }
-            *(uint4 *)(yr + c) = pack8(f);
-        }
-    }
+/* 8 consecutive values of an output row as float32, and back (bf16: one 16-byte word; float32:
+ * two) */
+__device__ __forceinline__ void load_out8(const bf16 *p, float *f) {
+    unpack8(*(const uint4 *)p, f);
+}
+__device__ __forceinline__ void load_out8(const float *p, float *f) {
+    const float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+__device__ __forceinline__ void store_out8(bf16 *p, const float *f) {
+    *(uint4 *)p = pack8(f);
+}
+__device__ __forceinline__ void store_out8(float *p, const float *f) {
+    ((float4 *)p)[0] = make_float4(f[0], f[1], f[2], f[3]);
+    ((float4 *)p)[1] = make_float4(f[4], f[5], f[6], f[7]);
 }
 
-/* The same into a float32 y (the video VAE's residual stream accumulates its branches there):
- * y = sx[r] sw[o] D[r, o] + b[o] (+ y[r, o]) in fp32, 8 columns a thread (16-byte aligned rows
- * of y). D is always scratch here. */
-__global__ void k_fp8_epilogue_f32(const bf16 *D, int64_t ldd, float *y, int64_t ldy,
-                                   const float *sx, const float *sw, const float *bias, int vb,
-                                   int64_t rows, int64_t n, int acc) {
+/* y = sx[r] sw[o] D[r, o] + b[o] (+ y[r, o]) in float32, stored as T (bf16 or float32: the video
+ * VAE's residual stream accumulates its branches there), 8 columns a thread (n % 8 == 0, 16-byte
+ * aligned rows of D and y, sw 16-byte aligned). D may be a bf16 y itself (no accumulate). bias:
+ * packed float32 or NULL, vb: 16-byte aligned (vector loads); the scales and bias as vectors keep
+ * the kernel at memory speed (per-element loads and dtype switches made it compute-bound). A block
+ * a row (grid-stride), threads over its 8-column groups: no division per thread. */
+template <typename T>
+__global__ void k_fp8_epilogue(const bf16 *D, int64_t ldd, T *y, int64_t ldy, const float *sx,
+                               const float *sw, const float *bias, int vb, int64_t rows, int64_t n,
+                               int acc) {
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const float s = sx[r];
         const bf16 *Dr = D + r * ldd;
-        float *yrow = y + r * ldy;
+        T *yr = y + r * ldy;
         for (int64_t c = threadIdx.x * 8; c < n; c += blockDim.x * 8) {
-            float f[8], cw[8], bb[8] = {0.f};
+            float f[8], prev[8] = {0.f}, cw[8], bb[8] = {0.f};
             unpack8(*(const uint4 *)(Dr + c), f);
-            float4 *yr = (float4 *)(yrow + c);
-            float4 p0 = make_float4(0.f, 0.f, 0.f, 0.f), p1 = p0;
-            if (acc) p0 = yr[0], p1 = yr[1];
-            const float prev[8] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
+            if (acc) load_out8(yr + c, prev);
             fp8::load8f(sw + c, cw);
             if (bias) fp8::load8v(bias + c, vb, bb);
 #pragma unroll
@@ -162,8 +152,7 @@ __global__ void k_fp8_epilogue_f32(const bf16 *D, int64_t ldd, float *y, int64_t
                 const float v = fmaf(s * cw[j], f[j], bb[j]);
                 f[j] = acc ? prev[j] + v : v;
             }
-            yr[0] = make_float4(f[0], f[1], f[2], f[3]);
-            yr[1] = make_float4(f[4], f[5], f[6], f[7]);
+            store_out8(yr + c, f);
         }
     }
 }
@@ -218,10 +207,10 @@ int op_cuda_linear_fp8(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, 
             const int vb = aligned16(bias);
             const int grid = (int)(rows < 65536 ? rows : 65536); /* a block a row */
             if (y32)
-                k_fp8_epilogue_f32<<<grid, 256, 0, cdev(d)->st>>>(
+                k_fp8_epilogue<float><<<grid, 256, 0, cdev(d)->st>>>(
                     D, ldd, (float *)y->data, y->ld, sx, w->scale, bias, vb, rows, n, accumulate);
             else
-                k_fp8_epilogue<<<grid, 256, 0, cdev(d)->st>>>(
+                k_fp8_epilogue<bf16><<<grid, 256, 0, cdev(d)->st>>>(
                     D, ldd, (bf16 *)y->data, y->ld, sx, w->scale, bias, vb, rows, n, accumulate);
             OPL();
             return op_cuda_bias_act(d, OP, fview(y), rows, n, NULL, act);
