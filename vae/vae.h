@@ -63,9 +63,9 @@ int vdn_audio_vae_decode(vdn_audio_vae *a, const float *latents, int channels, i
  * A group is n decoders of the same VAE (the same config; each loaded on its own device, with its
  * own copy of the weights). A group decode deals the clip's device work over the members and runs
  * member i's share on a thread of its own (member 0's on the caller's), so each device is still
- * used by one thread at a time; the host work between (the stitch of a chunk's tiles, the
- * cross-fades, the de-normalisation) is the one decoder's, in the same float32 order, so on the
- * CPU backend the output equals a one-member decode bit for bit. progress is called under the
+ * used by one thread at a time; the pixel work (the stitch of a chunk's tiles, the cross-fades,
+ * the de-normalisation) is the one decoder's, in the same float32 order, so on the CPU backend
+ * the output equals a one-member decode bit for bit. progress is called under the
  * group's lock, one call at a time, counting up. n = 1 is the one-device decode, by the same
  * code. */
 #define VDN_VAE_MAX_GROUP 64
@@ -75,8 +75,9 @@ typedef struct {
     uint64_t failed;              /* members whose share failed (bit i: member i) */
 } vdn_vae_share;
 
-/* The video: a pass of the ViT is some tiles of one temporal chunk; the passes are dealt round
- * robin over the members (video_vae.c says why). share: NULL, or filled (also on failure). A
+/* The video: the clip's tiles, chunk after chunk, are dealt to the members in contiguous runs of
+ * near-equal length; each member stitches and cross-fades its own chunks on its device
+ * (video_vae.c says why). share: NULL, or filled (also on failure). A
  * failure stops the other members at their next pass; err is the lowest failed member's, naming
  * its device when n > 1. */
 int vdn_video_vae_decode_group(vdn_video_vae *const *v, int n, const float *latents, int T, int h,

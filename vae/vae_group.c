@@ -29,6 +29,7 @@ void vae_group_init(vae_group *g, int n, int total, vdn_vae_progress_fn progress
     memset(g, 0, sizeof *g);
     g->n = n;
     pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->changed, NULL);
     g->total = total;
     g->progress = progress;
     g->user = user;
@@ -50,8 +51,25 @@ void vae_group_done(vae_group *g, int member, int units) {
 void vae_group_fail(vae_group *g, int member) {
     pthread_mutex_lock(&g->mu);
     g->share.failed |= 1ull << member;
-    pthread_mutex_unlock(&g->mu);
     atomic_store(&g->stop, 1);
+    pthread_cond_broadcast(&g->changed);
+    pthread_mutex_unlock(&g->mu);
+}
+
+void vae_group_arrive(vae_group *g, int *left, int units) {
+    pthread_mutex_lock(&g->mu);
+    *left -= units;
+    pthread_cond_broadcast(&g->changed);
+    pthread_mutex_unlock(&g->mu);
+}
+
+int vae_group_wait_zero(vae_group *g, const int *left) {
+    pthread_mutex_lock(&g->mu);
+    while (*left > 0 && !atomic_load(&g->stop))
+        pthread_cond_wait(&g->changed, &g->mu);
+    const int stopped = *left > 0;
+    pthread_mutex_unlock(&g->mu);
+    return stopped;
 }
 
 typedef struct {
@@ -96,6 +114,7 @@ int vae_group_finish(vae_group *g, vdn_dev *const *devs, vdn_vae_share *share, c
         }
     if (share) *share = g->share;
     pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->changed);
     free(g->err);
     return rc;
 }

@@ -12,7 +12,8 @@
 
 typedef struct {
     int n;
-    pthread_mutex_t mu; /* guards everything below but stop */
+    pthread_mutex_t mu;     /* guards everything below but stop */
+    pthread_cond_t changed; /* a count of vae_group_arrive fell, or a member failed */
     int done, total;    /* progress units (tiles, channels) */
     vdn_vae_progress_fn progress;
     void *user;
@@ -30,6 +31,10 @@ void vae_group_init(vae_group *g, int n, int total, vdn_vae_progress_fn progress
 void vae_group_done(vae_group *g, int member, int units);
 /* member failed (its message in g->err[member]); the others stop at their next unit */
 void vae_group_fail(vae_group *g, int member);
+/* units of work arrived for another member: *left -= units under the lock, waking waiters */
+void vae_group_arrive(vae_group *g, int *left, int units);
+/* wait until *left (counted down by vae_group_arrive) is 0: 0, or 1 when a member failed first */
+int vae_group_wait_zero(vae_group *g, const int *left);
 /* fn(member, arg) for every member, each on a thread of its own (member 0 on the caller's). A
  * thread that cannot start runs its member on the caller's thread after member 0: a device is
  * still used by one thread at a time. */

@@ -2,10 +2,10 @@
  * cross-fade, spatial tiles with linear blends, and per tile post_quant_conv + the ViT decoder
  * (proj_in, register tokens, blocks of RMSNorm / biased qkv / per-head q-k RMSNorm / 3-axis RoPE
  * / attention / scale1 and RMSNorm / SwiGLU / scale2, LayerNorm, proj_out, unpatchify), then
- * ImageNet de-normalisation and a clamp to [0, 1]. Every tile's ViT runs on the device. On one
- * device the unpatchify, the tile stitch, the chunk cross-fades and the de-normalisation run
- * there too (op_pixels.h) and only the output frames come back; over a group of devices they run
- * on the host (the tiles of a chunk may come from several devices). Both do the same float32
+ * ImageNet de-normalisation and a clamp to [0, 1]. Every tile's ViT runs on the device, and so do
+ * the unpatchify, the tile stitch, the chunk cross-fades and the de-normalisation (op_pixels.h):
+ * only the output frames come back. Over a group of devices each member does this for its own
+ * chunks, and the host only joins them ("a clip's ViT passes" below). Both do the same float32
  * operations in the reference's order, so they give the same bits. */
 #include <math.h>
 #include <stdio.h>
@@ -504,15 +504,6 @@ typedef struct {
     int n, start[64], len[64], overlap[64];
 } tiling;
 
-typedef struct {
-    int F, H, W; /* a (3, F, H, W) block of frames */
-    float *px;
-} frames3;
-
-static inline float *at(const frames3 *f, int ch, int t, int y) {
-    return f->px + (((int64_t)ch * f->F + t) * f->H + y) * f->W;
-}
-
 static int split_tiles(int length, int tile, int min_overlap, int ratio, tiling *t) {
     memset(t, 0, sizeof *t);
     if (tile >= length) {
@@ -584,19 +575,23 @@ int vdn_video_vae_frames(const vdn_video_vae *v, int T, char *err, size_t errlen
 /* ---- a clip's ViT passes, dealt over a group of decoders ----
  *
  * The device work of a clip is one ViT pass per batch of tiles of a temporal chunk: a chunk's tiles
- * are independent until their stitch, the chunks until their cross-fade. The pass is the unit
- * dealt, and pass u goes to member u mod n, the passes in chunk order. A fixed deal and not a
- * queue: the GPUs of one job are alike and the passes of a clip are alike in size (a chunk's tiles
- * all have one size and its passes split them evenly), so a queue would balance no better, while
- * a fixed deal makes the split reproducible (the worker's run record says who decoded what; a
- * test holds it to that). Passes and not whole chunks: a short clip has few chunks (5 s at 768p:
- * 7 chunks of 28 tiles, one pass each, on an 8-GPU worker), so plan_passes cuts the chunks into
- * more passes where that shortens the busiest member's work; at one member the passes stay as
- * large as the batch limit allows.
- * The host work stays the one decoder's: the member that decodes a chunk's last pass stitches the
- * chunk into its own clip buffer and copies it into the clip's frames; where two chunks cross-fade,
- * whichever comes second blends its frames with those the first left there (blend_edge), in the
- * float32 operations of a decode of one chunk after the other. */
+ * are independent until their stitch, the chunks until their cross-fade. The clip's tiles, chunk
+ * after chunk, are dealt to the n members as n contiguous runs of (nearly) equal length, and each
+ * run is cut into passes at chunk boundaries and at the batch limit. A fixed deal and not a queue:
+ * the GPUs of one job are alike and so are the tiles of a clip, so a queue would balance no
+ * better, while a fixed deal makes the split reproducible (the worker's run record says who decoded
+ * what; a test holds it to that). Contiguous runs and not passes in turn: a member then stitches,
+ * cross-fades and de-normalises its own chunks on its device, as one decoder does for the whole
+ * clip (the pixels of a 768p chunk are ~0.6 GB; on the host they took longer than the ViT), and
+ * only its finished frames come back. Two things cross members:
+ *  - a chunk whose tiles fall in two runs or more (a short clip on many GPUs): the member with its
+ *    first tile owns it; the others unpatchify their tiles on their devices and copy them to the
+ *    host, and the owner uploads them before its stitch. Another member's chunk always comes first
+ *    in a run and the owner's wait last in its own, so nobody waits on a cycle;
+ *  - the cross-fade between the last chunk of one owner and the first of the next: both sides'
+ *    frames come back un-normalised and the host blends and de-normalises them (e frames a pair).
+ * Every step is the one-decoder path's float32 op on the same values, so a group of CPU devices
+ * gives the one-device frames bit for bit (test_vae_group). */
 
 typedef struct {
     int c, t0, nt; /* tiles [t0, t0 + nt) of chunk c (row-major over the tile grid) */
@@ -607,101 +602,64 @@ typedef struct {
     int n;
     vae_group grp;
     const float *z; /* un-normalised latents (lc, Tz, h, w) */
-    int Tz, h, w;
+    int Tz, h, w, H, W;
     chunking k;
     tiling ty, tx;
-    int Tl, th, tw, tiles; /* latent frames of a chunk, a tile's latent size, tiles of a chunk */
-    int64_t N, rows;       /* a tile's tokens and ViT rows */
+    int Tl, th, tw, tiles, F; /* latent frames of a chunk, a tile's latent size, tiles and pixel
+                                 frames of a chunk */
+    int64_t N, rows, HW, tile_px; /* a tile's tokens and ViT rows; a frame's and a tile's pixels */
     vit_pass *pass;
-    int n_pass, max_nt;
-    float **chunk_px; /* per chunk: its tiles' pixels [tiles 3 F, tile px], until the stitch */
-    int *left;        /* per chunk: tiles still to decode (under grp.mu) */
-    int *edge;        /* per chunk c: the cross-fade into c has one side written (grp.mu) */
-    int fade;         /* the chunks cross-fade (token_drop > 0 and overlapping frames) */
-    int e;            /* frames of each cross-fade */
-    frames3 all;      /* (3, n_chunks j0 + frame_overlap, H, W); px NULL when on_dev */
-    int on_dev;       /* one member: tiles, chunks and frames stay on its device */
-    float *frames;    /* on_dev: the decode's output (3, n_out, H, W) */
+    int *run;   /* member r's passes: [run[r], run[r + 1]) */
+    int max_nt; /* the largest pass */
+    int *owner; /* per chunk: the member that decodes its first tile, stitches and places it */
+    int *own;   /* per chunk: tiles [0, own) are the owner's, the rest other members' */
+    int *left;  /* per chunk: other members' tiles not yet in remote[c] (grp.mu) */
+    float **remote; /* per chunk: the other members' tiles' pixels [tiles 3 F, tile_px] (grp.mu) */
+    float **edge_tail, **edge_head; /* per chunk c after an owner change: chunk c-1's tail and c's
+                                       head frames, un-normalised, [3 e, HW] */
+    int fade;  /* the chunks cross-fade (token_drop > 0 and overlapping frames) */
+    int e, j0; /* frames of each cross-fade; frames a chunk adds to the clip */
+    int full;  /* the clip's frames before the repeated tail's are dropped */
     int n_out;
+    float *frames; /* the decode's output (3, n_out, H, W) */
 } clip_plan;
 
-/* Passes per chunk: at least enough for the batch limit (group tiles a pass); more where that
- * shortens the busiest of n members, who gets ceil(chunks b / n) passes of tiles / b tiles: the
- * fewest passes of the least work, and never more than n times the fewest. */
-static int plan_passes(int chunks, int tiles, int group, int n) {
-    const int b_min = (tiles + group - 1) / group;
-    int best = b_min;
-    int64_t best_rounds = (chunks * (int64_t)b_min + n - 1) / n;
-    for (int b = b_min + 1; b <= imin(tiles, b_min * n); b++) {
-        const int64_t rounds = (chunks * (int64_t)b + n - 1) / n;
-        if (rounds * best < best_rounds * b) { /* rounds / b < best_rounds / best */
-            best = b;
-            best_rounds = rounds;
+/* The deal: member r gets the clip's tiles [r T / n, (r + 1) T / n) of T = chunks x tiles, cut at
+ * chunk boundaries into passes of at most `group` tiles (a segment of L tiles into ceil(L / group)
+ * near-equal passes). Sets pass, run, max_nt, owner, own and left. */
+static void deal_passes(clip_plan *p, int group) {
+    const int64_t total = (int64_t)p->k.n_chunks * p->tiles;
+    int n_pass = 0;
+    p->run = vdn_xcalloc((size_t)p->n + 1, sizeof *p->run);
+    p->pass = vdn_xcalloc((size_t)(p->k.n_chunks + p->n) * (p->tiles + 1), sizeof *p->pass);
+    for (int r = 0; r < p->n; r++) {
+        p->run[r] = n_pass;
+        for (int64_t g = total * r / p->n, g1 = total * (r + 1) / p->n; g < g1;) {
+            const int c = (int)(g / p->tiles), s0 = (int)(g % p->tiles);
+            const int L = (int)(g1 - g < p->tiles - s0 ? g1 - g : p->tiles - s0);
+            const int np = (L + group - 1) / group;
+            for (int q = 0; q < np; q++) {
+                const int t0 = s0 + q * L / np, t1 = s0 + (q + 1) * L / np;
+                p->pass[n_pass++] = (vit_pass){c, t0, t1 - t0};
+                p->max_nt = imax(p->max_nt, t1 - t0);
+            }
+            if (s0 == 0) p->owner[c] = r, p->own[c] = L; /* a run holds [0, L) of its chunk */
+            g += L;
         }
     }
-    return best;
+    p->run[p->n] = n_pass;
+    for (int c = 0; c < p->k.n_chunks; c++)
+        p->left[c] = p->tiles - p->own[c];
 }
 
-/* host float32 [rows, cols] as a tensor of the CPU device cpu (the group path runs the pixel
- * ops, op_pixels.h, on host buffers) */
+/* host float32 [rows, cols] as a tensor of the CPU device cpu (the host's share of a group's
+ * cross-fades runs the pixel ops, op_pixels.h, on host buffers) */
 static vdn_tensor host_tensor(vdn_dev *cpu, float *data, int64_t rows, int64_t cols) {
     vdn_tensor t;
     memset(&t, 0, sizeof t);
     t.dev = cpu, t.dtype = VDN_DT_F32, t.ndim = 2, t.data = data, t.ld = cols;
     t.ne[0] = rows, t.ne[1] = cols, t.ne[2] = t.ne[3] = 1;
     return t;
-}
-
-/* The cross-fade into chunk c: frames [c j0, c j0 + e) of the clip are crossfade(a, b) of chunk
- * c-1's tail a and chunk c's head b (head = 1: src is b). The side that comes first writes its
- * frames there; the second blends its own with them (as b into them, or as a: through tmp). */
-static int blend_edge(clip_plan *p, vdn_dev *cpu, int c, const frames3 *src, int from, int head) {
-    const int j0 = p->k.chunk_frames - p->k.pre, e = p->e;
-    const int64_t plane = (int64_t)p->all.H * p->all.W;
-    pthread_mutex_lock(&p->grp.mu);
-    const int first = !p->edge[c];
-    if (first) {
-        for (int ch = 0; ch < 3; ch++)
-            memcpy(at(&p->all, ch, c * j0, 0), at(src, ch, from, 0),
-                   sizeof(float) * (size_t)(plane * e));
-        p->edge[c] = 1;
-    }
-    pthread_mutex_unlock(&p->grp.mu);
-    if (first) return 0;
-    float *tmp = head ? NULL : malloc(sizeof(float) * (size_t)(plane * e));
-    if (!head && !tmp) return vdn_dev_fail(cpu, "out of memory for a cross-fade of %d frames", e);
-    int rc = 0;
-    for (int ch = 0; ch < 3 && !rc; ch++) {
-        float *dst = at(&p->all, ch, c * j0, 0), *own = at(src, ch, from, 0);
-        if (!head) memcpy(tmp, own, sizeof(float) * (size_t)(plane * e));
-        vdn_tensor a = host_tensor(cpu, head ? dst : tmp, e, plane),
-                   b = host_tensor(cpu, head ? own : dst, e, plane);
-        rc = vdn_op_crossfade(&a, &b);
-        if (!rc && !head) memcpy(dst, tmp, sizeof(float) * (size_t)(plane * e));
-    }
-    free(tmp);
-    return rc;
-}
-
-/* A stitched chunk into the clip: its j0 frames from frame pre on, at c j0; its tail after frame
- * chunk_frames + pre is the cross-fade's source into chunk c + 1 (the last chunk's: the clip's
- * last frame_overlap frames). */
-static int place_chunk(clip_plan *p, vdn_dev *cpu, int c, const frames3 *clip) {
-    const chunking *k = &p->k;
-    const int j0 = k->chunk_frames - k->pre, head = c > 0 && p->fade ? p->e : 0;
-    const int64_t plane = (int64_t)clip->H * clip->W;
-    for (int ch = 0; ch < 3; ch++)
-        memcpy(at(&p->all, ch, c * j0 + head, 0), at(clip, ch, k->pre + head, 0),
-               sizeof(float) * (size_t)(plane * (j0 - head)));
-    if (head && blend_edge(p, cpu, c, clip, k->pre, 1)) return -1;
-    if (!p->fade) return 0;
-    if (c == k->n_chunks - 1) {
-        for (int ch = 0; ch < 3; ch++)
-            memcpy(at(&p->all, ch, k->n_chunks * j0, 0), at(clip, ch, k->chunk_frames + k->pre, 0),
-                   sizeof(float) * (size_t)(plane * k->frame_overlap));
-        return 0;
-    }
-    return blend_edge(p, cpu, c + 1, clip, k->chunk_frames + k->pre + k->frame_overlap - p->e, 0);
 }
 
 /* the latent tokens of pass ps's tiles: zt [nt, N, lc] in (t, y, x) order */
@@ -748,48 +706,55 @@ static vdn_tile_grid tile_grid(const clip_plan *p, int sr) {
     return g;
 }
 
-#define CPU_OPS(call)                                                                              \
-    do {                                                                                           \
-        if (call) {                                                                                \
-            vdn_fail(err, errlen, "video VAE: %s", vdn_dev_error(cpu));                            \
-            goto fail;                                                                             \
-        }                                                                                          \
-    } while (0)
-
-/* The output frames out [3 n_out, H W] from the clip's frames all [3 full, H W]: the repeated
- * tail's frames dropped, then ImageNet de-normalisation and the clamp to [0, 1] (float32, the
- * reference's order), on whichever device holds them */
-static int denorm(const clip_plan *p, vdn_tensor *out, const vdn_tensor *all) {
+/* n frames from frame src_t0 of src (3, src_F, H, W) to frame out_t0 of out (3, out_F, H, W):
+ * ImageNet de-normalisation and the clamp to [0, 1] (float32, the reference's order), on
+ * whichever device holds both */
+static int denorm(vdn_tensor *out, int out_F, int out_t0, const vdn_tensor *src, int src_F,
+                  int src_t0, int n) {
     static const float mean[3] = {0.485f, 0.456f, 0.406f}, std_[3] = {0.229f, 0.224f, 0.225f};
     for (int ch = 0; ch < 3; ch++) {
-        vdn_tensor dst = planes(out, p->n_out, ch, 0, p->n_out),
-                   src = planes(all, p->all.F, ch, 0, p->n_out);
-        if (vdn_op_scale_shift_clamp(&dst, &src, std_[ch], mean[ch], 0.0, 1.0)) return -1;
+        vdn_tensor dst = planes(out, out_F, ch, out_t0, n), s = planes(src, src_F, ch, src_t0, n);
+        if (vdn_op_scale_shift_clamp(&dst, &s, std_[ch], mean[ch], 0.0, 1.0)) return -1;
     }
     return 0;
 }
 
-/* place_chunk on the device, for one member (the chunks in order, so the tail of chunk c is
- * always written before chunk c + 1 blends its head with it): the same copies and blends, as ops */
-static int place_chunk_dev(const clip_plan *p, int c, vdn_tensor *all, const vdn_tensor *clip,
-                           char *err, size_t errlen) {
+/* The frames a member's chunks [cf, cl] write into the clip, [*lo, *hi) (the last chunk's with
+ * the trailing overlap; another's with the tail the next chunk blends with), and those it
+ * finishes itself, [*i_lo, *i_hi) within the output: all but the cross-fades with other owners */
+static void member_frames(const clip_plan *p, int cf, int cl, int *lo, int *hi, int *i_lo,
+                          int *i_hi) {
+    const int last = cl == p->k.n_chunks - 1;
+    *lo = cf * p->j0;
+    *hi = last ? p->full : (cl + 1) * p->j0 + (p->fade ? p->e : 0);
+    *i_lo = imin(cf * p->j0 + (cf > 0 && p->fade ? p->e : 0), p->n_out);
+    *i_hi = imin(last ? p->full : (cl + 1) * p->j0, p->n_out);
+}
+
+/* A stitched chunk c (clip: its F frames) into the member's frames all, which start at clip
+ * frame lo: its j0 frames from frame pre on, at c j0; where the chunk before is the member's own
+ * too, the first e of them are cross-faded with the tail it left there (so chunks come in order);
+ * and its tail after frame chunk_frames + pre, which the next chunk blends with (the last
+ * chunk's: the clip's last frame_overlap frames). */
+static int place_chunk(const clip_plan *p, int c, int lo, int fade_in, vdn_tensor *all,
+                       const vdn_tensor *clip, char *err, size_t errlen) {
     const chunking *k = &p->k;
     vdn_dev *d = all->dev;
-    const int j0 = k->chunk_frames - k->pre, head = c > 0 && p->fade ? p->e : 0;
-    const int full = p->all.F, F = p->Tl * p->v[0]->cfg.temporal_ratio;
+    const int j0 = p->j0, nf = (int)(vdn_tensor_rows(all) / 3), F = p->F;
+    const int head = fade_in && c > 0 && p->fade ? p->e : 0;
     for (int ch = 0; ch < 3; ch++) {
-        vdn_tensor dst = planes(all, full, ch, c * j0 + head, j0 - head),
+        vdn_tensor dst = planes(all, nf, ch, c * j0 + head - lo, j0 - head),
                    src = planes(clip, F, ch, k->pre + head, j0 - head);
         DEV_OPS(vdn_tensor_copy(&dst, &src));
         if (head) {
-            vdn_tensor a = planes(all, full, ch, c * j0, head),
+            vdn_tensor a = planes(all, nf, ch, c * j0 - lo, head),
                        b = planes(clip, F, ch, k->pre, head);
             DEV_OPS(vdn_op_crossfade(&a, &b));
         }
         if (!p->fade) continue;
         const int last = c == k->n_chunks - 1;
         const int n = last ? k->frame_overlap : p->e;
-        vdn_tensor tail = planes(all, full, ch, last ? k->n_chunks * j0 : (c + 1) * j0, n),
+        vdn_tensor tail = planes(all, nf, ch, (last ? k->n_chunks * j0 : (c + 1) * j0) - lo, n),
                    from =
                        planes(clip, F, ch,
                               k->chunk_frames + k->pre + (last ? 0 : k->frame_overlap - p->e), n);
@@ -800,43 +765,126 @@ fail:
     return -1;
 }
 
-/* The one-member decode (on_dev): each pass's tiles are unpatchified on the device into the
- * chunk's tile buffer, a chunk's last pass stitches them and places the chunk into the clip's
- * frames there, and only the de-normalised output frames come back, once. The same float32
- * operations as the host path below (op_pixels.h), so the same bits on the CPU backend. */
-static void clip_member_dev(int r, clip_plan *p) {
+/* frames [t0, t0 + n) of the (3, F, H, W) block t to host (3, n, H, W) */
+static int get_frames(const vdn_tensor *t, int F, int t0, int n, float *host, int64_t HW) {
+    for (int ch = 0; ch < 3; ch++) {
+        vdn_tensor s = planes(t, F, ch, t0, n);
+        if (vdn_tensor_get(&s, host + (int64_t)ch * n * HW)) return -1;
+    }
+    return 0;
+}
+
+/* The member's frames once its chunks [cf, cl] are placed: its own frames de-normalised on the
+ * device and read into the output; the sides of a cross-fade with another owner un-normalised
+ * into edge_head / edge_tail for the host. */
+static int finish_frames(const clip_plan *p, int cf, int cl, const vdn_tensor *all, char *err,
+                         size_t errlen) {
+    vdn_dev *d = all->dev;
+    int lo, hi, i_lo, i_hi;
+    member_frames(p, cf, cl, &lo, &hi, &i_lo, &i_hi);
+    vdn_tensor *out = NULL;
+    const int nf = hi - lo, n_own = i_hi - i_lo;
+    if (p->fade && cf > 0) DEV_OPS(get_frames(all, nf, 0, p->e, p->edge_head[cf], p->HW));
+    if (p->fade && cl < p->k.n_chunks - 1)
+        DEV_OPS(get_frames(all, nf, (cl + 1) * p->j0 - lo, p->e, p->edge_tail[cl + 1], p->HW));
+    if (n_own > 0) {
+        out = vdn_tensor_new2(d, VDN_DT_F32, 3 * (int64_t)n_own, p->HW);
+        if (!out) {
+            vdn_fail(err, errlen, "video VAE: %d frames of %dx%d: %s", n_own, p->W, p->H,
+                     vdn_dev_error(d));
+            goto fail;
+        }
+        DEV_OPS(denorm(out, n_own, 0, all, nf, i_lo - lo, n_own));
+        for (int ch = 0; ch < 3; ch++) {
+            vdn_tensor s = planes(out, n_own, ch, 0, n_own);
+            DEV_OPS(vdn_tensor_get(&s, p->frames + ((int64_t)ch * p->n_out + i_lo) * p->HW));
+        }
+    }
+    vdn_tensor_free(out);
+    return 0;
+fail:
+    vdn_tensor_free(out);
+    return -1;
+}
+
+/* pass ps of chunk c, which another member owns: its tiles' pixels to the host for the owner */
+static int send_tiles(clip_plan *p, const vit_pass *ps, const vdn_tensor *px, char *err,
+                      size_t errlen) {
+    const int64_t per_tile = 3 * (int64_t)p->F * p->tile_px;
+    pthread_mutex_lock(&p->grp.mu);
+    if (!p->remote[ps->c]) p->remote[ps->c] = malloc(sizeof(float) * (size_t)(p->tiles * per_tile));
+    float *dst = p->remote[ps->c];
+    pthread_mutex_unlock(&p->grp.mu);
+    if (!dst) return vdn_fail(err, errlen, "video VAE: out of memory for the tiles of a chunk");
+    if (vdn_tensor_get(px, dst + ps->t0 * per_tile))
+        return vdn_fail(err, errlen, "video VAE: %s", vdn_dev_error(px->dev));
+    vae_group_arrive(&p->grp, &p->left[ps->c], ps->nt);
+    return 0;
+}
+
+/* chunk c's tiles from other members (own its first tiles) into the owner's tile buffer, once they
+ * are all on the host; 1 when a member failed meanwhile */
+static int receive_tiles(clip_plan *p, int c, vdn_tensor *tiles, char *err, size_t errlen) {
+    if (p->own[c] == p->tiles) return 0;
+    if (vae_group_wait_zero(&p->grp, &p->left[c])) return 1;
+    const int64_t per_tile = 3 * (int64_t)p->F * p->tile_px, rows_per_tile = 3 * (int64_t)p->F;
+    vdn_tensor dst =
+        vdn_view_rows(tiles, p->own[c] * rows_per_tile, (p->tiles - p->own[c]) * rows_per_tile);
+    if (vdn_tensor_set(&dst, p->remote[c] + p->own[c] * per_tile, VDN_DT_F32))
+        return vdn_fail(err, errlen, "video VAE: %s", vdn_dev_error(tiles->dev));
+    free(p->remote[c]);
+    p->remote[c] = NULL; /* every other member is done with it */
+    return 0;
+}
+
+/* Member r's share: its passes on its own decoder, on this thread alone. Each pass's tiles are
+ * unpatchified on the device into the chunk's tile buffer; a chunk the member owns is stitched
+ * there after its last tile and placed into the member's frames, which come back once. */
+static void clip_member(int r, void *arg) {
+    clip_plan *p = arg;
     vdn_video_vae *v = p->v[r];
     vdn_dev *d = v->dev;
     const vdn_vae_video_config *c = &v->cfg;
-    const int lc = c->latent_channels, sr = c->spatial_ratio, F = p->Tl * c->temporal_ratio;
-    const int64_t HW = (int64_t)p->all.H * p->all.W, tile_px = (int64_t)p->th * sr * p->tw * sr;
+    const int lc = c->latent_channels, sr = c->spatial_ratio, F = p->F;
     char *err = p->grp.err[r];
     const size_t errlen = VDN_ERR_LEN;
+    int cf = -1, cl = -1, lo = 0, hi = 0, i_lo, i_hi;
+    for (int u = p->run[r]; u < p->run[r + 1]; u++)
+        if (p->owner[p->pass[u].c] == r) {
+            if (cf < 0) cf = p->pass[u].c;
+            cl = p->pass[u].c;
+        }
+    if (cf >= 0) member_frames(p, cf, cl, &lo, &hi, &i_lo, &i_hi);
     float *zt = malloc(sizeof(float) * (size_t)(p->max_nt * p->N * lc));
-    vdn_tensor *tiles = vdn_tensor_new2(d, VDN_DT_F32, (int64_t)p->tiles * 3 * F, tile_px);
-    vdn_tensor *clip = vdn_tensor_new2(d, VDN_DT_F32, 3 * (int64_t)F, HW);
-    vdn_tensor *all = vdn_tensor_new2(d, VDN_DT_F32, 3 * (int64_t)p->all.F, HW);
-    vdn_tensor *out = vdn_tensor_new2(d, VDN_DT_F32, 3 * (int64_t)p->n_out, HW);
-    if (!zt || !tiles || !clip || !all || !out) {
+    vdn_tensor *tiles = vdn_tensor_new2(d, VDN_DT_F32, (int64_t)p->tiles * 3 * F, p->tile_px);
+    vdn_tensor *clip = cf < 0 ? NULL : vdn_tensor_new2(d, VDN_DT_F32, 3 * (int64_t)F, p->HW);
+    vdn_tensor *all = cf < 0 ? NULL : vdn_tensor_new2(d, VDN_DT_F32, 3 * (int64_t)(hi - lo), p->HW);
+    if (!zt || !tiles || (cf >= 0 && (!clip || !all))) {
         vdn_fail(err, errlen, "video VAE: frames of %d tiles, a chunk and %d frames of %dx%d: %s",
-                 p->tiles, p->all.F, p->all.W, p->all.H, zt ? vdn_dev_error(d) : "out of memory");
+                 p->tiles, hi - lo, p->W, p->H, zt ? vdn_dev_error(d) : "out of memory");
         goto fail;
     }
     const vdn_tile_grid g = tile_grid(p, sr);
-    DEV_OPS(vdn_tensor_fill(all, 0.0)); /* frames no chunk writes stay 0, as the host path's */
-    for (int u = 0; u < p->n_pass; u++) {
-        if (atomic_load(&p->grp.stop)) break;
+    if (all) DEV_OPS(vdn_tensor_fill(all, 0.0)); /* frames no chunk writes stay 0 */
+    for (int u = p->run[r]; u < p->run[r + 1]; u++) {
+        if (atomic_load(&p->grp.stop)) goto done;
         const vit_pass *ps = &p->pass[u];
+        const int mine = p->owner[ps->c] == r;
         gather_tokens(p, ps, lc, sr, zt);
         vdn_tensor px = vdn_view_rows(tiles, (int64_t)ps->t0 * 3 * F, (int64_t)ps->nt * 3 * F);
         if (decode_tiles(v, zt, ps->nt, p->Tl, p->th, p->tw, &px, NULL, err, errlen)) goto fail;
+        if (!mine && send_tiles(p, ps, &px, err, errlen)) goto fail;
         vae_group_done(&p->grp, r, ps->nt);
-        if (ps->t0 + ps->nt < p->tiles) continue; /* the passes of a chunk come in order */
+        if (!mine || ps->t0 + ps->nt < p->own[ps->c]) continue; /* the chunk's tiles come in order */
+        const int got = receive_tiles(p, ps->c, tiles, err, errlen);
+        if (got) {
+            if (got < 0) goto fail;
+            goto done; /* another member failed */
+        }
         DEV_OPS(vdn_op_tile_stitch(clip, tiles, &g));
-        if (place_chunk_dev(p, ps->c, all, clip, err, errlen)) goto fail;
+        if (place_chunk(p, ps->c, lo, ps->c > cf, all, clip, err, errlen)) goto fail;
     }
-    DEV_OPS(denorm(p, out, all));
-    DEV_OPS(vdn_tensor_get(out, p->frames));
+    if (cf >= 0 && finish_frames(p, cf, cl, all, err, errlen)) goto fail;
     goto done;
 fail:
     vae_group_fail(&p->grp, r);
@@ -845,103 +893,112 @@ done:
     vdn_tensor_free(tiles);
     vdn_tensor_free(clip);
     vdn_tensor_free(all);
-    vdn_tensor_free(out);
 }
 
-/* chunk c's tile pixels, allocated by the first pass of c to need them (under grp.mu) */
-static float *chunk_px(clip_plan *p, int c, int64_t n) {
-    pthread_mutex_lock(&p->grp.mu);
-    if (!p->chunk_px[c]) p->chunk_px[c] = malloc(sizeof(float) * (size_t)n);
-    float *px = p->chunk_px[c];
-    pthread_mutex_unlock(&p->grp.mu);
-    return px;
-}
-
-/* Member r's share in a group: passes r, r + n, ... on its own decoder, on this thread alone; the
- * pixel work (unpatchify, the chunk's stitch, the cross-fades) on host buffers through the CPU
- * backend's pixel ops, on a CPU device of this thread's own: the same ops, in the same float32
- * order, as the one-member path runs on its device. */
-static void clip_member_host(int r, clip_plan *p) {
-    vdn_video_vae *v = p->v[r];
-    const vdn_vae_video_config *c = &v->cfg;
-    const int lc = c->latent_channels, sr = c->spatial_ratio, F = p->Tl * c->temporal_ratio;
-    const int64_t tile_px = (int64_t)p->th * sr * p->tw * sr, HW = (int64_t)p->all.H * p->all.W;
-    char *err = p->grp.err[r];
-    const size_t errlen = VDN_ERR_LEN;
-    vdn_dev *cpu = vdn_dev_open("cpu", 0, 0, err, errlen);
-    float *zt = malloc(sizeof(float) * (size_t)(p->max_nt * p->N * lc));
-    float *proj = malloc(sizeof(float) * (size_t)(p->max_nt * p->rows * v->patch_out));
-    frames3 clip = {F, p->all.H, p->all.W, malloc(sizeof(float) * 3 * (size_t)(F * HW))};
-    const vdn_tile_grid g = tile_grid(p, sr);
-    if (!cpu) goto fail;
-    if (!zt || !proj || !clip.px) {
-        vdn_fail(err, errlen, "video VAE: out of memory for a chunk of %d frames", F);
-        goto fail;
-    }
-    for (int u = r; u < p->n_pass; u += p->n) {
-        if (atomic_load(&p->grp.stop)) break;
-        const vit_pass *ps = &p->pass[u];
-        gather_tokens(p, ps, lc, sr, zt);
-        if (decode_tiles(v, zt, ps->nt, p->Tl, p->th, p->tw, NULL, proj, err, errlen)) goto fail;
-        float *px = chunk_px(p, ps->c, (int64_t)p->tiles * 3 * F * tile_px);
-        if (!px) {
-            vdn_fail(err, errlen, "video VAE: out of memory for the tiles of a chunk");
-            goto fail;
-        }
-        vdn_tensor x = host_tensor(cpu, proj, ps->nt * p->rows, v->patch_out),
-                   y = host_tensor(cpu, px + (int64_t)ps->t0 * 3 * F * tile_px, ps->nt * 3 * F,
-                                   tile_px);
-        CPU_OPS(vdn_op_unpatchify(&y, &x, ps->nt, p->rows, p->Tl, p->th, p->tw, c->out_channels,
-                                  c->temporal_ratio, sr));
-        vae_group_done(&p->grp, r, ps->nt);
-        pthread_mutex_lock(&p->grp.mu);
-        const int last = (p->left[ps->c] -= ps->nt) == 0;
-        pthread_mutex_unlock(&p->grp.mu);
-        if (!last) continue;
-        /* the chunk's last pass: its tiles into the chunk's frames, then into the clip's */
-        vdn_tensor tiles = host_tensor(cpu, px, (int64_t)p->tiles * 3 * F, tile_px),
-                   out = host_tensor(cpu, clip.px, 3 * (int64_t)F, HW);
-        CPU_OPS(vdn_op_tile_stitch(&out, &tiles, &g));
-        free(px);
-        p->chunk_px[ps->c] = NULL; /* no other member touches a finished chunk */
-        CPU_OPS(place_chunk(p, cpu, ps->c, &clip));
-    }
-    goto done;
-fail:
-    vae_group_fail(&p->grp, r);
-done:
-    if (cpu) vdn_dev_close(cpu);
-    free(zt);
-    free(proj);
-    free(clip.px);
-}
-
-/* Member r's share: passes r, r + n, ... on its own decoder, on this thread alone. */
-static void clip_member(int r, void *arg) {
-    clip_plan *p = arg;
-    if (p->on_dev)
-        clip_member_dev(r, p);
-    else
-        clip_member_host(r, p);
-}
-
-/* a group's output frames from the host's clip frames, on a CPU device */
-static int denorm_host(const clip_plan *p, float *frames, char *err, size_t errlen) {
+/* The cross-fades between chunks of two owners, on the host: chunk c-1's tail blended with c's
+ * head (the one-decoder path's crossfade on the same values), then de-normalised into the output */
+static int join_edges(const clip_plan *p, char *err, size_t errlen) {
+    if (!p->fade) return 0;
     vdn_dev *cpu = vdn_dev_open("cpu", 0, 0, err, errlen);
     if (!cpu) return -1;
-    const int64_t HW = (int64_t)p->all.H * p->all.W;
-    vdn_tensor all = host_tensor(cpu, p->all.px, 3 * (int64_t)p->all.F, HW),
-               out = host_tensor(cpu, frames, 3 * (int64_t)p->n_out, HW);
-    const int rc = denorm(p, &out, &all);
+    int rc = 0;
+    vdn_tensor out = host_tensor(cpu, p->frames, 3 * (int64_t)p->n_out, p->HW);
+    for (int c = 1; c < p->k.n_chunks && !rc; c++) {
+        if (p->owner[c] == p->owner[c - 1]) continue;
+        const int n = imin(p->e, p->n_out - c * p->j0);
+        vdn_tensor a = host_tensor(cpu, p->edge_tail[c], 3 * (int64_t)p->e, p->HW),
+                   b = host_tensor(cpu, p->edge_head[c], 3 * (int64_t)p->e, p->HW);
+        for (int ch = 0; ch < 3 && !rc; ch++) {
+            vdn_tensor x = planes(&a, p->e, ch, 0, p->e), y = planes(&b, p->e, ch, 0, p->e);
+            rc = vdn_op_crossfade(&x, &y);
+        }
+        if (!rc && n > 0) rc = denorm(&out, p->n_out, c * p->j0, &a, p->e, 0, n);
+    }
     if (rc) vdn_fail(err, errlen, "video VAE: %s", vdn_dev_error(cpu));
     vdn_dev_close(cpu);
     return rc;
 }
 
-int vdn_video_vae_decode_group(vdn_video_vae *const *v, int n, const float *latents, int T, int h,
-                               int w, float *frames, vdn_vae_progress_fn progress, void *user,
-                               vdn_vae_share *share, char *err, size_t errlen) {
-    if (share) memset(share, 0, sizeof *share);
+static void free_plan(clip_plan *p) {
+    for (int ci = 0; p->remote && ci < p->k.n_chunks; ci++) { /* what a failed decode left */
+        free(p->remote[ci]);
+        if (p->edge_tail) free(p->edge_tail[ci]);
+        if (p->edge_head) free(p->edge_head[ci]);
+    }
+    free(p->remote);
+    free(p->edge_tail);
+    free(p->edge_head);
+    free(p->owner);
+    free(p->own);
+    free(p->left);
+    free(p->run);
+    free(p->pass);
+}
+
+/* the host buffers of the cross-fades between owners: 0, or -1 out of memory */
+static int alloc_edges(clip_plan *p) {
+    const int nc = p->k.n_chunks;
+    p->remote = vdn_xcalloc((size_t)nc, sizeof *p->remote);
+    p->edge_tail = vdn_xcalloc((size_t)nc, sizeof *p->edge_tail);
+    p->edge_head = vdn_xcalloc((size_t)nc, sizeof *p->edge_head);
+    for (int c = 1; c < nc && p->fade; c++) {
+        if (p->owner[c] == p->owner[c - 1]) continue;
+        p->edge_tail[c] = malloc(sizeof(float) * 3 * (size_t)(p->e * p->HW));
+        p->edge_head[c] = malloc(sizeof(float) * 3 * (size_t)(p->e * p->HW));
+        if (!p->edge_tail[c] || !p->edge_head[c]) return -1;
+    }
+    return 0;
+}
+
+/* un-normalised latents (float32: z std + mean) with the last frame repeated into the padding */
+static float *unnormalise(const vdn_vae_video_config *c, const float *latents, int T, int Tz, int h,
+                          int w) {
+    const int lc = c->latent_channels;
+    float *z = vdn_xmalloc(sizeof(float) * (size_t)lc * Tz * h * w);
+    for (int ch = 0; ch < lc; ch++) {
+        const float sd = (float)c->latents_std[ch], mu = (float)c->latents_mean[ch];
+        for (int t = 0; t < Tz; t++) {
+            const float *src = latents + (((int64_t)ch * T + imin(t, T - 1)) * h) * w;
+            float *dst = z + (((int64_t)ch * Tz + t) * h) * w;
+            for (int64_t i = 0; i < (int64_t)h * w; i++) {
+                const float s = src[i] * sd;
+                dst[i] = s + mu;
+            }
+        }
+    }
+    return z;
+}
+
+/* the clip's geometry: chunks, tiles, frames; -1 with a message */
+static int plan_clip(clip_plan *p, const vdn_vae_video_config *c, int T, char *err,
+                     size_t errlen) {
+    plan_chunks(c, T, &p->k);
+    const chunking *k = &p->k;
+    const int sr = c->spatial_ratio;
+    p->H = p->h * sr, p->W = p->w * sr;
+    if (split_tiles(p->H, 256, 64, sr, &p->ty) || split_tiles(p->W, 256, 64, sr, &p->tx))
+        return vdn_fail(err, errlen, "video VAE: %dx%d px needs more than 64 tiles a side", p->W,
+                        p->H);
+    p->Tz = T + k->pad;
+    p->Tl = k->chunk + k->tok_overlap;
+    p->F = p->Tl * c->temporal_ratio;
+    /* every tile has the same size (split_tiles), so the tiles of a pass batch as one sequence */
+    p->th = p->ty.len[0] / sr;
+    p->tw = p->tx.len[0] / sr;
+    p->tiles = p->ty.n * p->tx.n;
+    p->N = (int64_t)p->Tl * p->th * p->tw;
+    p->rows = p->N + c->dec_registers + 1;
+    p->HW = (int64_t)p->H * p->W;
+    p->tile_px = (int64_t)p->th * sr * p->tw * sr;
+    p->fade = c->token_drop > 0 && k->frame_overlap > 0;
+    p->e = imin(k->frame_overlap, k->chunk_frames - k->pre);
+    p->j0 = k->chunk_frames - k->pre;
+    p->full = k->n_chunks * p->j0 + k->frame_overlap;
+    return 0;
+}
+
+/* -1 with a message unless the n decoders can form a group (vae_group_check) */
+static int check_group(vdn_video_vae *const *v, int n, char *err, size_t errlen) {
     vdn_dev *devs[VDN_VAE_MAX_GROUP] = {0};
     char *cj[VDN_VAE_MAX_GROUP] = {0};
     const int nn = n < 1 ? 0 : imin(n, VDN_VAE_MAX_GROUP);
@@ -949,85 +1006,47 @@ int vdn_video_vae_decode_group(vdn_video_vae *const *v, int n, const float *late
         devs[i] = v[i]->dev;
         cj[i] = vdn_vae_video_config_json(&v[i]->cfg);
     }
-    int rc = vae_group_check(n, devs, cj, "video VAE", err, errlen);
+    const int rc = vae_group_check(n, devs, cj, "video VAE", err, errlen);
     for (int i = 0; i < nn; i++)
         free(cj[i]);
-    if (rc) return -1;
+    return rc;
+}
+
+int vdn_video_vae_decode_group(vdn_video_vae *const *v, int n, const float *latents, int T, int h,
+                               int w, float *frames, vdn_vae_progress_fn progress, void *user,
+                               vdn_vae_share *share, char *err, size_t errlen) {
+    if (share) memset(share, 0, sizeof *share);
+    if (check_group(v, n, err, errlen)) return -1;
     const vdn_vae_video_config *c = &v[0]->cfg;
     const int n_out = vdn_video_vae_frames(v[0], T, err, errlen);
     if (n_out < 0) return -1;
     if (h < 1 || w < 1)
         return vdn_fail(err, errlen, "latent grid %dx%d: expected at least 1x1", w, h);
-    clip_plan p = {.v = v, .n = n, .h = h, .w = w};
-    plan_chunks(c, T, &p.k);
-    const chunking *k = &p.k;
-    const int lc = c->latent_channels, sr = c->spatial_ratio;
-    const int H = h * sr, W = w * sr;
-    if (split_tiles(H, 256, 64, sr, &p.ty) || split_tiles(W, 256, 64, sr, &p.tx))
-        return vdn_fail(err, errlen, "video VAE: %dx%d px needs more than 64 tiles a side", W, H);
-    p.Tz = T + k->pad;
-    p.Tl = k->chunk + k->tok_overlap;
-    /* every tile has the same size (split_tiles), so the tiles of a pass batch as one sequence */
-    p.th = p.ty.len[0] / sr;
-    p.tw = p.tx.len[0] / sr;
-    p.tiles = p.ty.n * p.tx.n;
-    p.N = (int64_t)p.Tl * p.th * p.tw;
-    p.rows = p.N + c->dec_registers + 1;
-    const int group = imax(1, imin(p.tiles, (int)(VDN_VAE_BATCH_ROWS / p.rows)));
-    const int per_chunk = plan_passes(k->n_chunks, p.tiles, group, n);
-    p.fade = c->token_drop > 0 && k->frame_overlap > 0;
-    p.e = imin(k->frame_overlap, k->chunk_frames - k->pre);
-    /* un-normalise (float32: z std + mean) and repeat the last frame into the padding */
-    float *z = vdn_xmalloc(sizeof(float) * (size_t)lc * p.Tz * h * w);
-    for (int ch = 0; ch < lc; ch++) {
-        const float sd = (float)c->latents_std[ch], mu = (float)c->latents_mean[ch];
-        for (int t = 0; t < p.Tz; t++) {
-            const float *src = latents + (((int64_t)ch * T + imin(t, T - 1)) * h) * w;
-            float *dst = z + (((int64_t)ch * p.Tz + t) * h) * w;
-            for (int64_t i = 0; i < (int64_t)h * w; i++) {
-                const float s = src[i] * sd;
-                dst[i] = s + mu;
-            }
-        }
-    }
-    p.z = z;
-    const int full = k->n_chunks * (k->chunk_frames - k->pre) + k->frame_overlap;
-    /* one member keeps the frames on its device (clip_member_dev); a group stitches on the host */
-    p.on_dev = n == 1;
-    p.frames = frames;
-    p.n_out = n_out;
-    p.all =
-        (frames3){full, H, W, p.on_dev ? NULL : calloc((size_t)3 * full * H * W, sizeof(float))};
-    p.n_pass = k->n_chunks * per_chunk;
-    p.pass = vdn_xcalloc((size_t)p.n_pass, sizeof *p.pass);
-    for (int ci = 0, u = 0; ci < k->n_chunks; ci++)
-        for (int q = 0; q < per_chunk; q++, u++) {
-            const int t0 = q * p.tiles / per_chunk, t1 = (q + 1) * p.tiles / per_chunk;
-            p.pass[u] = (vit_pass){ci, t0, t1 - t0};
-            p.max_nt = imax(p.max_nt, t1 - t0);
-        }
-    p.chunk_px = vdn_xcalloc((size_t)k->n_chunks, sizeof *p.chunk_px);
-    p.left = vdn_xcalloc((size_t)k->n_chunks, sizeof *p.left);
-    p.edge = vdn_xcalloc((size_t)k->n_chunks, sizeof *p.edge);
-    for (int ci = 0; ci < k->n_chunks; ci++)
-        p.left[ci] = p.tiles;
-    vae_group_init(&p.grp, n, k->n_chunks * p.tiles, progress, user);
-    if (!p.on_dev && !p.all.px) {
-        rc = vdn_fail(err, errlen, "video VAE: out of memory for %d frames of %dx%d", full, W, H);
+    clip_plan p = {.v = v, .n = n, .h = h, .w = w, .frames = frames, .n_out = n_out};
+    if (plan_clip(&p, c, T, err, errlen)) return -1;
+    const int nc = p.k.n_chunks;
+    p.owner = vdn_xcalloc((size_t)nc, sizeof *p.owner);
+    p.own = vdn_xcalloc((size_t)nc, sizeof *p.own);
+    p.left = vdn_xcalloc((size_t)nc, sizeof *p.left);
+    deal_passes(&p, imax(1, imin(p.tiles, (int)(VDN_VAE_BATCH_ROWS / p.rows))));
+    vdn_dev *devs[VDN_VAE_MAX_GROUP];
+    for (int i = 0; i < n; i++)
+        devs[i] = v[i]->dev;
+    int rc;
+    vae_group_init(&p.grp, n, nc * p.tiles, progress, user);
+    if (alloc_edges(&p)) {
+        rc = vdn_fail(err, errlen, "video VAE: out of memory for the cross-fades of %d frames",
+                      p.e);
         vae_group_finish(&p.grp, devs, share, NULL, 0);
     } else {
+        float *z = unnormalise(c, latents, T, p.Tz, h, w);
+        p.z = z;
         vae_group_run(&p.grp, clip_member, &p);
         rc = vae_group_finish(&p.grp, devs, share, err, errlen);
+        free(z);
     }
-    if (!rc && !p.on_dev) rc = denorm_host(&p, frames, err, errlen);
-    for (int ci = 0; ci < k->n_chunks; ci++) /* what a failed decode left */
-        free(p.chunk_px[ci]);
-    free(p.chunk_px);
-    free(p.left);
-    free(p.edge);
-    free(p.pass);
-    free(p.all.px);
-    free(z);
+    if (!rc) rc = join_edges(&p, err, errlen);
+    free_plan(&p);
     return rc;
 }
 

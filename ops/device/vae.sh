@@ -18,6 +18,9 @@
 # test on CUDA (CUDA fp8 against the CPU's fp8 oracle and the reference), and with BENCH=1 a
 # second bench_vae run with --precision fp8 on the same weights and latents (op by op too
 # with PROFILE=1).
+# DEVICES="4,2,1": with BENCH=1, the decodes over groups of that many GPUs (`--devices`: each
+# size timed, its frames and waveform compared with the largest group's). TESTS=0 skips the
+# reference tests and test_backend_ops (a run that only times).
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 CK=${1:?usage: vae.sh CKPT_ROOT}
@@ -47,7 +50,9 @@ nvcc -o "$B/test_backend_ops" "$B/test_backend_ops.o" "$B/libv.a" -L"$PFX/usr/li
   -lcjson -lcublasLt -lcublas -lpthread -lm -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/vae_build.log" 2>&1
 echo "build: $(( $(date +%s) - t0 )) s"
 if [ ! -x "$B/test_vae_reference" ]; then echo "BUILD FAILED"; grep -E "error" "$OUT/vae_build.log" | head -20; exit 1; fi
+nvidia-smi -L
 E=vae/test/reference/expected_vae.safetensors
+if [ "${TESTS:-1}" = 1 ]; then
 timeout 200 "$B/test_vae_reference" "$CK" "$E" all cuda 2>&1 | tee "$OUT/vae_cuda.log"; rc_gpu=${PIPESTATUS[0]}
 timeout 200 "$B/test_vae_reference" "$CK" "$E" all cpu > "$OUT/vae_cpu.log" 2>&1; rc_cpu=$?
 tail -3 "$OUT/vae_cpu.log"
@@ -59,11 +64,12 @@ if [ "${VAE_FP8:-0}" = 1 ]; then
   timeout 200 "$B/test_vae_reference" "$CK" "$E" video cuda fp8 2>&1 | tee "$OUT/vae_cuda_fp8.log"
   echo "vae.sh: cuda fp8 rc ${PIPESTATUS[0]}"
 fi
+fi
 if [ "${BENCH:-0}" = 1 ]; then
   W=$(mktemp -d)
   python3 ops/reference/vae_bench.py --ref .ref --out "$W" ${BENCH_ARGS:-} 2>"$OUT/vae_bench_torch.err" | tee "$OUT/vae_bench_torch.json"
   read -r T h w La < <(python3 -c "import json,sys; d=json.load(open('$OUT/vae_bench_torch.json')); print(*d['latents'][1:], d['audio_latents'])")
-  BA="--vae $W/vae --audio-vae $W/audio_vae --backend cuda --T $T --h $h --w $w --La $La --reps 3 --peer $OUT/vae_bench_torch.json ${PROFILE:+--profile}"
+  BA="--vae $W/vae --audio-vae $W/audio_vae --backend cuda --T $T --h $h --w $w --La $La --reps ${REPS:-3} --peer $OUT/vae_bench_torch.json ${PROFILE:+--profile} ${DEVICES:+--devices $DEVICES}"
   timeout 400 "$B/bench_vae" decode $BA 2>&1 | tee "$OUT/vae_bench_vdn.json"
   if [ "${VAE_FP8:-0}" = 1 ]; then
     timeout 400 "$B/bench_vae" decode $BA --precision fp8 2>&1 | tee "$OUT/vae_bench_vdn_fp8.json"

@@ -5,8 +5,12 @@
     both times are positive, --json holds the same line;
   - with --peer it prints PyTorch / vdn from the peer's numbers and its own JSON line;
   - video alone and audio alone report null for the other decoder;
+  - --devices 3,1: both group sizes timed, the 1-device frames and waveform equal the 3-device ones
+    (max difference 0 on the CPU backend), the deal's tiles add up to the clip's, each member
+    decoded some;
   - refusals name the problem: a missing VAE folder, T too short for one chunk, a peer that timed
-    other latents, a peer file that is not JSON, unknown options, --reps 0, nothing to time.
+    other latents, a peer file that is not JSON, unknown options, --reps 0, nothing to time, a
+    malformed --devices list.
 usage: test_bench_decode.py VDN WORKDIR
 """
 import json
@@ -83,7 +87,26 @@ r = run("bench", "decode", "--backend", "cpu", "--audio-vae", "ck/audio_vae", *s
 a = json.loads(r.stdout.splitlines()[0])
 st.check(a["video_s"] is None and a["audio_s"] > 0 and a["frames"] == 0, f"audio alone: {a}")
 
+# a group of 3 host devices and 1: three chunks of two tiles (the group test's clip)
+g = run("bench", "decode", "--backend", "cpu", "--vae", "ck/vae", "--audio-vae", "ck/audio_vae", "--T", "13",
+        "--h", "2", "--w", "20", "--La", str(La), "--reps", "1", "--devices", "1,3")
+gr = json.loads(g.stdout.splitlines()[0])
+sizes = {z["devices"]: z for z in gr.get("sizes", [])}
+st.check(sorted(sizes) == [1, 3] and gr["devices"] == 1, f"--devices 1,3: sizes {gr.get('sizes')}")
+if sorted(sizes) == [1, 3]:
+    st.check([z["devices"] for z in gr["sizes"]] == [3, 1], f"not largest first: {gr['sizes']}")
+    for k, z in sizes.items():
+        st.check(z["video_s"] > 0 and z["audio_s"] > 0, f"{k} devices: {z}")
+        st.check(z["video_max_diff"] == 0 and z["audio_max_diff"] == 0, f"{k} devices differ from 3: {z}")
+        st.check(len(z["tiles"]) == k and min(z["tiles"]) > 0, f"{k} devices: deal {z['tiles']}")
+    st.check(sum(sizes[3]["tiles"]) == sum(sizes[1]["tiles"]) == 6, f"deals {sizes[3]['tiles']} {sizes[1]['tiles']}")
+    st.check(gr["video_s"] == sizes[1]["video_s"], f"top-level video_s is not the 1-device time: {gr}")
+st.check(len(re.findall(r"3 devices, rep 1/1", g.stderr)) == 1, f"no progress for 3 devices: {g.stderr!r}")
+
 # refusals
+for bad in ("0", "2,2", "1,", "a", "65", ""):
+    refused(f"--devices {bad!r}", ["bench", "decode", "--backend", "cpu", "--vae", "ck/vae", "--devices", bad],
+            "--devices")
 refused("missing VAE folder", ["bench", "decode", "--backend", "cpu", "--vae", "nowhere/vae", *size], "nowhere/vae")
 refused("too few latent frames", ["bench", "decode", "--backend", "cpu", "--vae", "ck/vae", "--T", "2", "--h", "2",
                                   "--w", "3"], "2")

@@ -2,16 +2,18 @@
  * the one-device decode bit for bit. usage: test_vae_group CKPT_ROOT (from `vdn ckpt init --preset
  * tiny --vae`). Every decoder of a group is its own copy of the VAEs on its own CPU device.
  * Checks:
- *  - video, three temporal chunks of two tiles each (they cross-fade; the 2-device deal cuts each
- *    chunk into one-tile passes) and one chunk of three tiles (the passes split the chunk's
- *    tiles), over 2 and 3 devices: the frames equal the one-device frames bit for bit; every
- *    member decoded some tiles and the shares add up to the clip's tiles; progress counts 1..total
- *    in order;
+ *  - video, three temporal chunks of two tiles each (they cross-fade; on 2 devices the middle
+ *    chunk's tiles are split between the members and the cross-fade between the members' chunks
+ *    is joined on the host; on 3 each owns a chunk) and one chunk of three tiles (split over 2 and
+ *    3 members: the owner receives the others' tiles), over 2 and 3 devices: the frames equal the
+ *    one-device frames bit for bit; every member decoded some tiles and the shares add up to the
+ *    clip's tiles; progress counts 1..total in order;
  *  - audio, two stereo channels over 2 and 3 devices: the waveform equals the one-device one bit
  *    for bit, one channel on each of the first two members;
  *  - the checks can fail: other latents give other frames;
  *  - a device fault on member 1 (its linear op fails as a GPU's would, typed DEVICE) fails the
- *    decode naming that member, marks only its share failed, and only its device records the
+ *    decode naming that member (member 0, waiting for member 1's tile of the chunk they share,
+ *    wakes and stops), marks only its share failed, and only its device records the
  *    fault;
  *  - a group that names one device twice is refused. */
 #include <stdint.h>
