@@ -31,8 +31,8 @@ typedef struct {
 
 typedef struct {
     int devices;
-    double video_s, audio_s;        /* < 0: not run */
-    double video_diff, audio_diff;  /* max |x - x of the first size|; 0 for the first */
+    double video_s, audio_s;            /* < 0: not run */
+    double video_diff, audio_diff;      /* max |x - x of the first size|; 0 for the first */
     int video_units[VDN_VAE_MAX_GROUP]; /* the deal: tiles of each member */
 } bench_size;
 
@@ -128,8 +128,15 @@ static int sizes_arg(const char *v, bench_opts *o) {
 
 /* 0, 1 for --help, -1 after printing why */
 static int parse(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){.backend = "cuda", .T = 17, .h = 48, .w = 84, .La = 200, .reps = 3,
-                      .sizes = {1}, .n_sizes = 1, .max_devices = 1};
+    *o = (bench_opts){.backend = "cuda",
+                      .T = 17,
+                      .h = 48,
+                      .w = 84,
+                      .La = 200,
+                      .reps = 3,
+                      .sizes = {1},
+                      .n_sizes = 1,
+                      .max_devices = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0, takes = 1;
@@ -235,8 +242,7 @@ static void *load_one(void *arg) {
 }
 
 /* the decoders on every device, loaded in parallel (a copy each: the disk is read n times) */
-static int load_all(const bench_opts *o, const char *adir, bench_run *b, char *err,
-                    size_t errlen) {
+static int load_all(const bench_opts *o, const char *adir, bench_run *b, char *err, size_t errlen) {
     load_job jobs[VDN_VAE_MAX_GROUP];
     pthread_t th[VDN_VAE_MAX_GROUP];
     int started[VDN_VAE_MAX_GROUP] = {0};
@@ -257,8 +263,7 @@ static int load_all(const bench_opts *o, const char *adir, bench_run *b, char *e
 static int run_setup(const bench_opts *o, bench_run *b, bench_result *res, char *err,
                      size_t errlen) {
     for (b->n = 0; b->n < o->max_devices; b->n++)
-        if (!(b->dev[b->n] = vdn_dev_open(o->backend, o->device + b->n, 0, err, errlen)))
-            return -1;
+        if (!(b->dev[b->n] = vdn_dev_open(o->backend, o->device + b->n, 0, err, errlen))) return -1;
     snprintf(res->backend, sizeof res->backend, "%s", vdn_dev_name(b->dev[0]));
     const char *adir = o->audio_vae;
     if (o->random_audio) {
@@ -402,8 +407,9 @@ static void write_json(FILE *f, const bench_opts *o, const bench_result *r) {
     put_time(f, "video_s", r->video_s);
     fprintf(f, ", ");
     put_time(f, "audio_s", r->audio_s);
-    fprintf(f, ", \"devices\": %d, \"load_s\": %.1f, \"reps\": %d, \"frame_mean\": %.6f, "
-               "\"wave_rms\": %.6f, \"sizes\": [",
+    fprintf(f,
+            ", \"devices\": %d, \"load_s\": %.1f, \"reps\": %d, \"frame_mean\": %.6f, "
+            "\"wave_rms\": %.6f, \"sizes\": [",
             r->n_sizes ? r->size[r->n_sizes - 1].devices : 1, r->load_s, r->reps, r->frame_mean,
             r->wave_rms);
     for (int i = 0; i < r->n_sizes; i++) {

@@ -14,7 +14,7 @@ typedef struct {
     int n;
     pthread_mutex_t mu;     /* guards everything below but stop */
     pthread_cond_t changed; /* a count of vae_group_arrive fell, or a member failed */
-    int done, total;    /* progress units (tiles, channels) */
+    int done, total;        /* progress units (tiles, channels) */
     vdn_vae_progress_fn progress;
     void *user;
     atomic_int stop; /* a member failed: the others stop at their next unit */

@@ -605,15 +605,15 @@ typedef struct {
     int Tz, h, w, H, W;
     chunking k;
     tiling ty, tx;
-    int Tl, th, tw, tiles, F; /* latent frames of a chunk, a tile's latent size, tiles and pixel
-                                 frames of a chunk */
+    int Tl, th, tw, tiles, F;     /* latent frames of a chunk, a tile's latent size, tiles and pixel
+                                     frames of a chunk */
     int64_t N, rows, HW, tile_px; /* a tile's tokens and ViT rows; a frame's and a tile's pixels */
     vit_pass *pass;
-    int *run;   /* member r's passes: [run[r], run[r + 1]) */
-    int max_nt; /* the largest pass */
-    int *owner; /* per chunk: the member that decodes its first tile, stitches and places it */
-    int *own;   /* per chunk: tiles [0, own) are the owner's, the rest other members' */
-    int *left;  /* per chunk: other members' tiles not yet in remote[c] (grp.mu) */
+    int *run;       /* member r's passes: [run[r], run[r + 1]) */
+    int max_nt;     /* the largest pass */
+    int *owner;     /* per chunk: the member that decodes its first tile, stitches and places it */
+    int *own;       /* per chunk: tiles [0, own) are the owner's, the rest other members' */
+    int *left;      /* per chunk: other members' tiles not yet in remote[c] (grp.mu) */
     float **remote; /* per chunk: the other members' tiles' pixels [tiles 3 F, tile_px] (grp.mu) */
     float **edge_tail, **edge_head; /* per chunk c after an owner change: chunk c-1's tail and c's
                                        head frames, un-normalised, [3 e, HW] */
@@ -875,7 +875,8 @@ static void clip_member(int r, void *arg) {
         if (decode_tiles(v, zt, ps->nt, p->Tl, p->th, p->tw, &px, NULL, err, errlen)) goto fail;
         if (!mine && send_tiles(p, ps, &px, err, errlen)) goto fail;
         vae_group_done(&p->grp, r, ps->nt);
-        if (!mine || ps->t0 + ps->nt < p->own[ps->c]) continue; /* the chunk's tiles come in order */
+        if (!mine || ps->t0 + ps->nt < p->own[ps->c])
+            continue; /* the chunk's tiles come in order */
         const int got = receive_tiles(p, ps->c, tiles, err, errlen);
         if (got) {
             if (got < 0) goto fail;
@@ -970,8 +971,7 @@ static float *unnormalise(const vdn_vae_video_config *c, const float *latents, i
 }
 
 /* the clip's geometry: chunks, tiles, frames; -1 with a message */
-static int plan_clip(clip_plan *p, const vdn_vae_video_config *c, int T, char *err,
-                     size_t errlen) {
+static int plan_clip(clip_plan *p, const vdn_vae_video_config *c, int T, char *err, size_t errlen) {
     plan_chunks(c, T, &p->k);
     const chunking *k = &p->k;
     const int sr = c->spatial_ratio;
@@ -1035,8 +1035,8 @@ int vdn_video_vae_decode_group(vdn_video_vae *const *v, int n, const float *late
     int rc;
     vae_group_init(&p.grp, n, nc * p.tiles, progress, user);
     if (alloc_edges(&p)) {
-        rc = vdn_fail(err, errlen, "video VAE: out of memory for the cross-fades of %d frames",
-                      p.e);
+        rc =
+            vdn_fail(err, errlen, "video VAE: out of memory for the cross-fades of %d frames", p.e);
         vae_group_finish(&p.grp, devs, share, NULL, 0);
     } else {
         float *z = unnormalise(c, latents, T, p.Tz, h, w);
