@@ -25,13 +25,15 @@ set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 CK=${1:?usage: vae.sh CKPT_ROOT}
 mkdir -p "$OUT"
-B=$(mktemp -d)
+B=${VAE_BUILD:-$(mktemp -d)} # VAE_BUILD=DIR: build there, or reuse what an earlier run built
+mkdir -p "$B"
 PFX="$B/deps"
 for d in .devcarry/*.deb; do [ -f "$d" ] && dpkg -x "$d" "$PFX"; done
 CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Ikernels -Iengine -Iops/cli -Itext -Ivae -Imedia -I$PFX/usr/include"
 NVFLAGS="-gencode=arch=compute_90a,code=sm_90a -O3 --use_fast_math -std=c++17 -Ikernels -Iengine -Iops/cli"
 export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
 t0=$(date +%s)
+if [ ! -x "$B/bench_vae" ]; then
 {
   for f in engine/*.c text/encoder_init.c text/encoder_config.c vae/vae_config.c vae/vae_init.c \
            vae/vae_weights.c vae/vae_group.c vae/video_vae.c vae/audio_vae.c vae/bench_decode.c vae/test/test_vae_reference.c \
@@ -48,6 +50,7 @@ nvcc -o "$B/bench_vae" "$B/bench_vae.o" "$B/libv.a" -L"$PFX/usr/lib/x86_64-linux
   -lcjson -lcublasLt -lcublas -lpthread -lm -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/vae_build.log" 2>&1
 nvcc -o "$B/test_backend_ops" "$B/test_backend_ops.o" "$B/libv.a" -L"$PFX/usr/lib/x86_64-linux-gnu" \
   -lcjson -lcublasLt -lcublas -lpthread -lm -Xlinker --undefined=vdn_cuda_dev_backend >> "$OUT/vae_build.log" 2>&1
+fi
 echo "build: $(( $(date +%s) - t0 )) s"
 if [ ! -x "$B/test_vae_reference" ]; then echo "BUILD FAILED"; grep -E "error" "$OUT/vae_build.log" | head -20; exit 1; fi
 nvidia-smi -L
