@@ -44,6 +44,7 @@ declare -A CORPUS=(
     [fuzz_eval_configs]=eval/test/corpus_configs
     [fuzz_tokenizer]=text/test/corpus_tokenizer
     [fuzz_vae_config]=vae/test/corpus_vae_config
+    [fuzz_bench_peer]=vae/test/corpus_bench_peer
     [fuzz_bench_args]=@bench # a few command lines written below
 )
 

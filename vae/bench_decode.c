@@ -7,13 +7,13 @@
  * each timed op by op (op_profile.h, stderr) on one device.
  * stdout: one JSON line (the keys below), then the comparison with the peer. */
 #include <pthread.h>
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_peer.h"
 #include "op_profile.h"
 #include "sampler.h"
 #include "vae.h"
@@ -427,36 +427,6 @@ static void write_json(FILE *f, const bench_opts *o, const bench_result *r) {
     fprintf(f, "]}\n");
 }
 
-/* the peer's number for `key`, or -1 when it has none (missing or null) */
-static double peer_time(const cJSON *j, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    return cJSON_IsNumber(v) && v->valuedouble > 0 ? v->valuedouble : -1;
-}
-
-/* the peer must have timed what we timed: the same latents and audio length */
-static int peer_shapes(const cJSON *j, const bench_result *r, int video, int audio,
-                       const char *path, char *err, size_t errlen) {
-    const cJSON *lat = cJSON_GetObjectItemCaseSensitive(j, "latents");
-    if (video) {
-        int ok = cJSON_IsArray(lat) && cJSON_GetArraySize(lat) == 4;
-        const int want[4] = {r->C, r->T, r->h, r->w};
-        for (int i = 0; ok && i < 4; i++) {
-            const cJSON *e = cJSON_GetArrayItem(lat, i);
-            ok = cJSON_IsNumber(e) && e->valuedouble == want[i];
-        }
-        if (!ok)
-            return vdn_fail(err, errlen,
-                            "%s: field \"latents\": expected [%d, %d, %d, %d], what this run "
-                            "decoded (time the peer at the same --T/--h/--w)",
-                            path, r->C, r->T, r->h, r->w);
-    }
-    const cJSON *la = cJSON_GetObjectItemCaseSensitive(j, "audio_latents");
-    if (audio && !(cJSON_IsNumber(la) && la->valuedouble == r->La))
-        return vdn_fail(err, errlen, "%s: field \"audio_latents\": expected %d, this run's --La",
-                        path, r->La);
-    return 0;
-}
-
 static void compare_line(const char *what, double peer, double ours) {
     if (ours < 0) return;
     if (peer < 0) {
@@ -473,31 +443,22 @@ static int compare_peer(const char *path, const bench_result *r, int video, int 
     size_t n;
     char *text = vdn_read_file(path, &n, err, errlen);
     if (!text) return -1;
-    cJSON *j = cJSON_Parse(text);
+    const int latents[4] = {r->C, r->T, r->h, r->w};
+    vdn_vae_peer peer;
+    const int rc =
+        vdn_vae_peer_parse(text, n, path, latents, r->La, video, audio, &peer, err, errlen);
     free(text);
-    if (!j || !cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        return vdn_fail(err, errlen,
-                        "%s: not a JSON object (expected ops/reference/vae_bench.py's line)", path);
+    if (rc) return -1;
+    printf("-- against the PyTorch decode (%s: %s on %s) --\n", path, peer.peer, peer.gpu);
+    for (int i = r->n_sizes - 1; i >= 0; i--) { /* one device first */
+        const bench_size *z = &r->size[i];
+        char v[48], a[48];
+        snprintf(v, sizeof v, z->devices == 1 ? "video" : "video on %d devices", z->devices);
+        snprintf(a, sizeof a, z->devices == 1 ? "audio" : "audio on %d devices", z->devices);
+        compare_line(v, peer.video_s, z->video_s);
+        compare_line(a, peer.audio_s, z->audio_s);
     }
-    int rc = peer_shapes(j, r, video, audio, path, err, errlen);
-    if (!rc) {
-        const cJSON *who = cJSON_GetObjectItemCaseSensitive(j, "peer");
-        const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(j, "gpu");
-        printf("-- against the PyTorch decode (%s: %s on %s) --\n", path,
-               cJSON_IsString(who) ? who->valuestring : "?",
-               cJSON_IsString(gpu) ? gpu->valuestring : "?");
-        for (int i = r->n_sizes - 1; i >= 0; i--) { /* one device first */
-            const bench_size *z = &r->size[i];
-            char v[48], a[48];
-            snprintf(v, sizeof v, z->devices == 1 ? "video" : "video on %d devices", z->devices);
-            snprintf(a, sizeof a, z->devices == 1 ? "audio" : "audio on %d devices", z->devices);
-            compare_line(v, peer_time(j, "video_s"), z->video_s);
-            compare_line(a, peer_time(j, "audio_s"), z->audio_s);
-        }
-    }
-    cJSON_Delete(j);
-    return rc;
+    return 0;
 }
 
 int vdn_vae_bench(int argc, char **argv) {

@@ -36,7 +36,7 @@ t0=$(date +%s)
 if [ ! -x "$B/bench_vae" ]; then
 {
   for f in engine/*.c text/encoder_init.c text/encoder_config.c vae/vae_config.c vae/vae_init.c \
-           vae/vae_weights.c vae/vae_group.c vae/video_vae.c vae/audio_vae.c vae/bench_decode.c vae/test/test_vae_reference.c \
+           vae/vae_weights.c vae/vae_group.c vae/video_vae.c vae/audio_vae.c vae/bench_decode.c vae/bench_peer.c vae/test/test_vae_reference.c \
            vae/test/bench_vae.c kernels/test/test_backend_ops.c; do
     gcc $CFLAGS -c "$f" -o "$B/$(basename "$f" .c).o" &
   done

@@ -1,0 +1,20 @@
+/* The PyTorch decode's numbers for `vdn bench decode --peer PEER.json`: the JSON line that
+ * ops/reference/vae_bench.py prints after timing the diffusers decode on the same GPU. A file a
+ * user passes, so it is parsed defensively (fuzz target vae/test/fuzz_bench_peer.c). */
+#ifndef VDN_VAE_BENCH_PEER_H
+#define VDN_VAE_BENCH_PEER_H
+
+#include <stddef.h>
+
+typedef struct {
+    double video_s, audio_s; /* seconds, > 0 and finite; -1 where the peer has no time */
+    char peer[96], gpu[96];  /* who timed it and where ("?" when the line does not say) */
+} vdn_vae_peer;
+
+/* text[0, n) as the peer's line. video / audio: this run timed that decoder, so the peer must
+ * have decoded the same latents, (C, T, h, w) = latents[0..4), and the same La audio latents.
+ * 0, or -1 with a message naming path and the field. */
+int vdn_vae_peer_parse(const char *text, size_t n, const char *path, const int latents[4], int La,
+                       int video, int audio, vdn_vae_peer *out, char *err, size_t errlen);
+
+#endif
