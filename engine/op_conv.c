@@ -24,7 +24,7 @@ static int chk(vdn_dev *d, const char *op, const char *name, const vdn_tensor *t
 }
 
 int vdn_op_conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
-                  int K, int stride, int pad, int dilation) {
+                  int K, int stride, int pad, int dilation, int accumulate) {
     if (!y || !x || !w) return -1;
     vdn_dev *d = y->dev;
     const char *op = "conv1d";
@@ -52,7 +52,7 @@ int vdn_op_conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const
         return -1;
     return VDN_PROF(d, "conv1d", x, w,
                     2.0 * (double)B * (double)cout * (double)lout * (double)cin * K,
-                    ct_->conv1d(y, x, w, b, K, stride, pad, dilation));
+                    ct_->conv1d(y, x, w, b, K, stride, pad, dilation, accumulate != 0));
 }
 
 int vdn_op_conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w,

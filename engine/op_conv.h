@@ -21,11 +21,14 @@ extern "C" {
 #endif
 
 /* torch.nn.functional.conv1d (cross-correlation, zero padding `pad` on both sides):
- * y[o, n] = b[o] + sum_{i,k} w[o, i*K + k] x[i, n*stride + k*dilation - pad].
+ * v[o, n] = b[o] + sum_{i,k} w[o, i*K + k] x[i, n*stride + k*dilation - pad].
  * x [B*Cin, Lin], w [Cout, Cin*K], b [Cout] or NULL, y [B*Cout, Lout] with
- * Lout = (Lin + 2 pad - dilation (K - 1) - 1) / stride + 1. */
+ * Lout = (Lin + 2 pad - dilation (K - 1) - 1) / stride + 1.
+ * accumulate == 0: y = v. accumulate != 0: y = y + v, a residual add folded into the conv: v
+ * rounded to float32 first, then added to y's old value in float32 (one rounding), then stored
+ * in y's dtype; y must not overlap x. */
 int vdn_op_conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
-                  int K, int stride, int pad, int dilation);
+                  int K, int stride, int pad, int dilation, int accumulate);
 
 /* torch.nn.functional.conv_transpose1d: y[o, n] = b[o] + sum over (i, m, k) with
  * n = m*stride + k - pad of x[i, m] w[i, o*K + k]. x [B*Cin, Lin], w [Cin, Cout*K], b [Cout] or
@@ -49,7 +52,7 @@ int vdn_op_snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha,
 /* ---- the table a backend implements (calls already checked) ---- */
 struct vdn_conv_backend {
     int (*conv1d)(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
-                  int K, int stride, int pad, int dilation);
+                  int K, int stride, int pad, int dilation, int accumulate);
     int (*conv_transpose1d)(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w,
                             const vdn_tensor *b, int K, int stride, int pad);
     int (*snake_aa)(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha,

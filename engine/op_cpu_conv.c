@@ -24,7 +24,7 @@ typedef struct {
     const vdn_tensor *w, *b;
     const double *x;
     int64_t cin, cout, lin, lout;
-    int K, stride, pad, dilation, transpose;
+    int K, stride, pad, dilation, transpose, accumulate;
 } conv_job;
 
 /* output row (signal b, channel o); the sum runs over (i, k) in order, so threading never changes
@@ -54,13 +54,19 @@ static void conv_channel(void *ctx, int row) {
             }
         }
     }
-    for (int64_t n = 0; n < j->lout; n++)
-        cpu_put(j->y, row, n, acc[n]);
+    for (int64_t n = 0; n < j->lout; n++) {
+        if (j->accumulate) { /* the sum in float32, then one float32 add (op_conv.h) */
+            const float v = (float)acc[n], old = (float)cpu_at(j->y, row, n);
+            cpu_put(j->y, row, n, (double)(float)(old + v));
+        } else {
+            cpu_put(j->y, row, n, acc[n]);
+        }
+    }
     free(acc);
 }
 
 static int run_conv(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
-                    int K, int stride, int pad, int dilation, int transpose) {
+                    int K, int stride, int pad, int dilation, int transpose, int accumulate) {
     /* one signal's channels: the weight's (the front end checked x holds whole signals) */
     const int64_t cin = transpose ? vdn_tensor_rows(w) : vdn_tensor_cols(w) / K;
     const int64_t cout = transpose ? vdn_tensor_cols(w) / K : vdn_tensor_rows(w);
@@ -76,20 +82,21 @@ static int run_conv(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, con
                   .stride = stride,
                   .pad = pad,
                   .dilation = dilation,
-                  .transpose = transpose};
+                  .transpose = transpose,
+                  .accumulate = accumulate};
     vdn_parallel_for((int)vdn_tensor_rows(y), conv_channel, &j);
     free((void *)j.x);
     return 0;
 }
 
 static int cpu_conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
-                      int K, int stride, int pad, int dilation) {
-    return run_conv(y, x, w, b, K, stride, pad, dilation, 0);
+                      int K, int stride, int pad, int dilation, int accumulate) {
+    return run_conv(y, x, w, b, K, stride, pad, dilation, 0, accumulate);
 }
 
 static int cpu_conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w,
                                 const vdn_tensor *b, int K, int stride, int pad) {
-    return run_conv(y, x, w, b, K, stride, pad, 1, 1);
+    return run_conv(y, x, w, b, K, stride, pad, 1, 1, 0);
 }
 
 static int64_t clampi(int64_t v, int64_t lo, int64_t hi) {

@@ -40,5 +40,30 @@ __device__ __forceinline__ void cp_commit() {
 __device__ __forceinline__ void cp_wait0() {
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
+/* all but this thread's n (0, 1 or 2; more counts as 2) most recent groups complete */
+__device__ __forceinline__ void cp_wait_upto(int n) {
+    if (n <= 0)
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    else if (n == 1)
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    else
+        asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+}
+/* 4 bytes global -> shared, or 4 zero bytes where !valid (src is then not read) */
+__device__ __forceinline__ void cp4_or_zero(void *dst, const void *src, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(src), "r"(valid ? 4 : 0)
+                 : "memory");
+}
+
+/* descriptor of an unswizzled K-major operand: 8 x 16-byte core matrices (8 rows of 4 floats,
+ * 128 contiguous bytes), the next core matrix along K lbo bytes on, along M/N sbo bytes on; the
+ * start only 16-byte aligned, so it can begin at any row */
+__device__ __forceinline__ uint64_t desc_plain(const void *p, uint32_t lbo, uint32_t sbo) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
+           ((uint64_t)(sbo >> 4) << 32);
+}
 
 #endif

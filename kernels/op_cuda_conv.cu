@@ -76,7 +76,14 @@ struct ConvArgs {
      * nstages + s) 4096, zero past cout and cin K (wsplit_k) */
     const uint32_t *wsplit;
     int64_t nstages;
+    int64_t cpp; /* conv_tap_k's split reduction: TC-channel chunks per part */
+    int accum;   /* conv1d's accumulate flag: y = y + (sum + bias) (op_conv.h) */
 };
+
+/* an output value v (the float32 sum plus bias) into y, or added to y's value (accumulate) */
+__device__ __forceinline__ void put_out(const ConvArgs &g, int64_t r, int64_t c, float v) {
+    fv_set(g.y, r, c, g.accum ? __fadd_rn(fv_get(g.y, r, c), v) : v);
+}
 
 __device__ __forceinline__ uint32_t to_tf32(float v) {
     uint32_t u;
@@ -320,7 +327,7 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
                                    g.ncols +
                                c] = acc[mt][nt][2 * h2 + h];
                     else
-                        fv_set(g.y, b * g.cout + o, n, acc[mt][nt][2 * h2 + h] + bias);
+                        put_out(g, b * g.cout + o, n, acc[mt][nt][2 * h2 + h] + bias);
                 }
         }
 }
@@ -330,7 +337,7 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
  * opad 0), those outside [0, lout) left out, as the GEMM kernels leave them out of the parts */
 __global__ void conv_ksum_k(FView y, FView bias, const float *part, int ksplit, int64_t rows,
                             int64_t cout, int64_t n, int phases, int ostride, int opad,
-                            int64_t lout) {
+                            int64_t lout, int accum) {
     const int64_t total = rows * n;
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
          e += (int64_t)gridDim.x * blockDim.x) {
@@ -340,7 +347,9 @@ __global__ void conv_ksum_k(FView y, FView bias, const float *part, int ksplit, 
         float v = part[e];
         for (int k = 1; k < ksplit; k++)
             v = __fadd_rn(v, part[k * total + e]);
-        fv_set(y, zs / phases * cout + o, out, v + (bias.p ? fv_get(bias, 0, o) : 0.f));
+        v = v + (bias.p ? fv_get(bias, 0, o) : 0.f);
+        const int64_t r = zs / phases * cout + o;
+        fv_set(y, r, out, accum ? __fadd_rn(fv_get(y, r, out), v) : v);
     }
 }
 
@@ -571,7 +580,7 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_wg_k(ConvArgs g) {
                 if (g.ksplit > 1)
                     g.part[((kp * (int64_t)nbatch + b) * g.cout + o) * g.ncols + c] = v;
                 else
-                    fv_set(g.y, b * g.cout + o, c, v + bias);
+                    put_out(g, b * g.cout + o, c, v + bias);
             }
     }
 }
@@ -691,9 +700,243 @@ template <bool SPLIT, bool F32> cudaError_t launch_wg(vdn_dev *d, ConvArgs g, un
     return launch_wg_k<SPLIT, F32>(d, g, z, dev);
 }
 
+/* ---- conv1d on wgmma with tap-major reductions (conv_tap_k) ----
+ * conv_wg_k orders the reduction r = i K + k, so a stage's X tile (rows r, columns n: x[i, n + k
+ * dil - pad]) has to be built from the strip row by row (64 KiB of shared-memory traffic per
+ * 32-row stage, more than the stage's wgmmas read) between two barriers. Here the reduction runs
+ * tap-major within chunks of TC = 16 input channels: stage (c, k) sums channels 16 c .. 16 c + 15
+ * at tap k. Its X tile is then x[16 c + j, n + k dil - pad], the chunk's strip shifted by k dil
+ * samples; stored unswizzled as core matrices (4 channels x 8 samples, 128 contiguous bytes;
+ * sample s of channel quad q at word 4 (q swp + s)), a wgmma B operand can start at any sample,
+ * so every tap's tile is a descriptor into the one strip: nothing is copied per tap. The strip is
+ * loaded by cp.async (4-byte copies, zero-filled outside the signal and past cin) into a raw
+ * staging area one chunk ahead, and split into its TF32 parts once per chunk; the A tiles (the
+ * weights, pre-split by wtap_k in the stage order) stream through a 4-slot cp.async ring, 3 stages
+ * ahead. Each 8-term step's 3 (or 1) products go to one of two temporaries in turn and are added
+ * to the float32 sum as conv_wg_k does: the same accuracy, the terms grouped by tap instead. */
+constexpr int TC = 16, TAP_NA = 4, TAP_SW_MAX = 256;
+
+template <bool SPLIT> struct TapSmem {
+    static constexpr int W = SPLIT ? 2 : 1;
+    static constexpr int A = WG_BM * TC; /* one part of a stage's A tile, words */
+    /* the ring, the strip (W parts of TC channels x swp samples), the raw strip (TC x sw) */
+    static size_t bytes(int sw, int swp) {
+        return sizeof(uint32_t) * ((size_t)TAP_NA * W * A + (size_t)W * TC * swp + (size_t)TC * sw);
+    }
+};
+
+template <bool SPLIT> __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
+    using SM = TapSmem<SPLIT>;
+    constexpr int W = SM::W, A = SM::A;
+    extern __shared__ __align__(128) uint32_t tap_smem[];
+    uint32_t *ring = tap_smem, *strip = ring + TAP_NA * W * A;
+    float *raw = (float *)(strip + W * TC * g.swp);
+    const int sw = g.sw, swp = g.swp, PS = TC * swp; /* a strip part, words */
+
+    const int tid = threadIdx.x, wg = tid / 128;
+    const int64_t col0 = blockIdx.x * (int64_t)WG_BN, o0 = blockIdx.y * (int64_t)WG_BM;
+    const int b = blockIdx.z / g.ksplit, kp = blockIdx.z % g.ksplit;
+    const int64_t nchunk = (g.cin + TC - 1) / TC, c0 = kp * g.cpp;
+    const int64_t c1 = min(nchunk, c0 + g.cpp), s0 = c0 * g.K, s1 = c1 * g.K;
+    const int64_t xrow0 = b * g.cin, x0 = col0 - g.pad;
+    const float *xp = (const float *)g.x.p;
+
+    /* stage s's A tile (W parts, W 4 KiB) into its ring slot */
+    auto load_a = [&](int64_t s) {
+        const uint32_t *src = g.wsplit + ((int64_t)blockIdx.y * g.nstages + s) * (W * A);
+        uint32_t *dst = ring + (s % TAP_NA) * (W * A);
+#pragma unroll
+        for (int t = 0; t < W * A / 4 / WG_THREADS; t++) {
+            const int e = 4 * (tid + WG_THREADS * t);
+            cp16(dst + e, src + e);
+        }
+    };
+    /* chunk c's raw strip: raw[j sw + u] = x[16 c + j, x0 + u] (zero outside) */
+    auto load_raw = [&](int64_t c) {
+        for (int e = tid; e < TC * sw; e += WG_THREADS) {
+            const int j = e / sw, u = e - j * sw;
+            const int64_t ch = c * TC + j, smp = x0 + u;
+            const bool ok = ch < g.cin && smp >= 0 && smp < g.lin;
+            cp4_or_zero(raw + e, ok ? xp + (xrow0 + ch) * g.x.ld + smp : xp, ok);
+        }
+    };
+    /* the raw strip as TF32 parts in the core-matrix layout: a thread takes sample u of a channel
+     * quad q (four conflict-free reads, one 16-byte store per part) */
+    auto split_strip = [&]() {
+        for (int e = tid; e < 4 * sw; e += WG_THREADS) {
+            const int q = e / sw, u = e - q * sw;
+            uint4 hi, lo;
+            uint32_t *h = &hi.x, *l = &lo.x;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float v = raw[(4 * q + j) * sw + u];
+                h[j] = to_tf32(v);
+                l[j] = to_tf32(v - __uint_as_float(h[j]));
+            }
+            *(uint4 *)(strip + 4 * (q * swp + u)) = hi;
+            if (SPLIT) *(uint4 *)(strip + PS + 4 * (q * swp + u)) = lo;
+        }
+    };
+
+    float acc[32], t[32], t2[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+        acc[i] = t[i] = t2[i] = 0.f;
+    /* prologue: 3 groups (chunk c0's raw strip with stage s0's A tile), empty ones included, so
+     * that stage s's A tile is always group s - s0 */
+    if (s0 < s1) load_raw(c0);
+#pragma unroll
+    for (int j = 0; j < TAP_NA - 1; j++) {
+        if (s0 + j < s1) load_a(s0 + j);
+        cp_commit();
+    }
+    /* A: 64 rows x 16 terms, quads of terms 1 KiB apart, 8-row groups 128 bytes; B: the strip's
+     * quads swp 16 bytes apart, 8-sample groups 128 bytes */
+    const uint64_t da0 = desc_plain(ring, WG_BM * 16, 128),
+                   db0 = desc_plain(strip + 4 * wg * 64, (uint32_t)swp * 16, 128);
+    int64_t c = c0;
+    int k = 0;
+    for (int64_t s = s0; s < s1; s++) {
+        /* committed: 3 + (s - s0) groups. Stage s's A tile is group s - s0 (2 newer ones may be
+         * pending); at a chunk's first tap, its raw strip went with the group of the previous
+         * chunk's first stage, K groups before this stage's */
+        cp_wait_upto(k == 0 ? min(TAP_NA - 2, g.K - 1) : TAP_NA - 2);
+        fence_async_smem(); /* this thread's copies, then the tensor cores' reads */
+        __syncthreads();    /* the copies visible; every wgmma of stage s - 1 complete */
+        if (k == 0) {
+            split_strip(); /* the strip's last readers were the previous chunk's wgmmas */
+            fence_async_smem();
+            __syncthreads();
+        }
+        /* stage s + 3 into stage s - 1's slot, and at a chunk's first tap the next chunk's raw
+         * strip (its staging area read by split_strip above, before the barrier) */
+        if (s + TAP_NA - 1 < s1) load_a(s + TAP_NA - 1);
+        if (k == 0 && c + 1 < c1) load_raw(c + 1);
+        cp_commit();
+
+        const uint64_t da = da0 + (uint64_t)((s % TAP_NA) * W * A * 4 >> 4),
+                       db = db0 + (uint64_t)(k * g.dil); /* k dil samples: 16 bytes each */
+        constexpr uint64_t SA = A * 4 >> 4;
+        const uint64_t SB = (uint64_t)(PS * 4 >> 4);
+#pragma unroll
+        for (int ks = 0; ks < TC / 8; ks++) { /* 8 terms: quads 2 ks, 2 ks + 1 */
+            const uint64_t ka = (uint64_t)(2 * ks * WG_BM), kb = (uint64_t)(2 * ks * swp);
+            float(&tc)[32] = ks % 2 ? t2 : t;
+            wgmma_fence();
+            if (SPLIT) { /* the small terms first, as conv_wg_k */
+                wg_tf32(tc, da + SA + ka, db + kb, 0);
+                wg_tf32(tc, da + ka, db + SB + kb, 1);
+                wg_tf32(tc, da + ka, db + kb, 1);
+            } else {
+                wg_tf32(tc, da + ka, db + kb, 0);
+            }
+            wgmma_commit();
+            if (ks > 0) { /* step ks - 1's add under step ks's products */
+                float(&tp)[32] = ks % 2 ? t : t2;
+                wgmma_wait1();
+                fence_regs<32>(tp);
+#pragma unroll
+                for (int i = 0; i < 32; i++)
+                    acc[i] = __fadd_rn(acc[i], tp[i]);
+            }
+        }
+        float(&tl)[32] = (TC / 8 - 1) % 2 ? t2 : t;
+        wgmma_wait0();
+        fence_regs<32>(tl);
+#pragma unroll
+        for (int i = 0; i < 32; i++)
+            acc[i] = __fadd_rn(acc[i], tl[i]);
+        if (++k == g.K) k = 0, c++;
+    }
+    cp_wait0(); /* no copy outlives the block */
+    /* accumulator 4 j + 2 h2 + h: row 16 (warp % 4) + lane / 4 + 8 h2, column 8 j + 2 (lane % 4)
+     * + h of the warpgroup's 64 x 64 (as conv_wg_k) */
+    const int lane = tid % 32, warp = tid / 32, gq = lane / 4, tq = lane % 4;
+    const int nbatch = gridDim.z / g.ksplit;
+#pragma unroll
+    for (int h2 = 0; h2 < 2; h2++) {
+        const int64_t o = o0 + 16 * (warp % 4) + gq + 8 * h2;
+        if (o >= g.cout) continue;
+        const float bias = g.b.p ? fv_get(g.b, 0, o) : 0.f;
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int64_t col = col0 + wg * 64 + 8 * j + 2 * tq + h;
+                if (col >= g.ncols) continue;
+                const float v = acc[4 * j + 2 * h2 + h];
+                if (g.ksplit > 1)
+                    g.part[((kp * (int64_t)nbatch + b) * g.cout + o) * g.ncols + col] = v;
+                else
+                    put_out(g, b * g.cout + o, col, v + bias);
+            }
+    }
+}
+
+/* conv_tap_k's weights in its stage order: stage s = c K + k of 64-channel block y holds w[o,
+ * (16 c + j) K + k] for o = 64 y + m at word (j / 4) 256 + 4 m + j % 4 (the core-matrix layout),
+ * W parts (TF32 big, then small), zero past cout and cin. Thread e reads w[o][r] in order. */
+template <bool SPLIT, bool F32>
+__global__ void wtap_k(FView w, int64_t cout, int64_t cin, int K, int64_t nstages, uint32_t *dst) {
+    constexpr int W = SPLIT ? 2 : 1, A = WG_BM * TC;
+    const int64_t rp = nstages * TC, total = (cout + WG_BM - 1) / WG_BM * WG_BM * rp;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t o = e / rp, r = e % rp, i = r / K;
+        const int k = (int)(r % K), m = (int)(o % WG_BM), j = (int)(i % TC);
+        const float v = o < cout && i < cin ? ld_el<F32>(w, o, i * K + k) : 0.f;
+        uint32_t *tile = dst + ((o / WG_BM) * nstages + (i / TC) * K + k) * (W * A);
+        const int word = (j >> 2) * (4 * WG_BM) + 4 * m + (j & 3);
+        const uint32_t big = to_tf32(v);
+        tile[word] = big;
+        if (SPLIT) tile[A + word] = to_tf32(v - __uint_as_float(big));
+    }
+}
+
+/* conv_tap_k takes stride-1 conv1d of float32 x whose strip (128 + (K - 1) dil samples) fits;
+ * VDN_CONV_TAPS=0: conv_wg_k instead (to compare the two) */
+bool tap_fits(const ConvArgs &g) {
+    const char *e = getenv("VDN_CONV_TAPS");
+    return !(e && !strcmp(e, "0")) && g.phases == 1 && g.stride == 1 &&
+           strip_samples(g, WG_BN) <= TAP_SW_MAX;
+}
+
+template <bool SPLIT, bool F32>
+cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
+    constexpr int W = SPLIT ? 2 : 1;
+    const int64_t nchunk = (g.cin + TC - 1) / TC;
+    g.sw = strip_samples(g, WG_BN), g.swp = g.sw, g.nch = TC;
+    g.nstages = nchunk * g.K;
+    g.cpp = (nchunk + g.ksplit - 1) / g.ksplit; /* a trailing part may get none: it writes zeros */
+    const int64_t words = (g.cout + WG_BM - 1) / WG_BM * g.nstages * (W * WG_BM * TC);
+    uint32_t *ws = (uint32_t *)op_cuda_scratch(d, SCR_CONV2, sizeof(uint32_t) * (size_t)words);
+    if (!ws) return cudaErrorMemoryAllocation;
+    wtap_k<SPLIT, F32>
+        <<<op_grid(words / W), 256, 0, cdev(d)->st>>>(g.w, g.cout, g.cin, g.K, g.nstages, ws);
+    g.wsplit = ws;
+    const size_t smem = TapSmem<SPLIT>::bytes(g.sw, g.swp);
+    auto k = conv_tap_k<SPLIT>;
+    static size_t opted[64]; /* per device ordinal below 64, as launch_tile */
+    if (dev >= 64 || smem > opted[dev]) {
+        cudaError_t e =
+            cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e == cudaSuccess)
+            e = cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     cudaSharedmemCarveoutMaxShared);
+        if (e != cudaSuccess) return e;
+        if (dev < 64) opted[dev] = smem;
+    }
+    const dim3 grid((unsigned)((g.ncols + WG_BN - 1) / WG_BN),
+                    (unsigned)((g.cout + WG_BM - 1) / WG_BM), z);
+    k<<<grid, WG_THREADS, smem, cdev(d)->st>>>(g);
+    return cudaSuccess;
+}
+
 /* conv1d's 64 x 128 strip tiles on wgmma (conv_wg_k) unless VDN_CONV_WGMMA=0; else conv_mma_k */
 template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32>
 cudaError_t launch_any(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
+    if constexpr (!TR && F32 && WARPS_M * MT * 16 == WG_BM && WARPS_N * 32 == WG_BN)
+        if (wg_on() && tap_fits(g)) return launch_tap<SPLIT, F32>(d, g, z, dev);
     if constexpr (!TR && WARPS_M * MT * 16 == WG_BM && WARPS_N * 32 == WG_BN)
         if (wg_on() && strip_on() && strip_fits(g, WG_BN))
             return launch_wg<SPLIT, F32>(d, g, z, dev);
@@ -744,7 +987,7 @@ cudaError_t launch_shape(vdn_dev *d, ConvArgs g, unsigned z) {
     if (e != cudaSuccess) return e;
     conv_ksum_k<<<op_grid(total), 256, 0, cdev(d)->st>>>(
         g.y, g.b, g.part, g.ksplit, z * g.cout, g.cout, g.ncols, g.phases, TR ? g.stride : 1,
-        TR ? g.pad : 0, TR ? g.lout : g.ncols);
+        TR ? g.pad : 0, TR ? g.lout : g.ncols, g.accum);
     return cudaSuccess;
 }
 
@@ -915,7 +1158,7 @@ FView opt_view(const vdn_tensor *t) {
 }
 
 int conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b, int K,
-           int stride, int pad, int dilation) {
+           int stride, int pad, int dilation, int accumulate) {
     vdn_dev *d = y->dev;
     const char *OP = "conv1d";
     if (op_cuda_enter(d, OP, {y, x, w, b})) return -1;
@@ -924,7 +1167,8 @@ int conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_te
     g.cin = vdn_tensor_cols(w) / K, g.lin = vdn_tensor_cols(x);
     g.cout = vdn_tensor_rows(w), g.lout = vdn_tensor_cols(y), g.ncols = g.lout;
     g.K = K, g.stride = stride, g.pad = pad, g.dil = dilation, g.J = 1, g.phases = 1;
-    g.ksplit = 1, g.rchunk = g.cin * K, g.part = NULL, g.wsplit = NULL, g.nstages = 0;
+    g.accum = accumulate;
+    g.ksplit = 1, g.rchunk = g.cin * K, g.part = NULL, g.wsplit = NULL, g.nstages = 0, g.cpp = 0;
     if (g.cout * g.lout == 0) return 0;
     return launch_conv<false>(d, OP, g, vdn_tensor_rows(x) / g.cin);
 }
@@ -941,9 +1185,9 @@ int conv_transpose1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, co
     /* phase p's columns q give n = q stride + p - pad; q = 0 .. (lout - 1 + pad) / stride covers
      * every n of every phase (the kernel skips n outside [0, lout)) */
     g.ncols = (g.lout - 1 + pad) / stride + 1;
-    g.K = K, g.stride = stride, g.pad = pad, g.dil = 1;
+    g.K = K, g.stride = stride, g.pad = pad, g.dil = 1, g.accum = 0;
     g.J = (K + stride - 1) / stride, g.phases = stride;
-    g.ksplit = 1, g.rchunk = g.cin * g.J, g.part = NULL, g.wsplit = NULL, g.nstages = 0;
+    g.ksplit = 1, g.rchunk = g.cin * g.J, g.part = NULL, g.wsplit = NULL, g.nstages = 0, g.cpp = 0;
     if (g.cout * g.lout == 0) return 0;
     return launch_conv<true>(d, OP, g, vdn_tensor_rows(x) / g.cin);
 }

@@ -251,10 +251,10 @@ static int amp(vdn_audio_vae *a, const amp_block *b, const vdn_tensor *x, vdn_te
         const int d = b->dilations[e];
         const aa_act *p = &b->acts[2 * e], *q = &b->acts[2 * e + 1];
         OPS(vdn_op_snake_aa(t, out, p->alpha, p->beta, p->up, p->down, 2));
-        OPS(vdn_op_conv1d(r, t, b->w1[e], b->b1[e], b->k, 1, (b->k * d - d) / 2, d));
+        OPS(vdn_op_conv1d(r, t, b->w1[e], b->b1[e], b->k, 1, (b->k * d - d) / 2, d, 0));
         OPS(vdn_op_snake_aa(t, r, q->alpha, q->beta, q->up, q->down, 2));
-        OPS(vdn_op_conv1d(r, t, b->w2[e], b->b2[e], b->k, 1, (b->k - 1) / 2, 1));
-        OPS(vdn_op_add(out, r));
+        /* out += conv(t): the residual add in the conv's epilogue */
+        OPS(vdn_op_conv1d(out, t, b->w2[e], b->b2[e], b->k, 1, (b->k - 1) / 2, 1, 1));
     }
     return 0;
 fail:
@@ -279,9 +279,9 @@ static int decode_batch(vdn_audio_vae *a, const float *z, int B, int La, float *
     vdn_tensor zin = aw_view(buf[0], (int64_t)B * C, La), h = aw_view(buf[1], (int64_t)B * L, La);
     vdn_tensor x = aw_view(buf[2], (int64_t)B * U, La);
     OPS(vdn_tensor_set(&zin, z, VDN_DT_F32));
-    OPS(vdn_op_conv1d(&h, &zin, a->in_w, a->in_b, 1, 1, 0, 1)); /* dec_in_proj */
-    OPS(vdn_op_conv1d(&x, &h, a->pre_w, a->pre_b, 7, 1, 3, 1)); /* conv_pre */
-    int cur = 2;                                                /* the buffer holding x */
+    OPS(vdn_op_conv1d(&h, &zin, a->in_w, a->in_b, 1, 1, 0, 1, 0)); /* dec_in_proj */
+    OPS(vdn_op_conv1d(&x, &h, a->pre_w, a->pre_b, 7, 1, 3, 1, 0)); /* conv_pre */
+    int cur = 2;                                                   /* the buffer holding x */
     for (int i = 0; i < c->n_ups; i++) {
         const int k = c->decoder_kernels[i], s = c->decoder_rates[i];
         const int64_t rows = (int64_t)B * (U >> (i + 1));
@@ -307,7 +307,7 @@ static int decode_batch(vdn_audio_vae *a, const float *z, int B, int La, float *
     vdn_tensor pa = aw_view(buf[(cur + 1) % AW_BUFS], (int64_t)B * last, len),
                y = aw_view(buf[(cur + 2) % AW_BUFS], B, len);
     OPS(vdn_op_snake_aa(&pa, &x, a->post.alpha, a->post.beta, a->post.up, a->post.down, 2));
-    OPS(vdn_op_conv1d(&y, &pa, a->post_w, NULL, 7, 1, 3, 1));
+    OPS(vdn_op_conv1d(&y, &pa, a->post_w, NULL, 7, 1, 3, 1, 0));
     OPS(vdn_tensor_get(&y, wave));
     for (int64_t i = 0; i < (int64_t)B * len; i++)
         wave[i] = wave[i] < -1.0f ? -1.0f : wave[i] > 1.0f ? 1.0f : wave[i];

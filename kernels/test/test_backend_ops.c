@@ -1214,20 +1214,27 @@ static void case_vda_alpha(int F, int S, int hidden, int H) {
  * what a wrong tap, phase or channel gives (order 1). main runs the cases in both modes. */
 static double conv_tol = 2e-6;
 
-/* B signals of cin channels each, as a batch (rows b cin .. b cin + cin - 1) */
-static void case_conv1d(int B, int64_t cin, int64_t lin, int64_t cout, int K, int stride, int pad,
-                        int dilation, int bias, vdn_dtype dt) {
+/* B signals of cin channels each, as a batch (rows b cin .. b cin + cin - 1); accumulate: y
+ * starts as random values of the conv's scale (a residual stream) and the conv adds to them */
+static void conv1d_case(int B, int64_t cin, int64_t lin, int64_t cout, int K, int stride, int pad,
+                        int dilation, int bias, vdn_dtype dt, int accumulate) {
     char what[128];
     const int64_t lout = (lin + 2 * pad - (int64_t)dilation * (K - 1) - 1) / stride + 1;
     pair x = in(dt, B * cin, lin, PAD, 1.0, 0),
          w = in(dt, cout, cin * K, 0, 1.0 / sqrt(cin * K), 0);
-    pair b = in(dt, 1, cout, 0, 0.3, 0), y = out(dt, B * cout, lout, 1);
-    RUN(vdn_op_conv1d(P(y), P(x), P(w), bias ? P(b) : NULL, K, stride, pad, dilation));
-    snprintf(what, sizeof what, "conv1d %s %dx[%lld,%lld] -> %lld, K %d stride %d pad %d dil %d%s",
-             dtn(dt), B, (long long)cin, (long long)lin, (long long)cout, K, stride, pad, dilation,
-             bias ? " bias" : "");
+    pair b = in(dt, 1, cout, 0, 0.3, 0);
+    pair y = accumulate ? in(dt, B * cout, lout, 1, 1.0, 0) : out(dt, B * cout, lout, 1);
+    RUN(vdn_op_conv1d(P(y), P(x), P(w), bias ? P(b) : NULL, K, stride, pad, dilation, accumulate));
+    snprintf(what, sizeof what,
+             "conv1d %s %dx[%lld,%lld] -> %lld, K %d stride %d pad %d dil %d%s%s", dtn(dt), B,
+             (long long)cin, (long long)lin, (long long)cout, K, stride, pad, dilation,
+             bias ? " bias" : "", accumulate ? " acc" : "");
     cmp(what, &y, tol_of(dt, conv_tol));
     release();
+}
+static void case_conv1d(int B, int64_t cin, int64_t lin, int64_t cout, int K, int stride, int pad,
+                        int dilation, int bias, vdn_dtype dt) {
+    conv1d_case(B, cin, lin, cout, K, stride, pad, dilation, bias, dt, 0);
 }
 
 static void case_conv_transpose1d(int B, int64_t cin, int64_t lin, int64_t cout, int K, int stride,
@@ -1310,6 +1317,12 @@ static void conv_cases(void) {
      * reduction split */
     case_conv1d(2, 256, 400, 192, 11, 1, 15, 3, 1, F32);
     case_conv1d(1, 1000, 60, 64, 1, 1, 0, 1, 0, F32);
+    /* accumulate (y += conv, the AMP block's residual add) on every CUDA epilogue: the wgmma tiles
+     * whole and with a split reduction (the parts' sum), the narrow mma.sync tiles, a bf16 y */
+    conv1d_case(2, 128, 700, 128, 3, 1, 5, 5, 1, F32, 1);
+    conv1d_case(2, 256, 400, 192, 11, 1, 15, 3, 1, F32, 1);
+    conv1d_case(2, 24, 1000, 24, 7, 1, 9, 3, 1, F32, 1);
+    conv1d_case(1, 20, 300, 72, 5, 1, 2, 1, 0, BF, 1);
     case_conv_transpose1d(2, 512, 40, 64, 10, 5, 3, 1, F32);
     case_conv_transpose1d(1, 16, 33, 8, 16, 8, 4, 1, F32);
     case_conv_transpose1d(1, 6, 17, 5, 4, 2, 1, 0, BF);
