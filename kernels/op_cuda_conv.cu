@@ -1152,6 +1152,116 @@ __global__ void __launch_bounds__(SN_THREADS)
     }
 }
 
+/* ---- the release's SnakeBeta (12 taps, ratio 2): pairs of upsamples from one window ----
+ * The same values as snake_aa_k (the same taps in the same order), organised for fewer
+ * shared-memory loads: at ratio 2 with an even K every tap of every upsample is inside the padded
+ * signal, and the two upsamples t = 2 mt, 2 mt + 1 read the same K / 2 inputs x_pad[mt - i] (the
+ * even and the odd taps), so a thread computes 4 act values (2 such pairs) from one window of
+ * K / 2 + 1 inputs with the taps in registers, instead of 2 shared-memory loads per tap and
+ * sample; and 4 outputs from one window of K + 6 act values (float2 loads) instead of 2 loads per
+ * tap and output. A tile of SN2_T outputs per block: 2 SN2_T + K - 2 act values, at most 2 groups
+ * of 4 per thread (SN2_T = 1016: (2 SN2_T + 10) / 4 = 510.5 groups for 256 threads). */
+constexpr int SN2_T = 1016, SN2_THREADS = 256, SN2_XM = 2;
+
+template <int KT, bool F32>
+__global__ void __launch_bounds__(SN2_THREADS)
+    snake2_k(FView y, FView x, FView alpha, FView beta, FView fu, FView fd, int64_t rows, int64_t C,
+             int L) {
+    constexpr int NUP = KT / 2, PAD = NUP - 1, CROP = 3 * NUP - 3, DPAD = NUP - 1;
+    static_assert(KT % 2 == 0 && KT >= 4, "ratio 2, an even number of taps");
+    constexpr int NACT = 2 * SN2_T + KT - 2;         /* act values a tile reads */
+    constexpr int NX = SN2_T + 2 * NUP + 2 * SN2_XM; /* x_pad[n0 - SN2_XM ..], with margin */
+    static_assert(SN2_T % 4 == 0 && (NACT + 3) / 4 <= 2 * SN2_THREADS, "tile shape");
+    __shared__ float xs[NX];
+    __shared__ __align__(16) float act[(NACT + 3) / 4 * 4];
+    float fe[NUP], fo[NUP], fdr[KT];
+#pragma unroll
+    for (int i = 0; i < NUP; i++)
+        fe[i] = fv_get(fu, 0, 2 * i), fo[i] = fv_get(fu, 0, 2 * i + 1);
+#pragma unroll
+    for (int k = 0; k < KT; k++)
+        fdr[k] = fv_get(fd, 0, k);
+    const int tid = threadIdx.x, n0 = blockIdx.x * SN2_T, nl = min(SN2_T, L - n0);
+    const int jb = 2 * n0 - DPAD, jmax = 2 * L - 1; /* act index i is act[clamp(jb + i)] */
+    for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+        const float a = expf(fv_get(alpha, 0, row % C)),
+                    inv_b = 1.f / (expf(fv_get(beta, 0, row % C)) + 1e-9f);
+        /* xs[u] = x_pad[m] = x[clamp(m - PAD)] for m = n0 - SN2_XM + u */
+        for (int u = tid; u < NX; u += SN2_THREADS) {
+            const int m = min(max(n0 - SN2_XM + u - PAD, 0), L - 1);
+            xs[u] = F32 ? ((const float *)x.p)[row * x.ld + m] : fv_get(x, row, m);
+        }
+        __syncthreads();
+        auto snake = [&](float up) {
+            const float u = 2.f * up;
+            return u + inv_b * sin_sq(a * u);
+        };
+        for (int gi = tid; gi < (NACT + 3) / 4; gi += SN2_THREADS) {
+            const int i0 = 4 * gi, j0 = jb + i0;
+            if (j0 >= 0 && j0 + 3 <= jmax) {
+                /* t = j0 + CROP = 2 mt is even: pairs (2 mt, 2 mt + 1), (2 mt + 2, 2 mt + 3) */
+                const int mt = (j0 + CROP) >> 1;
+                const float *xm = xs + (mt - (n0 - SN2_XM));
+                float v[NUP + 1]; /* v[q] = x_pad[mt - NUP + 1 + q] */
+#pragma unroll
+                for (int q = 0; q <= NUP; q++)
+                    v[q] = xm[q - NUP + 1];
+#pragma unroll
+                for (int p = 0; p < 2; p++) {
+                    float ue = 0.f, uo = 0.f; /* taps q0 + 2 i, ascending, as snake_aa_k */
+#pragma unroll
+                    for (int i = 0; i < NUP; i++) {
+                        ue += v[p - i + NUP - 1] * fe[i];
+                        uo += v[p - i + NUP - 1] * fo[i];
+                    }
+                    if (i0 + 2 * p < NACT) act[i0 + 2 * p] = snake(ue);
+                    if (i0 + 2 * p + 1 < NACT) act[i0 + 2 * p + 1] = snake(uo);
+                }
+            } else { /* the signal's ends: act index clamped (the down filter's replicate pad) */
+                for (int e = 0; e < 4 && i0 + e < NACT; e++) {
+                    const int j = min(max(jb + i0 + e, 0), jmax), t = j + CROP, mt = t >> 1;
+                    const float *xm = xs + (mt - (n0 - SN2_XM));
+                    float up = 0.f;
+#pragma unroll
+                    for (int i = 0; i < NUP; i++)
+                        up += xm[-i] * ((t & 1) ? fo[i] : fe[i]);
+                    act[i0 + e] = snake(up);
+                }
+            }
+        }
+        __syncthreads();
+        for (int gi = tid; 4 * gi < nl; gi += SN2_THREADS) {
+            const int q0 = 4 * gi;
+            float w[KT + 6]; /* act[2 q0 ..], 8-byte aligned */
+#pragma unroll
+            for (int r = 0; r < (KT + 6) / 2; r++) {
+                const float2 p2 = *(const float2 *)(act + 2 * q0 + 2 * r);
+                w[2 * r] = p2.x, w[2 * r + 1] = p2.y;
+            }
+#pragma unroll
+            for (int o = 0; o < 4; o++) {
+                float acc = 0.f;
+#pragma unroll
+                for (int k = 0; k < KT; k++)
+                    acc += fdr[k] * w[2 * o + k];
+                if (q0 + o < nl) {
+                    if (F32)
+                        ((float *)y.p)[row * y.ld + n0 + q0 + o] = acc;
+                    else
+                        fv_set(y, row, n0 + q0 + o, acc);
+                }
+            }
+        }
+        __syncthreads(); /* xs and act are rewritten for the next row */
+    }
+}
+
+/* VDN_SNAKE2=0: snake_aa_k for the release's taps too (to compare the two) */
+bool snake2_on() {
+    const char *e = getenv("VDN_SNAKE2");
+    return !(e && !strcmp(e, "0"));
+}
+
 FView opt_view(const vdn_tensor *t) {
     FView v = {t ? (char *)t->data : NULL, t ? (int)t->dtype : VDN_DT_F32, t ? t->ld : 0};
     return v;
@@ -1209,6 +1319,16 @@ int snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha, const 
         return vdn_dev_fail(d,
                             "op snake_aa: ratio %d with %d taps needs %zu bytes of shared memory",
                             ratio, K, smem);
+    if (K == 12 && ratio == 2 && snake2_on()) { /* the release's */
+        const dim3 g2((unsigned)((L + SN2_T - 1) / SN2_T), (unsigned)(rows < 65535 ? rows : 65535));
+        const bool f32 = x->dtype == VDN_DT_F32 && y->dtype == VDN_DT_F32;
+        auto k2 = f32 ? snake2_k<12, true> : snake2_k<12, false>;
+        k2<<<g2, SN2_THREADS, 0, cdev(d)->st>>>(fview(y), fview(x), fview(alpha), fview(beta),
+                                                fview(up_filter), fview(down_filter), rows,
+                                                vdn_tensor_numel(alpha), (int)L);
+        OPL();
+        return 0;
+    }
     const dim3 grid((unsigned)((L + SN_TILE - 1) / SN_TILE),
                     (unsigned)(rows < 65535 ? rows : 65535));
     auto k = K == 12 && ratio == 2 ? snake_aa_k<12, 2> : snake_aa_k<0, 0>; /* the release's */
