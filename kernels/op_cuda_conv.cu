@@ -725,7 +725,8 @@ template <bool SPLIT> struct TapSmem {
     }
 };
 
-template <bool SPLIT> __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
+template <bool SPLIT, bool TR>
+__global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
     using SM = TapSmem<SPLIT>;
     constexpr int W = SM::W, A = SM::A;
     extern __shared__ __align__(128) uint32_t tap_smem[];
@@ -735,15 +736,20 @@ template <bool SPLIT> __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_
 
     const int tid = threadIdx.x, wg = tid / 128;
     const int64_t col0 = blockIdx.x * (int64_t)WG_BN, o0 = blockIdx.y * (int64_t)WG_BM;
-    const int b = blockIdx.z / g.ksplit, kp = blockIdx.z % g.ksplit;
+    const int zs = blockIdx.z / g.ksplit, kp = blockIdx.z % g.ksplit;
+    const int b = TR ? zs / g.phases : zs, p = TR ? zs % g.phases : 0;
+    const int per = TR ? g.J : g.K; /* taps per input channel */
     const int64_t nchunk = (g.cin + TC - 1) / TC, c0 = kp * g.cpp;
-    const int64_t c1 = min(nchunk, c0 + g.cpp), s0 = c0 * g.K, s1 = c1 * g.K;
-    const int64_t xrow0 = b * g.cin, x0 = col0 - g.pad;
+    const int64_t c1 = min(nchunk, c0 + g.cpp), s0 = c0 * per, s1 = c1 * per;
+    /* the strip's first sample: conv1d's tap k reads sample n + k dil - pad (shift k dil), a
+     * phase's tap j sample q - j (shift J - 1 - j) */
+    const int64_t xrow0 = b * g.cin, x0 = TR ? col0 - (g.J - 1) : col0 - g.pad;
     const float *xp = (const float *)g.x.p;
 
     /* stage s's A tile (W parts, W 4 KiB) into its ring slot */
     auto load_a = [&](int64_t s) {
-        const uint32_t *src = g.wsplit + ((int64_t)blockIdx.y * g.nstages + s) * (W * A);
+        const uint32_t *src =
+            g.wsplit + (((int64_t)p * gridDim.y + blockIdx.y) * g.nstages + s) * (W * A);
         uint32_t *dst = ring + (s % TAP_NA) * (W * A);
 #pragma unroll
         for (int t = 0; t < W * A / 4 / WG_THREADS; t++) {
@@ -800,7 +806,7 @@ template <bool SPLIT> __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_
         /* committed: 3 + (s - s0) groups. Stage s's A tile is group s - s0 (2 newer ones may be
          * pending); at a chunk's first tap, its raw strip went with the group of the previous
          * chunk's first stage, K groups before this stage's */
-        cp_wait_upto(k == 0 ? min(TAP_NA - 2, g.K - 1) : TAP_NA - 2);
+        cp_wait_upto(k == 0 ? min(TAP_NA - 2, per - 1) : TAP_NA - 2);
         fence_async_smem(); /* this thread's copies, then the tensor cores' reads */
         __syncthreads();    /* the copies visible; every wgmma of stage s - 1 complete */
         if (k == 0) {
@@ -815,7 +821,7 @@ template <bool SPLIT> __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_
         cp_commit();
 
         const uint64_t da = da0 + (uint64_t)((s % TAP_NA) * W * A * 4 >> 4),
-                       db = db0 + (uint64_t)(k * g.dil); /* k dil samples: 16 bytes each */
+                       db = db0 + (uint64_t)(TR ? g.J - 1 - k : k * g.dil); /* 16 B a sample */
         constexpr uint64_t SA = A * 4 >> 4;
         const uint64_t SB = (uint64_t)(PS * 4 >> 4);
 #pragma unroll
@@ -846,7 +852,7 @@ template <bool SPLIT> __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_
 #pragma unroll
         for (int i = 0; i < 32; i++)
             acc[i] = __fadd_rn(acc[i], tl[i]);
-        if (++k == g.K) k = 0, c++;
+        if (++k == per) k = 0, c++;
     }
     cp_wait0(); /* no copy outlives the block */
     /* accumulator 4 j + 2 h2 + h: row 16 (warp % 4) + lane / 4 + 8 h2, column 8 j + 2 (lane % 4)
@@ -863,59 +869,83 @@ template <bool SPLIT> __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int64_t col = col0 + wg * 64 + 8 * j + 2 * tq + h;
-                if (col >= g.ncols) continue;
+                const int64_t n = TR ? col * g.stride + p - g.pad : col;
+                if (col >= g.ncols || n < 0 || n >= g.lout) continue;
                 const float v = acc[4 * j + 2 * h2 + h];
-                if (g.ksplit > 1)
-                    g.part[((kp * (int64_t)nbatch + b) * g.cout + o) * g.ncols + col] = v;
+                if (g.ksplit > 1) /* conv_ksum_k's layout, as conv_mma_k */
+                    g.part[((kp * (int64_t)nbatch + zs) * g.cout + o) * g.ncols + col] = v;
                 else
-                    put_out(g, b * g.cout + o, col, v + bias);
+                    put_out(g, b * g.cout + o, n, v + bias);
             }
     }
 }
 
-/* conv_tap_k's weights in its stage order: stage s = c K + k of 64-channel block y holds w[o,
- * (16 c + j) K + k] for o = 64 y + m at word (j / 4) 256 + 4 m + j % 4 (the core-matrix layout),
- * W parts (TF32 big, then small), zero past cout and cin. Thread e reads w[o][r] in order. */
-template <bool SPLIT, bool F32>
-__global__ void wtap_k(FView w, int64_t cout, int64_t cin, int K, int64_t nstages, uint32_t *dst) {
+/* conv_tap_k's weights in its stage order: stage s = c per + k (per = K taps, or J per phase)
+ * of phase p's 64-channel block y, tile (p Y + y) nstages + s (Y blocks a phase), holds A[o, i,
+ * k] for o = 64 y + m, i = 16 c + j at word (j / 4) 256 + 4 m + j % 4 (the core-matrix layout),
+ * W parts (TF32 big, then small), zero past cout and cin. conv1d: A[o, i, k] = w[o, i K + k];
+ * transposed: A[o, i, j] = w[i, o K + p + j stride], zero where p + j stride >= K. */
+template <bool SPLIT, bool F32, bool TR>
+__global__ void wtap_k(FView w, int64_t cout, int cin, int K, int per, int stride, int phases,
+                       int64_t nstages, uint32_t *dst) {
     constexpr int W = SPLIT ? 2 : 1, A = WG_BM * TC;
-    const int64_t rp = nstages * TC, total = (cout + WG_BM - 1) / WG_BM * WG_BM * rp;
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
-         e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t o = e / rp, r = e % rp, i = r / K;
-        const int k = (int)(r % K), m = (int)(o % WG_BM), j = (int)(i % TC);
-        const float v = o < cout && i < cin ? ld_el<F32>(w, o, i * K + k) : 0.f;
-        uint32_t *tile = dst + ((o / WG_BM) * nstages + (i / TC) * K + k) * (W * A);
-        const int word = (j >> 2) * (4 * WG_BM) + 4 * m + (j & 3);
-        const uint32_t big = to_tf32(v);
-        tile[word] = big;
-        if (SPLIT) tile[A + word] = to_tf32(v - __uint_as_float(big));
+    /* row (p, o) per grid row, term r = i per + k of the padded reduction per thread: 32-bit
+     * index math (rp < 2^31: cin < 2^15 and per < 2^16, the launcher checks) */
+    const int rp = (int)nstages * TC;
+    const int64_t opad = (cout + WG_BM - 1) / WG_BM * WG_BM;
+    for (int64_t po = blockIdx.y; po < phases * opad; po += gridDim.y) {
+        const int p = (int)(po / opad);
+        const int64_t o = po % opad;
+        for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rp; r += gridDim.x * blockDim.x) {
+            const int i = r / per, k = r - i * per, m = (int)(o % WG_BM), j = i % TC;
+            float v = 0.f;
+            if (o < cout && i < cin) {
+                if (!TR)
+                    v = ld_el<F32>(w, o, r);
+                else if (p + k * stride < K)
+                    v = ld_el<F32>(w, i, o * K + p + k * stride);
+            }
+            uint32_t *tile = dst + (((int64_t)p * (opad / WG_BM) + o / WG_BM) * nstages +
+                                    (int64_t)(i / TC) * per + k) *
+                                       (W * A);
+            const int word = (j >> 2) * (4 * WG_BM) + 4 * m + (j & 3);
+            const uint32_t big = to_tf32(v);
+            tile[word] = big;
+            if (SPLIT) tile[A + word] = to_tf32(v - __uint_as_float(big));
+        }
     }
 }
 
-/* conv_tap_k takes stride-1 conv1d of float32 x whose strip (128 + (K - 1) dil samples) fits;
- * VDN_CONV_TAPS=0: conv_wg_k instead (to compare the two) */
+/* conv_tap_k's strip: the tile's 128 columns and the taps' span */
+int tap_samples(const ConvArgs &g) {
+    return WG_BN + (g.phases > 1 ? g.J - 1 : (g.K - 1) * g.dil);
+}
+/* conv_tap_k takes stride-1 conv1d and the transposed convs (float32 x) whose strip fits;
+ * VDN_CONV_TAPS=0: conv_wg_k and the mma.sync tiles instead (to compare) */
 bool tap_fits(const ConvArgs &g) {
     const char *e = getenv("VDN_CONV_TAPS");
-    return !(e && !strcmp(e, "0")) && g.phases == 1 && g.stride == 1 &&
-           strip_samples(g, WG_BN) <= TAP_SW_MAX;
+    return !(e && !strcmp(e, "0")) && (g.phases > 1 || g.stride == 1) &&
+           tap_samples(g) <= TAP_SW_MAX;
 }
 
-template <bool SPLIT, bool F32>
+template <bool SPLIT, bool F32, bool TR>
 cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
     constexpr int W = SPLIT ? 2 : 1;
-    const int64_t nchunk = (g.cin + TC - 1) / TC;
-    g.sw = strip_samples(g, WG_BN), g.swp = g.sw, g.nch = TC;
-    g.nstages = nchunk * g.K;
+    const int per = TR ? g.J : g.K;
+    const int64_t nchunk = (g.cin + TC - 1) / TC, nyb = (g.cout + WG_BM - 1) / WG_BM;
+    g.sw = tap_samples(g), g.swp = g.sw, g.nch = TC;
+    g.nstages = nchunk * per;
     g.cpp = (nchunk + g.ksplit - 1) / g.ksplit; /* a trailing part may get none: it writes zeros */
-    const int64_t words = (g.cout + WG_BM - 1) / WG_BM * g.nstages * (W * WG_BM * TC);
+    const int64_t words = g.phases * nyb * g.nstages * (W * WG_BM * TC);
     uint32_t *ws = (uint32_t *)op_cuda_scratch(d, SCR_CONV2, sizeof(uint32_t) * (size_t)words);
     if (!ws) return cudaErrorMemoryAllocation;
-    wtap_k<SPLIT, F32>
-        <<<op_grid(words / W), 256, 0, cdev(d)->st>>>(g.w, g.cout, g.cin, g.K, g.nstages, ws);
+    const int64_t wrows = g.phases * nyb * WG_BM, rp = g.nstages * TC;
+    const dim3 wgrid((unsigned)((rp + 255) / 256), (unsigned)(wrows < 65535 ? wrows : 65535));
+    wtap_k<SPLIT, F32, TR><<<wgrid, 256, 0, cdev(d)->st>>>(g.w, g.cout, (int)g.cin, g.K, per,
+                                                           g.stride, g.phases, g.nstages, ws);
     g.wsplit = ws;
     const size_t smem = TapSmem<SPLIT>::bytes(g.sw, g.swp);
-    auto k = conv_tap_k<SPLIT>;
+    auto k = conv_tap_k<SPLIT, TR>;
     static size_t opted[64]; /* per device ordinal below 64, as launch_tile */
     if (dev >= 64 || smem > opted[dev]) {
         cudaError_t e =
@@ -926,8 +956,7 @@ cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
         if (e != cudaSuccess) return e;
         if (dev < 64) opted[dev] = smem;
     }
-    const dim3 grid((unsigned)((g.ncols + WG_BN - 1) / WG_BN),
-                    (unsigned)((g.cout + WG_BM - 1) / WG_BM), z);
+    const dim3 grid((unsigned)((g.ncols + WG_BN - 1) / WG_BN), (unsigned)nyb, z);
     k<<<grid, WG_THREADS, smem, cdev(d)->st>>>(g);
     return cudaSuccess;
 }
@@ -935,8 +964,8 @@ cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
 /* conv1d's 64 x 128 strip tiles on wgmma (conv_wg_k) unless VDN_CONV_WGMMA=0; else conv_mma_k */
 template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32>
 cudaError_t launch_any(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
-    if constexpr (!TR && F32 && WARPS_M * MT * 16 == WG_BM && WARPS_N * 32 == WG_BN)
-        if (wg_on() && tap_fits(g)) return launch_tap<SPLIT, F32>(d, g, z, dev);
+    if constexpr (F32 && WARPS_M * MT * 16 == WG_BM && WARPS_N * 32 == WG_BN)
+        if (wg_on() && tap_fits(g)) return launch_tap<SPLIT, F32, TR>(d, g, z, dev);
     if constexpr (!TR && WARPS_M * MT * 16 == WG_BM && WARPS_N * 32 == WG_BN)
         if (wg_on() && strip_on() && strip_fits(g, WG_BN))
             return launch_wg<SPLIT, F32>(d, g, z, dev);
