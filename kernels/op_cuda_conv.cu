@@ -974,6 +974,112 @@ cudaError_t launch_any(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
     return launch_tile<WARPS_M, WARPS_N, MT, MINB, TR, SPLIT, F32, false>(d, g, z, dev);
 }
 
+/* ---- narrow conv1d (at most 32 output channels) in float32 FMAs (conv_direct_k) ----
+ * The release's last stages (32, 16 and 8 channels at 40,000 to 160,000 samples, and conv_post's
+ * one) do 2 x 8 x 88 to 2 x 32 x 352 flops a sample: on the tensor cores' 64-row (wgmma) or
+ * 16-row (mma.sync, 16 x 256 tiles) shapes most rows are idle, and the mma.sync tiles ran the
+ * 8-channel convs at about 6 TFLOP/s, ten times their memory time. Here each thread keeps CO
+ * outputs x NCOL columns (32 sums) in registers and reads, per (channel, tap), NCOL strip samples
+ * and the CO weights (float4 broadcasts): 32 FMAs per 4 to 9 shared-memory loads. Float32 FMAs
+ * in (i, k) order: for the reduction lengths taken here (<= 32 x 11 terms) about 3e-7 relative
+ * (the split TF32 form's class, docs above conv_tol in test_backend_ops.c). Strips and weights
+ * by chunks of DC = 8 input channels. */
+constexpr int DC = 8, DIR_THREADS = 256, DIR_SPAN_MAX = 128;
+
+template <int CO> struct DirShape {
+    static constexpr int NCOL = 32 / CO, TS = DIR_THREADS * NCOL; /* columns a thread, a block */
+};
+
+template <int CO, bool F32>
+__global__ void __launch_bounds__(DIR_THREADS) conv_direct_k(ConvArgs g) {
+    constexpr int NCOL = DirShape<CO>::NCOL, TS = DirShape<CO>::TS;
+    extern __shared__ float4 dir_smem[];
+    float *ws = (float *)dir_smem; /* [DC K][CO]: weight (o, i K + k) at (i % DC) K + k, o */
+    const int K = g.K, dil = g.dil, sw = TS + (K - 1) * dil;
+    float *xs = ws + DC * K * CO; /* [DC][sw] */
+    const int tid = threadIdx.x, b = blockIdx.y;
+    const int64_t n0 = blockIdx.x * (int64_t)TS, x0 = n0 - g.pad, xrow0 = b * g.cin;
+    float acc[NCOL][CO];
+#pragma unroll
+    for (int c = 0; c < NCOL; c++)
+#pragma unroll
+        for (int o = 0; o < CO; o++)
+            acc[c][o] = 0.f;
+    for (int64_t i0 = 0; i0 < g.cin; i0 += DC) {
+        const int nc = (int)min((int64_t)DC, g.cin - i0);
+        for (int e = tid; e < nc * sw; e += DIR_THREADS) {
+            const int j = e / sw, u = e - j * sw;
+            const int64_t smp = x0 + u;
+            xs[e] = smp >= 0 && smp < g.lin ? ld_el<F32>(g.x, xrow0 + i0 + j, smp) : 0.f;
+        }
+        for (int e = tid; e < nc * K * CO; e += DIR_THREADS) {
+            const int r = e / CO, o = e - r * CO;
+            ws[e] = o < g.cout ? ld_el<F32>(g.w, o, i0 * K + r) : 0.f;
+        }
+        __syncthreads();
+        for (int j = 0; j < nc; j++)
+            for (int k = 0; k < K; k++) {
+                float xv[NCOL];
+#pragma unroll
+                for (int c = 0; c < NCOL; c++)
+                    xv[c] = xs[j * sw + tid + c * DIR_THREADS + k * dil];
+                const float4 *w4 = (const float4 *)(ws + (j * K + k) * CO);
+#pragma unroll
+                for (int o4 = 0; o4 < CO / 4; o4++) {
+                    const float4 wv = w4[o4];
+#pragma unroll
+                    for (int c = 0; c < NCOL; c++) {
+                        acc[c][4 * o4] = fmaf(wv.x, xv[c], acc[c][4 * o4]);
+                        acc[c][4 * o4 + 1] = fmaf(wv.y, xv[c], acc[c][4 * o4 + 1]);
+                        acc[c][4 * o4 + 2] = fmaf(wv.z, xv[c], acc[c][4 * o4 + 2]);
+                        acc[c][4 * o4 + 3] = fmaf(wv.w, xv[c], acc[c][4 * o4 + 3]);
+                    }
+                }
+            }
+        __syncthreads(); /* xs and ws are rewritten for the next chunk */
+    }
+#pragma unroll
+    for (int o = 0; o < CO; o++) {
+        if (o >= g.cout) break;
+        const float bias = g.b.p ? fv_get(g.b, 0, o) : 0.f;
+#pragma unroll
+        for (int c = 0; c < NCOL; c++) {
+            const int64_t n = n0 + tid + c * DIR_THREADS;
+            if (n < g.lout) put_out(g, b * g.cout + o, n, acc[c][o] + bias);
+        }
+    }
+}
+
+/* VDN_CONV_DIRECT=0: the tensor-core tiles for narrow conv1d too (to compare) */
+bool direct_on() {
+    const char *e = getenv("VDN_CONV_DIRECT");
+    return !(e && !strcmp(e, "0"));
+}
+/* conv_direct_k takes stride-1 conv1d with at most 32 output channels, K dil < DIR_SPAN_MAX and
+ * a batch under 65536 (grid y) */
+bool direct_fits(const ConvArgs &g, int64_t batch) {
+    return direct_on() && g.phases == 1 && g.stride == 1 && g.cout <= 32 &&
+           (int64_t)(g.K - 1) * g.dil < DIR_SPAN_MAX && batch <= 65535;
+}
+
+template <int CO, bool F32>
+cudaError_t launch_direct(vdn_dev *d, const ConvArgs &g, int64_t batch, int dev) {
+    constexpr int TS = DirShape<CO>::TS;
+    const size_t smem =
+        sizeof(float) * ((size_t)DC * g.K * CO + (size_t)DC * (TS + (g.K - 1) * g.dil));
+    auto k = conv_direct_k<CO, F32>;
+    static size_t opted[64]; /* per device ordinal below 64, as launch_tile */
+    if (dev >= 64 || smem > opted[dev]) {
+        const cudaError_t e =
+            cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
+        if (dev < 64) opted[dev] = smem;
+    }
+    const dim3 grid((unsigned)((g.lout + TS - 1) / TS), (unsigned)batch);
+    k<<<grid, DIR_THREADS, smem, cdev(d)->st>>>(g);
+    return cudaSuccess;
+}
+
 /* A tile shape for the output channels: 64 x 128 (8 warps, two blocks an SM) for wide layers,
  * 16 x 256 for the narrow last stages (8 to 32 channels), so a 16-channel layer does not pay for
  * 64. Where 64 x 128 tiles fill the SMs' two block slots badly (the audio decoder's first conv: 64
@@ -1000,6 +1106,10 @@ cudaError_t launch_shape(vdn_dev *d, ConvArgs g, unsigned z) {
     cudaError_t e = cudaGetDevice(&dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (e != cudaSuccess) return e;
+    if (!TR && direct_fits(g, z)) /* conv1d: z is the batch */
+        return g.cout <= 8    ? launch_direct<8, F32>(d, g, z, dev)
+               : g.cout <= 16 ? launch_direct<16, F32>(d, g, z, dev)
+                              : launch_direct<32, F32>(d, g, z, dev);
     if (g.cout < 64) return launch_any<1, 8, 1, 2, TR, SPLIT, F32>(d, g, z, dev);
     const int64_t big = (g.ncols + 127) / 128 * ((g.cout + 63) / 64) * z;
     const int64_t stages = (g.cin * (TR ? g.J : g.K) + CB - 1) / CB;
