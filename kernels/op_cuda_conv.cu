@@ -725,10 +725,8 @@ template <bool SPLIT> struct TapSmem {
     }
 };
 
-/* NWG warpgroups a block (64 x 64 NWG outputs): 2 (two blocks an SM) or 1 (four) */
-template <bool SPLIT, bool TR, int NWG>
-__global__ void __launch_bounds__(NWG * 128, 4 / NWG) conv_tap_k(ConvArgs g) {
-    constexpr int NT = NWG * 128, BN = NWG * 64;
+template <bool SPLIT, bool TR>
+__global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
     using SM = TapSmem<SPLIT>;
     constexpr int W = SM::W, A = SM::A;
     extern __shared__ __align__(128) uint32_t tap_smem[];
@@ -737,7 +735,7 @@ __global__ void __launch_bounds__(NWG * 128, 4 / NWG) conv_tap_k(ConvArgs g) {
     const int sw = g.sw, swp = g.swp, PS = TC * swp; /* a strip part, words */
 
     const int tid = threadIdx.x, wg = tid / 128;
-    const int64_t col0 = blockIdx.x * (int64_t)BN, o0 = blockIdx.y * (int64_t)WG_BM;
+    const int64_t col0 = blockIdx.x * (int64_t)WG_BN, o0 = blockIdx.y * (int64_t)WG_BM;
     const int zs = blockIdx.z / g.ksplit, kp = blockIdx.z % g.ksplit;
     const int b = TR ? zs / g.phases : zs, p = TR ? zs % g.phases : 0;
     const int per = TR ? g.J : g.K; /* taps per input channel */
@@ -754,14 +752,14 @@ __global__ void __launch_bounds__(NWG * 128, 4 / NWG) conv_tap_k(ConvArgs g) {
             g.wsplit + (((int64_t)p * gridDim.y + blockIdx.y) * g.nstages + s) * (W * A);
         uint32_t *dst = ring + (s % TAP_NA) * (W * A);
 #pragma unroll
-        for (int t = 0; t < W * A / 4 / NT; t++) {
-            const int e = 4 * (tid + NT * t);
+        for (int t = 0; t < W * A / 4 / WG_THREADS; t++) {
+            const int e = 4 * (tid + WG_THREADS * t);
             cp16(dst + e, src + e);
         }
     };
     /* chunk c's raw strip: raw[j sw + u] = x[16 c + j, x0 + u] (zero outside) */
     auto load_raw = [&](int64_t c) {
-        for (int e = tid; e < TC * sw; e += NT) {
+        for (int e = tid; e < TC * sw; e += WG_THREADS) {
             const int j = e / sw, u = e - j * sw;
             const int64_t ch = c * TC + j, smp = x0 + u;
             const bool ok = ch < g.cin && smp >= 0 && smp < g.lin;
@@ -771,7 +769,7 @@ __global__ void __launch_bounds__(NWG * 128, 4 / NWG) conv_tap_k(ConvArgs g) {
     /* the raw strip as TF32 parts in the core-matrix layout: a thread takes sample u of a channel
      * quad q (four conflict-free reads, one 16-byte store per part) */
     auto split_strip = [&]() {
-        for (int e = tid; e < 4 * sw; e += NT) {
+        for (int e = tid; e < 4 * sw; e += WG_THREADS) {
             const int q = e / sw, u = e - q * sw;
             uint4 hi, lo;
             uint32_t *h = &hi.x, *l = &lo.x;
@@ -919,28 +917,23 @@ __global__ void wtap_k(FView w, int64_t cout, int cin, int K, int per, int strid
 }
 
 /* conv_tap_k's strip: the tile's 128 columns and the taps' span */
-int tap_samples(const ConvArgs &g, int bn) {
-    return bn + (g.phases > 1 ? g.J - 1 : (g.K - 1) * g.dil);
-}
-/* VDN_CONV_TAPWG=1: conv_tap_k with one warpgroup a block (to compare with two) */
-int tap_nwg() {
-    const char *e = getenv("VDN_CONV_TAPWG");
-    return e && !strcmp(e, "1") ? 1 : 2;
+int tap_samples(const ConvArgs &g) {
+    return WG_BN + (g.phases > 1 ? g.J - 1 : (g.K - 1) * g.dil);
 }
 /* conv_tap_k takes stride-1 conv1d and the transposed convs (float32 x) whose strip fits;
  * VDN_CONV_TAPS=0: conv_wg_k and the mma.sync tiles instead (to compare) */
 bool tap_fits(const ConvArgs &g) {
     const char *e = getenv("VDN_CONV_TAPS");
     return !(e && !strcmp(e, "0")) && (g.phases > 1 || g.stride == 1) &&
-           tap_samples(g, WG_BN) <= TAP_SW_MAX;
+           tap_samples(g) <= TAP_SW_MAX;
 }
 
-template <bool SPLIT, bool F32, bool TR, int NWG>
+template <bool SPLIT, bool F32, bool TR>
 cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
     constexpr int W = SPLIT ? 2 : 1;
     const int per = TR ? g.J : g.K;
     const int64_t nchunk = (g.cin + TC - 1) / TC, nyb = (g.cout + WG_BM - 1) / WG_BM;
-    g.sw = tap_samples(g, NWG * 64), g.swp = g.sw, g.nch = TC;
+    g.sw = tap_samples(g), g.swp = g.sw, g.nch = TC;
     g.nstages = nchunk * per;
     g.cpp = (nchunk + g.ksplit - 1) / g.ksplit; /* a trailing part may get none: it writes zeros */
     const int64_t words = g.phases * nyb * g.nstages * (W * WG_BM * TC);
@@ -952,7 +945,7 @@ cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
                                                            g.stride, g.phases, g.nstages, ws);
     g.wsplit = ws;
     const size_t smem = TapSmem<SPLIT>::bytes(g.sw, g.swp);
-    auto k = conv_tap_k<SPLIT, TR, NWG>;
+    auto k = conv_tap_k<SPLIT, TR>;
     static size_t opted[64]; /* per device ordinal below 64, as launch_tile */
     if (dev >= 64 || smem > opted[dev]) {
         cudaError_t e =
@@ -963,8 +956,8 @@ cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
         if (e != cudaSuccess) return e;
         if (dev < 64) opted[dev] = smem;
     }
-    const dim3 grid((unsigned)((g.ncols + NWG * 64 - 1) / (NWG * 64)), (unsigned)nyb, z);
-    k<<<grid, NWG * 128, smem, cdev(d)->st>>>(g);
+    const dim3 grid((unsigned)((g.ncols + WG_BN - 1) / WG_BN), (unsigned)nyb, z);
+    k<<<grid, WG_THREADS, smem, cdev(d)->st>>>(g);
     return cudaSuccess;
 }
 
@@ -972,9 +965,7 @@ cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
 template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32>
 cudaError_t launch_any(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
     if constexpr (F32 && WARPS_M * MT * 16 == WG_BM && WARPS_N * 32 == WG_BN)
-        if (wg_on() && tap_fits(g))
-            return tap_nwg() == 1 ? launch_tap<SPLIT, F32, TR, 1>(d, g, z, dev)
-                                  : launch_tap<SPLIT, F32, TR, 2>(d, g, z, dev);
+        if (wg_on() && tap_fits(g)) return launch_tap<SPLIT, F32, TR>(d, g, z, dev);
     if constexpr (!TR && WARPS_M * MT * 16 == WG_BM && WARPS_N * 32 == WG_BN)
         if (wg_on() && strip_on() && strip_fits(g, WG_BN))
             return launch_wg<SPLIT, F32>(d, g, z, dev);

@@ -1615,11 +1615,6 @@ int main(void) {
     printf("VDN_CONV_WGMMA=0:\n");
     conv_cases();
     unsetenv("VDN_CONV_WGMMA");
-    /* conv_tap_k with one warpgroup a block (the A/B against two; the loser goes) */
-    setenv("VDN_CONV_TAPWG", "1", 1);
-    printf("VDN_CONV_TAPWG=1:\n");
-    conv_cases();
-    unsetenv("VDN_CONV_TAPWG");
 
     /* the first fork of dev[1] makes its lane 1 (the workspace check) */
     case_lanes(256, 512, 8, !selftest);

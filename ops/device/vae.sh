@@ -12,8 +12,7 @@
 # AUDIO_BENCH=1 times the audio decode alone without PyTorch: bench_vae writes random weights at
 # the release's size itself (`random:DIR`), 2 x AUDIO_LA latents (default 200: 5 s stereo), 5 reps,
 # with the default float32-accurate convolutions (op by op too with PROFILE=1) and again with
-# VDN_CONV_TF32=1 (AUDIO_ENV="NAME=value ...": a third run, profiled, with that environment;
-# AUDIO_ENV2: a fourth).
+# VDN_CONV_TF32=1 (AUDIO_ENV="NAME=value ...": a third run, profiled, with that environment).
 # VIDEO_ENV="NAME=value ...": with BENCH=1, both video benches again with that environment.
 # VAE_FP8=1: the video decoder at fp8 too (vae.h vdn_video_vae_load_precision): the fp8 reference
 # test on CUDA (CUDA fp8 against the CPU's fp8 oracle and the reference), and with BENCH=1 a
@@ -95,11 +94,6 @@ if [ "${AUDIO_BENCH:-0}" = 1 ]; then
   if [ -n "${AUDIO_ENV:-}" ]; then
     echo "== $AUDIO_ENV"
     env $AUDIO_ENV timeout 120 "$B/bench_vae" decode --audio-vae "$W/audio_vae" $AA ${PROFILE:+--profile} 2>&1 | tee "$OUT/audio_bench_env.log"
-  fi
-  # AUDIO_ENV2: a fourth run the same way (two variants against the default in one call)
-  if [ -n "${AUDIO_ENV2:-}" ]; then
-    echo "== $AUDIO_ENV2"
-    env $AUDIO_ENV2 timeout 120 "$B/bench_vae" decode --audio-vae "$W/audio_vae" $AA ${PROFILE:+--profile} 2>&1 | tee "$OUT/audio_bench_env2.log"
   fi
   rm -rf "$W"
 fi
