@@ -1,9 +1,10 @@
-/* Hopper warpgroup MMA on TF32 operands for the convolutions (op_cuda_conv.cu): wgmma
- * m64n64k8, A and B both from shared memory, K-major (the only layout wgmma takes for TF32), in
- * the 128-byte-swizzled layout: a [rows][32] float tile, row r at 128 r bytes, its 16-byte chunk c
- * (floats 4c .. 4c + 3) stored at chunk c ^ (r & 7); 8-row groups 1024 bytes apart; the tile
- * 1024-byte aligned. One k-step (8 floats, 32 bytes) advances the descriptor's start by 32 bytes.
- * (The attention kernel's bf16 wrappers, attn_wgmma.cuh, are the same layout at 16 bf16 a step.) */
+/* Hopper warpgroup MMA on TF32 operands for the convolutions (op_cuda_conv.cu conv_tap_k): wgmma
+ * m64n64k8, A and B both from shared memory, K-major (the only layout wgmma takes for TF32),
+ * unswizzled: 8 x 16-byte core matrices (8 rows of 4 floats, 128 contiguous bytes), described by
+ * desc_plain with the strides between core matrices along K and along M/N; such a start needs only
+ * 16-byte alignment, so a B operand can begin at any row (a convolution tap's shift). cp.async
+ * wrappers for the tiles' loads. (The attention kernels' bf16 wrappers, attn_wgmma.cuh, use the
+ * 128-byte-swizzled layout.) */
 #ifndef VDN_CONV_WGMMA_CUH
 #define VDN_CONV_WGMMA_CUH
 

@@ -12,12 +12,16 @@
  * default, torch.backends.cudnn.allow_tf32 being True), for comparing speed with that peer.
  * The transposed convolution is `stride` small convolutions (its polyphase form): output
  * n = q stride + p - pad of phase p sums x[i, q - j] w[i, o K + p + j stride] over (i, j), a GEMM
- * of its own per phase (grid z). Stride-1 conv1d with 64 or more output channels (every wide
- * BigVGAN conv) runs on Hopper's warpgroup MMAs instead (conv_wg_k: wgmma m64n64k8 on TF32, the
- * same split and float32 sums); VDN_CONV_WGMMA=0 keeps those on mma.sync (conv_mma_k).
+ * of its own per phase (grid z). With float32 x and 64 or more output channels (every wide
+ * BigVGAN conv and transposed conv) these GEMMs run on Hopper's warpgroup MMAs instead
+ * (conv_tap_k: wgmma m64n64k8 on TF32, tap-major reductions read straight from one strip, the
+ * same split and float32 sums); VDN_CONV_WGMMA=0 keeps them on mma.sync (conv_mma_k). Stride-1
+ * conv1d with at most 32 output channels (the release's last stages) runs in float32 FMAs
+ * (conv_direct_k). conv1d's accumulate flag adds the result to y's values in every epilogue.
  *
  * The anti-aliased SnakeBeta is one kernel per tile of outputs: the input strip, the upsampled
- * and activated samples (each computed once) and the down filter all in shared memory. */
+ * and activated samples (each computed once) and the down filter all in shared memory (the
+ * release's 12 taps at ratio 2: snake2_k, pairs of upsamples from one window). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,9 +75,7 @@ struct ConvArgs {
     int ksplit;
     int64_t rchunk;
     float *part;
-    /* conv_wg_k's pre-split weights (the split form): per 64-channel block y and 32-term stage s,
-     * the A tile's TF32 big then small part in the kernel's swizzled layout, 4096 words at (y
-     * nstages + s) 4096, zero past cout and cin K (wsplit_k) */
+    /* conv_tap_k's weights, split into TF32 parts and laid out per stage by wtap_k */
     const uint32_t *wsplit;
     int64_t nstages;
     int64_t cpp; /* conv_tap_k's split reduction: TC-channel chunks per part */
@@ -353,237 +355,8 @@ __global__ void conv_ksum_k(FView y, FView bias, const float *part, int ksplit, 
     }
 }
 
-/* ---- conv1d strip tiles on warpgroup MMAs (Hopper wgmma, conv_wgmma.cuh) ----
- * The same GEMM, strips, TF32 split and per-8-term float32 sums as conv_mma_k's strip tiles (so
- * the same accuracy), with the products on wgmma m64n64k8: a block owns 64 output channels x 128
- * columns, two warpgroups of 64 x 64 (one per half of the columns). Why: conv_mma_k's warps load
- * every fragment from shared memory themselves (16 64-bit loads per 24 MMAs of a 32 x 32 warp
- * tile) and ran the release's wide layers at 19-25 TFLOP/s; wgmma reads its operands from shared
- * memory on its own, at twice mma.sync's rate. Per stage of CB = 32 rows, in shared memory as TF32
- * big (and small) parts in wgmma's swizzled K-major layout, two stages deep (the tensor cores of
- * one stage run while the next one is written): the A tile (64 x 32 weights) and the X tile (the
- * stage's 32 rows x 128 columns, stored per column: [column][row]). X is built from the stage's
- * strip (each sample loaded and split once, as conv_mma_k does) by copying each row's window of
- * its channel's strip into place, shared memory to shared memory. The next stage's global loads
- * are in registers while the tensor cores work on this one. */
+/* conv_tap_k's tiles: 64 output channels x 128 columns, two warpgroups of 64 x 64 */
 constexpr int WG_BM = 64, WG_BN = 128, WG_THREADS = 256;
-constexpr int WG_A_PER = WG_BM * CB / WG_THREADS;      /* A values a thread loads: 8 */
-constexpr int WG_SPT = WG_BN * STRIP_CAP / WG_THREADS; /* strip values a thread loads: 8 */
-constexpr int WG_X_PER = WG_BN * CB / WG_THREADS;      /* X values a thread places: 16 */
-static_assert(WG_THREADS / 32 * 4 == CB, "one warp per 4 rows of a stage's X tile");
-
-template <bool SPLIT> struct WgSmem {
-    static constexpr int W = SPLIT ? 2 : 1;
-    static constexpr int A = WG_BM * CB, X = WG_BN * CB; /* one part's tile, words */
-    static constexpr int BUF = W * (A + X);              /* a stage: A big, A small, X big, small */
-    /* bytes for strips of nch channels of swp samples; + 1024: the tiles' alignment */
-    static size_t bytes(int nch, int swp) {
-        return sizeof(uint32_t) * (2 * (size_t)BUF + (size_t)nch * swp * W) + 1024;
-    }
-};
-
-/* The split form (PRE) takes its A tiles pre-split from g.wsplit by cp.async (no registers, no
- * split per block), and each 8-term step's products go to one of two temporaries in turn, so that
- * step ks + 1's wgmmas run while step ks's float32 add does (one wgmma group in flight at the add;
- * the same adds in the same order as with one temporary). H200, 5 s stereo decode: 25.9 ms
- * against 27.3 ms for the kernel that split A per block through registers with one temporary
- * (same run; conv1d 17.65 ms against 18.97). The plain TF32 form loads A through registers. */
-template <bool SPLIT, bool F32>
-__global__ void __launch_bounds__(WG_THREADS, 2) conv_wg_k(ConvArgs g) {
-    using SM = WgSmem<SPLIT>;
-    constexpr int W = SM::W;
-    constexpr bool PRE = SPLIT;
-    extern __shared__ __align__(16) unsigned char wg_smem[];
-    /* the swizzled tiles want 1024-byte alignment (the launch asks for 1024 bytes more) */
-    const uint32_t sa = (uint32_t)__cvta_generic_to_shared(wg_smem);
-    uint32_t *base = (uint32_t *)(wg_smem + ((1024 - (sa & 1023)) & 1023));
-    uint32_t *strip = base + 2 * SM::BUF; /* nch channels x swp samples, W words each */
-
-    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = tid / 128;
-    const int64_t col0 = blockIdx.x * (int64_t)WG_BN, o0 = blockIdx.y * (int64_t)WG_BM;
-    const int b = blockIdx.z / g.ksplit, kp = blockIdx.z % g.ksplit;
-    const int64_t rb = kp * g.rchunk, R = min(g.cin * g.K, rb + g.rchunk), xrow0 = b * g.cin;
-
-    /* this thread's strip values: e = tid + WG_THREADS t (of nch sw), channel e / sw, sample e %
-     * sw, stored at e (swp = sw); t = 0's channel and sample (the others: walked from them, sw >=
-     * WG_BN = WG_THREADS / 2, so at most two channel steps per value) */
-    const int ch0 = tid / g.sw, sm0 = tid % g.sw, nstrip = g.nch * g.sw;
-    /* A: this thread loads rows m = warp + 8 t, term lane of the stage (consecutive lanes,
-     * consecutive weights); its swizzled 16-byte chunk is (lane / 4) ^ (m & 7) = ^ warp */
-    const int a_word = (((lane >> 2) ^ warp) << 2) | (lane & 3);
-    float ra[WG_A_PER], rx[WG_SPT];
-    auto load = [&](int64_t r0) {
-#pragma unroll
-        for (int t = 0; t < WG_A_PER; t++) {
-            if (PRE) break;
-            const int64_t o = o0 + warp + 8 * t, r = r0 + lane;
-            ra[t] = o < g.cout && r < R ? ld_el<F32>(g.w, o, r) : 0.f;
-        }
-        const int64_t ilo = r0 / g.K, s0 = col0 - g.pad;
-        int ci = ch0, u = sm0;
-#pragma unroll
-        for (int t = 0; t < WG_SPT; t++) {
-            const int64_t ch = ilo + ci, s = s0 + u;
-            rx[t] = ci < g.nch && ch < g.cin && s >= 0 && s < g.lin ? ld_el<F32>(g.x, xrow0 + ch, s)
-                                                                    : 0.f;
-            u += WG_THREADS;
-            if (u >= g.sw) u -= g.sw, ci++;
-            if (u >= g.sw) u -= g.sw, ci++;
-        }
-    };
-    /* the registers' values as TF32 parts: A into its tile, the strip's into the strip */
-    auto store = [&](uint32_t *buf) {
-#pragma unroll
-        for (int t = 0; t < WG_A_PER; t++) {
-            if (PRE) break;
-            const int w = (warp + 8 * t) * CB + a_word;
-            const uint32_t big = to_tf32(ra[t]);
-            buf[w] = big;
-            if (SPLIT) buf[SM::A + w] = to_tf32(ra[t] - __uint_as_float(big));
-        }
-#pragma unroll
-        for (int t = 0; t < WG_SPT; t++) {
-            const int e = tid + WG_THREADS * t;
-            if (e >= nstrip) break;
-            uint32_t *dst = strip + e * W;
-            const uint32_t big = to_tf32(rx[t]);
-            if (SPLIT)
-                *(uint2 *)dst = make_uint2(big, to_tf32(rx[t] - __uint_as_float(big)));
-            else
-                *dst = big;
-        }
-    };
-    /* X tile: this thread places stage row r = 4 warp + lane % 4 (channel r / K, tap r % K) for
-     * columns n = 8 i + lane / 4, reading its window of the strip; rows past R are zeros (A is
-     * zero there too, but a strip sample times zero must not make a NaN) */
-    auto expand = [&](uint32_t *buf, int64_t r0) {
-        const int64_t r = r0 + 4 * warp + (lane & 3);
-        const int off = r < R ? (int)(r / g.K - r0 / g.K) * g.swp + (int)(r % g.K) * g.dil : -1;
-        uint32_t *xb = buf + W * SM::A + (lane >> 2) * CB + a_word;
-#pragma unroll
-        for (int i = 0; i < WG_X_PER; i++) {
-            const int n = 8 * i + (lane >> 2);
-            uint2 v = make_uint2(0, 0);
-            if (off >= 0) {
-                if (SPLIT)
-                    v = *(const uint2 *)(strip + (off + n) * 2);
-                else
-                    v.x = strip[off + n];
-            }
-            xb[8 * i * CB] = v.x;
-            if (SPLIT) xb[8 * i * CB + SM::X] = v.y;
-        }
-    };
-
-    /* PRE: stage r0's A tile (both parts, 16 KiB) into buf, 4 16-byte copies a thread */
-    auto load_a = [&](uint32_t *buf, int64_t r0) {
-        const uint32_t *src = g.wsplit + ((int64_t)blockIdx.y * g.nstages + r0 / CB) * (2 * SM::A);
-#pragma unroll
-        for (int t = 0; t < 2 * SM::A / 4 / WG_THREADS; t++) {
-            const int c = 4 * (tid + WG_THREADS * t);
-            cp16(buf + c, src + c);
-        }
-        cp_commit();
-    };
-
-    float acc[32], t[32], t2[PRE ? 32 : 1];
-#pragma unroll
-    for (int i = 0; i < 32; i++)
-        acc[i] = t[i] = 0.f;
-#pragma unroll
-    for (int i = 0; i < (PRE ? 32 : 1); i++)
-        t2[i] = 0.f;
-    const uint64_t d0 = desc(base); /* descriptors advance in 16-byte units */
-    if (PRE) load_a(base, rb);
-    load(rb);
-    int nb = 0;
-    for (int64_t r0 = rb; r0 < R; r0 += CB, nb ^= 1) {
-        uint32_t *buf = base + nb * SM::BUF;
-        store(buf);
-        if (PRE) cp_wait0(); /* this thread's part of the A tile has landed */
-        __syncthreads();     /* the strip (and PRE: the A tile) is complete */
-        expand(buf, r0);
-        fence_async_smem(); /* these stores, then the tensor cores' reads */
-        __syncthreads();
-        if (r0 + CB < R) { /* in flight during the products below */
-            /* PRE: the other buffer's last readers, the previous stage's wgmmas, all completed
-             * (each warpgroup waits for its last group before this stage's barriers) */
-            if (PRE) load_a(base + (nb ^ 1) * SM::BUF, r0 + CB);
-            load(r0 + CB);
-        }
-        const uint64_t da = d0 + (uint64_t)(nb * SM::BUF * 4 >> 4),
-                       dx = da + (uint64_t)(W * SM::A * 4 >> 4) + (uint64_t)(wg * 64 * CB * 4 >> 4);
-        constexpr uint64_t SA = SM::A * 4 >> 4, SX = SM::X * 4 >> 4; /* to the small parts */
-        if constexpr (PRE) {
-            /* step ks into t (even) or t2 (odd); then, with one group left in flight, step
-             * ks - 1's add */
-#pragma unroll
-            for (int ks = 0; ks < CB / 8; ks++) {
-                const uint64_t k2 = 2 * ks;
-                float(&tc)[32] = ks % 2 ? t2 : t;
-                float(&tp)[32] = ks % 2 ? t : t2;
-                wgmma_fence();
-                wg_tf32(tc, da + SA + k2, dx + k2, 0);
-                wg_tf32(tc, da + k2, dx + SX + k2, 1);
-                wg_tf32(tc, da + k2, dx + k2, 1);
-                wgmma_commit();
-                if (ks > 0) {
-                    wgmma_wait1();
-                    fence_regs<32>(tp);
-#pragma unroll
-                    for (int i = 0; i < 32; i++)
-                        acc[i] = __fadd_rn(acc[i], tp[i]);
-                }
-            }
-            float(&tl)[32] = (CB / 8 - 1) % 2 ? t2 : t;
-            wgmma_wait0();
-            fence_regs<32>(tl);
-#pragma unroll
-            for (int i = 0; i < 32; i++)
-                acc[i] = __fadd_rn(acc[i], tl[i]);
-        } else {
-#pragma unroll
-            for (int ks = 0; ks < CB / 8; ks++) { /* 8 terms: 32 bytes, 2 descriptor units */
-                const uint64_t k2 = 2 * ks;
-                wgmma_fence();
-                if (SPLIT) { /* the small terms first, as conv_mma_k */
-                    wg_tf32(t, da + SA + k2, dx + k2, 0);
-                    wg_tf32(t, da + k2, dx + SX + k2, 1);
-                    wg_tf32(t, da + k2, dx + k2, 1);
-                } else {
-                    wg_tf32(t, da + k2, dx + k2, 0);
-                }
-                wgmma_commit();
-                wgmma_wait0();
-                fence_regs<32>(t);
-#pragma unroll
-                for (int i = 0; i < 32; i++)
-                    acc[i] = __fadd_rn(acc[i], t[i]);
-            }
-        }
-    }
-    /* accumulator 4 j + 2 h2 + h: row 16 (warp % 4) + lane / 4 + 8 h2, column 8 j + 2 (lane % 4)
-     * + h of the warpgroup's 64 x 64 */
-    const int gq = lane / 4, tq = lane % 4, nbatch = gridDim.z / g.ksplit;
-#pragma unroll
-    for (int h2 = 0; h2 < 2; h2++) {
-        const int64_t o = o0 + 16 * (warp % 4) + gq + 8 * h2;
-        if (o >= g.cout) continue;
-        const float bias = g.b.p ? fv_get(g.b, 0, o) : 0.f;
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int64_t c = col0 + wg * 64 + 8 * j + 2 * tq + h;
-                if (c >= g.ncols) continue;
-                const float v = acc[4 * j + 2 * h2 + h];
-                if (g.ksplit > 1)
-                    g.part[((kp * (int64_t)nbatch + b) * g.cout + o) * g.ncols + c] = v;
-                else
-                    put_out(g, b * g.cout + o, c, v + bias);
-            }
-    }
-}
 
 /* Strip tiles (conv1d, stride 1): a stage's 32 reduction rows r = i K + k span at most
  * 31 / K + 2 input channels, and the block's BN columns read samples col0 - pad .. col0 - pad +
@@ -633,87 +406,30 @@ cudaError_t launch_tile(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
     return cudaSuccess;
 }
 
-/* VDN_CONV_WGMMA=0: conv_mma_k's strip tiles instead of conv_wg_k's (to compare the two) */
+/* VDN_CONV_WGMMA=0: conv_mma_k's tiles instead of conv_tap_k (to compare the two; test_backend_ops
+ * runs both) */
 bool wg_on() {
     const char *e = getenv("VDN_CONV_WGMMA");
     return !(e && !strcmp(e, "0"));
 }
 
-/* conv_wg_k's pre-split weights (ConvArgs.wsplit): thread e takes weight (o, r) of the padded
- * [64 ceil(cout / 64)] x [32 nstages] matrix (zero outside cout x rk: consecutive threads read
- * consecutive r) and writes its TF32 big and small parts where conv_wg_k's store puts them:
- * row m = o % 64, term kk = r % 32 at word 32 m + ((kk / 4) ^ (m % 8)) 4 + kk % 4 of the
- * (o / 64, r / 32) tile's big part, 2048 words on for the small one */
-template <bool F32>
-__global__ void wsplit_k(FView w, int64_t cout, int64_t rk, int64_t nstages, uint32_t *dst) {
-    const int64_t rp = nstages * CB, total = (cout + WG_BM - 1) / WG_BM * WG_BM * rp;
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
-         e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t o = e / rp, r = e % rp;
-        const float v = o < cout && r < rk ? ld_el<F32>(w, o, r) : 0.f;
-        const int m = (int)(o % WG_BM), kk = (int)(r % CB);
-        uint32_t *tile = dst + ((o / WG_BM) * nstages + r / CB) * (2 * WG_BM * CB);
-        const int word = m * CB + ((((kk >> 2) ^ (m & 7)) << 2) | (kk & 3));
-        const uint32_t big = to_tf32(v);
-        tile[word] = big;
-        tile[WG_BM * CB + word] = to_tf32(v - __uint_as_float(big));
-    }
-}
-
-/* one conv_wg_k instantiation's launch: its shared memory opted in once per device */
-template <bool SPLIT, bool F32>
-cudaError_t launch_wg_k(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
-    const size_t smem = WgSmem<SPLIT>::bytes(g.nch, g.swp);
-    auto k = conv_wg_k<SPLIT, F32>;
-    static size_t opted[64]; /* per device ordinal below 64, as launch_tile */
-    if (dev >= 64 || smem > opted[dev]) {
-        cudaError_t e =
-            cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        /* two blocks an SM (about 110 KB each) want the whole of L1 as shared memory */
-        if (e == cudaSuccess)
-            e = cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                     cudaSharedmemCarveoutMaxShared);
-        if (e != cudaSuccess) return e;
-        if (dev < 64) opted[dev] = smem;
-    }
-    const dim3 grid((unsigned)((g.ncols + WG_BN - 1) / WG_BN),
-                    (unsigned)((g.cout + WG_BM - 1) / WG_BM), z);
-    k<<<grid, WG_THREADS, smem, cdev(d)->st>>>(g);
-    return cudaSuccess;
-}
-
-/* conv_wg_k: strips of the stage's channels, unpadded (swp = sw samples); the split form with
- * its weights split first into scratch (wsplit_k: one pass over w per call, instead of every
- * column tile splitting its A tiles again) */
-template <bool SPLIT, bool F32> cudaError_t launch_wg(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
-    g.sw = strip_samples(g, WG_BN), g.nch = strip_channels(g), g.swp = g.sw;
-    if constexpr (SPLIT) {
-        g.nstages = (g.cin * g.K + CB - 1) / CB;
-        const int64_t total = (g.cout + WG_BM - 1) / WG_BM * WG_BM * g.nstages * CB;
-        uint32_t *ws =
-            (uint32_t *)op_cuda_scratch(d, SCR_CONV2, sizeof(uint32_t) * 2 * (size_t)total);
-        if (!ws) return cudaErrorMemoryAllocation;
-        wsplit_k<F32>
-            <<<op_grid(total), 256, 0, cdev(d)->st>>>(g.w, g.cout, g.cin * g.K, g.nstages, ws);
-        g.wsplit = ws;
-    }
-    return launch_wg_k<SPLIT, F32>(d, g, z, dev);
-}
-
 /* ---- conv1d on wgmma with tap-major reductions (conv_tap_k) ----
- * conv_wg_k orders the reduction r = i K + k, so a stage's X tile (rows r, columns n: x[i, n + k
- * dil - pad]) has to be built from the strip row by row (64 KiB of shared-memory traffic per
- * 32-row stage, more than the stage's wgmmas read) between two barriers. Here the reduction runs
- * tap-major within chunks of TC = 16 input channels: stage (c, k) sums channels 16 c .. 16 c + 15
- * at tap k. Its X tile is then x[16 c + j, n + k dil - pad], the chunk's strip shifted by k dil
- * samples; stored unswizzled as core matrices (4 channels x 8 samples, 128 contiguous bytes;
- * sample s of channel quad q at word 4 (q swp + s)), a wgmma B operand can start at any sample,
- * so every tap's tile is a descriptor into the one strip: nothing is copied per tap. The strip is
- * loaded by cp.async (4-byte copies, zero-filled outside the signal and past cin) into a raw
- * staging area one chunk ahead, and split into its TF32 parts once per chunk; the A tiles (the
- * weights, pre-split by wtap_k in the stage order) stream through a 4-slot cp.async ring, 3 stages
- * ahead. Each 8-term step's 3 (or 1) products go to one of two temporaries in turn and are added
- * to the float32 sum as conv_wg_k does: the same accuracy, the terms grouped by tap instead. */
+ * The previous wgmma kernel (conv_wg_k, until branch audio6) ordered the reduction r = i K + k, so
+ * a stage's X tile (rows r, columns n: x[i, n + k dil - pad]) had to be built from the strip row
+ * by row (64 KiB of shared-memory traffic per 32-row stage, more than the stage's wgmmas read)
+ * between two barriers. Here the reduction runs tap-major within chunks of TC = 16 input channels:
+ * stage (c, k) sums channels 16 c .. 16 c + 15 at tap k. Its X tile is then x[16 c + j, n + k dil -
+ * pad], the chunk's strip shifted by k dil samples; stored unswizzled as core matrices (4 channels
+ * x 8 samples, 128 contiguous bytes; sample s of channel quad q at word 4 (q swp + s)), a wgmma B
+ * operand can start at any sample, so every tap's tile is a descriptor into the one strip: nothing
+ * is copied per tap. The strip is loaded by cp.async (4-byte copies, zero-filled outside the signal
+ * and past cin) into a raw staging area one chunk ahead, and split into its TF32 parts once per
+ * chunk; the A tiles (the weights, pre-split by wtap_k in the stage order) stream through a 4-slot
+ * cp.async ring, 3 stages ahead. Each 8-term step's 3 (or 1) products go to one of two temporaries
+ * in turn and are added to the float32 sum (why: above conv_mma_k): the same accuracy as
+ * conv_mma_k, the terms grouped by tap instead. H200 (audio6 run 2, 5 s stereo): the release's K =
+ * 7 and 11 convs at 41-50 TFLOP/s (conv_wg_k: 31-37), the K = 3 ones 18-35 (16-27), the transposed
+ * convs 15-20 (mma.sync: 8.7-11.8). */
 constexpr int TC = 16, TAP_NA = 4, TAP_SW_MAX = 256;
 
 template <bool SPLIT> struct TapSmem {
@@ -829,7 +545,7 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
             const uint64_t ka = (uint64_t)(2 * ks * WG_BM), kb = (uint64_t)(2 * ks * swp);
             float(&tc)[32] = ks % 2 ? t2 : t;
             wgmma_fence();
-            if (SPLIT) { /* the small terms first, as conv_wg_k */
+            if (SPLIT) { /* the small terms first, as conv_mma_k */
                 wg_tf32(tc, da + SA + ka, db + kb, 0);
                 wg_tf32(tc, da + ka, db + SB + kb, 1);
                 wg_tf32(tc, da + ka, db + kb, 1);
@@ -856,7 +572,7 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
     }
     cp_wait0(); /* no copy outlives the block */
     /* accumulator 4 j + 2 h2 + h: row 16 (warp % 4) + lane / 4 + 8 h2, column 8 j + 2 (lane % 4)
-     * + h of the warpgroup's 64 x 64 (as conv_wg_k) */
+     * + h of the warpgroup's 64 x 64 */
     const int lane = tid % 32, warp = tid / 32, gq = lane / 4, tq = lane % 4;
     const int nbatch = gridDim.z / g.ksplit;
 #pragma unroll
@@ -920,12 +636,9 @@ __global__ void wtap_k(FView w, int64_t cout, int cin, int K, int per, int strid
 int tap_samples(const ConvArgs &g) {
     return WG_BN + (g.phases > 1 ? g.J - 1 : (g.K - 1) * g.dil);
 }
-/* conv_tap_k takes stride-1 conv1d and the transposed convs (float32 x) whose strip fits;
- * VDN_CONV_TAPS=0: conv_wg_k and the mma.sync tiles instead (to compare) */
+/* conv_tap_k takes stride-1 conv1d and the transposed convs (float32 x) whose strip fits */
 bool tap_fits(const ConvArgs &g) {
-    const char *e = getenv("VDN_CONV_TAPS");
-    return !(e && !strcmp(e, "0")) && (g.phases > 1 || g.stride == 1) &&
-           tap_samples(g) <= TAP_SW_MAX;
+    return (g.phases > 1 || g.stride == 1) && tap_samples(g) <= TAP_SW_MAX;
 }
 
 template <bool SPLIT, bool F32, bool TR>
@@ -961,14 +674,12 @@ cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
     return cudaSuccess;
 }
 
-/* conv1d's 64 x 128 strip tiles on wgmma (conv_wg_k) unless VDN_CONV_WGMMA=0; else conv_mma_k */
+/* 64 x 128 tiles of float32 x on wgmma (conv_tap_k) unless VDN_CONV_WGMMA=0; else conv_mma_k's
+ * strip tiles (stride-1 conv1d) or im2col rows */
 template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32>
 cudaError_t launch_any(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
     if constexpr (F32 && WARPS_M * MT * 16 == WG_BM && WARPS_N * 32 == WG_BN)
         if (wg_on() && tap_fits(g)) return launch_tap<SPLIT, F32, TR>(d, g, z, dev);
-    if constexpr (!TR && WARPS_M * MT * 16 == WG_BM && WARPS_N * 32 == WG_BN)
-        if (wg_on() && strip_on() && strip_fits(g, WG_BN))
-            return launch_wg<SPLIT, F32>(d, g, z, dev);
     if (!TR && strip_on() && strip_fits(g, WARPS_N * 32))
         return launch_tile<WARPS_M, WARPS_N, MT, MINB, false, SPLIT, F32, true>(d, g, z, dev);
     return launch_tile<WARPS_M, WARPS_N, MT, MINB, TR, SPLIT, F32, false>(d, g, z, dev);
@@ -983,7 +694,9 @@ cudaError_t launch_any(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
  * and the CO weights (float4 broadcasts): 32 FMAs per 4 to 9 shared-memory loads. Float32 FMAs
  * in (i, k) order: for the reduction lengths taken here (<= 32 x 11 terms) about 3e-7 relative
  * (the split TF32 form's class, docs above conv_tol in test_backend_ops.c). Strips and weights
- * by chunks of DC = 8 input channels. */
+ * by chunks of DC = 8 input channels. H200 (audio6 run 2, against the mma.sync tiles): [8 x 88]
+ * weights at 160,000 samples 0.036 ms (0.082), [16 x 176] at 80,000 0.053 (0.082), [32 x 352]
+ * at 40,000 0.118 (0.134). */
 constexpr int DC = 8, DIR_THREADS = 256, DIR_SPAN_MAX = 128;
 
 template <int CO> struct DirShape {
@@ -1050,15 +763,10 @@ __global__ void __launch_bounds__(DIR_THREADS) conv_direct_k(ConvArgs g) {
     }
 }
 
-/* VDN_CONV_DIRECT=0: the tensor-core tiles for narrow conv1d too (to compare) */
-bool direct_on() {
-    const char *e = getenv("VDN_CONV_DIRECT");
-    return !(e && !strcmp(e, "0"));
-}
 /* conv_direct_k takes stride-1 conv1d with at most 32 output channels, K dil < DIR_SPAN_MAX and
  * a batch under 65536 (grid y) */
 bool direct_fits(const ConvArgs &g, int64_t batch) {
-    return direct_on() && g.phases == 1 && g.stride == 1 && g.cout <= 32 &&
+    return g.phases == 1 && g.stride == 1 && g.cout <= 32 &&
            (int64_t)(g.K - 1) * g.dil < DIR_SPAN_MAX && batch <= 65535;
 }
 
@@ -1223,16 +931,11 @@ __device__ __forceinline__ int64_t clampi(int64_t v, int64_t lo, int64_t hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-/* KT, RT: the filters' taps and the ratio when known at compile time (the release's 12 and 2:
- * the filter loops unrolled, divisions by a constant), else 0 (s.K, s.ratio) */
-template <int KT, int RT>
+/* any taps and ratio (the release's 12 at ratio 2 take snake2_k, below) */
 __global__ void __launch_bounds__(SN_THREADS)
     snake_aa_k(FView y, FView x, FView alpha, FView beta, FView fu, FView fd, int64_t rows,
                int64_t C, SnakeGeom s) {
-    const int K = KT ? KT : s.K, ratio = RT ? RT : s.ratio;
-    /* compile-time taps: NUP up-filter taps per upsampled sample, all of them away from the ends */
-    constexpr bool FAST = KT > 0 && RT > 0 && KT % (RT > 0 ? RT : 1) == 0;
-    constexpr int NUP = FAST ? KT / RT : 0;
+    const int K = s.K, ratio = s.ratio;
     extern __shared__ float sm[];
     float *fus = sm, *fds = sm + K, *act = fds + K, *xs = act + snake_act_max(K, ratio);
     const int tid = threadIdx.x;
@@ -1259,16 +962,8 @@ __global__ void __launch_bounds__(SN_THREADS)
              * profile gave this kernel (2.56 M outputs); unmeasured */
             const int t = (int)(j + s.crop_left), mt = t / ratio, q0 = t - mt * ratio;
             float up = 0.f;
-            if (FAST && mt >= NUP - 1 && mt < s.lp) {
-                /* away from the ends every tap is in: the same taps in the same order, unrolled */
-                const float *xm = xs + (mt - mlo);
-#pragma unroll
-                for (int i = 0; i < NUP; i++)
-                    up += xm[-i] * fus[q0 + i * RT];
-            } else {
-                for (int q = q0, m = mt; q < K && m >= 0; q += ratio, m--)
-                    if (m < s.lp) up += xs[m - mlo] * fus[q];
-            }
+            for (int q = q0, m = mt; q < K && m >= 0; q += ratio, m--)
+                if (m < s.lp) up += xs[m - mlo] * fus[q];
             const float u = ratio * up;
             act[j - jlo] = u + inv_b * sin_sq(a * u);
         }
@@ -1299,7 +994,9 @@ __global__ void __launch_bounds__(SN_THREADS)
  * K / 2 + 1 inputs with the taps in registers, instead of 2 shared-memory loads per tap and
  * sample; and 4 outputs from one window of K + 6 act values (float2 loads) instead of 2 loads per
  * tap and output. A tile of SN2_T outputs per block: 2 SN2_T + K - 2 act values, at most 2 groups
- * of 4 per thread (SN2_T = 1016: (2 SN2_T + 10) / 4 = 510.5 groups for 256 threads). */
+ * of 4 per thread (SN2_T = 1016: (2 SN2_T + 10) / 4 = 510.5 groups for 256 threads). H200
+ * (audio6 run 2): 0.025 ms a call at the 2.56 M-output stages (snake_aa_k: 0.038), 3.03 ms a 5 s
+ * stereo decode (4.49). */
 constexpr int SN2_T = 1016, SN2_THREADS = 256, SN2_XM = 2;
 
 template <int KT, bool F32>
@@ -1395,12 +1092,6 @@ __global__ void __launch_bounds__(SN2_THREADS)
     }
 }
 
-/* VDN_SNAKE2=0: snake_aa_k for the release's taps too (to compare the two) */
-bool snake2_on() {
-    const char *e = getenv("VDN_SNAKE2");
-    return !(e && !strcmp(e, "0"));
-}
-
 FView opt_view(const vdn_tensor *t) {
     FView v = {t ? (char *)t->data : NULL, t ? (int)t->dtype : VDN_DT_F32, t ? t->ld : 0};
     return v;
@@ -1458,7 +1149,7 @@ int snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha, const 
         return vdn_dev_fail(d,
                             "op snake_aa: ratio %d with %d taps needs %zu bytes of shared memory",
                             ratio, K, smem);
-    if (K == 12 && ratio == 2 && snake2_on()) { /* the release's */
+    if (K == 12 && ratio == 2) { /* the release's */
         const dim3 g2((unsigned)((L + SN2_T - 1) / SN2_T), (unsigned)(rows < 65535 ? rows : 65535));
         const bool f32 = x->dtype == VDN_DT_F32 && y->dtype == VDN_DT_F32;
         auto k2 = f32 ? snake2_k<12, true> : snake2_k<12, false>;
@@ -1470,10 +1161,9 @@ int snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha, const 
     }
     const dim3 grid((unsigned)((L + SN_TILE - 1) / SN_TILE),
                     (unsigned)(rows < 65535 ? rows : 65535));
-    auto k = K == 12 && ratio == 2 ? snake_aa_k<12, 2> : snake_aa_k<0, 0>; /* the release's */
-    k<<<grid, SN_THREADS, smem, cdev(d)->st>>>(fview(y), fview(x), fview(alpha), fview(beta),
-                                               fview(up_filter), fview(down_filter), rows,
-                                               vdn_tensor_numel(alpha), s);
+    snake_aa_k<<<grid, SN_THREADS, smem, cdev(d)->st>>>(
+        fview(y), fview(x), fview(alpha), fview(beta), fview(up_filter), fview(down_filter), rows,
+        vdn_tensor_numel(alpha), s);
     OPL();
     return 0;
 }

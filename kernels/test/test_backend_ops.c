@@ -1317,8 +1317,9 @@ static void conv_cases(void) {
      * reduction split */
     case_conv1d(2, 256, 400, 192, 11, 1, 15, 3, 1, F32);
     case_conv1d(1, 1000, 60, 64, 1, 1, 0, 1, 0, F32);
-    /* accumulate (y += conv, the AMP block's residual add) on every CUDA epilogue: the wgmma tiles
-     * whole and with a split reduction (the parts' sum), the narrow mma.sync tiles, a bf16 y */
+    /* accumulate (y += conv, the AMP block's residual add) on every CUDA epilogue: conv_tap_k
+     * whole and with a split reduction (the parts' sum), conv_direct_k (narrow), the mma.sync
+     * strip tiles (a bf16 case; all of them under VDN_CONV_WGMMA=0, below) */
     conv1d_case(2, 128, 700, 128, 3, 1, 5, 5, 1, F32, 1);
     conv1d_case(2, 256, 400, 192, 11, 1, 15, 3, 1, F32, 1);
     conv1d_case(2, 24, 1000, 24, 7, 1, 9, 3, 1, F32, 1);
@@ -1609,7 +1610,8 @@ int main(void) {
     printf("VDN_CONV_TF32=1:\n");
     conv_cases();
     unsetenv("VDN_CONV_TF32");
-    /* conv1d's strip tiles on mma.sync instead of wgmma (kernels/op_cuda_conv.cu): still a path */
+    /* the mma.sync tiles instead of conv_tap_k (kernels/op_cuda_conv.cu): still the path of
+     * non-float32 and strided inputs */
     setenv("VDN_CONV_WGMMA", "0", 1);
     conv_tol = 2e-6;
     printf("VDN_CONV_WGMMA=0:\n");
