@@ -432,21 +432,24 @@ bool wg_on() {
  * convs 15-20 (mma.sync: 8.7-11.8). */
 constexpr int TC = 16, TAP_NA = 4, TAP_SW_MAX = 256;
 
-template <bool SPLIT> struct TapSmem {
+/* TPS taps a stage (1, or 2: half the stages, barriers and waits a chunk) */
+template <bool SPLIT, int TPS> struct TapSmem {
     static constexpr int W = SPLIT ? 2 : 1;
-    static constexpr int A = WG_BM * TC; /* one part of a stage's A tile, words */
+    static constexpr int A = WG_BM * TC;     /* one part of one tap's A tile, words */
+    static constexpr int SLOT = TPS * W * A; /* a ring slot: a stage's taps, W parts each */
     /* the ring, the strip (W parts of TC channels x swp samples), the raw strip (TC x sw) */
     static size_t bytes(int sw, int swp) {
-        return sizeof(uint32_t) * ((size_t)TAP_NA * W * A + (size_t)W * TC * swp + (size_t)TC * sw);
+        return sizeof(uint32_t) * ((size_t)TAP_NA * SLOT + (size_t)W * TC * swp + (size_t)TC * sw);
     }
 };
 
-template <bool SPLIT, bool TR>
+template <bool SPLIT, bool TR, int TPS>
 __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
-    using SM = TapSmem<SPLIT>;
-    constexpr int W = SM::W, A = SM::A;
+    using SM = TapSmem<SPLIT, TPS>;
+    constexpr int W = SM::W, A = SM::A, SLOT = SM::SLOT, KS = TC / 8; /* 8-term steps a tap */
+    static_assert(KS % 2 == 0, "a stage's last step is in t2");
     extern __shared__ __align__(128) uint32_t tap_smem[];
-    uint32_t *ring = tap_smem, *strip = ring + TAP_NA * W * A;
+    uint32_t *ring = tap_smem, *strip = ring + TAP_NA * SLOT;
     float *raw = (float *)(strip + W * TC * g.swp);
     const int sw = g.sw, swp = g.swp, PS = TC * swp; /* a strip part, words */
 
@@ -454,21 +457,27 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
     const int64_t col0 = blockIdx.x * (int64_t)WG_BN, o0 = blockIdx.y * (int64_t)WG_BM;
     const int zs = blockIdx.z / g.ksplit, kp = blockIdx.z % g.ksplit;
     const int b = TR ? zs / g.phases : zs, p = TR ? zs % g.phases : 0;
-    const int per = TR ? g.J : g.K; /* taps per input channel */
+    const int per = TR ? g.J : g.K;        /* taps per input channel */
+    const int spc = (per + TPS - 1) / TPS; /* stages per chunk: taps TPS h .. */
     const int64_t nchunk = (g.cin + TC - 1) / TC, c0 = kp * g.cpp;
-    const int64_t c1 = min(nchunk, c0 + g.cpp), s0 = c0 * per, s1 = c1 * per;
+    const int64_t c1 = min(nchunk, c0 + g.cpp), s0 = c0 * spc, s1 = c1 * spc;
     /* the strip's first sample: conv1d's tap k reads sample n + k dil - pad (shift k dil), a
      * phase's tap j sample q - j (shift J - 1 - j) */
     const int64_t xrow0 = b * g.cin, x0 = TR ? col0 - (g.J - 1) : col0 - g.pad;
     const float *xp = (const float *)g.x.p;
 
-    /* stage s's A tile (W parts, W 4 KiB) into its ring slot */
+    /* stage s's A tiles (its taps' W parts, W 4 KiB each, consecutive in g.wsplit: tile c per
+     * + k) into its ring slot */
     auto load_a = [&](int64_t s) {
+        const int64_t cs = s / spc;
+        const int k0 = (int)(s - cs * spc) * TPS, nt = min(TPS, per - k0);
         const uint32_t *src =
-            g.wsplit + (((int64_t)p * gridDim.y + blockIdx.y) * g.nstages + s) * (W * A);
-        uint32_t *dst = ring + (s % TAP_NA) * (W * A);
+            g.wsplit +
+            (((int64_t)p * gridDim.y + blockIdx.y) * g.nstages + cs * per + k0) * (W * A);
+        uint32_t *dst = ring + (s % TAP_NA) * SLOT;
 #pragma unroll
-        for (int t = 0; t < W * A / 4 / WG_THREADS; t++) {
+        for (int t = 0; t < TPS * W * A / 4 / WG_THREADS; t++) {
+            if (t >= nt * W * A / 4 / WG_THREADS) break;
             const int e = 4 * (tid + WG_THREADS * t);
             cp16(dst + e, src + e);
         }
@@ -517,15 +526,15 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
     const uint64_t da0 = desc_plain(ring, WG_BM * 16, 128),
                    db0 = desc_plain(strip + 4 * wg * 64, (uint32_t)swp * 16, 128);
     int64_t c = c0;
-    int k = 0;
+    int h = 0; /* the stage within its chunk */
     for (int64_t s = s0; s < s1; s++) {
-        /* committed: 3 + (s - s0) groups. Stage s's A tile is group s - s0 (2 newer ones may be
-         * pending); at a chunk's first tap, its raw strip went with the group of the previous
-         * chunk's first stage, K groups before this stage's */
-        cp_wait_upto(k == 0 ? min(TAP_NA - 2, per - 1) : TAP_NA - 2);
+        /* committed: 3 + (s - s0) groups. Stage s's A tiles are group s - s0 (2 newer ones may
+         * be pending); at a chunk's first stage, its raw strip went with the group of the
+         * previous chunk's first stage, spc groups before this stage's */
+        cp_wait_upto(h == 0 ? min(TAP_NA - 2, spc - 1) : TAP_NA - 2);
         fence_async_smem(); /* this thread's copies, then the tensor cores' reads */
         __syncthreads();    /* the copies visible; every wgmma of stage s - 1 complete */
-        if (k == 0) {
+        if (h == 0) {
             split_strip(); /* the strip's last readers were the previous chunk's wgmmas */
             fence_async_smem();
             __syncthreads();
@@ -533,17 +542,21 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
         /* stage s + 3 into stage s - 1's slot, and at a chunk's first tap the next chunk's raw
          * strip (its staging area read by split_strip above, before the barrier) */
         if (s + TAP_NA - 1 < s1) load_a(s + TAP_NA - 1);
-        if (k == 0 && c + 1 < c1) load_raw(c + 1);
+        if (h == 0 && c + 1 < c1) load_raw(c + 1);
         cp_commit();
 
-        const uint64_t da = da0 + (uint64_t)((s % TAP_NA) * W * A * 4 >> 4),
-                       db = db0 + (uint64_t)(TR ? g.J - 1 - k : k * g.dil); /* 16 B a sample */
+        const int k0 = h * TPS, nsteps = min(TPS, per - k0) * KS;
+        const uint64_t da0s = da0 + (uint64_t)((s % TAP_NA) * SLOT * 4 >> 4);
         constexpr uint64_t SA = A * 4 >> 4;
         const uint64_t SB = (uint64_t)(PS * 4 >> 4);
 #pragma unroll
-        for (int ks = 0; ks < TC / 8; ks++) { /* 8 terms: quads 2 ks, 2 ks + 1 */
+        for (int q = 0; q < TPS * KS; q++) { /* tap k0 + q / KS, 8 terms: quads 2 ks, 2 ks + 1 */
+            if (q >= nsteps) break;
+            const int k = k0 + q / KS, ks = q % KS;
+            const uint64_t da = da0s + (uint64_t)((q / KS) * W * A * 4 >> 4),
+                           db = db0 + (uint64_t)(TR ? g.J - 1 - k : k * g.dil); /* 16 B a sample */
             const uint64_t ka = (uint64_t)(2 * ks * WG_BM), kb = (uint64_t)(2 * ks * swp);
-            float(&tc)[32] = ks % 2 ? t2 : t;
+            float(&tc)[32] = q % 2 ? t2 : t;
             wgmma_fence();
             if (SPLIT) { /* the small terms first, as conv_mma_k */
                 wg_tf32(tc, da + SA + ka, db + kb, 0);
@@ -553,8 +566,8 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
                 wg_tf32(tc, da + ka, db + kb, 0);
             }
             wgmma_commit();
-            if (ks > 0) { /* step ks - 1's add under step ks's products */
-                float(&tp)[32] = ks % 2 ? t : t2;
+            if (q > 0) { /* step q - 1's add under step q's products */
+                float(&tp)[32] = q % 2 ? t : t2;
                 wgmma_wait1();
                 fence_regs<32>(tp);
 #pragma unroll
@@ -562,13 +575,12 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
                     acc[i] = __fadd_rn(acc[i], tp[i]);
             }
         }
-        float(&tl)[32] = (TC / 8 - 1) % 2 ? t2 : t;
-        wgmma_wait0();
-        fence_regs<32>(tl);
+        wgmma_wait0(); /* the last step (an even count) went to t2 */
+        fence_regs<32>(t2);
 #pragma unroll
         for (int i = 0; i < 32; i++)
-            acc[i] = __fadd_rn(acc[i], tl[i]);
-        if (++k == per) k = 0, c++;
+            acc[i] = __fadd_rn(acc[i], t2[i]);
+        if (++h == spc) h = 0, c++;
     }
     cp_wait0(); /* no copy outlives the block */
     /* accumulator 4 j + 2 h2 + h: row 16 (warp % 4) + lane / 4 + 8 h2, column 8 j + 2 (lane % 4)
@@ -636,12 +648,17 @@ __global__ void wtap_k(FView w, int64_t cout, int cin, int K, int per, int strid
 int tap_samples(const ConvArgs &g) {
     return WG_BN + (g.phases > 1 ? g.J - 1 : (g.K - 1) * g.dil);
 }
+/* VDN_CONV_TAPPAIR=1: conv_tap_k with 2 taps a stage (to compare with 1) */
+bool tap_pairs() {
+    const char *e = getenv("VDN_CONV_TAPPAIR");
+    return e && !strcmp(e, "1");
+}
 /* conv_tap_k takes stride-1 conv1d and the transposed convs (float32 x) whose strip fits */
 bool tap_fits(const ConvArgs &g) {
     return (g.phases > 1 || g.stride == 1) && tap_samples(g) <= TAP_SW_MAX;
 }
 
-template <bool SPLIT, bool F32, bool TR>
+template <bool SPLIT, bool F32, bool TR, int TPS>
 cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
     constexpr int W = SPLIT ? 2 : 1;
     const int per = TR ? g.J : g.K;
@@ -657,8 +674,8 @@ cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
     wtap_k<SPLIT, F32, TR><<<wgrid, 256, 0, cdev(d)->st>>>(g.w, g.cout, (int)g.cin, g.K, per,
                                                            g.stride, g.phases, g.nstages, ws);
     g.wsplit = ws;
-    const size_t smem = TapSmem<SPLIT>::bytes(g.sw, g.swp);
-    auto k = conv_tap_k<SPLIT, TR>;
+    const size_t smem = TapSmem<SPLIT, TPS>::bytes(g.sw, g.swp);
+    auto k = conv_tap_k<SPLIT, TR, TPS>;
     static size_t opted[64]; /* per device ordinal below 64, as launch_tile */
     if (dev >= 64 || smem > opted[dev]) {
         cudaError_t e =
@@ -679,7 +696,9 @@ cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
 template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32>
 cudaError_t launch_any(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
     if constexpr (F32 && WARPS_M * MT * 16 == WG_BM && WARPS_N * 32 == WG_BN)
-        if (wg_on() && tap_fits(g)) return launch_tap<SPLIT, F32, TR>(d, g, z, dev);
+        if (wg_on() && tap_fits(g))
+            return tap_pairs() ? launch_tap<SPLIT, F32, TR, 2>(d, g, z, dev)
+                               : launch_tap<SPLIT, F32, TR, 1>(d, g, z, dev);
     if (!TR && strip_on() && strip_fits(g, WARPS_N * 32))
         return launch_tile<WARPS_M, WARPS_N, MT, MINB, false, SPLIT, F32, true>(d, g, z, dev);
     return launch_tile<WARPS_M, WARPS_N, MT, MINB, TR, SPLIT, F32, false>(d, g, z, dev);
