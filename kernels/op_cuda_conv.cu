@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "conv_wgmma.cuh"
 #include "op_cuda.h"
 extern "C" {
@@ -545,41 +547,49 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
         if (h == 0 && c + 1 < c1) load_raw(c + 1);
         cp_commit();
 
-        const int k0 = h * TPS, nsteps = min(TPS, per - k0) * KS;
+        const int k0 = h * TPS;
         const uint64_t da0s = da0 + (uint64_t)((s % TAP_NA) * SLOT * 4 >> 4);
         constexpr uint64_t SA = A * 4 >> 4;
         const uint64_t SB = (uint64_t)(PS * 4 >> 4);
+        /* NS steps (a compile-time count: a data-dependent exit between the wgmmas and the adds
+         * of their temporaries makes ptxas serialise the wgmmas, C7514) */
+        auto steps = [&](auto ns) {
+            constexpr int NS = decltype(ns)::value;
 #pragma unroll
-        for (int q = 0; q < TPS * KS; q++) { /* tap k0 + q / KS, 8 terms: quads 2 ks, 2 ks + 1 */
-            if (q >= nsteps) break;
-            const int k = k0 + q / KS, ks = q % KS;
-            const uint64_t da = da0s + (uint64_t)((q / KS) * W * A * 4 >> 4),
-                           db = db0 + (uint64_t)(TR ? g.J - 1 - k : k * g.dil); /* 16 B a sample */
-            const uint64_t ka = (uint64_t)(2 * ks * WG_BM), kb = (uint64_t)(2 * ks * swp);
-            float(&tc)[32] = q % 2 ? t2 : t;
-            wgmma_fence();
-            if (SPLIT) { /* the small terms first, as conv_mma_k */
-                wg_tf32(tc, da + SA + ka, db + kb, 0);
-                wg_tf32(tc, da + ka, db + SB + kb, 1);
-                wg_tf32(tc, da + ka, db + kb, 1);
-            } else {
-                wg_tf32(tc, da + ka, db + kb, 0);
+            for (int q = 0; q < NS; q++) { /* tap k0 + q / KS, 8 terms: quads 2 ks, 2 ks + 1 */
+                const int k = k0 + q / KS, ks = q % KS;
+                const uint64_t da = da0s + (uint64_t)((q / KS) * W * A * 4 >> 4),
+                               db = db0 + (uint64_t)(TR ? g.J - 1 - k : k * g.dil); /* 16 B */
+                const uint64_t ka = (uint64_t)(2 * ks * WG_BM), kb = (uint64_t)(2 * ks * swp);
+                float(&tc)[32] = q % 2 ? t2 : t;
+                wgmma_fence();
+                if (SPLIT) { /* the small terms first, as conv_mma_k */
+                    wg_tf32(tc, da + SA + ka, db + kb, 0);
+                    wg_tf32(tc, da + ka, db + SB + kb, 1);
+                    wg_tf32(tc, da + ka, db + kb, 1);
+                } else {
+                    wg_tf32(tc, da + ka, db + kb, 0);
+                }
+                wgmma_commit();
+                if (q > 0) { /* step q - 1's add under step q's products */
+                    float(&tp)[32] = q % 2 ? t : t2;
+                    wgmma_wait1();
+                    fence_regs<32>(tp);
+#pragma unroll
+                    for (int i = 0; i < 32; i++)
+                        acc[i] = __fadd_rn(acc[i], tp[i]);
+                }
             }
-            wgmma_commit();
-            if (q > 0) { /* step q - 1's add under step q's products */
-                float(&tp)[32] = q % 2 ? t : t2;
-                wgmma_wait1();
-                fence_regs<32>(tp);
+            wgmma_wait0(); /* the last step (an even count) went to t2 */
+            fence_regs<32>(t2);
 #pragma unroll
-                for (int i = 0; i < 32; i++)
-                    acc[i] = __fadd_rn(acc[i], tp[i]);
-            }
-        }
-        wgmma_wait0(); /* the last step (an even count) went to t2 */
-        fence_regs<32>(t2);
-#pragma unroll
-        for (int i = 0; i < 32; i++)
-            acc[i] = __fadd_rn(acc[i], t2[i]);
+            for (int i = 0; i < 32; i++)
+                acc[i] = __fadd_rn(acc[i], t2[i]);
+        };
+        if (TPS == 1 || k0 + TPS <= per) /* all of the stage's TPS taps */
+            steps(std::integral_constant<int, TPS * KS>{});
+        else /* a chunk's last stage with one tap */
+            steps(std::integral_constant<int, KS>{});
         if (++h == spc) h = 0, c++;
     }
     cp_wait0(); /* no copy outlives the block */
