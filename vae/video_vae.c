@@ -61,6 +61,10 @@ struct vdn_video_vae {
      * [tiles x rows, 3] doubles cost ~10 ms per pass on the H200 (tile_pos) */
     vdn_tensor *pos;
     int pos_tiles, pos_shape[3];
+    /* the ViT's activations, kept from pass to pass of one decode (vit_bufs) */
+    struct tile_bufs *bufs;
+    int bufs_B, mask_B;        /* tiles they hold; tiles the mask in them is for */
+    int64_t bufs_N, bufs_rows; /* a tile's tokens and rows they were made for */
 };
 
 const vdn_vae_video_config *vdn_video_vae_config(const vdn_video_vae *v) {
@@ -168,8 +172,11 @@ static vdn_tensor *up_qkv(vdn_video_vae *v, vdn_st_set *st, const char *pre, con
     return t;
 }
 
+static void vit_bufs_release(vdn_video_vae *v);
+
 void vdn_video_vae_free(vdn_video_vae *v) {
     if (!v) return;
+    vit_bufs_release(v);
     vdn_tensor *const *own[] = {&v->pq_w,      &v->pq_b,       &v->in_w,       &v->in_b,
                                 &v->registers, &v->norm_out_w, &v->norm_out_b, &v->out_w,
                                 &v->out_b,     &v->ones,       &v->inv,        &v->pos};
@@ -303,18 +310,107 @@ vdn_video_vae *vdn_video_vae_load_precision(vdn_dev *dev, const char *dir, vdn_p
 /* f, s: the FFN's float activations (bf16 / the CPU's float32 only); at fp8 the FFN's input and
  * the norms' outputs are e4m3 rows with their scales instead: n8 (norm1 / norm2 -> qkv / FFN-in,
  * [all, dim]) and f8 (SwiGLU -> FFN-out, [all, inner]) */
-typedef struct {
+typedef struct tile_bufs {
     vdn_tensor *x_in, *xq, *h, *hn, *qkv, *q, *k, *o, *f, *s, *proj;
     vdn_tensor *n8, *n8_scale, *f8, *f8_scale;
     vdn_attn_mask *mask;
 } tile_bufs;
 
-static void tile_bufs_free(tile_bufs *b) {
-    vdn_tensor *t[] = {b->x_in, b->xq, b->h,    b->hn, b->qkv,      b->q,  b->k,       b->o,
-                       b->f,    b->s,  b->proj, b->n8, b->n8_scale, b->f8, b->f8_scale};
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        vdn_tensor_free(t[i]);
-    vdn_attn_mask_free(b->mask);
+#define N_TILE_BUFS 15
+/* b's tensors, for loops over all of them */
+static void tile_bufs_all(tile_bufs *b, vdn_tensor **t[N_TILE_BUFS]) {
+    vdn_tensor **all[N_TILE_BUFS] = {&b->x_in, &b->xq, &b->h,        &b->hn, &b->qkv,
+                                     &b->q,    &b->k,  &b->o,        &b->f,  &b->s,
+                                     &b->proj, &b->n8, &b->n8_scale, &b->f8, &b->f8_scale};
+    memcpy(t, all, sizeof all);
+}
+
+/* the decoder's ViT activations (vit_bufs) freed: at the end of each decode, so that a farm
+ * worker's GPU holds them only while it decodes */
+static void vit_bufs_release(vdn_video_vae *v) {
+    if (!v->bufs) return;
+    vdn_tensor **t[N_TILE_BUFS];
+    tile_bufs_all(v->bufs, t);
+    for (int i = 0; i < N_TILE_BUFS; i++)
+        vdn_tensor_free(*t[i]);
+    vdn_attn_mask_free(v->bufs->mask);
+    free(v->bufs);
+    v->bufs = NULL;
+    v->bufs_B = v->mask_B = 0;
+}
+
+/* The ViT's activations for a pass of B tiles of N tokens (`rows` rows each), made for the
+ * first pass of a decode and kept for the next ones (again only for more tiles or another tile
+ * shape): allocating and freeing them every pass cost a cudaFree, a wait for the whole device,
+ * between every two passes, and kept a chunk's frames from coming back under the next pass
+ * (clip_member). The mask is made again when the pass's tile count changes. */
+static tile_bufs *vit_bufs(vdn_video_vae *v, int B, int64_t N, int64_t rows, char *err,
+                           size_t errlen) {
+    vdn_dev *d = v->dev;
+    if (!v->bufs || v->bufs_B < B || v->bufs_N != N || v->bufs_rows != rows) {
+        vit_bufs_release(v);
+        const int64_t all = rows * B, dim = v->dim, inner = v->inner;
+        const int64_t lc = v->cfg.latent_channels;
+        const vdn_dtype act = vdn_dev_is_cpu(d) ? VDN_DT_F32 : VDN_DT_BF16;
+        const int fp8 = v->precision == VDN_PRECISION_FP8;
+        tile_bufs *b = v->bufs = vdn_xcalloc(1, sizeof *b);
+        b->x_in = vdn_tensor_new2(d, VDN_DT_F32, N * B, lc);
+        b->xq = vdn_tensor_new2(d, act, N * B, lc);
+        b->h = vdn_tensor_new2(d, VDN_DT_F32, all, dim); /* the residual stream stays float32 */
+        b->hn = vdn_tensor_new2(d, act, all, dim);
+        b->qkv = vdn_tensor_new2(d, act, all, 3 * dim);
+        b->q = vdn_tensor_new2(d, act, all, dim);
+        b->k = vdn_tensor_new2(d, act, all, dim);
+        b->o = vdn_tensor_new2(d, act, all, dim);
+        if (fp8) { /* the fused producers' e4m3 rows (op.h): no float FFN activations at all */
+            b->n8 = vdn_tensor_new2(d, VDN_DT_F8_E4M3, all, dim);
+            b->n8_scale = vdn_tensor_new2(d, VDN_DT_F32, all, 1);
+            b->f8 = vdn_tensor_new2(d, VDN_DT_F8_E4M3, all, inner);
+            b->f8_scale = vdn_tensor_new2(d, VDN_DT_F32, all, 1);
+        } else {
+            b->f = vdn_tensor_new2(d, act, all, 2 * inner);
+            b->s = vdn_tensor_new2(d, act, all, inner);
+        }
+        b->proj = vdn_tensor_new2(d, VDN_DT_F32, all, v->patch_out);
+        v->bufs_B = B, v->bufs_N = N, v->bufs_rows = rows;
+        if (!b->x_in || !b->xq || !b->h || !b->hn || !b->qkv || !b->q || !b->k || !b->o ||
+            (fp8 ? !b->n8 || !b->n8_scale || !b->f8 || !b->f8_scale : !b->f || !b->s) || !b->proj) {
+            vdn_fail(err, errlen, "video VAE: %d tiles of %lld tokens: %s", B, (long long)rows,
+                     vdn_dev_error(d));
+            vit_bufs_release(v);
+            return NULL;
+        }
+    }
+    if (v->mask_B != B) { /* each row's keys: its own tile's rows */
+        vdn_attn_mask_free(v->bufs->mask);
+        v->bufs->mask = NULL;
+        v->mask_B = 0;
+        const int64_t all = rows * B;
+        int *lo = malloc(sizeof(int) * (size_t)all), *hi = malloc(sizeof(int) * (size_t)all);
+        for (int64_t r = 0; lo && hi && r < all; r++) {
+            lo[r] = (int)(r / rows * rows);
+            hi[r] = (int)(lo[r] + rows);
+        }
+        if (lo && hi)
+            v->bufs->mask = B == 1 ? vdn_attn_mask_dense(d, (int)rows, (int)rows)
+                                   : vdn_attn_mask_rows(d, (int)all, 0, (int)all, lo, hi);
+        free(lo);
+        free(hi);
+        if (!v->bufs->mask) {
+            vdn_fail(err, errlen, "video VAE: the attention mask of %d tiles: %s", B,
+                     lo && hi ? vdn_dev_error(d) : "out of memory");
+            return NULL;
+        }
+        v->mask_B = B;
+    }
+    return v->bufs;
+}
+
+/* rows [0, n) of *t into *view; NULL for a buffer this precision does not use */
+static vdn_tensor *first_rows(vdn_tensor *view, const vdn_tensor *t, int64_t n) {
+    if (!t) return NULL;
+    *view = vdn_view_rows(t, 0, n);
+    return view;
 }
 
 /* RoPE coordinates of the tokens: per axis 2 ((i + 0.5) / size) - 1, times 2 pi, in float32 as
@@ -381,58 +477,39 @@ static int tile_pos(vdn_video_vae *v, int B, int Tl, int th, int tw, int64_t row
  * sequence (its N tokens, R registers, the zero token) and a block-diagonal mask keeps its
  * attention inside those rows, so every product is one large GEMM over all the tiles (the tiles
  * of a chunk all have the same size: split_tiles gives equal lengths).
- * zt: host tokens [B, N, lc] in (t, y, x) order. The result: px non-NULL: the tiles' pixels on
- * the device, float32 [B*3*F, th p * tw p] (op_pixels.h's unpatchify); else proj: host
- * [B, rows, patch_out], tile b's tokens at rows [b rows, b rows + N). */
+ * zt: host tokens [B, N, lc] in (t, y, x) order. The result, px: the tiles' pixels on the
+ * device, float32 [B*3*F, th p * tw p] (op_pixels.h's unpatchify). On CUDA the pass is only
+ * queued: nothing here waits for the device (the buffers are the decoder's, vit_bufs). */
 static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th, int tw,
-                        vdn_tensor *px, float *proj, char *err, size_t errlen) {
+                        vdn_tensor *px, char *err, size_t errlen) {
     const vdn_vae_video_config *c = &v->cfg;
-    vdn_dev *d = v->dev;
     const int64_t N = (int64_t)Tl * th * tw, R = c->dec_registers, rows = N + R + 1;
-    const int64_t all = rows * B;
-    const int64_t dim = v->dim, inner = v->inner, lc = c->latent_channels;
-    const vdn_dtype act = vdn_dev_is_cpu(d) ? VDN_DT_F32 : VDN_DT_BF16;
-    tile_bufs b = {0};
-    vdn_tensor pos;
-    int *lo = NULL, *hi = NULL;
-    int rc = -1;
-    b.x_in = vdn_tensor_new2(d, VDN_DT_F32, N * B, lc);
-    b.xq = vdn_tensor_new2(d, act, N * B, lc);
-    b.h = vdn_tensor_new2(d, VDN_DT_F32, all, dim); /* the residual stream stays float32 */
-    b.hn = vdn_tensor_new2(d, act, all, dim);
-    b.qkv = vdn_tensor_new2(d, act, all, 3 * dim);
-    b.q = vdn_tensor_new2(d, act, all, dim);
-    b.k = vdn_tensor_new2(d, act, all, dim);
-    b.o = vdn_tensor_new2(d, act, all, dim);
+    const int64_t all = rows * B, dim = v->dim, inner = v->inner;
+    const tile_bufs *cap = vit_bufs(v, B, N, rows, err, errlen);
+    if (!cap) return -1;
+    /* this pass's rows of the decoder's buffers */
+    vdn_tensor vw[N_TILE_BUFS];
+    tile_bufs b = {
+        .x_in = first_rows(&vw[0], cap->x_in, N * B),
+        .xq = first_rows(&vw[1], cap->xq, N * B),
+        .h = first_rows(&vw[2], cap->h, all),
+        .hn = first_rows(&vw[3], cap->hn, all),
+        .qkv = first_rows(&vw[4], cap->qkv, all),
+        .q = first_rows(&vw[5], cap->q, all),
+        .k = first_rows(&vw[6], cap->k, all),
+        .o = first_rows(&vw[7], cap->o, all),
+        .f = first_rows(&vw[8], cap->f, all),
+        .s = first_rows(&vw[9], cap->s, all),
+        .proj = first_rows(&vw[10], cap->proj, all),
+        .n8 = first_rows(&vw[11], cap->n8, all),
+        .n8_scale = first_rows(&vw[12], cap->n8_scale, all),
+        .f8 = first_rows(&vw[13], cap->f8, all),
+        .f8_scale = first_rows(&vw[14], cap->f8_scale, all),
+        .mask = cap->mask,
+    };
     const int fp8 = v->precision == VDN_PRECISION_FP8;
-    if (fp8) { /* the fused producers' e4m3 rows (op.h): no float FFN activations at all */
-        b.n8 = vdn_tensor_new2(d, VDN_DT_F8_E4M3, all, dim);
-        b.n8_scale = vdn_tensor_new2(d, VDN_DT_F32, all, 1);
-        b.f8 = vdn_tensor_new2(d, VDN_DT_F8_E4M3, all, inner);
-        b.f8_scale = vdn_tensor_new2(d, VDN_DT_F32, all, 1);
-    } else {
-        b.f = vdn_tensor_new2(d, act, all, 2 * inner);
-        b.s = vdn_tensor_new2(d, act, all, inner);
-    }
-    b.proj = vdn_tensor_new2(d, VDN_DT_F32, all, v->patch_out);
-    lo = malloc(sizeof(int) * (size_t)all);
-    hi = malloc(sizeof(int) * (size_t)all);
-    if (!lo || !hi) {
-        vdn_fail(err, errlen, "video VAE: out of memory");
-        goto fail;
-    }
-    for (int64_t r = 0; r < all; r++) {
-        lo[r] = (int)(r / rows * rows);
-        hi[r] = (int)(lo[r] + rows);
-    }
-    b.mask = B == 1 ? vdn_attn_mask_dense(d, (int)rows, (int)rows)
-                    : vdn_attn_mask_rows(d, (int)all, 0, (int)all, lo, hi);
-    if (!b.x_in || !b.xq || !b.h || !b.hn || !b.qkv || !b.q || !b.k || !b.o ||
-        (fp8 ? !b.n8 || !b.n8_scale || !b.f8 || !b.f8_scale : !b.f || !b.s) || !b.proj || !b.mask) {
-        vdn_fail(err, errlen, "video VAE: %d tiles of %lld tokens: %s", B, (long long)rows,
-                 vdn_dev_error(d));
-        goto fail;
-    }
+    vdn_tensor pos;
+    int rc = -1;
     if (tile_pos(v, B, Tl, th, tw, rows, &pos, err, errlen)) goto fail;
     OPS(vdn_tensor_set(b.x_in, zt, VDN_DT_F32));
     OPS(vdn_op_linear(b.xq, b.x_in, v->pq_w, v->pq_b, VDN_ACT_NONE, 0)); /* post_quant_conv */
@@ -485,16 +562,10 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
     /* one product over every row; the host keeps each tile's N token rows (its registers and
      * zero token are dropped) */
     OPS(vdn_op_linear(b.proj, b.hn, v->out_w, v->out_b, VDN_ACT_NONE, 0));
-    if (px)
-        OPS(vdn_op_unpatchify(px, b.proj, B, rows, Tl, th, tw, c->out_channels, c->temporal_ratio,
-                              c->spatial_ratio));
-    else
-        OPS(vdn_tensor_get(b.proj, proj));
+    OPS(vdn_op_unpatchify(px, b.proj, B, rows, Tl, th, tw, c->out_channels, c->temporal_ratio,
+                          c->spatial_ratio));
     rc = 0;
 fail:
-    free(lo);
-    free(hi);
-    tile_bufs_free(&b);
     return rc;
 }
 
@@ -583,7 +654,8 @@ int vdn_video_vae_frames(const vdn_video_vae *v, int T, char *err, size_t errlen
  * what; a test holds it to that). Contiguous runs and not passes in turn: a member then stitches,
  * cross-fades and de-normalises its own chunks on its device, as one decoder does for the whole
  * clip (the pixels of a 768p chunk are ~0.6 GB; on the host they took longer than the ViT), and
- * only its finished frames come back. Two things cross members:
+ * only its finished frames come back, a chunk's as soon as they are final, read under the next
+ * pass (frames_out). Two things cross members:
  *  - a chunk whose tiles fall in two runs or more (a short clip on many GPUs): the member with its
  *    first tile owns it; the others unpatchify their tiles on their devices and copy them to the
  *    host, and the owner uploads them before its stitch. Another member's chunk always comes first
@@ -774,37 +846,64 @@ static int get_frames(const vdn_tensor *t, int F, int t0, int n, float *host, in
     return 0;
 }
 
-/* The member's frames once its chunks [cf, cl] are placed: its own frames de-normalised on the
- * device and read into the output; the sides of a cross-fade with another owner un-normalised
- * into edge_head / edge_tail for the host. */
-static int finish_frames(const clip_plan *p, int cf, int cl, const vdn_tensor *all, char *err,
-                         size_t errlen) {
+/* The sides of the member's cross-fades with other owners (its chunks [cf, cl] placed in all),
+ * un-normalised into edge_head / edge_tail for the host */
+static int read_edges(const clip_plan *p, int cf, int cl, const vdn_tensor *all, char *err,
+                      size_t errlen) {
     vdn_dev *d = all->dev;
     int lo, hi, i_lo, i_hi;
     member_frames(p, cf, cl, &lo, &hi, &i_lo, &i_hi);
-    vdn_tensor *out = NULL;
-    const int nf = hi - lo, n_own = i_hi - i_lo;
+    const int nf = hi - lo;
     if (p->fade && cf > 0) DEV_OPS(get_frames(all, nf, 0, p->e, p->edge_head[cf], p->HW));
     if (p->fade && cl < p->k.n_chunks - 1)
         DEV_OPS(get_frames(all, nf, (cl + 1) * p->j0 - lo, p->e, p->edge_tail[cl + 1], p->HW));
-    if (n_own > 0) {
-        out = vdn_tensor_new2(d, VDN_DT_F32, 3 * (int64_t)n_own, p->HW);
-        if (!out) {
-            vdn_fail(err, errlen, "video VAE: %d frames of %dx%d: %s", n_own, p->W, p->H,
-                     vdn_dev_error(d));
-            goto fail;
-        }
-        DEV_OPS(denorm(out, n_own, 0, all, nf, i_lo - lo, n_own));
-        for (int ch = 0; ch < 3; ch++) {
-            vdn_tensor s = planes(out, n_own, ch, 0, n_own);
-            DEV_OPS(vdn_tensor_get(&s, p->frames + ((int64_t)ch * p->n_out + i_lo) * p->HW));
-        }
-    }
-    vdn_tensor_free(out);
     return 0;
 fail:
-    vdn_tensor_free(out);
     return -1;
+}
+
+/* The frames of the output that chunk c finishes once placed (c's own, its cross-fade with the
+ * chunk before where that is the member's too; the last chunk's run to the clip's end), within
+ * the member's [i_lo, i_hi): [*a, *b), empty when *a >= *b */
+static void chunk_done(const clip_plan *p, int c, int cf, int i_lo, int i_hi, int *a, int *b) {
+    *a = imax(c * p->j0 + (c == cf && c > 0 && p->fade ? p->e : 0), i_lo);
+    *b = imin(c == p->k.n_chunks - 1 ? p->full : (c + 1) * p->j0, i_hi);
+}
+
+/* A member's finished frames on their way out: de-normalised into out (the member's frames
+ * [i_lo, i_hi)) on lane 0, then read into the output on lane 1 (read_back) after the host has
+ * queued the next pass on lane 0, so that the copy runs under that pass instead of between two.
+ * The fork orders lane 1 after the de-normalisation; lane 1 only reads out's rows [a, b), which
+ * lane 0 does not touch before the join; a read on lane 1 waits for lane 1 alone. */
+typedef struct {
+    vdn_tensor *out;
+    int i_lo, n_own, a, b; /* frames [a, b) pending (a < b) */
+    int forked;
+} frames_out;
+
+static int denorm_chunk(frames_out *fo, const vdn_tensor *all, int lo, int a, int b) {
+    vdn_dev *d = all->dev;
+    const int nf = (int)(vdn_tensor_rows(all) / 3);
+    if (a >= b) return 0;
+    if (denorm(fo->out, fo->n_own, a - fo->i_lo, all, nf, a - lo, b - a) || vdn_dev_fork(d) ||
+        vdn_dev_lane(d, 0))
+        return -1;
+    fo->forked = 1, fo->a = a, fo->b = b;
+    return 0;
+}
+
+/* the pending frames into the output (lane 1), then the join; 0 or -1 */
+static int read_back(const clip_plan *p, frames_out *fo) {
+    if (!fo->forked) return 0;
+    vdn_dev *d = fo->out->dev;
+    int rc = vdn_dev_lane(d, 1);
+    for (int ch = 0; ch < 3 && !rc; ch++) {
+        vdn_tensor s = planes(fo->out, fo->n_own, ch, fo->a - fo->i_lo, fo->b - fo->a);
+        rc = vdn_tensor_get(&s, p->frames + ((int64_t)ch * p->n_out + fo->a) * p->HW);
+    }
+    fo->forked = 0;
+    const int jrc = vdn_dev_join(d); /* also after a failed read: the device goes back to lane 0 */
+    return rc || jrc ? -1 : 0;
 }
 
 /* pass ps of chunk c, which another member owns: its tiles' pixels to the host for the owner */
@@ -839,7 +938,8 @@ static int receive_tiles(clip_plan *p, int c, vdn_tensor *tiles, char *err, size
 
 /* Member r's share: its passes on its own decoder, on this thread alone. Each pass's tiles are
  * unpatchified on the device into the chunk's tile buffer; a chunk the member owns is stitched
- * there after its last tile and placed into the member's frames, which come back once. */
+ * there after its last tile and placed into the member's frames; the frames it finishes come back
+ * while the device runs the next pass (read_back). */
 static void clip_member(int r, void *arg) {
     clip_plan *p = arg;
     vdn_video_vae *v = p->v[r];
@@ -848,18 +948,20 @@ static void clip_member(int r, void *arg) {
     const int lc = c->latent_channels, sr = c->spatial_ratio, F = p->F;
     char *err = p->grp.err[r];
     const size_t errlen = VDN_ERR_LEN;
-    int cf = -1, cl = -1, lo = 0, hi = 0, i_lo, i_hi;
+    int cf = -1, cl = -1, lo = 0, hi = 0, i_lo = 0, i_hi = 0;
     for (int u = p->run[r]; u < p->run[r + 1]; u++)
         if (p->owner[p->pass[u].c] == r) {
             if (cf < 0) cf = p->pass[u].c;
             cl = p->pass[u].c;
         }
     if (cf >= 0) member_frames(p, cf, cl, &lo, &hi, &i_lo, &i_hi);
+    frames_out fo = {.i_lo = cf >= 0 ? i_lo : 0, .n_own = cf >= 0 ? i_hi - i_lo : 0};
     float *zt = malloc(sizeof(float) * (size_t)(p->max_nt * p->N * lc));
     vdn_tensor *tiles = vdn_tensor_new2(d, VDN_DT_F32, (int64_t)p->tiles * 3 * F, p->tile_px);
     vdn_tensor *clip = cf < 0 ? NULL : vdn_tensor_new2(d, VDN_DT_F32, 3 * (int64_t)F, p->HW);
     vdn_tensor *all = cf < 0 ? NULL : vdn_tensor_new2(d, VDN_DT_F32, 3 * (int64_t)(hi - lo), p->HW);
-    if (!zt || !tiles || (cf >= 0 && (!clip || !all))) {
+    if (fo.n_own > 0) fo.out = vdn_tensor_new2(d, VDN_DT_F32, 3 * (int64_t)fo.n_own, p->HW);
+    if (!zt || !tiles || (cf >= 0 && (!clip || !all)) || (fo.n_own > 0 && !fo.out)) {
         vdn_fail(err, errlen, "video VAE: frames of %d tiles, a chunk and %d frames of %dx%d: %s",
                  p->tiles, hi - lo, p->W, p->H, zt ? vdn_dev_error(d) : "out of memory");
         goto fail;
@@ -872,9 +974,10 @@ static void clip_member(int r, void *arg) {
         const int mine = p->owner[ps->c] == r;
         gather_tokens(p, ps, lc, sr, zt);
         vdn_tensor px = vdn_view_rows(tiles, (int64_t)ps->t0 * 3 * F, (int64_t)ps->nt * 3 * F);
-        if (decode_tiles(v, zt, ps->nt, p->Tl, p->th, p->tw, &px, NULL, err, errlen)) goto fail;
+        if (decode_tiles(v, zt, ps->nt, p->Tl, p->th, p->tw, &px, err, errlen)) goto fail;
+        if (read_back(p, &fo)) goto dev_fail; /* the last chunk's frames, under this pass */
         if (!mine && send_tiles(p, ps, &px, err, errlen)) goto fail;
-        vae_group_done(&p->grp, r, ps->nt);
+        vae_group_done(&p->grp, r, ps->nt); /* queued: the device may still be on it */
         if (!mine || ps->t0 + ps->nt < p->own[ps->c])
             continue; /* the chunk's tiles come in order */
         const int got = receive_tiles(p, ps->c, tiles, err, errlen);
@@ -884,12 +987,21 @@ static void clip_member(int r, void *arg) {
         }
         DEV_OPS(vdn_op_tile_stitch(clip, tiles, &g));
         if (place_chunk(p, ps->c, lo, ps->c > cf, all, clip, err, errlen)) goto fail;
+        int a, b;
+        chunk_done(p, ps->c, cf, i_lo, i_hi, &a, &b);
+        if (denorm_chunk(&fo, all, lo, a, b)) goto dev_fail;
     }
-    if (cf >= 0 && finish_frames(p, cf, cl, all, err, errlen)) goto fail;
+    if (read_back(p, &fo)) goto dev_fail;
+    if (cf >= 0 && read_edges(p, cf, cl, all, err, errlen)) goto fail;
     goto done;
+dev_fail:
+    vdn_fail(err, errlen, "video VAE: %s", vdn_dev_error(d));
 fail:
     vae_group_fail(&p->grp, r);
 done:
+    if (fo.forked) vdn_dev_join(d); /* a decode that stopped between a fork and its read */
+    vit_bufs_release(v);
+    vdn_tensor_free(fo.out);
     free(zt);
     vdn_tensor_free(tiles);
     vdn_tensor_free(clip);
