@@ -655,6 +655,45 @@ __global__ void wtap_k(FView w, int64_t cout, int cin, int K, int per, int strid
     }
 }
 
+/* wtap_k's layout written tile by tile (wtap2_k): block (c, p Y + y) writes the per consecutive
+ * tiles of chunk c (stage c per + k), one contiguous range of per W A words, a thread per word in
+ * order, so every store is coalesced; the gathered reads (a warp: 8 rows x 4 channels of the
+ * chunk's 64 x 16 per region) come from L1 for the block's other taps. wtap_k stores 4-byte words
+ * scattered over per tiles (a 200-sample conv's weights, conv_pre's 14.7 M, are 25x its columns'
+ * work per weight of the wide stages'). TEMPORARY A/B: VDN_CONV_WTAP=0 keeps wtap_k. */
+template <bool SPLIT, bool F32, bool TR>
+__global__ void wtap2_k(FView w, int64_t cout, int cin, int K, int per, int stride, int phases,
+                        int64_t nyb, int64_t nstages, uint32_t *dst) {
+    constexpr int W = SPLIT ? 2 : 1, A = WG_BM * TC;
+    const int c = (int)blockIdx.x;
+    for (int64_t py = blockIdx.y; py < phases * nyb; py += gridDim.y) {
+        const int p = (int)(py / nyb);
+        const int64_t yb = py % nyb;
+        uint32_t *tile0 = dst + (py * nstages + (int64_t)c * per) * (W * A);
+        for (int e = threadIdx.x; e < per * A; e += blockDim.x) {
+            const int k = e / A, word = e - k * A;
+            const int jq = word / (4 * WG_BM), rem = word - jq * (4 * WG_BM);
+            const int m = rem / 4, jl = rem % 4, i = c * TC + 4 * jq + jl;
+            const int64_t o = yb * WG_BM + m;
+            float v = 0.f;
+            if (o < cout && i < cin) {
+                if (!TR)
+                    v = ld_el<F32>(w, o, (int64_t)i * per + k);
+                else if (p + k * stride < K)
+                    v = ld_el<F32>(w, i, o * K + p + k * stride);
+            }
+            uint32_t *tile = tile0 + (int64_t)k * (W * A);
+            const uint32_t big = to_tf32(v);
+            tile[word] = big;
+            if (SPLIT) tile[A + word] = to_tf32(v - __uint_as_float(big));
+        }
+    }
+}
+bool wtap2_on() {
+    const char *e = getenv("VDN_CONV_WTAP");
+    return !(e && !strcmp(e, "0"));
+}
+
 /* conv_tap_k's strip: the tile's 128 columns and the taps' span */
 int tap_samples(const ConvArgs &g) {
     return WG_BN + (g.phases > 1 ? g.J - 1 : (g.K - 1) * g.dil);
@@ -677,8 +716,14 @@ cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
     if (!ws) return cudaErrorMemoryAllocation;
     const int64_t wrows = g.phases * nyb * WG_BM, rp = g.nstages * TC;
     const dim3 wgrid((unsigned)((rp + 255) / 256), (unsigned)(wrows < 65535 ? wrows : 65535));
-    wtap_k<SPLIT, F32, TR><<<wgrid, 256, 0, cdev(d)->st>>>(g.w, g.cout, (int)g.cin, g.K, per,
-                                                           g.stride, g.phases, g.nstages, ws);
+    if (wtap2_on()) {
+        const int64_t pys = g.phases * nyb;
+        const dim3 g2((unsigned)nchunk, (unsigned)(pys < 65535 ? pys : 65535));
+        wtap2_k<SPLIT, F32, TR><<<g2, 256, 0, cdev(d)->st>>>(
+            g.w, g.cout, (int)g.cin, g.K, per, g.stride, g.phases, nyb, g.nstages, ws);
+    } else
+        wtap_k<SPLIT, F32, TR><<<wgrid, 256, 0, cdev(d)->st>>>(g.w, g.cout, (int)g.cin, g.K, per,
+                                                               g.stride, g.phases, g.nstages, ws);
     g.wsplit = ws;
     const size_t smem = TapSmem<SPLIT, TPS>::bytes(g.sw, g.swp);
     auto k = conv_tap_k<SPLIT, TR, TPS>;

@@ -1317,6 +1317,11 @@ static void conv_cases(void) {
      * reduction split */
     case_conv1d(2, 256, 400, 192, 11, 1, 15, 3, 1, F32);
     case_conv1d(1, 1000, 60, 64, 1, 1, 0, 1, 0, F32);
+    /* conv_pre's class (200 columns, a long reduction, many output channels: the weights' layout
+     * per call, wtap2_k, larger than the columns' work) and a 200-column transposed conv: 5
+     * channel blocks, cin not a multiple of 16 */
+    case_conv1d(2, 1000, 200, 320, 7, 1, 3, 1, 1, F32);
+    case_conv_transpose1d(2, 392, 200, 192, 8, 4, 2, 1, F32);
     /* accumulate (y += conv, the AMP block's residual add) on every CUDA epilogue: conv_tap_k
      * whole and with a split reduction (the parts' sum), conv_direct_k (narrow), the mma.sync
      * strip tiles (a bf16 case; all of them under VDN_CONV_WGMMA=0, below) */
