@@ -623,47 +623,18 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
  * of phase p's 64-channel block y, tile (p Y + y) nstages + s (Y blocks a phase), holds A[o, i,
  * k] for o = 64 y + m, i = 16 c + j at word (j / 4) 256 + 4 m + j % 4 (the core-matrix layout),
  * W parts (TF32 big, then small), zero past cout and cin. conv1d: A[o, i, k] = w[o, i K + k];
- * transposed: A[o, i, j] = w[i, o K + p + j stride], zero where p + j stride >= K. */
+ * transposed: A[o, i, j] = w[i, o K + p + j stride], zero where p + j stride >= K.
+ * Written tile by tile: block (c, p Y + y) writes the per consecutive tiles of chunk c (stages
+ * c per .. c per + per - 1), one contiguous range of per W A words, a thread per word in order, so
+ * every store is coalesced; the gathered reads (a warp: 8 rows x 4 channels of the chunk's 64 x
+ * 16 per region) come from L1 for the block's other taps; 32-bit word index (per A < 2^26: per <
+ * 2^16, the launcher checks). Until audio7 a thread took a reduction term (coalesced reads, 4-byte
+ * stores scattered over per tiles), which dominated the 200-sample convs, whose weights are large
+ * against their columns' work (conv_pre's 14.7 M: H200, audio7, 0.441 ms -> 0.331 a call; the
+ * first transposed conv 0.263 -> 0.231; the 5 s stereo decode 20.2 -> 19.5 ms). */
 template <bool SPLIT, bool F32, bool TR>
 __global__ void wtap_k(FView w, int64_t cout, int cin, int K, int per, int stride, int phases,
-                       int64_t nstages, uint32_t *dst) {
-    constexpr int W = SPLIT ? 2 : 1, A = WG_BM * TC;
-    /* row (p, o) per grid row, term r = i per + k of the padded reduction per thread: 32-bit
-     * index math (rp < 2^31: cin < 2^15 and per < 2^16, the launcher checks) */
-    const int rp = (int)nstages * TC;
-    const int64_t opad = (cout + WG_BM - 1) / WG_BM * WG_BM;
-    for (int64_t po = blockIdx.y; po < phases * opad; po += gridDim.y) {
-        const int p = (int)(po / opad);
-        const int64_t o = po % opad;
-        for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < rp; r += gridDim.x * blockDim.x) {
-            const int i = r / per, k = r - i * per, m = (int)(o % WG_BM), j = i % TC;
-            float v = 0.f;
-            if (o < cout && i < cin) {
-                if (!TR)
-                    v = ld_el<F32>(w, o, r);
-                else if (p + k * stride < K)
-                    v = ld_el<F32>(w, i, o * K + p + k * stride);
-            }
-            uint32_t *tile = dst + (((int64_t)p * (opad / WG_BM) + o / WG_BM) * nstages +
-                                    (int64_t)(i / TC) * per + k) *
-                                       (W * A);
-            const int word = (j >> 2) * (4 * WG_BM) + 4 * m + (j & 3);
-            const uint32_t big = to_tf32(v);
-            tile[word] = big;
-            if (SPLIT) tile[A + word] = to_tf32(v - __uint_as_float(big));
-        }
-    }
-}
-
-/* wtap_k's layout written tile by tile (wtap2_k): block (c, p Y + y) writes the per consecutive
- * tiles of chunk c (stage c per + k), one contiguous range of per W A words, a thread per word in
- * order, so every store is coalesced; the gathered reads (a warp: 8 rows x 4 channels of the
- * chunk's 64 x 16 per region) come from L1 for the block's other taps. wtap_k stores 4-byte words
- * scattered over per tiles (a 200-sample conv's weights, conv_pre's 14.7 M, are 25x its columns'
- * work per weight of the wide stages'). TEMPORARY A/B: VDN_CONV_WTAP=0 keeps wtap_k. */
-template <bool SPLIT, bool F32, bool TR>
-__global__ void wtap2_k(FView w, int64_t cout, int cin, int K, int per, int stride, int phases,
-                        int64_t nyb, int64_t nstages, uint32_t *dst) {
+                       int64_t nyb, int64_t nstages, uint32_t *dst) {
     constexpr int W = SPLIT ? 2 : 1, A = WG_BM * TC;
     const int c = (int)blockIdx.x;
     for (int64_t py = blockIdx.y; py < phases * nyb; py += gridDim.y) {
@@ -689,10 +660,6 @@ __global__ void wtap2_k(FView w, int64_t cout, int cin, int K, int per, int stri
         }
     }
 }
-bool wtap2_on() {
-    const char *e = getenv("VDN_CONV_WTAP");
-    return !(e && !strcmp(e, "0"));
-}
 
 /* conv_tap_k's strip: the tile's 128 columns and the taps' span */
 int tap_samples(const ConvArgs &g) {
@@ -714,16 +681,10 @@ cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
     const int64_t words = g.phases * nyb * g.nstages * (W * WG_BM * TC);
     uint32_t *ws = (uint32_t *)op_cuda_scratch(d, SCR_CONV2, sizeof(uint32_t) * (size_t)words);
     if (!ws) return cudaErrorMemoryAllocation;
-    const int64_t wrows = g.phases * nyb * WG_BM, rp = g.nstages * TC;
-    const dim3 wgrid((unsigned)((rp + 255) / 256), (unsigned)(wrows < 65535 ? wrows : 65535));
-    if (wtap2_on()) {
-        const int64_t pys = g.phases * nyb;
-        const dim3 g2((unsigned)nchunk, (unsigned)(pys < 65535 ? pys : 65535));
-        wtap2_k<SPLIT, F32, TR><<<g2, 256, 0, cdev(d)->st>>>(
-            g.w, g.cout, (int)g.cin, g.K, per, g.stride, g.phases, nyb, g.nstages, ws);
-    } else
-        wtap_k<SPLIT, F32, TR><<<wgrid, 256, 0, cdev(d)->st>>>(g.w, g.cout, (int)g.cin, g.K, per,
-                                                               g.stride, g.phases, g.nstages, ws);
+    const int64_t pys = g.phases * nyb;
+    const dim3 wgrid((unsigned)nchunk, (unsigned)(pys < 65535 ? pys : 65535));
+    wtap_k<SPLIT, F32, TR><<<wgrid, 256, 0, cdev(d)->st>>>(g.w, g.cout, (int)g.cin, g.K, per,
+                                                           g.stride, g.phases, nyb, g.nstages, ws);
     g.wsplit = ws;
     const size_t smem = TapSmem<SPLIT, TPS>::bytes(g.sw, g.swp);
     auto k = conv_tap_k<SPLIT, TR, TPS>;
