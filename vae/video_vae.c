@@ -696,9 +696,9 @@ typedef struct {
     float *frames; /* the decode's output (3, n_out, H, W) */
 } clip_plan;
 
-/* The deal: member r gets the clip's tiles [r T / n, (r + 1) T / n) of T = chunks x tiles, cut at
- * chunk boundaries into passes of at most `group` tiles (a segment of L tiles into ceil(L / group)
- * near-equal passes). Sets pass, run, max_nt, owner, own and left. */
+/* The deal: member r gets the clip's tiles [ceil(r T / n), ceil((r + 1) T / n)) of T = chunks x
+ * tiles, cut at chunk boundaries into passes of at most `group` tiles (a segment of L tiles into
+ * ceil(L / group) near-equal passes). Sets pass, run, max_nt, owner, own and left. */
 static void deal_passes(clip_plan *p, int group) {
     const int64_t total = (int64_t)p->k.n_chunks * p->tiles;
     int n_pass = 0;
@@ -706,7 +706,9 @@ static void deal_passes(clip_plan *p, int group) {
     p->pass = vdn_xcalloc((size_t)(p->k.n_chunks + p->n) * (p->tiles + 1), sizeof *p->pass);
     for (int r = 0; r < p->n; r++) {
         p->run[r] = n_pass;
-        for (int64_t g = total * r / p->n, g1 = total * (r + 1) / p->n; g < g1;) {
+        /* ceilings: where there are fewer tiles than members, the last members are the idle ones */
+        for (int64_t g = (total * r + p->n - 1) / p->n, g1 = (total * (r + 1) + p->n - 1) / p->n;
+             g < g1;) {
             const int c = (int)(g / p->tiles), s0 = (int)(g % p->tiles);
             const int L = (int)(g1 - g < p->tiles - s0 ? g1 - g : p->tiles - s0);
             const int np = (L + group - 1) / group;
@@ -948,6 +950,7 @@ static void clip_member(int r, void *arg) {
     const int lc = c->latent_channels, sr = c->spatial_ratio, F = p->F;
     char *err = p->grp.err[r];
     const size_t errlen = VDN_ERR_LEN;
+    if (p->run[r] == p->run[r + 1]) return; /* fewer tiles than members: nothing to do */
     int cf = -1, cl = -1, lo = 0, hi = 0, i_lo = 0, i_hi = 0;
     for (int u = p->run[r]; u < p->run[r + 1]; u++)
         if (p->owner[p->pass[u].c] == r) {
