@@ -219,7 +219,7 @@ vdn_video_vae *vdn_video_vae_load_precision(vdn_dev *dev, const char *dir, vdn_p
     }
     v->dev = dev;
     v->precision = precision;
-    if (!vdn_dev_is_cpu(dev) && vdn_ops_threads() == 1) { /* the host's tile work: idle cores */
+    if (!vdn_dev_is_cpu(dev) && vdn_ops_threads() == 1) { /* a group's joins on the host */
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
         vdn_ops_set_threads(cores < 1 ? 1 : cores > 8 ? 8 : (int)cores);
     }
@@ -485,28 +485,16 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
     const vdn_vae_video_config *c = &v->cfg;
     const int64_t N = (int64_t)Tl * th * tw, R = c->dec_registers, rows = N + R + 1;
     const int64_t all = rows * B, dim = v->dim, inner = v->inner;
-    const tile_bufs *cap = vit_bufs(v, B, N, rows, err, errlen);
+    tile_bufs *cap = vit_bufs(v, B, N, rows, err, errlen);
     if (!cap) return -1;
-    /* this pass's rows of the decoder's buffers */
-    vdn_tensor vw[N_TILE_BUFS];
-    tile_bufs b = {
-        .x_in = first_rows(&vw[0], cap->x_in, N * B),
-        .xq = first_rows(&vw[1], cap->xq, N * B),
-        .h = first_rows(&vw[2], cap->h, all),
-        .hn = first_rows(&vw[3], cap->hn, all),
-        .qkv = first_rows(&vw[4], cap->qkv, all),
-        .q = first_rows(&vw[5], cap->q, all),
-        .k = first_rows(&vw[6], cap->k, all),
-        .o = first_rows(&vw[7], cap->o, all),
-        .f = first_rows(&vw[8], cap->f, all),
-        .s = first_rows(&vw[9], cap->s, all),
-        .proj = first_rows(&vw[10], cap->proj, all),
-        .n8 = first_rows(&vw[11], cap->n8, all),
-        .n8_scale = first_rows(&vw[12], cap->n8_scale, all),
-        .f8 = first_rows(&vw[13], cap->f8, all),
-        .f8_scale = first_rows(&vw[14], cap->f8_scale, all),
-        .mask = cap->mask,
-    };
+    /* this pass's rows of the decoder's buffers (x_in and xq hold tokens, the rest rows) */
+    vdn_tensor vw[N_TILE_BUFS], **src[N_TILE_BUFS], **dst[N_TILE_BUFS];
+    tile_bufs b = {.mask = cap->mask};
+    tile_bufs_all(cap, src);
+    tile_bufs_all(&b, dst);
+    for (int i = 0; i < N_TILE_BUFS; i++)
+        *dst[i] =
+            first_rows(&vw[i], *src[i], *src[i] == cap->x_in || *src[i] == cap->xq ? N * B : all);
     const int fp8 = v->precision == VDN_PRECISION_FP8;
     vdn_tensor pos;
     int rc = -1;
