@@ -50,6 +50,8 @@ int vdn_op_conv1d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const
     if (vdn_chk_float(d, op, "x", x) || chk(d, op, "w", w, cout, cin * K) ||
         (b && chk(d, op, "b", b, 1, cout)) || chk(d, op, "y", y, B * cout, lout))
         return -1;
+    if (y->data == x->data) /* every output reads K inputs around it, and accumulate reads y */
+        return vdn_dev_fail(d, "op conv1d: y and x overlap (the conv needs a separate output)");
     return VDN_PROF(d, "conv1d", x, w,
                     2.0 * (double)B * (double)cout * (double)lout * (double)cin * K,
                     ct_->conv1d(y, x, w, b, K, stride, pad, dilation, accumulate != 0));

@@ -6,6 +6,7 @@
 
 #include "check.h"
 #include "op.h"
+#include "op_conv.h"
 #include "ops.h"
 #include "vdn_util.h"
 
@@ -537,6 +538,8 @@ static void test_errors(void) {
     held[n_held++] = xi;
     expect_err(vdn_op_linear(&y, xi, &w8, NULL, VDN_ACT_NONE, 0),
                "op linear: x is I32[4,8], expected a float tensor");
+    vdn_tensor cw = mk(4, 4, 0, 1, NULL); /* conv1d 4 -> 4 channels, K 1: y would be x */
+    expect_err(vdn_op_conv1d(&x, &x, &cw, NULL, 1, 1, 0, 1, 1), "op conv1d: y and x overlap");
     vdn_tensor inval = vdn_view_rows(&x, 3, 5);
     expect_err(vdn_op_add(&x, &inval), "op add: y is an invalid view");
     expect_err(vdn_op_add(&x, NULL), "op add: y is missing");
