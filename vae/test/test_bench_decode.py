@@ -50,7 +50,10 @@ st.check(res["backend"] == "cpu" and res["reps"] == 2 and res["video_precision"]
 st.check(res["video_s"] > 0 and res["audio_s"] > 0, f"times {res['video_s']} {res['audio_s']}")
 st.check(res["audio_latents"] == La and res["wave_rms"] > 0, str(res))
 st.check(res["latents"][1:] == [T, h, w], f"latents {res['latents']}, expected [C, {T}, {h}, {w}]")
-st.check(len(re.findall(r"rep \d/2", r.stderr)) == 2, f"no progress per rep: {r.stderr!r}")
+# the video's reps, then the audio's (the peer's order)
+reps = re.findall(r"rep (\d)/2: (video|audio)", r.stderr)
+st.check(reps == [("1", "video"), ("2", "video"), ("1", "audio"), ("2", "audio")],
+         f"no progress per rep, video's reps before audio's: {r.stderr!r}")
 
 # the frame count `vdn decode` gives for latents of the same shape
 Cv = res["latents"][0]
@@ -101,7 +104,7 @@ if sorted(sizes) == [1, 3]:
         st.check(len(z["tiles"]) == k and min(z["tiles"]) > 0, f"{k} devices: deal {z['tiles']}")
     st.check(sum(sizes[3]["tiles"]) == sum(sizes[1]["tiles"]) == 6, f"deals {sizes[3]['tiles']} {sizes[1]['tiles']}")
     st.check(gr["video_s"] == sizes[1]["video_s"], f"top-level video_s is not the 1-device time: {gr}")
-st.check(len(re.findall(r"3 devices, rep 1/1", g.stderr)) == 1, f"no progress for 3 devices: {g.stderr!r}")
+st.check(len(re.findall(r"3 devices, rep 1/1", g.stderr)) == 2, f"no progress for 3 devices: {g.stderr!r}")
 
 # refusals
 for bad in ("0", "2,2", "1,", "a", "65", ""):
