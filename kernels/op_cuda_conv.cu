@@ -89,6 +89,17 @@ __device__ __forceinline__ void put_out(const ConvArgs &g, int64_t r, int64_t c,
     fv_set(g.y, r, c, g.accum ? __fadd_rn(fv_get(g.y, r, c), v) : v);
 }
 
+/* a block's sum v for output channel o, GEMM column c (output position n) of signal b: with a
+ * split reduction into part kp of grid signal zs (conv_ksum_k adds the parts and the bias), else
+ * plus the bias into y */
+__device__ __forceinline__ void put_sum(const ConvArgs &g, int kp, int zs, int b, int64_t o,
+                                        int64_t c, int64_t n, float v, float bias) {
+    if (g.ksplit > 1)
+        g.part[((kp * (int64_t)(gridDim.z / g.ksplit) + zs) * g.cout + o) * g.ncols + c] = v;
+    else
+        put_out(g, b * g.cout + o, n, v + bias);
+}
+
 __device__ __forceinline__ uint32_t to_tf32(float v) {
     uint32_t u;
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(v));
@@ -326,12 +337,7 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
                     const int64_t c = col0 + wn * 32 + nt * 8 + 2 * tq + h;
                     const int64_t n = TR ? c * g.stride + p - g.pad : c;
                     if (c >= g.ncols || n < 0 || n >= g.lout) continue;
-                    if (g.ksplit > 1)
-                        g.part[((kp * (int64_t)(gridDim.z / g.ksplit) + zs) * g.cout + o) *
-                                   g.ncols +
-                               c] = acc[mt][nt][2 * h2 + h];
-                    else
-                        put_out(g, b * g.cout + o, n, acc[mt][nt][2 * h2 + h] + bias);
+                    put_sum(g, kp, zs, b, o, c, n, acc[mt][nt][2 * h2 + h], bias);
                 }
         }
 }
@@ -597,7 +603,6 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
     /* accumulator 4 j + 2 h2 + h: row 16 (warp % 4) + lane / 4 + 8 h2, column 8 j + 2 (lane % 4)
      * + h of the warpgroup's 64 x 64 */
     const int lane = tid % 32, warp = tid / 32, gq = lane / 4, tq = lane % 4;
-    const int nbatch = gridDim.z / g.ksplit;
 #pragma unroll
     for (int h2 = 0; h2 < 2; h2++) {
         const int64_t o = o0 + 16 * (warp % 4) + gq + 8 * h2;
@@ -610,11 +615,7 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
                 const int64_t col = col0 + wg * 64 + 8 * j + 2 * tq + h;
                 const int64_t n = TR ? col * g.stride + p - g.pad : col;
                 if (col >= g.ncols || n < 0 || n >= g.lout) continue;
-                const float v = acc[4 * j + 2 * h2 + h];
-                if (g.ksplit > 1) /* conv_ksum_k's layout, as conv_mma_k */
-                    g.part[((kp * (int64_t)nbatch + zs) * g.cout + o) * g.ncols + col] = v;
-                else
-                    put_out(g, b * g.cout + o, n, v + bias);
+                put_sum(g, kp, zs, b, o, col, n, acc[4 * j + 2 * h2 + h], bias);
             }
     }
 }
