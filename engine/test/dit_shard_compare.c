@@ -38,9 +38,8 @@
 #include "seq.h"
 #include "comm.h"
 #include "vdn_util.h"
-#ifdef VDN_HAVE_NCCL
-#include "comm_nccl.h"
-#endif
+#include "backends.h"
+#include "op_backend.h"
 
 /* --gpus: rank r on device r over the communicator of the backend */
 typedef struct {
@@ -49,8 +48,8 @@ typedef struct {
     const float *text;
     const vdn_step_inputs *in;
     float *const *sv, *const *sa;
-    vdn_comm_group *g; /* in-process (the CPU), or NULL: NCCL over id */
-    char id[128];
+    vdn_comm_group *g; /* in-process (the CPU), or NULL: the backend's (NCCL) over id */
+    char id[VDN_COMM_ID_BYTES];
     char (*err)[VDN_ERR_LEN];
 } gpus_job;
 
@@ -58,11 +57,10 @@ static int gpus_rank(int r, void *arg) {
     gpus_job *j = arg;
     vdn_dev *d = j->w[r]->dev;
     vdn_comm *cm = NULL;
-    if (j->g) cm = vdn_comm_inproc(j->g, r, d);
-#ifdef VDN_HAVE_NCCL
+    if (j->g)
+        cm = vdn_comm_inproc(j->g, r, d);
     else
-        cm = vdn_comm_nccl_open(d, r, j->P, j->id, j->err[r], VDN_ERR_LEN);
-#endif
+        cm = vdn_dev_comm_open(d, r, j->P, j->id, j->err[r], VDN_ERR_LEN);
     if (!cm) return -1;
     int rc = vdn_dit_forward_comm_host(j->w[r], cm, j->text, j->in, j->sv[r], j->sa[r], 0, NULL);
     if (rc)
@@ -79,12 +77,8 @@ static int forward_gpus(vdn_dit_weights *const *w, int P, const char *backend, c
     if (!strcmp(backend, "cpu")) {
         if (!(j.g = vdn_comm_group_new(P, err, errlen))) return -1;
     } else {
-#ifdef VDN_HAVE_NCCL
-        if (vdn_comm_nccl_unique_id(j.id, err, errlen) != 0) return -1;
-#else
-        snprintf(err, errlen, "no NCCL communicator in this build");
-        return -1;
-#endif
+        (void)backend;
+        if (vdn_dev_comm_unique_id(w[0]->dev, j.id, err, errlen) != 0) return -1;
     }
     j.err = vdn_xcalloc((size_t)P, sizeof *j.err);
     int failed = vdn_comm_run_ranks(P, gpus_rank, &j);
@@ -183,6 +177,7 @@ int main(int argc, char **argv) {
         }
     if (lanes) set_side(1); /* the default, whatever the caller's environment says */
     char err[VDN_ERR_LEN] = "";
+    vdn_backends_register();
     const vdn_dev_backend *be = vdn_dev_backend_find(name);
     if (!be) {
         printf("skip: backend '%s' is not linked into this binary\n", name);
@@ -192,12 +187,10 @@ int main(int argc, char **argv) {
         printf("skip: backend '%s' not available here: %s\n", name, err);
         return 77;
     }
-#ifndef VDN_HAVE_NCCL
-    if (gpus && strcmp(name, "cpu") != 0) {
+    if (gpus && strcmp(name, "cpu") != 0 && !be->comm_open) {
         printf("skip: --gpus on %s: this build has no NCCL communicator\n", name);
         return 77;
     }
-#endif
     vdn_ckpt *ck = vdn_ckpt_open(ckdir, NULL, 0, err, sizeof err);
     if (!ck) {
         fprintf(stderr, "%s\n", err);
@@ -321,10 +314,13 @@ int main(int argc, char **argv) {
                 }
             }
             if (nccl) {
-#ifdef VDN_HAVE_NCCL
-                char id[VDN_NCCL_ID_BYTES];
-                vdn_comm *cm = vdn_comm_nccl_unique_id(id, err, sizeof err) == 0
-                                   ? vdn_comm_nccl_open(dev[0], 0, 1, id, err, sizeof err)
+                if (!be->comm_open) {
+                    printf("skip: --nccl: this build has no NCCL communicator\n");
+                    return 77;
+                }
+                char id[VDN_COMM_ID_BYTES];
+                vdn_comm *cm = be->comm_unique_id(id, err, sizeof err) == 0
+                                   ? be->comm_open(dev[0], 0, 1, id, err, sizeof err)
                                    : NULL;
                 int rc = cm ? vdn_dit_forward_comm_host(wp[0], cm, text, &in, sv[0], sa[0], 0, NULL)
                             : -1;
@@ -336,10 +332,6 @@ int main(int argc, char **argv) {
                        vdn_attn_mode_name(mode), ev, ea, ok ? "ok" : "FAIL",
                        rc ? (cm ? vdn_dev_error(dev[0]) : err) : "");
                 vdn_comm_free(cm);
-#else
-                printf("skip: --nccl: this build has no NCCL communicator\n");
-                return 77;
-#endif
             }
             if (reps > 0) { /* the plain forward and the sharded one at P = 1, device-resident */
                 char ge[VDN_ERR_LEN];

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "attn_tiles.h"
+#include "backends.h"
 #include "../../ops/test/check.h"
 #include "op.h"
 #include "op_conv.h"
@@ -1440,6 +1441,7 @@ static void case_lanes(int64_t rows, int64_t k, int reps, int check_workspace) {
 }
 
 int main(void) {
+    vdn_backends_register(); /* "cuda" where this build has it */
     char err[512];
     /* VDN_BACKEND_OPS_SELFTEST=1: the CPU against itself, to check the harness without a GPU */
     const char *self = getenv("VDN_BACKEND_OPS_SELFTEST");

@@ -1,0 +1,64 @@
+/* The Qwen3-VL text encoder, written once over the op layer (engine/op.h): token embeddings, then
+ * decoder layers of RMSNorm, causal GQA attention with per-head q/k RMSNorm and RoPE (Qwen3-VL's
+ * multimodal RoPE with all three position axes equal, as for text tokens), residual, RMSNorm,
+ * SwiGLU MLP, residual. The output is hidden_states[layer]: the output of decoder layer `layer`,
+ * with no final norm (what a prompt cache's prompt_embeds holds).
+ *
+ * Only the embeddings and the first `layer` layers are read from the safetensors shards (by the
+ * released names); the embedding table stays in the file mapping and only the prompt's rows are
+ * gathered. fp32 weights on the CPU (the oracle), bf16 where the device is a GPU.
+ *
+ * Precision (engine.h vdn_precision): bf16, the default, keeps those weights; fp8 quantises each
+ * layer's four Linears (the fused q/k/v, o_proj, the fused gate/up, down_proj) to e4m3 with one
+ * fp32 scale a row as the layer is loaded (vdn_op_quantize_rows), and each product quantises its
+ * input per row by the same rule (vdn_op_linear). Embeddings, norms and activations keep their
+ * dtype. On the CPU fp8 runs the quantised oracle (the bytes and scales CUDA makes, float64
+ * sums). */
+#ifndef VDN_TEXT_ENCODER_H
+#define VDN_TEXT_ENCODER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "encoder_config.h"
+#include "precision.h"
+#include "op.h"
+
+typedef struct vdn_text_encoder vdn_text_encoder;
+
+/* dir: the text_encoder/ folder (config.json + model.safetensors[.index.json]). layer: 0 = the
+ * default (vdn_text_encoder_default_layer), else 1..num_hidden_layers. Errors name the file and
+ * tensor. At fp8 each Linear is quantised as soon as it is uploaded: the device never holds
+ * more than one float matrix beside the fp8 ones. */
+vdn_text_encoder *vdn_text_encoder_open(const char *dir, vdn_dev *dev, int layer,
+                                        vdn_precision precision, char *err, size_t errlen);
+void vdn_text_encoder_close(vdn_text_encoder *e);
+/* Random weights of the given shapes, made on the host and uploaded, for benchmarks at the real
+ * size without a 63 GB file (one random matrix per weight shape, shared by every layer; 4096
+ * random embedding rows, token i reading row i mod 4096). */
+vdn_text_encoder *vdn_text_encoder_random(const vdn_text_config *cfg, int layer,
+                                          vdn_precision precision, vdn_dev *dev, uint64_t seed,
+                                          char *err, size_t errlen);
+
+const vdn_text_config *vdn_text_encoder_config(const vdn_text_encoder *e);
+int vdn_text_encoder_layer(const vdn_text_encoder *e);
+vdn_precision vdn_text_encoder_precision(const vdn_text_encoder *e);
+int vdn_text_encoder_fp8_linears(const vdn_text_encoder *e); /* 4 a layer at fp8, else 0 */
+/* SHA-256 hex of the checkpoint's part in the output: config.json, the shard headers (names,
+ * dtypes, shapes, offsets) and the layer. Not the weight values (63 GB): a changed checkpoint is
+ * a new folder in practice, and the headers pin its layout. Not the precision either, which
+ * the prompt cache's key adds (prompt_text.h): the identity names the checkpoint alike at both. */
+const char *vdn_text_encoder_identity(const vdn_text_encoder *e);
+/* The same without loading the weights (layer 0 = the default). */
+int vdn_text_encoder_identity_of(const char *dir, int layer, char out[65], char *err,
+                                 size_t errlen);
+
+/* out[n, hidden] (host float32) = hidden_states[layer] for ids[n]. A prompt longer than
+ * text_config.max_position_embeddings, an empty one, or an id outside the vocabulary is refused
+ * naming the limit. One run at a time per encoder: the activations of the last run stay on the
+ * device for the next prompt of the same length (about 0.2 MB a token at the 32B shapes), until
+ * a run of another length or vdn_text_encoder_close. */
+int vdn_text_encoder_run(vdn_text_encoder *e, const int32_t *ids, int n, float *out, char *err,
+                         size_t errlen);
+
+#endif
