@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "bench_cli.h"
 #include "bench_programs.h"
 #include "commands.h"
 #include "vdn_util.h"
@@ -26,6 +26,19 @@ static void usage(FILE *f) {
             "--peers takes the PEERS_JSON that shared/bench/h3_peers.py wrote in the same session\n"
             "and prints the target table (op, PyTorch peer, target, vdn, met or MISSED);\n"
             "`vdn bench compare` prints it for recorded runs (no GPU needed).\n");
+}
+
+int vdn_bench_int_arg(const char *cmd, const char *opt, const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s ? s : "", &end, 10);
+    if (!s || !*s || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "%s: %s expects an integer in [%d, %d], got '%s'\n", cmd, opt, lo, hi,
+                s ? s : "(missing)");
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
 }
 
 static int parse_int(const char *opt, const char *s, int lo, int hi, int *out) {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench.h"
+#include "bench_cli.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *buf = malloc(size + 1);

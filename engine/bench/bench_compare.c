@@ -1,7 +1,7 @@
 /* The target table of the CUDA-engine issue: our `vdn bench --json` results beside the PyTorch
  * peers' (`shared/bench/h3_peers.py`, PEERS_JSON) from the same run. Plain C so that recorded runs
  * can be compared (and this code tested) on a machine without a GPU. */
-#include "bench.h"
+#include "bench_programs.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -22,14 +22,9 @@
 #include "bench_programs.h"
 #include "vdn_util.h"
 
-#define MAX_SIZES 8
+#define MAX_SIZES VDN_BENCH_MAX_SIZES
 
-typedef struct {
-    const char *vae, *audio_vae, *random_audio, *backend, *peer, *json;
-    int device, T, h, w, La, reps, profile;
-    int sizes[MAX_SIZES], n_sizes, max_devices; /* --devices: group sizes, largest first */
-    vdn_precision precision;
-} bench_opts;
+typedef vdn_bench_decode_opts bench_opts;
 
 typedef struct {
     int devices;
@@ -46,157 +41,11 @@ typedef struct {
     int n_sizes;
 } bench_result;
 
-static void usage(FILE *f) {
-    fprintf(
-        f,
-        "usage: vdn bench decode [--vae DIR] [--audio-vae DIR | --random-audio DIR]\n"
-        "                        [--backend cuda|cpu] [--device N] [--devices 4,2,1]\n"
-        "                        [--precision bf16|fp8]\n"
-        "                        [--T 17] [--h 48] [--w 84] [--La 200] [--reps 3] [--profile]\n"
-        "                        [--peer PEER.json] [--json OUT.json]\n"
-        "Times the video decoder (latents (C, T, h, w) -> frames (3, F, 16h, 16w)) and the\n"
-        "audio decoder (2 x La latents, stereo) on one device: the video's warm-up and --reps\n"
-        "timed decodes, then the audio's (as the PyTorch peer's script), each read back to the\n"
-        "host as `vdn decode` does. Defaults: the 5 s 768x1344 clip (T 17, 48 x 84 latents)\n"
-        "and 5 s of stereo audio (La 200), CUDA device 0, bf16.\n"
-        "  --vae / --audio-vae   the released folders (vae/, audio_vae/); either may be left out\n"
-        "  --random-audio DIR    write a random audio VAE at the release's size to DIR first\n"
-        "  --devices LIST        group sizes (devices --device, --device + 1, ...), each timed:\n"
-        "                        the decoders are loaded once on the largest group; every\n"
-        "                        size's frames and waveform are compared with the first's\n"
-        "                        (largest first; default 1)\n"
-        "  --precision           the video decoder's (the audio decoder is always float32)\n"
-        "  --profile             one more decode of each, op by op, to stderr\n"
-        "  --peer PEER.json      the PyTorch decode's numbers (ops/reference/vae_bench.py on\n"
-        "                        the same GPU, same sizes): prints PyTorch / vdn for each\n"
-        "  --json OUT.json       also write our JSON line there\n");
-}
-
 /* standard normal latents from the sampler's seeded stream (sampler.h) */
 static void randn(float *x, size_t n, uint64_t seed) {
     vdn_rng r;
     vdn_rng_seed(&r, seed);
     vdn_rng_normal(&r, x, n);
-}
-
-static int int_arg(const char *opt, const char *v, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || errno || end == v || *end || x < lo || x > hi) {
-        fprintf(stderr, "vdn bench decode: %s '%s': expected an integer in [%d, %d]\n", opt,
-                v ? v : "", lo, hi);
-        return -1;
-    }
-    *out = (int)x;
-    return 0;
-}
-
-/* --devices "4,2,1": distinct group sizes in 1..VDN_VAE_MAX_GROUP, sorted largest first */
-static int sizes_arg(const char *v, bench_opts *o) {
-    int n = 0, sizes[MAX_SIZES];
-    for (const char *q = v; *q;) {
-        char *end;
-        errno = 0;
-        const long x = strtol(q, &end, 10);
-        int dup = 0;
-        for (int i = 0; i < n; i++)
-            dup |= sizes[i] == x;
-        if (errno || end == q || x < 1 || x > VDN_VAE_MAX_GROUP || dup || n == MAX_SIZES ||
-            (*end && *end != ',') || (*end == ',' && !end[1])) {
-            fprintf(stderr,
-                    "vdn bench decode: --devices '%s': expected up to %d distinct group sizes "
-                    "in 1..%d, separated by commas (e.g. 4,2,1)\n",
-                    v, MAX_SIZES, VDN_VAE_MAX_GROUP);
-            return -1;
-        }
-        sizes[n++] = (int)x;
-        q = *end ? end + 1 : end;
-    }
-    if (!n) {
-        fprintf(stderr, "vdn bench decode: --devices '': expected a group size\n");
-        return -1;
-    }
-    for (int i = 0; i < n; i++) /* largest first */
-        for (int j = i + 1; j < n; j++)
-            if (sizes[j] > sizes[i]) {
-                const int t = sizes[i];
-                sizes[i] = sizes[j], sizes[j] = t;
-            }
-    memcpy(o->sizes, sizes, sizeof sizes);
-    o->n_sizes = n;
-    o->max_devices = sizes[0];
-    return 0;
-}
-
-/* 0, 1 for --help, -1 after printing why */
-static int parse(int argc, char **argv, bench_opts *o) {
-    *o = (bench_opts){.backend = "cuda",
-                      .T = 17,
-                      .h = 48,
-                      .w = 84,
-                      .La = 200,
-                      .reps = 3,
-                      .sizes = {1},
-                      .n_sizes = 1,
-                      .max_devices = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc = 0, takes = 1;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
-        if (!strcmp(a, "--profile")) {
-            o->profile = 1, takes = 0;
-        } else if (!v) {
-            fprintf(stderr, "vdn bench decode: %s expects a value\n", a);
-            return -1;
-        } else if (!strcmp(a, "--vae")) {
-            o->vae = v;
-        } else if (!strcmp(a, "--audio-vae")) {
-            o->audio_vae = v;
-        } else if (!strcmp(a, "--random-audio")) {
-            o->random_audio = v;
-        } else if (!strcmp(a, "--backend")) {
-            o->backend = v;
-        } else if (!strcmp(a, "--peer")) {
-            o->peer = v;
-        } else if (!strcmp(a, "--json")) {
-            o->json = v;
-        } else if (!strcmp(a, "--precision")) {
-            if (vdn_precision_parse(v, &o->precision)) {
-                fprintf(stderr, "vdn bench decode: --precision '%s': expected bf16 or fp8\n", v);
-                return -1;
-            }
-        } else if (!strcmp(a, "--device")) {
-            rc = int_arg(a, v, 0, 1023, &o->device);
-        } else if (!strcmp(a, "--devices")) {
-            rc = sizes_arg(v, o);
-        } else if (!strcmp(a, "--T")) {
-            rc = int_arg(a, v, 1, 100000, &o->T);
-        } else if (!strcmp(a, "--h")) {
-            rc = int_arg(a, v, 1, 100000, &o->h);
-        } else if (!strcmp(a, "--w")) {
-            rc = int_arg(a, v, 1, 100000, &o->w);
-        } else if (!strcmp(a, "--La")) {
-            rc = int_arg(a, v, 1, 10000000, &o->La);
-        } else if (!strcmp(a, "--reps")) {
-            rc = int_arg(a, v, 1, 1000, &o->reps);
-        } else {
-            fprintf(stderr, "vdn bench decode: unknown option '%s'\n", a);
-            return -1;
-        }
-        if (rc) return -1;
-        i += takes;
-    }
-    if (o->audio_vae && o->random_audio) {
-        fprintf(stderr, "vdn bench decode: --audio-vae and --random-audio are exclusive\n");
-        return -1;
-    }
-    if (!o->vae && !o->audio_vae && !o->random_audio) {
-        fprintf(stderr, "vdn bench decode: nothing to time: give --vae and/or --audio-vae (or "
-                        "--random-audio)\n");
-        return -1;
-    }
-    return 0;
 }
 
 /* the decoders as loaded for one run: a copy on each of n devices */
@@ -479,13 +328,8 @@ static int compare_peer(const char *path, const bench_result *r, int video, int 
     return 0;
 }
 
-int vdn_vae_bench(int argc, char **argv) {
-    bench_opts o;
-    const int p = parse(argc, argv, &o);
-    if (p) {
-        usage(p > 0 ? stdout : stderr);
-        return p > 0 ? 0 : 2;
-    }
+int vdn_bench_decode_run(const vdn_bench_decode_opts *opts) {
+    const bench_opts o = *opts;
     char err[VDN_ERR_LEN] = "";
     bench_result r;
     if (bench(&o, &r, err, sizeof err)) {

@@ -1,11 +1,70 @@
-/* The whole-program benchmarks of engine/bench/ that `vdn bench` runs (cli/cmd_bench.c): each
- * takes its subcommand's arguments (argv[0] = the subcommand) and returns the exit status. */
+/* The whole-program benchmarks of engine/bench/ that `vdn bench` runs. Their command lines are
+ * parsed in the app layer (cli/bench_args.c); here are the options and the runs. Each run prints
+ * its results (and writes JSON where asked) and returns the exit status: 0, or 1 after a message
+ * on stderr. */
 #ifndef VDN_BENCH_PROGRAMS_H
 #define VDN_BENCH_PROGRAMS_H
 
-/* `vdn bench text-encoder ...` (bench_text.c): one prompt through the Qwen3-VL text shapes */
-int vdn_text_bench(int argc, char **argv);
-/* `vdn bench decode ...` (bench_decode.c): the video and audio decoders at a chosen size */
-int vdn_vae_bench(int argc, char **argv);
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "precision.h"
+
+#define VDN_BENCH_MAX_GPU_LIST 8 /* entries of --gpus */
+#define VDN_BENCH_MAX_ENGINES 64 /* engines (VDN_COMM_MAX_RANKS) */
+#define VDN_BENCH_MAX_SIZES 8    /* entries of bench decode's --devices */
+
+/* `vdn bench --whole`: whole model evaluations at a preset's real shapes with random weights,
+ * timed end to end (bench_whole.c; several engines: bench_group.c) */
+
+typedef struct {
+    const char *preset;    /* "h3" */
+    int layers;            /* 0 = the preset's */
+    int frames;            /* latent frames, 5k + 2 (102 = 345 pixel frames) */
+    int height, width;     /* pixels */
+    int text;              /* prompt rows */
+    int nfe, warmup;       /* timed and untimed model evaluations per variant */
+    const char *variants;  /* comma list */
+    int cpu;               /* the CPU backend (small presets; checks the path without a GPU) */
+    const char *precision; /* "bf16" | "fp8" (the DiT's large Linears) */
+    uint64_t seed;
+    const char *json;
+    /* several engines (bench_group.c); all 0 / NULL = the one-engine run */
+    int gpus[VDN_BENCH_MAX_GPU_LIST]; /* --gpus: engine counts of the sharded renders, in order */
+    int n_gpus;
+    int independent;     /* --independent K: K one-engine renders at once */
+    int comm_profile;    /* --comm-profile: one more, profiled evaluation per sharded render */
+    int clip_steps;      /* --steps N: the clip length clips per hour are quoted for */
+    const char *out_dir; /* --out-dir: keep latents and run records there (else a temp dir) */
+    int profile;         /* --profile: one more evaluation per variant, timed op by op */
+} vdn_bench_whole_opts;
+int vdn_bench_whole_run(const vdn_bench_whole_opts *o);
+
+/* `vdn bench decode`: the video and audio decoders at a chosen size (bench_decode.c) */
+typedef struct {
+    const char *vae, *audio_vae, *random_audio, *backend, *peer, *json;
+    int device, T, h, w, La, reps, profile;
+    int sizes[VDN_BENCH_MAX_SIZES], n_sizes,
+        max_devices; /* --devices: group sizes, largest first */
+    vdn_precision precision;
+} vdn_bench_decode_opts;
+int vdn_bench_decode_run(const vdn_bench_decode_opts *o);
+
+/* `vdn bench text-encoder`: one prompt through the Qwen3-VL text shapes (bench_text.c) */
+typedef struct {
+    int tokens, layer, reps; /* prompt length, hidden_states[layer], timed encodes */
+    int cpu, profile;
+    const char *config; /* a text_encoder/ folder whose config.json sets the shapes, or NULL */
+    const char *json;   /* write the result there too, or NULL */
+    vdn_precision precision;
+} vdn_bench_text_opts;
+int vdn_bench_text_run(const vdn_bench_text_opts *o);
+
+/* The issue's target table (op, PyTorch peer, target, ours, met/MISSED) from a `vdn bench --json`
+ * file and an h3_peers.py PEERS_JSON file of the same run (bench_compare.c; no GPU needed).
+ * 0, or -1 with a message naming the file. */
+int vdn_bench_compare(const char *ours_json, const char *peers_json, FILE *out, char *err,
+                      size_t errlen);
 
 #endif

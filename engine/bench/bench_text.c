@@ -22,18 +22,6 @@ static const vdn_text_config qwen3_vl_32b = {.vocab = 151936,
                                              .rope_theta = 5000000.0,
                                              .max_positions = 262144};
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: vdn bench text-encoder [--tokens 512] [--layer 50] [--reps 5] [--cpu]\n"
-            "                              [--precision bf16|fp8]\n"
-            "                              [--config TEXT_ENCODER_DIR] [--json FILE] [--profile]\n"
-            "Encodes one prompt of --tokens tokens up to hidden_states[--layer] with random\n"
-            "weights of the Qwen3-VL-32B text shapes (or DIR/config.json's), warm, and prints the\n"
-            "median and best seconds. The GPU unless --cpu. --precision fp8: the Linears\n"
-            "quantised to e4m3 with row scales at load (default bf16). --profile: one more\n"
-            "encode, timed op by op on the device (not in the median).\n");
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -51,47 +39,11 @@ static int profile_run(vdn_text_encoder *e, vdn_dev *dev, const int32_t *ids, in
     return rc;
 }
 
-int vdn_text_bench(int argc, char **argv) {
-    int tokens = 512, layer = VDN_TEXT_ENCODER_LAYER, reps = 5;
-    const char *backend = "cuda", *config = NULL, *json = NULL;
-    int profile = 0;
-    vdn_precision precision = VDN_PRECISION_BF16;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--cpu")) {
-            backend = "cpu";
-        } else if (!strcmp(a, "--profile")) {
-            profile = 1;
-        } else if (v && (!strcmp(a, "--tokens") || !strcmp(a, "--layer") || !strcmp(a, "--reps"))) {
-            char *end;
-            long x = strtol(v, &end, 10);
-            if (*end || x < 1 || x > 1000000) {
-                fprintf(stderr, "vdn bench text-encoder: %s \"%s\": expected a positive integer\n",
-                        a, v);
-                return 2;
-            }
-            *(!strcmp(a, "--tokens") ? &tokens : !strcmp(a, "--layer") ? &layer : &reps) = (int)x;
-            i++;
-        } else if (v && !strcmp(a, "--config")) {
-            config = v, i++;
-        } else if (v && !strcmp(a, "--json")) {
-            json = v, i++;
-        } else if (v && !strcmp(a, "--precision")) {
-            if (vdn_precision_parse(v, &precision)) {
-                fprintf(stderr, "vdn bench text-encoder: --precision '%s': expected bf16 or fp8\n",
-                        v);
-                return 2;
-            }
-            i++;
-        } else {
-            fprintf(stderr, "vdn bench text-encoder: unknown or incomplete option %s\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
+int vdn_bench_text_run(const vdn_bench_text_opts *o) {
+    int layer = o->layer;
+    const int tokens = o->tokens, reps = o->reps, profile = o->profile;
+    const char *backend = o->cpu ? "cpu" : "cuda", *config = o->config, *json = o->json;
+    const vdn_precision precision = o->precision;
     char err[VDN_ERR_LEN];
     vdn_text_config cfg = qwen3_vl_32b;
     if (config && vdn_text_config_load(config, &cfg, err, sizeof err)) {

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "bench_programs.h"
 #include "bench_whole.h"
 #include "ckpt_init.h"
 #include "dit.h"
@@ -23,181 +23,6 @@
 #include "op_profile.h"
 #include "safetensors.h"
 #include "vdn_util.h"
-
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: vdn bench --whole [--preset h3] [--layers N] [--frames 102] [--height 768]\n"
-            "                 [--width 1344] [--text 512] [--nfe 3] [--warmup 1]\n"
-            "                 [--variants vdn,dense] [--precision bf16|fp8] [--seed 1] [--cpu]\n"
-            "                 [--json FILE] [--gpus K[,K...]] [--comm-profile]\n"
-            "                 [--independent K] [--steps 50] [--out-dir DIR] [--profile]\n"
-            "Times whole model evaluations: an engine over random weights in the preset's real\n"
-            "shapes (no checkpoint file) renders each variant for warm-up + N evaluations, as\n"
-            "`vdn render` would, and reports the median seconds per evaluation after warm-up and\n"
-            "the peak device memory. --frames counts latent frames (5k + 2; 102 = 345 pixel\n"
-            "frames, 575 audio rows). --cpu runs the CPU backend (for small presets).\n"
-            "--profile adds one evaluation per variant, timed op by op on the device (every op\n"
-            "between two device timers; the time by op and by operand shapes, TFLOP/s of the\n"
-            "products, and the time between ops); it is not in the median.\n"
-            "Several devices (one engine each, its own random weights; GPUs 0..K-1, or K CPU\n"
-            "engines with --cpu):\n"
-            "  --gpus 1,2,4,8    one clip sharded over K engines for each K (sequence\n"
-            "                    parallelism: NCCL between GPUs), with speed-up and efficiency\n"
-            "                    against K = 1, peak memory per device, the latents against\n"
-            "                    the K = 1 render's, and collectives per rank\n"
-            "  --comm-profile    one more evaluation per K >= 2 with every collective timed\n"
-            "                    (adds a device sync and a barrier per collective): compute,\n"
-            "                    collective and wait seconds per rank\n"
-            "  --independent K   K one-engine renders at once, one per device (a worker's K\n"
-            "                    one-GPU jobs): each render's s/NFE and clips per hour\n"
-            "  --steps N         the clip length clips per hour are quoted for (50)\n"
-            "  --out-dir DIR     keep the latents and run records in DIR\n");
-}
-
-static int int_arg(const char *opt, const char *s, int lo, int hi, int *out) {
-    return vdn_bench_int_arg("vdn bench --whole", opt, s, lo, hi, out);
-}
-
-static int str_arg(const char *opt, const char *s, const char **out) {
-    if (!s || !*s) {
-        fprintf(stderr, "vdn bench --whole: %s expects a value\n", opt);
-        return -1;
-    }
-    *out = s;
-    return 0;
-}
-
-/* --gpus: engine counts, comma-separated, each 1..64, none twice */
-static int gpus_arg(const char *v, whole_opts *o) {
-    const char *what = "expected engine counts from 1 to 64, comma-separated (e.g. 1,2,4,8)";
-    if (!v || !*v) {
-        fprintf(stderr, "vdn bench --whole: --gpus expects a value: %s\n", what);
-        return -1;
-    }
-    o->n_gpus = 0;
-    for (const char *p = v;;) {
-        char *end;
-        errno = 0;
-        long k = strtol(p, &end, 10);
-        if (end == p || errno || k < 1 || k > WHOLE_MAX_ENGINES || (*end && *end != ',')) {
-            fprintf(stderr, "vdn bench --whole: --gpus '%s': %s\n", v, what);
-            return -1;
-        }
-        if (o->n_gpus == WHOLE_MAX_LIST) {
-            fprintf(stderr, "vdn bench --whole: --gpus '%s': at most %d counts\n", v,
-                    WHOLE_MAX_LIST);
-            return -1;
-        }
-        for (int i = 0; i < o->n_gpus; i++)
-            if (o->gpus[i] == (int)k) {
-                fprintf(stderr, "vdn bench --whole: --gpus '%s': %ld appears twice\n", v, k);
-                return -1;
-            }
-        o->gpus[o->n_gpus++] = (int)k;
-        if (!*end) return 0;
-        p = end + 1;
-    }
-}
-
-/* 0, 1 for --help, -1 after a message */
-static int parse(int argc, char **argv, whole_opts *o) {
-    *o = (whole_opts){.preset = "h3",
-                      .frames = 102,
-                      .height = 768,
-                      .width = 1344,
-                      .text = 512,
-                      .nfe = 3,
-                      .warmup = 1,
-                      .variants = "vdn,dense",
-                      .seed = 1,
-                      .precision = "bf16",
-                      .clip_steps = 50};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc = 0, seed = 0;
-        if (!strcmp(a, "--whole")) continue;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
-        if (!strcmp(a, "--cpu")) {
-            o->cpu = 1;
-            continue;
-        }
-        if (!strcmp(a, "--comm-profile")) {
-            o->comm_profile = 1;
-            continue;
-        }
-        if (!strcmp(a, "--profile")) {
-            o->profile = 1;
-            continue;
-        }
-        if (!strcmp(a, "--preset"))
-            rc = str_arg(a, v, &o->preset);
-        else if (!strcmp(a, "--layers"))
-            rc = int_arg(a, v, 1, 1000, &o->layers);
-        else if (!strcmp(a, "--frames"))
-            rc = int_arg(a, v, 2, 1002, &o->frames);
-        else if (!strcmp(a, "--height"))
-            rc = int_arg(a, v, 32, 4096, &o->height);
-        else if (!strcmp(a, "--width"))
-            rc = int_arg(a, v, 32, 4096, &o->width);
-        else if (!strcmp(a, "--text"))
-            rc = int_arg(a, v, 1, 100000, &o->text);
-        else if (!strcmp(a, "--nfe"))
-            rc = int_arg(a, v, 1, 1000, &o->nfe);
-        else if (!strcmp(a, "--warmup"))
-            rc = int_arg(a, v, 0, 100, &o->warmup);
-        else if (!strcmp(a, "--variants"))
-            rc = str_arg(a, v, &o->variants);
-        else if (!strcmp(a, "--precision"))
-            rc = str_arg(a, v, &o->precision);
-        else if (!strcmp(a, "--json"))
-            rc = str_arg(a, v, &o->json);
-        else if (!strcmp(a, "--seed"))
-            rc = int_arg(a, v, 0, 1 << 30, &seed), o->seed = (uint64_t)seed;
-        else if (!strcmp(a, "--gpus"))
-            rc = gpus_arg(v, o);
-        else if (!strcmp(a, "--independent"))
-            rc = int_arg(a, v, 1, WHOLE_MAX_ENGINES, &o->independent);
-        else if (!strcmp(a, "--steps"))
-            rc = int_arg(a, v, 1, 10000, &o->clip_steps);
-        else if (!strcmp(a, "--out-dir"))
-            rc = str_arg(a, v, &o->out_dir);
-        else {
-            fprintf(stderr, "vdn bench --whole: unknown option '%s'\n", a);
-            return -1;
-        }
-        if (rc) return -1;
-        i++;
-    }
-    if ((o->frames - 2) % 5) {
-        fprintf(stderr,
-                "vdn bench --whole: --frames %d: expected 5k + 2 latent frames (the official "
-                "17n + 5 pixel frames), e.g. 102\n",
-                o->frames);
-        return -1;
-    }
-    vdn_precision prec;
-    if (vdn_precision_parse(o->precision, &prec) != 0) {
-        fprintf(stderr, "vdn bench --whole: --precision '%s': expected bf16 or fp8\n",
-                o->precision);
-        return -1;
-    }
-    if (o->height % 32 || o->width % 32) {
-        fprintf(stderr, "vdn bench --whole: --height/--width %d x %d: expected multiples of 32\n",
-                o->height, o->width);
-        return -1;
-    }
-    if (o->profile && (o->n_gpus || o->independent)) {
-        fprintf(stderr, "vdn bench --whole: --profile times one engine's render; --gpus and "
-                        "--independent have --comm-profile\n");
-        return -1;
-    }
-    if (o->comm_profile && !o->n_gpus) {
-        fprintf(stderr, "vdn bench --whole: --comm-profile profiles the sharded renders of --gpus; "
-                        "give --gpus too\n");
-        return -1;
-    }
-    return 0;
-}
 
 int whole_engines(const whole_opts *o) {
     int n = o->independent > 1 ? o->independent : 1;
@@ -393,16 +218,6 @@ static int run(const whole_opts *o) {
     return rc;
 }
 
-int vdn_bench_whole(int argc, char **argv) {
-    whole_opts o;
-    int p = parse(argc, argv, &o);
-    if (p == 1) {
-        usage(stdout);
-        return 0;
-    }
-    if (p != 0) {
-        usage(stderr);
-        return 2;
-    }
-    return run(&o) == 0 ? 0 : 1;
+int vdn_bench_whole_run(const vdn_bench_whole_opts *o) {
+    return run(o) == 0 ? 0 : 1;
 }

@@ -7,32 +7,12 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "bench_programs.h"
 #include "engine.h"
 
-#define WHOLE_MAX_LIST 8     /* entries of --gpus */
-#define WHOLE_MAX_ENGINES 64 /* engines (VDN_COMM_MAX_RANKS) */
-
-typedef struct {
-    const char *preset;    /* "h3" */
-    int layers;            /* 0 = the preset's */
-    int frames;            /* latent frames, 5k + 2 (102 = 345 pixel frames) */
-    int height, width;     /* pixels */
-    int text;              /* prompt rows */
-    int nfe, warmup;       /* timed and untimed model evaluations per variant */
-    const char *variants;  /* comma list */
-    int cpu;               /* the CPU backend (small presets; checks the path without a GPU) */
-    const char *precision; /* "bf16" | "fp8" (the DiT's large Linears) */
-    uint64_t seed;
-    const char *json;
-    /* several engines (bench_group.c); all 0 / NULL = the one-engine run */
-    int gpus[WHOLE_MAX_LIST]; /* --gpus: engine counts of the sharded renders, in order */
-    int n_gpus;
-    int independent;     /* --independent K: K one-engine renders at once */
-    int comm_profile;    /* --comm-profile: one more, profiled evaluation per sharded render */
-    int clip_steps;      /* --steps N: the clip length clips per hour are quoted for */
-    const char *out_dir; /* --out-dir: keep latents and run records there (else a temp dir) */
-    int profile;         /* --profile: one more evaluation per variant, timed op by op */
-} whole_opts;
+typedef vdn_bench_whole_opts whole_opts;
+#define WHOLE_MAX_ENGINES VDN_BENCH_MAX_ENGINES
+#define WHOLE_MAX_LIST VDN_BENCH_MAX_GPU_LIST
 
 /* the engines' label in run records: every engine of a group must carry the same one */
 #define WHOLE_LABEL "random weights (vdn bench --whole)"
