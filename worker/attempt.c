@@ -13,9 +13,9 @@
 #include <cjson/cJSON.h>
 
 #include "decode.h"
-#include "prompt.h"
-#include "snapshot.h"
+#include "pipeline.h"
 #include "prompt_text.h"
+#include "snapshot.h"
 
 void vdn_assignment_free(vdn_assignment *s) {
     free(s->prompt_cache);
@@ -247,21 +247,18 @@ static int render_ranks(vdn_attempt *j, const char **via, char *why, size_t len)
              gl, c);
     return j->gpus.n;
 }
-
 /* The decoders a job decodes with: those of its GPUs whose VAEs loaded, in rank order (dec[0]
  * always), and what each decoded. */
 typedef struct {
     int n;
     int rank[VDN_MAX_GPUS]; /* member i is the job's GPU rank[i] */
+    vdn_decoder *dec[VDN_MAX_GPUS];
     vdn_decode_share share;
     vdn_precision precision; /* the video decoder's (every decoder of a worker has the same) */
 } decode_group;
 
-/* Decodes the latents over the job's decoders (decode.h vdn_decoder_decode_group: the tiles of
- * the clip's chunks and the audio channels dealt over them), logging where. */
-static int decode_mp4(vdn_attempt *j, const vdn_decode_opts *o, decode_group *g, char *err,
-                      size_t errlen) {
-    vdn_decoder *d[VDN_MAX_GPUS];
+/* The job's decoders (call with gpus.dec[0] loaded): a GPU whose VAEs did not load sits out. */
+static void decoders_of(vdn_attempt *j, decode_group *g) {
     g->n = 0;
     for (int r = 0; r < j->gpus.n; r++) {
         if (!j->gpus.dec[r]) {
@@ -271,20 +268,32 @@ static int decode_mp4(vdn_attempt *j, const vdn_decode_opts *o, decode_group *g,
                      j->gpus.index[r]);
             continue;
         }
-        /* the next op fails inside the backend, typed as a device fault, as a real one would */
-        if (j->gpus.decode_fault >> r & 1) vdn_engine_inject_device_fault(j->gpus.eng[r]);
-        d[g->n] = j->gpus.dec[r];
+        g->dec[g->n] = j->gpus.dec[r];
         g->rank[g->n++] = r;
     }
-    if (g->n) g->precision = vdn_decoder_precision(d[0]);
-    double t0 = vdn_now();
-    if (vdn_decoder_decode_group(d, g->n, o, &g->share, err, errlen)) return -1;
+    if (g->n) g->precision = vdn_decoder_precision(g->dec[0]);
+}
+
+/* Before each stage of the pipeline. The test hook VDN_TEST_DECODE_FAULT (worker/loop.c) lives
+ * here, not in the pipeline: the chosen GPUs' next op fails inside the backend, typed as a
+ * device fault, as a real one would. */
+static int on_stage(void *user, vdn_pipeline_stage s) {
+    vdn_attempt *j = user;
+    for (int r = 0; s == VDN_PIPELINE_DECODE && r < j->gpus.n; r++)
+        if (j->gpus.dec[r] && (j->gpus.decode_fault >> r & 1))
+            vdn_engine_inject_device_fault(j->gpus.eng[r]);
+    return 0;
+}
+
+/* Where the clip decoded (decode.h vdn_decoder_decode_group: the tiles of the clip's chunks and
+ * the audio channels dealt over the job's decoders). */
+static void log_decode(const vdn_attempt *j, const decode_group *g, double seconds) {
     const vdn_vae_share *v = &g->share.video, *a = &g->share.audio;
     if (g->n == 1) {
         VDN_INFO("job %llu attempt %llu: decoded on GPU %d (%s) in %.2f s",
                  (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id,
-                 j->gpus.index[0], vdn_dev_name(vdn_engine_device(j->eng)), vdn_now() - t0);
-        return 0;
+                 j->gpus.index[0], vdn_dev_name(vdn_engine_device(j->eng)), seconds);
+        return;
     }
     char gl[256] = "", dl[512] = "", vt[256] = "", ac[256] = "";
     for (int i = 0; i < g->n; i++) {
@@ -298,8 +307,7 @@ static int decode_mp4(vdn_attempt *j, const vdn_decode_opts *o, decode_group *g,
     VDN_INFO("job %llu attempt %llu: decoded on GPUs %s (%s) in %.2f s: video tiles %s, audio "
              "channels %s",
              (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id, gl, dl,
-             vdn_now() - t0, vt, ac);
-    return 0;
+             seconds, vt, ac);
 }
 
 /* After a failed decode: the worst fault its devices recorded (the decode cleared them first),
@@ -421,41 +429,8 @@ static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, vdn_
     }
     return 0;
 }
-
-/* A text prompt: its cache entry from the job's store, or encoded on the job's first GPU and
- * stored (the first job with this prompt under this encoder; a job of this worker missing it at
- * the same time waits for that encode). A prompt the tokenizer refuses or one longer than the
- * encoder takes fails alike everywhere: the job's fault; a checkpoint without a text encoder is
- * this worker's; the store's (or an encode's) trouble is transient, unless the GPU itself failed
- * under the encoder (blame.h: then it is the worker's and the GPU goes out of service). */
-static int text_prompt_cache(vdn_attempt *j, vdn_store *st, char *path, size_t pathlen,
-                             vdn_text_cache_info *info, vdn_fault *fault, int *gpu_fault, char *err,
-                             size_t errlen) {
-    char terr[VDN_ERR_LEN], key[256];
-    int tokens = 0;
-    *fault = VDN_FAULT_WORKER;
-    vdn_text_prompts *tp = vdn_worker_text_get(j->stores->text, terr, sizeof terr);
-    if (!tp) return vdn_fail(err, errlen, "text prompt: %s", terr);
-    *fault = VDN_FAULT_JOB;
-    if (vdn_text_prompts_key(tp, j->spec.prompt, key, sizeof key, &tokens, terr, sizeof terr))
-        return vdn_fail(err, errlen, "text prompt: %s", terr);
-    if (tokens > vdn_text_prompts_max_tokens(tp))
-        return vdn_fail(err, errlen,
-                        "text prompt: %d tokens; the text encoder takes at most %lld "
-                        "(text_config.max_position_embeddings)",
-                        tokens, (long long)vdn_text_prompts_max_tokens(tp));
-    snprintf(path, pathlen, "%s/prompt.safetensors", j->scratch);
-    vdn_text_place at = {.dev = vdn_engine_device(j->eng), .gpu = j->gpus.index[0]};
-    if (vdn_text_prompts_cached(tp, &at, st, j->spec.prompt, path, info, terr, sizeof terr)) {
-        vdn_engine_fault f = vdn_engine_last_fault(j->eng);
-        *fault = f == VDN_ENGINE_FAULT_DEVICE ? VDN_FAULT_WORKER : VDN_FAULT_TRANSIENT;
-        *gpu_fault = f == VDN_ENGINE_FAULT_DEVICE;
-        j->gpu_fault_mask = 1;  /* the encode ran on the first GPU */
-        if (info->store_failed) /* typed for vdn_store_errors_total */
-            j->store_op = info->store_failed == 2 ? VDN_STORE_OP_UPLOAD : VDN_STORE_OP_DOWNLOAD;
-        return vdn_fail(err, errlen, "text prompt (cache %s in %s): %s", key, vdn_store_uri(st),
-                        terr);
-    }
+/* What the pipeline did with a text prompt, in the log. */
+static void log_text_prompt(const vdn_attempt *j, const vdn_text_cache_info *info) {
     if (info->hit)
         VDN_INFO("job %llu: text prompt, %d tokens: cache hit%s (%s, %.2f s)",
                  (unsigned long long)j->spec.job_id, info->tokens,
@@ -468,7 +443,52 @@ static int text_prompt_cache(vdn_attempt *j, vdn_store *st, char *path, size_t p
                  info->loaded ? (info->kept ? "loaded, kept" : "loaded, released")
                               : (info->kept ? "resident, kept" : "resident, released"),
                  info->key, info->seconds);
-    return 0;
+}
+
+/* Whose fault a failed pipeline was (blame.h), from the kind of failure and the devices' own
+ * records, and the attempt's end. A text prompt the tokenizer refuses, one longer than the
+ * encoder takes or a prompt cache that does not load fail alike everywhere: the job's. The
+ * store's (or an encode's) trouble is transient, unless the GPU itself failed under the encoder
+ * (the encode runs on the first GPU). A render failure is the request's unless the devices
+ * recorded a fault of their own; a decode failure is this worker's, and a GPU's own also takes
+ * that GPU out of service, and only it. */
+static void finish_pipeline(vdn_attempt *j, const vdn_pipeline_result *res, decode_group *dg,
+                            const char *err) {
+    char msg[VDN_ERR_LEN + 256];
+    int gpu = 0;
+    switch (res->error) {
+    case VDN_PIPELINE_ERR_TEXT: {
+        gpu = vdn_engine_last_fault(j->eng) == VDN_ENGINE_FAULT_DEVICE;
+        j->gpu_fault_mask = 1;
+        if (res->text.store_failed) /* typed for vdn_store_errors_total */
+            j->store_op = res->text.store_failed == 2 ? VDN_STORE_OP_UPLOAD : VDN_STORE_OP_DOWNLOAD;
+        finish_gpu(j, 0, gpu ? VDN_FAULT_WORKER : VDN_FAULT_TRANSIENT, gpu, err);
+        return;
+    }
+    case VDN_PIPELINE_ERR_RENDER: {
+        int cancelled = atomic_load(&j->cancel);
+        vdn_fault f = vdn_blame_render(job_fault(j), err, &gpu);
+        snprintf(msg, sizeof msg, "%s%s",
+                 cancelled && !gpu ? "cancelled: " : "render failed: ", err);
+        finish_gpu(j, 0, cancelled && !gpu ? VDN_FAULT_TRANSIENT : f, gpu, msg);
+        return;
+    }
+    case VDN_PIPELINE_ERR_DECODE:
+        dg->share = res->share;
+        vdn_blame_render(decode_fault(j, dg), err, &gpu);
+        snprintf(msg, sizeof msg, "decoding the latents into an mp4: %s", err);
+        finish_gpu(j, 0, VDN_FAULT_WORKER, gpu, msg);
+        return;
+    case VDN_PIPELINE_ERR_OUTPUT:
+        finish(j, 0, VDN_FAULT_WORKER, err);
+        return;
+    case VDN_PIPELINE_ERR_STOPPED:
+        finish(j, 0, VDN_FAULT_TRANSIENT, err);
+        return;
+    default:
+        finish(j, 0, VDN_FAULT_JOB, err);
+        return;
+    }
 }
 
 /* Whole uploads that failed and then went through when the worker tried again (upload()). */
@@ -509,11 +529,132 @@ static void sibling_key(const char *key, const char *ext, char *out, size_t len)
     snprintf(out, len, "%.*s%s", (int)n, key, ext);
 }
 
+/* The gate: asks the main loop whether this attempt is still ours before writing to the store.
+ * 1 = go. */
+static int wait_gate(vdn_attempt *j) {
+    pthread_mutex_lock(&j->mu);
+    j->phase = VDN_ATTEMPT_UPLOAD_WAIT;
+    pthread_mutex_unlock(&j->mu);
+    wake(j);
+    pthread_mutex_lock(&j->mu);
+    while (j->gate == 0 && !atomic_load(&j->cancel)) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100000000L;
+        if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&j->gate_cv, &j->mu, &until);
+    }
+    int go = j->gate > 0 && !atomic_load(&j->cancel);
+    if (go) j->phase = VDN_ATTEMPT_UPLOADING;
+    pthread_mutex_unlock(&j->mu);
+    if (go) wake(j);
+    return go;
+}
+
+/* What a rendered job hands the store: where its files are and under which keys. */
+typedef struct {
+    const char *prefix; /* the pipeline's output prefix in the scratch dir */
+    const char *latents_key, *record_key;
+    const vdn_pipeline_result *res;
+    const decode_group *dg;
+    int ranks;
+    const char *via, *why; /* render_ranks' */
+} job_outputs;
+
+/* Uploads what the pipeline wrote (mp4 and poster; the latents only when the request asked for
+ * them or they are the only output: at 768p they are ~40 MB a clip that nobody watches, and eval
+ * scores the mp4, docs/eval.md), then the run record last, and finishes the attempt. */
+static void store_outputs(vdn_attempt *j, const job_outputs *o) {
+    char err[VDN_ERR_LEN], msg[VDN_ERR_LEN + 256], local[4300], mp4_key[2200], png_key[2200];
+    char mp4_local[4300], png_local[4300];
+    const int have_mp4 = o->res->have_mp4, keep_latents = o->res->have_latents;
+    vdn_store *st = store_for(j->stores, j->spec.store_uri, err, sizeof err);
+    if (!st) {
+        snprintf(msg, sizeof msg, "output store: %s", err);
+        j->store_op = VDN_STORE_OP_OPEN;
+        finish(j, 0, VDN_FAULT_TRANSIENT, msg);
+        return;
+    }
+    snprintf(local, sizeof local, "%s.safetensors", o->prefix);
+    if (keep_latents && upload(j, st, o->latents_key, local, err, sizeof err)) {
+        snprintf(msg, sizeof msg, "upload of %s to %s failed: %s", o->latents_key,
+                 vdn_store_uri(st), err);
+        finish(j, 0, VDN_FAULT_TRANSIENT, msg);
+        return;
+    }
+    snprintf(mp4_local, sizeof mp4_local, "%s.mp4", o->prefix);
+    snprintf(png_local, sizeof png_local, "%s.png", o->prefix);
+    sibling_key(o->latents_key, ".mp4", mp4_key, sizeof mp4_key);
+    sibling_key(o->latents_key, ".png", png_key, sizeof png_key);
+    const char *extra_key[2] = {mp4_key, png_key}, *extra_local[2] = {mp4_local, png_local};
+    for (int e = 0; have_mp4 && e < 2; e++)
+        if (upload(j, st, extra_key[e], extra_local[e], err, sizeof err)) {
+            snprintf(msg, sizeof msg, "upload of %.400s to %.200s failed: %.500s", extra_key[e],
+                     vdn_store_uri(st), err);
+            finish(j, 0, VDN_FAULT_TRANSIENT, msg);
+            return;
+        }
+    snprintf(local, sizeof local, "%s.json", o->prefix);
+    if (record_gpus(local, j, o->ranks, o->via, o->why, have_mp4 ? o->dg : NULL, err, sizeof err)) {
+        snprintf(msg, sizeof msg, "run record: %s", err);
+        finish(j, 0, VDN_FAULT_WORKER, msg);
+        return;
+    }
+    size_t rlen = 0;
+    char *record = vdn_read_file(local, &rlen, err, sizeof err);
+    if (!record) {
+        snprintf(msg, sizeof msg, "engine wrote no run record: %s", err);
+        finish(j, 0, VDN_FAULT_WORKER, msg);
+        return;
+    }
+    if (upload(j, st, o->record_key, local, err, sizeof err)) {
+        free(record);
+        snprintf(msg, sizeof msg, "upload of %s to %s failed: %s", o->record_key, vdn_store_uri(st),
+                 err);
+        finish(j, 0, VDN_FAULT_TRANSIENT, msg);
+        return;
+    }
+    delete_snapshots(j, st);
+    pthread_mutex_lock(&j->mu);
+    j->record_json = record;
+    /* the mp4 first: `vdn status` shows a done job's first object */
+    j->object_keys = vdn_xcalloc(4, sizeof *j->object_keys);
+    int nk = 0;
+    if (have_mp4) {
+        j->object_keys[nk++] = vdn_xstrdup(mp4_key);
+        j->object_keys[nk++] = vdn_xstrdup(png_key);
+    }
+    if (keep_latents) j->object_keys[nk++] = vdn_xstrdup(o->latents_key);
+    j->object_keys[nk++] = vdn_xstrdup(o->record_key);
+    j->n_object_keys = nk;
+    pthread_mutex_unlock(&j->mu);
+    finish(j, 1, 0, NULL);
+}
+
+/* The job's prompt for the pipeline: a text prompt goes to the worker's text prompts (their
+ * cache in the job's store st), a prompt cache is fetched to a local file (pc). */
+static int job_prompt(vdn_attempt *j, vdn_store *st, vdn_pipeline *pl, char *pc, size_t pclen,
+                      vdn_fault *fault, char *err, size_t errlen) {
+    char terr[VDN_ERR_LEN];
+    pc[0] = 0;
+    if (j->spec.prompt_cache && j->spec.prompt_cache[0])
+        return resolve_prompt_cache(j, pc, pclen, fault, err, errlen);
+    *fault = VDN_FAULT_JOB;
+    if (!j->spec.prompt) return vdn_fail(err, errlen, "ASSIGN request.prompt_cache: empty");
+    /* a checkpoint without a text encoder is this worker's */
+    *fault = VDN_FAULT_WORKER;
+    if (!(pl->text = vdn_worker_text_get(j->stores->text, terr, sizeof terr)))
+        return vdn_fail(err, errlen, "text prompt: %s", terr);
+    pl->prompt_store = st;
+    pl->text_gpu = j->gpus.index[0];
+    return 0;
+}
+
 static void *job_main(void *arg) {
     vdn_attempt *j = arg;
     char err[VDN_ERR_LEN], msg[VDN_ERR_LEN + 256];
     vdn_fault fault = VDN_FAULT_JOB;
-    char pc_path[4096], prefix[4200], local[4300], keybuf[2200];
+    char pc_path[4096], prefix[4200], keybuf[2200];
     const char *latents_key, *record_key;
 
     if (vdn_attempt_output_keys(&j->spec, &latents_key, &record_key, keybuf, sizeof keybuf, err,
@@ -532,25 +673,17 @@ static void *job_main(void *arg) {
         finish(j, 0, mine ? VDN_FAULT_WORKER : VDN_FAULT_TRANSIENT, msg);
         return NULL;
     }
-    int text = (!j->spec.prompt_cache || !j->spec.prompt_cache[0]) && j->spec.prompt;
-    vdn_text_cache_info text_info;
-    int text_gpu_fault = 0;
-    if (text ? text_prompt_cache(j, st, pc_path, sizeof pc_path, &text_info, &fault,
-                                 &text_gpu_fault, err, sizeof err)
-             : resolve_prompt_cache(j, pc_path, sizeof pc_path, &fault, err, sizeof err)) {
-        finish_gpu(j, 0, fault, text_gpu_fault, err);
+    /* VAEs that did not load at start: this worker's, and no render is spent on the job */
+    if (!j->gpus.dec[0] && j->gpus.dec_err && j->gpus.dec_err[0]) {
+        snprintf(msg, sizeof msg, "decoding the latents into an mp4: %s", j->gpus.dec_err);
+        finish(j, 0, VDN_FAULT_WORKER, msg);
         return NULL;
     }
-
-    /* A bad prompt cache fails the same way on every worker: check it here, so the FAIL can
-     * say "not retryable" with certainty instead of guessing from the engine's message. */
-    vdn_prompt pr;
-    if (vdn_prompt_load(pc_path, vdn_engine_config(j->eng)->text_dim, &pr, err, sizeof err)) {
-        snprintf(msg, sizeof msg, "bad prompt cache: %s", err);
-        finish(j, 0, VDN_FAULT_JOB, msg);
+    vdn_pipeline pl = {.engines = j->gpus.eng, .n_engines = 1};
+    if (job_prompt(j, st, &pl, pc_path, sizeof pc_path, &fault, err, sizeof err)) {
+        finish(j, 0, fault, err);
         return NULL;
     }
-    vdn_prompt_free(&pr);
     const char *noise = j->spec.noise_file;
     char noise_path[4096];
     if (noise && *noise) {
@@ -572,163 +705,66 @@ static void *job_main(void *arg) {
     j->resumed_from = resuming ? resume.step : 0;
     pthread_mutex_unlock(&j->mu);
 
-    snprintf(prefix, sizeof prefix, "%s/out", j->scratch);
-    vdn_render_request req = {
-        .prompt_cache = pc_path,
-        .frames = j->spec.frames,
-        .height = j->spec.height,
-        .width = j->spec.width,
-        .steps = j->spec.steps,
-        .seed = j->spec.seed,
-        .variant = j->spec.variant,
-        .video_shift = j->spec.video_shift,
-        .audio_shift = j->spec.audio_shift,
-        .noise_file = noise,
-        .out_prefix = prefix,
-        .resume = resuming ? &resume : NULL,
-        .snapshot = j->spec.snapshot_seconds > 0 || j->spec.snapshot_every > 0 ? on_snapshot : NULL,
-        .snapshot_user = j,
-        .snapshot_every_nfe = j->spec.snapshot_every,
-        .snapshot_every_seconds = j->spec.snapshot_seconds,
-    };
+    /* The product a person opens: out.mp4 and its poster out.png, decoded with the VAEs the
+     * slots of the job's GPUs loaded at start, over all of them; a checkpoint without them
+     * yields the latents only. */
+    decode_group dg = {0};
+    if (j->gpus.dec[0]) decoders_of(j, &dg);
+    pl.decoders = dg.dec;
+    pl.n_decoders = dg.n;
     const char *via;
     char why[VDN_ERR_LEN];
-    int ranks = render_ranks(j, &via, why, sizeof why);
-    int render_rc =
-        vdn_engine_render_group(j->gpus.eng, ranks, &req, on_progress, j, err, sizeof err);
+    pl.n_engines = render_ranks(j, &via, why, sizeof why);
+
+    snprintf(prefix, sizeof prefix, "%s/out", j->scratch);
+    vdn_pipeline_request preq = {
+        .render =
+            {
+                .prompt_cache = pc_path[0] ? pc_path : NULL,
+                .frames = j->spec.frames,
+                .height = j->spec.height,
+                .width = j->spec.width,
+                .steps = j->spec.steps,
+                .seed = j->spec.seed,
+                .variant = j->spec.variant,
+                .video_shift = j->spec.video_shift,
+                .audio_shift = j->spec.audio_shift,
+                .noise_file = noise,
+                .out_prefix = prefix,
+                .resume = resuming ? &resume : NULL,
+                .snapshot =
+                    j->spec.snapshot_seconds > 0 || j->spec.snapshot_every > 0 ? on_snapshot : NULL,
+                .snapshot_user = j,
+                .snapshot_every_nfe = j->spec.snapshot_every,
+                .snapshot_every_seconds = j->spec.snapshot_seconds,
+            },
+        .prompt_text = pc_path[0] ? NULL : j->spec.prompt,
+        .save_latents = j->spec.save_latents,
+        .poster = 1,
+        .crf = -1,
+        .quiet = 1,
+        .progress = on_progress,
+        .user = j,
+        .stage = on_stage,
+    };
+    vdn_pipeline_result res;
+    int rc = vdn_pipeline_render(&pl, &preq, &res, err, sizeof err);
     if (resuming) vdn_snapshot_free(&resume);
-    if (render_rc) {
-        /* After the prompt cache has been checked, a failure is the request's (a size the model
-         * cannot take) unless the devices recorded a fault of their own (blame.h). */
-        int cancelled = atomic_load(&j->cancel), gpu = 0;
-        vdn_fault f = vdn_blame_render(job_fault(j), err, &gpu);
-        snprintf(msg, sizeof msg, "%s%s",
-                 cancelled && !gpu ? "cancelled: " : "render failed: ", err);
-        finish_gpu(j, 0, cancelled && !gpu ? VDN_FAULT_TRANSIENT : f, gpu, msg);
+    if (res.text_used) log_text_prompt(j, &res.text);
+    if (rc) {
+        finish_pipeline(j, &res, &dg, err);
         return NULL;
     }
-
-    /* The product a person opens: out.mp4 and its poster out.png, decoded with the VAEs the
-     * slots of the job's GPUs loaded at start, over all of them (a k-GPU job's k: decode_mp4); a
-     * checkpoint without them yields the latents only. A decode failure is this worker's; a
-     * GPU's own (typed on its device, which is the engine's: blame.h) also takes that GPU out of
-     * service, and only it. */
-    char mp4_local[4300], png_local[4300], mp4_key[2200], png_key[2200];
-    int have_mp4 = 0;
-    decode_group dg = {0};
-    if (!j->gpus.dec[0] && j->gpus.dec_err && j->gpus.dec_err[0]) {
-        snprintf(msg, sizeof msg, "decoding the latents into an mp4: %s", j->gpus.dec_err);
-        finish(j, 0, VDN_FAULT_WORKER, msg);
-        return NULL;
+    if (res.have_mp4) {
+        dg.share = res.share;
+        log_decode(j, &dg, res.decode_seconds);
     }
-    if (j->gpus.dec[0]) {
-        snprintf(local, sizeof local, "%s.safetensors", prefix);
-        snprintf(mp4_local, sizeof mp4_local, "%s.mp4", prefix);
-        snprintf(png_local, sizeof png_local, "%s.png", prefix);
-        vdn_decode_opts dopt = {
-            .latents = local, .mp4 = mp4_local, .poster = png_local, .crf = -1, .quiet = 1};
-        if (decode_mp4(j, &dopt, &dg, err, sizeof err)) {
-            int gpu = 0;
-            vdn_blame_render(decode_fault(j, &dg), err, &gpu);
-            snprintf(msg, sizeof msg, "decoding the latents into an mp4: %s", err);
-            finish_gpu(j, 0, VDN_FAULT_WORKER, gpu, msg);
-            return NULL;
-        }
-        sibling_key(latents_key, ".mp4", mp4_key, sizeof mp4_key);
-        sibling_key(latents_key, ".png", png_key, sizeof png_key);
-        have_mp4 = 1;
-    }
-
-    /* Ask the main loop whether this attempt is still ours before writing to the store. */
-    pthread_mutex_lock(&j->mu);
-    j->phase = VDN_ATTEMPT_UPLOAD_WAIT;
-    pthread_mutex_unlock(&j->mu);
-    wake(j);
-    pthread_mutex_lock(&j->mu);
-    while (j->gate == 0 && !atomic_load(&j->cancel)) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 100000000L;
-        if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
-        pthread_cond_timedwait(&j->gate_cv, &j->mu, &until);
-    }
-    int go = j->gate > 0 && !atomic_load(&j->cancel);
-    if (go) j->phase = VDN_ATTEMPT_UPLOADING;
-    pthread_mutex_unlock(&j->mu);
-    if (!go) {
+    if (!wait_gate(j)) {
         finish(j, 0, VDN_FAULT_TRANSIENT, "cancelled before upload: the attempt is no longer ours");
         return NULL;
     }
-    wake(j);
-
-    st = store_for(j->stores, j->spec.store_uri, err, sizeof err);
-    if (!st) {
-        snprintf(msg, sizeof msg, "output store: %s", err);
-        j->store_op = VDN_STORE_OP_OPEN;
-        finish(j, 0, VDN_FAULT_TRANSIENT, msg);
-        return NULL;
-    }
-    /* The latents only when the request asked for them (save_latents, the official field) or
-     * when they are the only output (no video VAE): at 768p they are ~40 MB a clip that nobody
-     * watches, and eval scores the mp4 (docs/eval.md). */
-    int keep_latents = j->spec.save_latents || !have_mp4;
-    snprintf(local, sizeof local, "%s.safetensors", prefix);
-    if (keep_latents && upload(j, st, latents_key, local, err, sizeof err)) {
-        snprintf(msg, sizeof msg, "upload of %s to %s failed: %s", latents_key, vdn_store_uri(st),
-                 err);
-        finish(j, 0, VDN_FAULT_TRANSIENT, msg);
-        return NULL;
-    }
-    const char *extra_key[2] = {mp4_key, png_key}, *extra_local[2] = {mp4_local, png_local};
-    for (int e = 0; have_mp4 && e < 2; e++)
-        if (upload(j, st, extra_key[e], extra_local[e], err, sizeof err)) {
-            snprintf(msg, sizeof msg, "upload of %.400s to %.200s failed: %.500s", extra_key[e],
-                     vdn_store_uri(st), err);
-            finish(j, 0, VDN_FAULT_TRANSIENT, msg);
-            return NULL;
-        }
-    snprintf(local, sizeof local, "%s.json", prefix);
-    if (record_gpus(local, j, ranks, via, why, have_mp4 ? &dg : NULL, err, sizeof err)) {
-        snprintf(msg, sizeof msg, "run record: %s", err);
-        finish(j, 0, VDN_FAULT_WORKER, msg);
-        return NULL;
-    }
-    if (text && vdn_text_cache_info_to_record(local, &text_info,
-                                              vdn_text_prompts_identity(j->stores->text->p), err,
-                                              sizeof err)) {
-        snprintf(msg, sizeof msg, "run record: %s", err);
-        finish(j, 0, 0, msg);
-        return NULL;
-    }
-    size_t rlen = 0;
-    char *record = vdn_read_file(local, &rlen, err, sizeof err);
-    if (!record) {
-        snprintf(msg, sizeof msg, "engine wrote no run record: %s", err);
-        finish(j, 0, VDN_FAULT_WORKER, msg);
-        return NULL;
-    }
-    if (upload(j, st, record_key, local, err, sizeof err)) {
-        free(record);
-        snprintf(msg, sizeof msg, "upload of %s to %s failed: %s", record_key, vdn_store_uri(st),
-                 err);
-        finish(j, 0, VDN_FAULT_TRANSIENT, msg);
-        return NULL;
-    }
-    delete_snapshots(j, st);
-    pthread_mutex_lock(&j->mu);
-    j->record_json = record;
-    /* the mp4 first: `vdn status` shows a done job's first object */
-    j->object_keys = vdn_xcalloc(4, sizeof *j->object_keys);
-    int nk = 0;
-    if (have_mp4) {
-        j->object_keys[nk++] = vdn_xstrdup(mp4_key);
-        j->object_keys[nk++] = vdn_xstrdup(png_key);
-    }
-    if (keep_latents) j->object_keys[nk++] = vdn_xstrdup(latents_key);
-    j->object_keys[nk++] = vdn_xstrdup(record_key);
-    j->n_object_keys = nk;
-    pthread_mutex_unlock(&j->mu);
-    finish(j, 1, 0, NULL);
+    job_outputs o = {prefix, latents_key, record_key, &res, &dg, pl.n_engines, via, why};
+    store_outputs(j, &o);
     return NULL;
 }
 

@@ -1,0 +1,181 @@
+/* The render pipeline, stage by stage (pipeline.h). */
+#include "pipeline.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "prompt.h"
+#include "vdn_util.h"
+
+const char *vdn_pipeline_stage_name(vdn_pipeline_stage s) {
+    switch (s) {
+    case VDN_PIPELINE_PROMPT:
+        return "prompt";
+    case VDN_PIPELINE_RENDER:
+        return "render";
+    case VDN_PIPELINE_DECODE:
+        return "decode";
+    case VDN_PIPELINE_RECORD:
+        return "record";
+    }
+    return "?";
+}
+
+/* PREFIX + ext */
+static void out_path(const vdn_pipeline_request *req, const char *ext, char *buf, size_t len) {
+    snprintf(buf, len, "%s%s", req->render.out_prefix, ext);
+}
+
+static int fail(vdn_pipeline_result *res, vdn_pipeline_error e, char *err, size_t errlen,
+                const char *fmt, const char *what) {
+    res->error = e;
+    return vdn_fail(err, errlen, fmt, what);
+}
+
+/* Enters a stage: tells the caller, who may stop the pipeline there. */
+static int enter(const vdn_pipeline_request *req, vdn_pipeline_result *res, vdn_pipeline_stage s,
+                 char *err, size_t errlen) {
+    res->stage = s;
+    if (req->stage && req->stage(req->user, s)) {
+        res->error = VDN_PIPELINE_ERR_STOPPED;
+        return vdn_fail(err, errlen, "stopped before the %s stage", vdn_pipeline_stage_name(s));
+    }
+    return 0;
+}
+
+/* What the request asks that the pipeline cannot do, before any work. */
+static int check_request(const vdn_pipeline *p, const vdn_pipeline_request *req,
+                         vdn_pipeline_result *res, char *err, size_t errlen) {
+    res->error = VDN_PIPELINE_ERR_REQUEST;
+    if (!req->render.out_prefix || !req->render.out_prefix[0])
+        return vdn_fail(err, errlen, "render request: no output prefix (out_prefix)");
+    if (p->n_engines < 1 || !p->engines || !p->engines[0])
+        return vdn_fail(err, errlen, "pipeline: no engine to render with");
+    if (req->n_keyframes > 0)
+        return vdn_fail(err, errlen,
+                        "keyframe pictures (%d given): image-to-video is not supported yet; give "
+                        "keyframe latents in the prompt cache instead",
+                        req->n_keyframes);
+    const int has_cache = req->render.prompt_cache && req->render.prompt_cache[0];
+    const int has_text = req->prompt_text && req->prompt_text[0];
+    if (!has_cache && !has_text)
+        return vdn_fail(err, errlen, "render request: neither a prompt cache nor a text prompt");
+    if (!has_cache && !p->text)
+        return vdn_fail(err, errlen, "a text prompt, and no text encoder to encode it with");
+    if (!has_cache && !p->prompt_store)
+        return vdn_fail(err, errlen, "a text prompt, and no store to cache its encoding in");
+    res->error = VDN_PIPELINE_OK;
+    return 0;
+}
+
+/* Text -> a prompt cache at path, through the store's content-addressed cache. */
+static int text_prompt(const vdn_pipeline *p, const vdn_pipeline_request *req, const char *path,
+                       vdn_pipeline_result *res, char *err, size_t errlen) {
+    char terr[VDN_ERR_LEN], key[256];
+    int tokens = 0;
+    res->error = VDN_PIPELINE_ERR_REQUEST; /* the tokenizer's refusals fail alike everywhere */
+    if (vdn_text_prompts_key(p->text, req->prompt_text, key, sizeof key, &tokens, terr,
+                             sizeof terr))
+        return vdn_fail(err, errlen, "text prompt: %s", terr);
+    const int64_t max = vdn_text_prompts_max_tokens(p->text);
+    if (tokens > max)
+        return vdn_fail(err, errlen,
+                        "text prompt: %d tokens; the text encoder takes at most %lld "
+                        "(text_config.max_position_embeddings)",
+                        tokens, (long long)max);
+    vdn_text_place at = {.dev = vdn_engine_device(p->engines[0]), .gpu = p->text_gpu};
+    res->error = VDN_PIPELINE_ERR_TEXT;
+    if (vdn_text_prompts_cached(p->text, &at, p->prompt_store, req->prompt_text, path, &res->text,
+                                terr, sizeof terr))
+        return vdn_fail(err, errlen, "text prompt (cache %s in %s): %s", key,
+                        vdn_store_uri(p->prompt_store), terr);
+    res->text_used = 1;
+    res->error = VDN_PIPELINE_OK;
+    return 0;
+}
+
+/* A prompt cache that does not load for this checkpoint fails the same way everywhere: said
+ * here as the request's, before the render. */
+static int check_prompt_cache(const vdn_pipeline *p, const char *path, vdn_pipeline_result *res,
+                              char *err, size_t errlen) {
+    vdn_prompt pr;
+    char perr[VDN_ERR_LEN];
+    if (vdn_prompt_load(path, vdn_engine_config(p->engines[0])->text_dim, &pr, perr, sizeof perr))
+        return fail(res, VDN_PIPELINE_ERR_REQUEST, err, errlen, "bad prompt cache: %s", perr);
+    vdn_prompt_free(&pr);
+    return 0;
+}
+
+/* Latents -> mp4 (+ poster) over the decoders; the latents go unless asked to stay. */
+static int decode(const vdn_pipeline *p, const vdn_pipeline_request *req, vdn_pipeline_result *res,
+                  char *err, size_t errlen) {
+    char lat[4200], mp4[4200], png[4200];
+    out_path(req, ".safetensors", lat, sizeof lat);
+    out_path(req, ".mp4", mp4, sizeof mp4);
+    out_path(req, ".png", png, sizeof png);
+    vdn_decode_opts o = {.latents = lat,
+                         .mp4 = mp4,
+                         .poster = req->poster ? png : NULL,
+                         .crf = req->crf,
+                         .quiet = req->quiet};
+    double t0 = vdn_now();
+    if (vdn_decoder_decode_group(p->decoders, p->n_decoders, &o, &res->share, err, errlen)) {
+        res->error = VDN_PIPELINE_ERR_DECODE;
+        return -1;
+    }
+    res->decode_seconds = vdn_now() - t0;
+    res->have_mp4 = 1;
+    res->have_poster = req->poster;
+    if (!req->save_latents) {
+        unlink(lat);
+        res->have_latents = 0;
+    }
+    return 0;
+}
+
+/* The stages after the prompt is a local cache file at pc. */
+static int render_decode_record(const vdn_pipeline *p, const vdn_pipeline_request *req,
+                                const char *pc, vdn_pipeline_result *res, char *err,
+                                size_t errlen) {
+    if (check_prompt_cache(p, pc, res, err, errlen) ||
+        enter(req, res, VDN_PIPELINE_RENDER, err, errlen))
+        return -1;
+    vdn_render_request r = req->render;
+    r.prompt_cache = pc;
+    if (vdn_engine_render_group(p->engines, p->n_engines, &r, req->progress, req->user, err,
+                                errlen)) {
+        res->error = VDN_PIPELINE_ERR_RENDER;
+        return -1;
+    }
+    res->have_latents = 1;
+    if (p->n_decoders > 0 &&
+        (enter(req, res, VDN_PIPELINE_DECODE, err, errlen) || decode(p, req, res, err, errlen)))
+        return -1;
+    if (!res->text_used) return 0;
+    char rec[4200], rerr[VDN_ERR_LEN];
+    out_path(req, ".json", rec, sizeof rec);
+    if (enter(req, res, VDN_PIPELINE_RECORD, err, errlen)) return -1;
+    if (vdn_text_cache_info_to_record(rec, &res->text, vdn_text_prompts_identity(p->text), rerr,
+                                      sizeof rerr))
+        return fail(res, VDN_PIPELINE_ERR_OUTPUT, err, errlen, "run record: %s", rerr);
+    return 0;
+}
+
+int vdn_pipeline_render(const vdn_pipeline *p, const vdn_pipeline_request *req,
+                        vdn_pipeline_result *res, char *err, size_t errlen) {
+    memset(res, 0, sizeof *res);
+    if (check_request(p, req, res, err, errlen)) return -1;
+    const char *pc = req->render.prompt_cache;
+    char text_path[4200] = "";
+    if (!pc || !pc[0]) {
+        out_path(req, ".prompt.safetensors", text_path, sizeof text_path);
+        if (enter(req, res, VDN_PIPELINE_PROMPT, err, errlen) ||
+            text_prompt(p, req, text_path, res, err, errlen))
+            return -1;
+        pc = text_path;
+    }
+    int rc = render_decode_record(p, req, pc, res, err, errlen);
+    if (text_path[0]) unlink(text_path); /* the store keeps the entry */
+    return rc;
+}
