@@ -92,6 +92,16 @@ vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const char *backend, i
         free(p);
         return NULL;
     }
+    snprintf(dir, sizeof dir, "%s/tokenizer", p->root);
+    if (!is_dir(dir)) {
+        vdn_fail(err, errlen,
+                 "checkpoint %s has a text_encoder/ but no tokenizer/ beside it (%s): text "
+                 "prompts need the release's tokenizer/ (`vdn ckpt init --text-encoder` copies a "
+                 "real one)",
+                 ckpt, dir);
+        free(p);
+        return NULL;
+    }
     snprintf(p->backend, sizeof p->backend, "%s", backend ? backend : "");
     p->layer = layer;
     p->precision = precision;
