@@ -1,7 +1,7 @@
-/* PNG encoding (libpng) of RGB frame strips, and base64 for data: URIs so the report page is
- * one self-contained file. */
-#ifndef VDN_EVAL_PNG_WRITE_H
-#define VDN_EVAL_PNG_WRITE_H
+/* PNG encoding (libpng) of RGB pictures (eval's frame strips), and base64 for data: URIs so
+ * eval's report page is one self-contained file. */
+#ifndef VDN_MEDIA_PNG_WRITE_H
+#define VDN_MEDIA_PNG_WRITE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* Frame sources for the pixel metrics (frames.h): an mp4 through libavformat/libavcodec/
+/* Frame sources (frames.h): an mp4 through libavformat/libavcodec/
  * libswscale, or a buffer of decoded frames. */
 #include "frames.h"
 
