@@ -398,7 +398,10 @@ static void report(const render_args *o, const vdn_render_request *rq,
     snprintf(png, sizeof png, "%s.png", rq->out_prefix);
     snprintf(rec, sizeof rec, "%s.json", rq->out_prefix);
     const int ok = res->error == VDN_PIPELINE_OK;
-    if (!ok) fprintf(stderr, "vdn render: %s\n", err);
+    char msg[VDN_ERR_LEN + 64];
+    snprintf(msg, sizeof msg, "%s%s", res->error == VDN_PIPELINE_ERR_DECODE ? "decoding: " : "",
+             err);
+    if (!ok) fprintf(stderr, "vdn render: %s\n", msg);
     if (ok && res->text_used && !o->quiet && !o->json)
         fprintf(stderr, "vdn render: text prompt, %d tokens: cache %s (%s)\n", res->text.tokens,
                 res->text.hit ? "hit" : "miss", res->text.key);
@@ -415,7 +418,7 @@ static void report(const render_args *o, const vdn_render_request *rq,
             if (res->text_used) cJSON_AddStringToObject(e, "prompt_cache", res->text.key);
             cJSON_AddNumberToObject(e, "seconds", vdn_now() - t0);
         } else
-            cJSON_AddStringToObject(e, "message", err);
+            cJSON_AddStringToObject(e, "message", msg);
         emit(e);
     } else if (ok && !o->quiet)
         fprintf(stderr, "vdn render: wrote %s%s%s and %s\n", res->have_mp4 ? mp4 : lat,
