@@ -247,6 +247,7 @@ static int render_ranks(vdn_attempt *j, const char **via, char *why, size_t len)
              gl, c);
     return j->gpus.n;
 }
+
 /* The decoders a job decodes with: those of its GPUs whose VAEs loaded, in rank order (dec[0]
  * always), and what each decoded. */
 typedef struct {
@@ -429,6 +430,7 @@ static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, vdn_
     }
     return 0;
 }
+
 /* What the pipeline did with a text prompt, in the log. */
 static void log_text_prompt(const vdn_attempt *j, const vdn_text_cache_info *info) {
     if (info->hit)
