@@ -1,8 +1,9 @@
 /* Decoded frames, one frame at a time, for eval's pixel metrics: from an mp4 (the farm's
  * product, decoded with FFmpeg's libraries: media/ owns media I/O) or from frames already in
- * memory (outputs with latents only, decoded with `--vae`). One frame is (3, H, W) float32 in [0,
- * 1], R, G, B planes, which is one time step of the VAE's (3, T, H, W) output, so both sources feed
- * the same code. Streaming matters: a 768x1344 clip of 345 frames is 4.3 GB as floats. */
+ * memory (outputs with latents only, decoded with `--vae`). One frame is (3, H, W) float32 in
+ * [0, 1], R, G, B planes, which is one time step of the VAE's (3, T, H, W) output, so both
+ * sources feed the same code. Streaming matters: a 768x1344 clip of 345 frames is 4.3 GB as
+ * floats. */
 #ifndef VDN_MEDIA_FRAMES_H
 #define VDN_MEDIA_FRAMES_H
 
