@@ -27,10 +27,11 @@ static void out_path(const vdn_pipeline_request *req, const char *ext, char *buf
     snprintf(buf, len, "%s%s", req->render.out_prefix, ext);
 }
 
+/* Fails with kind e: "what: why". */
 static int fail(vdn_pipeline_result *res, vdn_pipeline_error e, char *err, size_t errlen,
-                const char *fmt, const char *what) {
+                const char *what, const char *why) {
     res->error = e;
-    return vdn_fail(err, errlen, fmt, what);
+    return vdn_fail(err, errlen, "%s: %s", what, why);
 }
 
 /* Enters a stage: tells the caller, who may stop the pipeline there. */
@@ -102,7 +103,7 @@ static int check_prompt_cache(const vdn_pipeline *p, const char *path, vdn_pipel
     vdn_prompt pr;
     char perr[VDN_ERR_LEN];
     if (vdn_prompt_load(path, vdn_engine_config(p->engines[0])->text_dim, &pr, perr, sizeof perr))
-        return fail(res, VDN_PIPELINE_ERR_REQUEST, err, errlen, "bad prompt cache: %s", perr);
+        return fail(res, VDN_PIPELINE_ERR_REQUEST, err, errlen, "bad prompt cache", perr);
     vdn_prompt_free(&pr);
     return 0;
 }
@@ -158,7 +159,7 @@ static int render_decode_record(const vdn_pipeline *p, const vdn_pipeline_reques
     if (enter(req, res, VDN_PIPELINE_RECORD, err, errlen)) return -1;
     if (vdn_text_cache_info_to_record(rec, &res->text, vdn_text_prompts_identity(p->text), rerr,
                                       sizeof rerr))
-        return fail(res, VDN_PIPELINE_ERR_OUTPUT, err, errlen, "run record: %s", rerr);
+        return fail(res, VDN_PIPELINE_ERR_OUTPUT, err, errlen, "run record", rerr);
     return 0;
 }
 
