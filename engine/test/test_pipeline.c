@@ -61,6 +61,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ckpt init: %s\n", err);
         return 1;
     }
+    const char *leftovers[] = {".safetensors", ".json", ".mp4"}; /* of an earlier run */
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s%s", out, leftovers[i]);
+        unlink(path);
+    }
     vdn_engine *eng = vdn_engine_open(ck, NULL, 0, VDN_BACKEND_CPU, err, sizeof err);
     CHECK(eng != NULL, "open: %s", err);
     if (!eng) return test_done("test_pipeline");
