@@ -28,20 +28,9 @@ vdn_tensor *vdn_dit_own(vdn_dit_buffers *b, vdn_dtype dt, int64_t rows, int64_t 
     return b->owned[b->n_owned++] = t;
 }
 
-/* DIT_CHUNK_ROWS, or VDN_DIT_CHUNK_ROWS from the environment (tests: small pieces must give the
- * same bits as one piece on the CPU) */
-static int64_t chunk_cap(void) {
-    const char *e = getenv("VDN_DIT_CHUNK_ROWS");
-    long v = e ? strtol(e, NULL, 10) : 0;
-    return v > 0 ? v : DIT_CHUNK_ROWS;
-}
-
-/* heads of the linear branch per pass: the largest divisor of the head count up to
- * DIT_VDA_HEADS, or VDN_DIT_VDA_HEADS from the environment (tests: one head at a time must give
- * the same bits as all at once on the CPU) */
-static int vda_group_heads(int heads) {
-    const char *e = getenv("VDN_DIT_VDA_HEADS");
-    long want = e ? strtol(e, NULL, 10) : 0;
+/* heads of the linear branch per pass on one rank: the largest divisor of the head count up to
+ * want (vdn_dit_opts.vda_heads, 0: DIT_VDA_HEADS) */
+static int vda_group_heads(int heads, int want) {
     if (want <= 0) want = DIT_VDA_HEADS;
     int g = 1;
     for (int d = 1; d <= heads && d <= want; d++)
@@ -49,31 +38,77 @@ static int vda_group_heads(int heads) {
     return g;
 }
 
-vdn_dit_buffers *vdn_dit_buffers_new(const vdn_dit_weights *w, const vdn_dit_seq *s) {
+/* one rank's passes: the groups' outputs side by side, and one group's decay */
+static int group_buffers(vdn_dit_buffers *b, const vdn_dit_weights *w, const vdn_dit_seq *s) {
     const vdn_config *c = &w->cfg;
-    const int g = c->has_vdn && s->plan.linear ? vda_group_heads(c->heads) : c->heads;
-    vdn_dit_buffers *b = vdn_dit_buffers_make(w, s, s->lay.n_rows, g);
-    if (!b || g == c->heads) return b;
-    /* the groups' outputs side by side, and one group's decay */
-    const int f0 = s->plan.skip_ends ? 1 : 0, Fp = s->lay.frames - 2 * f0;
+    int64_t row0;
+    const int Fp = vdn_dit_branch_frames(s, &row0);
     const int64_t nl = (int64_t)Fp * s->lay.tokens_per_frame, hd = c->head_dim;
     int fail = 0;
-    b->vda_heads = g;
     if (Fp > 0) {
         b->lin_all = vdn_dit_own(b, vdn_dev_act_dtype(w->dev), nl, (int64_t)c->heads * hd, &fail);
-        b->alpha_g = vdn_dit_own(b, vdn_vda_state_dtype(w->dev), Fp, g * hd, &fail);
+        b->alpha_g = vdn_dit_own(b, vdn_vda_state_dtype(w->dev), Fp, b->vda_heads * hd, &fail);
     }
-    if (fail) {
+    return fail ? -1 : 0;
+}
+
+/* this rank's rows and heads of P (comm NULL: one rank, everything) */
+static void split(vdn_dit_buffers *b, const vdn_dit_weights *w, const vdn_dit_seq *s,
+                  vdn_comm *comm) {
+    const int P = comm ? comm->size : 1, me = comm ? comm->rank : 0;
+    b->comm = comm;
+    vdn_split_rows(&b->rows, s->lay.n_rows, P);
+    vdn_split_heads(&b->heads, w->cfg.heads, P);
+    b->chans = b->heads;
+    for (int r = 0; r <= P; r++)
+        b->chans.off[r] *= w->cfg.head_dim;
+    b->r0 = b->rows.off[me], b->nr = vdn_split_len(&b->rows, me);
+    b->h0 = b->heads.off[me], b->nh = vdn_split_len(&b->heads, me);
+    b->c0 = b->chans.off[me], b->nc = vdn_split_len(&b->chans, me);
+}
+
+vdn_dit_buffers *vdn_dit_buffers_new(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_comm *comm,
+                                     const vdn_dit_opts *opts) {
+    const vdn_dit_opts none = {0};
+    const vdn_config *c = &w->cfg;
+    if (!opts) opts = &none;
+    if (comm && comm->dev != w->dev) {
+        vdn_dev_fail(w->dev, "dit: rank %d's communicator is on %s, expected its weights' %s",
+                     comm->rank, vdn_dev_name(comm->dev), vdn_dev_name(w->dev));
+        return NULL;
+    }
+    vdn_dit_buffers at = {0};
+    split(&at, w, s, comm);
+    const int P = at.rows.parts;
+    if (vdn_split_len(&at.rows, P - 1) < 1) { /* the same on every rank: no collective is pending */
+        vdn_dev_fail(w->dev,
+                     "dit: %d rows cannot be sharded over %d ranks (ceil(S/P) rows each leaves "
+                     "the last rank none)",
+                     s->lay.n_rows, P);
+        return NULL;
+    }
+    /* a sharded rank runs its own heads in one pass (a prime count, 19 of 56 at P = 3, would
+     * otherwise go one head at a time) */
+    const int G = comm                           ? (at.nh ? (int)at.nh : 1)
+                  : c->has_vdn && s->plan.linear ? vda_group_heads(c->heads, opts->vda_heads)
+                                                 : c->heads;
+    vdn_dit_buffers *b = vdn_dit_buffers_make(
+        w, s, at.nr, G, opts->chunk_rows > 0 ? opts->chunk_rows : DIT_CHUNK_ROWS);
+    if (!b) return NULL;
+    b->comm = comm, b->rows = at.rows, b->heads = at.heads, b->chans = at.chans;
+    b->r0 = at.r0, b->nr = at.nr, b->h0 = at.h0, b->nh = at.nh, b->c0 = at.c0, b->nc = at.nc;
+    b->one_lane = opts->vda_one_lane != 0;
+    b->vda_heads = G;
+    int rc = comm ? vdn_dit_shard_buffers(b, w, s) : G < c->heads ? group_buffers(b, w, s) : 0;
+    if (rc != 0) {
         vdn_dit_buffers_free(b);
         return NULL;
     }
     return b;
 }
 
-/* n rows of the row-wise buffers; the linear branch's for `heads` heads (a rank's own heads when
- * sharded, dit_shard.c); the decay alpha always for every head */
 vdn_dit_buffers *vdn_dit_buffers_make(const vdn_dit_weights *w, const vdn_dit_seq *s, int64_t n,
-                                      int heads) {
+                                      int heads, int64_t cap) {
     const vdn_config *c = &w->cfg;
     const vdn_layout *L = &s->lay;
     vdn_dit_buffers *b = vdn_xcalloc(1, sizeof *b);
@@ -87,7 +122,7 @@ vdn_dit_buffers *vdn_dit_buffers_make(const vdn_dit_weights *w, const vdn_dit_se
     b->qkv = vdn_dit_own(b, A, n, w->ldq > w->ldq_refiner ? w->ldq : w->ldq_refiner, &fail);
     b->qr = vdn_dit_own(b, A, n, Cfull, &fail), b->kr = vdn_dit_own(b, A, n, Cfull, &fail);
     b->ao = vdn_dit_own(b, A, n, Cfull, &fail);
-    const int64_t cap = chunk_cap(), nf = n < cap ? n : cap; /* feed-forward pieces */
+    const int64_t nf = n < cap ? n : cap; /* feed-forward pieces */
     b->fh = vdn_dit_own(b, A, nf, 2 * (int64_t)c->ffn, &fail),
     b->fa = vdn_dit_own(b, A, nf, c->ffn, &fail);
     if (c->has_vdn) b->sgate = vdn_dit_own(b, F32, n, c->heads, &fail);
@@ -142,6 +177,7 @@ void vdn_dit_buffers_free(vdn_dit_buffers *b) {
     for (int i = 0; i < b->n_owned; i++)
         vdn_tensor_free(b->owned[i]);
     free(b->owned);
+    free(b->vdevs);
     free(b);
 }
 
@@ -232,8 +268,7 @@ int vdn_dit_time_embed(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_b
     return vdn_tensor_copy(&sa, &st);
 }
 
-/* one DiT block on buf->x (spec 2.4-2.6, 5): the adaLN table of this block for every
- * (timestep, tag) row, attention + gated residual, feed-forward + gated residual */
+/* the adaLN table of a block for every (timestep, tag) row */
 int vdn_dit_ada_table(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
                       vdn_dit_buffers *buf, vdn_tensor ada[6]) {
     const int M = s->n_t;
@@ -249,60 +284,101 @@ int vdn_dit_ada_table(const vdn_dit_weights *w, const vdn_dit_block *b, const vd
     return 0;
 }
 
-/* the softmax attention of a block from its fused projection into buf->y (to_out included):
- * writes qr, kr, sgate, ao and y, none of which the linear branch reads */
-static int softmax_attention(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
-                             vdn_dit_buffers *buf) {
+/* q, k (norm + RoPE) and the softmax gate of this rank's rows from the fused projection, and at
+ * P > 1 their move to the head-sharded layout */
+static int softmax_in(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                      vdn_dit_buffers *buf, const vdn_tensor *qkv) {
     const vdn_config *c = &w->cfg;
-    const vdn_attn_plan *p = &s->plan;
-    const int64_t H = c->heads, C = H * c->head_dim;
-    vdn_tensor qkv = cols(buf->qkv, 0, w->ldq);
-    vdn_tensor q = cols(&qkv, 0, C), k = cols(&qkv, C, C), v = cols(&qkv, 2 * C, C);
-    const vdn_rope rope = {s->pos,
+    const int64_t H = c->heads, C = H * c->head_dim, nr = buf->nr;
+    vdn_tensor q = cols(qkv, 0, C), k = cols(qkv, C, C);
+    vdn_tensor pos = rows(s->pos, buf->r0, nr);
+    const vdn_rope rope = {&pos,
                            w->rope_inv,
                            6 * c->rope_freq_dim,
                            {c->rope_freq_dim, c->rope_freq_dim, c->rope_freq_dim}};
-    OK(vdn_op_qk_norm_rope(buf->qr, buf->kr, &q, &k, b->norm_q, b->norm_k, c->head_dim, c->norm_eps,
+    vdn_tensor qr = vdn_dit_narrow_rows(buf->qr, nr), kr = vdn_dit_narrow_rows(buf->kr, nr);
+    OK(vdn_op_qk_norm_rope(&qr, &kr, &q, &k, b->norm_q, b->norm_k, c->head_dim, c->norm_eps,
                            &rope));
-    const vdn_tensor *gate = NULL;
-    if (c->has_vdn && p->softmax_gate) { /* per-head sigmoid gate on every row */
-        vdn_tensor g = cols(&qkv, w->col_sgate, H);
-        OK(vdn_op_act(buf->sgate, &g, VDN_ACT_SIGMOID));
-        gate = buf->sgate;
+    vdn_tensor sg = {0};
+    if (c->has_vdn && s->plan.softmax_gate) { /* per-head sigmoid gate on every row */
+        vdn_tensor g = cols(qkv, w->col_sgate, H);
+        sg = vdn_dit_narrow_rows(buf->sgate, nr);
+        OK(vdn_op_act(&sg, &g, VDN_ACT_SIGMOID));
     }
-    OK(vdn_op_attention(buf->ao, buf->qr, buf->kr, &v, c->head_dim, 1.0 / sqrt((double)c->head_dim),
-                        s->mask, gate));
-    return vdn_op_linear(buf->y, buf->ao, b->to_out, NULL, VDN_ACT_NONE, 0);
+    return buf->comm ? vdn_dit_heads_softmax(w, buf, &qr, &kr, qkv, sg.data ? &sg : NULL) : 0;
 }
 
-static int dit_block(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
-                     vdn_dit_buffers *buf) {
+/* the window+anchor (or dense) softmax attention of every row on this rank's heads */
+static int attention(const vdn_dit_weights *w, const vdn_dit_seq *s, const vdn_dit_buffers *buf,
+                     vdn_dit_heads *hv) {
     const vdn_config *c = &w->cfg;
+    if (buf->nh == 0) return 0; /* more ranks than heads */
+    const int gated = c->has_vdn && s->plan.softmax_gate;
+    return vdn_op_attention(&hv->ao, &hv->q, &hv->k, &hv->v, c->head_dim,
+                            1.0 / sqrt((double)c->head_dim), s->mask, gated ? &hv->gate : NULL);
+}
+
+/* the attention output of this rank's rows (at P > 1 moved back from the head-sharded layout)
+ * through to_out into y */
+static int softmax_out(const vdn_dit_block *b, vdn_dit_buffers *buf, vdn_dit_heads *hv,
+                       vdn_tensor *y) {
+    vdn_tensor ao = vdn_dit_narrow_rows(buf->ao, buf->nr);
+    if (buf->comm) OK(vdn_op_cols_to_rows(buf->comm, &ao, &hv->ao, &buf->rows, &buf->chans));
+    return vdn_op_linear(y, &ao, b->to_out, NULL, VDN_ACT_NONE, 0);
+}
+
+/* The attention of a block and its linear branch into y. The branch reads only h and the fused
+ * projection, so it is forked to lane 1 beside the softmax once those are queued (the next writes
+ * of h and qkv come after the join). At P = 1 the whole softmax runs on lane 0 beside it; at
+ * P > 1 the collectives stay on lane 0 before the fork and after the join, in the same order on
+ * every rank. */
+static int mixers(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                  vdn_dit_buffers *buf, const vdn_tensor *h, const vdn_tensor *qkv, vdn_tensor *y) {
+    const vdn_config *c = &w->cfg;
+    int64_t row0;
+    const int linear = c->has_vdn && s->plan.linear && vdn_dit_branch_frames(s, &row0) > 0;
+    const int local = buf->comm == NULL;
+    vdn_dit_heads hv;
+    vdn_dit_heads_views(w, buf, h, qkv, &hv);
+    if (!local) OK(softmax_in(w, b, s, buf, qkv));
+    if (!local && linear) OK(vdn_dit_heads_branch(w, buf, h, qkv));
+    const int side = linear && buf->nh > 0 && !buf->one_lane;
     vdn_dev *d = buf->dev;
-    vdn_tensor ada[6];
-    OK(vdn_dit_ada_table(w, b, s, buf, ada));
-    const vdn_tensor *idx = s->ada_idx;
-    OK(vdn_op_rmsnorm(buf->h, buf->x, b->norm1, c->norm_eps, &ada[0], &ada[1], idx));
-    vdn_tensor qkv = cols(buf->qkv, 0, w->ldq);
-    OK(vdn_op_linear(&qkv, buf->h, b->wqkv, b->bqkv, VDN_ACT_NONE, 0));
-    /* the linear branch reads only h and qkv, queued now: on lane 1 beside the softmax (the
-     * next writes of h and qkv come after the join) */
-    const int linear = c->has_vdn && s->plan.linear, side = linear && vdn_dit_vda_side();
     int rc = 0;
     if (side) {
         OK(vdn_dev_fork(d));
-        rc = vdn_dit_vda_lin(w, b, s, buf);
+        rc = vdn_dit_branch(w, b, s, buf, &hv);
         (void)vdn_dev_lane(d, 0); /* lane 0 is always valid */
     }
-    if (rc == 0) rc = softmax_attention(w, b, s, buf);
+    if (rc == 0 && local) rc = softmax_in(w, b, s, buf, qkv);
+    if (rc == 0) rc = attention(w, s, buf, &hv);
+    if (rc == 0 && local) rc = softmax_out(b, buf, &hv, y);
     if (side && vdn_dev_join(d) != 0) rc = -1; /* joined on failure too: no fork stays open */
     OK(rc);
-    if (linear && !side) OK(vdn_dit_vda_lin(w, b, s, buf));
-    if (linear) OK(vdn_dit_vda_out(w, b, s, buf));
-    OK(vdn_op_gate_residual(buf->x, buf->y, &ada[2], idx));
-    OK(vdn_op_rmsnorm(buf->h, buf->x, b->norm2, c->norm_eps, &ada[3], &ada[4], idx));
-    OK(vdn_dit_feed_forward(b, buf->h, buf->fh, buf->fa, buf->y, c->ffn));
-    return vdn_op_gate_residual(buf->x, buf->y, &ada[5], idx);
+    if (linear && !side) OK(vdn_dit_branch(w, b, s, buf, &hv));
+    if (!local) OK(softmax_out(b, buf, &hv, y));
+    return linear ? vdn_dit_branch_out(w, b, s, buf, y) : 0;
+}
+
+/* one DiT block on this rank's rows of buf->x (spec 2.4-2.6, 5): the adaLN table of this block
+ * for every (timestep, tag) row, attention + gated residual, feed-forward + gated residual */
+static int dit_block(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                     vdn_dit_buffers *buf) {
+    const vdn_config *c = &w->cfg;
+    const int64_t nr = buf->nr;
+    vdn_tensor ada[6];
+    OK(vdn_dit_ada_table(w, b, s, buf, ada));
+    vdn_tensor x = vdn_dit_narrow_rows(buf->x, nr), h = vdn_dit_narrow_rows(buf->h, nr),
+               y = vdn_dit_narrow_rows(buf->y, nr);
+    vdn_tensor idx = cols(s->ada_idx, buf->r0, nr);
+    OK(vdn_op_rmsnorm(&h, &x, b->norm1, c->norm_eps, &ada[0], &ada[1], &idx));
+    vdn_tensor qkv_all = vdn_dit_narrow_rows(buf->qkv, nr), qkv = cols(&qkv_all, 0, w->ldq);
+    OK(vdn_op_linear(&qkv, &h, b->wqkv, b->bqkv, VDN_ACT_NONE, 0));
+    OK(mixers(w, b, s, buf, &h, &qkv, &y));
+    OK(vdn_op_gate_residual(&x, &y, &ada[2], &idx));
+    OK(vdn_op_rmsnorm(&h, &x, b->norm2, c->norm_eps, &ada[3], &ada[4], &idx));
+    OK(vdn_dit_feed_forward(b, &h, buf->fh, buf->fa, &y, c->ffn)); /* pieces of fh's rows */
+    return vdn_op_gate_residual(&x, &y, &ada[5], &idx);
 }
 
 /* the rows [r0, r0+n) of h through a float32 head: out = h W^T + b, in pieces of hf's rows */
@@ -318,29 +394,39 @@ static int head(vdn_dit_buffers *buf, int64_t r0, int64_t n, const vdn_tensor *W
     return 0;
 }
 
-/* the patch or audio rows [r0, r0+n) of x = in W^T + b (float32 projections) */
-static int embed(vdn_dit_buffers *buf, int64_t r0, const vdn_tensor *in, const vdn_tensor *W,
-                 const vdn_tensor *bias) {
+/* this rank's rows of segment [seg0, seg0 + n) of the packed sequence: x[i - r0] = in[i - seg0]
+ * W^T + b (float32 projections; W NULL: a copy) */
+static int embed(const vdn_dit_buffers *buf, vdn_tensor *x, int64_t seg0, const vdn_tensor *in,
+                 const vdn_tensor *W, const vdn_tensor *bias) {
     if (!in) return 0;
-    vdn_tensor xr = rows(buf->x, r0, vdn_tensor_rows(in));
-    return vdn_op_linear(&xr, in, W, bias, VDN_ACT_NONE, 0);
+    const int64_t n = vdn_tensor_rows(in), r0 = buf->r0, r1 = buf->r0 + buf->nr;
+    const int64_t i0 = seg0 > r0 ? seg0 : r0, i1 = seg0 + n < r1 ? seg0 + n : r1;
+    if (i1 <= i0) return 0;
+    vdn_tensor dst = rows(x, i0 - r0, i1 - i0), src = rows(in, i0 - seg0, i1 - i0);
+    return W ? vdn_op_linear(&dst, &src, W, bias, VDN_ACT_NONE, 0) : vdn_tensor_copy(&dst, &src);
 }
 
 static int forward(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffers *buf,
                    const vdn_tensor *text, const vdn_tensor *video_x, const vdn_tensor *cond_x,
                    const vdn_tensor *audio_x, vdn_tensor *video_v, vdn_tensor *audio_v) {
-    const vdn_config *c = &w->cfg;
     const vdn_layout *L = &s->lay;
     if (s->n_t < 1) return vdn_dev_fail(w->dev, "dit: forward before vdn_dit_seq_timesteps");
-    vdn_tensor xt = rows(buf->x, 0, L->n_text);
-    OK(vdn_tensor_copy(&xt, text));
-    if (L->n_cond) OK(embed(buf, L->cond_start, cond_x, w->proj_in_w, w->proj_in_b));
-    if (L->n_audio) OK(embed(buf, L->audio_start, audio_x, w->audio_in_w, w->audio_in_b));
-    OK(embed(buf, L->video_start, video_x, w->proj_in_w, w->proj_in_b));
+    vdn_tensor x = vdn_dit_narrow_rows(buf->x, buf->nr);
+    OK(embed(buf, &x, 0, text, NULL, NULL));
+    if (L->n_cond) OK(embed(buf, &x, L->cond_start, cond_x, w->proj_in_w, w->proj_in_b));
+    if (L->n_audio) OK(embed(buf, &x, L->audio_start, audio_x, w->audio_in_w, w->audio_in_b));
+    OK(embed(buf, &x, L->video_start, video_x, w->proj_in_w, w->proj_in_b));
     OK(vdn_dit_time_embed(w, s, buf));
-    for (int l = 0; l < c->layers; l++)
+    for (int l = 0; l < w->cfg.layers; l++)
         OK(dit_block(w, &w->blocks[l], s, buf));
-    return vdn_dit_final(w, s, buf, video_v, audio_v);
+    if (!buf->comm) return vdn_dit_final(w, s, buf, video_v, audio_v);
+    /* every rank's rows through the final layer, for every rank's full outputs */
+    OK(vdn_op_all_gather_rows(buf->comm, buf->Xall, &x, &buf->rows));
+    vdn_tensor *keep_x = buf->x, *keep_h = buf->h;
+    buf->x = buf->Xall, buf->h = buf->Hfull;
+    int rc = vdn_dit_final(w, s, buf, video_v, audio_v);
+    buf->x = keep_x, buf->h = keep_h;
+    return rc;
 }
 
 /* buf->x (every row) through the final layer and the output heads */
@@ -361,9 +447,9 @@ int vdn_dit_final(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffer
 int vdn_dit_forward(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffers *buf,
                     const vdn_tensor *text, const vdn_tensor *video_x, const vdn_tensor *cond_x,
                     const vdn_tensor *audio_x, vdn_tensor *video_v, vdn_tensor *audio_v) {
-    vdn_dit_buffers *own_buf = NULL;
-    if (!buf && !(buf = own_buf = vdn_dit_buffers_new(w, s))) return -1;
+    if (buf->vranks)
+        return vdn_dit_forward_virtual(w, s, buf, text, video_x, cond_x, audio_x, video_v, audio_v);
     int rc = forward(w, s, buf, text, video_x, cond_x, audio_x, video_v, audio_v);
-    vdn_dit_buffers_free(own_buf);
+    if (rc != 0 && buf->comm) vdn_comm_abort(buf->comm); /* no peer may wait for this rank */
     return rc;
 }

@@ -6,7 +6,8 @@
  *   w = vdn_dit_weights_load(dev, cfg, source)        once per engine
  *   per render: text = vdn_dit_refine_text(...)       the token refiner, once
  *               seq  = vdn_dit_seq_init(...)          positions, masks, windows on the device
- *               buf  = vdn_dit_buffers_new(...)       activations for this layout
+ *               buf  = vdn_dit_buffers_new(...)       activations for this layout (this
+ *                                                     rank's, over a communicator)
  *   per NFE:    vdn_dit_seq_timesteps(...)            the few per-row timestep indices
  *               vdn_dit_forward(...)                  velocities, on the device
  *
@@ -120,62 +121,64 @@ int vdn_dit_seq_timesteps(vdn_dit_seq *s, const int8_t *tags, const int *t_index
                           const float *t_values, int n_t);
 void vdn_dit_seq_free(vdn_dit_seq *s);
 
-/* Activations of one layout; NULL on out of memory (message in the device). */
+/* The forward's experiment switches, fixed when its buffers are made. A zeroed struct (or NULL
+ * where one is taken) is the default; the non-default values exist for tests and measurements. */
+typedef struct {
+    /* rows of one piece of the feed-forward and the output heads: they run in pieces of at most
+     * this many rows, which keeps ~7 GB of inner activations off the device at the H3 workload.
+     * 0: 16384. Any value gives the same bits on the CPU (engine_dit_opts_cpu runs 5). */
+    int chunk_rows;
+    /* heads of the linear branch per pass on one rank (P = 1): the largest divisor of the head
+     * count not above it (H3 at 14: four passes; the per-head buffers of all 56 heads at once are
+     * 15 GB). A rank of a sharded forward runs its own heads at once. 0: 14. Any value gives the
+     * same bits on the CPU (engine_dit_opts_cpu runs 1). */
+    int vda_heads;
+    /* 0 (default): the linear branch runs on lane 1 of the device (op.h, lanes) beside the
+     * softmax attention, forked once its inputs are queued; 1: after the softmax on one lane,
+     * for measuring the overlap (docs/PERF.md: 0.6% at H3 on an H200) and for checking that both
+     * give the same bits (engine_dit_lanes_cpu). */
+    int vda_one_lane;
+} vdn_dit_opts;
+
+/* One rank's activations for one layout, made once per render (a render's layout and plan do
+ * not change between its evaluations). comm NULL: the whole forward on this device (P = 1: no
+ * collective, no head-sharded copy); else this rank's part of the forward sharded over comm's
+ * ranks (sequence parallelism, spec 6; dit_shard.c): its own rows' and its own heads'
+ * activations only. opts NULL: the defaults. NULL with the device's error set (out of memory,
+ * or too few rows for the ranks: the same on every rank). */
 typedef struct vdn_dit_buffers vdn_dit_buffers;
-vdn_dit_buffers *vdn_dit_buffers_new(const vdn_dit_weights *w, const vdn_dit_seq *s);
+typedef struct vdn_comm vdn_comm;
+vdn_dit_buffers *vdn_dit_buffers_new(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_comm *comm,
+                                     const vdn_dit_opts *opts);
+/* Buffers whose forward shards over `ranks` virtual ranks in one address space (the CPU, or one
+ * GPU; `vdn render --ranks P`, a checking tool): devs[0] = w->dev, the others devices of the same
+ * backend and memory (vdn_dev_open of the same GPU). Every rank reads the one copy of the
+ * weights, the layout and the inputs, and makes its own rank's buffers per evaluation; rank 0's
+ * outputs are the result. */
+vdn_dit_buffers *vdn_dit_buffers_virtual(const vdn_dit_weights *w, vdn_dev *const *devs, int ranks,
+                                         const vdn_dit_opts *opts);
 void vdn_dit_buffers_free(vdn_dit_buffers *b);
 
-/* One evaluation. text: refined text rows; video_x / cond_x (NULL when no keyframes) F32
- * [rows, patch features], audio_x F32 [n_audio, audio_channels]; outputs F32 video_v
- * [n_video, patch features], audio_v [n_audio, audio_channels] (data-ward velocities).
- * buf NULL: scratch made for this call. -1 with the failed op's message in vdn_dev_error. */
+/* One evaluation over buffers of vdn_dit_buffers_new (for the same w and s) or
+ * vdn_dit_buffers_virtual. text: refined text rows; video_x / cond_x (NULL when no keyframes)
+ * F32 [rows, patch features], audio_x F32 [n_audio, audio_channels]; outputs F32 video_v
+ * [n_video, patch features], audio_v [n_audio, audio_channels] (data-ward velocities), on every
+ * rank of a sharded forward (each rank passes its own weights, seq and full inputs on its
+ * device). -1 with the failed op's message in vdn_dev_error; a sharded rank that fails aborts its
+ * communicator so no peer waits. */
 int vdn_dit_forward(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffers *buf,
                     const vdn_tensor *text, const vdn_tensor *video_x, const vdn_tensor *cond_x,
                     const vdn_tensor *audio_x, vdn_tensor *video_v, vdn_tensor *audio_v);
 
-/* From host arrays (dit_host.c), for the model-level "cpu" backend and the tests: text
- * [n_text, hidden] floats; one evaluation of vdn_step_inputs (backend.h) into host velocities. */
+/* From host arrays (dit_host.c), for the tests and the benchmarks: text [n_text, hidden]
+ * floats. */
 int vdn_dit_refine_text_host(const vdn_dit_weights *w, const float *embeds, int n_text, float *text,
                              char *err, size_t errlen);
-/* The forward sharded over the ranks of comm (sequence parallelism, spec 6; dit_shard.c). Every
- * rank calls it with its own weights, seq and full inputs on its device; every rank gets the full
- * outputs. Equal to vdn_dit_forward up to rounding. */
-typedef struct vdn_comm vdn_comm;
-int vdn_dit_forward_sharded(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_comm *comm,
-                            const vdn_tensor *text, const vdn_tensor *video_x,
-                            const vdn_tensor *cond_x, const vdn_tensor *audio_x,
-                            vdn_tensor *video_v, vdn_tensor *audio_v);
-/* A rank's buffers for the sharded forward (its own rows' and its own heads' activations), made
- * once per render as the plain forward's are: a render's layout and plan do not change between
- * its evaluations. NULL with the device's error set (e.g. too few rows for the ranks: the same
- * on every rank). vdn_dit_forward_shard is vdn_dit_forward_sharded over them; on a failure it
- * aborts sh's communicator so no peer waits. */
-typedef struct vdn_dit_shard vdn_dit_shard;
-vdn_dit_shard *vdn_dit_shard_new(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_comm *comm);
-void vdn_dit_shard_free(vdn_dit_shard *sh);
-int vdn_dit_forward_shard(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_shard *sh,
-                          const vdn_tensor *text, const vdn_tensor *video_x,
-                          const vdn_tensor *cond_x, const vdn_tensor *audio_x, vdn_tensor *video_v,
-                          vdn_tensor *audio_v);
-/* From host arrays with `ranks` in-process ranks (threads); w[r]: rank r's weights on its own
- * device. video_v[r] / audio_v[r]: where rank r's outputs go (NULL: not wanted). */
-int vdn_dit_forward_ranks_host(vdn_dit_weights *const *w, int ranks, const float *text,
-                               const vdn_step_inputs *in, float *const *video_v,
-                               float *const *audio_v, char *err, size_t errlen);
-/* One rank's part from host arrays over any communicator (NCCL included; NULL: the plain
- * forward, for timing it alike): reps > 0 times reps forwards after one warm-up (mean seconds per
- * forward in *seconds, device work included). */
-int vdn_dit_forward_comm_host(const vdn_dit_weights *w, vdn_comm *comm, const float *text,
-                              const vdn_step_inputs *in, float *video_v, float *audio_v, int reps,
-                              double *seconds);
-/* `ranks` virtual ranks in one address space (the CPU, or one GPU): devs[0] = w->dev, the others
- * devices of the same backend and memory (vdn_dev_open of the same GPU). Every rank reads the one
- * copy of the weights, the layout and the inputs; rank 0's outputs are the result. */
-int vdn_dit_forward_virtual(vdn_dev *const *devs, int ranks, const vdn_dit_weights *w,
-                            const vdn_dit_seq *s, const vdn_tensor *text, const vdn_tensor *video_x,
-                            const vdn_tensor *cond_x, const vdn_tensor *audio_x,
-                            vdn_tensor *video_v, vdn_tensor *audio_v);
-int vdn_dit_forward_host(const vdn_dit_weights *w, const float *text, const vdn_step_inputs *in,
-                         float *video_v, float *audio_v, char *err, size_t errlen);
+/* One evaluation of vdn_step_inputs (backend.h) into host velocities (NULL: not wanted), over
+ * comm (NULL: one rank; else this rank's part, every rank calling it) with buffers made once.
+ * reps > 0: then reps more forwards, their mean seconds (device work included) in *seconds. */
+int vdn_dit_forward_host(const vdn_dit_weights *w, vdn_comm *comm, const vdn_dit_opts *opts,
+                         const float *text, const vdn_step_inputs *in, float *video_v,
+                         float *audio_v, int reps, double *seconds, char *err, size_t errlen);
 
 #endif

@@ -3,59 +3,107 @@
 #ifndef VDN_DIT_INTERNAL_H
 #define VDN_DIT_INTERNAL_H
 
+#include "comm.h"
 #include "dit.h"
 #include "op_vda.h"
 
 #define DIT_MAX_T 4 /* distinct timesteps of one evaluation */
-/* rows of the feed-forward and output-head buffers: those run in pieces of at most this many
- * rows (dit.c), which keeps ~7 GB of inner activations off the device at the H3 workload */
+/* the defaults of vdn_dit_opts (dit.h): rows of the feed-forward and output-head pieces, heads of
+ * the linear branch per pass on one rank */
 #define DIT_CHUNK_ROWS 16384
-/* heads of the linear branch per pass in the plain forward (dit_vda.c), at most: the largest
- * divisor of the head count not above it (H3: 14, four passes) */
 #define DIT_VDA_HEADS 14
 
 struct vdn_dit_buffers {
     vdn_dev *dev;
-    /* rows of the packed sequence (activation dtype unless noted) */
-    vdn_tensor *x, *h, *y;    /* [n, hidden] residual, normalised input, block output */
-    vdn_tensor *qkv;          /* [n, ldq] fused projection */
-    vdn_tensor *qr, *kr, *ao; /* [n, C] q, k after norm + RoPE; attention output */
-    vdn_tensor *fh, *fa;      /* [n, 2 ffn], [n, ffn] */
-    vdn_tensor *sgate;        /* F32 [n, heads] softmax gate (VDN) */
+    /* this rank's share of the forward (spec 6): rows [r0, r0 + nr) of the packed sequence
+     * (ceil(S/P) each, the remainder on the last), heads [h0, h0 + nh) (balanced), i.e. channels
+     * [c0, c0 + nc). comm NULL: one rank with every row and head, and no collective */
+    vdn_comm *comm;
+    vdn_split rows, heads, chans; /* rows; heads; heads * head_dim columns */
+    int64_t r0, nr, h0, nh, c0, nc;
+    int one_lane; /* vdn_dit_opts.vda_one_lane */
+    /* rows of this rank (activation dtype unless noted) */
+    vdn_tensor *x, *h, *y;    /* [nr, hidden] residual, normalised input, block output */
+    vdn_tensor *qkv;          /* [nr, ldq] fused projection */
+    vdn_tensor *qr, *kr, *ao; /* [nr, C] q, k after norm + RoPE; attention output */
+    vdn_tensor *fh, *fa;      /* [chunk, 2 ffn], [chunk, ffn] */
+    vdn_tensor *sgate;        /* F32 [nr, heads] softmax gate (VDN) */
     /* per timestep */
     vdn_tensor *tf, *th, *st; /* F32 [4, freq_dim], [4, time_hidden], [4, time_embed_dim] */
     vdn_tensor *st_act;       /* [4, time_embed_dim] SiLU(temb) in the activation dtype */
     vdn_tensor *ada, *fin;    /* [4, 18 hidden] adaLN table, [4, 2 hidden] final shift/scale */
     /* heads */
-    vdn_tensor *hf; /* F32 [max(n_video, n_audio), hidden] */
-    /* the VDN linear branch (plan.linear): nl = F' S rows */
+    vdn_tensor *hf; /* F32 [min(chunk, max(n_video, n_audio)), hidden] */
+    /* the VDN linear branch (plan.linear) on this rank's heads, vda_heads of them per pass
+     * (C below = vda_heads hd): nl = F' S rows */
+    int vda_heads;
     vdn_tensor *beta;                         /* F32 [nl, heads] */
     vdn_vda_feats feats;                      /* [F' H S, hd] */
     vdn_tensor *means, *dvec, *uvec;          /* F32 [F', hidden], [F', alpha_rank], [F', C] */
-    vdn_tensor *alpha;                        /* state [F', C] */
+    vdn_tensor *alpha;                        /* state [F', every head's hd] */
     vdn_tensor *A, *B, *T, *J, *P, *R, *Slin; /* [F' H hd, hd] */
     vdn_tensor *r;                            /* state [F' H S, hd] */
     vdn_tensor *gpre, *lin;                   /* [nl, C] gate pre-activation, gated branch output */
-    /* the plain forward runs the branch vda_heads heads at a time (C above = vda_heads hd): the
-     * per-head buffers of all 56 H3 heads at once are 15 GB; lin_all [nl, every head's hd]
-     * gathers the groups' outputs, alpha_g [F', vda_heads hd] holds a group's decay. 0: all
-     * heads at once (the sharded forward: a rank's own heads) */
-    int vda_heads;
+    /* a pass of fewer than every head of the model reads its decay as one contiguous matrix,
+     * alpha_g [F', vda_heads hd]; with several passes (P = 1), lin_all [nl, every head's hd]
+     * gathers their outputs for to_out_linear */
     vdn_tensor *lin_all, *alpha_g;
     /* the text state (cfg.text_state) */
     vdn_tensor *beta_t;       /* F32 [n_text, heads] */
     vdn_vda_feats tfeats;     /* [H n_text, hd], no q */
     vdn_tensor *At, *Bt, *S0; /* [H hd, hd] */
+    /* P > 1 only (dit_shard.c): every row for own heads, [S, nc] ([S, nh]), filled by the
+     * block's all-to-alls; at P = 1 views of the row-wise tensors stand in for them */
+    vdn_tensor *Qh, *Kh, *Vh, *Gh, *Aoh, *Qrh, *Krh, *Bh, *LinH;
+    vdn_tensor *GD, *Hall;    /* [S, gate_rank], [S, hidden]: all-gathered for the branch */
+    vdn_tensor *Xall, *Hfull; /* [S, hidden]: the final layer's input */
+    /* vdn_dit_buffers_virtual: none of the above; the forward runs vranks virtual ranks */
+    int vranks;
+    vdn_dev **vdevs;
+    vdn_dit_opts vopts;
     vdn_tensor **owned;
     int n_owned;
 };
 
-vdn_dit_buffers *vdn_dit_buffers_make(const vdn_dit_weights *w, const vdn_dit_seq *s, int64_t n,
-                                      int heads);
+/* nr rows of the row-wise buffers, the linear branch's for `heads` heads per pass, the decay
+ * alpha always for every head, the pieces chunk_rows long (the split fields left to the caller) */
+vdn_dit_buffers *vdn_dit_buffers_make(const vdn_dit_weights *w, const vdn_dit_seq *s, int64_t nr,
+                                      int heads, int64_t chunk_rows);
 /* a new tensor owned by b (freed with it); sets *fail and returns NULL on failure */
 vdn_tensor *vdn_dit_own(vdn_dit_buffers *b, vdn_dtype dt, int64_t rows, int64_t cols, int *fail);
+/* t with its innermost dim, or its rows, narrowed to n (0 allowed: a rank without heads) */
+vdn_tensor vdn_dit_narrow_cols(const vdn_tensor *t, int64_t n);
+vdn_tensor vdn_dit_narrow_rows(const vdn_tensor *t, int64_t n);
+/* frames of the linear branch, F' (0: none), and its first packed row */
+int vdn_dit_branch_frames(const vdn_dit_seq *s, int64_t *row0);
 
-/* Pieces shared by the plain forward (dit.c) and the sharded one (dit_shard.c) */
+/* Every row of the sequence for this rank's heads: what the softmax attention and the linear
+ * branch read. P > 1: the head-sharded buffers, filled by vdn_dit_softmax_in and
+ * vdn_dit_branch_in; P = 1: views of the row-wise tensors (no copy, no collective). */
+typedef struct {
+    vdn_tensor q, k, v;          /* [S, nc] after norm + RoPE (q, k), v */
+    vdn_tensor gate;             /* F32 [S, nh] softmax gate (VDN with plan.softmax_gate) */
+    vdn_tensor ao;               /* [S, nc] attention output */
+    vdn_tensor qraw, kraw, beta; /* the branch's: q, k before the norms, beta pre-sigmoid */
+    vdn_tensor h, gd;            /* [S, hidden] modulated input, [S, gate_rank] gate hidden */
+} vdn_dit_heads;
+/* dit_shard.c: the head-sharded buffers of a rank of P > 1 */
+int vdn_dit_shard_buffers(vdn_dit_buffers *b, const vdn_dit_weights *w, const vdn_dit_seq *s);
+void vdn_dit_heads_views(const vdn_dit_weights *w, const vdn_dit_buffers *buf, const vdn_tensor *h,
+                         const vdn_tensor *qkv, vdn_dit_heads *hv);
+/* P > 1: own rows, every head -> every row, own heads (the softmax's q, k, v, gate; the branch's
+ * raw q, k, beta) and every row's h and gate hidden (all-gathered) */
+int vdn_dit_heads_softmax(const vdn_dit_weights *w, vdn_dit_buffers *buf, const vdn_tensor *qr,
+                          const vdn_tensor *kr, const vdn_tensor *qkv, const vdn_tensor *sg);
+int vdn_dit_heads_branch(const vdn_dit_weights *w, vdn_dit_buffers *buf, const vdn_tensor *h,
+                         const vdn_tensor *qkv);
+/* the forward over vdn_dit_buffers_virtual's ranks */
+int vdn_dit_forward_virtual(const vdn_dit_weights *w, const vdn_dit_seq *s,
+                            const vdn_dit_buffers *vb, const vdn_tensor *text,
+                            const vdn_tensor *video_x, const vdn_tensor *cond_x,
+                            const vdn_tensor *audio_x, vdn_tensor *video_v, vdn_tensor *audio_v);
+
+/* Pieces of the forward (dit.c) */
 int vdn_dit_feed_forward(const vdn_dit_block *b, vdn_tensor *h, vdn_tensor *fh, vdn_tensor *fa,
                          vdn_tensor *y, int64_t ffn);
 int vdn_dit_time_embed(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffers *buf);
@@ -83,21 +131,17 @@ int vdn_dit_vda_alpha(const vdn_dit_block *b, vdn_dit_buffers *buf, const vdn_te
 /* a view of items [i0, i0+n) of t's outermost dim (per-channel weights of a head range) */
 vdn_tensor vdn_dit_outer_slice(const vdn_tensor *t, int64_t i0, int64_t n);
 
-/* The linear branch of one block on the modulated input buf->h and the fused projection
- * buf->qkv: vdn_dit_vda_lin leaves the gated, normalised branch in buf->lin (buf->lin_all when
- * the heads go in groups), reading nothing else the block writes, so that it can run on the
- * device's lane 1 beside the softmax attention; vdn_dit_vda_out then adds to_out_linear of it
- * into buf->y's video rows; vdn_dit_vda_branch is both. */
-int vdn_dit_vda_lin(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
-                    vdn_dit_buffers *buf);
-int vdn_dit_vda_out(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
-                    vdn_dit_buffers *buf);
+/* The linear branch of one block on this rank's heads over every branch row, from hv (read
+ * nothing else the block writes: it may run on the device's lane 1 beside the softmax), in passes
+ * of buf->vda_heads heads, into its output (vdn_dit_branch_lin); no collective. */
+int vdn_dit_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                   vdn_dit_buffers *buf, const vdn_dit_heads *hv);
+/* to_out_linear of the branch output of this rank's rows, added into y ([nr, hidden]); at P > 1
+ * first the reverse all-to-all of the branch output into kr (free by then) */
+int vdn_dit_branch_out(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                       vdn_dit_buffers *buf, vdn_tensor *y);
+/* both at P = 1 on buf->h and buf->qkv into buf->y (test_vda.c) */
 int vdn_dit_vda_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
                        vdn_dit_buffers *buf);
-/* Whether the branch runs on lane 1 of the device (op.h, lanes) beside the softmax attention,
- * forked once its inputs are queued and joined before its output is added (the default), or,
- * with VDN_VDA_STREAM=0 in the environment, after the softmax on one lane (for measuring the
- * overlap; on the CPU both give the same bits). */
-int vdn_dit_vda_side(void);
 
 #endif

@@ -3,9 +3,6 @@
  * from frame means, per-frame statistics and transitions, the text state, both scans, the
  * boundary gather with the alpha bridge, the readout with its norm and output gate, and
  * to_out_linear added into the block's output rows. */
-#include <stdlib.h>
-#include <string.h>
-
 #include "dit_internal.h"
 
 #define OK(call)                                                                                   \
@@ -75,85 +72,102 @@ int vdn_dit_vda_alpha(const vdn_dit_block *b, vdn_dit_buffers *buf, const vdn_te
     return vdn_op_alpha_finish(buf->alpha, buf->uvec, b->dt_bias, b->A_log);
 }
 
-/* heads [h0, h0 + g) of the branch into buf->lin ([nl, g hd]): their output-gate pre-activation,
- * decay, features, states and readout (the same per-head arithmetic as all heads at once) */
+int vdn_dit_branch_frames(const vdn_dit_seq *s, int64_t *row0) {
+    const int f0 = s->plan.skip_ends ? 1 : 0, Fp = s->lay.frames - 2 * f0;
+    *row0 = (int64_t)s->lay.video_start + (int64_t)f0 * s->lay.tokens_per_frame;
+    return Fp > 0 ? Fp : 0;
+}
+
+/* where the branch of this rank's heads leaves its output, [nl, nc]: the head-sharded rows (P >
+ * 1), or one pass's output, or with several passes their gathered outputs (P = 1) */
+static vdn_tensor branch_lin(const vdn_dit_buffers *buf, int64_t row0, int64_t nl) {
+    if (buf->comm) {
+        vdn_tensor lin = vdn_dit_narrow_cols(buf->LinH, buf->nc);
+        return vdn_view_rows(&lin, row0, nl);
+    }
+    return vdn_dit_narrow_rows(buf->vda_heads < buf->nh ? buf->lin_all : buf->lin, nl);
+}
+
+/* heads [g0, g0 + g) of this rank's (model heads h0 + g0 ..) of the branch into *lin ([nl, g hd]):
+ * their output-gate pre-activation, decay, features, states and readout (the same per-head
+ * arithmetic as all heads at once) */
 static int branch_heads(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
-                        vdn_dit_buffers *buf, const vdn_tensor *qkv, int h0, int g) {
+                        vdn_dit_buffers *buf, const vdn_dit_heads *hv, int g0, int g,
+                        vdn_tensor *lin) {
     const vdn_config *c = &w->cfg;
     const vdn_layout *L = &s->lay;
-    const int64_t C = (int64_t)c->heads * c->head_dim, c0 = (int64_t)h0 * c->head_dim,
-                  nc = (int64_t)g * c->head_dim;
-    vdn_tensor gate_down = vdn_view_cols(qkv, w->col_gate_down, c->gate_rank);
+    int64_t row0;
+    const int Fp = vdn_dit_branch_frames(s, &row0), head0 = (int)buf->h0 + g0;
+    const int64_t nl = (int64_t)Fp * L->tokens_per_frame, hd = c->head_dim;
+    const int64_t c0 = head0 * hd, cc = g0 * hd, nc = g * hd; /* model / own channels */
+    vdn_tensor gdv = vdn_view_rows(&hv->gd, row0, nl);
     vdn_tensor gw = vdn_dit_outer_slice(b->gate_up, c0, nc),
                gb = vdn_view_cols(b->gate_up_b, c0, nc);
-    OK(vdn_op_linear(buf->gpre, &gate_down, &gw, &gb, VDN_ACT_NONE, 0));
+    OK(vdn_op_linear(buf->gpre, &gdv, &gw, &gb, VDN_ACT_NONE, 0));
     const vdn_tensor *alpha = buf->alpha;
-    if (g < c->heads) { /* the state ops read a group's decay as one contiguous matrix */
+    if (g < c->heads) { /* the state ops read a pass's decay as one contiguous matrix */
         vdn_tensor a = vdn_view_cols(buf->alpha, c0, nc);
         OK(vdn_tensor_copy(buf->alpha_g, &a));
         alpha = buf->alpha_g;
     }
-    vdn_dit_vda_in in = {.heads = g, .head0 = h0, .alpha = alpha, .lin = buf->lin};
-    in.q = vdn_view_cols(qkv, c0, nc), in.k = vdn_view_cols(qkv, C + c0, nc);
-    in.v = vdn_view_cols(qkv, 2 * C + c0, nc),
-    in.beta_pre = vdn_view_cols(qkv, w->col_beta + h0, g);
+    vdn_dit_vda_in in = {.heads = g, .head0 = head0, .alpha = alpha, .lin = lin};
+    vdn_tensor q = vdn_view_cols(&hv->qraw, cc, nc), k = vdn_view_cols(&hv->kraw, cc, nc),
+               v = vdn_view_cols(&hv->v, cc, nc), beta = vdn_view_cols(&hv->beta, g0, g);
+    in.q = vdn_view_rows(&q, row0, nl), in.k = vdn_view_rows(&k, row0, nl);
+    in.v = vdn_view_rows(&v, row0, nl), in.beta_pre = vdn_view_rows(&beta, row0, nl);
     in.gpre = *buf->gpre;
     if (c->text_state && L->n_text > 0) {
-        vdn_tensor tq = vdn_view_rows(buf->qkv, 0, L->n_text);
-        in.tk = vdn_view_cols(&tq, C + c0, nc), in.tv = vdn_view_cols(&tq, 2 * C + c0, nc);
-        in.tbeta_pre = vdn_view_cols(&tq, w->col_beta + h0, g);
+        in.tk = vdn_view_rows(&k, 0, L->n_text), in.tv = vdn_view_rows(&v, 0, L->n_text);
+        in.tbeta_pre = vdn_view_rows(&beta, 0, L->n_text);
     }
     return vdn_dit_vda_core(w, b, s, buf, &in);
 }
 
-/* the branch's group size: every head at once, or buf->vda_heads per pass */
-static int group_heads(const vdn_dit_buffers *buf, int H) {
-    return buf->vda_heads > 0 && buf->vda_heads < H ? buf->vda_heads : H;
-}
-
-int vdn_dit_vda_lin(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
-                    vdn_dit_buffers *buf) {
-    const vdn_config *c = &w->cfg;
-    const vdn_layout *L = &s->lay;
-    const int H = c->heads, S = L->tokens_per_frame;
-    const int f0 = s->plan.skip_ends ? 1 : 0, Fp = L->frames - 2 * f0, nl = Fp * S;
-    if (Fp <= 0) return 0; /* a clip of anchors only: no linear output */
-    const int64_t row0 = (int64_t)L->video_start + (int64_t)f0 * S;
-    vdn_tensor qkv = vdn_view_rows(buf->qkv, row0, nl);
-    vdn_tensor hv = vdn_view_rows(buf->h, row0, nl);
-    OK(vdn_dit_vda_alpha(b, buf, &hv, Fp));
-    const int G = group_heads(buf, H);
-    for (int h0 = 0; h0 < H; h0 += G) { /* G divides H */
-        OK(branch_heads(w, b, s, buf, &qkv, h0, G));
-        if (G < H) {
-            vdn_tensor dst =
-                vdn_view_cols(buf->lin_all, (int64_t)h0 * c->head_dim, (int64_t)G * c->head_dim);
+int vdn_dit_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                   vdn_dit_buffers *buf, const vdn_dit_heads *hv) {
+    int64_t row0;
+    const int Fp = vdn_dit_branch_frames(s, &row0), G = buf->vda_heads, nh = (int)buf->nh;
+    const int64_t nl = (int64_t)Fp * s->lay.tokens_per_frame, hd = w->cfg.head_dim;
+    if (Fp == 0 || nh == 0) return 0; /* a clip of anchors only; a rank without heads */
+    vdn_tensor hrows = vdn_view_rows(&hv->h, row0, nl);
+    OK(vdn_dit_vda_alpha(b, buf, &hrows, Fp));
+    vdn_tensor out = branch_lin(buf, row0, nl);
+    for (int g0 = 0; g0 < nh; g0 += G) { /* G divides nh */
+        OK(branch_heads(w, b, s, buf, hv, g0, G, G < nh ? buf->lin : &out));
+        if (G < nh) {
+            vdn_tensor dst = vdn_view_cols(&out, g0 * hd, G * hd);
             OK(vdn_tensor_copy(&dst, buf->lin));
         }
     }
     return 0;
 }
 
-int vdn_dit_vda_out(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
-                    vdn_dit_buffers *buf) {
-    const vdn_layout *L = &s->lay;
-    const int S = L->tokens_per_frame;
-    const int f0 = s->plan.skip_ends ? 1 : 0, Fp = L->frames - 2 * f0, nl = Fp * S;
-    if (Fp <= 0) return 0;
-    const int64_t row0 = (int64_t)L->video_start + (int64_t)f0 * S;
-    vdn_tensor yv = vdn_view_rows(buf->y, row0, nl);
-    const int whole = group_heads(buf, w->cfg.heads) == w->cfg.heads;
-    return vdn_op_linear(&yv, whole ? buf->lin : buf->lin_all, b->to_out_linear, NULL, VDN_ACT_NONE,
-                         1);
+int vdn_dit_branch_out(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                       vdn_dit_buffers *buf, vdn_tensor *y) {
+    (void)w;
+    int64_t row0;
+    const int Fp = vdn_dit_branch_frames(s, &row0);
+    const int64_t nl = (int64_t)Fp * s->lay.tokens_per_frame, r0 = buf->r0, nr = buf->nr;
+    if (Fp == 0) return 0;
+    vdn_tensor src = branch_lin(buf, row0, nl); /* rows from row0 (P = 1) */
+    int64_t base = row0;
+    if (buf->comm) { /* every row, own heads -> own rows, every head; kr is free by now */
+        vdn_tensor all = vdn_dit_narrow_cols(buf->LinH, buf->nc);
+        src = vdn_dit_narrow_rows(buf->kr, nr), base = r0;
+        OK(vdn_op_cols_to_rows(buf->comm, &src, &all, &buf->rows, &buf->chans));
+    }
+    const int64_t i0 = row0 > r0 ? row0 : r0, i1 = row0 + nl < r0 + nr ? row0 + nl : r0 + nr;
+    if (i1 <= i0) return 0;
+    vdn_tensor yv = vdn_view_rows(y, i0 - r0, i1 - i0),
+               lv = vdn_view_rows(&src, i0 - base, i1 - i0);
+    return vdn_op_linear(&yv, &lv, b->to_out_linear, NULL, VDN_ACT_NONE, 1);
 }
 
 int vdn_dit_vda_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
                        vdn_dit_buffers *buf) {
-    OK(vdn_dit_vda_lin(w, b, s, buf));
-    return vdn_dit_vda_out(w, b, s, buf);
-}
-
-int vdn_dit_vda_side(void) {
-    const char *e = getenv("VDN_VDA_STREAM");
-    return !(e && strcmp(e, "0") == 0);
+    vdn_tensor qkv = vdn_view_cols(buf->qkv, 0, w->ldq);
+    vdn_dit_heads hv;
+    vdn_dit_heads_views(w, buf, buf->h, &qkv, &hv);
+    OK(vdn_dit_branch(w, b, s, buf, &hv));
+    return vdn_dit_branch_out(w, b, s, buf, buf->y);
 }

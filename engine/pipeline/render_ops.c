@@ -23,8 +23,7 @@ typedef struct {
     device_state st;
     vdn_dit_seq seq;
     int seq_ready;
-    vdn_dit_buffers *buf; /* the plain forward's */
-    vdn_dit_shard *shard; /* or this rank's of a sharded one (lp->comm) */
+    vdn_dit_buffers *buf; /* the forward's (this rank's of a sharded one: lp->comm) */
 } loop_tensors;
 
 static vdn_tensor *upload(vdn_dev *d, const float *host, int64_t rows, int64_t cols) {
@@ -38,7 +37,6 @@ static vdn_tensor *upload(vdn_dev *d, const float *host, int64_t rows, int64_t c
 
 static void release(loop_tensors *t) {
     vdn_dit_buffers_free(t->buf);
-    vdn_dit_shard_free(t->shard);
     if (t->seq_ready) vdn_dit_seq_free(&t->seq);
     vdn_tensor *all[] = {t->embeds, t->text, t->cond, t->vv, t->av, t->st.video, t->st.audio};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
@@ -66,9 +64,12 @@ static int setup(vdn_engine *eng, vdn_render_loop *lp, loop_tensors *t) {
     /* activations for the forward this render runs, once: a rank's rows and heads only when
      * sharded (the whole sequence's would not fit beside the weights on many GPUs); virtual
      * ranks make their own per evaluation (a checking tool, not a production path) */
-    if (lp->comm) return (t->shard = vdn_dit_shard_new(&eng->w, &t->seq, lp->comm)) ? 0 : -1;
-    if (eng->ranks > 1) return 0;
-    return (t->buf = vdn_dit_buffers_new(&eng->w, &t->seq)) ? 0 : -1;
+    const vdn_dit_opts *opts = NULL; /* the defaults */
+    if (!lp->comm && eng->ranks > 1)
+        t->buf = vdn_dit_buffers_virtual(&eng->w, eng->rank_dev, eng->ranks, opts);
+    else
+        t->buf = vdn_dit_buffers_new(&eng->w, &t->seq, lp->comm, opts);
+    return t->buf ? 0 : -1;
 }
 
 /* one model evaluation and the Euler steps of video and audio */
@@ -77,16 +78,8 @@ static int nfe(vdn_engine *eng, vdn_render_loop *lp, loop_tensors *t, int k) {
     vdn_seq *s = lp->seq;
     vdn_seq_timesteps(s, tv, ta);
     if (vdn_dit_seq_timesteps(&t->seq, s->tags, s->t_index, s->t_values, s->n_t) != 0) return -1;
-    if (lp->comm) {
-        if (vdn_dit_forward_shard(&eng->w, &t->seq, t->shard, t->text, t->st.video, t->cond,
-                                  t->st.audio, t->vv, t->av) != 0)
-            return -1;
-    } else if (eng->ranks > 1) {
-        if (vdn_dit_forward_virtual(eng->rank_dev, eng->ranks, &eng->w, &t->seq, t->text,
-                                    t->st.video, t->cond, t->st.audio, t->vv, t->av) != 0)
-            return -1;
-    } else if (vdn_dit_forward(&eng->w, &t->seq, t->buf, t->text, t->st.video, t->cond, t->st.audio,
-                               t->vv, t->av) != 0)
+    if (vdn_dit_forward(&eng->w, &t->seq, t->buf, t->text, t->st.video, t->cond, t->st.audio, t->vv,
+                        t->av) != 0)
         return -1;
     if (vdn_op_euler(t->st.video, t->vv, lp->sigma_v[k], lp->sigma_v[k + 1]) != 0) return -1;
     if (vdn_op_euler(t->st.audio, t->av, lp->sigma_a[k], lp->sigma_a[k + 1]) != 0) return -1;

@@ -125,8 +125,10 @@ int main(int argc, char **argv) {
                 vdn_step_inputs in = {
                     L,          vx,    L->n_cond ? cx : NULL,         ax, s.tags, s.pos, s.t_index,
                     s.t_values, s.n_t, vdn_attn_plan_make(c, mode, F)};
-                if (vdn_dit_forward_host(&wr, text_r, &in, rv, ra, err, sizeof err) ||
-                    vdn_dit_forward_host(&wt, text_t, &in, tv, ta, err, sizeof err)) {
+                if (vdn_dit_forward_host(&wr, NULL, NULL, text_r, &in, rv, ra, 0, NULL, err,
+                                         sizeof err) ||
+                    vdn_dit_forward_host(&wt, NULL, NULL, text_t, &in, tv, ta, 0, NULL, err,
+                                         sizeof err)) {
                     fprintf(stderr, "forward: %s\n", err);
                     return 1;
                 }

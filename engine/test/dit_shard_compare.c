@@ -18,11 +18,15 @@
  * VDN_HAVE_NCCL; else skip), in-process on the CPU. Every rank's velocities against the one-device
  * forward. Replaces --ranks.
  *
- * --lanes: also the plain forward and every sharded run again with VDN_VDA_STREAM=0 (the linear
- * branch after the softmax on one lane, instead of forked to lane 1 of the device beside it):
- * the outputs must be the same bits. On the CPU that shows the branch and the softmax touch
+ * --lanes: also the plain forward and every sharded run again with vdn_dit_opts.vda_one_lane (the
+ * linear branch after the softmax on one lane, instead of forked to lane 1 of the device beside
+ * it): the outputs must be the same bits. On the CPU that shows the branch and the softmax touch
  * nothing of each other's (issued in the opposite orders); on a GPU, also that the fork and the
  * join order the streams.
+ *
+ * --pieces: also every run again with the feed-forward and the output heads in pieces of 5 rows
+ * (vdn_dit_opts.chunk_rows), and with the linear branch one head per pass (.vda_heads; the plain
+ * forward's): the same bits on the CPU.
  */
 #include <math.h>
 #include <stdio.h>
@@ -48,7 +52,8 @@ typedef struct {
     const float *text;
     const vdn_step_inputs *in;
     float *const *sv, *const *sa;
-    vdn_comm_group *g; /* in-process (the CPU), or NULL: the backend's (NCCL) over id */
+    const vdn_dit_opts *opts;
+    vdn_comm_group *g; /* in-process, or NULL: the backend's (NCCL) over id */
     char id[VDN_COMM_ID_BYTES];
     char (*err)[VDN_ERR_LEN];
 } gpus_job;
@@ -62,23 +67,24 @@ static int gpus_rank(int r, void *arg) {
     else
         cm = vdn_dev_comm_open(d, r, j->P, j->id, j->err[r], VDN_ERR_LEN);
     if (!cm) return -1;
-    int rc = vdn_dit_forward_comm_host(j->w[r], cm, j->text, j->in, j->sv[r], j->sa[r], 0, NULL);
-    if (rc)
-        snprintf(j->err[r], VDN_ERR_LEN, "rank %d (%s): %s", r, vdn_dev_name(d), vdn_dev_error(d));
+    char e[VDN_ERR_LEN - 16]; /* room for the rank */
+    int rc = vdn_dit_forward_host(j->w[r], cm, j->opts, j->text, j->in, j->sv[r], j->sa[r], 0, NULL,
+                                  e, sizeof e);
+    if (rc) snprintf(j->err[r], VDN_ERR_LEN, "rank %d %s", r, e);
     vdn_comm_free(cm);
     return rc;
 }
 
-/* 0, or -1 with the first rank's own message (not "another rank failed") in err */
-static int forward_gpus(vdn_dit_weights *const *w, int P, const char *backend, const float *text,
-                        const vdn_step_inputs *in, float *const *sv, float *const *sa, char *err,
-                        size_t errlen) {
-    gpus_job j = {.w = w, .P = P, .text = text, .in = in, .sv = sv, .sa = sa};
-    if (!strcmp(backend, "cpu")) {
+/* P ranks as threads, rank r with w[r], over the in-process communicator or (inproc 0) the
+ * backend's; 0, or -1 with the first rank's own message (not "another rank failed") in err */
+static int forward_ranks(vdn_dit_weights *const *w, int P, int inproc, const vdn_dit_opts *opts,
+                         const float *text, const vdn_step_inputs *in, float *const *sv,
+                         float *const *sa, char *err, size_t errlen) {
+    gpus_job j = {.w = w, .P = P, .text = text, .in = in, .sv = sv, .sa = sa, .opts = opts};
+    if (inproc) {
         if (!(j.g = vdn_comm_group_new(P, err, errlen))) return -1;
-    } else {
-        (void)backend;
-        if (vdn_dev_comm_unique_id(w[0]->dev, j.id, err, errlen) != 0) return -1;
+    } else if (vdn_dev_comm_unique_id(w[0]->dev, j.id, err, errlen) != 0) {
+        return -1;
     }
     j.err = vdn_xcalloc((size_t)P, sizeof *j.err);
     int failed = vdn_comm_run_ranks(P, gpus_rank, &j);
@@ -93,20 +99,17 @@ static int forward_gpus(vdn_dit_weights *const *w, int P, const char *backend, c
     return failed ? -1 : 0;
 }
 
-/* the linear branch forked to lane 1 (the default) or after the softmax on one lane; set while
- * no rank thread runs (the forward reads it once per block) */
-static void set_side(int on) {
-    if (on)
-        unsetenv("VDN_VDA_STREAM");
-    else
-        setenv("VDN_VDA_STREAM", "0", 1);
-}
+/* switches that must not change the CPU's bits (--lanes, --pieces) */
+typedef struct {
+    const char *name;
+    vdn_dit_opts opts;
+} alt_opts;
 
 /* the same bits, or a line saying where they first differ */
-static int same_bits(const char *what, const float *a, const float *b, size_t n) {
+static int same_bits(const char *what, const char *alt, const float *a, const float *b, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-            printf("%s: element %zu differs with one lane: %.9g vs %.9g FAIL\n", what, i, a[i],
+            printf("%s: element %zu differs with %s: %.9g vs %.9g FAIL\n", what, i, alt, a[i],
                    b[i]);
             return 0;
         }
@@ -127,7 +130,8 @@ enum { MAX_P = 16 };
 
 int main(int argc, char **argv) {
     const char *name = "cpu", *ckdir = NULL, *prompts[8], *ranks_arg = "2,3,4,7,8";
-    int np = 0, F = 17, reps = 0, nccl = 0, ph = 0, pw = 0, gpus = 0, lanes = 0;
+    int np = 0, F = 17, reps = 0, nccl = 0, ph = 0, pw = 0, gpus = 0, n_alt = 0;
+    alt_opts alts[3];
     const char *modes = NULL;
     double tol = 1e-6;
     for (int i = 1; i < argc; i++) {
@@ -150,8 +154,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--nccl"))
             nccl = 1;
         else if (!strcmp(argv[i], "--lanes"))
-            lanes = 1;
-        else if (!strcmp(argv[i], "--gpus") && i + 1 < argc)
+            alts[n_alt++] = (alt_opts){"one lane", {.vda_one_lane = 1}};
+        else if (!strcmp(argv[i], "--pieces")) {
+            alts[n_alt++] = (alt_opts){"5-row pieces", {.chunk_rows = 5}};
+            alts[n_alt++] = (alt_opts){"one head per pass", {.vda_heads = 1}};
+        } else if (!strcmp(argv[i], "--gpus") && i + 1 < argc)
             ranks_arg = argv[++i], gpus = 1;
         else if (!ckdir)
             ckdir = argv[i];
@@ -167,7 +174,8 @@ int main(int argc, char **argv) {
     }
     if (!ckdir || np == 0 || nplist == 0) {
         fprintf(stderr, "usage: dit_shard_compare CKPT_DIR PROMPT... [--backend NAME] "
-                        "[--ranks 2,3 | --gpus 2,4,8] [--tol X] [--frames F] [--lanes]\n");
+                        "[--ranks 2,3 | --gpus 2,4,8] [--tol X] [--frames F] [--lanes] "
+                        "[--pieces]\n");
         return 2;
     }
     for (int i = 0; i < nplist; i++)
@@ -175,7 +183,6 @@ int main(int argc, char **argv) {
             fprintf(stderr, "--ranks: %d is not in 1..%d\n", plist[i], MAX_P);
             return 2;
         }
-    if (lanes) set_side(1); /* the default, whatever the caller's environment says */
     char err[VDN_ERR_LEN] = "";
     vdn_backends_register();
     const vdn_dev_backend *be = vdn_dev_backend_find(name);
@@ -213,6 +220,8 @@ int main(int argc, char **argv) {
         wp[r] = &wts[r];
     }
     int fails = 0, runs = 0;
+    /* --ranks: in-process ranks on one device; --gpus: the backend's communicator (CPU: none) */
+    const int inproc = !gpus || !strcmp(name, "cpu");
     for (int p = 0; p < np; p++) {
         vdn_prompt pr;
         if (vdn_prompt_load(prompts[p], c->text_dim, &pr, err, sizeof err) != 0) {
@@ -260,26 +269,26 @@ int main(int argc, char **argv) {
             vdn_step_inputs in = {
                 L,          vx,    L->n_cond ? cx : NULL,         ax, s.tags, s.pos, s.t_index,
                 s.t_values, s.n_t, vdn_attn_plan_make(c, mode, F)};
-            if (vdn_dit_forward_host(wp[0], text, &in, rv, ra, err, sizeof err)) {
+            if (vdn_dit_forward_host(wp[0], NULL, NULL, text, &in, rv, ra, 0, NULL, err,
+                                     sizeof err)) {
                 fprintf(stderr, "forward: %s\n", err);
                 return 1;
             }
-            if (lanes) { /* the plain forward with one lane: the same bits */
-                set_side(0);
-                int rc = vdn_dit_forward_host(wp[0], text, &in, sv[0], sa[0], err, sizeof err);
-                set_side(1);
-                int ok = rc == 0 && same_bits("plain video", rv, sv[0], nv) &&
-                         same_bits("plain audio", ra, sa[0], na);
+            for (int a = 0; a < n_alt; a++) { /* the plain forward switched: the same bits */
+                int rc = vdn_dit_forward_host(wp[0], NULL, &alts[a].opts, text, &in, sv[0], sa[0],
+                                              0, NULL, err, sizeof err);
+                int ok = rc == 0 && same_bits("plain video", alts[a].name, rv, sv[0], nv) &&
+                         same_bits("plain audio", alts[a].name, ra, sa[0], na);
                 fails += !ok, runs++;
-                printf("%-28s %-15s plain, lane 1 vs one lane: %s%s\n", prompts[p],
-                       vdn_attn_mode_name(mode), ok ? "same bits ok" : "FAIL ", rc ? err : "");
+                printf("%-28s %-15s plain, default vs %s: %s%s\n", prompts[p],
+                       vdn_attn_mode_name(mode), alts[a].name, ok ? "same bits ok" : "FAIL ",
+                       rc ? err : "");
             }
             for (int k = 0; k < nplist; k++) {
                 const int P = plist[k];
                 runs++;
                 const int rc =
-                    gpus ? forward_gpus(wp, P, name, text, &in, sv, sa, err, sizeof err)
-                         : vdn_dit_forward_ranks_host(wp, P, text, &in, sv, sa, err, sizeof err);
+                    forward_ranks(wp, P, inproc, NULL, text, &in, sv, sa, err, sizeof err);
                 if (rc) {
                     printf("%-28s %-15s P=%d%s: %s FAIL\n", prompts[p], vdn_attn_mode_name(mode), P,
                            gpus ? " devices" : "", err);
@@ -297,19 +306,17 @@ int main(int argc, char **argv) {
                 printf("%-28s %-15s P=%d%s (%d rows): video %.2e audio %.2e %s\n", prompts[p],
                        vdn_attn_mode_name(mode), P, gpus ? " devices" : "", L->n_rows, worst_v,
                        worst_a, ok ? "ok" : "FAIL");
-                if (lanes) { /* every rank again with one lane: the same bits */
-                    set_side(0);
-                    int rc2 = gpus ? forward_gpus(wp, P, name, text, &in, ov, oa, err, sizeof err)
-                                   : vdn_dit_forward_ranks_host(wp, P, text, &in, ov, oa, err,
-                                                                sizeof err);
-                    set_side(1);
+                for (int a = 0; a < n_alt; a++) { /* every rank again switched: the same bits */
+                    const char *an = alts[a].name;
+                    int rc2 = forward_ranks(wp, P, inproc, &alts[a].opts, text, &in, ov, oa, err,
+                                            sizeof err);
                     int same = rc2 == 0;
                     for (int r = 0; r < P && same; r++)
-                        same = same_bits("sharded video", sv[r], ov[r], nv) &&
-                               same_bits("sharded audio", sa[r], oa[r], na);
+                        same = same_bits("sharded video", an, sv[r], ov[r], nv) &&
+                               same_bits("sharded audio", an, sa[r], oa[r], na);
                     fails += !same, runs++;
-                    printf("%-28s %-15s P=%d, lane 1 vs one lane: %s%s\n", prompts[p],
-                           vdn_attn_mode_name(mode), P, same ? "same bits ok" : "FAIL ",
+                    printf("%-28s %-15s P=%d, default vs %s: %s%s\n", prompts[p],
+                           vdn_attn_mode_name(mode), P, an, same ? "same bits ok" : "FAIL ",
                            rc2 ? err : "");
                 }
             }
@@ -322,15 +329,15 @@ int main(int argc, char **argv) {
                 vdn_comm *cm = be->comm_unique_id(id, err, sizeof err) == 0
                                    ? be->comm_open(dev[0], 0, 1, id, err, sizeof err)
                                    : NULL;
-                int rc = cm ? vdn_dit_forward_comm_host(wp[0], cm, text, &in, sv[0], sa[0], 0, NULL)
+                int rc = cm ? vdn_dit_forward_host(wp[0], cm, NULL, text, &in, sv[0], sa[0], 0,
+                                                   NULL, err, sizeof err)
                             : -1;
                 double ev = rc ? INFINITY : rel(rv, sv[0], nv),
                        ea = rc || !na ? 0 : rel(ra, sa[0], na);
                 int ok = rc == 0 && ev <= tol && ea <= tol;
                 fails += !ok, runs++;
                 printf("%-28s %-15s nccl P=1: video %.2e audio %.2e %s %s\n", prompts[p],
-                       vdn_attn_mode_name(mode), ev, ea, ok ? "ok" : "FAIL",
-                       rc ? (cm ? vdn_dev_error(dev[0]) : err) : "");
+                       vdn_attn_mode_name(mode), ev, ea, ok ? "ok" : "FAIL", rc ? err : "");
                 vdn_comm_free(cm);
             }
             if (reps > 0) { /* the plain forward and the sharded one at P = 1, device-resident */
@@ -338,13 +345,13 @@ int main(int argc, char **argv) {
                 vdn_comm_group *g = vdn_comm_group_new(1, ge, sizeof ge);
                 vdn_comm *cm = vdn_comm_inproc(g, 0, dev[0]);
                 double t_plain = 0, t_shard = 0;
-                int rc =
-                    vdn_dit_forward_comm_host(wp[0], NULL, text, &in, NULL, NULL, reps, &t_plain) ||
-                    vdn_dit_forward_comm_host(wp[0], cm, text, &in, NULL, NULL, reps, &t_shard);
+                int rc = vdn_dit_forward_host(wp[0], NULL, NULL, text, &in, NULL, NULL, reps,
+                                              &t_plain, err, sizeof err) ||
+                         vdn_dit_forward_host(wp[0], cm, NULL, text, &in, NULL, NULL, reps,
+                                              &t_shard, err, sizeof err);
                 printf("time %-15s %d rows: plain %.3f ms, sharded P=1 %.3f ms (%+.1f%%)%s%s\n",
                        vdn_attn_mode_name(mode), L->n_rows, t_plain * 1e3, t_shard * 1e3,
-                       100.0 * (t_shard - t_plain) / t_plain, rc ? " FAILED: " : "",
-                       rc ? vdn_dev_error(dev[0]) : "");
+                       100.0 * (t_shard - t_plain) / t_plain, rc ? " FAILED: " : "", rc ? err : "");
                 fails += rc != 0;
                 vdn_comm_free(cm);
                 vdn_comm_group_free(g);

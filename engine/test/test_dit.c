@@ -77,7 +77,7 @@ static void run_layout(const vdn_config *c, const vdn_weights *hw, const vdn_dit
         vdn_dit_seq ds;
         CHECK(vdn_dit_seq_init(&ds, D, c, lay, &plan, s.pos) == 0, "%s", vdn_dev_error(D));
         check_mask(c, &ds);
-        vdn_dit_buffers *buf = vdn_dit_buffers_new(w, &ds);
+        vdn_dit_buffers *buf = vdn_dit_buffers_new(w, &ds, NULL, NULL);
         CHECK(buf != NULL, "%s", vdn_dev_error(D));
         for (int k = 0; k < 3; k++) { /* NFEs: indices change, collapse (t_v = t_a), change */
             vdn_seq_timesteps(&s, steps[k][0], steps[k][1]);
@@ -88,8 +88,9 @@ static void run_layout(const vdn_config *c, const vdn_weights *hw, const vdn_dit
             vdn_tensor_get(vv, got_v), vdn_tensor_get(av, got_a);
             vdn_step_inputs in = {lay,   vx,        n_kf ? cx : NULL, ax,    s.tags,
                                   s.pos, s.t_index, s.t_values,       s.n_t, plan};
-            CHECK(vdn_dit_forward_host(w, text, &in, ref_v, ref_a, err, sizeof err) == 0, "%s",
-                  err);
+            CHECK(vdn_dit_forward_host(w, NULL, NULL, text, &in, ref_v, ref_a, 0, NULL, err,
+                                       sizeof err) == 0,
+                  "%s", err);
             CHECK(memcmp(got_v, ref_v, sizeof(float) * nv) == 0 &&
                       memcmp(got_a, ref_a, sizeof(float) * na) == 0,
                   "%s F %d NFE %d: the loop's evaluation differs from a fresh one (%.3g)",

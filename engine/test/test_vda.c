@@ -497,7 +497,7 @@ static int dit_branch(float *out, const float *x, const float *q, const float *k
     vdn_dit_seq s;
     double *pos = vdn_xcalloc((size_t)n * 3, sizeof(double));
     int rc = vdn_dit_seq_init(&s, d, &c, L, p, pos);
-    vdn_dit_buffers *buf = rc == 0 ? vdn_dit_buffers_new(&w, &s) : NULL;
+    vdn_dit_buffers *buf = rc == 0 ? vdn_dit_buffers_new(&w, &s, NULL, NULL) : NULL;
     if (buf) {
         vdn_tensor_set(buf->qkv, qkv, VDN_DT_F32);
         vdn_tensor_set(buf->h, x, VDN_DT_F32);

@@ -47,7 +47,8 @@ static inline void tiny_refine_text(float *text, const float *emb, int L, const 
 static inline int tiny_forward(const vdn_weights *hw, const vdn_config *c, const float *text,
                                const vdn_step_inputs *in, float *vv, float *av, char *err,
                                size_t errlen) {
-    return vdn_dit_forward_host(tiny_dit(hw, c), text, in, vv, av, err, errlen);
+    return vdn_dit_forward_host(tiny_dit(hw, c), NULL, NULL, text, in, vv, av, 0, NULL, err,
+                                errlen);
 }
 
 #endif
