@@ -10,7 +10,7 @@
  * The time between ops (host work, launch gaps, copies the host waits for) is what the span has
  * beyond the sum of the ops. Ops on a device's lane 1 (op.h, lanes: the DiT's VDA branch) are
  * timed on their own stream and overlap lane 0's, so the sum may then exceed the span
- * (VDN_VDA_STREAM=0 profiles the forward on one lane). */
+ * (the DiT's vdn_dit_opts.vda_one_lane profiles the forward on one lane). */
 #ifndef VDN_OP_PROFILE_H
 #define VDN_OP_PROFILE_H
 

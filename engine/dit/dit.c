@@ -447,8 +447,11 @@ int vdn_dit_final(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffer
 int vdn_dit_forward(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffers *buf,
                     const vdn_tensor *text, const vdn_tensor *video_x, const vdn_tensor *cond_x,
                     const vdn_tensor *audio_x, vdn_tensor *video_v, vdn_tensor *audio_v) {
+    if (!buf)
+        return vdn_dev_fail(w->dev,
+                            "dit: forward without buffers (expected vdn_dit_buffers_new's)");
     if (buf->vranks)
-        return vdn_dit_forward_virtual(w, s, buf, text, video_x, cond_x, audio_x, video_v, audio_v);
+        return vdn_dit_virtual_forward(w, s, buf, text, video_x, cond_x, audio_x, video_v, audio_v);
     int rc = forward(w, s, buf, text, video_x, cond_x, audio_x, video_v, audio_v);
     if (rc != 0 && buf->comm) vdn_comm_abort(buf->comm); /* no peer may wait for this rank */
     return rc;

@@ -1,5 +1,6 @@
-/* The DiT's activations for one layout, shared by dit.c (blocks) and dit_vda.c (the VDN linear
- * branch). Not public: dit.h is the interface. */
+/* The DiT's activations for one layout and one rank, shared by dit.c (the block), dit_vda.c (the
+ * VDN linear branch) and dit_shard.c (the collectives of P > 1). Not public: dit.h is the
+ * interface. */
 #ifndef VDN_DIT_INTERNAL_H
 #define VDN_DIT_INTERNAL_H
 
@@ -98,7 +99,7 @@ int vdn_dit_heads_softmax(const vdn_dit_weights *w, vdn_dit_buffers *buf, const 
 int vdn_dit_heads_branch(const vdn_dit_weights *w, vdn_dit_buffers *buf, const vdn_tensor *h,
                          const vdn_tensor *qkv);
 /* the forward over vdn_dit_buffers_virtual's ranks */
-int vdn_dit_forward_virtual(const vdn_dit_weights *w, const vdn_dit_seq *s,
+int vdn_dit_virtual_forward(const vdn_dit_weights *w, const vdn_dit_seq *s,
                             const vdn_dit_buffers *vb, const vdn_tensor *text,
                             const vdn_tensor *video_x, const vdn_tensor *cond_x,
                             const vdn_tensor *audio_x, vdn_tensor *video_v, vdn_tensor *audio_v);
@@ -133,7 +134,8 @@ vdn_tensor vdn_dit_outer_slice(const vdn_tensor *t, int64_t i0, int64_t n);
 
 /* The linear branch of one block on this rank's heads over every branch row, from hv (read
  * nothing else the block writes: it may run on the device's lane 1 beside the softmax), in passes
- * of buf->vda_heads heads, into its output (vdn_dit_branch_lin); no collective. */
+ * of buf->vda_heads heads, into its output (the head-sharded LinH at P > 1, lin or lin_all at
+ * P = 1); no collective. */
 int vdn_dit_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
                    vdn_dit_buffers *buf, const vdn_dit_heads *hv);
 /* to_out_linear of the branch output of this rank's rows, added into y ([nr, hidden]); at P > 1

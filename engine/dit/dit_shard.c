@@ -1,5 +1,7 @@
-/* The DiT forward sharded over P ranks (sequence parallelism, spec 6; comm.h), written once over
- * the op layer with the collectives as ops, so it runs on every backend and communicator.
+/* The sharded side of the DiT's one forward (dit.c) over P > 1 ranks (sequence parallelism,
+ * spec 6; comm.h): a rank's head-sharded buffers and the collectives, as ops, so it runs on every
+ * backend and communicator; and P virtual ranks in one address space. At P = 1 none of this runs:
+ * the head-layout views are the row-wise tensors (vdn_dit_heads_views).
  *
  * Rank r owns the packed rows [row0(r), row0(r+1)) (ceil(S/P) each, the remainder on the last) and
  * the heads [head0(r), head0(r+1)) (balanced). Embeddings, the time embedding, the adaLN
@@ -9,7 +11,7 @@
  * over every row for own heads; one reverse all-to-all (two with the linear branch) brings the
  * outputs back. The branch's decay needs frame means of the modulated input and its output gate
  * the 128-wide gate hidden of every row: both are all-gathered. One all-gather of the residual
- * before the final layer. The pieces are dit.c's and dit_vda.c's (dit_internal.h). */
+ * before the final layer. The block is dit.c's, the branch dit_vda.c's (dit_internal.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,7 +260,7 @@ vdn_dit_buffers *vdn_dit_buffers_virtual(const vdn_dit_weights *w, vdn_dev *cons
     return b;
 }
 
-int vdn_dit_forward_virtual(const vdn_dit_weights *w, const vdn_dit_seq *s,
+int vdn_dit_virtual_forward(const vdn_dit_weights *w, const vdn_dit_seq *s,
                             const vdn_dit_buffers *vb, const vdn_tensor *text,
                             const vdn_tensor *video_x, const vdn_tensor *cond_x,
                             const vdn_tensor *audio_x, vdn_tensor *video_v, vdn_tensor *audio_v) {

@@ -9,8 +9,9 @@
  *
  * --time N: also N timed forwards (after a warm-up) of the plain forward and of the sharded one
  * with P = 1 (the in-process communicator), on device-resident inputs: the sharded path's
- * overhead. --nccl (builds with VDN_HAVE_NCCL): also the sharded forward over a one-rank NCCL
- * communicator against the plain one.
+ * overhead; with --lanes / --pieces also the plain forward so switched (--lanes: the overlap of
+ * the linear branch on lane 1). --nccl (builds with VDN_HAVE_NCCL): also the sharded forward over a
+ * one-rank NCCL communicator against the plain one.
  *
  * --gpus LIST (issue 14): one device per rank instead, rank r on device r of the backend with its
  * own copy of the weights (device 0 also runs the plain forward), the ranks as threads over the
@@ -353,6 +354,16 @@ int main(int argc, char **argv) {
                        vdn_attn_mode_name(mode), L->n_rows, t_plain * 1e3, t_shard * 1e3,
                        100.0 * (t_shard - t_plain) / t_plain, rc ? " FAILED: " : "", rc ? err : "");
                 fails += rc != 0;
+                for (int a = 0; a < n_alt && rc == 0; a++) { /* the plain forward switched */
+                    double t_alt = 0;
+                    rc = vdn_dit_forward_host(wp[0], NULL, &alts[a].opts, text, &in, NULL, NULL,
+                                              reps, &t_alt, err, sizeof err);
+                    printf("time %-15s %d rows: plain %.3f ms, %s %.3f ms (%+.1f%%)%s%s\n",
+                           vdn_attn_mode_name(mode), L->n_rows, t_plain * 1e3, alts[a].name,
+                           t_alt * 1e3, 100.0 * (t_alt - t_plain) / t_plain, rc ? " FAILED: " : "",
+                           rc ? err : "");
+                    fails += rc != 0;
+                }
                 vdn_comm_free(cm);
                 vdn_comm_group_free(g);
             }

@@ -6,7 +6,7 @@
 # switches: BENCH=0, SANITIZE=0, SANITIZE_ONLY=prep, PROFILE=1, H3RENDER=1, BENCH_ARGS="--reps 5",
 #           WHOLE=1 WHOLE_ARGS="--variants vdn,dense --nfe 3" (vdn bench --whole; WHOLE_RUNS="A;B"
 #           for several; a run's leading NAME=value words are its environment, e.g.
-#           WHOLE_RUNS="--nfe 1;VDN_VDA_STREAM=0 --nfe 1"), TESTS=0, FP8ACC=1 (fp8 vs bf16 vs the
+#           WHOLE_RUNS="--nfe 1;CUDA_LAUNCH_BLOCKING=1 --nfe 1"), TESTS=0, FP8ACC=1 (fp8 vs bf16 vs the
 #           CPU oracle on small renders),
 #           SANITIZE_RENDER=0, SANITIZE_OPS=0, TESTS=ops (only the backend-ops test),
 #           FP8ACC_H3=1 (the same at the real widths: a 2-block H3-shaped checkpoint, a short clip),
