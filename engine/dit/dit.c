@@ -95,8 +95,7 @@ vdn_dit_buffers *vdn_dit_buffers_new(const vdn_dit_weights *w, const vdn_dit_seq
     vdn_dit_buffers *b = vdn_dit_buffers_make(
         w, s, at.nr, G, opts->chunk_rows > 0 ? opts->chunk_rows : DIT_CHUNK_ROWS);
     if (!b) return NULL;
-    b->comm = comm, b->rows = at.rows, b->heads = at.heads, b->chans = at.chans;
-    b->r0 = at.r0, b->nr = at.nr, b->h0 = at.h0, b->nh = at.nh, b->c0 = at.c0, b->nc = at.nc;
+    split(b, w, s, comm);
     b->one_lane = opts->vda_one_lane != 0;
     b->vda_heads = G;
     int rc = comm ? vdn_dit_shard_buffers(b, w, s) : G < c->heads ? group_buffers(b, w, s) : 0;
