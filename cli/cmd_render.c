@@ -145,6 +145,7 @@ typedef struct {
     const char *vae, *audio_vae;
     const char *prompt_text, *prompt_store;
     vdn_precision text_precision;
+    vdn_engine_opts engine; /* --precision, --ranks, --threads; the backend from --cpu */
 } render_args;
 
 /* Options that take no value; 1 when a is one. */
@@ -246,13 +247,13 @@ static int parse_args(int argc, char **argv, render_args *o, vdn_render_request 
                 fprintf(stderr, "vdn render: --precision '%s': expected bf16 or fp8\n", val);
                 return 2;
             }
-            vdn_engine_set_precision(p);
+            o->engine.precision = p;
         } else if (!strcmp(a, "--ranks")) {
             if (parse_int(a, val, 1, 64, &v)) return 2;
-            vdn_engine_set_ranks((int)v);
+            o->engine.ranks = (int)v;
         } else if (!strcmp(a, "--threads")) {
             if (parse_int(a, val, 1, 64, &v)) return 2;
-            vdn_engine_set_threads((int)v);
+            o->engine.threads = (int)v;
         } else if (!strcmp(a, "--vae")) {
             o->vae = val;
         } else if (!strcmp(a, "--audio-vae")) {
@@ -344,8 +345,9 @@ static int open_decoder(const render_args *o, render_parts *rp, char *err, size_
 static int open_parts(const render_args *o, const vdn_render_request *rq, render_parts *rp,
                       char *err, size_t errlen) {
     if (o->prompt_text && open_text(o, rq->out_prefix, rp, err, errlen)) return -1;
-    rp->eng = vdn_engine_open(o->ckpt, o->adapters, o->n_ad,
-                              o->cpu ? VDN_BACKEND_CPU : VDN_BACKEND_AUTO, err, errlen);
+    vdn_engine_opts eo = o->engine;
+    eo.backend = o->cpu ? VDN_BACKEND_CPU : VDN_BACKEND_AUTO;
+    rp->eng = vdn_engine_open(o->ckpt, o->adapters, o->n_ad, &eo, err, errlen);
     if (!rp->eng) return -1;
     return open_decoder(o, rp, err, errlen);
 }

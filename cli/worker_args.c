@@ -33,6 +33,9 @@ static const char usage[] =
     "  --snapshot-seconds S  store the sampler state after S s of rendering, so a requeued\n"
     "                        job resumes there (default 60; 0 = never)\n"
     "  --snapshot-every K    also after every K model evaluations (default 0 = by time)\n"
+    "  --precision P[,P]     the DiT precisions to load: bf16 (default), fp8 or bf16,fp8 (an\n"
+    "                        engine, a copy of the weights, per precision on every GPU); a\n"
+    "                        job's \"precision\" field picks one\n"
     "  --text-precision P    the text encoder's, for text prompts: bf16 (default) or fp8\n"
     "                        (e4m3 Linears; its own cache entries, never bf16's)\n"
     "  --vae-precision P     the video decoder's: bf16 (default) or fp8 (e4m3 ViT Linears)\n"
@@ -81,6 +84,7 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
     o->upload_attempts = 3;
     o->snapshot_seconds = 60;
     const char *gpus = NULL, *keys = NULL, *text_precision = NULL, *vae_precision = NULL;
+    const char *precisions = NULL;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -119,6 +123,8 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
             text_precision = v;
         else if (!strcmp(a, "--vae-precision"))
             vae_precision = v;
+        else if (!strcmp(a, "--precision"))
+            precisions = v;
         else if (!strcmp(a, "--data-root")) {
             if (o->n_data_roots >= 16)
                 return vdn_fail(err, errlen, "vdn worker: more than 16 --data-root");
@@ -175,6 +181,7 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
         if (!keys && !o->key) keys = vdn_conf_get(&conf, "keys");
         if (!text_precision) text_precision = vdn_conf_get(&conf, "text_precision");
         if (!vae_precision) vae_precision = vdn_conf_get(&conf, "vae_precision");
+        if (!precisions) precisions = vdn_conf_get(&conf, "precision");
         /* data roots from the file add to those given as flags */
         const char *r;
         for (int i = 0; (r = vdn_conf_get_nth(&conf, "data_root", i)) && o->n_data_roots < 16; i++)
@@ -190,6 +197,12 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
                         "vdn worker: --vae-precision (or vae_precision in the config) '%s': "
                         "expected bf16 or fp8",
                         vae_precision);
+    o->precisions = 1u << VDN_PRECISION_BF16;
+    if (precisions && vdn_precision_parse_list(precisions, &o->precisions))
+        return vdn_fail(err, errlen,
+                        "vdn worker: --precision (or precision in the config) '%s': expected "
+                        "bf16, fp8 or bf16,fp8 (each once)",
+                        precisions);
     if (!o->connect) return vdn_fail(err, errlen, "vdn worker: --connect is required\n%s", usage);
     if (!o->checkpoint)
         return vdn_fail(err, errlen, "vdn worker: --checkpoint is required\n%s", usage);

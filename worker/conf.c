@@ -22,6 +22,7 @@ static const char *const known_keys[] = {
     "scratch",         /* worker scratch directory */
     "text_precision",  /* workers: the text encoder's precision, bf16 or fp8 */
     "vae_precision",   /* workers: the video decoder's precision, bf16 or fp8 */
+    "precision",       /* workers: the DiT precisions whose engines they load, bf16[,fp8] */
     "data_root",       /* repeated: folders whose files a request may name by local path */
     "worker",          /* repeated: "HOST [gpus=SPEC] [id=NAME]" */
     "lease_seconds",

@@ -152,7 +152,9 @@ static size_t gpu_states(worker *w, Vdn__Gpu *g, Vdn__Gpu **gp) {
         g[n].attempt_id = s->attempt;
         g[n].out_of_service = s->out_of_service;
         if (s->out_of_service) g[n].fault = (char *)s->fault;
-        g[n].memory_used = s->eng ? vdn_engine_memory_used(s->eng) : 0;
+        g[n].memory_used = 0;
+        for (int p = 0; p < VDN_PRECISION_COUNT; p++) /* every engine's weights on this GPU */
+            if (s->by_precision[p]) g[n].memory_used += vdn_engine_memory_used(s->by_precision[p]);
         gp[n] = &g[n];
         n++;
     }
@@ -166,6 +168,7 @@ static void send_ready(worker *w) {
     Vdn__Ready r = VDN__READY__INIT;
     Vdn__Gpu g[VDN_MAX_GPUS], *gp[VDN_MAX_GPUS];
     uint64_t ids[2 * VDN_MAX_GPUS + 64];
+    char *prec[VDN_PRECISION_COUNT];
     vdn_engine *eng = vdn_slots_engine(&w->slots);
     r.worker_id = (char *)w->o->id;
     r.n_gpus = gpu_states(w, g, gp);
@@ -189,6 +192,10 @@ static void send_ready(worker *w) {
     r.draining = w->terms > 0; /* re-registering while shutting down: no new work */
     r.has_store_retries = 1;
     r.store_retries = vdn_worker_store_retries();
+    for (int p = 0; p < VDN_PRECISION_COUNT; p++)
+        if (vdn_slots_precisions(&w->slots) >> p & 1u)
+            prec[r.n_precisions++] = (char *)vdn_precision_name((vdn_precision)p);
+    r.precisions = prec;
     env.payload_case = VDN__ENVELOPE__PAYLOAD_READY;
     env.ready = &r;
     if (send_env(w, &env) < 0) {
@@ -348,6 +355,25 @@ static char *dup_or_null(const char *s) {
 /* Which slots an ASSIGN runs on: the GPUs it names, or (a coordinator that does not place per
  * GPU) every slot in service, one job at a time. 0, or -1 with why (nobody's fault: the job
  * goes back to the queue). */
+/* The DiT precision the request asks for (absent or "": bf16) when this worker loaded it: 0.
+ * Else the fault to report: JOB for a name no engine knows, WORKER for one not loaded here (a
+ * coordinator older than Ready.precisions; it blocks this worker for the job's class). */
+static vdn_fault assigned_precision(const worker *w, const Vdn__RenderRequest *rq, vdn_precision *p,
+                                    char *why, size_t whylen) {
+    const char *name = rq->precision && rq->precision[0] ? rq->precision : "bf16";
+    if (vdn_precision_parse(name, p)) {
+        snprintf(why, whylen, "request field 'precision': \"%.40s\": expected bf16 or fp8", name);
+        return VDN_FAULT_JOB;
+    }
+    if (!(vdn_slots_precisions(&w->slots) >> *p & 1u)) {
+        snprintf(why, whylen,
+                 "precision %s: this worker has no %s engine loaded (vdn worker --precision)", name,
+                 name);
+        return VDN_FAULT_WORKER;
+    }
+    return 0;
+}
+
 static int pick_slots(worker *w, const Vdn__Assign *a, running *j, char *why, size_t whylen) {
     j->npos = 0;
     if (a->n_gpu_indices == 0) {
@@ -406,6 +432,14 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
         send_fail_now(w, a->attempt_id, err, VDN_FAULT_TRANSIENT);
         return;
     }
+    vdn_precision prec;
+    vdn_fault pf = assigned_precision(w, rq, &prec, err, sizeof err);
+    if (pf) {
+        VDN_WARN("worker %s: attempt %llu refused: %s", w->o->id, (unsigned long long)a->attempt_id,
+                 err);
+        send_fail_now(w, a->attempt_id, err, pf);
+        return;
+    }
     vdn_assignment s = {0};
     s.job_id = a->job_id;
     s.attempt_id = a->attempt_id;
@@ -441,17 +475,19 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
     for (int i = 0; i < j->npos; i++)
         snprintf(gl + strlen(gl), sizeof gl - strlen(gl), "%s%d", i ? "," : "",
                  w->slots.s[j->pos[i]].index);
-    VDN_INFO("worker %s: job %llu attempt %llu: start on %s %s (%s, %dx%dx%d, %d steps, seed %llu)",
+    VDN_INFO("worker %s: job %llu attempt %llu: start on %s %s (%s, %dx%dx%d, %d steps, seed %llu, "
+             "%s)",
              w->o->id, (unsigned long long)s.job_id, (unsigned long long)s.attempt_id,
              first->index < 0 ? "the" : "GPU", first->index < 0 ? "CPU" : gl,
              s.prompt_cache ? s.prompt_cache
              : s.prompt     ? "text prompt"
                             : "-",
-             s.frames, s.height, s.width, s.steps, (unsigned long long)s.seed);
+             s.frames, s.height, s.width, s.steps, (unsigned long long)s.seed,
+             vdn_precision_name(prec));
     uint64_t attempt = s.attempt_id;
     vdn_attempt_gpus g = {.n = j->npos, .dec_err = first->dec_err};
     for (int i = 0; i < j->npos; i++) {
-        g.eng[i] = w->slots.s[j->pos[i]].eng;
+        g.eng[i] = w->slots.s[j->pos[i]].by_precision[prec];
         g.index[i] = w->slots.s[j->pos[i]].index;
         g.dec[i] = w->slots.s[j->pos[i]].dec;
         if (w->decode_fault_index != -2 && g.index[i] == w->decode_fault_index)
@@ -923,10 +959,17 @@ int vdn_worker_run(const vdn_worker_opts *o) {
         return 1;
     }
     double t0 = vdn_now();
-    if (o->threads > 0) vdn_engine_set_threads(o->threads);
-    if (vdn_slots_open(&w.slots, &w.gpus, o->cpu, o->checkpoint, o->adapters, o->n_adapters,
-                       o->store, o->store_retry_s, o->text_precision, o->vae_precision, err,
-                       sizeof err)) {
+    const vdn_slots_opts so = {.cpu = o->cpu,
+                               .checkpoint = o->checkpoint,
+                               .adapters = o->adapters,
+                               .n_adapters = o->n_adapters,
+                               .store_uri = o->store,
+                               .store_retry_s = o->store_retry_s,
+                               .text_precision = o->text_precision,
+                               .vae_precision = o->vae_precision,
+                               .precisions = o->precisions,
+                               .threads = o->threads};
+    if (vdn_slots_open(&w.slots, &w.gpus, &so, err, sizeof err)) {
         VDN_ERROR("worker: cannot load checkpoint %s: %s", o->checkpoint, err);
         return 1;
     }

@@ -8,12 +8,8 @@
 
 typedef struct {
     vdn_slot *slot;
-    int device; /* CUDA ordinal: the slot's position among the visible GPUs */
-    vdn_backend_kind backend;
-    const char *checkpoint;
-    const char *const *adapters;
-    int n_adapters;
-    vdn_precision vae_precision; /* the video decoder's */
+    vdn_engine_opts eo; /* backend, device (the slot's CUDA ordinal), threads */
+    const vdn_slots_opts *o;
     char err[VDN_ERR_LEN];
 } open_job;
 
@@ -22,10 +18,11 @@ typedef struct {
 static void open_decoder(open_job *j) {
     vdn_slot *s = j->slot;
     char vdir[4096], adir[4096], err[VDN_ERR_LEN];
-    if (!j->checkpoint || vdn_vae_find(j->checkpoint, "vae", vdir, sizeof vdir) != 0) return;
-    int audio = vdn_vae_find(j->checkpoint, "audio_vae", adir, sizeof adir) == 0;
+    const char *ck = j->o->checkpoint;
+    if (!ck || vdn_vae_find(ck, "vae", vdir, sizeof vdir) != 0) return;
+    int audio = vdn_vae_find(ck, "audio_vae", adir, sizeof adir) == 0;
     s->dec = vdn_decoder_open(vdn_engine_device(s->eng), vdir, audio ? adir : NULL,
-                              j->vae_precision, err, sizeof err);
+                              j->o->vae_precision, err, sizeof err);
     if (!s->dec) {
         snprintf(s->dec_err, sizeof s->dec_err, "the VAEs did not load at start: %.200s", err);
         VDN_ERROR("worker: %s %d (%s): %s; its jobs will fail at decode",
@@ -34,23 +31,53 @@ static void open_decoder(open_job *j) {
     }
     VDN_INFO("worker: GPU %d (%s): VAEs loaded on %s (video at %s%s), kept for every job here",
              s->index, s->name, vdn_dev_name(vdn_engine_device(s->eng)),
-             vdn_precision_name(j->vae_precision), audio ? " + audio" : "");
+             vdn_precision_name(j->o->vae_precision), audio ? " + audio" : "");
 }
 
+static void close_engines(vdn_slot *s) {
+    for (int p = 0; p < VDN_PRECISION_COUNT; p++) {
+        vdn_engine_close(s->by_precision[p]);
+        s->by_precision[p] = NULL;
+    }
+    s->eng = NULL;
+}
+
+/* every precision asked for, or none: a slot that cannot render some of its worker's jobs would
+ * take them and fail each one */
 static void *open_thread(void *arg) {
     open_job *j = arg;
-    j->slot->eng = vdn_engine_open_on(j->checkpoint, j->adapters, j->n_adapters, j->backend,
-                                      j->device, j->err, sizeof j->err);
-    if (j->slot->eng) open_decoder(j);
+    vdn_slot *s = j->slot;
+    for (int p = 0; p < VDN_PRECISION_COUNT; p++) {
+        if (!(j->o->precisions >> p & 1u)) continue;
+        j->eo.precision = (vdn_precision)p;
+        char err[VDN_ERR_LEN - 32];
+        s->by_precision[p] = vdn_engine_open(j->o->checkpoint, j->o->adapters, j->o->n_adapters,
+                                             &j->eo, err, sizeof err);
+        if (!s->by_precision[p]) {
+            snprintf(j->err, sizeof j->err, "%s engine: %s", vdn_precision_name(j->eo.precision),
+                     err);
+            close_engines(s);
+            return NULL;
+        }
+        if (!s->eng) s->eng = s->by_precision[p];
+    }
+    if (s->eng) open_decoder(j);
     return NULL;
 }
 
-int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, int cpu, const char *checkpoint,
-                   const char *const *adapters, int n_adapters, const char *store_uri,
-                   double store_retry_s, vdn_precision text_precision, vdn_precision vae_precision,
-                   char *err, size_t errlen) {
+unsigned vdn_slots_precisions(const vdn_slots *sl) {
+    return sl->precisions;
+}
+
+int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, const vdn_slots_opts *o, char *err,
+                   size_t errlen) {
     memset(sl, 0, sizeof *sl);
-    vdn_worker_text_init(&sl->text, checkpoint, text_precision); /* tokenizer, text encoder */
+    vdn_slots_opts oo = *o;
+    if (!oo.precisions) oo.precisions = 1u << VDN_PRECISION_BF16;
+    o = &oo; /* the jobs below point at it until they are joined */
+    sl->precisions = oo.precisions;
+    vdn_worker_text_init(&sl->text, o->checkpoint, o->text_precision); /* tokenizer, encoder */
+    const int cpu = o->cpu;
     sl->n = cpu || gpus->n == 0 ? 1 : gpus->n;
     open_job jobs[VDN_MAX_GPUS];
     pthread_t th[VDN_MAX_GPUS];
@@ -65,16 +92,14 @@ int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, int cpu, const char 
             snprintf(s->name, sizeof s->name, "%s", gpus->gpu[i].name);
             s->memory = gpus->gpu[i].memory_mib << 20;
         }
-        if (store_uri) s->stores.default_uri = vdn_xstrdup(store_uri);
-        s->stores.opts.retry_max_seconds = store_retry_s;
+        if (o->store_uri) s->stores.default_uri = vdn_xstrdup(o->store_uri);
+        s->stores.opts.retry_max_seconds = o->store_retry_s;
         s->stores.text = &sl->text;
         jobs[i] = (open_job){.slot = s,
-                             .device = s->index < 0 ? -1 : i,
-                             .backend = s->index < 0 ? VDN_BACKEND_CPU : VDN_BACKEND_AUTO,
-                             .checkpoint = checkpoint,
-                             .adapters = adapters,
-                             .n_adapters = n_adapters,
-                             .vae_precision = vae_precision};
+                             .eo = {.backend = s->index < 0 ? VDN_BACKEND_CPU : VDN_BACKEND_AUTO,
+                                    .device = s->index < 0 ? -1 : i,
+                                    .threads = o->threads},
+                             .o = o};
         /* one at a time would cost 8 x the load; the disk and the page cache are shared */
         started[i] = pthread_create(&th[i], NULL, open_thread, &jobs[i]) == 0;
         if (!started[i]) open_thread(&jobs[i]);
@@ -113,7 +138,7 @@ void vdn_slots_close(vdn_slots *sl) {
     vdn_worker_text_close(&sl->text); /* an encoder it kept may live on an engine's device */
     for (int i = 0; i < sl->n; i++) {
         vdn_decoder_close(sl->s[i].dec); /* before its device goes with the engine */
-        vdn_engine_close(sl->s[i].eng);
+        close_engines(&sl->s[i]);
         vdn_worker_stores_close(&sl->s[i].stores);
     }
     memset(sl, 0, sizeof *sl);

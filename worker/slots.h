@@ -17,7 +17,12 @@ typedef struct {
     int index;       /* nvidia-smi index (what READY and ASSIGN name); -1 = the CPU slot */
     char name[96];   /* "NVIDIA H200", "cpu" */
     uint64_t memory; /* bytes on the GPU, 0 for the CPU slot */
-    vdn_engine *eng; /* NULL when the GPU could not be opened (then out of service) */
+    /* One engine per precision the worker loads (--precision), each with its own copy of the
+     * DiT's weights on this GPU; NULL for a precision not loaded. A job renders on the engine of
+     * its request's precision. */
+    vdn_engine *by_precision[VDN_PRECISION_COUNT];
+    vdn_engine *eng; /* the first of them (its device hosts the VAEs; READY's identity); NULL
+                        when the GPU could not be opened (then out of service) */
     /* The checkpoint's VAEs (vae/, audio_vae/ beside transformer/), loaded once on the engine's
      * device, so a job decodes on its own GPU. NULL: the checkpoint has none (jobs store latents
      * only), or they did not load (dec_err says why; such a slot's jobs fail at decode). */
@@ -33,17 +38,30 @@ typedef struct {
     int n;
     vdn_slot s[VDN_MAX_GPUS];
     vdn_worker_text text; /* text prompts, shared by the slots; a miss encodes on its job's GPU */
+    unsigned precisions;  /* bit p: every slot has an engine at precision p */
 } vdn_slots;
 
-/* One engine per GPU of gpus (on the CPU backend when cpu is set or the build/host has no
- * CUDA), opened in parallel; no GPUs: one CPU slot. text_precision: the text encoder's (a
- * miss's encode and every cache key); vae_precision: the video decoder's (vae.h
- * vdn_video_vae_load_precision). A GPU that fails to open is out of service
- * with a log line; 0 unless no slot could be opened (then -1 with the first error). */
-int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, int cpu, const char *checkpoint,
-                   const char *const *adapters, int n_adapters, const char *store_uri,
-                   double store_retry_s, vdn_precision text_precision, vdn_precision vae_precision,
-                   char *err, size_t errlen);
+typedef struct {
+    int cpu; /* the CPU backend even with GPUs */
+    const char *checkpoint;
+    const char *const *adapters;
+    int n_adapters;
+    const char *store_uri; /* the default store */
+    double store_retry_s;
+    vdn_precision text_precision; /* the text encoder's (a miss's encode and every cache key) */
+    vdn_precision vae_precision;  /* the video decoder's (vae.h vdn_video_vae_load_precision) */
+    unsigned precisions;          /* the DiT's: bit p = an engine at precision p (0 = bf16 only) */
+    int threads;                  /* CPU threads (vdn_engine_opts.threads; 0 = default) */
+} vdn_slots_opts;
+
+/* The engines of every GPU of gpus (on the CPU backend when cpu is set or the build/host has
+ * no CUDA), one per precision in o->precisions, opened in parallel; no GPUs: one CPU slot. A GPU
+ * where one fails to open is out of service with a log line; 0 unless no slot could be opened
+ * (then -1 with the first error). */
+int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, const vdn_slots_opts *o, char *err,
+                   size_t errlen);
+/* The precisions every slot loaded (o->precisions, bf16 when it was 0). */
+unsigned vdn_slots_precisions(const vdn_slots *sl);
 void vdn_slots_close(vdn_slots *sl);
 
 /* The first engine that opened (for READY's identity and backend). */

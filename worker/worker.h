@@ -35,6 +35,8 @@ typedef struct {
     int n_data_roots;
     vdn_precision text_precision; /* the text encoder's: bf16 (default) or fp8 */
     vdn_precision vae_precision;  /* the video decoder's: bf16 (default) or fp8 */
+    unsigned precisions; /* the DiT's (--precision): bit p = an engine at vdn_precision p on every
+                            GPU; default bf16 only */
 } vdn_worker_opts;
 
 /* Parses argv (argv[0] = "worker"). 0 ok, 1 = --help printed, -1 = error printed to err. */

@@ -57,9 +57,8 @@ static int open_one(int i, void *arg) {
     open_job *j = arg;
     vdn_weight_source src = vdn_weight_source_random(j->o->seed); /* its own pool per device */
     const double t0 = vdn_now();
-    j->eng[i] = vdn_engine_open_source(j->cfg, &src, WHOLE_LABEL,
-                                       j->o->cpu ? VDN_BACKEND_CPU : VDN_BACKEND_CUDA, i, j->err[i],
-                                       VDN_ERR_LEN);
+    const vdn_engine_opts eo = whole_engine_opts(j->o, i);
+    j->eng[i] = vdn_engine_open_source(j->cfg, &src, WHOLE_LABEL, &eo, j->err[i], VDN_ERR_LEN);
     j->load_s[i] = vdn_now() - t0;
     vdn_weight_source_random_free(&src);
     return j->eng[i] ? 0 : -1;
@@ -273,7 +272,8 @@ static int indep_one(int i, void *arg) {
     snprintf(prefix, sizeof prefix, "%s/%s-i%d", j->g->dir, j->variant, i);
     vdn_render_request req;
     whole_request(o, j->variant, j->g->prompt, prefix, &req);
-    whole_nfe_times t = {.s = vdn_xcalloc((size_t)req.steps, sizeof(double)), .n = req.steps, .quiet = 1};
+    whole_nfe_times t = {
+        .s = vdn_xcalloc((size_t)req.steps, sizeof(double)), .n = req.steps, .quiet = 1};
     vdn_engine_memory_reset_peak(j->g->eng[i]);
     const double t0 = vdn_now();
     int rc = vdn_engine_render(j->g->eng[i], &req, whole_on_nfe, &t, j->err[i], VDN_ERR_LEN);

@@ -70,6 +70,12 @@ void whole_stats(double *v, int n, double *median, double *min, double *max) {
     *max = v[n - 1];
 }
 
+vdn_engine_opts whole_engine_opts(const whole_opts *o, int device) {
+    vdn_engine_opts e = {.backend = o->cpu ? VDN_BACKEND_CPU : VDN_BACKEND_CUDA, .device = device};
+    vdn_precision_parse(o->precision, &e.precision); /* checked by parse() */
+    return e;
+}
+
 void whole_request(const whole_opts *o, const char *variant, const char *prompt, const char *prefix,
                    vdn_render_request *req) {
     *req = (vdn_render_request){.prompt_cache = prompt,
@@ -160,8 +166,8 @@ static int run_one(const whole_opts *o, vdn_config *cfg, const char *dir, const 
     char err[VDN_ERR_LEN];
     vdn_weight_source src = vdn_weight_source_random(o->seed);
     const double t0 = vdn_now();
-    vdn_engine *eng = vdn_engine_open_source(
-        cfg, &src, WHOLE_LABEL, o->cpu ? VDN_BACKEND_CPU : VDN_BACKEND_CUDA, -1, err, sizeof err);
+    const vdn_engine_opts eo = whole_engine_opts(o, -1);
+    vdn_engine *eng = vdn_engine_open_source(cfg, &src, WHOLE_LABEL, &eo, err, sizeof err);
     const double load_s = vdn_now() - t0;
     vdn_weight_source_random_free(&src);
     if (!eng) {
@@ -208,9 +214,6 @@ static int run(const whole_opts *o) {
     snprintf(prompt, sizeof prompt, "%s/prompt.safetensors", dir);
     int rc = write_prompt(prompt, o->text, cfg.text_dim, o->seed, err, sizeof err);
     if (rc) fprintf(stderr, "vdn bench --whole: %s\n", err);
-    vdn_precision prec = VDN_PRECISION_BF16;
-    vdn_precision_parse(o->precision, &prec); /* checked by parse() */
-    vdn_engine_set_precision(prec);
     if (!rc)
         rc = o->n_gpus || o->independent ? whole_run_group(o, &cfg, dir, prompt)
                                          : run_one(o, &cfg, dir, prompt);

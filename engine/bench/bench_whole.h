@@ -33,6 +33,10 @@ int whole_on_nfe(void *user, int done, int total, double seconds);
 /* The median, min and max of n values (sorted in place). */
 void whole_stats(double *v, int n, double *median, double *min, double *max);
 
+/* How the run's engines open: the options' backend and precision, on GPU `device` (-1: the
+ * default one). */
+vdn_engine_opts whole_engine_opts(const whole_opts *o, int device);
+
 /* The render request of one variant at the options' workload (steps = warm-up + N). */
 void whole_request(const whole_opts *o, const char *variant, const char *prompt, const char *prefix,
                    vdn_render_request *req);

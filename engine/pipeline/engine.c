@@ -17,23 +17,13 @@
 
 /* ---- engine ---- */
 
-static int g_threads = 0, g_ranks = 1;
-void vdn_engine_set_threads(int threads) {
-    g_threads = threads;
-}
-void vdn_engine_set_ranks(int ranks) {
-    g_ranks = ranks < 1 ? 1 : ranks > 64 ? 64 : ranks;
-}
-static vdn_precision g_precision = VDN_PRECISION_BF16;
-void vdn_engine_set_precision(vdn_precision p) {
-    g_precision = p;
-}
 vdn_precision vdn_engine_precision(const vdn_engine *eng) {
     return eng->precision;
 }
 /* ranks 1..P-1 of --ranks P: devices of the same backend on the same memory */
-static int open_ranks(vdn_engine *eng, const char *name, int index, char *err, size_t errlen) {
-    eng->ranks = g_ranks;
+static int open_ranks(vdn_engine *eng, const char *name, int index, int ranks, char *err,
+                      size_t errlen) {
+    eng->ranks = ranks < 1 ? 1 : ranks;
     eng->rank_dev[0] = eng->dev;
     for (int r = 1; r < eng->ranks; r++)
         if (!(eng->rank_dev[r] = vdn_dev_open(name, index, 1, err, errlen))) return -1;
@@ -43,13 +33,13 @@ static int open_ranks(vdn_engine *eng, const char *name, int index, char *err, s
     return 0;
 }
 
-static int open_op_layer(vdn_engine *eng, const char *name, int device,
+static int open_op_layer(vdn_engine *eng, const char *name, const vdn_engine_opts *o,
                          const vdn_weight_source *src, char *err, size_t errlen) {
     /* device: the GPU (an ordinal among the visible ones); the CPU has one */
-    eng->dev = vdn_dev_open(name, strcmp(name, "cpu") && device > 0 ? device : 0,
-                            g_threads > 0 ? g_threads : 2, err, errlen);
+    const int index = strcmp(name, "cpu") && o->device > 0 ? o->device : 0;
+    eng->dev = vdn_dev_open(name, index, o->threads > 0 ? o->threads : 2, err, errlen);
     if (!eng->dev) return -1;
-    eng->precision = g_precision;
+    eng->precision = o->precision;
     if (vdn_dit_weights_load_as(&eng->w, eng->dev, &eng->cfg, src,
                                 eng->precision == VDN_PRECISION_FP8, err, errlen) != 0) {
         vdn_dev_close(eng->dev);
@@ -60,7 +50,7 @@ static int open_op_layer(vdn_engine *eng, const char *name, int device,
         VDN_INFO("%s: fp8 precision: %d Linears quantised to e4m3 with row scales",
                  vdn_dev_name(eng->dev), eng->w.n_fp8);
     }
-    if (open_ranks(eng, name, strcmp(name, "cpu") && device > 0 ? device : 0, err, errlen) != 0) {
+    if (open_ranks(eng, name, index, o->ranks, err, errlen) != 0) {
         for (int r = 1; r < eng->ranks; r++)
             vdn_dev_close(eng->rank_dev[r]);
         vdn_dit_weights_free(&eng->w);
@@ -91,34 +81,45 @@ static const char *pick_device(vdn_backend_kind backend, char *err, size_t errle
     return "cpu";
 }
 
-vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra_adapters,
-                            int n_extra, vdn_backend_kind backend, char *err, size_t errlen) {
-    return vdn_engine_open_on(checkpoint_dir, extra_adapters, n_extra, backend, -1, err, errlen);
-}
-
 /* host work (noise, Euler on the CPU): the cores a GPU leaves idle */
-static void set_host_threads(const char *dev_name) {
-    if (g_threads > 0)
-        vdn_ops_set_threads(g_threads);
+static void set_host_threads(const char *dev_name, int threads) {
+    if (threads > 0)
+        vdn_ops_set_threads(threads);
     else if (strcmp(dev_name, "cpu") != 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         vdn_ops_set_threads(cores < 1 ? 1 : cores > 8 ? 8 : (int)cores);
     }
 }
 
-vdn_engine *vdn_engine_open_on(const char *checkpoint_dir, const char *const *extra_adapters,
-                               int n_extra, vdn_backend_kind backend, int device, char *err,
-                               size_t errlen) {
-    const char *dev_name = pick_device(backend, err, errlen);
+/* NULL = the defaults; ranks and precision checked here, so every caller gets the same words */
+static int check_opts(const vdn_engine_opts *in, vdn_engine_opts *o, char *err, size_t errlen) {
+    static const vdn_engine_opts defaults = {0};
+    *o = in ? *in : defaults;
+    if (o->ranks < 0 || o->ranks > 64)
+        return vdn_fail(err, errlen, "engine: ranks %d: expected 1..64", o->ranks);
+    if (o->threads < 0 || o->threads > 64)
+        return vdn_fail(err, errlen, "engine: threads %d: expected 0 (default) or 1..64",
+                        o->threads);
+    if (o->precision != VDN_PRECISION_BF16 && o->precision != VDN_PRECISION_FP8)
+        return vdn_fail(err, errlen, "engine: precision %d: expected bf16 or fp8",
+                        (int)o->precision);
+    return 0;
+}
+
+vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra_adapters,
+                            int n_extra, const vdn_engine_opts *opts, char *err, size_t errlen) {
+    vdn_engine_opts o;
+    if (check_opts(opts, &o, err, errlen)) return NULL;
+    const char *dev_name = pick_device(o.backend, err, errlen);
     if (!dev_name) return NULL;
     vdn_ckpt *ck = vdn_ckpt_open(checkpoint_dir, extra_adapters, n_extra, err, errlen);
     if (!ck) return NULL;
     vdn_engine *eng = vdn_xcalloc(1, sizeof *eng);
     eng->ck = ck;
     eng->cfg = *vdn_ckpt_config(ck);
-    set_host_threads(dev_name);
+    set_host_threads(dev_name, o.threads);
     vdn_weight_source src = vdn_weight_source_ckpt(ck);
-    if (open_op_layer(eng, dev_name, device, &src, err, errlen) != 0) {
+    if (open_op_layer(eng, dev_name, &o, &src, err, errlen) != 0) {
         vdn_ckpt_close(ck);
         free(eng);
         return NULL;
@@ -127,15 +128,17 @@ vdn_engine *vdn_engine_open_on(const char *checkpoint_dir, const char *const *ex
 }
 
 vdn_engine *vdn_engine_open_source(const vdn_config *cfg, const vdn_weight_source *src,
-                                   const char *label, vdn_backend_kind backend, int device,
-                                   char *err, size_t errlen) {
-    const char *dev_name = pick_device(backend, err, errlen);
+                                   const char *label, const vdn_engine_opts *opts, char *err,
+                                   size_t errlen) {
+    vdn_engine_opts o;
+    if (check_opts(opts, &o, err, errlen)) return NULL;
+    const char *dev_name = pick_device(o.backend, err, errlen);
     if (!dev_name) return NULL;
     vdn_engine *eng = vdn_xcalloc(1, sizeof *eng);
     eng->cfg = *cfg;
     snprintf(eng->label, sizeof eng->label, "%s", label ? label : "weights");
-    set_host_threads(dev_name);
-    if (open_op_layer(eng, dev_name, device, src, err, errlen) != 0) {
+    set_host_threads(dev_name, o.threads);
+    if (open_op_layer(eng, dev_name, &o, src, err, errlen) != 0) {
         free(eng);
         return NULL;
     }

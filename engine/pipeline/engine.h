@@ -56,22 +56,44 @@ typedef int (*vdn_progress_fn)(void *user, int nfe_done, int nfe_total, double n
 
 typedef struct vdn_engine vdn_engine;
 
+/* How an engine is opened: every choice is the caller's and belongs to the engine it opens (no
+ * process-wide setting; but see threads). A zeroed struct (or NULL) is the default: auto
+ * backend, the first GPU, default threads, one rank, bf16. */
+typedef struct {
+    vdn_backend_kind backend; /* AUTO: cuda when built in and available, else cpu */
+    int device;               /* GPU ordinal among the visible ones (<= 0: the first); the CPU
+                                 backend ignores it. A worker opens one engine per GPU this way. */
+    /* CPU worker threads for the cpu backend's big products and the render's host work (noise,
+     * Euler updates). 0 = default: 2 with the cpu backend, the online cores up to 8 with another
+     * backend (whose forward leaves the cores idle). The op layer's CPU thread count is still
+     * one per process (ops.h vdn_ops_set_threads says why): opening sets it, so engines opened
+     * in one process should ask for the same count. */
+    int threads;
+    /* Sequence parallelism: the forward sharded over this many in-process ranks (threads, each
+     * with its own device on the same memory: the CPU or the one GPU; spec 6,
+     * engine/dit/dit_shard.c). 0 or 1 = the plain forward; at most 64. Equal to the plain forward
+     * up to rounding. */
+    int ranks;
+    /* Numerical precision of the DiT's large Linears (issue 13): bf16 (the default: the release's
+     * bf16 weights; the cpu backend's oracle in fp32) or fp8 (q/k/v, to_out, FFN, to_out_linear,
+     * the refiner and context_embedder quantised to e4m3 with row scales once at load, their
+     * inputs per row at each call; dit.h vdn_dit_weights_quantize_fp8). On the cpu backend fp8
+     * runs the quantised oracle (the same bytes and scales as CUDA, float64 sums). The engine
+     * keeps it for its life (vdn_engine_precision). */
+    vdn_precision precision;
+} vdn_engine_opts;
+
+/* NULL opts = a zeroed vdn_engine_opts. */
 vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra_adapters,
-                            int n_extra, vdn_backend_kind backend, char *err, size_t errlen);
-/* As vdn_engine_open, on GPU `device` (an ordinal among the visible GPUs; -1 = the backend's
- * default). A worker with several GPUs opens one engine per GPU this way. The CPU backend
- * ignores the device. */
-vdn_engine *vdn_engine_open_on(const char *checkpoint_dir, const char *const *extra_adapters,
-                               int n_extra, vdn_backend_kind backend, int device, char *err,
-                               size_t errlen);
+                            int n_extra, const vdn_engine_opts *opts, char *err, size_t errlen);
 /* An engine over weights from any source instead of a checkpoint folder (dit.h's
  * vdn_weight_source; cfg gives the shapes): `vdn bench --whole` renders the real H3 with random
  * weights this way. label names the weights in run records (where a checkpoint's identity goes);
  * such an engine has no adapters. */
 struct vdn_weight_source;
 vdn_engine *vdn_engine_open_source(const vdn_config *cfg, const struct vdn_weight_source *src,
-                                   const char *label, vdn_backend_kind backend, int device,
-                                   char *err, size_t errlen);
+                                   const char *label, const vdn_engine_opts *opts, char *err,
+                                   size_t errlen);
 /* Bytes of device memory the engine holds now (allocations through the op layer: weights and
  * activations; on the CPU backend, host memory). */
 uint64_t vdn_engine_memory_used(const vdn_engine *eng);
@@ -82,22 +104,8 @@ const char *vdn_engine_identity(const vdn_engine *eng); /* checkpoint identity h
 uint64_t vdn_engine_memory_peak(const vdn_engine *eng);
 const char *vdn_engine_backend_name(const vdn_engine *eng); /* "cpu" | "cuda" */
 
-/* CPU worker threads for the cpu backend's big products and the render's host work (noise,
- * Euler updates). 0 = default: 2 with the cpu backend, the online cores up to 8 with another
- * backend (whose forward leaves the cores idle). Call before open. */
-void vdn_engine_set_threads(int threads);
-/* Numerical precision of the DiT's large Linears (issue 13): bf16 (the default: the release's
- * bf16 weights; the cpu backend's oracle in fp32) or fp8 (q/k/v, to_out, FFN, to_out_linear,
- * the refiner and context_embedder quantised to e4m3 with row scales once at load, their inputs
- * per row at each call; dit.h vdn_dit_weights_quantize_fp8). On the cpu backend fp8 runs the
- * quantised oracle (the same bytes and scales as CUDA, float64 sums). Call before open; the
- * engine keeps the precision it was opened with (vdn_engine_precision). */
-void vdn_engine_set_precision(vdn_precision p);
+/* The precision the engine was opened with (vdn_engine_opts.precision). */
 vdn_precision vdn_engine_precision(const vdn_engine *eng);
-/* Sequence parallelism: the forward sharded over P in-process ranks (threads, each with its own
- * device on the same memory: the CPU or the one GPU; spec 6, engine/dit_shard.c). 1 = the plain
- * forward (default). Equal to the plain forward up to rounding. Call before open. */
-void vdn_engine_set_ranks(int ranks);
 
 /* 0 on success; -1 with a message in err. Safe to call repeatedly on one engine.
  * Snapshots: when req->snapshot is set, it is called on the rendering thread after the NFEs the

@@ -47,11 +47,12 @@ static int on_progress(void *user, int done, int total, double secs) {
 int main(int argc, char **argv) {
     const char *dir = argc > 1 ? argv[1] : "/tmp/vdn_hostloop";
     int steps = 4, frames = 56, height = 64, width = 96, prompt_tokens = 0;
+    vdn_engine_opts eo = {.backend = VDN_BACKEND_CUDA}; /* the null device stands in */
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--h3"))
             steps = 8, frames = 345, height = 768, width = 1344, prompt_tokens = 512;
         else if (i + 1 < argc && !strcmp(argv[i], "--threads"))
-            vdn_engine_set_threads(atoi(argv[++i]));
+            eo.threads = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--steps"))
             steps = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--frames"))
@@ -76,7 +77,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     CHECK(vdn_dev_backend_register(null_device()) == 0, "register");
-    vdn_engine *eng = vdn_engine_open(ck, NULL, 0, VDN_BACKEND_CUDA, err, sizeof err);
+    vdn_engine *eng = vdn_engine_open(ck, NULL, 0, &eo, err, sizeof err);
     CHECK(eng != NULL, "open: %s", err);
     if (!eng) return test_done("engine_hostloop");
     const vdn_config *c = vdn_engine_config(eng);

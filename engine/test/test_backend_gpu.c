@@ -86,10 +86,10 @@ static int render(vdn_engine *eng, const char *prompt, const char *variant, cons
 static int fp8_renders(const char *dir, const char *const *variants, int n_variants) {
     char err[VDN_ERR_LEN];
     int failures = 0;
-    vdn_engine_set_precision(VDN_PRECISION_FP8);
-    vdn_engine *cpu = vdn_engine_open(dir, NULL, 0, VDN_BACKEND_CPU, err, sizeof err);
-    vdn_engine *gpu = cpu ? vdn_engine_open(dir, NULL, 0, VDN_BACKEND_CUDA, err, sizeof err) : NULL;
-    vdn_engine_set_precision(VDN_PRECISION_BF16);
+    const vdn_engine_opts oc = {.backend = VDN_BACKEND_CPU, .precision = VDN_PRECISION_FP8};
+    const vdn_engine_opts og = {.backend = VDN_BACKEND_CUDA, .precision = VDN_PRECISION_FP8};
+    vdn_engine *cpu = vdn_engine_open(dir, NULL, 0, &oc, err, sizeof err);
+    vdn_engine *gpu = cpu ? vdn_engine_open(dir, NULL, 0, &og, err, sizeof err) : NULL;
     if (!cpu || !gpu || vdn_engine_precision(gpu) != VDN_PRECISION_FP8) {
         fprintf(stderr, "fp8 engine open: %s\n", err);
         vdn_engine_close(cpu);
@@ -144,8 +144,12 @@ int main(void) {
         fprintf(stderr, "ckpt init: %s\n", err);
         return 1;
     }
-    vdn_engine *cpu = vdn_engine_open(dir, NULL, 0, VDN_BACKEND_CPU, err, sizeof err);
-    vdn_engine *gpu = cpu ? vdn_engine_open(dir, NULL, 0, VDN_BACKEND_CUDA, err, sizeof err) : NULL;
+    vdn_engine *cpu = vdn_engine_open(dir, NULL, 0, &(vdn_engine_opts){.backend = VDN_BACKEND_CPU},
+                                      err, sizeof err);
+    vdn_engine *gpu =
+        cpu ? vdn_engine_open(dir, NULL, 0, &(vdn_engine_opts){.backend = VDN_BACKEND_CUDA}, err,
+                              sizeof err)
+            : NULL;
     if (!cpu || !gpu) {
         fprintf(stderr, "engine open: %s\n", err);
         return 1;

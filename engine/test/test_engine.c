@@ -46,7 +46,8 @@ static void test_group(const char *ck, const char *prompt, const char *dir) {
     char err[VDN_ERR_LEN], out[600], path[700];
     vdn_engine *e[3];
     for (int i = 0; i < 3; i++) {
-        e[i] = vdn_engine_open(ck, NULL, 0, VDN_BACKEND_CPU, err, sizeof err);
+        e[i] = vdn_engine_open(ck, NULL, 0, &(vdn_engine_opts){.backend = VDN_BACKEND_CPU}, err,
+                               sizeof err);
         CHECK(e[i] != NULL, "open %d: %s", i, err);
         if (!e[i]) return;
     }
@@ -93,7 +94,8 @@ static void test_group_memory(const char *ck, const char *prompt, const char *di
     vdn_engine *e[4];
     uint64_t weights[4];
     for (int i = 0; i < 4; i++) {
-        e[i] = vdn_engine_open(ck, NULL, 0, VDN_BACKEND_CPU, err, sizeof err);
+        e[i] = vdn_engine_open(ck, NULL, 0, &(vdn_engine_opts){.backend = VDN_BACKEND_CPU}, err,
+                               sizeof err);
         CHECK(e[i] != NULL, "open %d: %s", i, err);
         if (!e[i]) return;
         weights[i] = vdn_engine_memory_used(e[i]);
@@ -133,7 +135,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ckpt init: %s\n", err);
         return 1;
     }
-    vdn_engine *eng = vdn_engine_open(ck, NULL, 0, VDN_BACKEND_CPU, err, sizeof err);
+    vdn_engine *eng = vdn_engine_open(ck, NULL, 0, &(vdn_engine_opts){.backend = VDN_BACKEND_CPU},
+                                      err, sizeof err);
     CHECK(eng != NULL, "open: %s", err);
     if (!eng) return test_done("test_engine");
     CHECK(!strcmp(vdn_engine_backend_name(eng), "cpu"), "backend name");
@@ -222,7 +225,8 @@ int main(int argc, char **argv) {
     snprintf(ck, sizeof ck, "%s/base", dir);
     vdn_ckpt_init_opts ob = {.preset = "tiny", .out = ck, .seed = 3};
     CHECK(vdn_ckpt_init(&ob, err, sizeof err) == 0, "base init: %s", err);
-    eng = vdn_engine_open(ck, NULL, 0, VDN_BACKEND_AUTO, err, sizeof err);
+    eng = vdn_engine_open(ck, NULL, 0, &(vdn_engine_opts){.backend = VDN_BACKEND_AUTO}, err,
+                          sizeof err);
     CHECK(eng != NULL, "open base: %s", err);
     if (eng) {
         snprintf(prompt, sizeof prompt, "%s/prompt.safetensors", ck);
@@ -235,11 +239,14 @@ int main(int argc, char **argv) {
               err);
         vdn_engine_close(eng);
     }
-    CHECK(vdn_engine_open("/nonexistent/ckpt", NULL, 0, VDN_BACKEND_CPU, err, sizeof err) == NULL &&
+    CHECK(vdn_engine_open("/nonexistent/ckpt", NULL, 0,
+                          &(vdn_engine_opts){.backend = VDN_BACKEND_CPU}, err,
+                          sizeof err) == NULL &&
               strstr(err, "/nonexistent/ckpt"),
           "missing checkpoint: '%s'", err);
     /* asking for cuda explicitly: works where a GPU backend is linked in, else says why */
-    vdn_engine *ge = vdn_engine_open(ck, NULL, 0, VDN_BACKEND_CUDA, err, sizeof err);
+    vdn_engine *ge = vdn_engine_open(ck, NULL, 0, &(vdn_engine_opts){.backend = VDN_BACKEND_CUDA},
+                                     err, sizeof err);
     if (ge) {
         CHECK(!strcmp(vdn_engine_backend_name(ge), "cuda"), "cuda engine named cuda");
         vdn_engine_close(ge);

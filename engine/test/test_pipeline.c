@@ -66,7 +66,8 @@ int main(int argc, char **argv) {
         snprintf(path, sizeof path, "%s%s", out, leftovers[i]);
         unlink(path);
     }
-    vdn_engine *eng = vdn_engine_open(ck, NULL, 0, VDN_BACKEND_CPU, err, sizeof err);
+    const vdn_engine_opts eo = {.backend = VDN_BACKEND_CPU};
+    vdn_engine *eng = vdn_engine_open(ck, NULL, 0, &eo, err, sizeof err);
     CHECK(eng != NULL, "open: %s", err);
     if (!eng) return test_done("test_pipeline");
     vdn_pipeline p = {.engines = &eng, .n_engines = 1, .text_gpu = -1};

@@ -40,7 +40,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     CHECK(vdn_dev_backend_register(null_device()) == 0, "register");
-    vdn_engine *eng = vdn_engine_open(ck, NULL, 0, VDN_BACKEND_CUDA, err, sizeof err);
+    vdn_engine *eng = vdn_engine_open(ck, NULL, 0, &(vdn_engine_opts){.backend = VDN_BACKEND_CUDA},
+                                      err, sizeof err);
     CHECK(eng != NULL, "open: %s", err);
     if (!eng) return test_done("engine_request");
 

@@ -90,7 +90,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ckpt init: %s\n", err);
         return 1;
     }
-    vdn_engine *eng = vdn_engine_open(ck, NULL, 0, VDN_BACKEND_CPU, err, sizeof err);
+    vdn_engine *eng = vdn_engine_open(ck, NULL, 0, &(vdn_engine_opts){.backend = VDN_BACKEND_CPU},
+                                      err, sizeof err);
     CHECK(eng != NULL, "open: %s", err);
     if (!eng) return test_done("test_resume");
 

@@ -72,7 +72,7 @@ static vdn_tensor *upload(vdn_text_encoder *e, int layer, const char *what, int 
                           int64_t d1, char *err, size_t errlen) {
     const vdn_st_entry *t = find_checked(e, layer, what, ndim, d0, d1, NULL, err, errlen);
     if (!t) return NULL;
-    vdn_dtype dt = vdn_dev_is_cpu(e->dev) ? VDN_DT_F32 : VDN_DT_BF16;
+    vdn_dtype dt = vdn_dev_act_dtype(e->dev);
     int64_t ne[2] = {d0, d1};
     vdn_tensor *w = vdn_tensor_new(e->dev, dt, ndim, ne);
     if (!w || vdn_tensor_set(w, t->data, t->dtype)) {
@@ -91,7 +91,7 @@ static vdn_tensor *upload_stacked(vdn_text_encoder *e, int layer, const char *co
     int64_t total = 0;
     for (int i = 0; i < n; i++)
         total += rows[i];
-    vdn_dtype dt = vdn_dev_is_cpu(e->dev) ? VDN_DT_F32 : VDN_DT_BF16;
+    vdn_dtype dt = vdn_dev_act_dtype(e->dev);
     vdn_tensor *w = vdn_tensor_new2(e->dev, dt, total, cols);
     if (!w) {
         vdn_fail(err, errlen, "text encoder: layer %d: %s", layer, vdn_dev_error(e->dev));
@@ -278,7 +278,7 @@ static vdn_tensor *random_weight(vdn_dev *dev, int ndim, int64_t d0, int64_t d1,
     uint16_t *h = vdn_xmalloc(2 * (size_t)n);
     for (int64_t i = 0; i < n; i++)
         h[i] = vdn_f32_to_bf16(rnd(key, (uint64_t)i, mean, std));
-    vdn_tensor *w = vdn_tensor_new(dev, vdn_dev_is_cpu(dev) ? VDN_DT_F32 : VDN_DT_BF16, ndim, ne);
+    vdn_tensor *w = vdn_tensor_new(dev, vdn_dev_act_dtype(dev), ndim, ne);
     if (w && vdn_tensor_set(w, h, VDN_DT_BF16)) {
         vdn_tensor_free(w);
         w = NULL;
@@ -433,7 +433,7 @@ static void acts_free(struct enc_acts *a) {
 
 static int acts_new(vdn_text_encoder *e, int n, enc_acts *a) {
     const vdn_text_config *c = &e->cfg;
-    vdn_dtype adt = vdn_dev_is_cpu(e->dev) ? VDN_DT_F32 : VDN_DT_BF16;
+    vdn_dtype adt = vdn_dev_act_dtype(e->dev);
     int64_t qd = c->heads * c->head_dim, kd = c->kv_heads * c->head_dim;
     memset(a, 0, sizeof *a);
     a->h = vdn_tensor_new2(e->dev, adt, n, c->hidden);

@@ -73,7 +73,7 @@ const vdn_vae_video_config *vdn_video_vae_config(const vdn_video_vae *v) {
 
 static vdn_tensor *dev_tensor(vdn_dev *d, int64_t rows, int64_t cols, const float *host, char *err,
                               size_t errlen, const char *what) {
-    vdn_dtype dt = vdn_dev_is_cpu(d) ? VDN_DT_F32 : VDN_DT_BF16;
+    vdn_dtype dt = vdn_dev_act_dtype(d);
     vdn_tensor *t = vdn_tensor_new2(d, dt, rows, cols);
     if (!t || (host && vdn_tensor_set(t, host, VDN_DT_F32))) {
         vdn_fail(err, errlen, "video VAE: uploading %s: %s", what, vdn_dev_error(d));
@@ -351,7 +351,7 @@ static tile_bufs *vit_bufs(vdn_video_vae *v, int B, int64_t N, int64_t rows, cha
         vit_bufs_release(v);
         const int64_t all = rows * B, dim = v->dim, inner = v->inner;
         const int64_t lc = v->cfg.latent_channels;
-        const vdn_dtype act = vdn_dev_is_cpu(d) ? VDN_DT_F32 : VDN_DT_BF16;
+        const vdn_dtype act = vdn_dev_act_dtype(d);
         const int fp8 = v->precision == VDN_PRECISION_FP8;
         tile_bufs *b = v->bufs = vdn_xcalloc(1, sizeof *b);
         b->x_in = vdn_tensor_new2(d, VDN_DT_F32, N * B, lc);
