@@ -131,13 +131,14 @@ int vdn_cmd_eval(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "report")) return vdn_eval_report_main(argc - 1, argv + 1);
     if (!strcmp(argv[1], "variants")) {
-        const char *names[] = {"dense@50",       "vdn@50",      "vdn@8",       "vdn@4",
-                               "vdn-no-anchors", "window-only", "vdn-additive"};
+        const char *names[] = {"dense@50",       "vdn@50",      "vdn@8",        "vdn@4",
+                               "vdn-no-anchors", "window-only", "vdn-additive", "vdn@8:fp8"};
         for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
             vdn_variant v;
             char err[VDN_ERR_LEN];
             if (vdn_variant_parse(names[i], &v, err, sizeof err) == 0)
-                printf("%-18s engine variant %-15s %d NFE\n", v.name, v.engine, v.steps);
+                printf("%-18s engine variant %-15s %d NFE, %s\n", v.name, v.engine, v.steps,
+                       v.precision);
         }
         return 0;
     }

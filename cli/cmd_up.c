@@ -57,6 +57,7 @@ typedef struct {
     const char *gpus, *lease, *heartbeat, *max_attempts;
     const char *http; /* --http HOST:PORT for the coordinator's status page and metrics */
     const char *text_precision, *vae_precision; /* passed to every worker (bf16 | fp8) */
+    const char *precision; /* every worker's DiT precisions (vdn worker --precision) */
     child kids[MAX_CHILDREN];
     int nkids;
     int sigfd;
@@ -67,6 +68,7 @@ static const char usage[] =
     "usage: vdn up DIR [--workers N] [--cpu] [--store URI] [--checkpoint DIR] [--port P]\n"
     "                  [--gpus SPEC] [--lease-seconds S] [--heartbeat-seconds S]\n"
     "                  [--max-attempts N] [--http 127.0.0.1:8080] [--detach]\n"
+    "                  [--precision bf16|fp8|bf16,fp8]\n"
     "                  [--text-precision bf16|fp8] [--vae-precision bf16|fp8]\n"
     "       vdn up DIR --stop\n"
     "Runs coordinator + N local workers (default 1) + SQLite (DIR/vdn.db) + a file store\n"
@@ -74,6 +76,8 @@ static const char usage[] =
     "Without --checkpoint a tiny random VDN checkpoint is made in DIR/ckpt.\n"
     "Then: vdn submit requests.jsonl --dir DIR; vdn watch BATCH --dir DIR.\n"
     "--http: the coordinator serves a live status page and Prometheus /metrics there.\n"
+    "--precision: the DiT precisions every worker loads (vdn worker --precision; default\n"
+    "bf16); a request line's \"precision\" picks one.\n"
     "--text-precision, --vae-precision: every worker's text encoder and video decoder\n"
     "precision (vdn worker's options of the same names; default bf16).\n";
 
@@ -451,7 +455,17 @@ static int parse(up *u, int argc, char **argv) {
                 u->max_attempts = v;
             else if (!strcmp(a, "--http"))
                 u->http = v;
-            else if (!strcmp(a, "--text-precision") || !strcmp(a, "--vae-precision")) {
+            else if (!strcmp(a, "--precision")) {
+                unsigned m;
+                if (vdn_precision_parse_list(v, &m)) {
+                    fprintf(stderr,
+                            "vdn up: --precision '%s': expected bf16, fp8 or bf16,fp8 (each "
+                            "once)\n",
+                            v);
+                    return -1;
+                }
+                u->precision = v;
+            } else if (!strcmp(a, "--text-precision") || !strcmp(a, "--vae-precision")) {
                 vdn_precision p;
                 if (vdn_precision_parse(v, &p)) {
                     fprintf(stderr, "vdn up: %s '%s': expected bf16 or fp8\n", a, v);
@@ -632,6 +646,7 @@ int vdn_cmd_up(int argc, char **argv) {
             child_arg(w, "--gpus", g);
         }
         if (u.heartbeat) child_arg(w, "--heartbeat-seconds", u.heartbeat);
+        if (u.precision) child_arg(w, "--precision", u.precision);
         if (u.text_precision) child_arg(w, "--text-precision", u.text_precision);
         if (u.vae_precision) child_arg(w, "--vae-precision", u.vae_precision);
     }

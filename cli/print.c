@@ -78,9 +78,11 @@ void print_job_detail(FILE *f, const Vdn__JobInfo *j) {
         else if (r->prompt) /* a text prompt: the worker encodes it; its first line shown */
             fprintf(f, "  prompt     text \"%.*s%s\"\n", (int)strcspn(r->prompt, "\n"), r->prompt,
                     strchr(r->prompt, '\n') ? " ..." : "");
-        fprintf(f, "  render     %d frames, %dx%d, %d steps, seed %s%llu, variant %s\n", r->frames,
-                r->width, r->height, r->steps, r->has_seed ? "" : "(default) ",
-                (unsigned long long)r->seed, r->variant ? r->variant : "vdn");
+        fprintf(f,
+                "  render     %d frames, %dx%d, %d steps, seed %s%llu, variant %s, precision %s\n",
+                r->frames, r->width, r->height, r->steps, r->has_seed ? "" : "(default) ",
+                (unsigned long long)r->seed, r->variant ? r->variant : "vdn",
+                r->precision && r->precision[0] ? r->precision : "bf16");
         if (r->output_prefix) fprintf(f, "  output     %s\n", r->output_prefix);
     }
     if (j->nfe_total)
@@ -147,6 +149,14 @@ void print_workers(FILE *f, Vdn__WorkerInfo **w, size_t n) {
         fprintf(f, "%-16s %-9s %4zu %-10s %-8d %-21s %s\n", w[i]->worker_id, w[i]->state,
                 w[i]->n_gpus, job, w[i]->failures, cli_time(w[i]->last_seen, t, sizeof t),
                 w[i]->checkpoint ? w[i]->checkpoint : "");
+        /* the DiT precisions it loaded, when more than the default (jobs' "precision") */
+        if (w[i]->n_precisions > 1 ||
+            (w[i]->n_precisions == 1 && strcmp(w[i]->precisions[0], "bf16"))) {
+            fprintf(f, "%-16s   precision", "");
+            for (size_t k = 0; k < w[i]->n_precisions; k++)
+                fprintf(f, "%s%s", k ? "," : " ", w[i]->precisions[k]);
+            fputc('\n', f);
+        }
         /* worker faults kept it from these job classes for now (docs/protocol.md) */
         for (size_t k = 0; k < w[i]->n_blocked_classes; k++)
             fprintf(f, "%-16s   no jobs of class %s for now (worker faults)\n", "",

@@ -24,6 +24,8 @@ typedef struct {
     int has_seed;
     char *variant;    /* NULL = "vdn" */
     char *checkpoint; /* NULL = any loaded checkpoint */
+    char *precision;  /* the DiT's: "bf16" or "fp8"; NULL = bf16. Only a worker that loaded it
+                         (vdn worker --precision) gets the job */
     float video_shift, audio_shift;
     char *output_prefix; /* store key prefix; NULL = coordinator picks batches/bN/jM/out */
     char *noise_file;
@@ -43,7 +45,8 @@ void vdn_job_spec_free(vdn_job_spec *spec); /* frees the strings, not the struct
 /* JSONL (one request per line; blank lines and lines starting with '#' are skipped).
  * Accepted fields: prompt_cache | prompt_file, frames | num_frames, height, width,
  * steps | num_steps, seed, variant, checkpoint, priority, tag, out | output_prefix, video_shift,
- * audio_shift, noise_file, gpus, min_gpu_memory, save_latents, latents_root, record.
+ * audio_shift, noise_file, gpus, min_gpu_memory, save_latents, latents_root, record,
+ * precision ("bf16" | "fp8").
  * Every bad line is reported ("FILE:LINE: field 'steps': expected a positive integer, got ...")
  * into errs; on any error *jobs is NULL. check_files: also require prompt_cache files to exist
  * (local paths relative to base_dir when not absolute; URIs with "scheme://" are not checked). */

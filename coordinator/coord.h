@@ -63,6 +63,7 @@ typedef struct {
     uint64_t gpu_memory; /* smallest GPU */
     char checkpoint[256];
     char identity[160];
+    unsigned precisions; /* bit p: a DiT engine at precision p (READY.precisions; bf16 if none) */
     chold hold[COORD_MAX_HOLDS]; /* attempts it holds; may already be cancelled in the DB */
     int nhold;
     int64_t reserved_for; /* job the placement holds GPUs back for here, 0 = none */

@@ -11,6 +11,7 @@
 #include "db.h"
 #include "jobs.h"
 #include "place.h"
+#include "precision.h"
 #include "spec.h"
 #include "vdn_util.h"
 #include "wire.h"
@@ -255,6 +256,24 @@ static void worker_lost(coord *c, cworker *w, const char *why, job_fault fault) 
     cdb_event(c->db, 0, 0, 0, w->id, "worker_gone", why);
 }
 
+/* The DiT precisions a READY names, as a set (bit p: precision p) and as text ("bf16,fp8") for
+ * the workers table. Names this build does not know are left out; none at all: bf16 only (a
+ * worker older than Ready.precisions). */
+static unsigned ready_precisions(const Vdn__Ready *r, char *text, size_t len) {
+    unsigned m = 0;
+    for (size_t i = 0; i < r->n_precisions; i++) {
+        vdn_precision p;
+        if (r->precisions[i] && !vdn_precision_parse(r->precisions[i], &p)) m |= 1u << p;
+    }
+    if (!m) m = 1u << VDN_PRECISION_BF16;
+    text[0] = 0;
+    for (int p = 0; p < VDN_PRECISION_COUNT; p++)
+        if (m >> p & 1u)
+            snprintf(text + strlen(text), len - strlen(text), "%s%s", text[0] ? "," : "",
+                     vdn_precision_name((vdn_precision)p));
+    return m;
+}
+
 static void on_ready(coord *c, const uint8_t *ident, size_t n, const Vdn__Ready *r) {
     char err[VDN_ERR_LEN];
     if (!r->worker_id || !r->worker_id[0] || strlen(r->worker_id) >= sizeof c->w->id ||
@@ -295,17 +314,20 @@ static void on_ready(coord *c, const uint8_t *ident, size_t n, const Vdn__Ready 
     snprintf(w->checkpoint, sizeof w->checkpoint, "%s", r->checkpoint ? r->checkpoint : "");
     snprintf(w->identity, sizeof w->identity, "%s",
              r->checkpoint_identity ? r->checkpoint_identity : "");
+    char precs[64];
+    w->precisions = ready_precisions(r, precs, sizeof precs);
     char *gj = gpus_json(w);
     double now = vdn_wall();
     cdb_run(c->db, err, sizeof err,
             "INSERT INTO workers(id,state,gpus,checkpoint,checkpoint_identity,engine_version,"
-            "backend,hostname,first_seen,last_seen) VALUES(?,'idle',?,?,?,?,?,?,?,?) "
+            "backend,hostname,first_seen,last_seen,precisions) VALUES(?,'idle',?,?,?,?,?,?,?,?,?) "
             "ON CONFLICT(id) DO UPDATE SET gpus=excluded.gpus, checkpoint=excluded.checkpoint, "
             "checkpoint_identity=excluded.checkpoint_identity, "
             "engine_version=excluded.engine_version, backend=excluded.backend, "
-            "hostname=excluded.hostname, last_seen=excluded.last_seen",
-            "sssssssdd", r->worker_id, gj, r->checkpoint, r->checkpoint_identity, r->engine_version,
-            r->backend, r->hostname, now, now);
+            "hostname=excluded.hostname, last_seen=excluded.last_seen, "
+            "precisions=excluded.precisions",
+            "sssssssdds", r->worker_id, gj, r->checkpoint, r->checkpoint_identity,
+            r->engine_version, r->backend, r->hostname, now, now, precs);
     free(gj);
     w->draining = (int)cdb_int(c->db, 0, "SELECT draining FROM workers WHERE id=?", "s", w->id);
     double bu = 0;
@@ -356,8 +378,8 @@ static void on_ready(coord *c, const uint8_t *ident, size_t n, const Vdn__Ready 
         end_attempt(c, lost[i], "expired", "worker restarted without it (READY)", FAULT_WORKER);
     coord_worker_save(c, w);
     cdb_event(c->db, 0, 0, 0, w->id, "worker_ready", r->engine_version);
-    VDN_INFO("worker %s ready: %d GPU(s)%s, checkpoint '%s'%s", w->id, (int)r->n_gpus,
-             w->per_gpu ? ", a job per GPU" : "", w->checkpoint,
+    VDN_INFO("worker %s ready: %d GPU(s)%s, checkpoint '%s', precision %s%s", w->id, (int)r->n_gpus,
+             w->per_gpu ? ", a job per GPU" : "", w->checkpoint, precs,
              nkeep ? ", resuming its attempt(s)" : "");
 }
 
@@ -620,6 +642,7 @@ static void worker_for_plan(const coord *c, const cworker *w, double wall, place
     p->one_job = !w->per_gpu || w->ngpus == 0;
     p->checkpoint = w->checkpoint;
     p->identity = w->identity;
+    p->precisions = w->precisions;
     p->rate = w->rate > 0 ? w->rate : c->rate;
     for (int i = 0; i < p->n; i++) {
         p->in_service[i] = w->ngpus == 0 || !w->gpu[i].out_of_service;
@@ -651,6 +674,58 @@ static void free_plan_workers(place_worker *pw, int n) {
 
 enum { PLAN_MAX_JOBS = 1000 };
 
+/* A job's "precision" as stored (validated at submission): NULL = bf16. */
+static int job_precision(const char *name) {
+    vdn_precision p = VDN_PRECISION_BF16;
+    if (name) vdn_precision_parse(name, &p);
+    return (int)p;
+}
+
+/* Queued jobs of a precision no connected worker loaded would wait silently: say so, once per job
+ * and precision, in the job's last_error (`vdn status`), its events (`vdn logs`) and the log. Only
+ * while some worker is connected (a farm still starting has none of any precision). */
+static void report_unplaceable(coord *c) {
+    unsigned have = 0;
+    int connected = 0;
+    for (int i = 0; i < c->nw; i++)
+        if (c->w[i].connected) {
+            connected = 1;
+            have |= c->w[i].precisions ? c->w[i].precisions : 1u << VDN_PRECISION_BF16;
+        }
+    if (!connected) return;
+    sqlite3_stmt *st =
+        cdb_prep(c->db,
+                 "SELECT id, batch_id, json_extract(request,'$.precision') FROM jobs "
+                 "WHERE state='queued' AND json_extract(request,'$.precision') "
+                 "IS NOT NULL LIMIT ?",
+                 "i", (int64_t)PLAN_MAX_JOBS);
+    while (st && sqlite3_step(st) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 2);
+        int p = job_precision(name);
+        if (have >> p & 1u) continue;
+        int64_t job = sqlite3_column_int64(st, 0), batch = sqlite3_column_int64(st, 1);
+        char why[256], err[VDN_ERR_LEN];
+        snprintf(why, sizeof why,
+                 "waiting: no connected worker has precision %s loaded (start one with vdn worker "
+                 "--precision %s, or vdn up --precision bf16,%s)",
+                 vdn_precision_name((vdn_precision)p), vdn_precision_name((vdn_precision)p),
+                 vdn_precision_name((vdn_precision)p));
+        if (cdb_int(c->db, 0,
+                    "SELECT count(*) FROM events WHERE job_id=? AND kind='unplaceable' "
+                    "AND detail=?",
+                    "is", job, why))
+            continue;
+        VDN_WARN("j%lld %s", (long long)job, why);
+        cdb_event(c->db, batch, job, 0, NULL, "unplaceable", why);
+        if (cdb_run(c->db, err, sizeof err,
+                    "UPDATE jobs SET last_error = CASE WHEN last_error IS NULL THEN ? ELSE "
+                    "last_error || char(10) || ? END WHERE id=?",
+                    "ssi", why, why, job))
+            VDN_ERROR("j%lld: %s", (long long)job, err);
+    }
+    sqlite3_finalize(st);
+}
+
 /* Places queued jobs on free GPUs (coordinator/place.h: reservation for the job at the head of
  * the queue, backfill only of what cannot delay it) and records the reservation for display. */
 void coord_schedule(coord *c) {
@@ -665,6 +740,7 @@ void coord_schedule(coord *c) {
             }
         return;
     }
+    report_unplaceable(c);
     place_worker *pw = vdn_xcalloc((size_t)c->nw + 1, sizeof *pw);
     int any = 0;
     for (int i = 0; i < c->nw; i++) {
@@ -692,7 +768,8 @@ void coord_schedule(coord *c) {
         cdb_prep(c->db,
                  "SELECT id, gpus, min_gpu_memory, checkpoint, "
                  "json_extract(request,'$.steps'), json_extract(request,'$.frames'), "
-                 "json_extract(request,'$.height'), json_extract(request,'$.width'), job_class "
+                 "json_extract(request,'$.height'), json_extract(request,'$.width'), job_class, "
+                 "json_extract(request,'$.precision') "
                  "FROM jobs WHERE state='queued' "
                  "ORDER BY priority DESC, submitted_at, id LIMIT ?",
                  "i", (int64_t)PLAN_MAX_JOBS);
@@ -713,6 +790,7 @@ void coord_schedule(coord *c) {
         j->width = sqlite3_column_int(st, 7);
         cls[nj] = cdb_col_str(st, 8);
         j->job_class = cls[nj];
+        j->precision = job_precision((const char *)sqlite3_column_text(st, 9));
         nj++;
     }
     sqlite3_finalize(st);

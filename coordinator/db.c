@@ -96,6 +96,8 @@ static const char *const migrations[] = {
     "ALTER TABLE attempts ADD COLUMN store_op TEXT CHECK(store_op IN "
     "('download','upload','open'));\n"
     "ALTER TABLE workers ADD COLUMN store_retries INTEGER NOT NULL DEFAULT 0;\n",
+    /* 4 -> 5: the DiT precisions each worker loaded (Ready.precisions), as "bf16,fp8" */
+    "ALTER TABLE workers ADD COLUMN precisions TEXT NOT NULL DEFAULT 'bf16';\n",
 };
 
 int cdb_schema_version(sqlite3 *db) {

@@ -41,6 +41,7 @@ void vdn_job_spec_free(vdn_job_spec *s) {
     free(s->prompt);
     free(s->variant);
     free(s->checkpoint);
+    free(s->precision);
     free(s->output_prefix);
     free(s->noise_file);
     free(s->tag);
@@ -192,6 +193,11 @@ static int variant_ok(const char *v) {
     return 0;
 }
 
+static int precision_ok(const char *p) {
+    vdn_precision v;
+    return vdn_precision_parse(p, &v) == 0;
+}
+
 static int prefix_ok(const char *p) {
     if (!p[0] || p[0] == '/' || strstr(p, "..") || strstr(p, "//") || p[strlen(p) - 1] == '/')
         return 0;
@@ -231,6 +237,9 @@ int vdn_job_spec_validate(const vdn_job_spec *s, vdn_errlist *errs, const char *
                         "%s: field 'variant': expected one of vdn, dense, vdn-no-anchors, "
                         "window-only, vdn-additive, got \"%.60s\"",
                         where, s->variant);
+    if (s->precision && !precision_ok(s->precision))
+        vdn_errlist_add(errs, "%s: field 'precision': expected \"bf16\" or \"fp8\", got \"%.40s\"",
+                        where, s->precision);
     long long rows = vdn_job_min_rows(s);
     if (rows > VDN_SEQ_MAX_ROWS)
         vdn_errlist_add(errs,
@@ -304,6 +313,15 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
             get_str(c, v, k, &s->variant);
         } else if (!strcmp(k, "checkpoint")) {
             get_str(c, v, k, &s->checkpoint);
+        } else if (!strcmp(k, "precision")) {
+            if (!cJSON_IsString(v) || !precision_ok(v->valuestring)) {
+                char shown[64];
+                show(v, shown, sizeof shown);
+                bad(c, k, "expected \"bf16\" or \"fp8\" (the DiT's precision), got %s", shown);
+            } else {
+                free(s->precision);
+                s->precision = vdn_xstrdup(v->valuestring);
+            }
         } else if (!strcmp(k, "priority")) {
             if (!get_int(c, v, k, -1000000, 1000000, &x)) s->priority = (int)x, s->has_priority = 1;
         } else if (!strcmp(k, "tag")) {
@@ -343,7 +361,7 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
                 "unknown field (expected prompt_cache|prompt_file, frames|num_frames, height, "
                 "width, steps|num_steps, seed, variant, checkpoint, priority, tag, "
                 "out|output_prefix, video_shift, audio_shift, noise_file, gpus, min_gpu_memory, "
-                "save_latents, latents_root, record)");
+                "save_latents, latents_root, record, precision)");
         }
     }
     cJSON_Delete(o);
@@ -488,6 +506,7 @@ char *vdn_job_spec_to_json(const vdn_job_spec *s) {
     }
     if (s->variant) cJSON_AddStringToObject(o, "variant", s->variant);
     if (s->checkpoint) cJSON_AddStringToObject(o, "checkpoint", s->checkpoint);
+    if (s->precision) cJSON_AddStringToObject(o, "precision", s->precision);
     if (s->video_shift > 0) cJSON_AddNumberToObject(o, "video_shift", s->video_shift);
     if (s->audio_shift > 0) cJSON_AddNumberToObject(o, "audio_shift", s->audio_shift);
     if (s->output_prefix) cJSON_AddStringToObject(o, "out", s->output_prefix);
@@ -524,6 +543,7 @@ void vdn_job_spec_to_proto(const vdn_job_spec *s, Vdn__RenderRequest *r) {
     if (s->record) r->has_record = 1, r->record = 1;
     r->variant = s->variant;
     r->checkpoint = s->checkpoint;
+    r->precision = s->precision;
     r->output_prefix = s->output_prefix;
     r->noise_file = s->noise_file;
     r->latents_root = s->latents_root;
@@ -538,6 +558,7 @@ void vdn_job_spec_from_proto(const Vdn__RenderRequest *r, vdn_job_spec *s) {
     DUP(prompt);
     DUP(variant);
     DUP(checkpoint);
+    DUP(precision);
     DUP(output_prefix);
     DUP(noise_file);
     DUP(latents_root);

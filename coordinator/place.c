@@ -8,8 +8,14 @@ double place_estimate(const place_worker *w, const place_job *j) {
     return w->rate * j->steps * (double)j->frames * j->height * j->width;
 }
 
+int place_has_precision(const place_worker *w, int precision) {
+    unsigned m = w->precisions ? w->precisions : 1u; /* bit 0: bf16 */
+    return precision >= 0 && precision < 32 && (m >> precision & 1u);
+}
+
 static int fits_worker(const place_worker *w, const place_job *j) {
     if (!w->eligible) return 0;
+    if (!place_has_precision(w, j->precision)) return 0;
     for (int i = 0; i < w->nblocked && j->job_class; i++)
         if (!strcmp(w->blocked[i], j->job_class)) return 0;
     if (j->checkpoint && j->checkpoint[0] &&

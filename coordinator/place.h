@@ -26,7 +26,9 @@ typedef struct {
     int eligible;                      /* connected, not draining, not blocklisted */
     int one_job;                       /* runs one job at a time on all its GPUs */
     const char *checkpoint, *identity; /* what it loaded */
-    char **blocked; /* job classes it gets none of for now (worker faults: worker_blocks) */
+    unsigned precisions; /* bit p: it has a DiT engine at precision p (precision.h); 0 = bf16 only
+                            (a worker older than Ready.precisions) */
+    char **blocked;      /* job classes it gets none of for now (worker faults: worker_blocks) */
     int nblocked;
     double rate; /* seconds per NFE per pixel-frame (frames x height x width); 0 = unknown */
 } place_worker;
@@ -36,6 +38,7 @@ typedef struct {
     int gpus;                         /* >= 1 */
     uint64_t min_memory;              /* per GPU, 0 = any */
     const char *checkpoint;           /* NULL or "" = any */
+    int precision;                    /* the DiT's (vdn_precision); 0 = bf16 */
     const char *job_class;            /* CHECKPOINT/VARIANT/2^k (jobs.job_class), NULL = none */
     int steps, frames, height, width; /* 0 = not given (no estimate) */
 } place_job;
@@ -51,6 +54,10 @@ typedef struct {
     double start_in; /* estimated seconds until it can start, < 0 unknown */
     uint64_t mask;   /* GPUs held back for it (free now or freed first) */
 } place_reservation;
+
+/* Whether w loaded the DiT at this precision (vdn_precision): a job of that precision goes only
+ * to such a worker. */
+int place_has_precision(const place_worker *w, int precision);
 
 /* Estimated seconds a job takes on a worker: steps x frames x height x width x rate. < 0 when
  * the job lacks a size or the worker (and the farm) has no observed rate yet. */

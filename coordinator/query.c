@@ -229,6 +229,18 @@ static void add_running(sqlite3 *db, Vdn__WorkerInfo *w) {
     sqlite3_finalize(a);
 }
 
+/* "bf16,fp8" from the workers table as a list (its own query: a database older than schema 5,
+ * read with --db, has no column and shows none) */
+static void add_precisions(sqlite3 *db, Vdn__WorkerInfo *w) {
+    sqlite3_stmt *st = cdb_prep(db, "SELECT precisions FROM workers WHERE id=?", "s", w->worker_id);
+    char *text = st && sqlite3_step(st) == SQLITE_ROW ? cdb_col_str(st, 0) : NULL;
+    sqlite3_finalize(st);
+    for (char *save = NULL, *p = text ? strtok_r(text, ",", &save) : NULL; p;
+         p = strtok_r(NULL, ",", &save))
+        PUSH(w->precisions, w->n_precisions, vdn_xstrdup(p));
+    free(text);
+}
+
 static Vdn__WorkerInfo *worker_row(sqlite3 *db, sqlite3_stmt *st) {
     Vdn__WorkerInfo *w = vdn_xmalloc(sizeof *w);
     vdn__worker_info__init(w);
@@ -253,6 +265,7 @@ static Vdn__WorkerInfo *worker_row(sqlite3 *db, sqlite3_stmt *st) {
     w->has_store_retries = 1;
     w->store_retries =
         (uint64_t)cdb_int(db, 0, "SELECT store_retries FROM workers WHERE id=?", "s", w->worker_id);
+    add_precisions(db, w);
     sqlite3_stmt *b = cdb_prep(db,
                                "SELECT job_class FROM worker_blocks WHERE worker_id=? AND "
                                "blocked_until > ? ORDER BY job_class",

@@ -475,6 +475,7 @@ int vdn_eval_sweep_main(int argc, char **argv) {
         j->has_seed = 1;
         j->save_latents = !no_latents; /* the report's latent metrics need them */
         j->variant = vdn_xstrdup(va->engine);
+        if (strcmp(va->precision, "bf16")) j->precision = vdn_xstrdup(va->precision);
         j->checkpoint = require_ckpt ? vdn_xstrdup(require_ckpt) : NULL;
         char prefix[512];
         snprintf(prefix, sizeof prefix, "eval/%s/%s/%s/out", tag, it->id, va->key);

@@ -4,15 +4,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "precision.h"
 #include "vdn_util.h"
 
 static const char *engine_variants[] = {"dense",       "vdn",          "vdn-no-anchors",
                                         "window-only", "vdn-additive", NULL};
 
+/* ":PRECISION" at the end of a variant (colon: NULL = none): bf16 when absent */
+static int parse_precision(const char *s, const char *colon, vdn_variant *out, char *err,
+                           size_t errlen) {
+    vdn_precision p = VDN_PRECISION_BF16;
+    if (colon && vdn_precision_parse(colon + 1, &p))
+        return vdn_fail(err, errlen,
+                        "variant '%.60s': expected :PRECISION to be bf16 or fp8 (e.g. vdn@8:fp8), "
+                        "got ':%.20s'",
+                        s, colon + 1);
+    snprintf(out->precision, sizeof out->precision, "%s", vdn_precision_name(p));
+    return 0;
+}
+
 int vdn_variant_parse(const char *s, vdn_variant *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
-    const char *at = strchr(s, '@');
-    size_t blen = at ? (size_t)(at - s) : strlen(s);
+    const char *colon = strchr(s, ':');
+    if (parse_precision(s, colon, out, err, errlen)) return -1;
+    const size_t len = colon ? (size_t)(colon - s) : strlen(s);
+    const char *at = memchr(s, '@', len);
+    size_t blen = at ? (size_t)(at - s) : len;
     int found = 0;
     for (int i = 0; engine_variants[i]; i++)
         if (strlen(engine_variants[i]) == blen && !strncmp(s, engine_variants[i], blen)) {
@@ -22,19 +39,24 @@ int vdn_variant_parse(const char *s, vdn_variant *out, char *err, size_t errlen)
     if (!found)
         return vdn_fail(err, errlen,
                         "variant '%.60s': expected dense, vdn, vdn-no-anchors, window-only or "
-                        "vdn-additive, optionally followed by @STEPS (e.g. vdn@8)",
+                        "vdn-additive, optionally followed by @STEPS and :PRECISION (e.g. vdn@8, "
+                        "vdn@8:fp8)",
                         s);
     out->steps = 50;
     if (at) {
         char *end;
         long k = strtol(at + 1, &end, 10);
-        if (at[1] < '0' || at[1] > '9' || *end || k < 1 || k > 1000)
+        if (at[1] < '0' || at[1] > '9' || end != s + len || k < 1 || k > 1000)
             return vdn_fail(err, errlen, "variant '%.60s': expected @STEPS with STEPS in 1..1000",
                             s);
         out->steps = (int)k;
     }
-    snprintf(out->name, sizeof out->name, "%s@%d", out->engine, out->steps);
-    snprintf(out->key, sizeof out->key, "%s_%d", out->engine, out->steps);
+    /* bf16 keeps the names and keys it had before precisions existed */
+    const int fp8 = strcmp(out->precision, "bf16") != 0;
+    snprintf(out->name, sizeof out->name, "%s@%d%s%s", out->engine, out->steps, fp8 ? ":" : "",
+             fp8 ? out->precision : "");
+    snprintf(out->key, sizeof out->key, "%s_%d%s%s", out->engine, out->steps, fp8 ? "_" : "",
+             fp8 ? out->precision : "");
     return 0;
 }
 

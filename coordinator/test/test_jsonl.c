@@ -79,6 +79,17 @@ static void test_bad_lines(void) {
     bad_line("{\"prompt_cache\": \"p.safetensors\", \"save_latents\": 1}", "save_latents",
              "true or false");
     bad_line("{\"prompt_cache\": \"p.safetensors\", \"out\": \"/abs/out\"}", "out", "relative");
+    /* the DiT's precision: a name the engine knows, as a string */
+    bad_line("{\"prompt_cache\": \"p.safetensors\", \"precision\": \"fp16\"}", "precision",
+             "expected \"bf16\" or \"fp8\" (the DiT's precision), got \"fp16\"");
+    bad_line("{\"prompt_cache\": \"p.safetensors\", \"precision\": \"FP8\"}", "precision",
+             "got \"FP8\"");
+    bad_line("{\"prompt_cache\": \"p.safetensors\", \"precision\": \"\"}", "precision",
+             "expected \"bf16\" or \"fp8\"");
+    bad_line("{\"prompt_cache\": \"p.safetensors\", \"precision\": 8}", "precision", "got 8");
+    bad_line("{\"prompt_cache\": \"p.safetensors\", \"precision\": \"fp8\", \"precision\": "
+             "\"fp8\"}",
+             "precision", "given twice");
     bad_line("{\"prompt_cache\": \"p.safetensors\", \"out\": \"a/../../b\"}", "out", "relative");
     bad_line("{\"prompt_cache\": \"p.safetensors\", \"out\": \"a\", \"output_prefix\": \"b\"}",
              "output_prefix", "both given");
@@ -135,7 +146,8 @@ static void test_official_fields(void) {
              "{\"prompt_cache\": \"s3://bucket/p.safetensors\", \"frames\": 22, \"height\": 64, "
              "\"width\": 96, \"steps\": 4, \"seed\": \"18446744073709551615\", \"variant\": "
              "\"dense\", \"checkpoint\": \"tiny\", \"priority\": -2, \"tag\": \"t\", \"gpus\": 2, "
-             "\"min_gpu_memory\": 1000}\n");
+             "\"min_gpu_memory\": 1000, \"precision\": \"fp8\"}\n"
+             "{\"prompt_cache\": \"s3://b/q.safetensors\", \"precision\": \"bf16\"}\n");
     char err[VDN_ERR_LEN];
     CHECK(vdn_write_file_atomic(path, text, strlen(text), err, sizeof err) == 0);
     vdn_job_spec *jobs;
@@ -144,8 +156,10 @@ static void test_official_fields(void) {
     int rc = vdn_jsonl_parse_file(path, 1, &jobs, &n, &errs);
     for (int i = 0; i < errs.n; i++)
         fprintf(stderr, "%s\n", errs.lines[i]);
-    CHECK(rc == 0 && n == 2);
+    CHECK(rc == 0 && n == 3);
     if (rc) return;
+    CHECK(jobs[0].precision == NULL && !strcmp(jobs[1].precision, "fp8") &&
+          !strcmp(jobs[2].precision, "bf16"));
     CHECK(!strcmp(jobs[0].prompt_cache, cache)); /* resolved against the file's folder */
     CHECK(jobs[0].frames == 121 && jobs[0].steps == 30 && jobs[0].seed == 42 && jobs[0].has_seed);
     CHECK(jobs[0].video_shift == 12.0f && jobs[0].audio_shift == 3.0f && jobs[0].save_latents &&
@@ -168,7 +182,9 @@ static void test_official_fields(void) {
                   back[0].seed == jobs[i].seed && back[0].has_seed == jobs[i].has_seed &&
                   back[0].gpus == jobs[i].gpus && back[0].priority == jobs[i].priority &&
                   back[0].video_shift == jobs[i].video_shift &&
-                  back[0].save_latents == jobs[i].save_latents);
+                  back[0].save_latents == jobs[i].save_latents &&
+                  (back[0].precision == NULL) == (jobs[i].precision == NULL) &&
+                  (!back[0].precision || !strcmp(back[0].precision, jobs[i].precision)));
             vdn_jobs_free(back, m);
         }
         free(json);
@@ -177,8 +193,11 @@ static void test_official_fields(void) {
         vdn_job_spec s2;
         vdn_job_spec_from_proto(&r, &s2);
         CHECK(s2.seed == jobs[i].seed && s2.frames == jobs[i].frames &&
-              !strcmp(s2.prompt_cache, jobs[i].prompt_cache) &&
+              (!jobs[i].prompt_cache || !strcmp(s2.prompt_cache, jobs[i].prompt_cache)) &&
               (jobs[i].variant == NULL) == (s2.variant == NULL));
+        /* the precision crosses the wire as written (RenderRequest.precision) */
+        CHECK((s2.precision == NULL) == (jobs[i].precision == NULL) &&
+              (!s2.precision || !strcmp(s2.precision, jobs[i].precision)));
         vdn_errlist v = {0};
         CHECK(vdn_job_spec_validate(&s2, &v, "x") == 0);
         vdn_errlist_free(&v);
@@ -196,12 +215,14 @@ static void test_wire_validation(void) {
     r.height = 33;
     r.video_shift = NAN;
     r.variant = "nope";
+    r.precision = "int4";
     vdn_job_spec s;
     vdn_job_spec_from_proto(&r, &s);
     vdn_errlist e = {0};
     CHECK(vdn_job_spec_validate(&s, &e, "job 3") == -1);
     CHECK(has(&e, "job 3: field 'steps'", NULL) && has(&e, "job 3: field 'height'", "got 33") &&
-          has(&e, "field 'video_shift'", NULL) && has(&e, "field 'variant'", "nope"));
+          has(&e, "field 'video_shift'", NULL) && has(&e, "field 'variant'", "nope") &&
+          has(&e, "job 3: field 'precision'", "expected \"bf16\" or \"fp8\", got \"int4\""));
     vdn_errlist_free(&e);
     vdn_job_spec_free(&s);
     char kind;

@@ -1,7 +1,8 @@
 /* The placement policy (coordinator/place.h) on hand-made farms: k-GPU jobs on k free GPUs of one
  * worker, best fit, the reservation for the job at the head of the queue and backfill only of
  * what cannot delay it, unknown durations never backfilled into a reservation, out-of-service
- * GPUs, one-job workers and checkpoints. Expected picks are worked out by hand in the comments. */
+ * GPUs, one-job workers, checkpoints and DiT precisions. Expected picks are worked out by hand in
+ * the comments. */
 #include <string.h>
 
 #include "../../ops/test/check.h"
@@ -148,6 +149,45 @@ int main(void) {
         place_worker d = worker(4, 1); /* draining: nothing */
         d.eligible = 0;
         np = place_plan(&d, 1, js, 2, p, 64, NULL, &r);
+        CHECK(np == 0 && r.job == -1);
+    }
+    { /* precisions (bit 0 bf16, bit 1 fp8): worker 0 loaded bf16 only, worker 1 fp8 only,
+       * worker 2 (an older worker naming none) counts as bf16 only. Jobs: fp8, bf16, fp8, bf16.
+       * Each fp8 job can only go to worker 1 (2 GPUs: both start there); the bf16 jobs go to
+       * workers 0 and 2 (best fit: both have 1 GPU, the first found wins, then the other). */
+        place_worker ws[3] = {worker(1, 1), worker(2, 1), worker(1, 1)};
+        ws[0].precisions = 1u;
+        ws[1].precisions = 2u;
+        ws[2].precisions = 0;
+        CHECK(place_has_precision(&ws[0], 0) && !place_has_precision(&ws[0], 1));
+        CHECK(!place_has_precision(&ws[1], 0) && place_has_precision(&ws[1], 1));
+        CHECK(place_has_precision(&ws[2], 0) && !place_has_precision(&ws[2], 1));
+        CHECK(!place_has_precision(&ws[0], -1) && !place_has_precision(&ws[0], 40));
+        place_job js[4] = {job(1, 1, 10), job(2, 1, 10), job(3, 1, 10), job(4, 1, 10)};
+        js[0].precision = js[2].precision = 1;
+        int np = place_plan(ws, 3, js, 4, p, 64, NULL, &r);
+        CHECK(np == 4, "%d picks", np);
+        for (int i = 0; i < np; i++) {
+            if (js[p[i].job].precision == 1)
+                CHECK(p[i].worker == 1, "fp8 job %d on worker %d", p[i].job, p[i].worker);
+            else
+                CHECK(p[i].worker != 1, "bf16 job %d on the fp8-only worker", p[i].job);
+        }
+        /* a third fp8 job while worker 1 is full: it waits there (a reservation), never on the
+         * free bf16 workers */
+        place_worker w2[2] = {worker(2, 1), worker(2, 1)};
+        w2[0].precisions = 1u;
+        w2[1].precisions = 3u;
+        busy(&w2[1], 0, 10);
+        busy(&w2[1], 1, 10);
+        place_job f = job(5, 1, 10);
+        f.precision = 1;
+        np = place_plan(w2, 2, &f, 1, p, 64, NULL, &r);
+        CHECK(np == 0 && r.job == 0 && r.worker == 1 && r.start_in == 10,
+              "%d picks, reservation on %d in %g", np, r.worker, r.start_in);
+        /* no worker has it: no pick and no reservation (nothing held back for it) */
+        w2[1].precisions = 1u;
+        np = place_plan(w2, 2, &f, 1, p, 64, NULL, &r);
         CHECK(np == 0 && r.job == -1);
     }
     { /* estimates: rate x steps x frames x height x width; unknown without a size or a rate */
