@@ -53,8 +53,29 @@ int main(void) {
     expect_err(vdn_variant_parse("vdn@8x", &v, err, sizeof err), err, "@STEPS", NULL, __LINE__);
     expect_err(vdn_variant_parse("radial@50", &v, err, sizeof err), err, "radial@50",
                "expected dense", __LINE__);
+    /* :PRECISION: fp8 names and keys say so; bf16 (default or written) keeps the old ones */
+    CHECK(vdn_variant_parse("vdn@8:fp8", &v, err, sizeof err) == 0 && v.steps == 8 &&
+          !strcmp(v.engine, "vdn") && !strcmp(v.precision, "fp8") && !strcmp(v.name, "vdn@8:fp8") &&
+          !strcmp(v.key, "vdn_8_fp8"));
+    CHECK(vdn_variant_parse("dense:fp8", &v, err, sizeof err) == 0 && v.steps == 50 &&
+          !strcmp(v.name, "dense@50:fp8") && !strcmp(v.precision, "fp8"));
+    CHECK(vdn_variant_parse("dense@50:bf16", &v, err, sizeof err) == 0 &&
+          !strcmp(v.name, "dense@50") && !strcmp(v.key, "dense_50") &&
+          !strcmp(v.precision, "bf16"));
+    CHECK(vdn_variant_parse("vdn@8", &v, err, sizeof err) == 0 && !strcmp(v.precision, "bf16"));
+    expect_err(vdn_variant_parse("vdn@8:fp16", &v, err, sizeof err), err, "vdn@8:fp16",
+               "bf16 or fp8", __LINE__);
+    expect_err(vdn_variant_parse("vdn@8:", &v, err, sizeof err), err, ":PRECISION", NULL, __LINE__);
+    expect_err(vdn_variant_parse("vdn@:fp8", &v, err, sizeof err), err, "@STEPS", NULL, __LINE__);
+    expect_err(vdn_variant_parse("vdn@8:fp8:fp8", &v, err, sizeof err), err, ":PRECISION", NULL,
+               __LINE__);
     vdn_variant *list;
     int n;
+    CHECK(vdn_variant_list_parse("vdn@8,vdn@8:fp8", &list, &n, err, sizeof err) == 0 && n == 2 &&
+          strcmp(list[0].key, list[1].key) != 0);
+    if (n == 2) free(list);
+    expect_err(vdn_variant_list_parse("vdn@8,vdn@8:bf16", &list, &n, err, sizeof err), err,
+               "listed twice", NULL, __LINE__);
     CHECK(vdn_variant_list_parse("dense@50,vdn@8, vdn@4", &list, &n, err, sizeof err) == 0 &&
           n == 3 && list[2].steps == 4);
     if (n == 3) free(list);

@@ -1,0 +1,153 @@
+"""The DiT's precision in the farm: `vdn up --precision bf16,fp8` starts workers with an engine
+per precision; one batch holds the same request at bf16 and at fp8 ("precision" field). Each run
+record names the precision its job asked for, and the two outputs differ (on the CPU backend fp8
+runs the quantised oracle, engine/test/test_render_fp8.py: its velocity differs from the
+unquantised one by 1e-3..7e-2 relative, so latents after two steps cannot be equal). Then a
+bf16-only farm gets an fp8 job: it is not placed, and `vdn status` and `vdn logs` say that no
+connected worker has precision fp8 loaded instead of leaving it queued in silence."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import FRAMES, check, log, main
+
+
+def conf(path):
+    out = {}
+    for line in open(path):
+        line = line.strip()
+        if line and not line.startswith("#"):
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
+def run(vdn, *args, timeout=120):
+    return subprocess.run([vdn, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def up(vdn, d, *extra):
+    r = run(vdn, "up", d, "--detach", "--cpu", *extra, timeout=180)
+    check(r.returncode == 0, "vdn up %s: %d %s%s" % (" ".join(extra), r.returncode, r.stdout,
+                                                     r.stderr))
+    return conf(os.path.join(d, "vdn.conf"))
+
+
+def submit(vdn, d, lines):
+    req = os.path.join(d, "requests.jsonl")
+    with open(req, "w") as f:
+        for x in lines:
+            f.write(json.dumps(x) + "\n")
+    r = run(vdn, "submit", req, "--dir", d)
+    check(r.returncode == 0, "vdn submit: %s%s" % (r.stdout, r.stderr))
+    m = re.search(r"\bb?(\d+)\b", r.stdout)
+    check(m, "no batch id in %r" % r.stdout)
+    return m.group(1)
+
+
+def store_files(store, prefix):
+    """The objects whose key starts with prefix, by their ending (".json", ".safetensors")."""
+    out = {}
+    for root, _, files in os.walk(store):
+        for f in files:
+            p = os.path.join(root, f)
+            key = os.path.relpath(p, store)
+            if key.startswith(prefix):
+                out[key[len(prefix):]] = p
+    return out
+
+
+def both_precisions(vdn, d):
+    c = up(vdn, d, "--precision", "bf16,fp8")
+    prompt = os.path.join(c["checkpoint"], "prompt.safetensors")
+    base = {"prompt_cache": prompt, "frames": FRAMES, "height": 32, "width": 32, "steps": 2,
+            "seed": 7, "save_latents": True}
+    batch = submit(vdn, d, [dict(base, out="prec/bf16/out"),
+                            dict(base, out="prec/fp8/out", precision="fp8")])
+    w = run(vdn, "watch", "b" + batch, "--dir", d, timeout=140)
+    check(w.returncode == 0, "vdn watch: %d %s%s" % (w.returncode, w.stdout[-2000:], w.stderr))
+    store = c["store"][len("file://"):]
+    latents = {}
+    for prec in ("bf16", "fp8"):
+        objs = store_files(store, "prec/%s/" % prec)
+        recs = [p for k, p in objs.items() if k.endswith(".json")]
+        check(len(recs) == 1, "%s job: expected one run record, found %s" % (prec, sorted(objs)))
+        rec = json.load(open(recs[0]))
+        check(rec.get("precision") == prec,
+              "%s job: run record says precision %r" % (prec, rec.get("precision")))
+        lat = [p for k, p in objs.items() if k.endswith(".safetensors")]
+        check(len(lat) == 1, "%s job: expected its latents, found %s" % (prec, sorted(objs)))
+        latents[prec] = open(lat[0], "rb").read()
+    check(latents["bf16"] != latents["fp8"],
+          "the bf16 and fp8 jobs wrote identical latents: the fp8 engine did not render")
+    # the worker says what it loaded
+    ws = run(vdn, "workers", "--dir", d)
+    check(ws.returncode == 0 and "precision bf16,fp8" in ws.stdout,
+          "vdn workers does not list precision bf16,fp8: %s%s" % (ws.stdout, ws.stderr))
+    r = run(vdn, "up", d, "--stop", timeout=90)
+    check(r.returncode == 0, "vdn up --stop: %s%s" % (r.stdout, r.stderr))
+    log("bf16,fp8 farm: each job's record names its precision, the outputs differ")
+    return c["checkpoint"]
+
+
+def fp8_on_bf16_farm(vdn, d, ckpt):
+    c = up(vdn, d, "--checkpoint", ckpt)  # --precision left out: bf16 only
+    prompt = os.path.join(ckpt, "prompt.safetensors")
+    batch = submit(vdn, d, [{"prompt_cache": prompt, "frames": FRAMES, "height": 32, "width": 32,
+                             "steps": 2, "seed": 7, "precision": "fp8"}])
+    want = "no connected worker has precision fp8 loaded"
+    t0 = time.time()
+    while True:
+        st = run(vdn, "status", "b" + batch, "--dir", d)
+        if want in st.stdout:
+            break
+        check(time.time() - t0 < 60, "vdn status never said %r: %s%s" % (want, st.stdout,
+                                                                          st.stderr))
+        time.sleep(0.5)
+    check("queued" in st.stdout, "the fp8 job is not queued: %s" % st.stdout)
+    m = re.search(r"\bj(\d+)\b", st.stdout)
+    check(m, "no job id in %r" % st.stdout)
+    lg = run(vdn, "logs", "j" + m.group(1), "--dir", d)
+    check(lg.returncode == 0 and "unplaceable" in lg.stdout and want in lg.stdout,
+          "vdn logs lacks the reason: %s%s" % (lg.stdout, lg.stderr))
+    # said once, however many times the placement ran since
+    time.sleep(2)
+    lg = run(vdn, "logs", "j" + m.group(1), "--dir", d)
+    check(lg.stdout.count("unplaceable") == 1,
+          "the reason was repeated: %s" % lg.stdout)
+    coord_log = open(os.path.join(d, "logs", "coordinator.log"), errors="replace").read()
+    check(want in coord_log, "the coordinator's log lacks %r" % want)
+    r = run(vdn, "up", d, "--stop", timeout=90)
+    check(r.returncode == 0, "vdn up --stop: %s%s" % (r.stdout, r.stderr))
+    log("bf16-only farm: the fp8 job waits with a clear reason")
+
+
+def test(args):
+    vdn = os.path.abspath(args.vdn)
+    d = tempfile.mkdtemp(prefix="vdn-e2e-precision-")
+    ok = False
+    try:
+        bad = run(vdn, "up", os.path.join(d, "bad"), "--cpu", "--precision", "fp8,fp8", timeout=60)
+        check(bad.returncode != 0 and "--precision 'fp8,fp8'" in bad.stderr,
+              "vdn up --precision fp8,fp8: %d %s" % (bad.returncode, bad.stderr))
+        ckpt = both_precisions(vdn, os.path.join(d, "both"))
+        fp8_on_bf16_farm(vdn, os.path.join(d, "bf16"), ckpt)
+        ok = True
+    finally:
+        for sub in ("both", "bf16"):
+            if os.path.exists(os.path.join(d, sub, "vdn.conf")):
+                run(vdn, "up", os.path.join(d, sub), "--stop", timeout=90)
+        if ok and not args.keep:
+            shutil.rmtree(d, ignore_errors=True)
+        else:
+            log("left %s" % d)
+
+
+if __name__ == "__main__":
+    main(test)
