@@ -2,7 +2,8 @@
  * speaking proto/vdn.proto through the shared wire helpers). Covers the protocol corners the
  * real coordinator rarely produces: garbage and wrong-version frames, bad output keys, an
  * ASSIGN while busy, a repeated ASSIGN, a RESULT re-sent until it is ACKed, a stale-attempt
- * refusal mid-render, a DISCONNECT asking for READY again, and SIGTERM.
+ * refusal mid-render, a DISCONNECT asking for READY again, SIGTERM, and an ASSIGN for a DiT
+ * precision the worker did not load (an older coordinator's).
  *
  * usage: test_worker_proto VDN_BINARY   (makes its own tiny checkpoint with `vdn ckpt init`) */
 #include <signal.h>
@@ -23,6 +24,7 @@ static size_t ident_len;
 static double last_hb;
 static int beating = 1; /* send our heartbeats while waiting */
 static char dir[256], prompt[512];
+static char *assign_precision; /* RenderRequest.precision of the next assign(); NULL: none */
 
 static void send_env(Vdn__Envelope *env) {
     char err[VDN_ERR_LEN];
@@ -84,6 +86,7 @@ static void assign(uint64_t attempt, int steps, const char *key0, const char *ke
     r.prompt_cache = prompt;
     r.has_frames = r.has_height = r.has_width = r.has_steps = r.has_seed = 1;
     r.frames = 56, r.height = 32, r.width = 32, r.steps = steps, r.seed = attempt;
+    r.precision = assign_precision;
     char *keys[2] = {(char *)key0, (char *)key1};
     r.n_output_keys = 2;
     r.output_keys = keys;
@@ -183,6 +186,9 @@ int main(int argc, char **argv) {
           "identity '%s'", e->ready->checkpoint_identity ? e->ready->checkpoint_identity : "");
     CHECK(e->ready->engine_version && e->ready->engine_version[0], "engine version");
     CHECK(e->ready->has_running_attempt && e->ready->running_attempt == 0, "running attempt");
+    /* no --precision: the bf16 engine only */
+    CHECK(e->ready->n_precisions == 1 && !strcmp(e->ready->precisions[0], "bf16"),
+          "precisions: %zu", e->ready->n_precisions);
     vdn__envelope__free_unpacked(e, NULL);
 
     /* garbage and a wrong protocol version: ignored, the worker keeps talking */
@@ -212,6 +218,29 @@ int main(int argc, char **argv) {
           e && e->payload_case == VDN__ENVELOPE__PAYLOAD_FAIL ? e->fail->reason : "-");
     if (e) vdn__envelope__free_unpacked(e, NULL);
     ack(1);
+
+    /* a precision this worker did not load: FAIL at once as the worker's fault (it may render
+     * elsewhere), naming it; a name no engine knows: the job's fault */
+    assign_precision = "fp8";
+    assign(90, 2, "o/90.safetensors", "o/90.json");
+    e = expect(0, 20);
+    CHECK(e && e->payload_case == VDN__ENVELOPE__PAYLOAD_FAIL && e->fail->attempt_id == 90 &&
+              e->fail->has_fault && e->fail->fault == VDN__FAIL__FAULT__WORKER &&
+              strstr(e->fail->reason, "no fp8 engine loaded"),
+          "fp8 on a bf16 worker: %s",
+          e && e->payload_case == VDN__ENVELOPE__PAYLOAD_FAIL ? e->fail->reason : "-");
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    ack(90);
+    assign_precision = "fp16";
+    assign(91, 2, "o/91.safetensors", "o/91.json");
+    e = expect(0, 20);
+    CHECK(e && e->payload_case == VDN__ENVELOPE__PAYLOAD_FAIL && e->fail->attempt_id == 91 &&
+              e->fail->has_fault && e->fail->fault == VDN__FAIL__FAULT__JOB &&
+              strstr(e->fail->reason, "'precision'") && strstr(e->fail->reason, "fp16"),
+          "fp16: %s", e && e->payload_case == VDN__ENVELOPE__PAYLOAD_FAIL ? e->fail->reason : "-");
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    ack(91);
+    assign_precision = NULL;
 
     /* a render; the same ASSIGN again is ignored; another while busy is refused, retryable */
     assign(2, 6, "o/2.safetensors", "o/2.json");
