@@ -136,6 +136,14 @@ def test(args):
         bad = run(vdn, "up", os.path.join(d, "bad"), "--cpu", "--precision", "fp8,fp8", timeout=60)
         check(bad.returncode != 0 and "--precision 'fp8,fp8'" in bad.stderr,
               "vdn up --precision fp8,fp8: %d %s" % (bad.returncode, bad.stderr))
+        # vdn worker refuses a bad list before loading anything, naming the option and value
+        for v in ("fp4", "bf16,", "bf16,bf16", "fp8;bf16"):
+            bad = run(vdn, "worker", "--connect", "tcp://127.0.0.1:1", "--checkpoint", d,
+                      "--cpu", "--precision", v, timeout=60)
+            check(bad.returncode != 0 and
+                  "--precision (or precision in the config) '%s': expected bf16, fp8 or "
+                  "bf16,fp8" % v in bad.stderr,
+                  "vdn worker --precision %s: %d %s" % (v, bad.returncode, bad.stderr))
         ckpt = both_precisions(vdn, os.path.join(d, "both"))
         fp8_on_bf16_farm(vdn, os.path.join(d, "bf16"), ckpt)
         ok = True
