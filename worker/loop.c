@@ -352,12 +352,10 @@ static char *dup_or_null(const char *s) {
     return s && *s ? vdn_xstrdup(s) : NULL;
 }
 
-/* Which slots an ASSIGN runs on: the GPUs it names, or (a coordinator that does not place per
- * GPU) every slot in service, one job at a time. 0, or -1 with why (nobody's fault: the job
- * goes back to the queue). */
 /* The DiT precision the request asks for (absent or "": bf16) when this worker loaded it: 0.
  * Else the fault to report: JOB for a name no engine knows, WORKER for one not loaded here (a
- * coordinator older than Ready.precisions; it blocks this worker for the job's class). */
+ * coordinator older than Ready.precisions; it counts toward blocking this worker for the job's
+ * class). */
 static vdn_fault assigned_precision(const worker *w, const Vdn__RenderRequest *rq, vdn_precision *p,
                                     char *why, size_t whylen) {
     const char *name = rq->precision && rq->precision[0] ? rq->precision : "bf16";
@@ -374,6 +372,9 @@ static vdn_fault assigned_precision(const worker *w, const Vdn__RenderRequest *r
     return 0;
 }
 
+/* Which slots an ASSIGN runs on: the GPUs it names, or (a coordinator that does not place per
+ * GPU) every slot in service, one job at a time. 0, or -1 with why (nobody's fault: the job
+ * goes back to the queue). */
 static int pick_slots(worker *w, const Vdn__Assign *a, running *j, char *why, size_t whylen) {
     j->npos = 0;
     if (a->n_gpu_indices == 0) {

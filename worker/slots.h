@@ -1,8 +1,10 @@
-/* The worker's GPUs as render slots: one engine (one copy of the weights) per GPU, loaded once at
- * start, and which attempt runs on each. A GPU whose render hit a CUDA error is taken out of
- * service (its engine's context may be poisoned); the other GPUs keep working. A worker without
- * GPUs has one slot on the CPU backend; a stand-in GPU inventory (tests, CI) gets one CPU
- * engine per listed GPU, so the multi-GPU code runs without a GPU. */
+/* The worker's GPUs as render slots: one engine (one copy of the weights) per GPU and DiT
+ * precision the worker loads (--precision), loaded once at start, and which attempt runs on each.
+ * The VAEs live on the first engine's device; a job's render, and a text prompt it encodes, on
+ * the device of its precision's engine (the slot runs one job at a time). A GPU whose render hit a
+ * CUDA error is taken out of service (its engine's context may be poisoned); the other GPUs keep
+ * working. A worker without GPUs has one slot on the CPU backend; a stand-in GPU inventory (tests,
+ * CI) gets one CPU engine per listed GPU, so the multi-GPU code runs without a GPU. */
 #ifndef VDN_WORKER_SLOTS_H
 #define VDN_WORKER_SLOTS_H
 
