@@ -144,6 +144,13 @@ def test(args):
                   "--precision (or precision in the config) '%s': expected bf16, fp8 or "
                   "bf16,fp8" % v in bad.stderr,
                   "vdn worker --precision %s: %d %s" % (v, bad.returncode, bad.stderr))
+        # ... and so does a cluster config's precision key
+        cf = os.path.join(d, "cluster.conf")
+        with open(cf, "w") as f:
+            f.write("worker_endpoint = tcp://127.0.0.1:1\ncheckpoint = %s\nprecision = fp9\n" % d)
+        bad = run(vdn, "worker", "--config", cf, "--cpu", timeout=60)
+        check(bad.returncode != 0 and "precision in the config) 'fp9'" in bad.stderr,
+              "vdn worker --config with precision = fp9: %d %s" % (bad.returncode, bad.stderr))
         ckpt = both_precisions(vdn, os.path.join(d, "both"))
         fp8_on_bf16_farm(vdn, os.path.join(d, "bf16"), ckpt)
         ok = True
