@@ -693,12 +693,14 @@ static void report_unplaceable(coord *c) {
             have |= c->w[i].precisions ? c->w[i].precisions : 1u << VDN_PRECISION_BF16;
         }
     if (!connected) return;
+    /* the common farm has bf16: then only the jobs that name another precision can be stuck */
+    const int bf16 = have >> VDN_PRECISION_BF16 & 1u;
     sqlite3_stmt *st =
         cdb_prep(c->db,
                  "SELECT id, batch_id, json_extract(request,'$.precision') FROM jobs "
-                 "WHERE state='queued' AND json_extract(request,'$.precision') "
-                 "IS NOT NULL LIMIT ?",
-                 "i", (int64_t)PLAN_MAX_JOBS);
+                 "WHERE state='queued' AND (? = 0 OR coalesce(json_extract(request,"
+                 "'$.precision'),'bf16') != 'bf16') LIMIT ?",
+                 "ii", (int64_t)bf16, (int64_t)PLAN_MAX_JOBS);
     while (st && sqlite3_step(st) == SQLITE_ROW) {
         const char *name = (const char *)sqlite3_column_text(st, 2);
         int p = job_precision(name);
