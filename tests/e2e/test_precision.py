@@ -96,12 +96,14 @@ def both_precisions(vdn, d):
     return c["checkpoint"]
 
 
-def fp8_on_bf16_farm(vdn, d, ckpt):
-    c = up(vdn, d, "--checkpoint", ckpt)  # --precision left out: bf16 only
+def waits_with_reason(vdn, d, ckpt, farm, job, missing):
+    """A farm started with `farm` (vdn up options) gets a job with `job` (extra request fields)
+    whose precision `missing` none of its workers loaded."""
+    up(vdn, d, "--checkpoint", ckpt, *farm)
     prompt = os.path.join(ckpt, "prompt.safetensors")
-    batch = submit(vdn, d, [{"prompt_cache": prompt, "frames": FRAMES, "height": 32, "width": 32,
-                             "steps": 2, "seed": 7, "precision": "fp8"}])
-    want = "no connected worker has precision fp8 loaded"
+    batch = submit(vdn, d, [dict({"prompt_cache": prompt, "frames": FRAMES, "height": 32,
+                                  "width": 32, "steps": 2, "seed": 7}, **job)])
+    want = "no connected worker has precision %s loaded" % missing
     t0 = time.time()
     while True:
         st = run(vdn, "status", "b" + batch, "--dir", d)
@@ -125,7 +127,7 @@ def fp8_on_bf16_farm(vdn, d, ckpt):
     check(want in coord_log, "the coordinator's log lacks %r" % want)
     r = run(vdn, "up", d, "--stop", timeout=90)
     check(r.returncode == 0, "vdn up --stop: %s%s" % (r.stdout, r.stderr))
-    log("bf16-only farm: the fp8 job waits with a clear reason")
+    log("%s farm: the %s job waits with a clear reason" % (" ".join(farm) or "bf16-only", missing))
 
 
 def test(args):
@@ -152,10 +154,13 @@ def test(args):
         check(bad.returncode != 0 and "precision in the config) 'fp9'" in bad.stderr,
               "vdn worker --config with precision = fp9: %d %s" % (bad.returncode, bad.stderr))
         ckpt = both_precisions(vdn, os.path.join(d, "both"))
-        fp8_on_bf16_farm(vdn, os.path.join(d, "bf16"), ckpt)
+        # --precision left out: bf16 only
+        waits_with_reason(vdn, os.path.join(d, "bf16"), ckpt, [], {"precision": "fp8"}, "fp8")
+        # an fp8-only farm and a job that names no precision (bf16)
+        waits_with_reason(vdn, os.path.join(d, "fp8"), ckpt, ["--precision", "fp8"], {}, "bf16")
         ok = True
     finally:
-        for sub in ("both", "bf16"):
+        for sub in ("both", "bf16", "fp8"):
             if os.path.exists(os.path.join(d, sub, "vdn.conf")):
                 run(vdn, "up", os.path.join(d, sub), "--stop", timeout=90)
         if ok and not args.keep:
