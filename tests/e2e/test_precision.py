@@ -4,7 +4,8 @@ record names the precision its job asked for, and the two outputs differ (on the
 runs the quantised oracle, engine/test/test_render_fp8.py: its velocity differs from the
 unquantised one by 1e-3..7e-2 relative, so latents after two steps cannot be equal). Then a
 bf16-only farm gets an fp8 job: it is not placed, and `vdn status` and `vdn logs` say that no
-connected worker has precision fp8 loaded instead of leaving it queued in silence."""
+connected worker has precision fp8 loaded instead of leaving it queued in silence; likewise an
+fp8-only farm for a job that names no precision (bf16)."""
 import json
 import os
 import re
