@@ -40,6 +40,7 @@ static int open_op_layer(vdn_engine *eng, const char *name, const vdn_engine_opt
     eng->dev = vdn_dev_open(name, index, o->threads > 0 ? o->threads : 2, err, errlen);
     if (!eng->dev) return -1;
     eng->precision = o->precision;
+    eng->dit = o->dit;
     if (vdn_dit_weights_load_as(&eng->w, eng->dev, &eng->cfg, src,
                                 eng->precision == VDN_PRECISION_FP8, err, errlen) != 0) {
         vdn_dev_close(eng->dev);
@@ -103,6 +104,14 @@ static int check_opts(const vdn_engine_opts *in, vdn_engine_opts *o, char *err, 
     if (o->precision != VDN_PRECISION_BF16 && o->precision != VDN_PRECISION_FP8)
         return vdn_fail(err, errlen, "engine: precision %d: expected bf16 or fp8",
                         (int)o->precision);
+    if (o->dit.chunk_rows < 0 || o->dit.vda_heads < 0)
+        return vdn_fail(err, errlen,
+                        "engine: dit.chunk_rows %d, dit.vda_heads %d: expected 0 (default) or a "
+                        "positive count",
+                        o->dit.chunk_rows, o->dit.vda_heads);
+    if (o->dit.vda_one_lane != 0 && o->dit.vda_one_lane != 1)
+        return vdn_fail(err, errlen, "engine: dit.vda_one_lane %d: expected 0 or 1",
+                        o->dit.vda_one_lane);
     return 0;
 }
 

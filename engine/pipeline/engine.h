@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "dit.h" /* vdn_dit_opts */
 #include "precision.h"
 #include "seq.h"
 
@@ -81,6 +82,9 @@ typedef struct {
      * runs the quantised oracle (the same bytes and scales as CUDA, float64 sums). The engine
      * keeps it for its life (vdn_engine_precision). */
     vdn_precision precision;
+    /* The forward's experiment switches (dit.h: feed-forward piece rows, linear-branch heads per
+     * pass, one lane), for every render of this engine; zeroed = the defaults. */
+    vdn_dit_opts dit;
 } vdn_engine_opts;
 
 /* NULL opts = a zeroed vdn_engine_opts. */

@@ -17,6 +17,7 @@ struct vdn_engine {
     vdn_dev *dev;            /* the op-layer device that renders (op.h) */
     vdn_dit_weights w;       /* the DiT's weights on it (dit.h) */
     vdn_precision precision; /* what the weights were opened in (fp8: quantised at load) */
+    vdn_dit_opts dit;        /* the forward's switches for every render (vdn_engine_opts.dit) */
     /* --ranks P: the forward sharded over P virtual ranks (dit_shard.c); rank_dev[0] = dev, the
      * others more devices on the same memory (the CPU, the same GPU) sharing the weights */
     int ranks;

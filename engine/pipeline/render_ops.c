@@ -64,7 +64,7 @@ static int setup(vdn_engine *eng, vdn_render_loop *lp, loop_tensors *t) {
     /* activations for the forward this render runs, once: a rank's rows and heads only when
      * sharded (the whole sequence's would not fit beside the weights on many GPUs); virtual
      * ranks make their own per evaluation (a checking tool, not a production path) */
-    const vdn_dit_opts *opts = NULL; /* the defaults */
+    const vdn_dit_opts *opts = &eng->dit; /* the engine's (vdn_engine_opts.dit) */
     if (!lp->comm && eng->ranks > 1)
         t->buf = vdn_dit_buffers_virtual(&eng->w, eng->rank_dev, eng->ranks, opts);
     else

@@ -244,6 +244,30 @@ int main(int argc, char **argv) {
                           sizeof err) == NULL &&
               strstr(err, "/nonexistent/ckpt"),
           "missing checkpoint: '%s'", err);
+    /* options out of range are refused before anything loads, naming the option and value */
+    const struct {
+        vdn_engine_opts o;
+        const char *want;
+    } bad[] = {{{.backend = VDN_BACKEND_CPU, .ranks = 65}, "ranks 65: expected 1..64"},
+               {{.backend = VDN_BACKEND_CPU, .threads = -1}, "threads -1"},
+               {{.backend = VDN_BACKEND_CPU, .precision = (vdn_precision)7}, "precision 7"},
+               {{.backend = VDN_BACKEND_CPU, .dit = {.chunk_rows = -5}}, "dit.chunk_rows -5"},
+               {{.backend = VDN_BACKEND_CPU, .dit = {.vda_one_lane = 2}}, "dit.vda_one_lane 2"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        err[0] = 0;
+        CHECK(vdn_engine_open(ck, NULL, 0, &bad[i].o, err, sizeof err) == NULL &&
+                  strstr(err, bad[i].want),
+              "bad option %zu: '%s', expected '%s'", i, err, bad[i].want);
+    }
+    /* the precision asked for is the engine's */
+    vdn_engine *fe = vdn_engine_open(
+        ck, NULL, 0, &(vdn_engine_opts){.backend = VDN_BACKEND_CPU, .precision = VDN_PRECISION_FP8},
+        err, sizeof err);
+    CHECK(fe && vdn_engine_precision(fe) == VDN_PRECISION_FP8, "fp8 engine: %s", err);
+    vdn_engine_close(fe);
+    vdn_engine *de = vdn_engine_open(ck, NULL, 0, NULL, err, sizeof err);
+    CHECK(de && vdn_engine_precision(de) == VDN_PRECISION_BF16, "default engine: %s", err);
+    vdn_engine_close(de);
     /* asking for cuda explicitly: works where a GPU backend is linked in, else says why */
     vdn_engine *ge = vdn_engine_open(ck, NULL, 0, &(vdn_engine_opts){.backend = VDN_BACKEND_CUDA},
                                      err, sizeof err);
