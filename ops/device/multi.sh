@@ -8,12 +8,13 @@
 # HOW TO RUN IT (NOT YET RUN; docs/PERF.md "Multi-GPU run (issue 14): how to run it"):
 #   0. Ask `status` (free): take the largest kind it lists of nvidia-h200-x8, -x4, -x2.
 #   1. Here, in the checkout the session started in (/work/main: that repo is what travels), once:
-#        bash ops/device/multi_carry.sh     # .devcarry/multi: cJSON .debs + the farm's sysroot
-#      (~3 min; it prints what would travel: ~60 of the 64 MiB a call carries)
+#        bash ops/device/carry.sh           # .devcarry/deb: what build.sh needs (~9 MB)
+#        bash ops/device/multi_carry.sh     # .devcarry/multi: the farm phase's sysroot (~46 MB)
+#      (both do not fit one call with the tree: phases a-c carry .devcarry/deb, d .devcarry/multi)
 #   2. Four device calls, back to back (a machine stays warm 30 s after a call; one call <= 600 s;
 #      at most 8 files come back from $OUT per call), each exactly
-#        run(kind="nvidia-h200-x8", needs_h200=true, carry=[".devcarry"], timeout_s=600,
-#            command="bash ops/device/multi.sh PHASES")
+#        run(kind="nvidia-h200-x8", needs_h200=true, carry=[".devcarry/deb"], timeout_s=600,
+#            command="bash ops/device/multi.sh PHASES")     (phase farm: carry=[".devcarry/multi"])
 #      (needs_h200: bf16 on one GPU peaks at ~98 GiB, over an H100's 78), PHASES in turn:
 #      a. build equal       ~3 min: build, NCCL equality (forward and whole renders)
 #      b. thru scale-fp8    ~7 min: throughput, fp8 latency and scaling
@@ -22,7 +23,8 @@
 #      ~21 min + the machine's start, of the 30 min of device time. If H200s do not come, the
 #      H100 kinds without needs_h200: bf16 on 1 (and maybe 2) GPUs then reports out of memory
 #      and the rest runs.
-#   Every phase builds first when this machine has no build yet (a fresh machine: ~2 min), runs
+#   Every phase but farm builds first (ops/device/build.sh into build-dev/: a fresh machine ~2 min,
+#   a warm one reuses it), runs
 #   under its own `timeout` (cut so that the whole call ends within BUDGET = 570 s), writes its
 #   log (and JSON, rewritten after every render, so a phase cut short keeps what it measured)
 #   under $OUT and prints a summary.
@@ -34,10 +36,12 @@ set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 mkdir -p "$OUT"
 ROOT=$(pwd)
-B=$ROOT/build-multi # ignored (/build*/): kept between calls on a warm machine
 CARRY=$ROOT/.devcarry/multi
+W=$ROOT/build-multi # work files (ignored: /build*/), kept between calls on a warm machine
+mkdir -p "$W"
 JOBS=${JOBS:-$(nproc)}
 NFE=${NFE:-1}
+NCCL=${NCCL_ROOT:-$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])" 2>/dev/null)}
 WARMUP=${WARMUP:-1}
 # NVLink multicast stays off (the device notes: it can take the host's GPUs out of service)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -62,65 +66,27 @@ nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.sm --format
 nvidia-smi topo -m 2>/dev/null | head -12 | sed 's/^/   topo: /' >> "$SUMMARY"
 { grep PRETTY_NAME /etc/os-release; ldd --version | head -1; } 2>/dev/null | sed 's/^/   /' >> "$SUMMARY"
 
-# ---- build: the engine, CUDA backend, NCCL communicator, `vdn bench`, vdnmini, the shard check,
-# with nvcc/gcc directly (the machine lacks the render system's -dev libraries) ----
-NCCL=${NCCL_HOME:-$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])" 2>/dev/null)}
-for d in "$NCCL" /usr/local/cuda /usr; do
-  if [ -n "$d" ] && [ -f "$d/include/nccl.h" ]; then NCCL=$d; break; fi
-done
-PFX=$B/deps
-export LD_LIBRARY_PATH="$PFX/usr/lib/x86_64-linux-gnu:$NCCL/lib:${LD_LIBRARY_PATH:-}"
-CFLAGS=(-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra ${WERROR:+-Werror} -Ikernels -Iengine -Iops/cli -Itext -Ivae
-  -I"$PFX/usr/include")
-NVFLAGS=("-gencode=arch=compute_90a,code=sm_90a" -O3 --use_fast_math -std=c++17 -Ikernels -Iengine -Iops/cli
-  -I"$NCCL/include" ${WERROR:+-Werror all-warnings})
-LINK=(-L"$PFX/usr/lib/x86_64-linux-gnu" -lcjson -L"$NCCL/lib" -l:libnccl.so.2 -lcublasLt -lcublas
-  -lpthread -lm -Xlinker --undefined=vdn_cuda_dev_backend -Xlinker --undefined=vdn_comm_nccl_open
-  -Xlinker --undefined=vdn_comm_nccl_unique_id)
-C_SRC=(engine/*.c kernels/twin_norm.c kernels/twin_attn.c kernels/twin_vda.c text/encoder_init.c
-  text/encoder_config.c vae/vae_init.c vae/vae_config.c vae/vae_weights.c kernels/bench_whole.c
-  kernels/bench_group.c kernels/bench_compare.c)
-CU_SRC=(kernels/*.cu)
-stamp() { cat "${C_SRC[@]}" "${CU_SRC[@]}" engine/*.h kernels/*.h kernels/*.cuh kernels/cmd_bench.c \
-  ops/bench/*.c engine/test/dit_shard_compare.c ops/device/multi.sh | md5sum | cut -c1-16; }
-
+# ---- build: ops/device/build.sh (CMake, VDN_FARM=OFF, NCCL from the nvidia-nccl wheel) into
+# build-dev/ (kept between calls on a warm machine: a second call rebuilds nothing) ----
+B=$ROOT/build-dev
+VDN=$B/cli/vdn
+CMP=$B/engine/engine_dit_shard_compare
 build() {
-  if [ -f "$B/stamp" ] && [ "$(cat "$B/stamp")" = "$(stamp)" ] && [ -x "$B/vdn_bench" ]; then
-    say "build: up to date ($B)"; return 0
-  fi
   local t0; t0=$(date +%s)
-  rm -rf "$B"; mkdir -p "$B/o" "$PFX"
-  if ! [ -f "$NCCL/include/nccl.h" ]; then say "build: FAILED: no nccl.h (nvidia-nccl wheel, NCCL_HOME)"; return 1; fi
-  # cJSON: the engine's run records; the machine has no libcjson-dev, so its .debs travel
-  for d in "$CARRY"/deb/*.deb; do [ -f "$d" ] && dpkg -x "$d" "$PFX"; done
-  {
-    echo "nccl: $NCCL"
-    mkdir -p "$B/o/engine" "$B/o/kernels" "$B/o/text" "$B/o/vae"
-    printf '%s\n' "${C_SRC[@]}" | xargs -P "$JOBS" -I{} gcc "${CFLAGS[@]}" -c {} -o "$B/o/{}.o"
-    printf '%s\n' "${CU_SRC[@]}" | xargs -P "$JOBS" -I{} nvcc "${NVFLAGS[@]}" -c {} -o "$B/o/{}.o"
-    gcc "${CFLAGS[@]}" -DVDN_HAVE_CUDA=1 -c kernels/cmd_bench.c -o "$B/o/kernels/cmd_bench.c.o"
-    gcc "${CFLAGS[@]}" -c ops/bench/bench_main.c -o "$B/bench_main.o"
-    gcc "${CFLAGS[@]}" -c ops/bench/mini_main.c -o "$B/mini_main.o"
-    gcc "${CFLAGS[@]}" -DVDN_HAVE_NCCL=1 -c engine/test/dit_shard_compare.c -o "$B/shard_cmp.o"
-    find "$B/o" -name '*.o' -print0 | xargs -0 ar rcs "$B/libk.a"
-    nvcc -o "$B/vdn_bench" "$B/bench_main.o" "$B/libk.a" "${LINK[@]}"
-    nvcc -o "$B/vdnmini" "$B/mini_main.o" "$B/libk.a" "${LINK[@]}"
-    nvcc -o "$B/shard_cmp" "$B/shard_cmp.o" "$B/libk.a" "${LINK[@]}"
-  } > "$OUT/build.log" 2>&1
-  if [ -x "$B/vdn_bench" ] && [ -x "$B/vdnmini" ] && [ -x "$B/shard_cmp" ]; then
-    stamp > "$B/stamp"
-    say "build: ok in $(( $(date +%s) - t0 )) s (nvcc sm_90a, NCCL $NCCL)"
-  else
-    say "build: FAILED after $(( $(date +%s) - t0 )) s; the first errors:"
-    grep -E "error|undefined reference" "$OUT/build.log" | head -15 | tee -a "$SUMMARY"
+  if ! JOBS=$JOBS bash ops/device/build.sh > "$OUT/build.log" 2>&1; then
+    say "build: FAILED after $(( $(date +%s) - t0 )) s:"; tail -15 "$OUT/build.log" | tee -a "$SUMMARY"
     return 1
   fi
+  . "$B/env.sh"
+  NCCL=${VDN_NCCL_ROOT:-$NCCL}
+  if ! grep -q "NCCL communicator" "$B/configure.log"; then say "build: FAILED: no NCCL communicator (nvidia-nccl wheel, NCCL_ROOT)"; return 1; fi
+  say "build: ok in $(( $(date +%s) - t0 )) s (CMake, NCCL $NCCL)"
 }
 
 # the small checkpoint (head_dim 128: the CUDA kernels' geometry) and its t2va / fl2va prompts
 small_ckpt() {
-  [ -f "$B/smallck/prompt_fl2va.safetensors" ] && return 0
-  "$B/vdnmini" ckpt init --preset small --vdn --out "$B/smallck" > "$B/smallck.log" 2>&1
+  [ -f "$W/smallck/prompt_fl2va.safetensors" ] && return 0
+  "$VDN" ckpt init --preset small --vdn --out "$W/smallck" > "$W/smallck.log" 2>&1
 }
 
 # runs "$@" under timeout T, output to $OUT/NAME.log; prints its exit status
@@ -140,13 +106,13 @@ run_logged() {
 # the one-GPU forward, dense and vdn, t2va and fl2va, every rank's velocities (bar 1e-2); and whole
 # renders (4 evaluations, small preset, random weights) on 1 .. N GPUs against the 1-GPU render ----
 phase_equal() {
-  small_ckpt || { say "equal: FAILED: vdnmini ckpt init (see build-multi/smallck.log)"; return 1; }
-  local P=$B/smallck/prompt.safetensors K=$B/smallck/prompt_fl2va.safetensors r1 r2
-  run_logged equal "${T_EQUAL:-120}" "$B/shard_cmp" "$B/smallck" "$P" "$K" --backend cuda \
+  small_ckpt || { say "equal: FAILED: vdn ckpt init (see build-multi/smallck.log)"; return 1; }
+  local P=$W/smallck/prompt.safetensors K=$W/smallck/prompt_fl2va.safetensors r1 r2
+  run_logged equal "${T_EQUAL:-120}" "$CMP" "$W/smallck" "$P" "$K" --backend cuda \
     --gpus "$PLIST" --tol 1e-2 --modes vdn,dense
   r1=$?
   grep -E "P=[0-9]+ devices|runs:|FAIL|skip" "$OUT/equal.log" | sed 's/^.*safetensors //' | tee -a "$SUMMARY"
-  run_logged equal-render "${T_EQUAL:-120}" "$B/vdn_bench" --whole --preset small --frames 17 \
+  run_logged equal-render "${T_EQUAL:-120}" "$VDN" bench --whole --preset small --frames 17 \
     --height 256 --width 256 --text 64 --nfe 4 --warmup 0 --variants vdn,dense --gpus "$GPUS" \
     --json "$OUT/equal.json"
   r2=$?
@@ -161,7 +127,7 @@ phase_scale() {
   nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,memory.used --format=csv -l 2 \
     > "$OUT/clocks-$prec.csv" 2>&1 &
   local smi=$!
-  run_logged "scale-$prec" "${T_SCALE:-560}" "$B/vdn_bench" --whole --variants vdn,dense \
+  run_logged "scale-$prec" "${T_SCALE:-560}" "$VDN" bench --whole --variants vdn,dense \
     --precision "$prec" --nfe "$NFE" --warmup "$WARMUP" --gpus "$DESC" --comm-profile --steps 50 \
     --json "$OUT/scale-$prec.json"
   kill "$smi" 2>/dev/null
@@ -172,7 +138,7 @@ phase_scale() {
 # ---- thru: item 4. N one-GPU VDN renders at once (fp8), clips per hour of a 50-step clip; beside
 # the N-GPU row of scale-fp8 at the end of a call that ran both (b) ----
 phase_thru() {
-  run_logged thru "${T_THRU:-200}" "$B/vdn_bench" --whole --variants vdn --precision "${THRU_PRECISION:-fp8}" \
+  run_logged thru "${T_THRU:-200}" "$VDN" bench --whole --variants vdn --precision "${THRU_PRECISION:-fp8}" \
     --nfe 2 --warmup 1 --independent "$NGPU" --steps 50 --json "$OUT/thru.json"
   grep -E "whole model|at once|FAILED" "$OUT/thru.log" | tee -a "$SUMMARY"
 }
@@ -189,7 +155,7 @@ phase_farm() {
     say "      libmicrohttpd12, libpng16-16, libpcre2-8-0, libutf8proc2, libcjson1 and their -dev files)"
     return 0
   fi
-  local S=$B/sysroot FB=$B/farm-build
+  local S=$W/sysroot FB=$W/farm-build
   local t0; t0=$(date +%s)
   rm -rf "$S" && mkdir -p "$S" && tar -C "$S" -xJf "$tarball"
   local lib=$S/usr/lib/x86_64-linux-gnu missing="" so have
@@ -215,14 +181,14 @@ phase_farm() {
     env PATH="$S/usr/bin:$PATH" LD_LIBRARY_PATH="$farm_ld" \
       timeout $(( DEADLINE - $(date +%s) - 60 )) cmake --build "$FB" --target vdn -j "$JOBS" \
       >> "$OUT/farm-build.log" 2>&1
-  if [ ! -x "$FB/ops/vdn" ]; then
+  if [ ! -x "$FB/cli/vdn" ]; then
     say "farm: BUILD FAILED after $(( $(date +%s) - t0 )) s; the first errors:"
     grep -E "error|Error|not found|undefined" "$OUT/farm-build.log" | head -15 | tee -a "$SUMMARY"
     return 1
   fi
   say "farm: vdn built in $(( $(date +%s) - t0 )) s ($(grep -c 'NCCL communicator' "$OUT/farm-build.log") NCCL line)"
   LD_LIBRARY_PATH="$farm_ld" run_logged farm "${T_FARM:-420}" \
-    bash ops/device/multi_farm.sh "$FB/ops/vdn" "$B/farm" "$NGPU" "$OUT/farm.json"
+    bash ops/device/multi_farm.sh "$FB/cli/vdn" "$W/farm" "$NGPU" "$OUT/farm.json"
   tail -25 "$OUT/farm.log" | tee -a "$SUMMARY"
 }
 

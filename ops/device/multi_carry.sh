@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# What ops/device/multi.sh needs on the device machine that the machine lacks, made HERE (a Debian
+# What ops/device/multi.sh's farm phase needs on the device machine that the machine lacks (its
+# other phases build with ops/device/build.sh from ops/device/carry.sh's .devcarry/deb), made HERE (a Debian
 # 12 machine with ops/install-deps.sh's packages) into .devcarry/multi/, which the device call
 # names in `carry`:
-#   deb/                  libcjson1 + libcjson-dev (.deb files): the engine's run records
 #   farm-sysroot.tar.xz   the render system's libraries for the farm phase, as a sysroot: the
 #                         headers, .pc files and .so links of libcjson-dev, libzmq3-dev,
 #                         libprotobuf-c-dev, libcurl4-openssl-dev, libsqlite3-dev,
@@ -15,16 +15,12 @@
 #                         100 MB with their dependencies (fonts, static libraries, docs), over the
 #                         64 MiB a device call carries; this is ~45 MB.
 # Prints the sizes and what would travel in all (the tree's tracked files + .devcarry).
-#   bash ops/device/multi_carry.sh [--no-farm]        (from the repository root)
+#   bash ops/device/multi_carry.sh        (from the repository root)
 set -euo pipefail
 DEST=.devcarry/multi
-mkdir -p "$DEST/deb"
+mkdir -p "$DEST"
 grep -qx '/.devcarry/' .gitignore 2>/dev/null || echo "note: .devcarry/ is not in .gitignore"
 
-(cd "$DEST/deb" && rm -f ./*.deb && apt-get download libcjson1 libcjson-dev > /dev/null)
-echo "deb: $(cd "$DEST/deb" && ls)"
-
-if [ "${1:-}" = --no-farm ]; then rm -f "$DEST/farm-sysroot.tar.xz"; exit 0; fi
 DEV_PKGS="libcjson-dev libzmq3-dev libprotobuf-c-dev libcurl4-openssl-dev libsqlite3-dev
   libmicrohttpd-dev libpng-dev libpcre2-dev libutf8proc-dev libavformat-dev libavcodec-dev
   libavutil-dev libswscale-dev"

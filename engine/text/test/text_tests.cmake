@@ -49,8 +49,10 @@ add_test(NAME text_encoder_cuda_fp8
          COMMAND sh -c "rm -rf te_ckpt_cuda_fp8 && $<TARGET_FILE:vdn> ckpt init --preset tiny --text-encoder --tokenizer-json '${VDN_QWEN3_TOKENIZER}' --out te_ckpt_cuda_fp8 >/dev/null && $<TARGET_FILE:test_encoder> te_ckpt_cuda_fp8 '${CMAKE_CURRENT_LIST_DIR}/expected_hidden.safetensors' cuda 5e-2 fp8"
          WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 set_tests_properties(text_encoder_cuda_fp8 PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
-# --precision at the command line: vdn encode, vdn bench text-encoder, vdn worker
-add_test(NAME text_precision_cli
-         COMMAND ${VDN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/test_precision_cli.py $<TARGET_FILE:vdn>
-                 ${VDN_QWEN3_TOKENIZER} ${CMAKE_CURRENT_BINARY_DIR}/precision_cli)
-set_tests_properties(text_precision_cli PROPERTIES TIMEOUT 120)
+if(VDN_FARM) # `vdn worker` too
+  # --precision at the command line: vdn encode, vdn bench text-encoder, vdn worker
+  add_test(NAME text_precision_cli
+           COMMAND ${VDN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/test_precision_cli.py $<TARGET_FILE:vdn>
+                   ${VDN_QWEN3_TOKENIZER} ${CMAKE_CURRENT_BINARY_DIR}/precision_cli)
+  set_tests_properties(text_precision_cli PROPERTIES TIMEOUT 120)
+endif()
