@@ -7,35 +7,6 @@
 #include "vda.h"
 #include "vdn_util.h"
 
-void vdn_vda_stats(double *A, double *B, const float *k, const float *v, const float *beta, int n,
-                   int H, int d) {
-    size_t dd = (size_t)d * d;
-    memset(A, 0, sizeof(double) * H * dd);
-    memset(B, 0, sizeof(double) * H * dd);
-    for (int r = 0; r < n; r++)
-        for (int h = 0; h < H; h++) {
-            const float *kr = k + (size_t)r * H * d + (size_t)h * d;
-            const float *vr = v + (size_t)r * H * d + (size_t)h * d;
-            double b = beta[(size_t)r * H + h];
-            double *Ah = A + h * dd, *Bh = B + h * dd;
-            for (int i = 0; i < d; i++) {
-                double bki = b * kr[i], bvi = b * vr[i];
-                for (int j = 0; j < d; j++) {
-                    Ah[(size_t)i * d + j] += bki * kr[j];
-                    Bh[(size_t)i * d + j] += bvi * kr[j];
-                }
-            }
-        }
-    for (int h = 0; h < H; h++) { /* symmetrise as the release does: A <- (A + A^T)/2 */
-        double *Ah = A + h * dd;
-        for (int i = 0; i < d; i++)
-            for (int j = i + 1; j < d; j++) {
-                double m = 0.5 * (Ah[(size_t)i * d + j] + Ah[(size_t)j * d + i]);
-                Ah[(size_t)i * d + j] = Ah[(size_t)j * d + i] = m;
-            }
-    }
-}
-
 int vdn_chol_inverse(double *M, const double *A, int d) {
     size_t dd = (size_t)d * d;
     double *L = vdn_xcalloc(dd, sizeof(double)), *Li = vdn_xcalloc(dd, sizeof(double));
@@ -106,57 +77,4 @@ int vdn_vda_transition(double *T, double *J, const double *A, const double *B, c
         }
     free(M);
     return 0;
-}
-
-/* out = S T + J for one d x d head. */
-static void state_step(double *out, const double *S, const double *T, const double *J, int d) {
-    for (int i = 0; i < d; i++)
-        for (int j = 0; j < d; j++) {
-            double s = J[(size_t)i * d + j];
-            for (int l = 0; l < d; l++)
-                s += S[(size_t)i * d + l] * T[(size_t)l * d + j];
-            out[(size_t)i * d + j] = s;
-        }
-}
-
-void vdn_vda_scans(double *P, double *R, const double *T, const double *J, const double *S0, int F,
-                   int H, int d) {
-    size_t dd = (size_t)d * d, fs = (size_t)H * dd;
-    for (int t = 0; t < F; t++)
-        for (int h = 0; h < H; h++) {
-            const double *prev = t == 0 ? S0 + h * dd : P + (t - 1) * fs + h * dd;
-            state_step(P + t * fs + h * dd, prev, T + t * fs + h * dd, J + t * fs + h * dd, d);
-        }
-    for (int t = F - 1; t >= 0; t--)
-        for (int h = 0; h < H; h++) {
-            const double *next = t == F - 1 ? S0 + h * dd : R + (t + 1) * fs + h * dd;
-            state_step(R + t * fs + h * dd, next, T + t * fs + h * dd, J + t * fs + h * dd, d);
-        }
-}
-
-void vdn_vda_gather(double *out, const double *P, const double *R, const double *S0,
-                    const double *alpha, int F, int H, int d, int t, int lo, int hi) {
-    size_t dd = (size_t)d * d, fs = (size_t)H * dd;
-    const double *left = (lo - 1 >= 0) ? P + (size_t)(lo - 1) * fs : S0;
-    const double *right = (hi + 1 <= F - 1) ? R + (size_t)(hi + 1) * fs : S0;
-    int l0 = lo > 0 ? lo : 0, h1 = hi < F - 1 ? hi : F - 1;
-    double *pl = vdn_xmalloc(sizeof(double) * d), *pr = vdn_xmalloc(sizeof(double) * d);
-    for (int h = 0; h < H; h++) {
-        for (int j = 0; j < d; j++) {
-            /* log-sum with the release's clamp alpha >= 1e-12 */
-            double sl = 0.0, sr = 0.0;
-            for (int u = l0; u <= t; u++)
-                sl += log(fmax(alpha[((size_t)u * H + h) * d + j], 1e-12));
-            for (int u = t; u <= h1; u++)
-                sr += log(fmax(alpha[((size_t)u * H + h) * d + j], 1e-12));
-            pl[j] = exp(sl);
-            pr[j] = exp(sr);
-        }
-        for (int i = 0; i < d; i++)
-            for (int j = 0; j < d; j++)
-                out[h * dd + (size_t)i * d + j] = left[h * dd + (size_t)i * d + j] * pl[j] +
-                                                  right[h * dd + (size_t)i * d + j] * pr[j];
-    }
-    free(pl);
-    free(pr);
 }

@@ -11,6 +11,99 @@
 #include "vda.h"
 #include "vdn_util.h"
 
+/* The linear branch's reference math in float64, which only this test uses: statistics of a
+ * frame, both scans and the boundary gather (spec 5.3). The DiT runs these through the op layer
+ * (dit_vda.c, op_vda.h), checked below against ref_branch. */
+/* A_h = sum_r beta_rh k_rh k_rh^T (symmetrised), B_h = sum_r beta_rh v_rh k_rh^T over n rows.
+ * k, v: (n, H*d) rows; beta: (n, H). A, B: (H, d, d). */
+static void ref_vda_stats(double *A, double *B, const float *k, const float *v, const float *beta,
+                          int n, int H, int d) {
+    size_t dd = (size_t)d * d;
+    memset(A, 0, sizeof(double) * H * dd);
+    memset(B, 0, sizeof(double) * H * dd);
+    for (int r = 0; r < n; r++)
+        for (int h = 0; h < H; h++) {
+            const float *kr = k + (size_t)r * H * d + (size_t)h * d;
+            const float *vr = v + (size_t)r * H * d + (size_t)h * d;
+            double b = beta[(size_t)r * H + h];
+            double *Ah = A + h * dd, *Bh = B + h * dd;
+            for (int i = 0; i < d; i++) {
+                double bki = b * kr[i], bvi = b * vr[i];
+                for (int j = 0; j < d; j++) {
+                    Ah[(size_t)i * d + j] += bki * kr[j];
+                    Bh[(size_t)i * d + j] += bvi * kr[j];
+                }
+            }
+        }
+    for (int h = 0; h < H; h++) { /* symmetrise as the release does: A <- (A + A^T)/2 */
+        double *Ah = A + h * dd;
+        for (int i = 0; i < d; i++)
+            for (int j = i + 1; j < d; j++) {
+                double m = 0.5 * (Ah[(size_t)i * d + j] + Ah[(size_t)j * d + i]);
+                Ah[(size_t)i * d + j] = Ah[(size_t)j * d + i] = m;
+            }
+    }
+}
+
+/* out = S T + J for one d x d head. */
+static void state_step(double *out, const double *S, const double *T, const double *J, int d) {
+    for (int i = 0; i < d; i++)
+        for (int j = 0; j < d; j++) {
+            double s = J[(size_t)i * d + j];
+            for (int l = 0; l < d; l++)
+                s += S[(size_t)i * d + l] * T[(size_t)l * d + j];
+            out[(size_t)i * d + j] = s;
+        }
+}
+
+/* Forward P_t = P_{t-1} T_t + J_t from P_{-1} = S0; reverse R_t = R_{t+1} T_t + J_t from
+ * R_{F} = S0. T, J, P, R: (F, H, d, d); S0: (H, d, d). */
+static void ref_vda_scans(double *P, double *R, const double *T, const double *J, const double *S0,
+                          int F, int H, int d) {
+    size_t dd = (size_t)d * d, fs = (size_t)H * dd;
+    for (int t = 0; t < F; t++)
+        for (int h = 0; h < H; h++) {
+            const double *prev = t == 0 ? S0 + h * dd : P + (t - 1) * fs + h * dd;
+            state_step(P + t * fs + h * dd, prev, T + t * fs + h * dd, J + t * fs + h * dd, d);
+        }
+    for (int t = F - 1; t >= 0; t--)
+        for (int h = 0; h < H; h++) {
+            const double *next = t == F - 1 ? S0 + h * dd : R + (t + 1) * fs + h * dd;
+            state_step(R + t * fs + h * dd, next, T + t * fs + h * dd, J + t * fs + h * dd, d);
+        }
+}
+
+/* Boundary gather with the alpha bridge (spec 5.3) for query frame t (0..F-1) with rebased,
+ * unclamped window [lo, hi]: S = P_{lo-1} (or S0) * prod_{max(lo,0)..t} alpha
+ *                               + R_{hi+1} (or S0) * prod_{t..min(hi,F-1)} alpha (along d_k).
+ * alpha: (F, H, d). out: (H, d, d). */
+static void ref_vda_gather(double *out, const double *P, const double *R, const double *S0,
+                           const double *alpha, int F, int H, int d, int t, int lo, int hi) {
+    size_t dd = (size_t)d * d, fs = (size_t)H * dd;
+    const double *left = (lo - 1 >= 0) ? P + (size_t)(lo - 1) * fs : S0;
+    const double *right = (hi + 1 <= F - 1) ? R + (size_t)(hi + 1) * fs : S0;
+    int l0 = lo > 0 ? lo : 0, h1 = hi < F - 1 ? hi : F - 1;
+    double *pl = vdn_xmalloc(sizeof(double) * d), *pr = vdn_xmalloc(sizeof(double) * d);
+    for (int h = 0; h < H; h++) {
+        for (int j = 0; j < d; j++) {
+            /* log-sum with the release's clamp alpha >= 1e-12 */
+            double sl = 0.0, sr = 0.0;
+            for (int u = l0; u <= t; u++)
+                sl += log(fmax(alpha[((size_t)u * H + h) * d + j], 1e-12));
+            for (int u = t; u <= h1; u++)
+                sr += log(fmax(alpha[((size_t)u * H + h) * d + j], 1e-12));
+            pl[j] = exp(sl);
+            pr[j] = exp(sr);
+        }
+        for (int i = 0; i < d; i++)
+            for (int j = 0; j < d; j++)
+                out[h * dd + (size_t)i * d + j] = left[h * dd + (size_t)i * d + j] * pl[j] +
+                                                  right[h * dd + (size_t)i * d + j] * pr[j];
+    }
+    free(pl);
+    free(pr);
+}
+
 /* Gauss-Jordan inverse with partial pivoting, float64 (the independent solver). */
 static void gj_inverse(double *inv, const double *a, int d) {
     double m[32 * 64];
@@ -142,10 +235,10 @@ static void test_one_token(void) {
     for (int i = 0; i < 64; i++)
         S0[i] = rnd();
     for (int t = 0; t < F; t++) {
-        vdn_vda_stats(A + t * 64, B + t * 64, kf + t * d, vf + t * d, bf + t, 1, H, d);
+        ref_vda_stats(A + t * 64, B + t * 64, kf + t * d, vf + t * d, bf + t, 1, H, d);
         vdn_vda_transition(T + t * 64, J + t * 64, A + t * 64, B + t * 64, alpha + t * d, d, 0, 1);
     }
-    vdn_vda_scans(P, R, T, J, S0, F, H, d);
+    ref_vda_scans(P, R, T, J, S0, F, H, d);
     double S[64], Sb[64];
     memcpy(S, S0, sizeof S);
     double worst = 0;
@@ -177,7 +270,7 @@ static void test_scans_gather(void) {
         S0[i] = rnd();
     for (int i = 0; i < F * H * d; i++)
         alpha[i] = 0.3 + 0.7 * fabs(rnd());
-    vdn_vda_scans(P, R, T, J, S0, F, H, d);
+    ref_vda_scans(P, R, T, J, S0, F, H, d);
     double worst = 0;
     for (int h = 0; h < H; h++) { /* step recurrence, written per element */
         double s[16], n[16];
@@ -204,7 +297,7 @@ static void test_scans_gather(void) {
     int cases[][3] = {{4, 2, 6}, {0, -3, 2}, {8, 5, 12}, {3, -1, 11}, {6, 6, 6}};
     for (int c = 0; c < 5; c++) {
         int t = cases[c][0], lo = cases[c][1], hi = cases[c][2];
-        vdn_vda_gather(out, P, R, S0, alpha, F, H, d, t, lo, hi);
+        ref_vda_gather(out, P, R, S0, alpha, F, H, d, t, lo, hi);
         for (int h = 0; h < H; h++)
             for (int i = 0; i < d; i++)
                 for (int j = 0; j < d; j++) {
@@ -223,7 +316,7 @@ static void test_scans_gather(void) {
     /* text state counted once: no video on either side and alpha = 1 -> S0 + S0 = S_text */
     for (int i = 0; i < F * H * d; i++)
         alpha[i] = 1.0;
-    vdn_vda_gather(out, P, R, S0, alpha, F, H, d, 3, -5, 9);
+    ref_vda_gather(out, P, R, S0, alpha, F, H, d, 3, -5, 9);
     worst = 0;
     for (size_t i = 0; i < fs; i++)
         worst = fmax(worst, fabs(out[i] - 2 * S0[i]));
