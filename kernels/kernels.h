@@ -1,6 +1,7 @@
 /* Host launchers of the CUDA kernels, callable from C. Device pointers are plain `void *`
  * (bf16 = 16-bit words, fp32 = float); every launcher checks its launch and returns 0, or -1
- * after printing which kernel failed and why. The CPU twin of each family is in twin.h and the
+ * after printing which kernel failed and why. The CPU twin of each family is in test/twin.h (the
+ * kernel tests' references) and the
  * layouts are the same. Head dimension is 128 wherever a kernel says "hd". */
 #ifndef VDN_KERNELS_H
 #define VDN_KERNELS_H
@@ -40,7 +41,7 @@ int vdn_gemm_bf16_f32(vdn_gemm_ctx *g, const void *X, int ldx, const void *W, in
 int vdn_gemm_fp8(vdn_gemm_ctx *g, const void *X8, int ldx, const void *W8, int ldw, void *D,
                  int ldd, int rows, int n_out, int k, vdn_stream st);
 
-/* ---- per-row kernels (twin_norm.c) ---- */
+/* ---- per-row kernels (test/twin_norm.c) ---- */
 int vdn_k_rmsnorm_modulate(const void *x, const void *w, const void *shift, const void *scale,
                            const int *idx, int tstride, int rows, int width, float eps, void *out,
                            vdn_stream st);
@@ -55,7 +56,7 @@ int vdn_k_qknorm_rope(const void *qin, const void *kin, int ld_in, const double 
                       const float *inv_freq, const void *wq, const void *wk, int rows, int heads,
                       float eps, void *qout, void *kout, int ld_out, vdn_stream st);
 
-/* ---- block-sparse flash attention (twin_attn.c), bf16, hd 128, fp32 accumulation.
+/* ---- block-sparse flash attention (test/twin_attn.c), bf16, hd 128, fp32 accumulation.
  * lohi: device int [rows][2] per-row window; tiles: device ints from vdn_attn_tiles_make with
  * bm = VDN_ATTN_BM; gate: device fp32 [rows, heads] multiplied into the output, or NULL. */
 #define VDN_ATTN_BM 128
@@ -88,7 +89,7 @@ int vdn_k_attention_wgmma(const void *q, int ldq, const void *k, int ldk, const 
  * on a negative count. */
 int vdn_attention_hd64_grid_cap(int max_ctas);
 
-/* ---- VDA (twin_vda.c), hd 128 ---- */
+/* ---- VDA (test/twin_vda.c), hd 128 ---- */
 /* temporal 5-tap (wtm != NULL) + SiLU (+ L2 for k, q) + beta, to FHSD bf16 outputs. Any of the
  * three inputs may be NULL to skip it. beta fp32 [frames*S, heads]. kt (bf16 k~) and ks (fp32
  * sqrt(beta) k~, FHSD, for the stats' A in fp32) may each be NULL. */
@@ -103,11 +104,10 @@ int vdn_k_vda_prep(const void *kin, const void *vin, const void *qin, int ld, in
                    int gw, int heads, const void *wsk, const void *wtk, const void *wsv,
                    const void *wtv, const float *beta, void *kt, void *kb, void *vt, void *qt,
                    float *ks, vdn_stream st);
-/* A = ks ks^T (fp32 in, TF32 tensor cores; or kb kt^T from bf16 when ks is NULL, the old path),
- * B = vt^T kb (bf16 in) per (frame, head) through batched cuBLAS; fp32 outputs, A unsymmetrised
- * (the solve symmetrises). */
-int vdn_k_vda_stats(void *cublas, const void *kt, const float *ks, const void *kb, const void *vt,
-                    int nmat, int S, float *A, float *B, vdn_stream st);
+/* A = ks ks^T (fp32 in, TF32 tensor cores), B = vt^T kb (bf16 in) per (frame, head) through
+ * batched cuBLAS; fp32 outputs, A unsymmetrised (the solve symmetrises). */
+int vdn_k_vda_stats(void *cublas, const float *ks, const void *kb, const void *vt, int nmat, int S,
+                    float *A, float *B, vdn_stream st);
 /* M = (I + A)^-1 (a sweep in registers; variants below), T = Diag(alpha) M (alpha NULL = 1, T NULL
  * = skip), J = B M. additive_S > 0 selects the SANA rule T = Diag(alpha)(I - A/S), J = B/sqrt(S).
  */

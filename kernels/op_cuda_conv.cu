@@ -7,15 +7,15 @@
  * big x small, big x big; small x small, 2^-22 relative, is dropped): float32 accuracy, as the
  * audio decoder's contract asks (the release documents that lower precision makes decodes
  * audibly worse; on the tiny random reference decoder single TF32 moves the waveform by 1.5e-2,
- * the split one by 1e-5, emulated on the CPU). VDN_CONV_TF32=1 takes one MMA per product instead
- * (plain TF32, 2^-11 relative rounding per operand: what the PyTorch decode gets from cuDNN by
- * default, torch.backends.cudnn.allow_tf32 being True), for comparing speed with that peer.
+ * the split one by 1e-5, emulated on the CPU). (Plain TF32, one MMA per product, is what the
+ * PyTorch decode gets from cuDNN by default; it was a switch here until the house-in-order
+ * change: docs/PERF.md.)
  * The transposed convolution is `stride` small convolutions (its polyphase form): output
  * n = q stride + p - pad of phase p sums x[i, q - j] w[i, o K + p + j stride] over (i, j), a GEMM
  * of its own per phase (grid z). With float32 x and 64 or more output channels (every wide
  * BigVGAN conv and transposed conv) these GEMMs run on Hopper's warpgroup MMAs instead
  * (conv_tap_k: wgmma m64n64k8 on TF32, tap-major reductions read straight from one strip, the
- * same split and float32 sums); VDN_CONV_WGMMA=0 keeps them on mma.sync (conv_mma_k). Stride-1
+ * same split and float32 sums); the other shapes run on mma.sync (conv_mma_k). Stride-1
  * conv1d with at most 32 output channels (the release's last stages) runs in float32 FMAs
  * (conv_direct_k). conv1d's accumulate flag adds the result to y's values in every epilogue.
  *
@@ -23,8 +23,6 @@
  * and activated samples (each computed once) and the down filter all in shared memory (the
  * release's 12 taps at ratio 2: snake2_k, pairs of upsamples from one window). */
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include <type_traits>
 
@@ -45,12 +43,12 @@ namespace {
  * A block owns BM x BN outputs: WARPS_M x WARPS_N warps of (MT x 16) x 32; the reduction runs in
  * stages of CB = 32 terms through shared memory (each value stored as its TF32 parts, split once
  * per block: ConvSmem), the next stage's global loads in registers while the tensor cores work on
- * the current one. SPLIT: three MMAs per product (the float32-accurate default), else one.
+ * the current one, three MMAs per product (the split form above).
  * STRIP (conv1d, stride 1, K >= 3 in practice): X's rows are not gathered per tap; the stage's
  * few input channels are loaded once as strips of BN + (K - 1) dil samples and each row reads
  * its tap's window of its channel's strip (strip_fits, below).
  *
- * Each k-step's 8-term sum (its 3 MMAs, or 1) goes into a zeroed fragment that is then added to
+ * Each k-step's 8-term sum (its 3 MMAs) goes into a zeroed fragment that is then added to
  * the output's sum with a float32 add. Why: the tensor cores do not round their accumulation to
  * nearest; they truncate (round toward zero, the addends aligned to the largest exponent: Fasi et
  * al. 2021 for V100/A100, Khattak and Mikaitis 2025 for H100), about half an ulp of the
@@ -129,24 +127,24 @@ template <bool F32> __device__ __forceinline__ float ld_el(const FView &v, int64
     return fv_get(v, r, c);
 }
 
-/* Shared-memory layout of a stage: element (row, k) of A and (k, col) of X as W words, the TF32
- * big part then (SPLIT) the small one, so a fragment element is one 64-bit load and each value is
+/* Shared-memory layout of a stage: element (row, k) of A and (k, col) of X as W = 2 words, the
+ * TF32 big part then the small one, so a fragment element is one 64-bit load and each value is
  * split once per block (when it enters shared memory) instead of once per warp that reads it.
- * Row pitches are 8 words mod 32 (4 for single-word A rows): a warp's fragment loads hit every
- * bank once per 16-lane phase. */
-template <int BM, int BN, bool SPLIT> struct ConvSmem {
-    static constexpr int W = SPLIT ? 2 : 1;
-    static constexpr int PA = CB * W + (SPLIT ? 8 : 4), PX = BN * W + 8;
+ * Row pitches are 8 words mod 32: a warp's fragment loads hit every bank once per 16-lane
+ * phase. */
+template <int BM, int BN> struct ConvSmem {
+    static constexpr int W = 2;
+    static constexpr int PA = CB * W + 8, PX = BN * W + 8;
     static constexpr size_t bytes = sizeof(uint32_t) * (size_t)(BM * PA + CB * PX);
 };
 
-template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32, bool STRIP>
+template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool F32, bool STRIP>
 __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvArgs g) {
     constexpr int CTHREADS = WARPS_M * WARPS_N * 32, BM = WARPS_M * MT * 16, BN = WARPS_N * 32;
     constexpr int A_PER = BM * CB / CTHREADS, X_PER = CB * BN / CTHREADS;
     constexpr int X_ROW_STEP = CTHREADS / BN; /* a thread's X rows are this far apart */
     static_assert(CTHREADS % BN == 0 && (BM * CB) % CTHREADS == 0, "tile shape");
-    using SM = ConvSmem<BM, BN, SPLIT>;
+    using SM = ConvSmem<BM, BN>;
     constexpr int W = SM::W, PA = SM::PA, PX = SM::PX;
     static_assert(!(STRIP && TR), "strip tiles: conv1d only");
     constexpr int SPT = STRIP ? BN * STRIP_CAP / CTHREADS : 1; /* strip elements per thread */
@@ -228,13 +226,10 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
             if ((xik0 & 0xffff) >= per) xik0 += carry;
         }
     };
-    /* v as TF32 big (+ small = the rest, when split) at word w of shared memory */
+    /* v as TF32 big + small (the rest) at word w of shared memory */
     auto put = [&](uint32_t *dst, float v) {
         const uint32_t big = to_tf32(v);
-        if (SPLIT)
-            *(uint2 *)dst = make_uint2(big, to_tf32(v - __uint_as_float(big)));
-        else
-            *dst = big;
+        *(uint2 *)dst = make_uint2(big, to_tf32(v - __uint_as_float(big)));
     };
     auto store = [&](int64_t r0) {
 #pragma unroll
@@ -260,14 +255,10 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
                 put(Xs + (xr0 + X_ROW_STEP * t) * PX + xc * W, rx[t]);
         }
     };
-    /* fragment element: big (and small) from shared memory */
+    /* fragment element: big and small from shared memory */
     auto get = [&](const uint32_t *src, uint32_t &big, uint32_t &small) {
-        if (SPLIT) {
-            const uint2 v = *(const uint2 *)src;
-            big = v.x, small = v.y;
-        } else {
-            big = *src;
-        }
+        const uint2 v = *(const uint2 *)src;
+        big = v.x, small = v.y;
     };
 
     const int wm = warp % WARPS_M, wn = warp / WARPS_M, gq = lane / 4, tq = lane % 4;
@@ -303,14 +294,10 @@ __global__ void __launch_bounds__(WARPS_M *WARPS_N * 32, MINB) conv_mma_k(ConvAr
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
                 for (int nt = 0; nt < 4; nt++) {
-                    float t[4];
-                    if (SPLIT) { /* the small terms first: they are the ones to keep exact */
-                        mma_tf32_first(t, as[mt], bf[nt]);
-                        mma_tf32(t, af[mt], bs[nt]);
-                        mma_tf32(t, af[mt], bf[nt]);
-                    } else {
-                        mma_tf32_first(t, af[mt], bf[nt]);
-                    }
+                    float t[4]; /* the small terms first: they are the ones to keep exact */
+                    mma_tf32_first(t, as[mt], bf[nt]);
+                    mma_tf32(t, af[mt], bs[nt]);
+                    mma_tf32(t, af[mt], bf[nt]);
 #pragma unroll
                     for (int h = 0; h < 4; h++)
                         acc[mt][nt][h] = __fadd_rn(acc[mt][nt][h], t[h]);
@@ -377,11 +364,6 @@ int strip_samples(const ConvArgs &g, int bn) {
 int strip_channels(const ConvArgs &g) {
     return (CB - 1) / g.K + 2;
 }
-/* VDN_CONV_STRIP=0: the im2col rows everywhere (to compare the two on a device) */
-bool strip_on() {
-    const char *e = getenv("VDN_CONV_STRIP");
-    return !(e && !strcmp(e, "0"));
-}
 bool strip_fits(const ConvArgs &g, int bn) {
     return g.phases == 1 && g.stride == 1 &&
            (int64_t)strip_channels(g) * strip_samples(g, bn) <= (int64_t)STRIP_CAP * bn;
@@ -389,10 +371,10 @@ bool strip_fits(const ConvArgs &g, int bn) {
 
 /* one tile shape: its dynamic shared memory (over 48 KiB for some: opted in per device, a
  * function attribute being the current device's, when a launch needs more than before) */
-template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32, bool STRIP>
+template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool F32, bool STRIP>
 cudaError_t launch_tile(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
     constexpr int BM = WARPS_M * MT * 16, BN = WARPS_N * 32;
-    using SM = ConvSmem<BM, BN, SPLIT>;
+    using SM = ConvSmem<BM, BN>;
     size_t smem = SM::bytes;
     g.sw = g.nch = g.swp = 0;
     if (STRIP) {
@@ -401,7 +383,7 @@ cudaError_t launch_tile(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
         smem = sizeof(uint32_t) *
                ((size_t)BM * SM::PA + (size_t)(g.nch + 1) * g.swp + CB + (size_t)BN * STRIP_CAP);
     }
-    auto k = conv_mma_k<WARPS_M, WARPS_N, MT, MINB, TR, SPLIT, F32, STRIP>;
+    auto k = conv_mma_k<WARPS_M, WARPS_N, MT, MINB, TR, F32, STRIP>;
     static size_t opted[64]; /* per device ordinal below 64 */
     if (dev >= 64 || smem > opted[dev]) {
         const cudaError_t e =
@@ -412,13 +394,6 @@ cudaError_t launch_tile(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
     const dim3 grid((unsigned)((g.ncols + BN - 1) / BN), (unsigned)((g.cout + BM - 1) / BM), z);
     k<<<grid, WARPS_M * WARPS_N * 32, smem, cdev(d)->st>>>(g);
     return cudaSuccess;
-}
-
-/* VDN_CONV_WGMMA=0: conv_mma_k's tiles instead of conv_tap_k (to compare the two; test_backend_ops
- * runs both) */
-bool wg_on() {
-    const char *e = getenv("VDN_CONV_WGMMA");
-    return !(e && !strcmp(e, "0"));
 }
 
 /* ---- conv1d on wgmma with tap-major reductions (conv_tap_k) ----
@@ -433,7 +408,7 @@ bool wg_on() {
  * is copied per tap. The strip is loaded by cp.async (4-byte copies, zero-filled outside the signal
  * and past cin) into a raw staging area one chunk ahead, and split into its TF32 parts once per
  * chunk; the A tiles (the weights, pre-split by wtap_k in the stage order) stream through a 4-slot
- * cp.async ring, 3 stages ahead. Each 8-term step's 3 (or 1) products go to one of two temporaries
+ * cp.async ring, 3 stages ahead. Each 8-term step's 3 products go to one of two temporaries
  * in turn and are added to the float32 sum (why: above conv_mma_k): the same accuracy as
  * conv_mma_k, the terms grouped by tap instead. H200 (audio6 run 2, 5 s stereo): the release's K =
  * 7 and 11 convs at 41-50 TFLOP/s (conv_wg_k: 31-37), the K = 3 ones 18-35 (16-27), the transposed
@@ -442,8 +417,8 @@ constexpr int TC = 16, TAP_NA = 4, TAP_SW_MAX = 256;
 
 /* TPS taps a stage (1, or 2: half the stages, barriers and waits a chunk; H200, audio6 run 3:
  * the 5 s stereo decode 20.2 ms against 21.4 with 1 tap a stage in the same call) */
-template <bool SPLIT, int TPS> struct TapSmem {
-    static constexpr int W = SPLIT ? 2 : 1;
+template <int TPS> struct TapSmem {
+    static constexpr int W = 2;
     static constexpr int A = WG_BM * TC;     /* one part of one tap's A tile, words */
     static constexpr int SLOT = TPS * W * A; /* a ring slot: a stage's taps, W parts each */
     /* the ring, the strip (W parts of TC channels x swp samples), the raw strip (TC x sw) */
@@ -452,9 +427,9 @@ template <bool SPLIT, int TPS> struct TapSmem {
     }
 };
 
-template <bool SPLIT, bool TR, int TPS>
+template <bool TR, int TPS>
 __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
-    using SM = TapSmem<SPLIT, TPS>;
+    using SM = TapSmem<TPS>;
     constexpr int W = SM::W, A = SM::A, SLOT = SM::SLOT, KS = TC / 8; /* 8-term steps a tap */
     static_assert(KS % 2 == 0, "a stage's last step is in t2");
     extern __shared__ __align__(128) uint32_t tap_smem[];
@@ -514,7 +489,7 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
                 l[j] = to_tf32(v - __uint_as_float(h[j]));
             }
             *(uint4 *)(strip + 4 * (q * swp + u)) = hi;
-            if (SPLIT) *(uint4 *)(strip + PS + 4 * (q * swp + u)) = lo;
+            *(uint4 *)(strip + PS + 4 * (q * swp + u)) = lo;
         }
     };
 
@@ -570,13 +545,10 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
                 const uint64_t ka = (uint64_t)(2 * ks * WG_BM), kb = (uint64_t)(2 * ks * swp);
                 float(&tc)[32] = q % 2 ? t2 : t;
                 wgmma_fence();
-                if (SPLIT) { /* the small terms first, as conv_mma_k */
-                    wg_tf32(tc, da + SA + ka, db + kb, 0);
-                    wg_tf32(tc, da + ka, db + SB + kb, 1);
-                    wg_tf32(tc, da + ka, db + kb, 1);
-                } else {
-                    wg_tf32(tc, da + ka, db + kb, 0);
-                }
+                /* the small terms first, as conv_mma_k */
+                wg_tf32(tc, da + SA + ka, db + kb, 0);
+                wg_tf32(tc, da + ka, db + SB + kb, 1);
+                wg_tf32(tc, da + ka, db + kb, 1);
                 wgmma_commit();
                 if (q > 0) { /* step q - 1's add under step q's products */
                     float(&tp)[32] = q % 2 ? t : t2;
@@ -633,10 +605,10 @@ __global__ void __launch_bounds__(WG_THREADS, 2) conv_tap_k(ConvArgs g) {
  * stores scattered over per tiles), which dominated the 200-sample convs, whose weights are large
  * against their columns' work (conv_pre's 14.7 M: H200, audio7, 0.441 ms -> 0.331 a call; the
  * first transposed conv 0.263 -> 0.231; the 5 s stereo decode 20.2 -> 19.5 ms). */
-template <bool SPLIT, bool F32, bool TR>
+template <bool F32, bool TR>
 __global__ void wtap_k(FView w, int64_t cout, int cin, int K, int per, int stride, int phases,
                        int64_t nyb, int64_t nstages, uint32_t *dst) {
-    constexpr int W = SPLIT ? 2 : 1, A = WG_BM * TC;
+    constexpr int W = 2, A = WG_BM * TC;
     const int c = (int)blockIdx.x;
     for (int64_t py = blockIdx.y; py < phases * nyb; py += gridDim.y) {
         const int p = (int)(py / nyb);
@@ -657,7 +629,7 @@ __global__ void wtap_k(FView w, int64_t cout, int cin, int K, int per, int strid
             uint32_t *tile = tile0 + (int64_t)k * (W * A);
             const uint32_t big = to_tf32(v);
             tile[word] = big;
-            if (SPLIT) tile[A + word] = to_tf32(v - __uint_as_float(big));
+            tile[A + word] = to_tf32(v - __uint_as_float(big));
         }
     }
 }
@@ -671,9 +643,9 @@ bool tap_fits(const ConvArgs &g) {
     return (g.phases > 1 || g.stride == 1) && tap_samples(g) <= TAP_SW_MAX;
 }
 
-template <bool SPLIT, bool F32, bool TR, int TPS>
+template <bool F32, bool TR, int TPS>
 cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
-    constexpr int W = SPLIT ? 2 : 1;
+    constexpr int W = 2;
     const int per = TR ? g.J : g.K;
     const int64_t nchunk = (g.cin + TC - 1) / TC, nyb = (g.cout + WG_BM - 1) / WG_BM;
     g.sw = tap_samples(g), g.swp = g.sw, g.nch = TC;
@@ -684,11 +656,11 @@ cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
     if (!ws) return cudaErrorMemoryAllocation;
     const int64_t pys = g.phases * nyb;
     const dim3 wgrid((unsigned)nchunk, (unsigned)(pys < 65535 ? pys : 65535));
-    wtap_k<SPLIT, F32, TR><<<wgrid, 256, 0, cdev(d)->st>>>(g.w, g.cout, (int)g.cin, g.K, per,
-                                                           g.stride, g.phases, nyb, g.nstages, ws);
+    wtap_k<F32, TR><<<wgrid, 256, 0, cdev(d)->st>>>(g.w, g.cout, (int)g.cin, g.K, per, g.stride,
+                                                    g.phases, nyb, g.nstages, ws);
     g.wsplit = ws;
-    const size_t smem = TapSmem<SPLIT, TPS>::bytes(g.sw, g.swp);
-    auto k = conv_tap_k<SPLIT, TR, TPS>;
+    const size_t smem = TapSmem<TPS>::bytes(g.sw, g.swp);
+    auto k = conv_tap_k<TR, TPS>;
     static size_t opted[64]; /* per device ordinal below 64, as launch_tile */
     if (dev >= 64 || smem > opted[dev]) {
         cudaError_t e =
@@ -704,19 +676,19 @@ cudaError_t launch_tap(vdn_dev *d, ConvArgs g, unsigned z, int dev) {
     return cudaSuccess;
 }
 
-/* 64 x 128 tiles of float32 x on wgmma (conv_tap_k) unless VDN_CONV_WGMMA=0; else conv_mma_k's
+/* 64 x 128 tiles of float32 x on wgmma (conv_tap_k) where the strip fits; else conv_mma_k's
  * strip tiles (stride-1 conv1d) or im2col rows */
-template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool SPLIT, bool F32>
+template <int WARPS_M, int WARPS_N, int MT, int MINB, bool TR, bool F32>
 cudaError_t launch_any(vdn_dev *d, const ConvArgs &g, unsigned z, int dev) {
     if constexpr (F32 && WARPS_M * MT * 16 == WG_BM && WARPS_N * 32 == WG_BN)
-        if (wg_on() && tap_fits(g))
+        if (tap_fits(g))
             /* 2 taps a stage where a channel has 3 or more (with 1 or 2 every stage would
              * start a chunk and wait for its strip) */
-            return (TR ? g.J : g.K) >= 3 ? launch_tap<SPLIT, F32, TR, 2>(d, g, z, dev)
-                                         : launch_tap<SPLIT, F32, TR, 1>(d, g, z, dev);
-    if (!TR && strip_on() && strip_fits(g, WARPS_N * 32))
-        return launch_tile<WARPS_M, WARPS_N, MT, MINB, false, SPLIT, F32, true>(d, g, z, dev);
-    return launch_tile<WARPS_M, WARPS_N, MT, MINB, TR, SPLIT, F32, false>(d, g, z, dev);
+            return (TR ? g.J : g.K) >= 3 ? launch_tap<F32, TR, 2>(d, g, z, dev)
+                                         : launch_tap<F32, TR, 1>(d, g, z, dev);
+    if (!TR && strip_fits(g, WARPS_N * 32))
+        return launch_tile<WARPS_M, WARPS_N, MT, MINB, false, F32, true>(d, g, z, dev);
+    return launch_tile<WARPS_M, WARPS_N, MT, MINB, TR, F32, false>(d, g, z, dev);
 }
 
 /* ---- narrow conv1d (at most 32 output channels) in float32 FMAs (conv_direct_k) ----
@@ -842,8 +814,7 @@ double split_cost(int64_t tiles, int64_t ks, int sms) {
     return waves / (double)ks + (ks > 1 ? 0.1 : 0.0);
 }
 
-template <bool TR, bool SPLIT, bool F32>
-cudaError_t launch_shape(vdn_dev *d, ConvArgs g, unsigned z) {
+template <bool TR, bool F32> cudaError_t launch_shape(vdn_dev *d, ConvArgs g, unsigned z) {
     int dev = 0, sms = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
@@ -852,30 +823,24 @@ cudaError_t launch_shape(vdn_dev *d, ConvArgs g, unsigned z) {
         return g.cout <= 8    ? launch_direct<8, F32>(d, g, z, dev)
                : g.cout <= 16 ? launch_direct<16, F32>(d, g, z, dev)
                               : launch_direct<32, F32>(d, g, z, dev);
-    if (g.cout < 64) return launch_any<1, 8, 1, 2, TR, SPLIT, F32>(d, g, z, dev);
+    if (g.cout < 64) return launch_any<1, 8, 1, 2, TR, F32>(d, g, z, dev);
     const int64_t big = (g.ncols + 127) / 128 * ((g.cout + 63) / 64) * z;
     const int64_t stages = (g.cin * (TR ? g.J : g.K) + CB - 1) / CB;
     int64_t ks = 1;
     for (int64_t k = 2; k <= 4 && k <= stages / 8; k++)
         if (split_cost(big, k, sms) < split_cost(big, ks, sms)) ks = k;
-    if (ks < 2 || z * ks > 65535) return launch_any<2, 4, 2, 2, TR, SPLIT, F32>(d, g, z, dev);
+    if (ks < 2 || z * ks > 65535) return launch_any<2, 4, 2, 2, TR, F32>(d, g, z, dev);
     g.rchunk = (stages + ks - 1) / ks * CB;
     g.ksplit = (int)((stages * CB + g.rchunk - 1) / g.rchunk);
     const int64_t total = z * g.cout * g.ncols;
     g.part = (float *)op_cuda_scratch(d, SCR_CONV, sizeof(float) * (size_t)(g.ksplit * total));
     if (!g.part) return cudaErrorMemoryAllocation;
-    e = launch_any<2, 4, 2, 2, TR, SPLIT, F32>(d, g, z * (unsigned)g.ksplit, dev);
+    e = launch_any<2, 4, 2, 2, TR, F32>(d, g, z * (unsigned)g.ksplit, dev);
     if (e != cudaSuccess) return e;
     conv_ksum_k<<<op_grid(total), 256, 0, cdev(d)->st>>>(
         g.y, g.b, g.part, g.ksplit, z * g.cout, g.cout, g.ncols, g.phases, TR ? g.stride : 1,
         TR ? g.pad : 0, TR ? g.lout : g.ncols, g.accum);
     return cudaSuccess;
-}
-
-/* VDN_CONV_TF32=1: one TF32 MMA per product (the header says when) */
-int plain_tf32() {
-    const char *e = getenv("VDN_CONV_TF32");
-    return e && !strcmp(e, "1");
 }
 
 template <bool TR> int launch_conv(vdn_dev *d, const char *OP, ConvArgs g, int64_t batch) {
@@ -885,11 +850,9 @@ template <bool TR> int launch_conv(vdn_dev *d, const char *OP, ConvArgs g, int64
                             "op %s: batch x phases %lld, %lld input channels, kernel %d (expected "
                             "at most 65535, 32767, 65535)",
                             OP, (long long)z, (long long)g.cin, g.K);
-    const bool f32 = g.x.dt == VDN_DT_F32 && g.w.dt == VDN_DT_F32, split = !plain_tf32();
-    const cudaError_t e = split ? (f32 ? launch_shape<TR, true, true>(d, g, (unsigned)z)
-                                       : launch_shape<TR, true, false>(d, g, (unsigned)z))
-                                : (f32 ? launch_shape<TR, false, true>(d, g, (unsigned)z)
-                                       : launch_shape<TR, false, false>(d, g, (unsigned)z));
+    const bool f32 = g.x.dt == VDN_DT_F32 && g.w.dt == VDN_DT_F32;
+    const cudaError_t e = f32 ? launch_shape<TR, true>(d, g, (unsigned)z)
+                              : launch_shape<TR, false>(d, g, (unsigned)z);
     OPC(e);
     OPL();
     return 0;

@@ -77,7 +77,7 @@ int stats(vdn_tensor *A, vdn_tensor *B, const vdn_tensor *ks, const vdn_tensor *
         return -1;
     if (nmat == 0) return 0;
     const int S = (int)(vdn_tensor_rows(kb) / nmat);
-    OPK(vdn_k_vda_stats(cdev(d)->cb, NULL, (const float *)ks->data, kb->data, vt->data, nmat, S,
+    OPK(vdn_k_vda_stats(cdev(d)->cb, (const float *)ks->data, kb->data, vt->data, nmat, S,
                         (float *)A->data, (float *)B->data, vst(d)));
     return 0;
 }

@@ -8,22 +8,17 @@
 
 /* FHSD rows are column-major D x S matrices (ld D) to cuBLAS. B^T = kb vt^T, i.e. B row-major
  * [v][k], bf16 inputs (spec 5.3). A = ks ks^T from fp32 ks = sqrt(beta) k~ on TF32 tensor cores
- * (the contract's fp32 GEMM, TF32 allowed at inference), or, with ks NULL, kb kt^T from bf16. */
-extern "C" int vdn_k_vda_stats(void *cublas, const void *kt, const float *ks, const void *kb,
-                               const void *vt, int nmat, int S, float *A, float *B, vdn_stream st) {
+ * (the contract's fp32 GEMM, TF32 allowed at inference). (A = kb kt^T from bf16, the former path,
+ * went in the house-in-order change: only a bench row and a test comparison ran it.) */
+extern "C" int vdn_k_vda_stats(void *cublas, const float *ks, const void *kb, const void *vt,
+                               int nmat, int S, float *A, float *B, vdn_stream st) {
     cublasHandle_t hd = (cublasHandle_t)cublas;
     CUBLAS_CHECK(cublasSetStream(hd, S_(st)));
     float one = 1.f, zero = 0.f;
     long long sin = (long long)S * D, sout = (long long)D * D;
-    if (ks)
-        CUBLAS_CHECK(cublasGemmStridedBatchedEx(hd, CUBLAS_OP_N, CUBLAS_OP_T, D, D, S, &one, ks,
-                                                CUDA_R_32F, D, sin, ks, CUDA_R_32F, D, sin, &zero,
-                                                A, CUDA_R_32F, D, sout, nmat,
-                                                CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
-    else
-        CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-            hd, CUBLAS_OP_N, CUBLAS_OP_T, D, D, S, &one, kb, CUDA_R_16BF, D, sin, kt, CUDA_R_16BF,
-            D, sin, &zero, A, CUDA_R_32F, D, sout, nmat, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        hd, CUBLAS_OP_N, CUBLAS_OP_T, D, D, S, &one, ks, CUDA_R_32F, D, sin, ks, CUDA_R_32F, D, sin,
+        &zero, A, CUDA_R_32F, D, sout, nmat, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
     CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         hd, CUBLAS_OP_N, CUBLAS_OP_T, D, D, S, &one, kb, CUDA_R_16BF, D, sin, vt, CUDA_R_16BF, D,
         sin, &zero, B, CUDA_R_32F, D, sout, nmat, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
