@@ -104,6 +104,13 @@ done
   echo "export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1"
 } > "$PFX/env.sh"
 
+TOKARG=
+if [ -f "$DEBS/qwen3-tokenizer.json.gz" ]; then # the text encoder's tests (carry.sh)
+  [ -f "$PFX/qwen3-tokenizer.json" ] || gzip -dc "$DEBS/qwen3-tokenizer.json.gz" > "$PFX/qwen3-tokenizer.json"
+  TOKARG=-DVDN_QWEN3_TOKENIZER=$PFX/qwen3-tokenizer.json
+  echo "  tokenizer: $PFX/qwen3-tokenizer.json"
+fi
+
 # ---- configure and build ----
 t0=$(date +%s)
 PY=$(command -v python3 || echo /usr/bin/python3)
@@ -111,7 +118,7 @@ mkdir -p "$BUILD"
 # shellcheck disable=SC2086 # CMAKE_ARGS: several words
 cmake -S "$ROOT" -B "$BUILD" -DVDN_FARM=OFF -DVDN_WERROR=ON -DVDN_PYTHON="$PY" \
   ${NVCC:+-DCMAKE_CUDA_COMPILER="$NVCC"} -DVDN_CUDA="${DEV_CUDA:-ON}" \
-  ${NCCL:+-DNCCL_ROOT="$NCCL"} ${CMAKE_ARGS:-} > "$BUILD/configure.log" 2>&1 ||
+  ${NCCL:+-DNCCL_ROOT="$NCCL"} $TOKARG ${CMAKE_ARGS:-} > "$BUILD/configure.log" 2>&1 ||
   { tail -30 "$BUILD/configure.log"; die "cmake configure (log: $BUILD/configure.log)"; }
 grep -E "^-- (vdn|NCCL)" "$BUILD/configure.log" | sed 's/^-- /  cmake: /'
 if [ -n "$NVCC" ] && ! grep -q "CUDA backend ON" "$BUILD/configure.log"; then

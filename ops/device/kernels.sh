@@ -4,8 +4,8 @@
 # the CPU oracle, whole small renders CUDA against CPU, the decoders and the text encoder on
 # CUDA), `vdn bench` at the H3 workload, the PyTorch peers in the same run, a summary.
 #   bash ops/device/kernels.sh [peers.py]      (from the repository root; peers.py default
-#                                              .devcarry/h3_peers.py, skipped where absent)
-# The lead's call: run(carry=[".devcarry"], command="OUT=$OUT bash ops/device/kernels.sh")
+#                                              .devcarry/deb/h3_peers.py, skipped where absent)
+# The lead's call: run(carry=[".devcarry/deb"], command="OUT=$OUT bash ops/device/kernels.sh")
 # Switches (environment):
 #   TESTS=1 (ctest -L gpu), TESTS=ops (kernels_backend_ops only), TESTS=backend (it and
 #     engine_cuda_backend), TESTS=0
@@ -23,7 +23,7 @@
 #     (SANITIZE_OPS=0 skips)
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
-PEERS=${1:-.devcarry/h3_peers.py}
+PEERS=${1:-.devcarry/deb/h3_peers.py}
 mkdir -p "$OUT"
 bash ops/device/build.sh 2>&1 | tee "$OUT/build.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || exit 1

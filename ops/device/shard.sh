@@ -7,7 +7,7 @@
 #  2. the sharded forward over a one-rank NCCL communicator = the plain one (--nccl);
 #  3. the P = 1 overhead of the sharded path against the plain one (--time).
 #   bash ops/device/shard.sh          (from the repository root)
-# The lead's call: run(carry=[".devcarry"], command="OUT=$OUT bash ops/device/shard.sh")
+# The lead's call: run(carry=[".devcarry/deb"], command="OUT=$OUT bash ops/device/shard.sh")
 # (several GPUs: ops/device/multi.sh)
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}

@@ -6,7 +6,7 @@
 # the CPU oracle), and `vdn bench decode`.
 #   bash ops/device/vae.sh         (from the repository root; the tests make their own tiny
 #                                   checkpoints with `vdn ckpt init --preset tiny --vae`)
-# The lead's call: run(carry=[".devcarry"], command="OUT=$OUT BENCH=1 bash ops/device/vae.sh")
+# The lead's call: run(carry=[".devcarry/deb"], command="OUT=$OUT BENCH=1 bash ops/device/vae.sh")
 # Switches (environment):
 #   TESTS=0: no tests (a run that only times)
 #   BENCH=1: both decoders at the release's size against the PyTorch decode in the same run

@@ -9,7 +9,7 @@
 # and 3. the PyTorch peer (engine/text/bench/peer_text_encoder.py, bf16) in the same run.
 #   bash engine/text/test/device.sh     (from the repository root; BENCH_ARGS: more options of
 #                                        `vdn bench text-encoder`, e.g. --profile)
-# The lead's call: run(carry=[".devcarry"], command="OUT=$OUT bash engine/text/test/device.sh")
+# The lead's call: run(carry=[".devcarry/deb"], command="OUT=$OUT bash engine/text/test/device.sh")
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 mkdir -p "$OUT"
