@@ -21,6 +21,10 @@
 
 #include "dtype.h"
 
+#ifdef __cplusplus
+extern "C" { /* op.h includes it, and op.h is included by the CUDA backend's C++ */
+#endif
+
 #define VDN_ST_MAX_DIMS 8
 
 size_t vdn_dtype_size(vdn_dtype dt);                /* bytes per element */
@@ -116,4 +120,7 @@ int vdn_st_writer_put(vdn_st_writer *w, const void *bytes, size_t len, char *err
 int vdn_st_writer_finish(vdn_st_writer *w, char *err, size_t errlen); /* frees w */
 void vdn_st_writer_abort(vdn_st_writer *w);                           /* frees w */
 
+#ifdef __cplusplus
+}
+#endif
 #endif
