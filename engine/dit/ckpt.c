@@ -672,7 +672,8 @@ static int materialize(vdn_ckpt *ck, ck_tensor *t, char *err, size_t errlen) {
             widen(src + (size_t)(((o + half) % rows) * in) * es, t->dtype, in, w + o * in);
     }
     for (int i = 0; i < t->n_lora; i++)
-        if (vdn_lora_fold(w, t->dtype, &ck->ad[t->lora[i].adapter], t->lora[i].pair, err, errlen)) {
+        if (vdn_lora_fold(w, t->dtype, &ck->ad[t->lora[i].adapter], t->lora[i].pair, 0, err,
+                          errlen)) {
             free(w);
             return -1;
         }

@@ -442,8 +442,8 @@ static void *fold_rows(void *arg) {
     return NULL;
 }
 
-int vdn_lora_fold(float *W, vdn_dtype wdtype, const vdn_lora *l, const vdn_lora_pair *p, char *err,
-                  size_t errlen) {
+int vdn_lora_fold(float *W, vdn_dtype wdtype, const vdn_lora *l, const vdn_lora_pair *p,
+                  int threads_max, char *err, size_t errlen) {
     const int64_t r = p->rank, in = p->in, out = p->out, rows = p->B->shape[0];
     float *A = vdn_xmalloc((size_t)(r * in) * sizeof(float));
     float *B = vdn_xmalloc((size_t)(rows * r) * sizeof(float));
@@ -451,12 +451,11 @@ int vdn_lora_fold(float *W, vdn_dtype wdtype, const vdn_lora *l, const vdn_lora_
     if (vdn_st_to_f32(l->file, p->A, A, err, errlen) ||
         vdn_st_to_f32(l->file, p->B, B, err, errlen))
         rc = -1;
-    /* an H3 adaLN fold is ~17 GFLOP: spread big ones over the cores (VDN_THREADS caps it) */
+    /* an H3 adaLN fold is ~17 GFLOP: spread big ones over the cores (each thread owns whole
+     * rows, so the result does not depend on the count) */
     int threads = 1;
     if (rc == 0 && (double)out * in * r > 6.4e7) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        const char *env = getenv("VDN_THREADS");
-        if (env && atoi(env) > 0) n = atoi(env);
+        long n = threads_max > 0 ? threads_max : sysconf(_SC_NPROCESSORS_ONLN);
         threads = n < 1 ? 1 : n > 64 ? 64 : (int)n;
         if (threads > out) threads = (int)out;
     }

@@ -61,9 +61,11 @@ const vdn_lora_pair *vdn_lora_find(const vdn_lora *l, const char *module);
 
 /* Fold one pair into W (out x in), whose values are exactly representable in wdtype, as the
  * reference merge does: delta = (B @ A) * scale in fp32, rounded to wdtype, then
- * W = wdtype(W + delta). -1 (naming the adapter file and tensor) on a non-float A/B. */
-int vdn_lora_fold(float *W, vdn_dtype wdtype, const vdn_lora *l, const vdn_lora_pair *p, char *err,
-                  size_t errlen);
+ * W = wdtype(W + delta). -1 (naming the adapter file and tensor) on a non-float A/B. A large
+ * fold runs on `threads` threads (0: one per core, at most 64); each owns whole rows, so the
+ * result does not depend on the count. */
+int vdn_lora_fold(float *W, vdn_dtype wdtype, const vdn_lora *l, const vdn_lora_pair *p,
+                  int threads, char *err, size_t errlen);
 /* Parse an adapter JSON (adapter_spec.json / adapter_config.json) the way vdn_lora_open does;
  * 0 or -1 with an error naming label and key (tests, fuzzing). */
 int vdn_lora_check_json(const char *label, const char *text, size_t len, int *rank, float *alpha,

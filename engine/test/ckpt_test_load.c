@@ -551,11 +551,8 @@ static void test_fold_threads(void) {
     float *w1 = vdn_xcalloc((size_t)(out * in), 4), *w4 = vdn_xcalloc((size_t)(out * in), 4);
     for (int64_t i = 0; i < out * in; i++)
         w1[i] = w4[i] = vdn_round_bf16((float)(i % 97) / 97);
-    setenv("VDN_THREADS", "1", 1);
-    CHECK(vdn_lora_fold(w1, VDN_DT_BF16, &l, &l.pairs[0], err, sizeof err) == 0, "%s", err);
-    setenv("VDN_THREADS", "4", 1);
-    CHECK(vdn_lora_fold(w4, VDN_DT_BF16, &l, &l.pairs[0], err, sizeof err) == 0, "%s", err);
-    unsetenv("VDN_THREADS");
+    CHECK(vdn_lora_fold(w1, VDN_DT_BF16, &l, &l.pairs[0], 1, err, sizeof err) == 0, "%s", err);
+    CHECK(vdn_lora_fold(w4, VDN_DT_BF16, &l, &l.pairs[0], 4, err, sizeof err) == 0, "%s", err);
     CHECK(!memcmp(w1, w4, (size_t)(out * in) * 4), "threaded fold differs from one thread");
     CHECK(l.pairs[0].scale == 0.5f, "alpha 4 / r 8 = %g", l.pairs[0].scale);
     int bad = 0;
