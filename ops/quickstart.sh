@@ -15,7 +15,7 @@ JOBS=${JOBS:-$(nproc)}
 echo "== build ($BUILD)"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j"$JOBS" --target vdn >/dev/null
-VDN=$ROOT/$BUILD/ops/vdn
+VDN=$ROOT/$BUILD/cli/vdn
 
 if [ -f "$DIR/vdn.conf" ]; then "$VDN" up "$DIR" --stop >/dev/null 2>&1 || true; fi
 stop() { "$VDN" up "$DIR" --stop || true; }
