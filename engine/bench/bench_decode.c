@@ -22,10 +22,6 @@
 #include "bench_programs.h"
 #include "vdn_util.h"
 
-#define MAX_SIZES VDN_BENCH_MAX_SIZES
-
-typedef vdn_bench_decode_opts bench_opts;
-
 typedef struct {
     int devices;
     double video_s, audio_s;            /* < 0: not run */
@@ -37,7 +33,7 @@ typedef struct {
     char backend[64];
     int C, T, h, w, F, La, reps;
     double video_s, audio_s, load_s, frame_mean, wave_rms; /* one device's (the list's last size) */
-    bench_size size[MAX_SIZES];
+    bench_size size[VDN_BENCH_MAX_SIZES];
     int n_sizes;
 } bench_result;
 
@@ -73,7 +69,7 @@ static void run_free(bench_run *b) {
 }
 
 typedef struct {
-    const bench_opts *o;
+    const vdn_bench_decode_opts *o;
     const char *adir;
     bench_run *b;
     int i;
@@ -83,7 +79,7 @@ typedef struct {
 /* device i's copy of the decoders */
 static void *load_one(void *arg) {
     load_job *j = arg;
-    const bench_opts *o = j->o;
+    const vdn_bench_decode_opts *o = j->o;
     bench_run *b = j->b;
     const int i = j->i;
     if (o->vae && !(b->v[i] = vdn_video_vae_load_precision(b->dev[i], o->vae, o->precision, j->err,
@@ -94,7 +90,8 @@ static void *load_one(void *arg) {
 }
 
 /* the decoders on every device, loaded in parallel (a copy each: the disk is read n times) */
-static int load_all(const bench_opts *o, const char *adir, bench_run *b, char *err, size_t errlen) {
+static int load_all(const vdn_bench_decode_opts *o, const char *adir, bench_run *b, char *err,
+                    size_t errlen) {
     load_job jobs[VDN_VAE_MAX_GROUP];
     pthread_t th[VDN_VAE_MAX_GROUP];
     int started[VDN_VAE_MAX_GROUP] = {0};
@@ -112,7 +109,7 @@ static int load_all(const bench_opts *o, const char *adir, bench_run *b, char *e
 }
 
 /* open the devices, load the decoders, make the latents and the output buffers */
-static int run_setup(const bench_opts *o, bench_run *b, bench_result *res, char *err,
+static int run_setup(const vdn_bench_decode_opts *o, bench_run *b, bench_result *res, char *err,
                      size_t errlen) {
     for (b->n = 0; b->n < o->max_devices; b->n++)
         if (!(b->dev[b->n] = vdn_dev_open(o->backend, o->device + b->n, 0, err, errlen))) return -1;
@@ -153,8 +150,8 @@ enum { PART_VIDEO = 1, PART_AUDIO = 2 };
 
 /* one decode of each loaded decoder in parts (PART_*) over the first k devices; *tv, *ta their
  * wall times; the video's deal into units */
-static int decode_once(const bench_opts *o, bench_run *b, int k, int parts, int profile, double *tv,
-                       double *ta, int *units, char *err, size_t errlen) {
+static int decode_once(const vdn_bench_decode_opts *o, bench_run *b, int k, int parts, int profile,
+                       double *tv, double *ta, int *units, char *err, size_t errlen) {
     vdn_vae_share share;
     double s = vdn_now();
     if (b->v[0] && (parts & PART_VIDEO)) {
@@ -191,7 +188,7 @@ static double max_diff(const float *x, const float *y, size_t n) {
 }
 
 /* one decoder's warm-up and o->reps timed decodes over the first k devices; the mean time */
-static int time_part(const bench_opts *o, bench_run *b, int k, int part, bench_size *sz,
+static int time_part(const vdn_bench_decode_opts *o, bench_run *b, int k, int part, bench_size *sz,
                      double *mean, char *err, size_t errlen) {
     const char *name = part == PART_VIDEO ? "video" : "audio";
     double sum = 0, tv, ta;
@@ -212,8 +209,8 @@ static int time_part(const bench_opts *o, bench_run *b, int k, int part, bench_s
  * runs right after the other's work, and every timed decode after one of its own. (Timing the
  * audio right after each video decode measured it at the clocks of a GPU held at its power limit
  * by the video: 57.4 ms instead of 49.1 ms on the H200, 576 stereo latents.) */
-static int bench_size_run(const bench_opts *o, bench_run *b, int k, bench_size *sz, char *err,
-                          size_t errlen) {
+static int bench_size_run(const vdn_bench_decode_opts *o, bench_run *b, int k, bench_size *sz,
+                          char *err, size_t errlen) {
     *sz = (bench_size){.devices = k, .video_s = -1, .audio_s = -1};
     if (b->v[0] && time_part(o, b, k, PART_VIDEO, sz, &sz->video_s, err, errlen)) return -1;
     if (b->a[0] && time_part(o, b, k, PART_AUDIO, sz, &sz->audio_s, err, errlen)) return -1;
@@ -228,7 +225,7 @@ static int bench_size_run(const bench_opts *o, bench_run *b, int k, bench_size *
     return 0;
 }
 
-static int bench(const bench_opts *o, bench_result *res, char *err, size_t errlen) {
+static int bench(const vdn_bench_decode_opts *o, bench_result *res, char *err, size_t errlen) {
     bench_run b = {0};
     memset(res, 0, sizeof *res);
     res->T = o->T, res->h = o->h, res->w = o->w, res->La = o->La, res->reps = o->reps;
@@ -266,7 +263,7 @@ static void put_time(FILE *f, const char *key, double s) {
         fprintf(f, "\"%s\": %.4f", key, s);
 }
 
-static void write_json(FILE *f, const bench_opts *o, const bench_result *r) {
+static void write_json(FILE *f, const vdn_bench_decode_opts *o, const bench_result *r) {
     fprintf(f, "{\"backend\": \"%s\", \"video_precision\": \"%s\", \"latents\": [%d, %d, %d, %d], ",
             r->backend, vdn_precision_name(o->precision), r->C, r->T, r->h, r->w);
     fprintf(f, "\"frames\": %d, \"audio_latents\": %d, ", r->F,
@@ -329,7 +326,7 @@ static int compare_peer(const char *path, const bench_result *r, int video, int 
 }
 
 int vdn_bench_decode_run(const vdn_bench_decode_opts *opts) {
-    const bench_opts o = *opts;
+    const vdn_bench_decode_opts o = *opts;
     char err[VDN_ERR_LEN] = "";
     bench_result r;
     if (bench(&o, &r, err, sizeof err)) {

@@ -36,9 +36,9 @@
 #define GIB (1024.0 * 1024 * 1024)
 
 typedef struct {
-    const whole_opts *o;
+    const vdn_bench_whole_opts *o;
     const char *dir, *prompt;
-    vdn_engine *eng[WHOLE_MAX_ENGINES];
+    vdn_engine *eng[VDN_BENCH_MAX_ENGINES];
     int n_eng;
     cJSON *json; /* the report */
 } group_ctx;
@@ -46,7 +46,7 @@ typedef struct {
 /* ---- engines, one per device, made at once ---- */
 
 typedef struct {
-    const whole_opts *o;
+    const vdn_bench_whole_opts *o;
     const vdn_config *cfg;
     vdn_engine **eng;
     double *load_s;
@@ -66,7 +66,7 @@ static int open_one(int i, void *arg) {
 
 static int open_engines(group_ctx *g, const vdn_config *cfg) {
     const int n = g->n_eng;
-    double load_s[WHOLE_MAX_ENGINES] = {0};
+    double load_s[VDN_BENCH_MAX_ENGINES] = {0};
     char(*err)[VDN_ERR_LEN] = vdn_xcalloc((size_t)n, sizeof *err);
     open_job j = {g->o, cfg, g->eng, load_s, err};
     int failed = vdn_comm_run_ranks(n, open_one, &j);
@@ -119,7 +119,7 @@ static double rel_rms(const char *a, const char *b, const char *name) {
 }
 
 /* the request's times on engine e: mean per timed NFE and per profiled NFE, into a JSON row */
-static cJSON *rank_json(const whole_opts *o, vdn_engine *e, int rank, int steps,
+static cJSON *rank_json(const vdn_bench_whole_opts *o, vdn_engine *e, int rank, int steps,
                         double *prof_parts) {
     vdn_nfe_time *t = vdn_xcalloc((size_t)steps, sizeof *t);
     const int n = vdn_engine_nfe_times(e, t, steps);
@@ -168,7 +168,7 @@ typedef struct {
 } group_done;
 
 static int render_group(group_ctx *g, const char *variant, int k, group_done *d, cJSON *rows) {
-    const whole_opts *o = g->o;
+    const vdn_bench_whole_opts *o = g->o;
     char prefix[4200], err[VDN_ERR_LEN], why[VDN_ERR_LEN];
     snprintf(prefix, sizeof prefix, "%s/%s-g%d", g->dir, variant, k);
     vdn_render_request req;
@@ -217,7 +217,7 @@ static int render_group(group_ctx *g, const char *variant, int k, group_done *d,
     cJSON_AddNumberToObject(row, "clips_per_hour", clips_per_hour(fixed, o->clip_steps, med));
     double peak = 0;
     cJSON *ranks = cJSON_AddArrayToObject(row, "ranks");
-    double parts[WHOLE_MAX_ENGINES][3] = {{0}};
+    double parts[VDN_BENCH_MAX_ENGINES][3] = {{0}};
     for (int r = 0; r < k; r++) {
         cJSON_AddItemToArray(ranks, rank_json(o, g->eng[r], r, req.steps, parts[r]));
         const double p = (double)vdn_engine_memory_peak(g->eng[r]) / GIB;
@@ -261,13 +261,13 @@ static void compare_to_one(group_ctx *g, const char *variant, const group_done *
 typedef struct {
     group_ctx *g;
     const char *variant;
-    double total_s[WHOLE_MAX_ENGINES], median_s[WHOLE_MAX_ENGINES], fixed_s[WHOLE_MAX_ENGINES];
+    double total_s[VDN_BENCH_MAX_ENGINES], median_s[VDN_BENCH_MAX_ENGINES], fixed_s[VDN_BENCH_MAX_ENGINES];
     char (*err)[VDN_ERR_LEN];
 } indep_job;
 
 static int indep_one(int i, void *arg) {
     indep_job *j = arg;
-    const whole_opts *o = j->g->o;
+    const vdn_bench_whole_opts *o = j->g->o;
     char prefix[4200];
     snprintf(prefix, sizeof prefix, "%s/%s-i%d", j->g->dir, j->variant, i);
     vdn_render_request req;
@@ -290,7 +290,7 @@ static int indep_one(int i, void *arg) {
 }
 
 static int render_independent(group_ctx *g, const char *variant, cJSON *rows) {
-    const whole_opts *o = g->o;
+    const vdn_bench_whole_opts *o = g->o;
     const int k = o->independent;
     indep_job j = {.g = g, .variant = variant};
     j.err = vdn_xcalloc((size_t)k, sizeof *j.err);
@@ -305,7 +305,7 @@ static int render_independent(group_ctx *g, const char *variant, cJSON *rows) {
     cJSON_AddNumberToObject(row, "renders", k);
     cJSON_AddNumberToObject(row, "wall_s", wall);
     cJSON *each = cJSON_AddArrayToObject(row, "each");
-    double per_hour = 0, meds[WHOLE_MAX_ENGINES], med = 0, lo = 0, hi = 0;
+    double per_hour = 0, meds[VDN_BENCH_MAX_ENGINES], med = 0, lo = 0, hi = 0;
     for (int i = 0; i < k; i++) {
         cJSON *e = cJSON_CreateObject();
         cJSON_AddItemToArray(each, e);
@@ -341,7 +341,7 @@ static int render_independent(group_ctx *g, const char *variant, cJSON *rows) {
 
 /* ---- the run ---- */
 
-static int write_report(const whole_opts *o, cJSON *json) {
+static int write_report(const vdn_bench_whole_opts *o, cJSON *json) {
     char *text = cJSON_Print(json);
     FILE *f = fopen(o->json, "w");
     int rc = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF ? 0 : -1;
@@ -352,12 +352,12 @@ static int write_report(const whole_opts *o, cJSON *json) {
 }
 
 /* the table's lines and the report so far, written out after every render */
-static void progress_out(const whole_opts *o, cJSON *json) {
+static void progress_out(const vdn_bench_whole_opts *o, cJSON *json) {
     fflush(stdout);
     if (o->json) write_report(o, json);
 }
 
-int whole_run_group(const whole_opts *o, const vdn_config *cfg, const char *dir,
+int whole_run_group(const vdn_bench_whole_opts *o, const vdn_config *cfg, const char *dir,
                     const char *prompt) {
     group_ctx g = {.o = o, .dir = dir, .prompt = prompt, .n_eng = whole_engines(o)};
     g.json = cJSON_CreateObject();
@@ -389,7 +389,7 @@ int whole_run_group(const whole_opts *o, const vdn_config *cfg, const char *dir,
     for (char *save = NULL, *v = strtok_r(list, ",", &save); v && rc == 0;
          v = strtok_r(NULL, ",", &save)) {
         if (o->n_gpus) printf("%-14s %4s %9s\n", "variant", "GPUs", "s/NFE");
-        group_done done[WHOLE_MAX_LIST];
+        group_done done[VDN_BENCH_MAX_GPU_LIST];
         for (int i = 0; i < o->n_gpus; i++) {
             failed |= render_group(&g, v, o->gpus[i], &done[i], groups) != 0;
             progress_out(o, j); /* a run stopped by a time limit keeps what it measured */

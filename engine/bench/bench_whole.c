@@ -24,7 +24,7 @@
 #include "safetensors.h"
 #include "vdn_util.h"
 
-int whole_engines(const whole_opts *o) {
+int whole_engines(const vdn_bench_whole_opts *o) {
     int n = o->independent > 1 ? o->independent : 1;
     for (int i = 0; i < o->n_gpus; i++)
         n = o->gpus[i] > n ? o->gpus[i] : n;
@@ -70,14 +70,14 @@ void whole_stats(double *v, int n, double *median, double *min, double *max) {
     *max = v[n - 1];
 }
 
-vdn_engine_opts whole_engine_opts(const whole_opts *o, int device) {
+vdn_engine_opts whole_engine_opts(const vdn_bench_whole_opts *o, int device) {
     vdn_engine_opts e = {.backend = o->cpu ? VDN_BACKEND_CPU : VDN_BACKEND_CUDA, .device = device};
     vdn_precision_parse(o->precision, &e.precision); /* checked by parse() */
     return e;
 }
 
-void whole_request(const whole_opts *o, const char *variant, const char *prompt, const char *prefix,
-                   vdn_render_request *req) {
+void whole_request(const vdn_bench_whole_opts *o, const char *variant, const char *prompt,
+                   const char *prefix, vdn_render_request *req) {
     *req = (vdn_render_request){.prompt_cache = prompt,
                                 .frames = (o->frames - 2) / 5 * 17 + 5,
                                 .height = o->height,
@@ -94,8 +94,8 @@ typedef struct {
     double peak_gib; /* op-layer peak since the engine opened, after this variant's render */
 } whole_result;
 
-static int run_variant(vdn_engine *eng, const whole_opts *o, const char *variant, const char *dir,
-                       const char *prompt, whole_result *r) {
+static int run_variant(vdn_engine *eng, const vdn_bench_whole_opts *o, const char *variant,
+                       const char *dir, const char *prompt, whole_result *r) {
     char prefix[4200], err[VDN_ERR_LEN];
     snprintf(prefix, sizeof prefix, "%s/%s", dir, variant);
     const int steps = o->warmup + o->nfe;
@@ -125,8 +125,8 @@ static int run_variant(vdn_engine *eng, const whole_opts *o, const char *variant
     return 0;
 }
 
-static int write_json(const whole_opts *o, const vdn_config *c, double load_s, double weights_gib,
-                      const whole_result *r, int n) {
+static int write_json(const vdn_bench_whole_opts *o, const vdn_config *c, double load_s,
+                      double weights_gib, const whole_result *r, int n) {
     FILE *f = fopen(o->json, "w");
     if (!f) {
         fprintf(stderr, "vdn bench --whole: %s: cannot write (%s)\n", o->json, strerror(errno));
@@ -162,7 +162,8 @@ static void remove_dir(const char *dir) {
 }
 
 /* one engine, every variant (the run before --gpus; its output unchanged) */
-static int run_one(const whole_opts *o, vdn_config *cfg, const char *dir, const char *prompt) {
+static int run_one(const vdn_bench_whole_opts *o, vdn_config *cfg, const char *dir,
+                   const char *prompt) {
     char err[VDN_ERR_LEN];
     vdn_weight_source src = vdn_weight_source_random(o->seed);
     const double t0 = vdn_now();
@@ -194,7 +195,7 @@ static int run_one(const whole_opts *o, vdn_config *cfg, const char *dir, const 
     return rc;
 }
 
-static int run(const whole_opts *o) {
+static int run(const vdn_bench_whole_opts *o) {
     char err[VDN_ERR_LEN], tmp[] = "/tmp/vdn-bench-whole-XXXXXX", prompt[4200];
     vdn_config cfg;
     if (vdn_ckpt_preset(o->preset, o->layers, &cfg, err, sizeof err) != 0) {

@@ -10,15 +10,11 @@
 #include "bench_programs.h"
 #include "engine.h"
 
-typedef vdn_bench_whole_opts whole_opts;
-#define WHOLE_MAX_ENGINES VDN_BENCH_MAX_ENGINES
-#define WHOLE_MAX_LIST VDN_BENCH_MAX_GPU_LIST
-
 /* the engines' label in run records: every engine of a group must carry the same one */
 #define WHOLE_LABEL "random weights (vdn bench --whole)"
 
 /* the engines the options ask for: the largest --gpus entry or --independent, at least 1 */
-int whole_engines(const whole_opts *o);
+int whole_engines(const vdn_bench_whole_opts *o);
 
 /* A progress callback's record of one render: seconds of each model evaluation. */
 typedef struct {
@@ -35,15 +31,15 @@ void whole_stats(double *v, int n, double *median, double *min, double *max);
 
 /* How the run's engines open: the options' backend and precision, on GPU `device` (-1: the
  * default one). */
-vdn_engine_opts whole_engine_opts(const whole_opts *o, int device);
+vdn_engine_opts whole_engine_opts(const vdn_bench_whole_opts *o, int device);
 
 /* The render request of one variant at the options' workload (steps = warm-up + N). */
-void whole_request(const whole_opts *o, const char *variant, const char *prompt, const char *prefix,
-                   vdn_render_request *req);
+void whole_request(const vdn_bench_whole_opts *o, const char *variant, const char *prompt,
+                   const char *prefix, vdn_render_request *req);
 
 /* The several-engine run (bench_group.c): engines opened, every variant rendered as the options
  * ask, the table printed and the JSON written. 0, or -1 after a message on stderr. */
-int whole_run_group(const whole_opts *o, const vdn_config *cfg, const char *dir,
+int whole_run_group(const vdn_bench_whole_opts *o, const vdn_config *cfg, const char *dir,
                     const char *prompt);
 
 #endif
