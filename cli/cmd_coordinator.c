@@ -31,7 +31,8 @@ static void usage(FILE *f) {
         "usage: vdn coordinator --db FILE [--bind tcp://127.0.0.1:5555]\n"
         "                       [--client-bind tcp://127.0.0.1:5556] [--store URI]\n"
         "                       [--lease-seconds 60] [--heartbeat-seconds 5]\n"
-        "                       [--max-attempts 3] [--blocklist-failures 3]\n"
+        "                       [--max-attempts 3] [--max-worker-faults 20]\n"
+        "                       [--blocklist-failures 3]\n"
         "                       [--blocklist-seconds 300] [--keys DIR]\n"
         "                       [--gpu-memory-limit GIB]\n"
         "                       [--http 127.0.0.1:8080 [--http-token-file FILE]\n"
@@ -42,6 +43,9 @@ static void usage(FILE *f) {
         "--keys DIR turns on CURVE: DIR/coordinator.key (+ .pub), DIR/authorized_workers/*.pub,\n"
         "DIR/authorized_clients/*.pub (make keys with `vdn keygen`; SIGHUP re-reads the\n"
         "authorized folders). Without --keys only loopback endpoints are allowed.\n"
+        "--max-attempts N: ended attempts a job may use that were not lost with their\n"
+        "worker; --max-worker-faults N: attempts lost with a worker (killed, vanished, lease\n"
+        "run out, GPU fault), which never count as attempts (docs/cluster.md \"Failures\").\n"
         "A request no registered worker's GPU can hold is refused at submit (docs/cluster.md\n"
         "\"Memory check at submit\"); --gpu-memory-limit GIB is the GPU size checked against\n"
         "while no worker advertises GPU memory (default: no check then).\n"
@@ -140,6 +144,7 @@ int vdn_cmd_coordinator(int argc, char **argv) {
     o->lease_seconds = 60;
     o->heartbeat_seconds = 5;
     o->max_attempts = 3;
+    o->max_worker_faults = 20;
     o->blocklist_failures = 3;
     o->blocklist_seconds = 300;
     for (int i = 1; i < argc; i++) {
@@ -187,6 +192,9 @@ int vdn_cmd_coordinator(int argc, char **argv) {
         } else if (!strcmp(a, "--max-attempts")) {
             if (parse_num(a, v, 1, 1000, &x)) return 2;
             o->max_attempts = (int)x;
+        } else if (!strcmp(a, "--max-worker-faults")) {
+            if (parse_num(a, v, 1, 100000, &x)) return 2;
+            o->max_worker_faults = (int)x;
         } else if (!strcmp(a, "--blocklist-failures")) {
             if (parse_num(a, v, 1, 1000, &x)) return 2;
             o->blocklist_failures = (int)x;

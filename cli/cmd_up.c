@@ -54,7 +54,7 @@ typedef struct {
     char dir[PATH_MAX], exe[PATH_MAX], ckpt[PATH_MAX + 64], store[PATH_MAX + 16];
     char worker_ep[64], client_ep[64];
     int workers, cpu, detach, stop, port;
-    const char *gpus, *lease, *heartbeat, *max_attempts;
+    const char *gpus, *lease, *heartbeat, *max_attempts, *max_worker_faults;
     const char *http; /* --http HOST:PORT for the coordinator's status page and metrics */
     const char *text_precision, *vae_precision; /* passed to every worker (bf16 | fp8) */
     const char *precision; /* every worker's DiT precisions (vdn worker --precision) */
@@ -67,7 +67,8 @@ typedef struct {
 static const char usage[] =
     "usage: vdn up DIR [--workers N] [--cpu] [--store URI] [--checkpoint DIR] [--port P]\n"
     "                  [--gpus SPEC] [--lease-seconds S] [--heartbeat-seconds S]\n"
-    "                  [--max-attempts N] [--http 127.0.0.1:8080] [--detach]\n"
+    "                  [--max-attempts N] [--max-worker-faults N]\n"
+    "                  [--http 127.0.0.1:8080] [--detach]\n"
     "                  [--precision bf16|fp8|bf16,fp8]\n"
     "                  [--text-precision bf16|fp8] [--vae-precision bf16|fp8]\n"
     "       vdn up DIR --stop\n"
@@ -453,6 +454,8 @@ static int parse(up *u, int argc, char **argv) {
                 u->heartbeat = v;
             else if (!strcmp(a, "--max-attempts"))
                 u->max_attempts = v;
+            else if (!strcmp(a, "--max-worker-faults"))
+                u->max_worker_faults = v;
             else if (!strcmp(a, "--http"))
                 u->http = v;
             else if (!strcmp(a, "--precision")) {
@@ -620,6 +623,7 @@ int vdn_cmd_up(int argc, char **argv) {
     if (u.lease) child_arg(co, "--lease-seconds", u.lease);
     if (u.heartbeat) child_arg(co, "--heartbeat-seconds", u.heartbeat);
     if (u.max_attempts) child_arg(co, "--max-attempts", u.max_attempts);
+    if (u.max_worker_faults) child_arg(co, "--max-worker-faults", u.max_worker_faults);
     if (u.http) child_arg(co, "--http", u.http);
     vdn_gpu_list gpus = {0};
     if (!u.cpu && !u.gpus) {

@@ -18,7 +18,8 @@ typedef struct {
     const char *keys_dir;    /* NULL = no CURVE (loopback only) */
     double lease_seconds;
     double heartbeat_seconds;
-    int max_attempts;
+    int max_attempts;       /* ended attempts that were not lost with their worker (jobs.h) */
+    int max_worker_faults;  /* attempts lost with their worker (killed, vanished, GPU fault) */
     int blocklist_failures; /* consecutive failed/expired attempts before a time-out */
     double blocklist_seconds;
     /* --gpu-memory-limit: the GPU size requests are checked against at submit while no

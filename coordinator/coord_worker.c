@@ -222,13 +222,15 @@ static void maybe_blocklist(coord *c, const char *worker_id, int64_t job) {
 }
 
 /* Ends a running attempt (lost, expired, failed) and requeues or fails its job. store_op: the
- * object-store operation a worker's FAIL says the failure came from (NULL: none). */
+ * object-store operation a worker's FAIL says the failure came from (NULL: none). lost: the
+ * attempt went with its worker (jobs.h job_budget: --max-worker-faults, not --max-attempts). */
 static void end_attempt_store(coord *c, int64_t attempt, const char *state, const char *reason,
-                              job_fault fault, const char *store_op) {
+                              job_fault fault, const char *store_op, int lost) {
     char err[VDN_ERR_LEN], js[16];
     attempt_info a;
     if (!jobs_attempt(c->db, attempt, &a) || !a.current) return;
-    if (jobs_end_attempt(c->db, attempt, state, reason, fault, store_op, c->o.max_attempts, js, err,
+    job_budget b = {c->o.max_attempts, c->o.max_worker_faults};
+    if (jobs_end_attempt(c->db, attempt, state, reason, fault, store_op, lost, &b, js, err,
                          sizeof err)) {
         VDN_ERROR("attempt %lld: %s", (long long)attempt, err);
         return;
@@ -238,9 +240,12 @@ static void end_attempt_store(coord *c, int64_t attempt, const char *state, cons
     if (fault == FAULT_WORKER) maybe_blocklist(c, a.worker, a.job);
 }
 
+/* An attempt the coordinator ends itself: its worker vanished, restarted without it, let the
+ * lease pass, or went away (or the coordinator did): lost with its worker, unless the job's
+ * own fault (its stored request does not parse). */
 static void end_attempt(coord *c, int64_t attempt, const char *state, const char *reason,
                         job_fault fault) {
-    end_attempt_store(c, attempt, state, reason, fault, NULL);
+    end_attempt_store(c, attempt, state, reason, fault, NULL, fault != FAULT_JOB);
 }
 
 /* A worker that vanished mid-job (crash, power, a cut cable) is the machine's fault; one that
@@ -461,7 +466,10 @@ static void on_fail(coord *c, cworker *w, const Vdn__Fail *f) {
                                                             : FAULT_JOB;
     /* the store operation it came from, typed by the worker (an older one never says) */
     const char *op = f->has_store_op ? job_store_op_name(f->store_op) : NULL;
-    end_attempt_store(c, x, "failed", f->reason ? f->reason : "(no reason given)", fault, op);
+    /* a worker fault (its GPU, its memory) is the machine's: lost with it; a transient FAIL
+     * (the store still down after its retries) is charged to the job's --max-attempts */
+    end_attempt_store(c, x, "failed", f->reason ? f->reason : "(no reason given)", fault, op,
+                      fault == FAULT_WORKER);
     send_ack(c, w, x);
     coord_worker_save(c, w);
 }
@@ -640,6 +648,7 @@ static void worker_for_plan(const coord *c, const cworker *w, double wall, place
     p->n = npos(w);
     p->eligible = w->connected && !w->draining && !w->stopping && w->blocked_until <= wall;
     p->one_job = !w->per_gpu || w->ngpus == 0;
+    p->id = w->id;
     p->checkpoint = w->checkpoint;
     p->identity = w->identity;
     p->precisions = w->precisions;
@@ -771,13 +780,17 @@ void coord_schedule(coord *c) {
                  "SELECT id, gpus, min_gpu_memory, checkpoint, "
                  "json_extract(request,'$.steps'), json_extract(request,'$.frames'), "
                  "json_extract(request,'$.height'), json_extract(request,'$.width'), job_class, "
-                 "json_extract(request,'$.precision') "
+                 "json_extract(request,'$.precision'), "
+                 /* the worker its last attempt was lost with (not a job fault) */
+                 "(SELECT worker_id FROM attempts WHERE job_id=jobs.id AND "
+                 "coalesce(fault,'') != 'job' ORDER BY id DESC LIMIT 1) "
                  "FROM jobs WHERE state='queued' "
                  "ORDER BY priority DESC, submitted_at, id LIMIT ?",
                  "i", (int64_t)PLAN_MAX_JOBS);
     place_job *pj = vdn_xcalloc(PLAN_MAX_JOBS, sizeof *pj);
     char **ck = vdn_xcalloc(PLAN_MAX_JOBS, sizeof *ck);
     char **cls = vdn_xcalloc(PLAN_MAX_JOBS, sizeof *cls);
+    char **avoid = vdn_xcalloc(PLAN_MAX_JOBS, sizeof *avoid);
     int nj = 0;
     while (st && nj < PLAN_MAX_JOBS && sqlite3_step(st) == SQLITE_ROW) {
         place_job *j = &pj[nj];
@@ -793,6 +806,8 @@ void coord_schedule(coord *c) {
         cls[nj] = cdb_col_str(st, 8);
         j->job_class = cls[nj];
         j->precision = job_precision((const char *)sqlite3_column_text(st, 9));
+        avoid[nj] = cdb_col_str(st, 10);
+        j->avoid = avoid[nj];
         nj++;
     }
     sqlite3_finalize(st);
@@ -848,9 +863,10 @@ void coord_schedule(coord *c) {
         if (w->connected) coord_worker_save(c, w);
     }
     for (int k = 0; k < nj; k++)
-        free(ck[k]), free(cls[k]);
+        free(ck[k]), free(cls[k]), free(avoid[k]);
     free(ck);
     free(cls);
+    free(avoid);
     free(pj);
     free(picks);
     free_plan_workers(pw, c->nw);

@@ -98,6 +98,9 @@ static const char *const migrations[] = {
     "ALTER TABLE workers ADD COLUMN store_retries INTEGER NOT NULL DEFAULT 0;\n",
     /* 4 -> 5: the DiT precisions each worker loaded (Ready.precisions), as "bf16,fp8" */
     "ALTER TABLE workers ADD COLUMN precisions TEXT NOT NULL DEFAULT 'bf16';\n",
+    /* 5 -> 6: attempts lost with their worker (it vanished, was killed, lost its lease, its GPU
+     * faulted) have their own budget (--max-worker-faults), apart from --max-attempts */
+    "ALTER TABLE jobs ADD COLUMN worker_faults INTEGER NOT NULL DEFAULT 0;\n",
 };
 
 int cdb_schema_version(sqlite3 *db) {

@@ -311,15 +311,19 @@ const char *job_store_op_name(int op) {
 }
 
 int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, const char *reason,
-                     job_fault fault, const char *store_op, int max_attempts,
+                     job_fault fault, const char *store_op, int lost, const job_budget *budget,
                      char job_state_out[16], char *err, size_t errlen) {
     attempt_info a;
     if (!jobs_attempt(db, attempt, &a) || !a.current)
         return vdn_fail(err, errlen, "attempt %lld is not current", (long long)attempt);
     double now = vdn_wall();
     if (cdb_begin(db, err, errlen)) return -1;
-    int64_t used = cdb_int(db, 0, "SELECT attempts FROM jobs WHERE id=?", "i", a.job);
-    int final = fault == FAULT_JOB || used >= max_attempts;
+    /* jobs.attempts counts every claim, this one included; the lost ones are not the job's */
+    int64_t lost_before = cdb_int(db, 0, "SELECT worker_faults FROM jobs WHERE id=?", "i", a.job);
+    int64_t claimed = cdb_int(db, 0, "SELECT attempts FROM jobs WHERE id=?", "i", a.job);
+    int64_t nlost = lost_before + (lost ? 1 : 0), used = claimed - nlost;
+    int final = fault == FAULT_JOB ||
+                (lost ? nlost >= budget->max_worker_faults : used >= budget->max_attempts);
     const char *js = final ? "failed" : "queued";
     char line[VDN_ERR_LEN];
     snprintf(line, sizeof line, "attempt %lld on %s %s (%s fault): %s", (long long)attempt,
@@ -330,10 +334,10 @@ int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, co
                 "id=?",
                 "sdsssi", attempt_state, now, reason, job_fault_name(fault), store_op, attempt) ||
         cdb_run(db, err, errlen,
-                "UPDATE jobs SET state=?, current_attempt=NULL, finished_at=?, "
+                "UPDATE jobs SET state=?, current_attempt=NULL, finished_at=?, worker_faults=?, "
                 "last_error = CASE WHEN last_error IS NULL THEN ? ELSE last_error || char(10) || ? "
                 "END WHERE id=?",
-                "sdssi", js, final ? now : 0.0, line, line, a.job)) {
+                "sdissi", js, final ? now : 0.0, nlost, line, line, a.job)) {
         cdb_rollback(db);
         return -1;
     }
@@ -351,9 +355,19 @@ int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, co
     }
     if (!final) cdb_run(db, err, errlen, "UPDATE jobs SET finished_at=NULL WHERE id=?", "i", a.job);
     cdb_event(db, a.batch, a.job, attempt, a.worker, attempt_state, reason);
-    char detail[96];
-    snprintf(detail, sizeof detail, "after %lld of %d attempts (%s fault)%s", (long long)used,
-             max_attempts, job_fault_name(fault), fault == FAULT_JOB ? ", not retried" : "");
+    char detail[160];
+    if (fault == FAULT_JOB)
+        snprintf(detail, sizeof detail, "after %lld of %d attempts (job fault), not retried",
+                 (long long)used, budget->max_attempts);
+    else if (lost)
+        snprintf(detail, sizeof detail,
+                 "lost with its worker (%s fault): %lld of %d worker faults; %lld of %d attempts "
+                 "used",
+                 job_fault_name(fault), (long long)nlost, budget->max_worker_faults,
+                 (long long)used, budget->max_attempts);
+    else
+        snprintf(detail, sizeof detail, "after %lld of %d attempts (%s fault)", (long long)used,
+                 budget->max_attempts, job_fault_name(fault));
     cdb_event(db, a.batch, a.job, attempt, a.worker, final ? "failed" : "requeued", detail);
     if (cdb_commit(db, err, errlen)) {
         cdb_rollback(db);
@@ -439,7 +453,8 @@ int jobs_retry(sqlite3 *db, char kind, int64_t id, int *count, char *err, size_t
              target_where(kind));
     if (cdb_run(db, err, errlen, sql, "di", vdn_wall(), id)) goto fail;
     snprintf(sql, sizeof sql,
-             "UPDATE jobs SET state='queued', attempts=0, finished_at=NULL, current_attempt=NULL "
+             "UPDATE jobs SET state='queued', attempts=0, worker_faults=0, finished_at=NULL, "
+             "current_attempt=NULL "
              "WHERE state IN ('failed','cancelled') AND %s",
              target_where(kind));
     if (cdb_run(db, err, errlen, sql, "i", id)) goto fail;

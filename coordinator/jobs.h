@@ -55,13 +55,24 @@ int jobs_progress(sqlite3 *db, int64_t attempt, int nfe_done, int nfe_total, dou
 int jobs_snapshot(sqlite3 *db, int64_t attempt, int nfe_evaluated, const char *key, int step);
 int jobs_complete(sqlite3 *db, int64_t attempt, char **keys, size_t nkeys, const char *record,
                   char *err, size_t errlen);
+/* A job's two budgets (vdn coordinator --max-attempts, --max-worker-faults). An attempt lost
+ * with its worker (a worker fault: it vanished, was killed, let its lease run out, its GPU
+ * faulted; or the worker or coordinator went away under it) takes one from max_worker_faults
+ * only, so a job never fails because machines died under it; any other ended attempt (a FAIL the
+ * worker reports as transient, e.g. the store down) takes one from max_attempts. */
+typedef struct {
+    int max_attempts;
+    int max_worker_faults;
+} job_budget;
+
 /* Ends a running attempt as attempt_state ("failed", "expired") and requeues the job, or fails
- * it when the fault is the job's or it is out of attempts. A worker fault adds one to the
+ * it when the fault is the job's or its budget is spent (lost: the attempt was lost with its
+ * worker, see job_budget; jobs.worker_faults counts those). A worker fault adds one to the
  * worker's failures and to its failures in the job's class. store_op: the object-store operation
  * the failure came from ("download", "upload", "open"; NULL = not the store's), kept in
  * attempts.store_op for vdn_store_errors_total. job_state_out gets the job's new state. */
 int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, const char *reason,
-                     job_fault fault, const char *store_op, int max_attempts,
+                     job_fault fault, const char *store_op, int lost, const job_budget *budget,
                      char job_state_out[16], char *err, size_t errlen);
 /* The wire's Fail.StoreOp as stored: "download" "upload" "open", or NULL (none or unknown). */
 const char *job_store_op_name(int op);
@@ -71,7 +82,7 @@ const char *job_store_op_name(int op);
 int jobs_cancel(sqlite3 *db, char kind, int64_t id, int *count,
                 void (*on_running)(void *user, int64_t attempt, const char *worker), void *user,
                 char *err, size_t errlen);
-/* Retry: failed/cancelled jobs -> queued with a fresh attempt budget. */
+/* Retry: failed/cancelled jobs -> queued with fresh budgets (attempts and worker faults). */
 int jobs_retry(sqlite3 *db, char kind, int64_t id, int *count, char *err, size_t errlen);
 
 /* Attempts still 'running' whose lease is past `now`: fn called for each (the caller ends

@@ -114,8 +114,9 @@ int place_plan(place_worker *ws, int nw, const place_job *js, int nj, place_pick
     for (int k = 0; k < nj && np < maxpicks; k++) {
         const place_job *j = &js[k];
         /* best fit: the worker with the fewest free GPUs that still takes it now, so whole
-         * machines stay free for big jobs */
-        int best = -1;
+         * machines stay free for big jobs; the worker that just lost it only when no other
+         * takes it now (a job killed there should not go straight back) */
+        int best = -1, best_avoided = 0;
         uint64_t best_m = 0;
         int ends_by_t = 0;
         for (int i = 0; i < nw; i++) {
@@ -132,8 +133,11 @@ int place_plan(place_worker *ws, int nw, const place_job *js, int nj, place_pick
                  * counts is how many are free then, not which */
                 if (!by_t && (popcount(m) > spare || w->one_job)) continue;
             }
-            if (best < 0 || free_count(w) < free_count(&ws[best])) {
+            int avoided = j->avoid && w->id && !strcmp(j->avoid, w->id);
+            if (best < 0 || (best_avoided && !avoided) ||
+                (avoided == best_avoided && free_count(w) < free_count(&ws[best]))) {
                 best = i;
+                best_avoided = avoided;
                 best_m = m;
                 ends_by_t = by_t;
             }

@@ -18,6 +18,7 @@
 #define PLACE_MAX_GPUS 64
 
 typedef struct {
+    const char *id;                    /* the worker's id (place_job.avoid), NULL = none */
     int n;                             /* GPU positions (a CPU worker: one) */
     int in_service[PLACE_MAX_GPUS];    /* 0: out of service (a CUDA error) */
     int busy[PLACE_MAX_GPUS];          /* held by an attempt */
@@ -41,6 +42,8 @@ typedef struct {
     int precision;                    /* the DiT's (vdn_precision); 0 = bf16 */
     const char *job_class;            /* CHECKPOINT/VARIANT/2^k (jobs.job_class), NULL = none */
     int steps, frames, height, width; /* 0 = not given (no estimate) */
+    const char *avoid; /* the worker its last attempt was lost with: another one that can take
+                          it now is preferred; NULL = none */
 } place_job;
 
 typedef struct {

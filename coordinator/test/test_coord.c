@@ -94,12 +94,18 @@ static Vdn__Envelope *expect_assign(fake_worker *w, double timeout) {
     return e;
 }
 
+static void start_wf(pid_t *pid, const char *db, const char *lease, const char *maxatt,
+                     const char *blockf, const char *max_worker_faults) {
+    *pid =
+        start_coordinator("--db", db, "--bind", wep, "--client-bind", cep, "--lease-seconds", lease,
+                          "--heartbeat-seconds", "0.3", "--max-attempts", maxatt,
+                          "--max-worker-faults", max_worker_faults, "--blocklist-failures", blockf,
+                          "--blocklist-seconds", "60", "--store", "file:///tmp/store", NULL);
+}
+
 static void start(pid_t *pid, const char *db, const char *lease, const char *maxatt,
                   const char *blockf) {
-    *pid = start_coordinator("--db", db, "--bind", wep, "--client-bind", cep, "--lease-seconds",
-                             lease, "--heartbeat-seconds", "0.3", "--max-attempts", maxatt,
-                             "--blocklist-failures", blockf, "--blocklist-seconds", "60", "--store",
-                             "file:///tmp/store", NULL);
+    start_wf(pid, db, lease, maxatt, blockf, "20");
 }
 
 /* assignment, matching, lease loss, requeue with a new attempt, fencing */
@@ -239,13 +245,15 @@ static void check_store_columns(const char *db, uint64_t a5, uint64_t a6, const 
     sqlite3_close(dbh);
 }
 
-/* FAIL handling: retries up to max attempts keeping every reason; non-retryable fails at once;
- * a worker that keeps failing is blocklisted; retry requeues. Also GPU-count matching. */
+/* FAIL handling: two budgets keeping every reason: worker faults (the machine's: an older
+ * worker's retryable FAIL, a GPU fault) never use --max-attempts, only --max-worker-faults;
+ * transient FAILs use --max-attempts; non-retryable fails at once; a worker that keeps failing
+ * is blocklisted; retry requeues. Also GPU-count matching. */
 static void test_failures(void) {
     char db[300], err[VDN_ERR_LEN];
     snprintf(db, sizeof db, "%s/b.db", h_tmp);
     pid_t pid;
-    start(&pid, db, "30", "2", "3");
+    start_wf(&pid, db, "30", "2", "3", "2");
     vdn_client *c = client();
     uint64_t ids[1], ids2[1], ids3[1];
     submit(c, 1, 0, NULL, 0, ids);
@@ -256,19 +264,50 @@ static void test_failures(void) {
     REQUIRE(e);
     uint64_t a1 = e->assign->attempt_id;
     vdn__envelope__free_unpacked(e, NULL);
-    fw_fail(&w, a1, "out of memory (first)", 1);
+    fw_fail(&w, a1, "out of memory (first)", 1); /* a worker fault: 1 of 2 worker faults */
     e = expect_assign(&w, 3);
     REQUIRE(e);
     uint64_t a2 = e->assign->attempt_id;
     CHECK(a2 != a1 && e->assign->job_id == ids[0]);
     vdn__envelope__free_unpacked(e, NULL);
     w.attempt = 0;
-    fw_fail(&w, a2, "out of memory (second)", 1);
+    /* a transient failure: 1 of 2 attempts (the worker fault did not count; before, this was
+     * the second of 2 and failed the job) */
+    fw_fail_fault(&w, a2, "store down (second)", VDN__FAIL__FAULT__TRANSIENT);
+    e = expect_assign(&w, 3);
+    CHECK(e, "a worker fault used up --max-attempts");
+    REQUIRE(e);
+    uint64_t a2b = e->assign->attempt_id;
+    CHECK(e->assign->job_id == ids[0]);
+    vdn__envelope__free_unpacked(e, NULL);
+    w.attempt = 0;
+    /* the second worker fault spends --max-worker-faults 2: failed, after 3 attempts */
+    fw_fail_fault(&w, a2b, "CUDA error: an illegal memory access (third)",
+                  VDN__FAIL__FAULT__WORKER);
     Vdn__StatusReply *h;
     Vdn__JobInfo *j = job_when(c, ids[0], "failed", 0, &h);
-    CHECK(!strcmp(j->state, "failed") && j->attempts == 2);
-    CHECK(j->last_error && strstr(j->last_error, "(first)") && strstr(j->last_error, "(second)"));
+    CHECK(!strcmp(j->state, "failed") && j->attempts == 3, "%s after %d", j->state, j->attempts);
+    CHECK(j->last_error && strstr(j->last_error, "(first)") && strstr(j->last_error, "(second)") &&
+          strstr(j->last_error, "(third)"));
     vdn_client_free(h);
+    {
+        sqlite3 *dbh = NULL;
+        char detail[256] = "";
+        if (sqlite3_open_v2(db, &dbh, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK) {
+            sqlite3_stmt *st = NULL;
+            sqlite3_prepare_v2(dbh,
+                               "SELECT detail FROM events WHERE job_id=? AND kind='failed' "
+                               "ORDER BY id DESC LIMIT 1",
+                               -1, &st, NULL);
+            sqlite3_bind_int64(st, 1, (sqlite3_int64)ids[0]);
+            if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+                snprintf(detail, sizeof detail, "%s", sqlite3_column_text(st, 0));
+            sqlite3_finalize(st);
+        }
+        sqlite3_close(dbh);
+        CHECK(strstr(detail, "2 of 2 worker faults") && strstr(detail, "1 of 2 attempts"),
+              "failed event: %s", detail);
+    }
 
     /* non-retryable: failed after one attempt */
     submit(c, 1, 0, NULL, 0, ids2);

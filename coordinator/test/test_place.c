@@ -190,6 +190,31 @@ int main(void) {
         np = place_plan(w2, 2, &f, 1, p, 64, NULL, &r);
         CHECK(np == 0 && r.job == -1);
     }
+    { /* a job lost with worker "a" goes elsewhere when another worker takes it now, even one
+       * that best fit would rank lower (b has more free GPUs than a); back to a only when none
+       * other can (b busy, c on another checkpoint) */
+        place_worker ws[3] = {worker(1, 1), worker(2, 1), worker(1, 1)};
+        ws[0].id = "a", ws[1].id = "b", ws[2].id = "c";
+        ws[2].checkpoint = "other";
+        place_job j = job(1, 1, 10);
+        j.checkpoint = "ckpt";
+        j.avoid = "a";
+        int np = place_plan(ws, 3, &j, 1, p, 64, NULL, &r);
+        CHECK(np == 1 && p[0].worker == 1, "lost job placed on worker %d", np ? p[0].worker : -1);
+        place_worker ws2[3] = {worker(1, 1), worker(2, 1), worker(1, 1)};
+        ws2[0].id = "a", ws2[1].id = "b", ws2[2].id = "c";
+        ws2[2].checkpoint = "other";
+        busy(&ws2[1], 0, 10);
+        busy(&ws2[1], 1, 10);
+        np = place_plan(ws2, 3, &j, 1, p, 64, NULL, &r);
+        CHECK(np == 1 && p[0].worker == 0, "no other free: worker %d", np ? p[0].worker : -1);
+        /* without avoid, best fit picks a (fewest free GPUs) */
+        place_worker ws3[2] = {worker(1, 1), worker(2, 1)};
+        ws3[0].id = "a", ws3[1].id = "b";
+        j.avoid = NULL;
+        np = place_plan(ws3, 2, &j, 1, p, 64, NULL, &r);
+        CHECK(np == 1 && p[0].worker == 0);
+    }
     { /* estimates: rate x steps x frames x height x width; unknown without a size or a rate */
         place_worker w = worker(1, 2e-6);
         place_job j = {.id = 1, .gpus = 1, .steps = 10, .frames = 56, .height = 32, .width = 32};

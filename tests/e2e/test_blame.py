@@ -1,9 +1,13 @@
 """Failure blame on a one-worker farm (issue 11): ten jobs whose prompt cache is garbage each
 fail at once as the job's fault and leave the worker's standing alone, so good jobs submitted
 right after run at once (before, three such jobs blocklisted the only worker for 300 s). Local
-paths outside the worker's --data-root (also through a symlink) are refused the same way."""
+paths outside the worker's --data-root (also through a symlink) are refused the same way.
+Worker deaths never fail a job (issue 27): with --max-attempts 1, a job whose worker is SIGKILLed
+twice mid-render is requeued each time (worker faults have their own budget) and goes to the
+other worker while the killed one, restarted, is idle beside it."""
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -74,6 +78,65 @@ def test(args):
         # `vdn workers` shows it as a healthy worker
         r = farm.run(["workers", "--coordinator", farm.client_ep])
         check(" blocked" not in r.stdout, "vdn workers says blocked:\n%s" % r.stdout)
+
+    test_worker_deaths(args)
+
+
+def wait_for(what, cond, timeout):
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        r = cond()
+        if r:
+            return r
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def test_worker_deaths(args):
+    # a long heartbeat: the killed worker is back (READY) before the coordinator would notice its
+    # silence, so when the job is requeued both workers are free and only "avoid the worker that
+    # just lost it" keeps it from going straight back
+    with Farm(args.vdn, "lost", steps=8, max_attempts=1, lease=20, heartbeat=2,
+              keep=args.keep) as farm:
+        farm.start_coordinator()
+        farm.start_worker("a", nfe_delay_ms=250)
+        wait_for("a registered", lambda: farm.q("SELECT 1 FROM workers WHERE id='a'"), 30)
+        b = farm.submit(1)
+        job = farm.q("SELECT id FROM jobs WHERE batch_id=?", b)[0][0]
+        farm.start_worker("b", nfe_delay_ms=250)
+        wait_for("b registered", lambda: farm.q("SELECT 1 FROM workers WHERE id='b'"), 30)
+        kills = []
+        for _ in range(2):
+            # mid-render on some worker: kill it, restart it at once
+            att, w = wait_for("a running attempt with an NFE done", lambda: farm.q(
+                "SELECT a.id, a.worker_id FROM attempts a JOIN jobs j ON j.current_attempt=a.id "
+                "WHERE a.state='running' AND j.nfe_done>=1 AND a.id NOT IN (%s)"
+                % ",".join(str(k[0]) for k in kills or [(0, 0)])), 60)[0]
+            farm.kill(w, signal.SIGKILL)
+            kills.append((att, w, time.time()))
+            farm.start_worker(w, nfe_delay_ms=250)
+        farm.wait_batch(b, 1, timeout=90)
+        st, attempts, wf = farm.q("SELECT state, attempts, worker_faults FROM jobs WHERE id=?",
+                                  job)[0]
+        log("job j%d: %s after %d attempts, %d worker faults; kills %s" % (job, st, attempts, wf,
+                                                                           kills))
+        check(st == "done", "a job failed because its worker died (--max-attempts 1): %s" % st)
+        check(wf == 2 and attempts == 3, "worker_faults %d, attempts %d" % (wf, attempts))
+        rows = farm.q("SELECT id, worker_id, state, fault, started_at FROM attempts WHERE job_id=? "
+                      "ORDER BY id", job)
+        for (att, w, _), nxt in zip(kills, rows[1:]):
+            prev = [r for r in rows if r[0] == att][0]
+            check(prev[2] == "expired" and prev[3] == "worker", "killed attempt: %s" % (prev,))
+            # the killed worker was back (READY after the kill) when the next attempt started
+            back = farm.q("SELECT min(at) FROM events WHERE kind='worker_ready' AND worker_id=? "
+                          "AND at > (SELECT started_at FROM attempts WHERE id=?)", w, att)[0][0]
+            check(back is not None and back <= nxt[4] + 0.5,
+                  "%s was not back before the requeue (ready %s, next start %s)"
+                  % (w, back, nxt[4]))
+            check(nxt[1] != w, "attempt %d went back to %s, which had just lost it" % (nxt[0], w))
+        ev = farm.q("SELECT detail FROM events WHERE job_id=? AND kind='requeued'", job)
+        check(all("worker faults" in d[0] for d in ev), "requeued events: %s" % ev)
+        farm.check_exactly_once(b, 1)
 
 
 if __name__ == "__main__":
