@@ -38,6 +38,11 @@ static const char *usage =
     "                       a farm's store, file:// or s3://, shares its cache)\n"
     "  --text-precision P   bf16 (default) or fp8: the text encoder's Linears (a separate\n"
     "                       cache entry per precision)\n"
+    "  --first-frame IMG --last-frame IMG   keyframe pictures (PNG, JPEG, WebP) with\n"
+    "                       --prompt: the first frame (I2VA), the last (L2VA) or both\n"
+    "                       (FL2VA), encoded with the text (as `vdn encode`) into the cache;\n"
+    "                       the clip takes the first keyframe's canvas (short edge 768,\n"
+    "                       at most 768 x 1344) unless --height and --width are given\n"
     "  --frames N           pixel frames at 24 fps, snapped up to 17n+5\n"
     "  --height H --width W pixels, multiples of 32\n"
     "  --steps K            model evaluations (the sigma grid has K+1 points)\n"
@@ -144,6 +149,7 @@ typedef struct {
     int n_ad, cpu, quiet, json, save_latents, poster, crf;
     const char *vae, *audio_vae;
     const char *prompt_text, *prompt_store;
+    const char *first_frame, *last_frame; /* keyframe pictures, encoded with prompt_text */
     vdn_precision text_precision;
     vdn_engine_opts engine; /* --precision, --ranks, --threads; the backend from --cpu */
 } render_args;
@@ -173,6 +179,10 @@ static int parse_text_opt(const char *a, const char *val, render_args *o, int *b
         o->prompt_text = val;
     else if (!strcmp(a, "--prompt-store"))
         o->prompt_store = val;
+    else if (!strcmp(a, "--first-frame"))
+        o->first_frame = val;
+    else if (!strcmp(a, "--last-frame"))
+        o->last_frame = val;
     else if (!strcmp(a, "--text-precision")) {
         if (vdn_precision_parse(val, &o->text_precision) != 0) {
             fprintf(stderr, "vdn render: --text-precision '%s': expected bf16 or fp8\n", val);
@@ -279,11 +289,22 @@ static int parse_args(int argc, char **argv, render_args *o, vdn_render_request 
         fprintf(stderr, "vdn render: --prompt-store without --prompt (it caches encoded text)\n");
         return 2;
     }
+    const int pictures = o->first_frame || o->last_frame;
+    if (pictures && !o->prompt_text) {
+        fprintf(stderr, "vdn render: --first-frame/--last-frame go with --prompt (the pictures "
+                        "are encoded with the text; a prompt cache carries its keyframes)\n");
+        return 2;
+    }
+    if (pictures && !rq->height != !rq->width) {
+        fprintf(stderr, "vdn render: give both --height and --width, or neither (the first "
+                        "keyframe's canvas)\n");
+        return 2;
+    }
     const char *missing = !o->ckpt                               ? "--checkpoint"
                           : !rq->prompt_cache && !o->prompt_text ? "--prompt-cache or --prompt"
                           : !rq->frames                          ? "--frames"
-                          : !rq->height                          ? "--height"
-                          : !rq->width                           ? "--width"
+                          : !rq->height && !pictures             ? "--height"
+                          : !rq->width && !pictures              ? "--width"
                           : !rq->steps                           ? "--steps"
                           : !have_seed                           ? "--seed"
                           : !rq->out_prefix                      ? "--out"
@@ -456,6 +477,8 @@ int vdn_cmd_render(int argc, char **argv) {
                        .text_gpu = strcmp(vdn_engine_backend_name(rp.eng), "cpu") ? 0 : -1};
     vdn_pipeline_request preq = {.render = rq,
                                  .prompt_text = o.prompt_text,
+                                 .first_frame = o.first_frame,
+                                 .last_frame = o.last_frame,
                                  .save_latents = o.save_latents,
                                  .poster = o.poster,
                                  .crf = o.crf,

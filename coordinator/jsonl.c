@@ -44,6 +44,8 @@ void vdn_job_spec_free(vdn_job_spec *s) {
     free(s->precision);
     free(s->output_prefix);
     free(s->noise_file);
+    free(s->first_frame);
+    free(s->last_frame);
     free(s->tag);
     free(s->latents_root);
     free(s->source_line);
@@ -213,6 +215,11 @@ int vdn_job_spec_validate(const vdn_job_spec *s, vdn_errlist *errs, const char *
         vdn_errlist_add(errs,
                         "%s: field 'prompt' (text) or 'prompt_cache' (or 'prompt_file'): required",
                         where);
+    if ((s->first_frame || s->last_frame) && s->prompt_cache && s->prompt_cache[0])
+        vdn_errlist_add(errs,
+                        "%s: field '%s': keyframe pictures go with a text 'prompt', not with a "
+                        "prompt cache (which carries its keyframes already)",
+                        where, s->first_frame ? "first_frame" : "last_frame");
     if (s->frames < 0 || s->frames > 100000)
         vdn_errlist_add(errs, "%s: field 'frames': expected 1..100000, got %d", where, s->frames);
     if (s->height < 0 || s->height % 32 || s->height > 8192)
@@ -335,6 +342,8 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
             get_shift(c, v, k, &s->audio_shift);
         } else if (!strcmp(k, "noise_file")) {
             get_str(c, v, k, &s->noise_file);
+        } else if (!strcmp(k, "first_frame") || !strcmp(k, "last_frame")) {
+            get_str(c, v, k, !strcmp(k, "first_frame") ? &s->first_frame : &s->last_frame);
         } else if (!strcmp(k, "gpus")) {
             if (!get_int(c, v, k, 1, 64, &x)) s->gpus = (int)x;
         } else if (!strcmp(k, "min_gpu_memory")) {
@@ -361,7 +370,7 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
                 "unknown field (expected prompt_cache|prompt_file, frames|num_frames, height, "
                 "width, steps|num_steps, seed, variant, checkpoint, priority, tag, "
                 "out|output_prefix, video_shift, audio_shift, noise_file, gpus, min_gpu_memory, "
-                "save_latents, latents_root, record, precision)");
+                "save_latents, latents_root, record, precision, first_frame, last_frame)");
         }
     }
     cJSON_Delete(o);
@@ -386,9 +395,14 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
             s->frames, s->height, s->width, rows, VDN_SEQ_MAX_ROWS);
     /* Local prompt caches and noise files resolve against the JSONL file's folder and must exist
      * now: a missing file is this line's error, not a worker failure an hour later. */
-    char **files[2] = {&s->prompt_cache, &s->noise_file};
-    const char *fields[2] = {prompt_key, "noise_file"};
-    for (int i = 0; i < 2 && c->bad == before; i++) {
+    if (c->bad == before && (s->first_frame || s->last_frame) && seen_prompt)
+        bad(c, s->first_frame ? "first_frame" : "last_frame",
+            "keyframe pictures are encoded with a text 'prompt'; a prompt cache carries its "
+            "keyframes already (give 'prompt' instead of '%s')",
+            prompt_key);
+    char **files[4] = {&s->prompt_cache, &s->noise_file, &s->first_frame, &s->last_frame};
+    const char *fields[4] = {prompt_key, "noise_file", "first_frame", "last_frame"};
+    for (int i = 0; i < 4 && c->bad == before; i++) {
         char **pp = files[i];
         if (!*pp || is_uri(*pp)) continue;
         if ((*pp)[0] != '/' && base_dir) {
@@ -511,6 +525,8 @@ char *vdn_job_spec_to_json(const vdn_job_spec *s) {
     if (s->audio_shift > 0) cJSON_AddNumberToObject(o, "audio_shift", s->audio_shift);
     if (s->output_prefix) cJSON_AddStringToObject(o, "out", s->output_prefix);
     if (s->noise_file) cJSON_AddStringToObject(o, "noise_file", s->noise_file);
+    if (s->first_frame) cJSON_AddStringToObject(o, "first_frame", s->first_frame);
+    if (s->last_frame) cJSON_AddStringToObject(o, "last_frame", s->last_frame);
     if (s->gpus) cJSON_AddNumberToObject(o, "gpus", s->gpus);
     if (s->min_gpu_memory) cJSON_AddNumberToObject(o, "min_gpu_memory", (double)s->min_gpu_memory);
     if (s->has_priority) cJSON_AddNumberToObject(o, "priority", s->priority);
@@ -546,6 +562,8 @@ void vdn_job_spec_to_proto(const vdn_job_spec *s, Vdn__RenderRequest *r) {
     r->precision = s->precision;
     r->output_prefix = s->output_prefix;
     r->noise_file = s->noise_file;
+    r->first_frame = s->first_frame;
+    r->last_frame = s->last_frame;
     r->latents_root = s->latents_root;
     r->source_line = s->source_line;
 }
@@ -561,6 +579,8 @@ void vdn_job_spec_from_proto(const Vdn__RenderRequest *r, vdn_job_spec *s) {
     DUP(precision);
     DUP(output_prefix);
     DUP(noise_file);
+    DUP(first_frame);
+    DUP(last_frame);
     DUP(latents_root);
     DUP(source_line);
 #undef DUP

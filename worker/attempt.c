@@ -22,6 +22,8 @@ void vdn_assignment_free(vdn_assignment *s) {
     free(s->prompt);
     free(s->variant);
     free(s->noise_file);
+    free(s->first_frame);
+    free(s->last_frame);
     free(s->store_uri);
     free(s->output_prefix);
     free(s->resume_key);
@@ -376,14 +378,23 @@ static int record_gpus(const char *path, const vdn_attempt *j, int ranks, const 
     return rc;
 }
 
-/* Where the prompt cache is on this machine; downloads it into the scratch dir when it lives
- * in a store. *fault: the job's (a file that is not there, a bad URI) unless the store failed
- * (transient: another try may succeed). */
-static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, vdn_fault *fault,
-                                char *err, size_t errlen) {
-    const char *pc = j->spec.prompt_cache;
+/* The file extension of a key or path (".png"), or "" (kept on downloads: image decoders look at
+ * it). */
+static const char *ext_of(const char *name) {
+    const char *slash = strrchr(name, '/'), *dot = strrchr(name, '.');
+    return dot && (!slash || dot > slash) && strlen(dot) <= 8 ? dot : "";
+}
+
+/* Where an input file of the request (field `what`: its prompt cache, a keyframe picture) is on
+ * this machine; downloads it into the scratch dir as `local` (+ the key's extension when local
+ * has none) when it lives in a store.
+ * *fault: the job's (a file that is not there, a bad URI) unless the store failed (transient:
+ * another try may succeed). */
+static int resolve_input(vdn_attempt *j, const char *what, const char *value, const char *local,
+                         char *path, size_t pathlen, vdn_fault *fault, char *err, size_t errlen) {
+    const char *pc = value;
     *fault = VDN_FAULT_JOB;
-    if (!pc || !*pc) return vdn_fail(err, errlen, "ASSIGN request.prompt_cache: empty");
+    if (!pc || !*pc) return vdn_fail(err, errlen, "ASSIGN request.%s: empty", what);
     if (!strncmp(pc, "file://", 7)) pc += 7;
     int is_s3 = !strncmp(pc, "s3://", 5);
     /* a local file (an absolute path, or a name that exists here): only under --data-root */
@@ -396,12 +407,12 @@ static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, vdn_
     if (is_s3) {
         const char *slash = strchr(pc + 5, '/');
         if (!slash || !slash[1])
-            return vdn_fail(err, errlen, "prompt cache '%s': expected s3://BUCKET/KEY", pc);
+            return vdn_fail(err, errlen, "%s '%s': expected s3://BUCKET/KEY", what, pc);
         snprintf(uri, sizeof uri, "%.*s", (int)(slash - pc), pc);
         snprintf(key, sizeof key, "%s", slash + 1);
         store_uri = uri;
     } else if (!j->stores->default_uri && !(store_uri && *store_uri)) {
-        return vdn_fail(err, errlen, "prompt cache '%s': no such file on this worker (%s)", pc,
+        return vdn_fail(err, errlen, "%s '%s': no such file on this worker (%s)", what, pc,
                         strerror(errno));
     } else {
         snprintf(key, sizeof key, "%s", pc);
@@ -411,22 +422,22 @@ static int resolve_prompt_cache(vdn_attempt *j, char *path, size_t pathlen, vdn_
     if (!st) {
         *fault = VDN_FAULT_TRANSIENT;
         j->store_op = VDN_STORE_OP_OPEN;
-        return vdn_fail(err, errlen, "prompt cache '%s': %s", pc, serr);
+        return vdn_fail(err, errlen, "%s '%s': %s", what, pc, serr);
     }
     int have = vdn_store_exists(st, key, NULL, serr, sizeof serr);
     if (have < 0) {
         *fault = VDN_FAULT_TRANSIENT;
         j->store_op = VDN_STORE_OP_DOWNLOAD; /* the HEAD before the GET */
-        return vdn_fail(err, errlen, "prompt cache '%s': %s", pc, serr);
+        return vdn_fail(err, errlen, "%s '%s': %s", what, pc, serr);
     }
     if (have == 0)
-        return vdn_fail(err, errlen, "prompt cache '%s': not a local file and no key '%s' in %s",
-                        pc, key, vdn_store_uri(st));
-    snprintf(path, pathlen, "%s/prompt.safetensors", j->scratch);
+        return vdn_fail(err, errlen, "%s '%s': not a local file and no key '%s' in %s", what, pc,
+                        key, vdn_store_uri(st));
+    snprintf(path, pathlen, "%s/%s%s", j->scratch, local, strchr(local, '.') ? "" : ext_of(key));
     if (vdn_store_get_file(st, key, path, serr, sizeof serr)) {
         *fault = VDN_FAULT_TRANSIENT;
         j->store_op = VDN_STORE_OP_DOWNLOAD;
-        return vdn_fail(err, errlen, "prompt cache '%s': download failed: %s", pc, serr);
+        return vdn_fail(err, errlen, "%s '%s': download failed: %s", what, pc, serr);
     }
     return 0;
 }
@@ -633,16 +644,30 @@ static void store_outputs(vdn_attempt *j, const job_outputs *o) {
     finish(j, 1, 0, NULL);
 }
 
+/* The job's local inputs: its prompt cache, or its keyframe pictures ("" = none). */
+typedef struct {
+    char cache[4096];
+    char first[4096], last[4096];
+} job_files;
+
 /* The job's prompt for the pipeline: a text prompt goes to the worker's text prompts (their
- * cache in the job's store st), a prompt cache is fetched to a local file (pc). */
-static int job_prompt(vdn_attempt *j, vdn_store *st, vdn_pipeline *pl, char *pc, size_t pclen,
+ * cache in the job's store st) with its keyframe pictures fetched to local files, a prompt cache
+ * is fetched to a local file. */
+static int job_prompt(vdn_attempt *j, vdn_store *st, vdn_pipeline *pl, job_files *in,
                       vdn_fault *fault, char *err, size_t errlen) {
     char terr[VDN_ERR_LEN];
-    pc[0] = 0;
+    memset(in, 0, sizeof *in);
     if (j->spec.prompt_cache && j->spec.prompt_cache[0])
-        return resolve_prompt_cache(j, pc, pclen, fault, err, errlen);
+        return resolve_input(j, "prompt cache", j->spec.prompt_cache, "prompt.safetensors",
+                             in->cache, sizeof in->cache, fault, err, errlen);
     *fault = VDN_FAULT_JOB;
     if (!j->spec.prompt) return vdn_fail(err, errlen, "ASSIGN request.prompt_cache: empty");
+    if (j->spec.first_frame && resolve_input(j, "first_frame", j->spec.first_frame, "first_frame",
+                                             in->first, sizeof in->first, fault, err, errlen))
+        return -1;
+    if (j->spec.last_frame && resolve_input(j, "last_frame", j->spec.last_frame, "last_frame",
+                                            in->last, sizeof in->last, fault, err, errlen))
+        return -1;
     /* a checkpoint without a text encoder is this worker's */
     *fault = VDN_FAULT_WORKER;
     if (!(pl->text = vdn_worker_text_get(j->stores->text, terr, sizeof terr)))
@@ -656,7 +681,8 @@ static void *job_main(void *arg) {
     vdn_attempt *j = arg;
     char err[VDN_ERR_LEN], msg[VDN_ERR_LEN + 256];
     vdn_fault fault = VDN_FAULT_JOB;
-    char pc_path[4096], prefix[4200], keybuf[2200];
+    char prefix[4200], keybuf[2200];
+    job_files in;
     const char *latents_key, *record_key;
 
     if (vdn_attempt_output_keys(&j->spec, &latents_key, &record_key, keybuf, sizeof keybuf, err,
@@ -682,7 +708,7 @@ static void *job_main(void *arg) {
         return NULL;
     }
     vdn_pipeline pl = {.engines = j->gpus.eng, .n_engines = 1};
-    if (job_prompt(j, st, &pl, pc_path, sizeof pc_path, &fault, err, sizeof err)) {
+    if (job_prompt(j, st, &pl, &in, &fault, err, sizeof err)) {
         finish(j, 0, fault, err);
         return NULL;
     }
@@ -722,7 +748,7 @@ static void *job_main(void *arg) {
     vdn_pipeline_request preq = {
         .render =
             {
-                .prompt_cache = pc_path[0] ? pc_path : NULL,
+                .prompt_cache = in.cache[0] ? in.cache : NULL,
                 .frames = j->spec.frames,
                 .height = j->spec.height,
                 .width = j->spec.width,
@@ -740,7 +766,9 @@ static void *job_main(void *arg) {
                 .snapshot_every_nfe = j->spec.snapshot_every,
                 .snapshot_every_seconds = j->spec.snapshot_seconds,
             },
-        .prompt_text = pc_path[0] ? NULL : j->spec.prompt,
+        .prompt_text = in.cache[0] ? NULL : j->spec.prompt,
+        .first_frame = in.first[0] ? in.first : NULL,
+        .last_frame = in.last[0] ? in.last : NULL,
         .save_latents = j->spec.save_latents,
         .poster = 1,
         .crf = -1,

@@ -23,6 +23,8 @@ typedef struct {
     char *prompt;        /* text, used when prompt_cache is empty: encoded through the cache */
     char *variant;       /* NULL = engine default */
     char *noise_file;    /* NULL = none */
+    char *first_frame;   /* keyframe pictures, as prompt_cache: local path, URI or store key; */
+    char *last_frame;    /*   NULL = none */
     char *store_uri;     /* NULL = the worker's --store */
     char *output_prefix; /* used to name keys when the coordinator sent none */
     char **keys;         /* output keys: one ending .json (run record), one .safetensors */

@@ -449,6 +449,8 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
     s.prompt = dup_or_null(rq->prompt);
     s.variant = dup_or_null(rq->variant);
     s.noise_file = dup_or_null(rq->noise_file);
+    s.first_frame = dup_or_null(rq->first_frame);
+    s.last_frame = dup_or_null(rq->last_frame);
     s.store_uri = dup_or_null(a->store_uri);
     s.output_prefix = dup_or_null(rq->output_prefix);
     s.nkeys = (int)rq->n_output_keys;

@@ -16,6 +16,11 @@ void vdn_snapshot_fingerprint(const vdn_assignment *s, const char *identity, con
              s->prompt_cache ? s->prompt_cache : "", s->frames, s->height, s->width, s->steps,
              (unsigned long long)s->seed, s->variant ? s->variant : "", (double)s->video_shift,
              (double)s->audio_shift, s->noise_file ? s->noise_file : "");
+    /* keyframe pictures only where there are any, so older snapshots keep their fingerprint */
+    size_t used = strlen(buf);
+    if (s->first_frame || s->last_frame)
+        snprintf(buf + used, used < len ? len - used : 0, " first_frame=%s last_frame=%s",
+                 s->first_frame ? s->first_frame : "", s->last_frame ? s->last_frame : "");
 }
 
 int vdn_snapshot_write(const char *path, const vdn_render_state *st, const char *fingerprint,

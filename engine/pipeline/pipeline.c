@@ -53,13 +53,14 @@ static int check_request(const vdn_pipeline *p, const vdn_pipeline_request *req,
         return vdn_fail(err, errlen, "render request: no output prefix (out_prefix)");
     if (p->n_engines < 1 || !p->engines || !p->engines[0])
         return vdn_fail(err, errlen, "pipeline: no engine to render with");
-    if (req->n_keyframes > 0)
-        return vdn_fail(err, errlen,
-                        "keyframe pictures (%d given): image-to-video is not supported yet; give "
-                        "keyframe latents in the prompt cache instead",
-                        req->n_keyframes);
     const int has_cache = req->render.prompt_cache && req->render.prompt_cache[0];
     const int has_text = req->prompt_text && req->prompt_text[0];
+    const char *pic = req->first_frame ? "first_frame" : req->last_frame ? "last_frame" : NULL;
+    if (pic && (has_cache || !has_text))
+        return vdn_fail(err, errlen, "%s: keyframe pictures are encoded with a text prompt; %s",
+                        pic,
+                        has_cache ? "a prompt cache carries its keyframes already"
+                                  : "no text prompt was given");
     if (!has_cache && !has_text)
         return vdn_fail(err, errlen, "render request: neither a prompt cache nor a text prompt");
     if (!has_cache && !p->text)
@@ -70,15 +71,27 @@ static int check_request(const vdn_pipeline *p, const vdn_pipeline_request *req,
     return 0;
 }
 
-/* Text -> a prompt cache at path, through the store's content-addressed cache. */
+/* The request's prompt as the text prompts take it: text, pictures and the canvas asked for. */
+static vdn_prompt_input prompt_input(const vdn_pipeline_request *req) {
+    const int sized = req->render.height > 0 && req->render.width > 0;
+    return (vdn_prompt_input){.text = req->prompt_text,
+                              .first_frame = req->first_frame,
+                              .last_frame = req->last_frame,
+                              .height = sized ? req->render.height : 0,
+                              .width = sized ? req->render.width : 0};
+}
+
+/* Text (and pictures) -> a prompt cache at path, through the store's content-addressed cache. */
 static int text_prompt(const vdn_pipeline *p, const vdn_pipeline_request *req, const char *path,
                        vdn_pipeline_result *res, char *err, size_t errlen) {
     char terr[VDN_ERR_LEN], key[256];
     int tokens = 0;
-    res->error = VDN_PIPELINE_ERR_REQUEST; /* the tokenizer's refusals fail alike everywhere */
-    if (vdn_text_prompts_key(p->text, req->prompt_text, key, sizeof key, &tokens, terr,
-                             sizeof terr))
-        return vdn_fail(err, errlen, "text prompt: %s", terr);
+    const vdn_prompt_input in = prompt_input(req);
+    res->error = VDN_PIPELINE_ERR_REQUEST; /* the tokenizer's and the pictures' refusals fail
+                                              alike everywhere */
+    if (vdn_text_prompts_key(p->text, &in, key, sizeof key, &tokens, terr, sizeof terr))
+        return vdn_fail(err, errlen, "%s prompt: %s",
+                        in.first_frame || in.last_frame ? "keyframe" : "text", terr);
     const int64_t max = vdn_text_prompts_max_tokens(p->text);
     if (tokens > max)
         return vdn_fail(err, errlen,
@@ -87,8 +100,8 @@ static int text_prompt(const vdn_pipeline *p, const vdn_pipeline_request *req, c
                         tokens, (long long)max);
     vdn_text_place at = {.dev = vdn_engine_device(p->engines[0]), .gpu = p->text_gpu};
     res->error = VDN_PIPELINE_ERR_TEXT;
-    if (vdn_text_prompts_cached(p->text, &at, p->prompt_store, req->prompt_text, path, &res->text,
-                                terr, sizeof terr))
+    if (vdn_text_prompts_cached(p->text, &at, p->prompt_store, &in, path, &res->text, terr,
+                                sizeof terr))
         return vdn_fail(err, errlen, "text prompt (cache %s in %s): %s", key,
                         vdn_store_uri(p->prompt_store), terr);
     res->text_used = 1;
@@ -97,13 +110,18 @@ static int text_prompt(const vdn_pipeline *p, const vdn_pipeline_request *req, c
 }
 
 /* A prompt cache that does not load for this checkpoint fails the same way everywhere: said
- * here as the request's, before the render. */
-static int check_prompt_cache(const vdn_pipeline *p, const char *path, vdn_pipeline_result *res,
-                              char *err, size_t errlen) {
+ * here as the request's, before the render.
+ * A render that left its size open takes the keyframes' canvas from the cache (*h, *w). */
+static int check_prompt_cache(const vdn_pipeline *p, const char *path, int *h, int *w,
+                              vdn_pipeline_result *res, char *err, size_t errlen) {
     vdn_prompt pr;
     char perr[VDN_ERR_LEN];
     if (vdn_prompt_load(path, vdn_engine_config(p->engines[0])->text_dim, &pr, perr, sizeof perr))
         return fail(res, VDN_PIPELINE_ERR_REQUEST, err, errlen, "bad prompt cache", perr);
+    if (pr.n_keyframes && *h <= 0 && *w <= 0) {
+        *h = pr.height;
+        *w = pr.width;
+    }
     vdn_prompt_free(&pr);
     return 0;
 }
@@ -139,11 +157,11 @@ static int decode(const vdn_pipeline *p, const vdn_pipeline_request *req, vdn_pi
 static int render_decode_record(const vdn_pipeline *p, const vdn_pipeline_request *req,
                                 const char *pc, vdn_pipeline_result *res, char *err,
                                 size_t errlen) {
-    if (check_prompt_cache(p, pc, res, err, errlen) ||
-        enter(req, res, VDN_PIPELINE_RENDER, err, errlen))
-        return -1;
     vdn_render_request r = req->render;
     r.prompt_cache = pc;
+    if (check_prompt_cache(p, pc, &r.height, &r.width, res, err, errlen) ||
+        enter(req, res, VDN_PIPELINE_RENDER, err, errlen))
+        return -1;
     if (vdn_engine_render_group(p->engines, p->n_engines, &r, req->progress, req->user, err,
                                 errlen)) {
         res->error = VDN_PIPELINE_ERR_RENDER;

@@ -52,11 +52,12 @@ typedef struct {
      * or NULL with prompt_text; progress, cancel and snapshots/resume as vdn_engine_render's. */
     vdn_render_request render;
     const char *prompt_text; /* encoded when render.prompt_cache is NULL */
-    /* Keyframe pictures (image-to-video: files the video VAE encoder would turn into keyframe
-     * latents). Not yet: a request with any is refused, naming the field. Keyframe latents
-     * inside a prompt cache (fl2va caches) work as always. */
-    const char *const *keyframes;
-    int n_keyframes;
+    /* Keyframe pictures (local image files) encoded with prompt_text into its cache entry: the
+     * first frame (I2VA), the last (L2VA) or both (FL2VA); NULL: none. The canvas is
+     * render.height x render.width when both are given, else the release's canvas of the first
+     * keyframe (prompt_text.h), and the render takes the canvas's size. A prompt cache carries
+     * its keyframes already: pictures with one are refused. */
+    const char *first_frame, *last_frame;
     int save_latents;         /* keep PREFIX.safetensors beside the mp4 */
     int poster;               /* write PREFIX.png */
     int crf;                  /* H.264 quality; -1: the writer's default */
@@ -71,8 +72,9 @@ typedef struct {
  * and the devices' own fault records (engine.h vdn_engine_last_fault), never from words. */
 typedef enum {
     VDN_PIPELINE_OK = 0,
-    VDN_PIPELINE_ERR_REQUEST, /* the request itself: fails alike everywhere (keyframe pictures,
-                                 a prompt the tokenizer refuses or too long for the encoder, a
+    VDN_PIPELINE_ERR_REQUEST, /* the request itself: fails alike everywhere (a keyframe picture
+                                 that does not decode, a prompt the tokenizer refuses or too
+                                 long for the encoder, a
                                  prompt cache that does not load for this checkpoint, text with
                                  no text encoder) */
     VDN_PIPELINE_ERR_TEXT,    /* encoding or caching a text prompt (result.text.store_failed:

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "encoder.h"
+#include "prompt_pictures.h"
 #include "prompt_text.h"
 #include "safetensors.h"
 #include "tokenizer.h"
@@ -184,15 +185,25 @@ static int tokenize(vdn_text_prompts *p, const char *text, int32_t **ids, size_t
 
 /* The key hashes the encoder's identity, its precision and the ids. The bf16 material is the
  * text of the keys written before fp8 existed ("v1", no precision line), so the entries already
- * in a store stay hits; any other precision adds its line and can never meet a bf16 key. */
-static void key_of(const vdn_text_prompts *p, const int32_t *ids, size_t n, char *key,
-                   size_t keylen) {
-    size_t cap = 160 + 12 * n, used = 0;
+ * in a store stay hits; any other precision adds its line and can never meet a bf16 key. A
+ * prompt with pictures ("v2") adds the VAE's identity, the canvas asked for and each picture's
+ * anchor and content hash, so it can never meet a text-only key. */
+static void key_of(const vdn_text_prompts *p, const vdn_pictures *pics, const int32_t *ids,
+                   size_t n, char *key, size_t keylen) {
+    size_t cap = 640 + 12 * n, used = 0;
     char *buf = vdn_xmalloc(cap), hex[65];
-    used += (size_t)snprintf(buf, cap, "vdn prompt cache v1\nencoder %s\n", p->identity);
-    if (p->precision != VDN_PRECISION_BF16)
+    used += (size_t)snprintf(buf, cap, "vdn prompt cache v%d\nencoder %s\n", pics->n ? 2 : 1,
+                             p->identity);
+    if (p->precision != VDN_PRECISION_BF16 || pics->n)
         used += (size_t)snprintf(buf + used, cap - used, "precision %s\n",
                                  vdn_precision_name(p->precision));
+    if (pics->n) {
+        used += (size_t)snprintf(buf + used, cap - used, "vae %s\ncanvas %dx%d\n", pics->vae,
+                                 pics->height, pics->width);
+        for (int i = 0; i < pics->n; i++)
+            used += (size_t)snprintf(buf + used, cap - used, "%s %s\n",
+                                     pics->anchor_last[i] ? "last" : "first", pics->sha256[i]);
+    }
     used += (size_t)snprintf(buf + used, cap - used, "ids");
     for (size_t i = 0; i < n; i++)
         used += (size_t)snprintf(buf + used, cap - used, " %d", ids[i]);
@@ -201,12 +212,14 @@ static void key_of(const vdn_text_prompts *p, const int32_t *ids, size_t n, char
     snprintf(key, keylen, "%s%s.safetensors", VDN_PROMPT_CACHE_PREFIX, hex);
 }
 
-int vdn_text_prompts_key(vdn_text_prompts *p, const char *text, char *key, size_t keylen,
+int vdn_text_prompts_key(vdn_text_prompts *p, const vdn_prompt_input *in, char *key, size_t keylen,
                          int *tokens, char *err, size_t errlen) {
     int32_t *ids;
     size_t n;
-    if (tokenize(p, text, &ids, &n, err, errlen)) return -1;
-    key_of(p, ids, n, key, keylen);
+    vdn_pictures pics;
+    if (vdn_pictures_of(p->root, in, &pics, err, errlen)) return -1;
+    if (tokenize(p, in->text, &ids, &n, err, errlen)) return -1;
+    key_of(p, &pics, ids, n, key, keylen);
     if (tokens) *tokens = (int)n;
     free(ids);
     return 0;
@@ -254,9 +267,24 @@ static int load_own(vdn_text_prompts *p, char *err, size_t errlen) {
     return p->enc ? 0 : -1;
 }
 
-/* text's prompt cache file at path, encoded with enc. */
-static int write_cache(vdn_text_prompts *p, vdn_text_encoder *enc, const char *text,
-                       const int32_t *ids, size_t n, const char *path, char *err, size_t errlen) {
+/* The prompt's cache file at path, encoded with enc on dev: text alone here, with pictures
+ * through prompt_pictures.c. */
+static int write_cache(vdn_text_prompts *p, vdn_text_encoder *enc, vdn_dev *dev,
+                       const vdn_prompt_input *in, const vdn_pictures *pics, const int32_t *ids,
+                       size_t n, const char *path, char *err, size_t errlen) {
+    if (pics->n) {
+        vdn_pictures_meta m = {.identity = p->identity,
+                               .precision = p->precision,
+                               .tokenizer_sha256 = vdn_tokenizer_sha256(p->tok)};
+        if (vdn_pictures_write_cache(p->root, enc, dev, p->tok, in->text, pics, &m, path, err,
+                                     errlen))
+            return -1;
+        lock(p);
+        p->encodes++;
+        unlock(p);
+        return 0;
+    }
+    const char *text = in->text;
     int64_t H = vdn_text_encoder_config(enc)->hidden;
     float *h = vdn_xmalloc(sizeof(float) * n * (size_t)H);
     if (vdn_text_encoder_run(enc, ids, (int)n, h, err, errlen)) {
@@ -300,14 +328,16 @@ static int write_cache(vdn_text_prompts *p, vdn_text_encoder *enc, const char *t
     return rc;
 }
 
-int vdn_text_prompts_write(vdn_text_prompts *p, const char *text, const char *path, char *err,
-                           size_t errlen) {
+int vdn_text_prompts_write(vdn_text_prompts *p, const vdn_prompt_input *in, const char *path,
+                           char *err, size_t errlen) {
     int32_t *ids;
     size_t n;
-    if (tokenize(p, text, &ids, &n, err, errlen)) return -1;
+    vdn_pictures pics;
+    if (vdn_pictures_of(p->root, in, &pics, err, errlen)) return -1;
+    if (tokenize(p, in->text, &ids, &n, err, errlen)) return -1;
     pthread_mutex_lock(&p->own_mu);
     int rc = load_own(p, err, errlen);
-    if (!rc) rc = write_cache(p, p->enc, text, ids, n, path, err, errlen);
+    if (!rc) rc = write_cache(p, p->enc, p->dev, in, &pics, ids, n, path, err, errlen);
     pthread_mutex_unlock(&p->own_mu);
     free(ids);
     return rc;
@@ -364,15 +394,15 @@ static int keep_on(vdn_text_prompts *p, vdn_dev *dev, char *why, size_t len) {
 
 /* A miss: encode text at `at` into path. On a device of the caller's, the encoder is the one
  * resident there or loaded now, and released after unless the keep policy says otherwise. */
-static int encode_at(vdn_text_prompts *p, const vdn_text_place *at, const char *text,
-                     const int32_t *ids, size_t n, const char *path, vdn_text_cache_info *info,
-                     char *err, size_t errlen) {
+static int encode_at(vdn_text_prompts *p, const vdn_text_place *at, const vdn_prompt_input *in,
+                     const vdn_pictures *pics, const int32_t *ids, size_t n, const char *path,
+                     vdn_text_cache_info *info, char *err, size_t errlen) {
     if (!at || !at->dev) {
         pthread_mutex_lock(&p->own_mu);
         int rc = load_own(p, err, errlen);
         if (!rc) {
             snprintf(info->device, sizeof info->device, "%s", vdn_dev_name(p->dev));
-            rc = write_cache(p, p->enc, text, ids, n, path, err, errlen);
+            rc = write_cache(p, p->enc, p->dev, in, pics, ids, n, path, err, errlen);
         }
         pthread_mutex_unlock(&p->own_mu);
         return rc;
@@ -383,7 +413,7 @@ static int encode_at(vdn_text_prompts *p, const vdn_text_place *at, const char *
     vdn_text_encoder *enc = take_resident(p, dev);
     info->loaded = enc == NULL;
     if (!enc && !(enc = load_on(p, dev, at, &info->load_seconds, err, errlen))) return -1;
-    int rc = write_cache(p, enc, text, ids, n, path, err, errlen);
+    int rc = write_cache(p, enc, dev, in, pics, ids, n, path, err, errlen);
     /* an encoder whose device failed under it is not kept */
     if (rc == 0 && keep_on(p, dev, why, sizeof why) && put_resident(p, dev, enc)) {
         info->kept = 1;
@@ -452,15 +482,15 @@ static void test_delay(const vdn_text_prompts *p) {
 
 /* The flight's leader: looks once more (a flight that landed between the caller's look and its
  * boarding, or another process, may have stored it), else encodes and uploads. */
-static int lead(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st, const char *text,
-                const int32_t *ids, size_t n, const char *path, vdn_text_cache_info *info,
-                char *err, size_t errlen) {
+static int lead(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
+                const vdn_prompt_input *in, const vdn_pictures *pics, const int32_t *ids, size_t n,
+                const char *path, vdn_text_cache_info *info, char *err, size_t errlen) {
     int got = fetch(st, info->key, path, info, err, errlen);
     if (got) {
         info->hit = got > 0;
         return got > 0 ? 0 : -1;
     }
-    if (encode_at(p, at, text, ids, n, path, info, err, errlen)) return -1;
+    if (encode_at(p, at, in, pics, ids, n, path, info, err, errlen)) return -1;
     test_delay(p);
     if (vdn_store_put_file(st, info->key, path, err, errlen) == 0) return 0;
     info->store_failed = 2;
@@ -468,8 +498,9 @@ static int lead(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st, co
 }
 
 static int fetch_or_encode(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
-                           const char *text, const int32_t *ids, size_t n, const char *path,
-                           vdn_text_cache_info *info, char *err, size_t errlen) {
+                           const vdn_prompt_input *in, const vdn_pictures *pics, const int32_t *ids,
+                           size_t n, const char *path, vdn_text_cache_info *info, char *err,
+                           size_t errlen) {
     size_t idlen = strlen(vdn_store_uri(st)) + strlen(info->key) + 2;
     char *id = vdn_xmalloc(idlen);
     snprintf(id, idlen, "%s\n%s", vdn_store_uri(st), info->key);
@@ -485,7 +516,7 @@ static int fetch_or_encode(vdn_text_prompts *p, const vdn_text_place *at, vdn_st
         int leader = board_or_wait(p, id, info);
         unlock(p);
         if (!leader) continue; /* its result is in the store now; or it failed: try ourselves */
-        rc = lead(p, at, st, text, ids, n, path, info, err, errlen);
+        rc = lead(p, at, st, in, pics, ids, n, path, info, err, errlen);
         land(p, id);
         break;
     }
@@ -494,18 +525,19 @@ static int fetch_or_encode(vdn_text_prompts *p, const vdn_text_place *at, vdn_st
 }
 
 int vdn_text_prompts_cached(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
-                            const char *text, const char *local_path, vdn_text_cache_info *info,
-                            char *err, size_t errlen) {
+                            const vdn_prompt_input *in, const char *local_path,
+                            vdn_text_cache_info *info, char *err, size_t errlen) {
     double t0 = vdn_now();
     memset(info, 0, sizeof *info);
     info->gpu = at ? at->gpu : -1;
     info->precision = vdn_precision_name(p->precision);
     int32_t *ids;
     size_t n;
-    if (tokenize(p, text, &ids, &n, err, errlen)) return -1;
-    key_of(p, ids, n, info->key, sizeof info->key);
+    if (vdn_pictures_of(p->root, in, &info->pictures, err, errlen)) return -1;
+    if (tokenize(p, in->text, &ids, &n, err, errlen)) return -1;
+    key_of(p, &info->pictures, ids, n, info->key, sizeof info->key);
     info->tokens = (int)n;
-    int rc = fetch_or_encode(p, at, st, text, ids, n, local_path, info, err, errlen);
+    int rc = fetch_or_encode(p, at, st, in, &info->pictures, ids, n, local_path, info, err, errlen);
     free(ids);
     info->seconds = vdn_now() - t0;
     return rc;
@@ -530,6 +562,7 @@ int vdn_text_cache_info_to_record(const char *record_path, const vdn_text_cache_
     if (info->precision) cJSON_AddStringToObject(o, "precision", info->precision);
     cJSON_AddNumberToObject(o, "seconds", info->seconds);
     cJSON_AddBoolToObject(o, "waited", info->waited);
+    if (info->pictures.n) vdn_pictures_to_json(&info->pictures, o);
     if (!info->hit) {
         cJSON *at = cJSON_AddObjectToObject(o, "encoded_on");
         cJSON_AddNumberToObject(at, "gpu", info->gpu);

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "engine.h" /* vdn_precision */
+#include "prompt_pictures.h"
 #include "store.h"
 
 struct vdn_dev;
@@ -35,12 +36,13 @@ vdn_precision vdn_text_prompts_precision(const vdn_text_prompts *p);
 /* The longest prompt the encoder takes (text_config.max_position_embeddings), in tokens. */
 int64_t vdn_text_prompts_max_tokens(const vdn_text_prompts *p);
 
-/* The store key of text's cache entry; *tokens (optional) gets its token count. */
-int vdn_text_prompts_key(vdn_text_prompts *p, const char *text, char *key, size_t keylen,
+/* The store key of the prompt's cache entry; *tokens (optional) gets the text's token count.
+ * A prompt with pictures reads them (their bytes are part of the key). */
+int vdn_text_prompts_key(vdn_text_prompts *p, const vdn_prompt_input *in, char *key, size_t keylen,
                          int *tokens, char *err, size_t errlen);
-/* Encode text into a prompt cache file at path. */
-int vdn_text_prompts_write(vdn_text_prompts *p, const char *text, const char *path, char *err,
-                           size_t errlen);
+/* Encode the prompt into a prompt cache file at path. */
+int vdn_text_prompts_write(vdn_text_prompts *p, const vdn_prompt_input *in, const char *path,
+                           char *err, size_t errlen);
 
 /* Where a miss encodes. A farm worker passes the job's first GPU: dev is that GPU's engine
  * device (engine.h vdn_engine_device), so the encoder's memory counts with the DiT's there, and
@@ -69,6 +71,7 @@ typedef struct {
     /* on failure: 1 the store's lookup or fetch failed, 2 the upload of the encoding failed, 0
      * neither (the encode, or the tokenizer) */
     int store_failed;
+    vdn_pictures pictures; /* the keyframe pictures' hashes and canvas (n 0: a text prompt) */
 } vdn_text_cache_info;
 
 /* The cache entry of text in st, fetched to local_path; on a miss, encoded at `at` (NULL: the
@@ -86,8 +89,8 @@ typedef struct {
  * VDN_TEXT_ENCODER_KEEP_FREE_GIB=G in the environment it stays resident on that device when the
  * device still reports at least G GiB free with it loaded (docs/cluster.md). */
 int vdn_text_prompts_cached(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
-                            const char *text, const char *local_path, vdn_text_cache_info *info,
-                            char *err, size_t errlen);
+                            const vdn_prompt_input *in, const char *local_path,
+                            vdn_text_cache_info *info, char *err, size_t errlen);
 long vdn_text_prompts_encodes(const vdn_text_prompts *p); /* encodes run by this instance */
 long vdn_text_prompts_loads(const vdn_text_prompts *p);   /* encoder loads onto a device */
 int vdn_text_prompts_resident(const vdn_text_prompts *p); /* devices holding an encoder now */

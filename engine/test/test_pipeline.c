@@ -82,11 +82,13 @@ int main(int argc, char **argv) {
                                  .quiet = 1,
                                  .progress = on_progress};
 
-    const char *pics[1] = {"first.png"};
-    vdn_pipeline_request rq = base;
-    rq.keyframes = pics;
-    rq.n_keyframes = 1;
-    refused(&p, rq, "keyframe pictures", "keyframe pictures");
+    vdn_pipeline_request rq = base; /* pictures go with text, never with a prompt cache */
+    rq.first_frame = "first.png";
+    refused(&p, rq, "a prompt cache carries its keyframes", "pictures with a prompt cache");
+    rq.render.prompt_cache = NULL;
+    rq.first_frame = NULL;
+    rq.last_frame = "last.png";
+    refused(&p, rq, "no text prompt was given", "pictures without text");
     rq = base;
     rq.render.prompt_cache = NULL;
     refused(&p, rq, "neither a prompt cache nor a text prompt", "no prompt");

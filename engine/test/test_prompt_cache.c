@@ -56,8 +56,8 @@ static void *run_job(void *arg) {
     pthread_barrier_wait(j->go);
     j->t0 = vdn_now();
     vdn_text_place at = {.dev = j->dev, .gpu = j->gpu};
-    j->rc = st ? vdn_text_prompts_cached(j->p, &at, st, j->text, j->path, &j->info, j->err,
-                                         sizeof j->err)
+    j->rc = st ? vdn_text_prompts_cached(j->p, &at, st, &(vdn_prompt_input){.text = j->text},
+                                         j->path, &j->info, j->err, sizeof j->err)
                : -1;
     j->t1 = vdn_now();
     if (st) vdn_store_close(st);
@@ -134,7 +134,9 @@ static void single_flight(vdn_dev **devs, const char *store_uri) {
     for (int k = 0; k < 2 && leader[0] >= 0 && leader[1] >= 0; k++) {
         char mine[4300], err[VDN_ERR_LEN];
         snprintf(mine, sizeof mine, "%s/encode%d.safetensors", work, k);
-        CHECK(vdn_text_prompts_write(p, prompts[k], mine, err, sizeof err) == 0, "%s", err);
+        CHECK(vdn_text_prompts_write(p, &(vdn_prompt_input){.text = prompts[k]}, mine, err,
+                                     sizeof err) == 0,
+              "%s", err);
         for (int i = k; i < JOBS; i += 2)
             CHECK(same_file(jobs[i].path, mine), "job %d's cache file differs from vdn encode's",
                   i);
@@ -154,7 +156,8 @@ static vdn_text_cache_info one(vdn_text_prompts *p, vdn_store *st, vdn_dev *dev,
     char err[VDN_ERR_LEN], path[4300];
     snprintf(path, sizeof path, "%s/one.safetensors", work);
     vdn_text_place at = {.dev = dev, .gpu = gpu};
-    int rc = vdn_text_prompts_cached(p, &at, st, text, path, &info, err, sizeof err);
+    int rc = vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = text}, path, &info,
+                                     err, sizeof err);
     CHECK(rc == 0, "%s: %s", text, err);
     return info;
 }
@@ -234,7 +237,9 @@ static void store_failures(vdn_dev *dev) {
     CHECK(vdn_write_file_atomic(blocker, "x", 1, err, sizeof err) == 0, "%s", err);
     vdn_store *st = vdn_store_open(uri, NULL, err, sizeof err);
     CHECK(st != NULL, "%s", err);
-    int rc = st ? vdn_text_prompts_cached(p, &at, st, prompts[0], path, &info, err, sizeof err) : 0;
+    int rc = st ? vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = prompts[0]}, path,
+                                          &info, err, sizeof err)
+                : 0;
     CHECK(rc == -1 && info.store_failed == 2, "blocked upload: rc %d store_failed %d (%s)", rc,
           info.store_failed, err);
     vdn_store_close(st);
@@ -246,7 +251,9 @@ static void store_failures(vdn_dev *dev) {
                         .retry_max_seconds = 0.2};
     st = vdn_store_open("s3://vdn-test/prefix", &o, err, sizeof err);
     CHECK(st != NULL, "%s", err);
-    rc = st ? vdn_text_prompts_cached(p, &at, st, prompts[0], path, &info, err, sizeof err) : 0;
+    rc = st ? vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = prompts[0]}, path,
+                                      &info, err, sizeof err)
+            : 0;
     CHECK(rc == -1 && info.store_failed == 1, "dead endpoint: rc %d store_failed %d (%s)", rc,
           info.store_failed, err);
     vdn_store_close(st);
@@ -299,8 +306,8 @@ static void precisions(vdn_dev *dev) {
     vdn_text_cache_info info[2], again[2];
     for (int k = 0; k < 2; k++) {
         snprintf(path[k], sizeof path[k], "%s/prec%d.safetensors", work, k);
-        CHECK(vdn_text_prompts_cached(p[k], &at, st, prompts[0], path[k], &info[k], err,
-                                      sizeof err) == 0,
+        CHECK(vdn_text_prompts_cached(p[k], &at, st, &(vdn_prompt_input){.text = prompts[0]},
+                                      path[k], &info[k], err, sizeof err) == 0,
               "%s", err);
         CHECK(!info[k].hit, "precision %d: the first look is a miss (got a hit: shared entry?)", k);
         CHECK(count_files(dir) == k + 1, "%d cache entries after %d precisions", count_files(dir),
@@ -312,8 +319,8 @@ static void precisions(vdn_dev *dev) {
     for (int k = 0; k < 2; k++) {
         char other[4300];
         snprintf(other, sizeof other, "%s/prec%d_again.safetensors", work, k);
-        CHECK(vdn_text_prompts_cached(p[k], &at, st, prompts[0], other, &again[k], err,
-                                      sizeof err) == 0,
+        CHECK(vdn_text_prompts_cached(p[k], &at, st, &(vdn_prompt_input){.text = prompts[0]}, other,
+                                      &again[k], err, sizeof err) == 0,
               "%s", err);
         CHECK(again[k].hit && !strcmp(again[k].key, info[k].key) && same_file(other, path[k]),
               "precision %d again: hit %d, key %s (was %s)", k, again[k].hit, again[k].key,

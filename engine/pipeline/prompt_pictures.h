@@ -1,0 +1,70 @@
+/* Keyframe pictures into prompt caches: the image-to-video modes of MiniMax H3 (I2VA: a first
+ * frame, L2VA: a last frame, FL2VA: both). The release's keyframe recipe, composed from the
+ * models: the pictures decoded and drawn on one canvas (media/image.h), each keyframe through
+ * the video VAE's encoder into condition latents (engine/vae), and the prompt with the pictures
+ * through Qwen3-VL's vision tower and text model into prompt_embeds (engine/text). The result is
+ * an ordinary keyframe prompt cache (docs/formats.md "Prompt caches"). prompt_text.c calls this
+ * on a cache miss of a prompt with pictures. */
+#ifndef VDN_PROMPT_PICTURES_H
+#define VDN_PROMPT_PICTURES_H
+
+#include <stddef.h>
+
+#include "encoder.h"
+#include "precision.h"
+#include "tokenizer.h"
+
+struct cJSON;
+struct vdn_dev;
+
+/* A prompt: its text and, for the keyframe modes, pictures (local image files): the first frame
+ * only is I2VA, the last only L2VA, both FL2VA. The pictures are drawn on one canvas, height x
+ * width pixels when both are given, else the release's canvas of the first keyframe (short edge
+ * 768, multiples of 32, at most 768 x 1344 pixels, the first keyframe's aspect). */
+typedef struct {
+    const char *text;
+    const char *first_frame, *last_frame; /* NULL: none */
+    int height, width;                    /* 0: the release's canvas */
+} vdn_prompt_input;
+
+/* The largest picture file read (bytes) and decoded (pixels): a file past either is refused,
+ * naming it, before its pixels are decoded. */
+#define VDN_PICTURE_MAX_BYTES (256ll << 20)
+#define VDN_PICTURE_MAX_PIXELS (64ll << 20)
+
+/* What identifies a prompt's pictures in its cache key and run record. */
+typedef struct {
+    int n;               /* 0 (a text prompt), 1 or 2 */
+    const char *path[2]; /* the local files, first keyframe before last (the input's) */
+    int anchor_last[2];  /* 0: the first frame, 1: the last */
+    char sha256[2][65];  /* of each file's bytes */
+    int height, width;   /* the canvas asked for (0: the release's) */
+    char vae[65];        /* the video VAE's identity (config.json and shard headers) */
+} vdn_pictures;
+
+/* The input's pictures: reads each file once for its hash, and the VAE's identity from
+ * ckpt_root/vae. A prompt without pictures gives n = 0 and touches nothing. Errors name the file
+ * (missing, unreadable, too large) or the missing VAE. */
+int vdn_pictures_of(const char *ckpt_root, const vdn_prompt_input *in, vdn_pictures *out, char *err,
+                    size_t errlen);
+
+/* What the cache's metadata says of the text encoder. */
+typedef struct {
+    const char *identity; /* the text encoder's identity */
+    vdn_precision precision;
+    const char *tokenizer_sha256;
+} vdn_pictures_meta;
+
+/* Encodes text with pictures into a keyframe prompt cache at path: pictures on the canvas, the
+ * VAE encoder (ckpt_root/vae, loaded on dev for the call) and the text encoder enc (on dev, with
+ * its vision tower). */
+int vdn_pictures_write_cache(const char *ckpt_root, vdn_text_encoder *enc, struct vdn_dev *dev,
+                             const vdn_tokenizer *tok, const char *text, const vdn_pictures *pics,
+                             const vdn_pictures_meta *meta, const char *path, char *err,
+                             size_t errlen);
+
+/* Adds "keyframes": [{"anchor", "sha256", "file"}...] and "canvas_asked" to a run record's
+ * text_prompt object. */
+void vdn_pictures_to_json(const vdn_pictures *pics, struct cJSON *o);
+
+#endif
