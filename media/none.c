@@ -3,6 +3,7 @@
  * fails and says why; a render then keeps its latents and sound (WAV) and writes no mp4. */
 #include <stdio.h>
 
+#include "image.h"
 #include "media_util.h"
 #include "mp4.h"
 #include "still.h"
@@ -47,4 +48,14 @@ int vdn_poster_png3(const char *path, const float *frames, int T, int H, int W, 
                     size_t errlen) {
     (void)frames, (void)T, (void)H, (void)W;
     return vdn_media_fail(err, errlen, NO_LIBAV, path);
+}
+
+int vdn_image_decode(const void *data, size_t len, const char *name, const vdn_image_opts *opts,
+                     vdn_image *out, char *err, size_t errlen) {
+    (void)data, (void)len, (void)opts;
+    *out = (vdn_image){0};
+    return vdn_media_fail(err, errlen,
+                          "this vdn was built without FFmpeg's libraries (libavcodec, "
+                          "libswscale): it cannot decode pictures (keyframes)",
+                          name ? name : "picture");
 }

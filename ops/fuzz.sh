@@ -44,6 +44,7 @@ declare -A CORPUS=(
     [fuzz_eval_configs]=eval/test/corpus_configs
     [fuzz_tokenizer]=engine/text/test/corpus_tokenizer
     [fuzz_vae_config]=engine/vae/test/corpus_vae_config
+    [fuzz_image]=media/test/corpus_image
     [fuzz_bench_peer]=engine/bench/test/corpus_bench_peer
     [fuzz_bench_args]=@bench # a few command lines written below
 )

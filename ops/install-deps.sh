@@ -14,7 +14,7 @@ PKGS=(
   libsqlite3-dev sqlite3 libpng-dev zlib1g-dev libpcre2-dev libutf8proc-dev
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev libmicrohttpd-dev
   # test references and tools
-  python3 python3-numpy python3-scipy python3-skimage python3-opencv ffmpeg
+  python3 python3-numpy python3-scipy python3-skimage python3-opencv python3-pil ffmpeg
   python3-prometheus-client
   awscli chromium procps curl
 )
