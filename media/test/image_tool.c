@@ -2,7 +2,7 @@
  *
  *   image_tool resample IN.raw W H C OUT_W OUT_H FILTER OUT.raw [X0 Y0 X1 Y1 [WX WY WW WH]]
  *       raw packed 8-bit pixels in, the resized (box, window) pixels out
- *   image_tool decode [--max-pixels N] PICTURE OUT.raw      prints "W H"
+ *   image_tool decode [--max-pixels N] [--max-bytes N] PICTURE OUT.raw      prints "W H"
  *   image_tool probe [--max-pixels N] PICTURE               prints "format W H depth channels"
  *   image_tool canvas [--size W H] OUT_PREFIX PICTURE [PICTURE]
  *       writes OUT_PREFIX0.raw (and 1), prints the canvas "W H"
@@ -68,6 +68,9 @@ int main(int argc, char **argv) {
     while (argc > 1 && argv[1][0] == '-') {
         if (!strcmp(argv[1], "--max-pixels") && argc > 2) {
             opts.max_pixels = atoll(argv[2]);
+            argc -= 2, argv += 2;
+        } else if (!strcmp(argv[1], "--max-bytes") && argc > 2) {
+            opts.max_bytes = (size_t)atoll(argv[2]);
             argc -= 2, argv += 2;
         } else if (!strcmp(argv[1], "--size") && argc > 3) {
             cw = atoi(argv[2]), ch = atoi(argv[3]);
