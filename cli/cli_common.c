@@ -83,6 +83,7 @@ int cli_fail(const char *cmd, vdn_client *c, const char *err) {
     case VDN__ERROR__CODE__NOT_FOUND:
         return VDN_EXIT_NOT_FOUND;
     case VDN__ERROR__CODE__INVALID:
+    case VDN__ERROR__CODE__FORBIDDEN: /* refused for this key's name or role */
         return VDN_EXIT_INVALID;
     default:
         return VDN_EXIT_ERROR;

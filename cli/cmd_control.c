@@ -4,6 +4,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "curve.h"
+#include "keys.h"
 #include "vdn_util.h"
 
 static int count_cmd(const char *cmd, int argc, char **argv,
@@ -82,26 +83,56 @@ int vdn_cmd_drain(int argc, char **argv) {
     return rc;
 }
 
+static const char keygen_usage[] =
+    "usage: vdn keygen --out DIR/NAME [--keys-file FILE --role worker|read|submit|admin\n"
+    "                  [--name NAME]]\n"
+    "  writes DIR/NAME.key (CURVE secret key, mode 0600) and DIR/NAME.pub; with --keys-file\n"
+    "  also appends 'PUBLIC_KEY NAME ROLE' to that keys file (the coordinator's\n"
+    "  --keys DIR/authorized_keys; created if missing; NAME defaults to the file's name).\n"
+    "  A worker key pins its worker id to NAME; client roles: read (look), submit (also\n"
+    "  submit, and cancel/retry its own batches), admin (anyone's batches, drain).\n"
+    "  The coordinator's own pair: vdn keygen --out KEYS/coordinator\n";
+
 int vdn_cmd_keygen(int argc, char **argv) {
-    const char *out = NULL;
+    const char *out = NULL, *keys_file = NULL, *role_s = NULL, *name = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: vdn keygen --out DIR/NAME\n"
-                   "  writes DIR/NAME.key (CURVE secret key, mode 0600) and DIR/NAME.pub\n"
-                   "  coordinator: NAME = coordinator in its --keys DIR; copy worker/client .pub\n"
-                   "  files into DIR/authorized_workers/ or DIR/authorized_clients/\n");
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(keygen_usage, stdout);
             return 0;
         }
-        if (!strcmp(argv[i], "--out") && i + 1 < argc)
-            out = argv[++i];
-        else {
-            fprintf(stderr, "vdn keygen: unknown argument %s (usage: vdn keygen --out DIR/NAME)\n",
-                    argv[i]);
+        const char **dst = !strcmp(a, "--out")         ? &out
+                           : !strcmp(a, "--keys-file") ? &keys_file
+                           : !strcmp(a, "--role")      ? &role_s
+                           : !strcmp(a, "--name")      ? &name
+                                                       : NULL;
+        if (!dst || i + 1 >= argc) {
+            fprintf(stderr, "vdn keygen: %s %s\n%s",
+                    dst ? "missing value after" : "unknown argument", a, keygen_usage);
             return VDN_EXIT_USAGE;
         }
+        *dst = argv[++i];
     }
-    if (!out) {
-        fprintf(stderr, "usage: vdn keygen --out DIR/NAME\n");
+    vdn_role role = VDN_ROLE_SUBMIT;
+    if (!out || (keys_file && !role_s) || ((role_s || name) && !keys_file)) {
+        fprintf(stderr, "vdn keygen: %s\n%s",
+                !out ? "--out is required"
+                     : "--keys-file and --role go together (--name with them)",
+                keygen_usage);
+        return VDN_EXIT_USAGE;
+    }
+    if (role_s && vdn_role_parse(role_s, &role)) {
+        fprintf(stderr, "vdn keygen: --role '%s': expected worker, read, submit or admin\n",
+                role_s);
+        return VDN_EXIT_USAGE;
+    }
+    const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
+    if (!name) name = base;
+    if (keys_file && !vdn_key_name_ok(name)) {
+        fprintf(stderr,
+                "vdn keygen: name '%s': expected 1..%d of A-Z a-z 0-9 . _ - starting with a letter "
+                "or digit (--name NAME, or the last part of --out)\n",
+                name, VDN_KEY_NAME_MAX);
         return VDN_EXIT_USAGE;
     }
     char err[VDN_ERR_LEN], dir[4096];
@@ -119,5 +150,14 @@ int vdn_cmd_keygen(int argc, char **argv) {
         return VDN_EXIT_ERROR;
     }
     printf("wrote %s.key (secret, mode 0600) and %s.pub\n", out, out);
+    if (!keys_file) return 0;
+    char pub_path[4200], pub[VDN_Z85_KEY_LEN + 1];
+    snprintf(pub_path, sizeof pub_path, "%s.pub", out);
+    if (vdn_curve_read_key(pub_path, pub, err, sizeof err) ||
+        vdn_keys_append(keys_file, pub, name, role, err, sizeof err)) {
+        fprintf(stderr, "vdn keygen: %s (the key pair is written; add the line by hand)\n", err);
+        return VDN_EXIT_ERROR;
+    }
+    printf("added %s %s to %s\n", name, vdn_role_name(role), keys_file);
     return 0;
 }

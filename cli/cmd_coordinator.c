@@ -339,11 +339,13 @@ int vdn_cmd_coordinator(int argc, char **argv) {
                 int got = recv_routed(items[k].socket, &id, &body, &delim);
                 if (got < 0) break;
                 if (got == 0) continue;
+                /* who sent it: the ZAP handler's "ROLE:NAME" for the connection's key */
+                const char *user = c.curve ? zmq_msg_gets(&body, "User-Id") : NULL;
                 if (k == 0)
-                    coord_on_worker_frame(&c, zmq_msg_data(&id), zmq_msg_size(&id),
+                    coord_on_worker_frame(&c, zmq_msg_data(&id), zmq_msg_size(&id), user,
                                           zmq_msg_data(&body), zmq_msg_size(&body));
                 else
-                    coord_on_client_frames(&c, zmq_msg_data(&id), zmq_msg_size(&id), delim,
+                    coord_on_client_frames(&c, zmq_msg_data(&id), zmq_msg_size(&id), delim, user,
                                            zmq_msg_data(&body), zmq_msg_size(&body));
                 zmq_msg_close(&id);
                 zmq_msg_close(&body);

@@ -92,8 +92,9 @@ typedef struct coord {
 } coord;
 
 /* coord_worker.c */
-void coord_on_worker_frame(coord *c, const uint8_t *ident, size_t ident_len, const void *body,
-                           size_t len);
+/* user: the connection's ZAP user id ("ROLE:NAME", keys.h; NULL without CURVE) */
+void coord_on_worker_frame(coord *c, const uint8_t *ident, size_t ident_len, const char *user,
+                           const void *body, size_t len);
 void coord_tick(coord *c);
 void coord_schedule(coord *c);
 void coord_recover(coord *c); /* at start: requeue running attempts whose lease is past */
@@ -103,7 +104,7 @@ void coord_worker_save(coord *c, cworker *w);
 
 /* coord_api.c */
 void coord_on_client_frames(coord *c, const uint8_t *ident, size_t ident_len, int delimited,
-                            const void *body, size_t len);
+                            const char *user, const void *body, size_t len);
 
 /* zap.c: starts the ZAP handler for `ctx` with the keys under keys_dir. */
 typedef struct zap_handler zap_handler;

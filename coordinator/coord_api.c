@@ -7,6 +7,7 @@
 #include "coord.h"
 #include "db.h"
 #include "jobs.h"
+#include "keys.h"
 #include "query.h"
 #include "vdn_util.h"
 #include "wire.h"
@@ -17,6 +18,7 @@ typedef struct {
     size_t ident_len;
     int delimited; /* a REQ peer: echo the empty delimiter frame */
     uint64_t request_id;
+    vdn_peer who; /* the connection's key: name and role (local: no CURVE, the farm's one user) */
 } peer;
 
 static void reply(peer *p, Vdn__Envelope *env) {
@@ -84,10 +86,43 @@ static int target(peer *p, const char *s, const char *allowed, char *kind, int64
     return 0;
 }
 
+/* Roles (keys.h): read looks, submit also submits and cancels/retries its own batches, admin does
+ * everything. 0 allowed, else -1 with the refusal sent. */
+static int allowed(peer *p, vdn_role need, const char *what) {
+    if (p->who.local || p->who.role >= need) return 0;
+    char err[VDN_ERR_LEN];
+    snprintf(err, sizeof err, "%s refused: key '%s' has role %s; this needs %s (the keys file)",
+             what, p->who.name, vdn_role_name(p->who.role), vdn_role_name(need));
+    reply_error(p, VDN__ERROR__CODE__FORBIDDEN, err);
+    VDN_WARN("client endpoint: %s", err);
+    return -1;
+}
+
+/* Cancel and retry touch only the caller's own batches, unless it is an admin. */
+static int owns(peer *p, char kind, int64_t id, const char *what) {
+    if (allowed(p, VDN_ROLE_SUBMIT, what)) return -1;
+    if (p->who.local || p->who.role == VDN_ROLE_ADMIN) return 0;
+    char owner[VDN_KEY_NAME_MAX + 1] = "";
+    if (jobs_owner(p->c->db, kind, id, owner, sizeof owner) == 0 && !strcmp(owner, p->who.name))
+        return 0;
+    char err[VDN_ERR_LEN];
+    snprintf(err, sizeof err,
+             "%s of %c%lld refused: it belongs to %s%s, not to '%s' (only an admin "
+             "may touch another's batch)",
+             what, kind, (long long)id, owner[0] ? "" : "the farm's local user", owner,
+             p->who.name);
+    reply_error(p, VDN__ERROR__CODE__FORBIDDEN, err);
+    VDN_WARN("client endpoint: %s", err);
+    return -1;
+}
+
 static void on_submit(peer *p, const Vdn__SubmitRequest *s) {
     vdn_errlist errs = {0};
     int64_t batch = 0, *ids = NULL;
-    if (jobs_submit(p->c->db, s, p->c->o.gpu_memory_limit, &batch, &ids, &errs)) {
+    if (allowed(p, VDN_ROLE_SUBMIT, "submit")) return;
+    jobs_submitter who = {p->who.local ? NULL : p->who.name,
+                          p->who.local || p->who.role == VDN_ROLE_ADMIN};
+    if (jobs_submit(p->c->db, s, p->c->o.gpu_memory_limit, &who, &batch, &ids, &errs)) {
         size_t cap = 1;
         for (int i = 0; i < errs.n; i++)
             cap += strlen(errs.lines[i]) + 1;
@@ -111,8 +146,8 @@ static void on_submit(peer *p, const Vdn__SubmitRequest *s) {
     env.payload_case = VDN__ENVELOPE__PAYLOAD_SUBMIT_REPLY;
     env.submit_reply = &r;
     reply(p, &env);
-    VDN_INFO("batch b%lld submitted: %zu job(s), tag '%s'", (long long)batch, s->n_jobs,
-             s->tag ? s->tag : "");
+    VDN_INFO("batch b%lld submitted by %s: %zu job(s), tag '%s'", (long long)batch,
+             who.owner ? who.owner : "the local user", s->n_jobs, s->tag ? s->tag : "");
     free(ids);
     coord_schedule(p->c);
 }
@@ -124,6 +159,7 @@ static void cancel_cb(void *user, int64_t attempt, const char *worker) {
 static void on_drain(peer *p, const Vdn__DrainRequest *d) {
     coord *c = p->c;
     char err[VDN_ERR_LEN];
+    if (allowed(p, VDN_ROLE_ADMIN, "drain")) return;
     if (!d->worker_id || !d->worker_id[0]) {
         reply_error(p, VDN__ERROR__CODE__INVALID, "field 'worker_id': required");
         return;
@@ -147,10 +183,16 @@ static void on_drain(peer *p, const Vdn__DrainRequest *d) {
 }
 
 void coord_on_client_frames(coord *c, const uint8_t *ident, size_t ident_len, int delimited,
-                            const void *body, size_t len) {
+                            const char *user, const void *body, size_t len) {
     char err[VDN_ERR_LEN];
     int code;
-    peer p = {c, ident, ident_len, delimited, 0};
+    peer p = {c, ident, ident_len, delimited, 0, {0}};
+    if (!c->curve)
+        vdn_peer_parse(NULL, &p.who);
+    else if (vdn_peer_parse(user, &p.who) || p.who.local || p.who.role == VDN_ROLE_WORKER) {
+        reply_error(&p, VDN__ERROR__CODE__FORBIDDEN, "this connection's key is not a client's key");
+        return;
+    }
     Vdn__Envelope *env = vdn_wire_decode(body, len, &code, err, sizeof err);
     if (!env) {
         VDN_WARN("client endpoint: %s", err);
@@ -192,6 +234,7 @@ void coord_on_client_frames(coord *c, const uint8_t *ident, size_t ident_len, in
     }
     case VDN__ENVELOPE__PAYLOAD_CANCEL_REQ:
         if (target(&p, env->cancel_req->target, "bj", &kind, &id)) break;
+        if (owns(&p, kind, id, "cancel")) break;
         if (jobs_cancel(c->db, kind, id, &n, cancel_cb, c, err, sizeof err))
             reply_error(&p, VDN__ERROR__CODE__INTERNAL, err);
         else
@@ -199,6 +242,7 @@ void coord_on_client_frames(coord *c, const uint8_t *ident, size_t ident_len, in
         break;
     case VDN__ENVELOPE__PAYLOAD_RETRY:
         if (target(&p, env->retry->target, "bj", &kind, &id)) break;
+        if (owns(&p, kind, id, "retry")) break;
         if (jobs_retry(c->db, kind, id, &n, err, sizeof err))
             reply_error(&p, VDN__ERROR__CODE__INTERNAL, err);
         else

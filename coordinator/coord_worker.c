@@ -10,6 +10,7 @@
 #include "coord.h"
 #include "db.h"
 #include "jobs.h"
+#include "keys.h"
 #include "place.h"
 #include "precision.h"
 #include "spec.h"
@@ -514,10 +515,26 @@ static void on_heartbeat(coord *c, cworker *w, const Vdn__Heartbeat *hb) {
     if (retries_changed || vdn_now() - w->last_saved > 5) coord_worker_save(c, w);
 }
 
-void coord_on_worker_frame(coord *c, const uint8_t *ident, size_t ident_len, const void *body,
-                           size_t len) {
+/* With CURVE the connection's key names the worker (keys.h): the name it must use in READY, and
+ * the only worker whose attempts its messages may touch. NULL without CURVE (any id goes). */
+static const char *pinned_id(coord *c, const char *user, const uint8_t *ident, size_t n,
+                             vdn_peer *who) {
+    if (!c->curve) return NULL;
+    if (vdn_peer_parse(user, who) || who->local || who->role != VDN_ROLE_WORKER) {
+        vdn_wire_send_error(c->wsock, ident, n, 0, VDN__ERROR__CODE__FORBIDDEN, 0,
+                            "this connection's key is not a worker's key");
+        return "";
+    }
+    return who->name;
+}
+
+void coord_on_worker_frame(coord *c, const uint8_t *ident, size_t ident_len, const char *user,
+                           const void *body, size_t len) {
     char err[VDN_ERR_LEN];
     int code;
+    vdn_peer who;
+    const char *pin = pinned_id(c, user, ident, ident_len, &who);
+    if (pin && !pin[0]) return;
     Vdn__Envelope *env = vdn_wire_decode(body, len, &code, err, sizeof err);
     if (!env) {
         VDN_WARN("worker endpoint: %s", err);
@@ -525,6 +542,17 @@ void coord_on_worker_frame(coord *c, const uint8_t *ident, size_t ident_len, con
         return;
     }
     if (env->payload_case == VDN__ENVELOPE__PAYLOAD_READY) {
+        const char *id = env->ready->worker_id ? env->ready->worker_id : "";
+        if (pin && strcmp(id, pin)) {
+            snprintf(err, sizeof err,
+                     "READY: worker id '%.100s' refused: this connection's key belongs to worker "
+                     "'%s' (the keys file); start it with --id %s",
+                     id, pin, pin);
+            VDN_WARN("worker endpoint: %s", err);
+            vdn_wire_send_error(c->wsock, ident, ident_len, 0, VDN__ERROR__CODE__FORBIDDEN, 0, err);
+            vdn__envelope__free_unpacked(env, NULL);
+            return;
+        }
         on_ready(c, ident, ident_len, env->ready);
         coord_schedule(c);
         vdn__envelope__free_unpacked(env, NULL);
@@ -537,6 +565,15 @@ void coord_on_worker_frame(coord *c, const uint8_t *ident, size_t ident_len, con
                  vdn_wire_payload_name(env->payload_case));
         vdn_wire_send_error(c->wsock, ident, ident_len, 0, VDN__ERROR__CODE__UNKNOWN_WORKER, 0,
                             err);
+        vdn__envelope__free_unpacked(env, NULL);
+        return;
+    }
+    /* fencing by the key: a connection speaks only for the worker its key names */
+    if (pin && strcmp(w->id, pin)) {
+        snprintf(err, sizeof err, "%s refused: the key of worker '%s' cannot speak for worker '%s'",
+                 vdn_wire_payload_name(env->payload_case), pin, w->id);
+        VDN_WARN("worker endpoint: %s", err);
+        vdn_wire_send_error(c->wsock, ident, ident_len, 0, VDN__ERROR__CODE__FORBIDDEN, 0, err);
         vdn__envelope__free_unpacked(env, NULL);
         return;
     }

@@ -101,6 +101,9 @@ static const char *const migrations[] = {
     /* 5 -> 6: attempts lost with their worker (it vanished, was killed, lost its lease, its GPU
      * faulted) have their own budget (--max-worker-faults), apart from --max-attempts */
     "ALTER TABLE jobs ADD COLUMN worker_faults INTEGER NOT NULL DEFAULT 0;\n",
+    /* 6 -> 7: who submitted a batch (the name its client key has in the keys file; NULL: the
+     * local user of a farm without keys), for cancel/retry by its owner only */
+    "ALTER TABLE batches ADD COLUMN owner TEXT;\n",
 };
 
 int cdb_schema_version(sqlite3 *db) {

@@ -33,8 +33,64 @@ void jobs_class_of(const vdn_job_spec *s, char *buf, size_t len) {
              s->variant && *s->variant ? s->variant : "vdn", band);
 }
 
+/* 1 if `out` is, or lies under, a prefix only the farm's workers write. */
+static const char *system_prefix(const char *out) {
+    if (!strncmp(out, "prompt-cache", 12) && (!out[12] || out[12] == '/'))
+        return "the text prompts' cache, prompt-cache/";
+    for (const char *p = out; (p = strstr(p, ".snapshots")); p += 10)
+        if (!p[10] || p[10] == '/') return "a job's sampler snapshots, PREFIX.snapshots/";
+    return NULL;
+}
+
+int jobs_output_prefix(const char *out, const jobs_submitter *who, int64_t batch, int64_t job,
+                       char *buf, size_t len, vdn_errlist *errs, const char *where) {
+    const char *sys = out ? system_prefix(out) : NULL;
+    if (sys) {
+        vdn_errlist_add(errs,
+                        "%s: field 'out': \"%.80s\" lies in %s, which only the farm's workers "
+                        "write; choose another prefix",
+                        where, out, sys);
+        return -1;
+    }
+    char users[VDN_ERR_LEN] = "";
+    if (who->owner) snprintf(users, sizeof users, "users/%s/", who->owner);
+    int n;
+    if (!out)
+        n = snprintf(buf, len, "%sbatches/b%lld/j%lld/out", users, (long long)batch,
+                     (long long)job);
+    else if (!who->owner || who->admin || !strncmp(out, users, strlen(users)))
+        n = snprintf(buf, len, "%s", out);
+    else if (!strncmp(out, "users/", 6)) {
+        vdn_errlist_add(errs,
+                        "%s: field 'out': \"%.80s\" is outside your namespace %s (the store "
+                        "folder of your key's name); give a prefix under it, or one without "
+                        "users/ that is put there",
+                        where, out, users);
+        return -1;
+    } else
+        n = snprintf(buf, len, "%s%s", users, out);
+    if (n < 0 || (size_t)n >= len) {
+        vdn_errlist_add(errs, "%s: field 'out': the store prefix is longer than %zu bytes", where,
+                        len - 1);
+        return -1;
+    }
+    return 0;
+}
+
+int jobs_owner(sqlite3 *db, char kind, int64_t id, char *buf, size_t len) {
+    sqlite3_stmt *st = cdb_prep(db,
+                                kind == 'b' ? "SELECT coalesce(owner,'') FROM batches WHERE id=?"
+                                            : "SELECT coalesce(b.owner,'') FROM jobs j JOIN "
+                                              "batches b ON b.id=j.batch_id WHERE j.id=?",
+                                "i", id);
+    int found = st && sqlite3_step(st) == SQLITE_ROW;
+    if (found) snprintf(buf, len, "%s", sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return found ? 0 : -1;
+}
+
 int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, uint64_t gpu_memory_limit,
-                int64_t *batch, int64_t **job_ids, vdn_errlist *errs) {
+                const jobs_submitter *who, int64_t *batch, int64_t **job_ids, vdn_errlist *errs) {
     char err[VDN_ERR_LEN];
     *job_ids = NULL;
     if (req->n_jobs == 0) {
@@ -51,7 +107,10 @@ int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, uint64_t gpu_memory_
         char where[64];
         snprintf(where, sizeof where, "job %zu of the batch", i + 1);
         vdn_job_spec_from_proto(req->jobs[i], &specs[i]);
-        if (vdn_job_spec_validate(&specs[i], errs, where) == 0)
+        char prefix[512];
+        if (vdn_job_spec_validate(&specs[i], errs, where) == 0 &&
+            jobs_output_prefix(specs[i].output_prefix, who, 0, 0, prefix, sizeof prefix, errs,
+                               where) == 0)
             coord_mem_check(db, &specs[i], gpu_memory_limit, errs, where);
     }
     int64_t *ids = vdn_xcalloc(req->n_jobs, sizeof *ids);
@@ -61,8 +120,8 @@ int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, uint64_t gpu_memory_
     double now = vdn_wall();
     int prio = req->has_priority ? req->priority : 0;
     if (cdb_run(db, err, sizeof err,
-                "INSERT INTO batches(tag,priority,source,submitted_at) VALUES(?,?,?,?)", "sisd",
-                req->tag, (int64_t)prio, req->source, now))
+                "INSERT INTO batches(tag,priority,source,submitted_at,owner) VALUES(?,?,?,?,?)",
+                "sisds", req->tag, (int64_t)prio, req->source, now, who->owner))
         goto rollback;
     *batch = sqlite3_last_insert_rowid(db);
     for (size_t i = 0; i < req->n_jobs; i++) {
@@ -81,11 +140,11 @@ int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, uint64_t gpu_memory_
         if (bad) goto rollback;
         ids[i] = sqlite3_last_insert_rowid(db);
         char prefix[512];
-        if (s->output_prefix)
-            snprintf(prefix, sizeof prefix, "%s", s->output_prefix);
-        else
-            snprintf(prefix, sizeof prefix, "batches/b%lld/j%lld/out", (long long)*batch,
-                     (long long)ids[i]);
+        if (jobs_output_prefix(s->output_prefix, who, *batch, ids[i], prefix, sizeof prefix, errs,
+                               "submit")) {
+            snprintf(err, sizeof err, "output prefix of job %zu", i + 1);
+            goto rollback;
+        }
         if (cdb_run(db, err, sizeof err, "UPDATE jobs SET output_prefix=? WHERE id=?", "si", prefix,
                     ids[i]))
             goto rollback;

@@ -26,11 +26,31 @@ const char *job_fault_name(job_fault f); /* "job" "worker" "transient" */
 void jobs_class_of(const vdn_job_spec *s, char *buf, size_t len);
 void job_claim_free(job_claim *c);
 
+/* Who submits, for ownership and output namespaces: owner = the client key's name (NULL: the local
+ * user of a farm without keys), admin = its role is admin (the local user is). */
+typedef struct {
+    const char *owner;
+    int admin;
+} jobs_submitter;
+
+/* The store prefix a job writes (docs/cluster.md "Tenants"). A client with a name writes under
+ * users/NAME/: no `out` gives users/NAME/batches/bB/jJ/out, an `out` outside users/ is put under
+ * users/NAME/, one in another user's folder is refused; an admin's `out` is taken as given. For
+ * everyone the prefixes the farm writes itself are refused: prompt-cache/ (text prompts' cache)
+ * and any PREFIX.snapshots/ folder (resumable renders). 0, or -1 with a line in errs naming
+ * `where` and the field. */
+int jobs_output_prefix(const char *out, const jobs_submitter *who, int64_t batch, int64_t job,
+                       char *buf, size_t len, vdn_errlist *errs, const char *where);
+
 /* Validates every job (errs gets one line per problem), refuses those no registered worker's
  * GPU can hold (memfit.h; gpu_memory_limit bytes stands in while no worker advertises GPU
- * memory, 0 = no check then) and inserts all or nothing. */
+ * memory, 0 = no check then) and inserts all or nothing, the batch owned by who->owner. */
 int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, uint64_t gpu_memory_limit,
-                int64_t *batch, int64_t **job_ids, vdn_errlist *errs);
+                const jobs_submitter *who, int64_t *batch, int64_t **job_ids, vdn_errlist *errs);
+
+/* The owner of batch `id` (kind 'b') or of job `id`'s batch (kind 'j'), into buf ("" = none: the
+ * local user's). 0, or -1 when there is no such batch or job. */
+int jobs_owner(sqlite3 *db, char kind, int64_t id, char *buf, size_t len);
 
 /* Makes queued job `job` running under a new attempt held by worker_id, with lease_until =
  * now + lease (which job, which worker: coordinator/place.h decides). 1 claimed, 0 the job is

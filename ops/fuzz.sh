@@ -34,6 +34,7 @@ declare -A CORPUS=(
     [fuzz_envelope]=proto/test/corpus_envelope
     [fuzz_jsonl]=coordinator/test/corpus_jsonl
     [fuzz_client_files]=coordinator/test/corpus_client_files
+    [fuzz_keys]=coordinator/test/corpus_keys
     [fuzz_http_range]=coordinator/test/corpus_http_range
     [ckpt_fuzz]=engine/test/ckpt_corpus
     [fuzz_engine_noise]=@noise # derived below from the safetensors entries of ckpt_corpus

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "curve.h"
 #include "vdn_util.h"
 #include "wire.h"
 #include "../../ops/test/check.h"
@@ -215,6 +216,21 @@ static inline void fw_open(fake_worker *w, const char *endpoint, const char *id)
     w->sock = zmq_socket(w->ctx, ZMQ_DEALER);
     int zero = 0;
     zmq_setsockopt(w->sock, ZMQ_LINGER, &zero, sizeof zero);
+    REQUIRE(zmq_connect(w->sock, endpoint) == 0);
+}
+
+/* The same over CURVE: my_key = NAME.key, server_pub = coordinator.pub (curve.h). */
+static inline void fw_open_curve(fake_worker *w, const char *endpoint, const char *id,
+                                 const char *my_key, const char *server_pub) {
+    memset(w, 0, sizeof *w);
+    w->alive = 1;
+    snprintf(w->id, sizeof w->id, "%s", id);
+    w->ctx = zmq_ctx_new();
+    w->sock = zmq_socket(w->ctx, ZMQ_DEALER);
+    int zero = 0;
+    char err[VDN_ERR_LEN];
+    zmq_setsockopt(w->sock, ZMQ_LINGER, &zero, sizeof zero);
+    REQUIRE(vdn_curve_client_setup(w->sock, my_key, server_pub, err, sizeof err) == 0);
     REQUIRE(zmq_connect(w->sock, endpoint) == 0);
 }
 

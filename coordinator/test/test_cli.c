@@ -317,12 +317,12 @@ static void test_curve(void) {
     CHECK(run_cli(out, sizeof out, "coordinator --db %s --bind tcp://0.0.0.0:%d", db, h_port(0)) ==
               2 &&
           strstr(out, "loopback"));
-    /* a keys folder without the authorized folders is a clear error */
-    snprintf(cmd, sizeof cmd, "rm -rf %s", aw);
+    /* a keys folder without a keys file or the authorized folders is a clear error */
+    snprintf(cmd, sizeof cmd, "rm -rf %s %s", aw, ac);
     REQUIRE(system(cmd) == 0);
     CHECK(run_cli(out, sizeof out, "coordinator --db %s --bind %s --client-bind %s --keys %s", db,
                   wep, cep, keys) != 0 &&
-          strstr(out, "authorized_workers"));
+          strstr(out, "authorized_keys") && strstr(out, "authorized_workers"));
 }
 
 /* Sizes no GPU can hold are refused at submit with the line and the numbers (memfit.h): against

@@ -1,7 +1,8 @@
-"""CURVE end to end, and the cluster config file: a coordinator with --keys, a worker that takes
-its endpoint, checkpoint, store and keys from `--config cluster.conf`, a client with its own key.
-The authorized worker renders the batch; a worker with an unlisted key never gets in; no log
-holds a secret key."""
+"""CURVE end to end, and the cluster config file: a coordinator with --keys and a keys file made by
+`vdn keygen --keys-file`, a worker that takes its endpoint, checkpoint, store and keys from
+`--config cluster.conf`, a client with its own key. The authorized worker renders the batch into
+the client's folder (users/alice/); a worker with an unlisted key never gets in; a listed worker
+key used with another worker id is refused; no log holds a secret key."""
 import os
 import re
 import shutil
@@ -18,15 +19,15 @@ def test(args):
         wk = os.path.join(farm.dir, "wkeys")     # a worker host's keys dir
         xk = os.path.join(farm.dir, "xkeys")     # an intruder's
         ck = os.path.join(farm.dir, "ckeys")     # a user's
-        for d in (k, wk, xk, ck, os.path.join(k, "authorized_workers"),
-                  os.path.join(k, "authorized_clients")):
+        for d in (k, wk, xk, ck):
             os.makedirs(d, exist_ok=True)
+        ak = os.path.join(k, "authorized_keys")
         farm.run(["keygen", "--out", os.path.join(k, "coordinator")])
-        farm.run(["keygen", "--out", os.path.join(wk, "worker")])
+        farm.run(["keygen", "--out", os.path.join(wk, "worker"), "--keys-file", ak, "--role",
+                  "worker", "--name", "cw"])
         farm.run(["keygen", "--out", os.path.join(xk, "worker")])
-        farm.run(["keygen", "--out", os.path.join(ck, "alice")])
-        shutil.copy(os.path.join(wk, "worker.pub"), os.path.join(k, "authorized_workers"))
-        shutil.copy(os.path.join(ck, "alice.pub"), os.path.join(k, "authorized_clients"))
+        farm.run(["keygen", "--out", os.path.join(ck, "alice"), "--keys-file", ak, "--role",
+                  "submit"])
         for d in (wk, xk):
             shutil.copy(os.path.join(k, "coordinator.pub"), d)
 
@@ -44,6 +45,9 @@ def test(args):
         farm.spawn("cw", ["worker", "--config", conf, "--id", "cw"] + common)
         farm.spawn("intruder", ["worker", "--connect", farm.worker_ep, "--checkpoint", farm.ckpt,
                                 "--store", farm.store, "--keys", xk, "--id", "intruder"] + common)
+        # cw's own key under another worker id: the key pins the id, so READY is refused
+        farm.spawn("impostor", ["worker", "--connect", farm.worker_ep, "--checkpoint", farm.ckpt,
+                                "--store", farm.store, "--keys", wk, "--id", "impostor"] + common)
 
         path = farm.write_requests(3)
         r = farm.run(["submit", path, "--coordinator", farm.client_ep, "--key",
@@ -53,6 +57,14 @@ def test(args):
         farm.wait_batch(batch, 3, timeout=60)
         farm.check_exactly_once(batch, 3)
         farm.check_store_matches(batch)
+        prefixes = farm.q("SELECT output_prefix FROM jobs WHERE batch_id=%d" % batch)
+        check(all(p.startswith("users/alice/") for (p,) in prefixes),
+              "outputs outside alice's folder: %s" % prefixes)
+        check(not farm.q("SELECT id FROM workers WHERE id='impostor'"),
+              "a worker key registered under another worker id")
+        text = open(farm.logs["coordinator"], errors="replace").read()
+        check("READY: worker id 'impostor' refused: this connection's key belongs to worker 'cw'"
+              in text, "the coordinator did not say why it refused the impostor")
         who = farm.q("SELECT DISTINCT worker_id FROM attempts")
         check(who == [("cw",)], "attempts went to %s, expected only the authorized worker" % who)
         check(not farm.q("SELECT id FROM workers WHERE id='intruder'"),
