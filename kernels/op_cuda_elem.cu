@@ -18,6 +18,8 @@ __device__ __forceinline__ float apply_act(float x, int act) {
     }
     case VDN_ACT_SIGMOID:
         return 1.f / (1.f + expf(-x));
+    case VDN_ACT_GELU:
+        return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
     default:
         return x;
     }

@@ -109,7 +109,7 @@ struct RopeArgs {
     const double *pos; /* [rows][pos_ld] or NULL */
     int64_t pos_ld;
     const float *inv; /* [n_rot / 2] */
-    int n_rot, s0, s1;
+    int n_rot, s0, s1, s2, interleaved;
 };
 
 /* One warp per QK_ITEMS = QK_VALS / QK_PER_LANE heads of one row at a time (grid-stride over
@@ -196,7 +196,7 @@ __global__ void rope_table_k(float2 *tab, RopeArgs ra, int64_t rows) {
          e += (int64_t)gridDim.x * blockDim.x) {
         const int64_t r = e / half;
         const int i = (int)(e - r * half);
-        const int axis = i < ra.s0 ? 0 : (i < ra.s0 + ra.s1 ? 1 : 2);
+        const int axis = vdn_rope_axis(i, ra.s0, ra.s1, ra.s2, ra.interleaved);
         const double ang = (double)__fmul_rn((float)ra.pos[r * ra.pos_ld + axis], ra.inv[i]);
         double sn, cs;
         sincos(ang, &sn, &cs);
@@ -327,7 +327,9 @@ int rope_table(vdn_dev *d, const char *OP, const vdn_rope *rope, int64_t rows, c
                          (const float *)rope->inv->data,
                          rope->n_rot,
                          rope->sections[0],
-                         rope->sections[1]};
+                         rope->sections[1],
+                         rope->sections[2],
+                         rope->interleaved};
     float2 *t = (float2 *)op_cuda_scratch(d, SCR_ROPE, sizeof(float2) * (size_t)n);
     if (!t) return -1;
     rope_table_k<<<op_grid(n), 256, 0, cdev(d)->st>>>(t, ra, rows);
@@ -470,7 +472,8 @@ int op_cuda_qk_norm_rope(vdn_tensor *q_out, vdn_tensor *k_out, const vdn_tensor 
      * q and k of one layer side by side (same heads, one stride in, one stride out) */
     const int h3_rope =
         !rope || (rope->n_rot == 96 && rope->sections[0] == 16 && rope->sections[1] == 16 &&
-                  rope->sections[2] == 16 && rope->pos->ld == 3 && contiguous(rope->pos));
+                  rope->sections[2] == 16 && !rope->interleaved && rope->pos->ld == 3 &&
+                  contiguous(rope->pos));
     if (head_dim == 128 && h3_rope && k_in && k_out && hq == hk && wq && wk && is_bf16(q_in) &&
         is_bf16(k_in) && is_bf16(q_out) && is_bf16(k_out) && is_bf16(wq) && is_bf16(wk) &&
         q_in->ld == k_in->ld && q_out->ld == k_out->ld && q_in->ld % 4 == 0 && q_out->ld % 4 == 0 &&

@@ -518,7 +518,7 @@ void vdn_attn_mask_free(vdn_attn_mask *m) {
 /* ---- matrix products ---- */
 
 static int chk_act(vdn_dev *d, const char *op, vdn_act act) {
-    if (act >= VDN_ACT_NONE && act <= VDN_ACT_SIGMOID) return 0;
+    if (act >= VDN_ACT_NONE && act <= VDN_ACT_GELU) return 0;
     return vdn_dev_fail(d, "op %s: activation %d unknown", op, (int)act);
 }
 

@@ -151,7 +151,15 @@ int vdn_tensor_fill(vdn_tensor *t, double value);
 
 /* ---- matrix products ---- */
 
-typedef enum { VDN_ACT_NONE = 0, VDN_ACT_SILU, VDN_ACT_GELU_TANH, VDN_ACT_SIGMOID } vdn_act;
+/* GELU_TANH: the tanh approximation (gelu_pytorch_tanh); GELU: the exact one, x Phi(x) with erf
+ * (torch's nn.GELU(), the Qwen3-VL vision patch merger's) */
+typedef enum {
+    VDN_ACT_NONE = 0,
+    VDN_ACT_SILU,
+    VDN_ACT_GELU_TANH,
+    VDN_ACT_SIGMOID,
+    VDN_ACT_GELU
+} vdn_act;
 
 /* y[r, o] = act(sum_i x[r, i] w[o, i] + b[o]) (+ y[r, o] before the op when accumulate).
  * x [rows, in], w [out, in] (bf16/fp32, or fp8 with w->scale), b [out] or NULL, y [rows, out].
@@ -224,13 +232,28 @@ int vdn_op_layernorm(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, co
  * head: pair i (< n_rot/2) couples channels i and i + n_rot/2 and turns by
  * float32(pos[r, axis(i)]) * inv[i], axis(i) = 0 for the first sections[0] pairs, 1 for the next
  * sections[1], 2 for the rest; channels past n_rot pass through. inv: F32 [n_rot/2] on the device
- * (the model's float32 inv_freq values, per pair). pos: F64 [rows, 3]. */
+ * (the model's float32 inv_freq values, per pair). pos: F64 [rows, 3].
+ * interleaved: Qwen3-VL's multimodal layout instead (apply_interleaved_mrope): axis(i) = 1 when
+ * i % 3 == 1 and i < 3 sections[1], 2 when i % 3 == 2 and i < 3 sections[2], else 0 (the
+ * sections still add up to n_rot/2). vdn_rope_axis says which. */
 typedef struct {
     const vdn_tensor *pos;
     const vdn_tensor *inv;
     int n_rot;
     int sections[3];
+    int interleaved;
 } vdn_rope;
+
+/* the position axis pair i turns by (both layouts above); for the backends (CUDA's too) */
+#ifdef __CUDACC__
+#define VDN_HOST_DEVICE __host__ __device__
+#else
+#define VDN_HOST_DEVICE
+#endif
+static inline VDN_HOST_DEVICE int vdn_rope_axis(int i, int s0, int s1, int s2, int interleaved) {
+    if (interleaved) return i % 3 == 1 && i < 3 * s1 ? 1 : (i % 3 == 2 && i < 3 * s2 ? 2 : 0);
+    return i < s0 ? 0 : (i < s0 + s1 ? 1 : 2);
+}
 
 /* Per head of width head_dim: RMSNorm with the shared weight (wq for q, wk for k; NULL = none,
  * eps), then the rope (NULL = none). q_in/k_in [rows, heads*head_dim] (heads may differ: GQA);

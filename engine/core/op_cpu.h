@@ -120,6 +120,8 @@ static inline double cpu_act(double x, vdn_act act) {
         return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
     case VDN_ACT_SIGMOID:
         return 1.0 / (1.0 + exp(-x));
+    case VDN_ACT_GELU:
+        return 0.5 * x * (1.0 + erf(x * 0.7071067811865476));
     default:
         return x;
     }

@@ -64,7 +64,8 @@ static void norm_rope_head(float *h, int hd, const vdn_tensor *w, double eps, co
     if (!rope) return;
     const int half = rope->n_rot / 2;
     for (int i = 0; i < half; i++) {
-        int axis = i < rope->sections[0] ? 0 : (i < rope->sections[0] + rope->sections[1] ? 1 : 2);
+        int axis = vdn_rope_axis(i, rope->sections[0], rope->sections[1], rope->sections[2],
+                                 rope->interleaved);
         float ang32 = (float)cpu_at(rope->pos, r, axis) * (float)cpu_at(rope->inv, 0, i);
         double cs = cos((double)ang32), sn = sin((double)ang32);
         float a = h[i], b = h[i + half];

@@ -294,7 +294,8 @@ static int softmax_in(const vdn_dit_weights *w, const vdn_dit_block *b, const vd
     const vdn_rope rope = {&pos,
                            w->rope_inv,
                            6 * c->rope_freq_dim,
-                           {c->rope_freq_dim, c->rope_freq_dim, c->rope_freq_dim}};
+                           {c->rope_freq_dim, c->rope_freq_dim, c->rope_freq_dim},
+                           0};
     vdn_tensor qr = vdn_dit_narrow_rows(buf->qr, nr), kr = vdn_dit_narrow_rows(buf->kr, nr);
     OK(vdn_op_qk_norm_rope(&qr, &kr, &q, &k, b->norm_q, b->norm_k, c->head_dim, c->norm_eps,
                            &rope));

@@ -70,6 +70,8 @@ static double act_ref(double x, vdn_act a) {
         return 1 / (1 + exp(-x));
     case VDN_ACT_GELU_TANH:
         return 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    case VDN_ACT_GELU:
+        return 0.5 * x * erfc(-x / sqrt(2.0));
     default:
         return x;
     }
@@ -157,7 +159,7 @@ static void test_elementwise(void) {
     const int rows = 6, cols = 13;
     float *x, *u, *g, *s;
     double ref[6 * 26];
-    for (int a = VDN_ACT_SILU; a <= VDN_ACT_SIGMOID; a++) {
+    for (int a = VDN_ACT_SILU; a <= VDN_ACT_GELU; a++) {
         vdn_tensor tx = mk(rows, cols, 2, 3, &x), ty = mk(rows, cols, 1, 1, NULL);
         CHECK(vdn_op_act(&ty, &tx, (vdn_act)a) == 0, "%s", vdn_dev_error(D));
         for (int i = 0; i < rows * cols; i++)
@@ -287,9 +289,12 @@ static void test_norms(void) {
 }
 
 /* q (4 heads) and k (2 heads, GQA) of head_dim 12: norm, then rope on the first 10 channels with
- * sections 2 + 1 + 2 pairs */
-static void test_qk_norm_rope(void) {
-    const int rows = 4, hd = 12, hq = 4, hk = 2, n_rot = 10, sec[3] = {2, 1, 2};
+ * sections 2 + 1 + 2 pairs, or (interleaved, Qwen3-VL's layout) 1 + 2 + 2: pairs 1 and 4 turn by
+ * axis 1, pair 2 by axis 2, pairs 0 and 3 by axis 0 */
+static void test_qk_norm_rope(int interleaved) {
+    const int rows = 4, hd = 12, hq = 4, hk = 2, n_rot = 10;
+    const int sec[3] = {interleaved ? 1 : 2, interleaved ? 2 : 1, 2};
+    const int axis_il[5] = {0, 1, 2, 0, 1};
     float *q, *k, *wq, *wk;
     vdn_tensor tq = mk(rows, hq * hd, 3, 2, &q), tk = mk(rows, hk * hd, 1, 2, &k);
     vdn_tensor twq = mk(1, hd, 0, 1, &wq), twk = mk(1, hd, 0, 1, &wk);
@@ -305,7 +310,7 @@ static void test_qk_norm_rope(void) {
     held[n_held++] = tp, held[n_held++] = tinv;
     vdn_tensor_set(tp, pos, VDN_DT_F64);
     vdn_tensor_set(tinv, inv, VDN_DT_F32);
-    vdn_rope rope = {tp, tinv, n_rot, {sec[0], sec[1], sec[2]}};
+    vdn_rope rope = {tp, tinv, n_rot, {sec[0], sec[1], sec[2]}, interleaved};
     CHECK(vdn_op_qk_norm_rope(&tqo, &tk, &tq, &tk, &twq, &twk, hd, 1e-5, &rope) == 0, "%s",
           vdn_dev_error(D));
     for (int which = 0; which < 2; which++) {
@@ -324,7 +329,10 @@ static void test_qk_norm_rope(void) {
                 for (int i = 0; i < hd; i++)
                     o[i] = n[i];
                 for (int i = 0; i < n_rot / 2; i++) {
-                    int axis = i < sec[0] ? 0 : i < sec[0] + sec[1] ? 1 : 2;
+                    int axis = interleaved           ? axis_il[i]
+                               : i < sec[0]          ? 0
+                               : i < sec[0] + sec[1] ? 1
+                                                     : 2;
                     double ang = (float)((float)pos[r * 3 + axis] * inv[i]);
                     o[i] = n[i] * cos(ang) - n[i + n_rot / 2] * sin(ang);
                     o[i + n_rot / 2] = n[i + n_rot / 2] * cos(ang) + n[i] * sin(ang);
@@ -576,7 +584,7 @@ static void test_errors(void) {
               strstr(vdn_dev_error(D), "row 1 has window [0, 4)"),
           "%s", vdn_dev_error(D));
 
-    vdn_rope rope = {NULL, NULL, 6, {1, 1, 1}};
+    vdn_rope rope = {NULL, NULL, 6, {1, 1, 1}, 0};
     expect_err(vdn_op_qk_norm_rope(&q, NULL, &q, NULL, NULL, NULL, 4, 1e-5, &rope),
                "rope n_rot 6, expected even and 2..head_dim 4");
     rope.n_rot = 4;
@@ -634,7 +642,8 @@ int main(void) {
     test_matmul_bt();
     test_elementwise();
     test_norms();
-    test_qk_norm_rope();
+    test_qk_norm_rope(0);
+    test_qk_norm_rope(1);
     test_attention();
     test_diffusion();
     test_errors();

@@ -21,8 +21,9 @@
 #include <stdint.h>
 
 #include "encoder_config.h"
-#include "precision.h"
 #include "op.h"
+#include "precision.h"
+#include "tokenizer.h"
 
 typedef struct vdn_text_encoder vdn_text_encoder;
 
@@ -60,5 +61,45 @@ int vdn_text_encoder_identity_of(const char *dir, int layer, char out[65], char 
  * a run of another length or vdn_text_encoder_close. */
 int vdn_text_encoder_run(vdn_text_encoder *e, const int32_t *ids, int n, float *out, char *err,
                          size_t errlen);
+
+/* ---- pictures (MiniMax-H3's keyframe modes: fl2va, i2va) ----
+ * The release's presentation (diffusers MiniMaxH3FL2VATextEncoderStep, encode_keyframes.py): for
+ * picture i (from 1) the label "<Picture i>: " tokenized as text, then a vision block
+ * <|vision_start|> <|image_pad|> x (t h w / 4) <|vision_end|>, after all pictures the prompt
+ * verbatim; no chat template, no special tokens. Every row of a vision block is tagged
+ * VDN_TEXT_TAG_VISION (0, the packed sequence's video tag VDN_TAG_VIDEO of engine/dit/config.h),
+ * every other row VDN_TEXT_TAG_TEXT (1, VDN_TAG_TEXT), and
+ * every row is kept in prompt_embeds. The pad rows take the vision tower's merged features
+ * (vision.h), the first decoder layers add its DeepStack features to them, and the positions are
+ * Qwen3-VL's multimodal ones (interleaved T/H/W rope).
+ * The vision tower is read from the checkpoint on the first picture (a released-layout encoder
+ * without model.visual.* weights still encodes text; pictures are then refused saying so), the
+ * processor's settings from processor/preprocessor_config.json beside text_encoder/. Its
+ * Linears stay in the device's float dtype at fp8 precision too. */
+enum { VDN_TEXT_TAG_VISION = 0, VDN_TEXT_TAG_TEXT = 1 };
+
+typedef struct {
+    const uint8_t *rgb; /* height rows of `stride` bytes, width x (R, G, B) 8-bit each */
+    int width, height;
+    size_t stride;
+} vdn_picture;
+
+/* The presentation's ids and tags (malloc'd, *n of each) for pictures of the given grids
+ * (image_grid_thw: (t, h, w) in patches). n_pics 0: the prompt's ids alone, all text. */
+int vdn_text_presentation(vdn_text_encoder *e, const vdn_tokenizer *tok, const char *prompt,
+                          size_t len, const int64_t (*grids)[3], int n_pics, int32_t **ids,
+                          uint8_t **tags, int *n, char *err, size_t errlen);
+/* out[n, hidden] = hidden_states[layer] for ids holding n_pics runs of <|image_pad|> (in order,
+ * each exactly its grid's t h w / 4 long) with the pictures' pixel_values rows (host float32,
+ * [sum of t h w, 3 x 2 x 16 x 16], vision_preprocess.h) in. n_pics 0: vdn_text_encoder_run. */
+int vdn_text_encoder_run_pictures(vdn_text_encoder *e, const int32_t *ids, int n,
+                                  const float *pixel_rows, const int64_t (*grids)[3], int n_pics,
+                                  float *out, char *err, size_t errlen);
+/* The whole keyframe step: the processor on each picture, the presentation, the run. *rows
+ * [*n, hidden] and *tags [*n] are malloc'd. A picture whose size the processor would change is
+ * refused (vision_preprocess.h); MiniMax-H3's canvases never are. */
+int vdn_text_encode_pictures(vdn_text_encoder *e, const vdn_tokenizer *tok, const char *prompt,
+                             size_t len, const vdn_picture *pics, int n_pics, float **rows,
+                             uint8_t **tags, int *n, char *err, size_t errlen);
 
 #endif

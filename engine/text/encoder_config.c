@@ -104,3 +104,131 @@ void vdn_text_weight_name(char *out, size_t n, int layer, const char *what) {
     else
         snprintf(out, n, "model.language_model.layers.%d.%s", layer, what);
 }
+
+/* ---- the vision tower ---- */
+
+static int get_int(const cJSON *obj, const char *sect, const char *key, int lo, int hi, int *out,
+                   const char *file, char *err, size_t errlen) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) ||
+        v->valuedouble != floor(v->valuedouble))
+        return vdn_fail(err, errlen, "%s: %s%s: expected a whole number in [%d, %d]", file, sect,
+                        key, lo, hi);
+    *out = (int)v->valuedouble;
+    return 0;
+}
+
+/* text_config.rope_scaling.mrope_section (transformers 4) or rope_parameters (5) */
+static int get_mrope(const cJSON *tc, const vdn_text_config *text, int out[3], const char *file,
+                     char *err, size_t errlen) {
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(tc, "rope_scaling");
+    const cJSON *sec = rs ? cJSON_GetObjectItemCaseSensitive(rs, "mrope_section") : NULL;
+    if (!sec) {
+        rs = cJSON_GetObjectItemCaseSensitive(tc, "rope_parameters");
+        sec = rs ? cJSON_GetObjectItemCaseSensitive(rs, "mrope_section") : NULL;
+    }
+    int sum = 0, ok = cJSON_IsArray(sec) && cJSON_GetArraySize(sec) == 3;
+    for (int i = 0; ok && i < 3; i++) {
+        const cJSON *x = cJSON_GetArrayItem(sec, i);
+        ok = cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble == floor(x->valuedouble) &&
+             x->valuedouble <= 4096;
+        if (ok) sum += out[i] = (int)x->valuedouble;
+    }
+    if (!ok || sum != text->head_dim / 2)
+        return vdn_fail(err, errlen,
+                        "%s: text_config.rope_scaling.mrope_section: expected 3 whole numbers "
+                        "adding up to head_dim / 2 = %lld",
+                        file, (long long)(text->head_dim / 2));
+    return 0;
+}
+
+static int vision_fields(const cJSON *root, const cJSON *vc, const vdn_text_config *text,
+                         vdn_vision_config *v, const char *file, char *err, size_t errlen) {
+    const char *V = "vision_config.";
+    int hidden, inter, out, npos, tok[3];
+    if (get_int(vc, V, "depth", 1, 1024, &v->depth, file, err, errlen) ||
+        get_int(vc, V, "num_heads", 1, 1024, &v->heads, file, err, errlen) ||
+        get_int(vc, V, "hidden_size", 1, 1 << 16, &hidden, file, err, errlen) ||
+        get_int(vc, V, "intermediate_size", 1, 1 << 20, &inter, file, err, errlen) ||
+        get_int(vc, V, "out_hidden_size", 1, 1 << 16, &out, file, err, errlen) ||
+        get_int(vc, V, "patch_size", 1, 1024, &v->patch, file, err, errlen) ||
+        get_int(vc, V, "temporal_patch_size", 1, 16, &v->temporal_patch, file, err, errlen) ||
+        get_int(vc, V, "spatial_merge_size", 1, 16, &v->merge, file, err, errlen) ||
+        get_int(vc, V, "in_channels", 3, 3, &v->in_channels, file, err, errlen) ||
+        get_int(vc, V, "num_position_embeddings", 1, 1 << 20, &npos, file, err, errlen) ||
+        get_int(root, "", "image_token_id", 0, 1 << 24, &tok[0], file, err, errlen) ||
+        get_int(root, "", "vision_start_token_id", 0, 1 << 24, &tok[1], file, err, errlen) ||
+        get_int(root, "", "vision_end_token_id", 0, 1 << 24, &tok[2], file, err, errlen))
+        return -1;
+    v->hidden = hidden, v->intermediate = inter, v->out_hidden = out, v->n_pos_embed = npos;
+    v->image_token = tok[0], v->vision_start_token = tok[1], v->vision_end_token = tok[2];
+    int side = (int)floor(sqrt((double)npos) + 0.5);
+    if (side * side != npos)
+        return vdn_fail(err, errlen,
+                        "%s: vision_config.num_position_embeddings %d: expected a square", file,
+                        npos);
+    if (hidden % v->heads || (hidden / v->heads) % 4)
+        return vdn_fail(err, errlen,
+                        "%s: vision_config: hidden_size %d over num_heads %d: expected a head "
+                        "width that is a multiple of 4 (two rotary axes of pairs)",
+                        file, hidden, v->heads);
+    if (out != text->hidden)
+        return vdn_fail(err, errlen,
+                        "%s: vision_config.out_hidden_size %d: expected text_config.hidden_size "
+                        "%lld",
+                        file, out, (long long)text->hidden);
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(vc, "hidden_act");
+    if (!cJSON_IsString(act) || strcmp(act->valuestring, "gelu_pytorch_tanh"))
+        return vdn_fail(err, errlen, "%s: vision_config.hidden_act: expected \"gelu_pytorch_tanh\"",
+                        file);
+    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(vc, "deepstack_visual_indexes");
+    int n = cJSON_IsArray(ds) ? cJSON_GetArraySize(ds) : -1;
+    if (n < 0 || n > VDN_VISION_MAX_DEEPSTACK)
+        return vdn_fail(err, errlen,
+                        "%s: vision_config.deepstack_visual_indexes: expected a list of at most "
+                        "%d block indexes",
+                        file, VDN_VISION_MAX_DEEPSTACK);
+    v->n_deepstack = n;
+    for (int i = 0; i < n; i++) {
+        const cJSON *x = cJSON_GetArrayItem(ds, i);
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 ||
+            x->valuedouble >= v->depth || (i > 0 && x->valuedouble <= v->deepstack[i - 1]))
+            return vdn_fail(err, errlen,
+                            "%s: vision_config.deepstack_visual_indexes[%d]: expected an "
+                            "ascending block index below depth %d",
+                            file, i, v->depth);
+        v->deepstack[i] = (int)x->valuedouble;
+    }
+    if (n > text->layers)
+        return vdn_fail(err, errlen,
+                        "%s: vision_config.deepstack_visual_indexes: %d features for %d decoder "
+                        "layers",
+                        file, n, text->layers);
+    return get_mrope(cJSON_GetObjectItemCaseSensitive(root, "text_config"), text, v->mrope, file,
+                     err, errlen);
+}
+
+int vdn_vision_config_load(const char *dir, const vdn_text_config *text, vdn_vision_config *v,
+                           char *err, size_t errlen) {
+    char file[4096];
+    snprintf(file, sizeof file, "%s/config.json", dir);
+    size_t len;
+    char *json = vdn_read_file(file, &len, err, errlen);
+    if (!json) return -1;
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    free(json);
+    const cJSON *vc = cJSON_GetObjectItemCaseSensitive(root, "vision_config");
+    memset(v, 0, sizeof *v);
+    int rc = !root                 ? vdn_fail(err, errlen, "%s: not valid JSON", file)
+             : !cJSON_IsObject(vc) ? 1
+                                   : vision_fields(root, vc, text, v, file, err, errlen);
+    cJSON_Delete(root);
+    return rc;
+}
+
+void vdn_vision_weight_name(char *out, size_t n, int block, const char *what) {
+    if (block < 0)
+        snprintf(out, n, "model.visual.%s", what);
+    else
+        snprintf(out, n, "model.visual.blocks.%d.%s", block, what);
+}

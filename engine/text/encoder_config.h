@@ -28,4 +28,27 @@ int vdn_text_encoder_default_layer(const vdn_text_config *c);
 /* "model.language_model.layers.7.self_attn.q_proj.weight" for layer 7, "self_attn.q_proj" */
 void vdn_text_weight_name(char *out, size_t n, int layer, const char *what);
 
+/* The vision tower's shapes (config.json vision_config, Qwen3-VL's Qwen3VLVisionConfig), the
+ * special tokens of a vision block (image_token_id, vision_start_token_id, vision_end_token_id at
+ * the top level) and the text decoder's multimodal rope sections (text_config.rope_scaling or
+ * rope_parameters .mrope_section, pairs of the T, H, W axes, interleaved). */
+#define VDN_VISION_MAX_DEEPSTACK 8
+typedef struct {
+    int depth, heads, patch, temporal_patch, merge, in_channels;
+    int64_t hidden, intermediate, out_hidden, n_pos_embed; /* n_pos_embed: a square grid */
+    int n_deepstack, deepstack[VDN_VISION_MAX_DEEPSTACK];  /* block indexes, ascending */
+    int32_t image_token, vision_start_token, vision_end_token;
+    int mrope[3];
+} vdn_vision_config;
+
+/* 0, or 1 when config.json has no vision_config (a text-only encoder), or -1 with an error
+ * naming the file and field. text: the text config already loaded (the mrope sections must cover
+ * head_dim / 2 pairs, the output width its hidden size). */
+int vdn_vision_config_load(const char *dir, const vdn_text_config *text, vdn_vision_config *v,
+                           char *err, size_t errlen);
+
+/* "model.visual.blocks.3.attn.qkv.weight" for block 3, "attn.qkv.weight"; block -1: no block
+ * ("model.visual.merger.norm.weight" for "merger.norm.weight") */
+void vdn_vision_weight_name(char *out, size_t n, int block, const char *what);
+
 #endif

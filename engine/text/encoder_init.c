@@ -12,6 +12,7 @@
 #include "encoder_init.h"
 #include "safetensors.h"
 #include "vdn_util.h"
+#include "vision_preprocess.h"
 
 #ifndef VDN_QWEN3_TOKENIZER_JSON
 #define VDN_QWEN3_TOKENIZER_JSON                                                                   \
@@ -41,10 +42,95 @@ static double normal(uint64_t key, int64_t i) {
 
 typedef struct {
     char name[128];
-    int64_t shape[2];
+    int64_t shape[5];
     int ndim;
     double mean, std;
 } tdef;
+
+static int64_t numel(const tdef *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+/* The tiny vision tower: the release's layout (Qwen3-VL's patch embedding as a Conv3d weight, its
+ * 48 x 48 position table, blocks, merger and DeepStack mergers) at small widths. Heads of 72
+ * channels as the real one's (1152 / 16), so the tests take the same padded path. */
+static const vdn_vision_config tiny_vision = {.depth = 3,
+                                              .heads = 2,
+                                              .patch = 16,
+                                              .temporal_patch = 2,
+                                              .merge = 2,
+                                              .in_channels = 3,
+                                              .hidden = 144,
+                                              .intermediate = 288,
+                                              .n_pos_embed = 2304,
+                                              .n_deepstack = 2,
+                                              .deepstack = {0, 2},
+                                              .image_token = 151655,
+                                              .vision_start_token = 151652,
+                                              .vision_end_token = 151653,
+                                              .mrope = {12, 10, 10}};
+
+static void vdef(tdef *t, int block, const char *what, int ndim, const int64_t *shape, double mean,
+                 double std) {
+    vdn_vision_weight_name(t->name, sizeof t->name, block, what);
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        t->shape[i] = shape[i];
+    t->mean = mean, t->std = std;
+}
+
+/* a Linear [out, in] with its bias, a LayerNorm's weight and bias */
+static int vlinear(tdef *t, int block, const char *name, int64_t out, int64_t in) {
+    char w[96];
+    snprintf(w, sizeof w, "%s.weight", name);
+    vdef(t, block, w, 2, (int64_t[]){out, in}, 0, 1 / sqrt((double)in));
+    snprintf(w, sizeof w, "%s.bias", name);
+    vdef(t + 1, block, w, 1, (int64_t[]){out}, 0, 0.1);
+    return 2;
+}
+static int vnorm(tdef *t, int block, const char *name, int64_t width) {
+    char w[96];
+    snprintf(w, sizeof w, "%s.weight", name);
+    vdef(t, block, w, 1, (int64_t[]){width}, 1, 0.1);
+    snprintf(w, sizeof w, "%s.bias", name);
+    vdef(t + 1, block, w, 1, (int64_t[]){width}, 0, 0.1);
+    return 2;
+}
+
+static int define_vision(tdef *t, const vdn_vision_config *v) {
+    int n = 0;
+    const int64_t H = v->hidden, M = H * v->merge * v->merge;
+    int64_t pe[5] = {H, v->in_channels, v->temporal_patch, v->patch, v->patch};
+    vdef(&t[n++], -1, "patch_embed.proj.weight", 5, pe, 0,
+         1 / sqrt((double)(pe[1] * pe[2] * pe[3] * pe[4])));
+    vdef(&t[n++], -1, "patch_embed.proj.bias", 1, (int64_t[]){H}, 0, 0.1);
+    vdef(&t[n++], -1, "pos_embed.weight", 2, (int64_t[]){v->n_pos_embed, H}, 0, 0.5);
+    for (int b = 0; b < v->depth; b++) {
+        n += vnorm(&t[n], b, "norm1", H);
+        n += vlinear(&t[n], b, "attn.qkv", 3 * H, H);
+        n += vlinear(&t[n], b, "attn.proj", H, H);
+        n += vnorm(&t[n], b, "norm2", H);
+        n += vlinear(&t[n], b, "mlp.linear_fc1", v->intermediate, H);
+        n += vlinear(&t[n], b, "mlp.linear_fc2", H, v->intermediate);
+    }
+    n += vnorm(&t[n], -1, "merger.norm", H);
+    n += vlinear(&t[n], -1, "merger.linear_fc1", M, M);
+    n += vlinear(&t[n], -1, "merger.linear_fc2", v->out_hidden, M);
+    for (int j = 0; j < v->n_deepstack; j++) {
+        char name[64];
+        snprintf(name, sizeof name, "deepstack_merger_list.%d.norm", j);
+        n += vnorm(&t[n], -1, name, M);
+        snprintf(name, sizeof name, "deepstack_merger_list.%d.linear_fc1", j);
+        n += vlinear(&t[n], -1, name, M, M);
+        snprintf(name, sizeof name, "deepstack_merger_list.%d.linear_fc2", j);
+        n += vlinear(&t[n], -1, name, v->out_hidden, M);
+    }
+    return n;
+}
+#define VISION_TENSORS(v) (3 + 12 * (v)->depth + 6 + 6 * (v)->n_deepstack)
 
 static int define_tensors(tdef *t, const vdn_text_config *c) {
     int n = 0;
@@ -85,7 +171,7 @@ static int define_tensors(tdef *t, const vdn_text_config *c) {
 }
 
 static uint16_t *values(const tdef *t, uint64_t seed) {
-    int64_t n = t->shape[0] * (t->ndim == 2 ? t->shape[1] : 1);
+    int64_t n = numel(t);
     uint16_t *v = vdn_xmalloc((size_t)n * 2);
     uint64_t key = mix64(seed ^ 0x7465787421ull);
     for (const char *s = t->name; *s; s++)
@@ -95,10 +181,11 @@ static uint16_t *values(const tdef *t, uint64_t seed) {
     return v;
 }
 
-static int write_shards(const char *dir, const vdn_text_config *c, uint64_t seed, char *err,
-                        size_t errlen) {
-    tdef *defs = vdn_xcalloc((size_t)(c->layers * 11 + 2), sizeof *defs);
+static int write_shards(const char *dir, const vdn_text_config *c, const vdn_vision_config *v,
+                        uint64_t seed, char *err, size_t errlen) {
+    tdef *defs = vdn_xcalloc((size_t)(c->layers * 11 + 2 + VISION_TENSORS(v)), sizeof *defs);
     int n = define_tensors(defs, c);
+    n += define_vision(defs + n, v);
     vdn_st_tensor *ts = vdn_xcalloc((size_t)n, sizeof *ts);
     cJSON *index = cJSON_CreateObject(), *map = cJSON_CreateObject();
     uint64_t total = 0;
@@ -107,10 +194,10 @@ static int write_shards(const char *dir, const vdn_text_config *c, uint64_t seed
         ts[i] = (vdn_st_tensor){.name = defs[i].name,
                                 .dtype = VDN_DT_BF16,
                                 .ndim = defs[i].ndim,
-                                .shape = {defs[i].shape[0], defs[i].shape[1]},
                                 .data = values(&defs[i], seed)};
-        total +=
-            2 * (uint64_t)defs[i].shape[0] * (uint64_t)(defs[i].ndim == 2 ? defs[i].shape[1] : 1);
+        for (int k = 0; k < defs[i].ndim; k++)
+            ts[i].shape[k] = defs[i].shape[k];
+        total += 2 * (uint64_t)numel(&defs[i]);
         cJSON_AddStringToObject(map, defs[i].name, shard[i == 0 ? 0 : 1]); /* embeddings apart */
     }
     vdn_st_kv meta = {"format", "pt"};
@@ -135,7 +222,8 @@ static int write_shards(const char *dir, const vdn_text_config *c, uint64_t seed
 }
 
 /* config.json as the release writes it (Qwen3VLForConditionalGeneration), with tiny sizes */
-static int write_config(const char *dir, const vdn_text_config *c, char *err, size_t errlen) {
+static int write_config(const char *dir, const vdn_text_config *c, const vdn_vision_config *vc,
+                        char *err, size_t errlen) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddItemToObject(
         j, "architectures",
@@ -162,8 +250,8 @@ static int write_config(const char *dir, const vdn_text_config *c, char *err, si
     cJSON_AddNumberToObject(t, "rope_theta", c->rope_theta);
     cJSON *rs = cJSON_AddObjectToObject(t, "rope_scaling");
     cJSON_AddStringToObject(rs, "rope_type", "default");
-    int sec[3] = {12, 10, 10}; /* head_dim / 2 pairs, as [24, 20, 20] for head_dim 128 */
-    cJSON_AddItemToObject(rs, "mrope_section", cJSON_CreateIntArray(sec, 3));
+    /* head_dim / 2 pairs, as [24, 20, 20] for head_dim 128 */
+    cJSON_AddItemToObject(rs, "mrope_section", cJSON_CreateIntArray(vc->mrope, 3));
     cJSON_AddTrueToObject(rs, "mrope_interleaved");
     cJSON_AddNumberToObject(t, "max_position_embeddings", (double)c->max_positions);
     cJSON_AddNumberToObject(t, "initializer_range", 0.02);
@@ -171,14 +259,49 @@ static int write_config(const char *dir, const vdn_text_config *c, char *err, si
     cJSON_AddNumberToObject(t, "bos_token_id", 151643);
     cJSON_AddNumberToObject(t, "eos_token_id", 151645);
     cJSON_AddFalseToObject(t, "tie_word_embeddings");
-    cJSON *v = cJSON_AddObjectToObject(j, "vision_config"); /* never read by the text path */
+    cJSON *v = cJSON_AddObjectToObject(j, "vision_config"); /* read only for pictures */
     cJSON_AddStringToObject(v, "model_type", "qwen3_vl");
-    cJSON_AddNumberToObject(v, "depth", 1);
-    cJSON_AddNumberToObject(v, "hidden_size", 32);
-    cJSON_AddNumberToObject(v, "out_hidden_size", (double)c->hidden);
-    cJSON_AddItemToObject(v, "deepstack_visual_indexes", cJSON_CreateIntArray((int[]){0}, 1));
+    cJSON_AddNumberToObject(v, "depth", vc->depth);
+    cJSON_AddNumberToObject(v, "hidden_size", (double)vc->hidden);
+    cJSON_AddStringToObject(v, "hidden_act", "gelu_pytorch_tanh");
+    cJSON_AddNumberToObject(v, "intermediate_size", (double)vc->intermediate);
+    cJSON_AddNumberToObject(v, "num_heads", vc->heads);
+    cJSON_AddNumberToObject(v, "in_channels", vc->in_channels);
+    cJSON_AddNumberToObject(v, "patch_size", vc->patch);
+    cJSON_AddNumberToObject(v, "spatial_merge_size", vc->merge);
+    cJSON_AddNumberToObject(v, "temporal_patch_size", vc->temporal_patch);
+    cJSON_AddNumberToObject(v, "out_hidden_size", (double)vc->out_hidden);
+    cJSON_AddNumberToObject(v, "num_position_embeddings", (double)vc->n_pos_embed);
+    cJSON_AddItemToObject(v, "deepstack_visual_indexes",
+                          cJSON_CreateIntArray(vc->deepstack, vc->n_deepstack));
+    cJSON_AddNumberToObject(v, "initializer_range", 0.02);
     char *json = cJSON_Print(j), path[4352];
     snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = vdn_write_file_atomic(path, json, strlen(json), err, errlen);
+    cJSON_free(json);
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* processor/preprocessor_config.json: Qwen3-VL's image processor settings as the release's
+ * processor/ folder holds them (vision_preprocess.h reads them) */
+static int write_processor(const char *root, char *err, size_t errlen) {
+    char dir[4096], path[4352];
+    snprintf(dir, sizeof dir, "%s/processor", root);
+    if (vdn_mkdir_p(dir, err, errlen)) return -1;
+    const vdn_vision_proc p = vdn_vision_proc_default();
+    cJSON *j = cJSON_CreateObject(), *size = cJSON_AddObjectToObject(j, "size");
+    cJSON_AddNumberToObject(size, "longest_edge", (double)p.max_pixels);
+    cJSON_AddNumberToObject(size, "shortest_edge", (double)p.min_pixels);
+    cJSON_AddNumberToObject(j, "patch_size", p.patch);
+    cJSON_AddNumberToObject(j, "temporal_patch_size", p.temporal_patch);
+    cJSON_AddNumberToObject(j, "merge_size", p.merge);
+    cJSON_AddItemToObject(j, "image_mean", cJSON_CreateFloatArray(p.mean, 3));
+    cJSON_AddItemToObject(j, "image_std", cJSON_CreateFloatArray(p.std, 3));
+    cJSON_AddStringToObject(j, "processor_class", "Qwen3VLProcessor");
+    cJSON_AddStringToObject(j, "image_processor_type", "Qwen2VLImageProcessorFast");
+    char *json = cJSON_Print(j);
+    snprintf(path, sizeof path, "%s/preprocessor_config.json", dir);
     int rc = vdn_write_file_atomic(path, json, strlen(json), err, errlen);
     cJSON_free(json);
     cJSON_Delete(j);
@@ -211,8 +334,10 @@ int vdn_text_encoder_init(const char *root, uint64_t seed, int64_t hidden,
                                   .max_positions = 512};
     char dir[4096], path[4352];
     snprintf(dir, sizeof dir, "%s/text_encoder", root);
-    if (vdn_mkdir_p(dir, err, errlen) || write_config(dir, &tiny, err, errlen) ||
-        write_shards(dir, &tiny, seed, err, errlen))
+    vdn_vision_config vision = tiny_vision;
+    vision.out_hidden = hidden;
+    if (vdn_mkdir_p(dir, err, errlen) || write_config(dir, &tiny, &vision, err, errlen) ||
+        write_shards(dir, &tiny, &vision, seed, err, errlen) || write_processor(root, err, errlen))
         return -1;
     snprintf(dir, sizeof dir, "%s/tokenizer", root);
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);

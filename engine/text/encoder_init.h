@@ -1,7 +1,9 @@
 /* `vdn ckpt init --text-encoder`: a tiny random Qwen3-VL text encoder in the release's layout
  * (text_encoder/config.json, model.safetensors.index.json and two bf16 shards under the released
- * names) and the tokenizer/ folder with a real Qwen3 tokenizer.json, so text prompts run end to
- * end on a test checkpoint. Values are a deterministic hash of (seed, tensor name, index). */
+ * names, the language model's and the vision tower's model.visual.*), the processor/ folder
+ * (preprocessor_config.json, the release's image processor settings) and the tokenizer/ folder
+ * with a real Qwen3 tokenizer.json, so text prompts and pictures run end to end on a test
+ * checkpoint. Values are a deterministic hash of (seed, tensor name, index). */
 #ifndef VDN_ENCODER_INIT_H
 #define VDN_ENCODER_INIT_H
 

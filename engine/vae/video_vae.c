@@ -512,7 +512,7 @@ static int decode_tiles(vdn_video_vae *v, const float *zt, int B, int Tl, int th
     }
 
     const int hd = c->dec_head_dim, P = v->axis_pairs;
-    const vdn_rope rope = {&pos, v->inv, v->n_rot, {P, P, P}};
+    const vdn_rope rope = {&pos, v->inv, v->n_rot, {P, P, P}, 0};
     const double eps = c->dec_norm_eps, scale = 1.0 / sqrt((double)hd);
     vdn_tensor qv = vdn_view_cols(b.qkv, 0, dim), kv = vdn_view_cols(b.qkv, dim, dim),
                vv = vdn_view_cols(b.qkv, 2 * dim, dim);

@@ -870,8 +870,8 @@ static void case_layernorm(int64_t rows, int64_t cols, vdn_dtype dt, int affine)
 }
 
 /* q and k as column views of one fused [rows, ...] projection (the DiT's layout) */
-static void case_qk_norm_rope(int64_t rows, int hq, int hk, int hd, int n_rot, int s0, int s1,
-                              int norm, vdn_dtype dt, int with_k) {
+static void case_qk_norm_rope_il(int64_t rows, int hq, int hk, int hd, int n_rot, int s0, int s1,
+                                 int norm, vdn_dtype dt, int with_k, int interleaved) {
     char what[160];
     const int64_t wq_ = (int64_t)hq * hd, wk_ = (int64_t)hk * hd;
     pair qkv = in(dt, rows, wq_ + wk_ + 24, 0, 1.0, 0);
@@ -900,20 +900,25 @@ static void case_qk_norm_rope(int64_t rows, int hq, int hk, int hd, int n_rot, i
     for (int s = 0; s < 2; s++) {
         q[s] = vdn_view_cols(&qkv.v[s], 0, wq_);
         k[s] = vdn_view_cols(&qkv.v[s], wq_, wk_);
-        rope[s] = (vdn_rope){&pos.v[s], &iv.v[s], n_rot, {s0, s1, half - s0 - s1}};
+        rope[s] = (vdn_rope){&pos.v[s], &iv.v[s], n_rot, {s0, s1, half - s0 - s1}, interleaved};
     }
     RUN(vdn_op_qk_norm_rope(P(qo), with_k ? P(ko) : NULL, &q[side], with_k ? &k[side] : NULL,
                             norm ? P(wq) : NULL, norm && with_k ? P(wk) : NULL, hd, 1e-6,
                             n_rot ? &rope[side] : NULL));
-    snprintf(what, sizeof what, "qk_norm_rope %s [%lld] q %dx%d k %dx%d rot %d (%d,%d)%s q",
+    snprintf(what, sizeof what, "qk_norm_rope %s [%lld] q %dx%d k %dx%d rot %d (%d,%d)%s%s q",
              dtn(dt), (long long)rows, hq, hd, with_k ? hk : 0, hd, n_rot, s0, s1,
-             norm ? " norm" : "");
+             norm ? " norm" : "", interleaved ? " interleaved" : "");
     cmp(what, &qo, tol_of(dt, 1e-5));
     if (with_k) {
         what[strlen(what) - 1] = 'k';
         cmp(what, &ko, tol_of(dt, 1e-5));
     }
     release();
+}
+
+static void case_qk_norm_rope(int64_t rows, int hq, int hk, int hd, int n_rot, int s0, int s1,
+                              int norm, vdn_dtype dt, int with_k) {
+    case_qk_norm_rope_il(rows, hq, hk, hd, n_rot, s0, s1, norm, dt, with_k, 0);
 }
 
 /* ---- attention ---- */
@@ -1524,7 +1529,7 @@ int main(void) {
     case_matmul_bt(1, 9, 5, 7, F32, F32, 1);
     case_matmul_bt(4, 8, 16, 24, F32, BF, 0);
 
-    for (int a = VDN_ACT_SILU; a <= VDN_ACT_SIGMOID; a++) {
+    for (int a = VDN_ACT_SILU; a <= VDN_ACT_GELU; a++) {
         case_act(33, 77, F32, (vdn_act)a);
         case_act(16, 256, BF, (vdn_act)a);
     }
@@ -1562,6 +1567,11 @@ int main(void) {
     case_qk_norm_rope(37, 8, 2, 64, 32, 6, 5, 1, BF, 1);
     case_qk_norm_rope(21, 4, 4, 128, 96, 16, 16, 1, F32, 1);
     case_qk_norm_rope(13, 2, 2, 64, 64, 32, 0, 0, F32, 0);
+    /* Qwen3-VL: the text decoder's interleaved multimodal rope (sections 24/20/20 of 128, tiny
+     * 12/10/10 of 64) and the vision tower's 2-D rope (72 channels of heads padded to 128) */
+    case_qk_norm_rope_il(19, 8, 2, 128, 128, 24, 20, 1, BF, 1, 1);
+    case_qk_norm_rope_il(23, 4, 2, 64, 64, 12, 10, 1, F32, 1, 1);
+    case_qk_norm_rope(41, 2, 2, 128, 72, 18, 18, 0, BF, 1);
     case_qk_norm_rope(19, 6, 2, 128, 128, 20, 22, 1, BF, 1);
     /* the video decoder's (32 heads of 64, 8 + 8 + 8 pairs); the generic kernel's other lane
      * widths (hd <= 32, 96, 256) and head counts that leave a warp's last group of heads short */

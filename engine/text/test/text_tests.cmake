@@ -56,3 +56,23 @@ if(VDN_FARM) # `vdn worker` too
                    ${VDN_QWEN3_TOKENIZER} ${CMAKE_CURRENT_BINARY_DIR}/precision_cli)
   set_tests_properties(text_precision_cli PROPERTIES TIMEOUT 120)
 endif()
+# Pictures in (the Qwen3-VL vision path): the processor, the presentation, the vision tower and
+# the decoder with DeepStack and multimodal positions, against an independent float64 numpy
+# model of the whole path (vision_numpy_ref.py drives `test_vision dump`) on the tiny checkpoint
+# with its vision tower, and test_vision's refusals
+add_executable(test_vision ${CMAKE_CURRENT_LIST_DIR}/test_vision.c)
+target_link_libraries(test_vision PRIVATE vdn_text vdn_backends)
+add_test(NAME text_vision_numpy
+         COMMAND ${VDN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/vision_numpy_ref.py $<TARGET_FILE:vdn>
+                 $<TARGET_FILE:test_vision> ${VDN_QWEN3_TOKENIZER} ${CMAKE_CURRENT_BINARY_DIR}/vision_np)
+# Against the public transformers model (expected_vision.safetensors, made on the GPU machine by
+# ops/reference/qwen3vl_vision_reference.py): CPU fp32 within 1e-4, CUDA bf16 (label gpu)
+if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/expected_vision.safetensors)
+  add_test(NAME text_vision_vs_transformers
+           COMMAND sh -c "rm -rf tv_ckpt && $<TARGET_FILE:vdn> ckpt init --preset tiny --text-encoder --tokenizer-json '${VDN_QWEN3_TOKENIZER}' --out tv_ckpt >/dev/null && $<TARGET_FILE:test_vision> expected tv_ckpt '${CMAKE_CURRENT_LIST_DIR}/expected_vision.safetensors' cpu 1e-4"
+           WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+  add_test(NAME text_vision_cuda
+           COMMAND sh -c "rm -rf tv_ckpt_cuda && $<TARGET_FILE:vdn> ckpt init --preset tiny --text-encoder --tokenizer-json '${VDN_QWEN3_TOKENIZER}' --out tv_ckpt_cuda >/dev/null && $<TARGET_FILE:test_vision> expected tv_ckpt_cuda '${CMAKE_CURRENT_LIST_DIR}/expected_vision.safetensors' cuda 3e-2"
+           WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+  set_tests_properties(text_vision_cuda PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+endif()
