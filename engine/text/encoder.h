@@ -95,9 +95,8 @@ int vdn_text_presentation(vdn_text_encoder *e, const vdn_tokenizer *tok, const c
 int vdn_text_encoder_run_pictures(vdn_text_encoder *e, const int32_t *ids, int n,
                                   const float *pixel_rows, const int64_t (*grids)[3], int n_pics,
                                   float *out, char *err, size_t errlen);
-/* The whole keyframe step: the processor on each picture, the presentation, the run. *rows
- * [*n, hidden] and *tags [*n] are malloc'd. A picture whose size the processor would change is
- * refused (vision_preprocess.h); MiniMax-H3's canvases never are. */
+/* The whole keyframe step: the processor on each picture (vision_preprocess.h), the
+ * presentation, the run. *rows [*n, hidden] and *tags [*n] are malloc'd. */
 int vdn_text_encode_pictures(vdn_text_encoder *e, const vdn_tokenizer *tok, const char *prompt,
                              size_t len, const vdn_picture *pics, int n_pics, float **rows,
                              uint8_t **tags, int *n, char *err, size_t errlen);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "resample.h"
 #include "vdn_util.h"
 #include "vision_preprocess.h"
 
@@ -124,13 +125,17 @@ int vdn_vision_preprocess(const vdn_vision_proc *p, const uint8_t *rgb, int widt
     int rh, rw;
     *rows = NULL;
     if (vdn_vision_smart_resize(p, height, width, &rh, &rw, err, errlen)) return -1;
-    if (rh != height || rw != width)
-        return vdn_fail(err, errlen,
-                        "picture %dx%d: the processor resizes it to %dx%d (multiples of %d within "
-                        "%lld..%lld pixels), which is not supported yet: give pictures of that "
-                        "size",
-                        width, height, rw, rh, p->patch * p->merge, (long long)p->min_pixels,
-                        (long long)p->max_pixels);
+    /* the PIL backend's resize: Pillow's BICUBIC, which resample.h computes byte for byte */
+    uint8_t *resized = NULL;
+    if (rh != height || rw != width) {
+        resized = vdn_xmalloc((size_t)rh * (size_t)rw * 3);
+        if (vdn_resample_u8(rgb, width, height, stride, 3, rw, rh, VDN_RESAMPLE_BICUBIC, NULL,
+                            resized, err, errlen)) {
+            free(resized);
+            return -1;
+        }
+        rgb = resized, width = rw, height = rh, stride = (size_t)rw * 3;
+    }
     const int P = p->patch, T = p->temporal_patch, M = p->merge;
     const int64_t gh = height / P, gw = width / P, cols = 3 * (int64_t)T * P * P;
     grid[0] = 1, grid[1] = gh, grid[2] = gw;
@@ -156,6 +161,7 @@ int vdn_vision_preprocess(const vdn_vision_proc *p, const uint8_t *rgb, int widt
                                     *o++ = ((float)v - mu[c]) / sd[c];
                                 }
                 }
+    free(resized);
     *rows = out;
     return 0;
 }

@@ -9,9 +9,11 @@
  *   the block, column in the block), each row [channel][frame][y][x] as the patch embedding's
  *   Conv3d weight is laid out.
  *
- * MiniMax-H3 puts keyframes on a canvas of multiples of 32 with a 768-pixel short edge before
- * they reach the processor, so its smart resize keeps their size; a picture whose size it
- * changes is refused here (a resampling filter matching the processor's is not written yet). */
+ * A picture smart resize changes is resized with Pillow's BICUBIC (engine/core/resample.h, byte
+ * for byte), as transformers' PIL backend does; its torchvision backend (the default where
+ * torchvision is installed) resizes in float32 with antialiasing, a level off here and there.
+ * MiniMax-H3 never resizes here: it puts keyframes on a canvas of multiples of 32 with a
+ * 768-pixel short edge before they reach the processor, so smart resize keeps their size. */
 #ifndef VDN_VISION_PREPROCESS_H
 #define VDN_VISION_PREPROCESS_H
 
@@ -37,7 +39,7 @@ int vdn_vision_smart_resize(const vdn_vision_proc *p, int height, int width, int
 
 /* rgb: height rows of `stride` bytes, each width x (R, G, B) 8-bit. *rows: malloc'd float32
  * [grid[0] grid[1] grid[2], 3 temporal_patch patch^2]; grid: (t, h, w) in patches, as
- * image_grid_thw. 0, or -1 with an error (a size smart resize changes, a bad size). */
+ * image_grid_thw. 0, or -1 with an error (a size smart resize refuses). */
 int vdn_vision_preprocess(const vdn_vision_proc *p, const uint8_t *rgb, int width, int height,
                           size_t stride, float **rows, int64_t grid[3], char *err, size_t errlen);
 

@@ -67,9 +67,24 @@ def load_weights(te):
     return w
 
 
-# ---- the processor (transformers' Qwen2VLImageProcessor on a picture it keeps the size of) ----
+# ---- the processor (transformers' Qwen2VLImageProcessor, PIL backend) ----
+
+def smart_resize(h, w, factor=32, lo=65536, hi=16777216):
+    hb, wb = round(h / factor) * factor, round(w / factor) * factor
+    if hb * wb > hi:
+        beta = math.sqrt(h * w / hi)
+        hb, wb = max(factor, math.floor(h / beta / factor) * factor), max(factor, math.floor(w / beta / factor) * factor)
+    elif hb * wb < lo:
+        beta = math.sqrt(lo / (h * w))
+        hb, wb = math.ceil(h * beta / factor) * factor, math.ceil(w * beta / factor) * factor
+    return hb, wb
+
 
 def processor(img, patch=16, tp=2, merge=2):
+    h, w = smart_resize(*img.shape[:2])
+    if (h, w) != img.shape[:2]:
+        from PIL import Image
+        img = np.asarray(Image.fromarray(img).resize((w, h), Image.Resampling.BICUBIC))
     x = (img.astype(np.float64) / 255.0 - 0.5) / 0.5           # [H, W, 3]
     x = x.transpose(2, 0, 1)[None].repeat(tp, axis=0)          # [tp, 3, H, W]
     gh, gw = x.shape[2] // patch, x.shape[3] // patch
@@ -90,8 +105,14 @@ def gelu_tanh(x):
     return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
+try:
+    from scipy.special import erf
+except ImportError:  # numpy alone: the standard library's, one value at a time
+    erf = np.vectorize(math.erf)
+
+
 def gelu(x):
-    return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    return 0.5 * x * (1 + erf(x / math.sqrt(2)))
 
 
 def rotate_half(x):
@@ -234,10 +255,12 @@ def main():
     yy, xx = np.mgrid[0:256, 0:320]
     smooth = (127 + 100 * np.sin(yy / 17.0)[..., None] * np.cos(xx[..., None] / 23.0 + np.arange(3)))
     images = [rng.integers(0, 256, (256, 256, 3), dtype=np.uint8),
-              np.clip(smooth + rng.normal(0, 20, smooth.shape), 0, 255).astype(np.uint8)]
+              np.clip(smooth + rng.normal(0, 20, smooth.shape), 0, 255).astype(np.uint8),
+              np.clip(smooth[:250, :333 - 13] + rng.normal(0, 20, (250, 320, 3)), 0, 255).astype(np.uint8)]
     prompt = "A cat walks slowly across a wet rooftop at night, neon lights reflecting."
+    # picture 2 (320x250) is resized by the processor to 320x256
     cases = [{"prompt": prompt, "pictures": [0]}, {"prompt": prompt, "pictures": [0, 1]},
-             {"prompt": prompt, "pictures": []}]
+             {"prompt": prompt, "pictures": [2]}, {"prompt": prompt, "pictures": []}]
     inp, out = os.path.join(work, "in.safetensors"), os.path.join(work, "out.safetensors")
     write_st(inp, {f"image_{i}": im for i, im in enumerate(images)}, {"cases": json.dumps(cases)})
     subprocess.run([test_vision, "dump", ckpt, inp, out, "cpu"], check=True)
