@@ -44,6 +44,7 @@ declare -A CORPUS=(
     [fuzz_eval_suite]=eval/test/corpus_suite
     [fuzz_eval_configs]=eval/test/corpus_configs
     [fuzz_tokenizer]=engine/text/test/corpus_tokenizer
+    [fuzz_vision_config]=engine/text/test/corpus_vision_config
     [fuzz_vae_config]=engine/vae/test/corpus_vae_config
     [fuzz_image]=media/test/corpus_image
     [fuzz_bench_peer]=engine/bench/test/corpus_bench_peer

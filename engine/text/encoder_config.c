@@ -215,8 +215,15 @@ int vdn_vision_config_load(const char *dir, const vdn_text_config *text, vdn_vis
     size_t len;
     char *json = vdn_read_file(file, &len, err, errlen);
     if (!json) return -1;
-    cJSON *root = cJSON_ParseWithLength(json, len);
+    int rc = vdn_vision_config_parse(json, len, file, text, v, err, errlen);
     free(json);
+    return rc;
+}
+
+int vdn_vision_config_parse(const char *json, size_t len, const char *file,
+                            const vdn_text_config *text, vdn_vision_config *v, char *err,
+                            size_t errlen) {
+    cJSON *root = cJSON_ParseWithLength(json, len);
     const cJSON *vc = cJSON_GetObjectItemCaseSensitive(root, "vision_config");
     memset(v, 0, sizeof *v);
     int rc = !root                 ? vdn_fail(err, errlen, "%s: not valid JSON", file)

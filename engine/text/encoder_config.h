@@ -46,6 +46,10 @@ typedef struct {
  * head_dim / 2 pairs, the output width its hidden size). */
 int vdn_vision_config_load(const char *dir, const vdn_text_config *text, vdn_vision_config *v,
                            char *err, size_t errlen);
+/* The same from len bytes of config.json; file names them in errors. */
+int vdn_vision_config_parse(const char *json, size_t len, const char *file,
+                            const vdn_text_config *text, vdn_vision_config *v, char *err,
+                            size_t errlen);
 
 /* "model.visual.blocks.3.attn.qkv.weight" for block 3, "attn.qkv.weight"; block -1: no block
  * ("model.visual.merger.norm.weight" for "merger.norm.weight") */

@@ -52,14 +52,14 @@ static int pixel_bounds(const cJSON *root, vdn_vision_proc *p, const char *file,
     const cJSON *size = cJSON_GetObjectItemCaseSensitive(root, "size");
     double lo = -1, hi = -1;
     if (cJSON_IsObject(size) &&
-        (num_field(size, "shortest_edge", 1, 1e12, 1, &lo, file, err, errlen) ||
-         num_field(size, "longest_edge", 1, 1e12, 1, &hi, file, err, errlen)))
+        (num_field(size, "shortest_edge", 1, 1 << 26, 1, &lo, file, err, errlen) ||
+         num_field(size, "longest_edge", 1, 1 << 26, 1, &hi, file, err, errlen)))
         return -1;
     if (cJSON_GetObjectItemCaseSensitive(root, "min_pixels") &&
-        num_field(root, "min_pixels", 1, 1e12, 1, &lo, file, err, errlen))
+        num_field(root, "min_pixels", 1, 1 << 26, 1, &lo, file, err, errlen))
         return -1;
     if (cJSON_GetObjectItemCaseSensitive(root, "max_pixels") &&
-        num_field(root, "max_pixels", 1, 1e12, 1, &hi, file, err, errlen))
+        num_field(root, "max_pixels", 1, 1 << 26, 1, &hi, file, err, errlen))
         return -1;
     if (lo < 0 || hi < lo)
         return vdn_fail(err, errlen,
@@ -73,15 +73,21 @@ int vdn_vision_proc_load(const char *path, vdn_vision_proc *p, char *err, size_t
     size_t len;
     char *json = vdn_read_file(path, &len, err, errlen);
     if (!json) return -1;
-    cJSON *root = cJSON_ParseWithLength(json, len);
+    int rc = vdn_vision_proc_parse(json, len, path, p, err, errlen);
     free(json);
+    return rc;
+}
+
+int vdn_vision_proc_parse(const char *json, size_t len, const char *path, vdn_vision_proc *p,
+                          char *err, size_t errlen) {
+    cJSON *root = cJSON_ParseWithLength(json, len);
     *p = vdn_vision_proc_default();
     double patch, tp, merge;
     int rc = !cJSON_IsObject(root) ? vdn_fail(err, errlen, "%s: expected a JSON object", path)
              : pixel_bounds(root, p, path, err, errlen) ||
-                     num_field(root, "patch_size", 1, 1024, 1, &patch, path, err, errlen) ||
+                     num_field(root, "patch_size", 1, 64, 1, &patch, path, err, errlen) ||
                      num_field(root, "temporal_patch_size", 1, 16, 1, &tp, path, err, errlen) ||
-                     num_field(root, "merge_size", 1, 16, 1, &merge, path, err, errlen) ||
+                     num_field(root, "merge_size", 1, 8, 1, &merge, path, err, errlen) ||
                      triple(root, "image_mean", p->mean, 0, path, err, errlen) ||
                      triple(root, "image_std", p->std, 1, path, err, errlen)
                  ? -1

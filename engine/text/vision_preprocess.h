@@ -32,6 +32,9 @@ typedef struct {
 vdn_vision_proc vdn_vision_proc_default(void);
 /* path: a preprocessor_config.json. Errors name the file and field. */
 int vdn_vision_proc_load(const char *path, vdn_vision_proc *p, char *err, size_t errlen);
+/* The same from len bytes of JSON; path names them in errors. */
+int vdn_vision_proc_parse(const char *json, size_t len, const char *path, vdn_vision_proc *p,
+                          char *err, size_t errlen);
 
 /* transformers' smart_resize: the size the processor resizes a height x width picture to. */
 int vdn_vision_smart_resize(const vdn_vision_proc *p, int height, int width, int *out_h, int *out_w,

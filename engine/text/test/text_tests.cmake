@@ -65,6 +65,20 @@ target_link_libraries(test_vision PRIVATE vdn_text vdn_backends)
 add_test(NAME text_vision_numpy
          COMMAND ${VDN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/vision_numpy_ref.py $<TARGET_FILE:vdn>
                  $<TARGET_FILE:test_vision> ${VDN_QWEN3_TOKENIZER} ${CMAKE_CURRENT_BINARY_DIR}/vision_np)
+# the vision path's config parsers (processor/preprocessor_config.json, config.json's
+# vision_config) under malformed input: the fuzz target's corpus replayed in normal CI; libFuzzer
+# target with VDN_FUZZ=ON
+add_executable(replay_vision_config ${CMAKE_CURRENT_LIST_DIR}/fuzz_vision_config.c
+                                    ${CMAKE_SOURCE_DIR}/ops/test/fuzz_replay_main.c)
+target_link_libraries(replay_vision_config PRIVATE vdn_text)
+add_test(NAME text_vision_config_fuzz_replay
+         COMMAND replay_vision_config ${CMAKE_CURRENT_LIST_DIR}/corpus_vision_config)
+if(VDN_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+  add_executable(fuzz_vision_config ${CMAKE_CURRENT_LIST_DIR}/fuzz_vision_config.c)
+  target_compile_options(fuzz_vision_config PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_options(fuzz_vision_config PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(fuzz_vision_config PRIVATE vdn_text)
+endif()
 # Against the public transformers model (expected_vision.safetensors, made on the GPU machine by
 # ops/reference/qwen3vl_vision_reference.py): CPU fp32 within 1e-4, CUDA bf16 (label gpu)
 if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/expected_vision.safetensors)
