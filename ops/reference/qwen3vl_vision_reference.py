@@ -21,9 +21,9 @@ OUT holds, as test_vision.c reads it:
   hidden_K (F32 [L, hidden]) = hidden_states[layer] of Qwen3VLModel in float32 with the case's
       pixel_values, hidden_bf16_K the same in bfloat16 (widened), hidden1_K = hidden_states[1];
   resize_in / resize_out (I64 [m, 2]): smart_resize's (h, w) for a table of sizes (-1: refused);
-  resized_image_0 / resized_pixel_values_0 / resized_grid_0: a picture the processor resizes
-      (its filter: metadata image_processor), and resized_pil_pixel_values_0 from the PIL backend
-      when this transformers has one, for the resampler to come.
+  resized_image_0 / resized_pixel_values_0 / resized_grid_0: a picture the processor resizes,
+      and resized_alt_pixel_values_0 from the other backend where this transformers has one
+      (torchvision / PIL; metadata image_processor names them, the default first).
 Metadata: cases (JSON: prompt, pictures), layer, versions, image_processor, ckpt_sha256.
 """
 import hashlib
@@ -70,9 +70,11 @@ def presentation(tok, prompt, grids, merge):
 def load_model(te, dtype):
     m = transformers.models.qwen3_vl.modeling_qwen3_vl
     cfg = transformers.AutoConfig.from_pretrained(te)
-    cfg._attn_implementation = "eager"
-    for sub in (cfg.text_config, cfg.vision_config):
-        sub._attn_implementation = "eager"
+    for c in (cfg, cfg.text_config, cfg.vision_config):
+        try:
+            c._attn_implementation = "eager"
+        except Exception as e:  # noqa: BLE001 - sdpa is as exact here; say so and go on
+            print("attention implementation left as is:", repr(e)[:200])
     model = m.Qwen3VLModel(cfg).eval()
     index = json.load(open(os.path.join(te, "model.safetensors.index.json")))
     sd = {}
@@ -111,7 +113,11 @@ def main():
     te = os.path.join(ckpt, "text_encoder")
     proc_dir = os.path.join(ckpt, "processor")
     proc_cfg = json.load(open(os.path.join(proc_dir, "preprocessor_config.json")))
-    image_processor = transformers.AutoImageProcessor.from_pretrained(proc_dir)
+    try:  # what Qwen3VLProcessor.from_pretrained(processor/) loads
+        image_processor = transformers.AutoImageProcessor.from_pretrained(proc_dir)
+    except Exception as e:  # noqa: BLE001 - e.g. the fast class without torchvision
+        print("AutoImageProcessor failed:", repr(e)[:300], "- trying use_fast=False")
+        image_processor = transformers.AutoImageProcessor.from_pretrained(proc_dir, use_fast=False)
     print("image processor:", type(image_processor).__name__)
     tok = transformers.PreTrainedTokenizerFast(
         tokenizer_file=os.path.join(ckpt, "tokenizer", "tokenizer.json"))
@@ -132,15 +138,20 @@ def main():
     tensors["resized_image_0"] = torch.from_numpy(odd)
     tensors["resized_pixel_values_0"] = v["pixel_values"].float().contiguous()
     tensors["resized_grid_0"] = v["image_grid_thw"][0].long().contiguous()
-    try:
-        pil = transformers.AutoImageProcessor.from_pretrained(proc_dir, backend="pil")
-        if type(pil) is not type(image_processor):
-            vp = pil(images=[Image.fromarray(odd)], return_tensors="pt")
-            tensors["resized_pil_pixel_values_0"] = vp["pixel_values"].float().contiguous()
-            print("PIL backend:", type(pil).__name__, "max |torchvision - PIL|",
-                  (vp["pixel_values"] - v["pixel_values"]).abs().max().item())
-    except Exception as e:  # noqa: BLE001 - only a note for the resampler to come
-        print("no PIL backend:", repr(e)[:200])
+    backends = [f"{type(image_processor).__module__}.{type(image_processor).__name__}"]
+    for how in ({"backend": "pil"}, {"use_fast": False}):
+        try:
+            other = transformers.AutoImageProcessor.from_pretrained(proc_dir, **how)
+        except Exception as e:  # noqa: BLE001 - this transformers has no such option
+            print("no processor with", how, repr(e)[:200])
+            continue
+        if type(other) is type(image_processor):
+            continue
+        vo = other(images=[Image.fromarray(odd)], return_tensors="pt")
+        tensors["resized_alt_pixel_values_0"] = vo["pixel_values"].float().contiguous()
+        backends.append(f"{type(other).__module__}.{type(other).__name__}")
+        print(backends[-1], "max |default - it|", (vo["pixel_values"] - v["pixel_values"]).abs().max().item())
+        break
     tensors["resize_in"], tensors["resize_out"] = smart_resize_table(proc_cfg)
 
     layer = None
@@ -182,7 +193,7 @@ def main():
         if f.endswith(".safetensors"):
             sha[f] = hashlib.sha256(open(os.path.join(te, f), "rb").read()).hexdigest()
     meta = {"cases": json.dumps(CASES), "layer": str(layer), "transformers": transformers.__version__,
-            "torch": torch.__version__, "image_processor": type(image_processor).__name__,
+            "torch": torch.__version__, "image_processor": json.dumps(backends),
             "ckpt_sha256": json.dumps(sha)}
     save_file(tensors, out, metadata=meta)
     print("->", out, meta)

@@ -65,6 +65,13 @@ target_link_libraries(test_vision PRIVATE vdn_text vdn_backends)
 add_test(NAME text_vision_numpy
          COMMAND ${VDN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/vision_numpy_ref.py $<TARGET_FILE:vdn>
                  $<TARGET_FILE:test_vision> ${VDN_QWEN3_TOKENIZER} ${CMAKE_CURRENT_BINARY_DIR}/vision_np)
+# The same on CUDA (bf16 weights and activations, as the released model runs) against the float64
+# model (label gpu; exit 77 without a GPU)
+add_test(NAME text_vision_numpy_cuda
+         COMMAND ${VDN_PYTHON} ${CMAKE_CURRENT_LIST_DIR}/vision_numpy_ref.py $<TARGET_FILE:vdn>
+                 $<TARGET_FILE:test_vision> ${VDN_QWEN3_TOKENIZER} ${CMAKE_CURRENT_BINARY_DIR}/vision_np_cuda
+                 cuda 3e-2)
+set_tests_properties(text_vision_numpy_cuda PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
 # the vision path's config parsers (processor/preprocessor_config.json, config.json's
 # vision_config) under malformed input: the fuzz target's corpus replayed in normal CI; libFuzzer
 # target with VDN_FUZZ=ON
