@@ -1,6 +1,7 @@
-/* The decoders' convolutions as ops of the op layer: a model family with its own table (struct
+/* The VAEs' convolutions as ops of the op layer: a model family with its own table (struct
  * vdn_conv_backend, pointed to by vdn_dev_backend.conv). The audio VAE's BigVGAN decoder is
- * written with these (vae/audio_decoder.c); the CPU implementation is engine/op_cpu_conv.c (the
+ * written with the 1-D ones (vae/audio_vae.c), the video VAE's encoder with conv2d and
+ * group_norm (vae/video_encoder.c); the CPU implementation is engine/op_cpu_conv.c (the
  * oracle: float64 sums, one rounding at the output); the front end engine/op_conv.c checks every
  * call, so every backend refuses the same calls with the same words.
  *
@@ -49,6 +50,26 @@ int vdn_op_snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha,
                     const vdn_tensor *beta, const vdn_tensor *up_filter,
                     const vdn_tensor *down_filter, int ratio);
 
+/* ---- the video VAE encoder's ops (a keyframe: one frame, so the causal 3-D CNN is 2-D) ----
+ * Images channels-major as above: x [B*C, H*W], rows b*C .. b*C + C - 1 holding image b's
+ * channels, each channel's H*W pixels row-major (torch's [B, C, H, W] flattened). */
+
+/* torch.nn.functional.conv2d (cross-correlation) of the image padded by pad = {top, bottom,
+ * left, right}: reflect != 0 mirrors about the edge without repeating it (F.pad mode "reflect";
+ * every pad smaller than its side), else zeros. w [Cout, Cin*K*K] (torch's [Cout, Cin, K, K]),
+ * b [Cout] or NULL, x [B*Cin, H*W], y [B*Cout, Ho*Wo] with Ho = (H + top + bottom - K) / stride
+ * + 1 and Wo likewise. accumulate as conv1d's (y = y + v, v rounded to float32 first, then one
+ * float32 add: the resnet's residual add). y must not overlap x. */
+int vdn_op_conv2d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
+                  int H, int W, int K, int stride, const int pad[4], int reflect, int accumulate);
+
+/* torch.nn.GroupNorm (affine) per image, then act (VDN_ACT_NONE or VDN_ACT_SILU):
+ * y[c, n] = act(float32((x[c, n] - mean_g) / sqrt(var_g + eps) * w[c] + b[c])), mean_g and the
+ * biased var_g over the C/groups channels of group g and all their columns. x, y [B*C, L];
+ * w, b [C]; groups divides C. y may be x (in place). */
+int vdn_op_group_norm(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
+                      int groups, double eps, vdn_act act);
+
 /* ---- the table a backend implements (calls already checked) ---- */
 struct vdn_conv_backend {
     int (*conv1d)(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
@@ -58,6 +79,10 @@ struct vdn_conv_backend {
     int (*snake_aa)(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha,
                     const vdn_tensor *beta, const vdn_tensor *up_filter,
                     const vdn_tensor *down_filter, int ratio);
+    int (*conv2d)(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
+                  int H, int W, int K, int stride, const int pad[4], int reflect, int accumulate);
+    int (*group_norm)(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
+                      int groups, double eps, vdn_act act);
 };
 
 #ifdef __cplusplus

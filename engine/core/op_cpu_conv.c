@@ -169,8 +169,136 @@ static int cpu_snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *al
     return 0;
 }
 
+typedef struct {
+    vdn_tensor *y;
+    const vdn_tensor *w, *b;
+    const double *x;
+    int64_t cin, cout;
+    int H, W, Ho, Wo, K, stride, top, left, reflect, accumulate;
+} conv2d_job;
+
+/* source row/column s of a side of n for a padded position, or -1 for a zero pad */
+static int64_t src_index(int64_t s, int64_t n, int reflect) {
+    if (s >= 0 && s < n) return s;
+    if (!reflect) return -1;
+    return s < 0 ? -s : 2 * (n - 1) - s; /* the front end keeps pads below n: one reflection */
+}
+
+/* output row (image b, channel o): the sum over (i, kh, kw) in that order at every pixel */
+static void conv2d_channel(void *ctx, int row) {
+    const conv2d_job *j = ctx;
+    const int64_t o = row % j->cout, b = row / j->cout, npix = (int64_t)j->Ho * j->Wo;
+    double *acc = vdn_xmalloc(sizeof(double) * (size_t)npix);
+    int64_t *cols = vdn_xmalloc(sizeof(int64_t) * (size_t)j->Wo);
+    for (int64_t n = 0; n < npix; n++)
+        acc[n] = j->b ? cpu_at(j->b, 0, o) : 0.0;
+    for (int64_t i = 0; i < j->cin; i++) {
+        const double *xi = j->x + (b * j->cin + i) * (int64_t)j->H * j->W;
+        for (int kh = 0; kh < j->K; kh++)
+            for (int kw = 0; kw < j->K; kw++) {
+                const double wv = cpu_at(j->w, o, (i * j->K + kh) * j->K + kw);
+                for (int ow = 0; ow < j->Wo; ow++)
+                    cols[ow] = src_index((int64_t)ow * j->stride + kw - j->left, j->W, j->reflect);
+                for (int oh = 0; oh < j->Ho; oh++) {
+                    const int64_t r =
+                        src_index((int64_t)oh * j->stride + kh - j->top, j->H, j->reflect);
+                    if (r < 0) continue;
+                    double *a = acc + (int64_t)oh * j->Wo;
+                    for (int ow = 0; ow < j->Wo; ow++)
+                        if (cols[ow] >= 0) a[ow] += wv * xi[r * j->W + cols[ow]];
+                }
+            }
+    }
+    for (int64_t n = 0; n < npix; n++) {
+        if (j->accumulate) { /* the sum in float32, then one float32 add (op_conv.h) */
+            const float v = (float)acc[n], old = (float)cpu_at(j->y, row, n);
+            cpu_put(j->y, row, n, (double)(float)(old + v));
+        } else {
+            cpu_put(j->y, row, n, acc[n]);
+        }
+    }
+    free(cols);
+    free(acc);
+}
+
+static int cpu_conv2d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
+                      int H, int W, int K, int stride, const int pad[4], int reflect,
+                      int accumulate) {
+    conv2d_job j = {.y = y,
+                    .w = w,
+                    .b = b,
+                    .x = to_f64(x),
+                    .cin = vdn_tensor_cols(w) / ((int64_t)K * K),
+                    .cout = vdn_tensor_rows(w),
+                    .H = H,
+                    .W = W,
+                    .Ho = (H + pad[0] + pad[1] - K) / stride + 1,
+                    .Wo = (W + pad[2] + pad[3] - K) / stride + 1,
+                    .K = K,
+                    .stride = stride,
+                    .top = pad[0],
+                    .left = pad[2],
+                    .reflect = reflect,
+                    .accumulate = accumulate};
+    vdn_parallel_for((int)vdn_tensor_rows(y), conv2d_channel, &j);
+    free((void *)j.x);
+    return 0;
+}
+
+typedef struct {
+    vdn_tensor *y;
+    const vdn_tensor *x, *w, *b;
+    int64_t C, L, cpg;
+    int groups;
+    double eps;
+    vdn_act act;
+} gn_job;
+
+/* one group of one image: float64 mean and (biased) variance in two passes, then the rows */
+static void gn_group(void *ctx, int job) {
+    const gn_job *j = ctx;
+    const int64_t img = job / j->groups, c0 = (job % j->groups) * j->cpg, r0 = img * j->C + c0;
+    double sum = 0.0, sq = 0.0;
+    for (int64_t r = 0; r < j->cpg; r++)
+        for (int64_t n = 0; n < j->L; n++)
+            sum += cpu_at(j->x, r0 + r, n);
+    const double count = (double)(j->cpg * j->L), mean = sum / count;
+    for (int64_t r = 0; r < j->cpg; r++)
+        for (int64_t n = 0; n < j->L; n++) {
+            const double dv = cpu_at(j->x, r0 + r, n) - mean;
+            sq += dv * dv;
+        }
+    const double inv = 1.0 / sqrt(sq / count + j->eps);
+    for (int64_t r = 0; r < j->cpg; r++) {
+        const double wc = cpu_at(j->w, 0, c0 + r), bc = cpu_at(j->b, 0, c0 + r);
+        for (int64_t n = 0; n < j->L; n++) {
+            const double v = (float)((cpu_at(j->x, r0 + r, n) - mean) * inv * wc + bc);
+            cpu_put(j->y, r0 + r, n, j->act == VDN_ACT_SILU ? v / (1.0 + exp(-v)) : v);
+        }
+    }
+}
+
+static int cpu_group_norm(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w,
+                          const vdn_tensor *b, int groups, double eps, vdn_act act) {
+    const int64_t C = vdn_tensor_numel(w);
+    gn_job j = {.y = y,
+                .x = x,
+                .w = w,
+                .b = b,
+                .C = C,
+                .L = vdn_tensor_cols(x),
+                .cpg = C / groups,
+                .groups = groups,
+                .eps = eps,
+                .act = act};
+    vdn_parallel_for((int)(vdn_tensor_rows(x) / C * groups), gn_group, &j);
+    return 0;
+}
+
 const struct vdn_conv_backend vdn_cpu_conv_backend = {
     .conv1d = cpu_conv1d,
     .conv_transpose1d = cpu_conv_transpose1d,
     .snake_aa = cpu_snake_aa,
+    .conv2d = cpu_conv2d,
+    .group_norm = cpu_group_norm,
 };

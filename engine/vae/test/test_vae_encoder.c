@@ -1,0 +1,214 @@
+/* The keyframe encoder (video_encoder.h) against the public diffusers code's values
+ * (ops/reference/vae_encoder_reference.py; docs/reference-check.md): the checkpoint is the one the
+ * reference read (sha256), then per case (one 64x96 tile; a 288x320 canvas of 2 x 2 blended
+ * tiles):
+ *  - the moments (posterior parameters after the blend) within `tol` relative to the largest
+ *    reference value (CPU 1e-5; CUDA: its bf16 products, bound below);
+ *  - the noise: vdn_torch_randn with the capability's kernel path equals the reference's draw bit
+ *    for bit;
+ *  - the sample from the REFERENCE's moments (vdn_video_encoder_sample) equals its normalised
+ *    latents bit for bit: the recipe (clamp, exp, mean + std * noise, float16, latents_mean/std)
+ *    reproduces the release's on the same values;
+ *  - the whole encode (u8 canvas -> latents): nearly every value equal to the reference's (our
+ *    moments differ from torch's in the last float32 bits, which moves a sample to the next
+ *    float16 only when it lies that close to a rounding boundary), each within one float16 step or
+ *    the error the moments' error makes in the sample (near zero that spans several steps).
+ * usage: test_vae_encoder CKPT_ROOT EXPECTED.safetensors [cpu|cuda] (cuda: exit 77 without a GPU)
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends.h"
+#include "safetensors.h"
+#include "video_encoder.h"
+#include "vdn_util.h"
+
+static int failures;
+static vdn_st_file *expected;
+
+#define CHECK(c, ...)                                                                              \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            failures++;                                                                            \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+static const vdn_st_entry *entry(const char *name) {
+    const vdn_st_entry *e = vdn_st_find(expected, name);
+    if (!e) {
+        fprintf(stderr, "%s: no tensor %s\n", vdn_st_path(expected), name);
+        exit(1);
+    }
+    return e;
+}
+
+static float *f32_of(const char *name, int64_t *n) {
+    const vdn_st_entry *e = entry(name);
+    float *out = vdn_xmalloc(sizeof(float) * (size_t)e->numel);
+    char err[256];
+    if (vdn_st_to_f32(expected, e, out, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        exit(1);
+    }
+    if (n) *n = e->numel;
+    return out;
+}
+
+static void check_hashes(const char *root) {
+    const char *files[2] = {"vae/config.json", "vae/diffusion_pytorch_model.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        char path[4200], key[128], err[512], hex[65];
+        snprintf(path, sizeof path, "%s/%s", root, files[i]);
+        snprintf(key, sizeof key, "sha256.%s", files[i]);
+        size_t len;
+        char *data = vdn_read_file(path, &len, err, sizeof err);
+        CHECK(data != NULL, "%s", err);
+        if (!data) continue;
+        vdn_sha256_hex(data, len, hex);
+        free(data);
+        const char *want = vdn_st_meta(expected, key);
+        CHECK(want && !strcmp(want, hex),
+              "%s changed (sha256 %s, the reference read %s): `vdn ckpt init --vae` no longer "
+              "writes what the expected values were made from; re-run docs/reference-check.md",
+              path, hex, want ? want : "?");
+    }
+}
+
+static int same_bits(float a, float b) {
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+static void run_case(vdn_video_encoder *enc, const char *name, vdn_torch_randn_path path,
+                     double tol) {
+    const vdn_vae_video_config *c = vdn_video_encoder_config(enc);
+    char key[128], err[1024];
+    snprintf(key, sizeof key, "%s.canvas", name);
+    const vdn_st_entry *ce = entry(key);
+    const int H = (int)ce->shape[0], W = (int)ce->shape[1], h = H / 16, w = W / 16;
+    const uint8_t *canvas = ce->data;
+    const int64_t n = (int64_t)c->latent_channels * h * w;
+    snprintf(key, sizeof key, "%s.moments", name);
+    float *ref_m = f32_of(key, NULL);
+    snprintf(key, sizeof key, "%s.noise", name);
+    float *ref_noise = f32_of(key, NULL);
+    snprintf(key, sizeof key, "%s.latents", name);
+    float *ref_lat = f32_of(key, NULL);
+    vdn_video_encoder_opts opts = {.randn_path = path};
+
+    /* the moments */
+    float *px = vdn_xmalloc(sizeof(float) * 3 * (size_t)H * W),
+          *m = vdn_xmalloc(sizeof(float) * 2 * n);
+    vdn_video_encoder_pixels_u8(canvas, H, W, px);
+    double t0 = vdn_now();
+    int rc = vdn_video_encoder_moments(enc, px, H, W, &opts, m, err, sizeof err);
+    const double secs = vdn_now() - t0;
+    CHECK(!rc, "%s: %s", name, err);
+    double md = 0, mref = 0;
+    for (int64_t i = 0; !rc && i < 2 * n; i++) {
+        const double dv = fabs((double)m[i] - ref_m[i]);
+        if (!(dv <= md)) md = dv;
+        if (fabs(ref_m[i]) > mref) mref = fabs(ref_m[i]);
+    }
+    CHECK(!rc && md <= tol * mref,
+          "%s: moments max |error| %.3e, %.3e of the largest value %.3e "
+          "(bound %.1e)",
+          name, md, md / mref, mref, tol);
+    printf("%s: %dx%d canvas, moments max |error| %.3e (relative %.3e) in %.2f s\n", name, H, W, md,
+           md / mref, secs);
+
+    /* the noise */
+    float *noise = vdn_xmalloc(sizeof(float) * (size_t)n);
+    CHECK(!vdn_torch_randn(noise, n, 42, path, err, sizeof err), "%s", err);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        bad += !same_bits(noise[i], ref_noise[i]);
+    CHECK(!bad, "%s: the noise differs from torch's in %lld of %lld values", name, (long long)bad,
+          (long long)n);
+
+    /* the recipe on the reference's own moments: bit for bit */
+    float *lat = vdn_xmalloc(sizeof(float) * (size_t)n);
+    CHECK(!vdn_video_encoder_sample(c, ref_m, h, w, &opts, lat, err, sizeof err), "%s", err);
+    bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        bad += !same_bits(lat[i], ref_lat[i]);
+    CHECK(!bad, "%s: the sample from the reference's moments differs in %lld of %lld values", name,
+          (long long)bad, (long long)n);
+
+    /* the whole encode */
+    rc = vdn_video_encoder_encode_u8(enc, canvas, H, W, &opts, lat, err, sizeof err);
+    CHECK(!rc, "%s: %s", name, err);
+    int64_t moved = 0, far = 0;
+    for (int64_t i = 0; !rc && i < n; i++) {
+        /* the float16 samples, recovered from the normalised latents (exact for the reference's) */
+        const int ch = (int)(i / ((int64_t)h * w));
+        const float s = (float)c->latents_std[ch], mu = (float)c->latents_mean[ch];
+        const float ours = vdn_f16_to_f32(vdn_f32_to_f16(lat[i] * s + mu)),
+                    ref = vdn_f16_to_f32(vdn_f32_to_f16(ref_lat[i] * s + mu));
+        /* allowed: one float16 step, or the sample's float32 error from the moments' (md on the
+         * mean, md / 2 on logvar scaled by std |noise|), which near zero spans several steps */
+        const float step = fabsf(vdn_f16_to_f32(vdn_f32_to_f16(ref) ^ 1) - ref);
+        const double sd = exp(0.5 * fmin(fmax(m[n + i], -30.0), 20.0));
+        const double allowed = fmax(step, md * (1.0 + sd * fabs(noise[i]))) * 1.001;
+        moved += ours != ref;
+        far += fabs((double)ours - ref) > allowed;
+    }
+    CHECK(!rc && far == 0 && moved <= n / 100 + 1,
+          "%s: encode: %lld latents differ from the reference's, %lld beyond one float16 step and "
+          "the moments' error (of %lld)",
+          name, (long long)moved, (long long)far, (long long)n);
+    printf("%s: encode: %lld of %lld latents equal the reference's bit for bit, the others within "
+           "one float16 step or the moments' error\n",
+           name, (long long)(n - moved), (long long)n);
+    free(px), free(m), free(noise), free(lat), free(ref_m), free(ref_noise), free(ref_lat);
+}
+
+int main(int argc, char **argv) {
+    vdn_backends_register();
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s CKPT_ROOT EXPECTED.safetensors [cpu|cuda]\n", argv[0]);
+        return 2;
+    }
+    char err[1024], dir[4200];
+    expected = vdn_st_open(argv[2], err, sizeof err);
+    if (!expected) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    check_hashes(argv[1]);
+    vdn_torch_randn_path path;
+    const char *pname = vdn_st_meta(expected, "randn_path");
+    if (!pname || vdn_torch_randn_path_parse(pname, &path)) {
+        fprintf(stderr, "%s: metadata randn_path missing or unknown\n", argv[2]);
+        return 1;
+    }
+    const char *backend = argc > 3 ? argv[3] : "cpu";
+    const int gpu = strcmp(backend, "cpu") != 0;
+    vdn_dev *dev = vdn_dev_open(backend, 0, 0, err, sizeof err);
+    if (!dev) {
+        fprintf(stderr, "%s%s\n", gpu ? "SKIP: " : "", err);
+        return gpu ? 77 : 1;
+    }
+    snprintf(dir, sizeof dir, "%s/vae", argv[1]);
+    vdn_video_encoder *enc = vdn_video_encoder_load(dev, dir, err, sizeof err);
+    if (!enc) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    /* CPU: float64 sums, the reference's own float32 spread is ~1e-6 (metadata). CUDA: bf16
+     * GEMM operands (8-bit mantissas, relative rounding 2^-9 per operand) through ~20 layers of
+     * float32 storage: a few 1e-3 of the largest moment */
+    const double tol = gpu ? 3e-2 : 1e-5;
+    printf("backend %s, noise from torch's %s kernel path\n", vdn_dev_name(dev), pname);
+    run_case(enc, "one", path, tol);
+    run_case(enc, "tiles", path, tol);
+    vdn_video_encoder_free(enc);
+    vdn_dev_close(dev);
+    vdn_st_close(expected);
+    printf("%s\n", failures ? "FAILED" : "ok");
+    return failures ? 1 : 0;
+}
