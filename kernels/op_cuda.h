@@ -10,6 +10,7 @@
  *   op_cuda_attn.cu    attention (the wgmma ping-pong kernel, else the portable mma.sync one)
  *   op_cuda_vda.cu     the VDA family (engine/op_vda.h)
  *   op_cuda_conv.cu    the decoders' convolutions (engine/op_conv.h)
+ *   op_cuda_conv2d.cu  the video encoder's conv2d and group_norm (engine/op_conv.h)
  *
  * Every op maps onto the kernels of this folder (kernels.h); where its call fits a fused kernel's
  * layout (bf16, contiguous, 16-byte aligned) that kernel runs, otherwise a plain strided kernel
@@ -162,6 +163,12 @@ const void *op_cuda_packed(vdn_dev *d, const vdn_tensor *t, vdn_dtype dt, int sl
 extern "C" const struct vdn_vda_backend op_cuda_vda;
 extern "C" const struct vdn_conv_backend op_cuda_conv;
 extern "C" const struct vdn_pixel_backend op_cuda_pixels;
+
+/* the conv family's encoder ops (op_cuda_conv2d.cu) */
+int op_cuda_conv2d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
+                   int H, int W, int K, int stride, const int pad[4], int reflect, int accumulate);
+int op_cuda_group_norm(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b,
+                       int groups, double eps, vdn_act act);
 
 /* the table's members, by file */
 int op_cuda_act(vdn_tensor *y, const vdn_tensor *x, vdn_act act);

@@ -1167,4 +1167,5 @@ int snake_aa(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *alpha, const 
 
 } // namespace
 
-extern "C" const struct vdn_conv_backend op_cuda_conv = {conv1d, conv_transpose1d, snake_aa};
+extern "C" const struct vdn_conv_backend op_cuda_conv = {conv1d, conv_transpose1d, snake_aa,
+                                                         op_cuda_conv2d, op_cuda_group_norm};

@@ -1348,6 +1348,62 @@ static void conv_cases(void) {
     case_snake_aa(2, 4, 700, 12, 2, F32, 3e4);
 }
 
+/* ---- the video VAE encoder's ops (op_conv.h: conv2d, group_norm) ----
+ * The CUDA conv2d multiplies bf16 operands (im2col rows and the weight rounded to bf16, float32
+ * accumulation in cuBLASLt): about 2^-9 relative per operand, random in sign, so a relative L2
+ * error of a few 1e-3 whatever the storage dtype; 1e-2 as for every bf16 result here. */
+static void conv2d_case(int B, int64_t cin, int H, int W, int64_t cout, int K, int stride, int t,
+                        int bo, int l, int r, int reflect, int bias, vdn_dtype dt, int accumulate) {
+    char what[160];
+    const int pad[4] = {t, bo, l, r};
+    const int Ho = (H + t + bo - K) / stride + 1, Wo = (W + l + r - K) / stride + 1;
+    pair x = in(dt, B * cin, (int64_t)H * W, PAD, 1.0, 0),
+         w = in(dt, cout, cin * K * K, 0, 1.0 / sqrt((double)cin * K * K), 0);
+    pair b = in(VDN_DT_F32, 1, cout, 0, 0.3, 0);
+    pair y = accumulate ? in(dt, B * cout, (int64_t)Ho * Wo, 1, 1.0, 0)
+                        : out(dt, B * cout, (int64_t)Ho * Wo, 1);
+    RUN(vdn_op_conv2d(P(y), P(x), P(w), bias ? P(b) : NULL, H, W, K, stride, pad, reflect,
+                      accumulate));
+    snprintf(what, sizeof what, "conv2d %s %dx[%lld,%dx%d] -> %lld K %d s %d pad %d%d%d%d %s%s%s",
+             dtn(dt), B, (long long)cin, H, W, (long long)cout, K, stride, t, bo, l, r,
+             reflect ? "reflect" : "zeros", bias ? " bias" : "", accumulate ? " acc" : "");
+    cmp(what, &y, 1e-2);
+    release();
+}
+
+static void case_group_norm(int B, int64_t C, int64_t L, int groups, vdn_dtype dt, vdn_act act,
+                            int inplace) {
+    char what[128];
+    pair x = in(dt, B * C, L, PAD, 1.5, 0.7), w = in(VDN_DT_F32, 1, C, 0, 0.2, 1.0),
+         b = in(VDN_DT_F32, 1, C, 0, 0.3, 0);
+    pair y = inplace ? x : out(dt, B * C, L, 1);
+    RUN(vdn_op_group_norm(P(y), P(x), P(w), P(b), groups, 1e-6, act));
+    snprintf(what, sizeof what, "group_norm %s %dx[%lld,%lld] %d groups%s%s", dtn(dt), B,
+             (long long)C, (long long)L, groups, act == VDN_ACT_SILU ? " silu" : "",
+             inplace ? " in place" : "");
+    cmp(what, &y, tol_of(dt, 2e-6));
+    release();
+}
+
+static void encoder_cases(void) {
+    const vdn_dtype BF = VDN_DT_BF16, F32 = VDN_DT_F32;
+    /* the encoder's convs: 3x3 reflect pad 1 (conv_in's 3 channels: a reduction of 27, padded
+     * to 32 on CUDA), the 1x1 shortcut and quant_conv, the downsampler (reflect pad of 1 bottom
+     * and right, stride 2), the residual add (accumulate); zero padding and odd sizes; a batch */
+    conv2d_case(1, 3, 32, 48, 8, 3, 1, 1, 1, 1, 1, 1, 1, F32, 0);
+    conv2d_case(1, 8, 17, 23, 16, 3, 1, 1, 1, 1, 1, 1, 1, F32, 0);
+    conv2d_case(2, 16, 12, 10, 8, 1, 1, 0, 0, 0, 0, 1, 1, BF, 0);
+    conv2d_case(1, 48, 6, 5, 48, 1, 1, 0, 0, 0, 0, 1, 1, F32, 0);
+    conv2d_case(1, 8, 32, 32, 8, 3, 2, 0, 1, 0, 1, 1, 1, F32, 0);
+    conv2d_case(1, 16, 20, 14, 16, 3, 1, 1, 1, 1, 1, 1, 1, F32, 1);
+    conv2d_case(2, 5, 9, 11, 7, 3, 2, 2, 1, 0, 2, 0, 0, BF, 0);
+    conv2d_case(1, 128, 64, 64, 128, 3, 1, 1, 1, 1, 1, 1, 1, F32, 1);
+    case_group_norm(1, 8, 1536, 4, F32, VDN_ACT_SILU, 0);
+    case_group_norm(2, 32, 77, 8, F32, VDN_ACT_NONE, 0);
+    case_group_norm(1, 64, 4096, 32, F32, VDN_ACT_SILU, 1);
+    case_group_norm(1, 16, 300, 4, BF, VDN_ACT_SILU, 0);
+}
+
 /* ---- the video decoder's pixel ops (op_pixels.h) ----
  * The CUDA kernels move values and round each float32 operation as the CPU does (no fused
  * multiply-add, correctly rounded division), so the tolerance is 0: the same bits. */
@@ -1618,6 +1674,7 @@ int main(void) {
 
     pixel_cases();
     conv_cases();
+    encoder_cases();
 
     /* the first fork of dev[1] makes its lane 1 (the workspace check) */
     case_lanes(256, 512, 8, !selftest);
