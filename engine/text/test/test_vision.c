@@ -5,7 +5,9 @@
  *     {"prompt": "...", "pictures": [P, ...]}. For each case k, OUT gets what
  *     vdn_text_encode_pictures makes (hidden_k F32 [L, hidden], ids_k and tags_k I32 [L]), and for
  *     each picture the processor's rows pixels_P (F32) and grid_P (I32 [3]). The float64 numpy
- *     reference (vision_numpy_ref.py) checks OUT; nothing here decides what is right.
+ *     reference (vision_numpy_ref.py) checks OUT; nothing here decides what is right. Beside it,
+ *     OUT.text_only/ gets the checkpoint without model.visual.*: its text rows must equal the
+ *     full checkpoint's bit for bit and a picture must be refused naming the missing tensor.
  *
  *   test_vision expected CKPT EXPECTED.safetensors [BACKEND [TOL]]
  *     EXPECTED comes from the public transformers model on the same tiny checkpoint
@@ -188,6 +190,79 @@ static void refusals(vdn_text_encoder *enc, const vdn_tokenizer *tok) {
                                        sizeof err);
     CHECK(rc != 0 && strstr(err, "run is 3 <|image_pad|> tokens; its grid 1x4x4 makes 4"), "%s",
           err);
+}
+
+/* ---- a released-layout encoder without the vision tower ---- */
+
+static int copy_file(const char *from, const char *to) {
+    size_t len;
+    char *data = vdn_read_file(from, &len, err, sizeof err);
+    int rc = !data || vdn_write_file_atomic(to, data, len, err, sizeof err);
+    free(data);
+    return rc;
+}
+
+/* ckpt/text_encoder without model.visual.* (one shard, same config) as out/text_encoder, with
+ * ckpt's processor/: its text rows equal the full checkpoint's bit for bit, and pictures are
+ * refused naming the first missing tensor */
+static void text_only(vdn_text_encoder *full, vdn_dev *dev, const vdn_tokenizer *tok,
+                      const char *ckpt, const char *out) {
+    char from[4352], to[8704];
+    snprintf(to, sizeof to, "%s/text_encoder", out);
+    CHECK(vdn_mkdir_p(to, err, sizeof err) == 0, "%s", err);
+    snprintf(to, sizeof to, "%s/processor", out);
+    CHECK(vdn_mkdir_p(to, err, sizeof err) == 0, "%s", err);
+    snprintf(from, sizeof from, "%s/text_encoder/config.json", ckpt);
+    snprintf(to, sizeof to, "%s/text_encoder/config.json", out);
+    CHECK(copy_file(from, to) == 0, "%s", err);
+    snprintf(from, sizeof from, "%s/processor/preprocessor_config.json", ckpt);
+    snprintf(to, sizeof to, "%s/processor/preprocessor_config.json", out);
+    CHECK(copy_file(from, to) == 0, "%s", err);
+    snprintf(from, sizeof from, "%s/text_encoder/model.safetensors.index.json", ckpt);
+    vdn_st_set *set = vdn_st_set_open(from, err, sizeof err);
+    CHECK(set != NULL, "%s", err);
+    if (!set) return;
+    int n = vdn_st_set_count(set), kept = 0;
+    vdn_st_tensor *ts = vdn_xcalloc((size_t)n, sizeof *ts);
+    for (int i = 0; i < n; i++) {
+        const vdn_st_entry *e = vdn_st_set_at(set, i, NULL);
+        if (!strncmp(e->name, "model.visual.", 13)) continue;
+        ts[kept] = (vdn_st_tensor){e->name, e->dtype, e->ndim, {0}, e->data};
+        memcpy(ts[kept].shape, e->shape, sizeof e->shape);
+        kept++;
+    }
+    snprintf(to, sizeof to, "%s/text_encoder/model.safetensors", out);
+    CHECK(kept < n && vdn_st_write(to, ts, kept, NULL, 0, err, sizeof err) == 0, "%s", err);
+    free(ts);
+    vdn_st_set_close(set);
+    snprintf(to, sizeof to, "%s/text_encoder", out);
+    vdn_text_encoder *enc = vdn_text_encoder_open(to, dev, 0, VDN_PRECISION_BF16, err, sizeof err);
+    CHECK(enc != NULL, "text-only encoder: %s", err);
+    if (!enc) return;
+    const char *prompt = "A drone shot over mountains at sunset";
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    CHECK(vdn_tokenize(tok, prompt, strlen(prompt), &ids, &n_ids, err, sizeof err) == 0, "%s", err);
+    const int64_t H = vdn_text_encoder_config(enc)->hidden;
+    float *a = vdn_xmalloc(sizeof(float) * n_ids * (size_t)H);
+    float *b = vdn_xmalloc(sizeof(float) * n_ids * (size_t)H);
+    CHECK(vdn_text_encoder_run(enc, ids, (int)n_ids, a, err, sizeof err) == 0 &&
+              vdn_text_encoder_run(full, ids, (int)n_ids, b, err, sizeof err) == 0 &&
+              !memcmp(a, b, sizeof(float) * n_ids * (size_t)H),
+          "text-only encoder: the text rows differ from the full checkpoint's: %s", err);
+    static uint8_t px[3 * 256 * 256];
+    vdn_picture pic = {px, 256, 256, 768};
+    float *rows;
+    uint8_t *tags;
+    int nr;
+    int rc = vdn_text_encode_pictures(enc, tok, prompt, strlen(prompt), &pic, 1, &rows, &tags, &nr,
+                                      err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "cannot read pictures") &&
+              strstr(err, "model.visual.patch_embed.proj.weight is missing"),
+          "text-only encoder with a picture: %s", rc ? err : "accepted");
+    printf("text-only checkpoint: text rows equal, pictures refused: %s\n", err);
+    free(a), free(b), free(ids);
+    vdn_text_encoder_close(enc);
 }
 
 /* ---- expected (transformers) ---- */
@@ -422,6 +497,11 @@ int main(int argc, char **argv) {
             cdev ? vdn_text_encoder_open(dir, cdev, 0, VDN_PRECISION_BF16, err, sizeof err) : NULL;
     }
     refusals(enc, tok);
+    if (is_dump) { /* beside the dump: the same checkpoint without its vision tower */
+        char out[4096];
+        snprintf(out, sizeof out, "%.4000s.text_only", argv[4]);
+        text_only(enc, dev, tok, argv[2], out);
+    }
     int rc =
         is_dump ? dump(enc, tok, argv[3], argv[4]) : expected(enc, cpu, tok, argv[2], argv[3], tol);
     vdn_text_encoder_close(cpu);
