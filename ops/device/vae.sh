@@ -18,6 +18,11 @@
 #   AUDIO_BENCH=1: the audio decoder alone without PyTorch, random weights at the release's size
 #     (`--random-audio`), 2 x AUDIO_LA latents (200: 5 s stereo), 5 reps
 #   VIDEO_ENV / AUDIO_ENV="NAME=value ...": the benches once more with that environment
+#   RANDN=1 (default): torch.randn on this machine's CPU for engine/core/torch_rng.c's test
+#     (ops/reference/torch_randn_reference.py -> $OUT/torch_randn_<torch version>.safetensors, to be
+#     committed under engine/test/reference/; ctest engine_torch_rng then compares it)
+# The tests include the keyframe encoder on CUDA (vae_encoder_cuda_vs_official_reference) and its
+# ops (conv2d, group_norm) in kernels_backend_ops.
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 mkdir -p "$OUT"
@@ -30,6 +35,13 @@ nvidia-smi -L
 if [ "${TESTS:-1}" = 1 ]; then
   (cd "$B" && timeout 400 ctest -R '^(vae_.*|kernels_backend_ops)$' --output-on-failure) 2>&1 | tee "$OUT/vae_tests.log"
   echo "vae.sh: tests rc ${PIPESTATUS[0]}"
+fi
+if [ "${RANDN:-1}" = 1 ]; then
+  TV=$(env -u LD_LIBRARY_PATH python3 -c "import torch; print(torch.__version__.split('+')[0])")
+  env -u LD_LIBRARY_PATH python3 ops/reference/torch_randn_reference.py \
+    --out "$OUT/torch_randn_${TV}.safetensors" 2>&1 | tee "$OUT/torch_randn.log"
+  (cd "$B" && ctest -R '^engine_torch_rng$' --output-on-failure) 2>&1 | tee -a "$OUT/torch_randn.log"
+  "$B/engine/test_engine_torch_rng" "$OUT" 2>&1 | tee -a "$OUT/torch_randn.log"
 fi
 if [ "${BENCH:-0}" = 1 ]; then
   W=$(mktemp -d)
