@@ -13,6 +13,7 @@ typedef struct {
     int priority;
     int check_files;
     int bad;
+    unsigned flags; /* VDN_SUBMIT_* */
 } submit_opts;
 
 static int own(void *user, int argc, char **argv, int i) {
@@ -42,6 +43,10 @@ static int own(void *user, int argc, char **argv, int i) {
         o->check_files = 0;
         return 1;
     }
+    if (!strcmp(argv[i], "--allow-wait")) {
+        o->flags |= VDN_SUBMIT_ALLOW_WAIT;
+        return 1;
+    }
     return 0;
 }
 
@@ -62,14 +67,17 @@ static void print_refusals(const char *err, const char *fname, const vdn_job_spe
 }
 
 int vdn_cmd_submit(int argc, char **argv) {
-    submit_opts so = {NULL, 0, 1, 0};
+    submit_opts so = {NULL, 0, 1, 0, 0};
     cli_args a;
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("usage: vdn submit FILE.jsonl [--tag T] [--priority P] [--no-check-files]\n"
-               "       [--coordinator EP | --dir DIR] [--key NAME.key --coordinator-key PUB] "
-               "[--json]\n\n"
+               "       [--allow-wait] [--coordinator EP | --dir DIR]\n"
+               "       [--key NAME.key --coordinator-key PUB] [--json]\n\n"
                "One render per line (official requests.jsonl fields accepted). Every bad line is\n"
-               "reported with its number; nothing is submitted unless all lines are good.\n");
+               "reported with its number; nothing is submitted unless all lines are good.\n"
+               "A job no registered worker could ever take (its gpus, checkpoint, precision or\n"
+               "min_gpu_memory) is refused with the reason; --allow-wait queues it anyway, and\n"
+               "`vdn status` says why it waits.\n");
         return 0;
     }
     if (cli_parse("submit", argc, argv, &a, own, &so)) return VDN_EXIT_USAGE;
@@ -105,8 +113,8 @@ int vdn_cmd_submit(int argc, char **argv) {
     uint64_t batch;
     uint64_t *ids = vdn_xcalloc((size_t)n, sizeof *ids);
     int rc = VDN_EXIT_OK;
-    if (vdn_client_submit(c, jobs, n, so.tag, so.priority, a.pos[0], &batch, ids, err,
-                          sizeof err)) {
+    if (vdn_client_submit_flags(c, jobs, n, so.tag, so.priority, a.pos[0], so.flags, &batch, ids,
+                                err, sizeof err)) {
         if (vdn_client_error_code(c) == VDN__ERROR__CODE__INVALID) {
             print_refusals(err, a.pos[0], jobs, n);
             fprintf(stderr, "vdn submit: the coordinator refused %s; nothing submitted\n",

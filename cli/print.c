@@ -50,9 +50,13 @@ void print_jobs(FILE *f, Vdn__JobInfo **j, size_t n) {
         else
             snprintf(nfe, sizeof nfe, "-");
         const char *what = "";
+        char wait[640];
         if (!strcmp(j[i]->state, "done") && j[i]->n_object_keys)
             what = j[i]->object_keys[0];
-        else if (j[i]->last_error)
+        else if (!strcmp(j[i]->state, "queued") && j[i]->waiting) {
+            snprintf(wait, sizeof wait, "waiting: %s", j[i]->waiting); /* why not started */
+            what = wait;
+        } else if (j[i]->last_error)
             what = last_line(j[i]->last_error);
         else if (j[i]->request && j[i]->request->output_prefix)
             what = j[i]->request->output_prefix;
@@ -85,6 +89,7 @@ void print_job_detail(FILE *f, const Vdn__JobInfo *j) {
                 r->precision && r->precision[0] ? r->precision : "bf16");
         if (r->output_prefix) fprintf(f, "  output     %s\n", r->output_prefix);
     }
+    if (!strcmp(j->state, "queued") && j->waiting) fprintf(f, "  waiting    %s\n", j->waiting);
     if (j->nfe_total)
         fprintf(f, "  progress   %d/%d NFE, last NFE %.2f s\n", j->nfe_done, j->nfe_total,
                 j->nfe_seconds);

@@ -295,6 +295,13 @@ void vdn_client_free(void *reply) {
 int vdn_client_submit(vdn_client *c, const vdn_job_spec *jobs, int n, const char *tag, int priority,
                       const char *source, uint64_t *batch_id, uint64_t *job_ids, char *err,
                       size_t errlen) {
+    return vdn_client_submit_flags(c, jobs, n, tag, priority, source, 0, batch_id, job_ids, err,
+                                   errlen);
+}
+
+int vdn_client_submit_flags(vdn_client *c, const vdn_job_spec *jobs, int n, const char *tag,
+                            int priority, const char *source, unsigned flags, uint64_t *batch_id,
+                            uint64_t *job_ids, char *err, size_t errlen) {
     Vdn__RenderRequest *reqs = vdn_xcalloc((size_t)(n ? n : 1), sizeof *reqs);
     Vdn__RenderRequest **ptrs = vdn_xcalloc((size_t)(n ? n : 1), sizeof *ptrs);
     int32_t *prios = vdn_xcalloc((size_t)(n ? n : 1), sizeof *prios);
@@ -315,6 +322,7 @@ int vdn_client_submit(vdn_client *c, const vdn_job_spec *jobs, int n, const char
     s.has_priority = 1;
     s.priority = priority;
     s.source = (char *)source;
+    if (flags & VDN_SUBMIT_ALLOW_WAIT) s.has_allow_wait = s.allow_wait = 1;
     if (any_prio) s.n_job_priorities = (size_t)n, s.job_priorities = prios;
     if (any_tag) s.n_job_tags = (size_t)n, s.job_tags = tags;
     Vdn__Envelope env = VDN__ENVELOPE__INIT;

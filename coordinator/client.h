@@ -123,6 +123,12 @@ int vdn_client_error_code(const vdn_client *c); /* of the last failed call, 0 af
 int vdn_client_submit(vdn_client *c, const vdn_job_spec *jobs, int n, const char *tag, int priority,
                       const char *source, uint64_t *batch_id, uint64_t *job_ids, char *err,
                       size_t errlen);
+/* vdn_client_submit with flags: VDN_SUBMIT_ALLOW_WAIT accepts jobs no registered worker could
+ * ever take (they wait, saying why), which the coordinator otherwise refuses. */
+enum { VDN_SUBMIT_ALLOW_WAIT = 1 };
+int vdn_client_submit_flags(vdn_client *c, const vdn_job_spec *jobs, int n, const char *tag,
+                            int priority, const char *source, unsigned flags, uint64_t *batch_id,
+                            uint64_t *job_ids, char *err, size_t errlen);
 /* target: NULL = all batches (batches only), "b12" = batch 12 and its jobs, "j34" = job 34.
  * The reply also carries the workers (for watch's per-worker view). */
 Vdn__StatusReply *vdn_client_status(vdn_client *c, const char *target, char *err, size_t errlen);

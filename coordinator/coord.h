@@ -89,6 +89,7 @@ typedef struct coord {
     int nw;
     int curve;
     double rate; /* seconds per NFE per pixel-frame over the farm (EMA), 0 = none yet */
+    double waiting_at; /* monotonic time queued jobs' reasons were last written (waiting.h) */
 } coord;
 
 /* coord_worker.c */

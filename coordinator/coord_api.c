@@ -10,6 +10,7 @@
 #include "keys.h"
 #include "query.h"
 #include "vdn_util.h"
+#include "waiting.h"
 #include "wire.h"
 
 typedef struct {
@@ -122,6 +123,9 @@ static void on_submit(peer *p, const Vdn__SubmitRequest *s) {
     if (allowed(p, VDN_ROLE_SUBMIT, "submit")) return;
     jobs_submitter who = {p->who.local ? NULL : p->who.name,
                           p->who.local || p->who.role == VDN_ROLE_ADMIN};
+    /* jobs no registered worker could take: lines in errs, which jobs_submit then adds its own
+     * findings to and refuses to insert */
+    if (!(s->has_allow_wait && s->allow_wait)) coord_submit_check(p->c, s, &errs);
     if (jobs_submit(p->c->db, s, p->c->o.gpu_memory_limit, &who, &batch, &ids, &errs)) {
         size_t cap = 1;
         for (int i = 0; i < errs.n; i++)

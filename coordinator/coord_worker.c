@@ -15,6 +15,7 @@
 #include "precision.h"
 #include "spec.h"
 #include "vdn_util.h"
+#include "waiting.h"
 #include "wire.h"
 
 /* ---- the attempts a worker holds, and on which GPUs ---- */
@@ -727,53 +728,6 @@ static int job_precision(const char *name) {
     return (int)p;
 }
 
-/* Queued jobs of a precision no connected worker loaded would wait silently: say so, once per job
- * and precision, in the job's last_error (`vdn status`), its events (`vdn logs`) and the log. Only
- * while some worker is connected (a farm still starting has none of any precision). */
-static void report_unplaceable(coord *c) {
-    unsigned have = 0;
-    int connected = 0;
-    for (int i = 0; i < c->nw; i++)
-        if (c->w[i].connected) {
-            connected = 1;
-            have |= c->w[i].precisions ? c->w[i].precisions : 1u << VDN_PRECISION_BF16;
-        }
-    if (!connected) return;
-    /* the common farm has bf16: then only the jobs that name another precision can be stuck */
-    const int bf16 = have >> VDN_PRECISION_BF16 & 1u;
-    sqlite3_stmt *st =
-        cdb_prep(c->db,
-                 "SELECT id, batch_id, json_extract(request,'$.precision') FROM jobs "
-                 "WHERE state='queued' AND (? = 0 OR coalesce(json_extract(request,"
-                 "'$.precision'),'bf16') != 'bf16') LIMIT ?",
-                 "ii", (int64_t)bf16, (int64_t)PLAN_MAX_JOBS);
-    while (st && sqlite3_step(st) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(st, 2);
-        int p = job_precision(name);
-        if (have >> p & 1u) continue;
-        int64_t job = sqlite3_column_int64(st, 0), batch = sqlite3_column_int64(st, 1);
-        char why[256], err[VDN_ERR_LEN];
-        snprintf(why, sizeof why,
-                 "waiting: no connected worker has precision %s loaded (start one with vdn worker "
-                 "--precision %s, or vdn up --precision bf16,%s)",
-                 vdn_precision_name((vdn_precision)p), vdn_precision_name((vdn_precision)p),
-                 vdn_precision_name((vdn_precision)p));
-        if (cdb_int(c->db, 0,
-                    "SELECT count(*) FROM events WHERE job_id=? AND kind='unplaceable' "
-                    "AND detail=?",
-                    "is", job, why))
-            continue;
-        VDN_WARN("j%lld %s", (long long)job, why);
-        cdb_event(c->db, batch, job, 0, NULL, "unplaceable", why);
-        if (cdb_run(c->db, err, sizeof err,
-                    "UPDATE jobs SET last_error = CASE WHEN last_error IS NULL THEN ? ELSE "
-                    "last_error || char(10) || ? END WHERE id=?",
-                    "ssi", why, why, job))
-            VDN_ERROR("j%lld: %s", (long long)job, err);
-    }
-    sqlite3_finalize(st);
-}
-
 /* Places queued jobs on free GPUs (coordinator/place.h: reservation for the job at the head of
  * the queue, backfill only of what cannot delay it) and records the reservation for display. */
 void coord_schedule(coord *c) {
@@ -788,7 +742,6 @@ void coord_schedule(coord *c) {
             }
         return;
     }
-    report_unplaceable(c);
     place_worker *pw = vdn_xcalloc((size_t)c->nw + 1, sizeof *pw);
     int any = 0;
     for (int i = 0; i < c->nw; i++) {
@@ -808,7 +761,9 @@ void coord_schedule(coord *c) {
         for (int g = 0; g < pw[i].n && pw[i].eligible; g++)
             any |= pw[i].in_service[g] && !pw[i].busy[g];
     }
-    if (!any) { /* no free GPU anywhere: nothing can start, the reservation stands */
+    /* why queued jobs wait (waiting.h): at most once a second */
+    int note = vdn_now() - c->waiting_at >= 1.0;
+    if (!any && !note) { /* no free GPU anywhere: nothing can start, the reservation stands */
         free_plan_workers(pw, c->nw);
         return;
     }
@@ -856,11 +811,22 @@ void coord_schedule(coord *c) {
         if (c->w[i].reserved_for) {
             prev.worker = i;
             prev.job_id = c->w[i].reserved_for;
+            prev.mask = c->w[i].reserved_mask;
             prev.start_in = c->w[i].reserved_deadline < 0      ? -1
                             : c->w[i].reserved_deadline > mono ? c->w[i].reserved_deadline - mono
                                                                : 0;
         }
-    int np = place_plan(pw, c->nw, pj, nj, picks, nj, &prev, &res);
+    int np = 0;
+    if (any) {
+        np = place_plan(pw, c->nw, pj, nj, picks, nj, &prev, &res);
+    } else { /* nothing can start: the reservation stands as it is */
+        res = prev;
+        for (int k = 0; k < nj && prev.worker >= 0; k++)
+            if (pj[k].id == prev.job_id) res.job = k;
+        /* a reservation on a worker that takes no work any more (draining) is void */
+        if (res.job < 0 || !pw[res.worker].eligible) res.job = res.worker = -1;
+    }
+    if (note) coord_note_waiting(c, pw, pj, nj, picks, np, &res);
     for (int k = 0; k < np; k++) {
         cworker *w = &c->w[picks[k].worker];
         const place_job *j = &pj[picks[k].job];

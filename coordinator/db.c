@@ -104,6 +104,8 @@ static const char *const migrations[] = {
     /* 6 -> 7: who submitted a batch (the name its client key has in the keys file; NULL: the
      * local user of a farm without keys), for cancel/retry by its owner only */
     "ALTER TABLE batches ADD COLUMN owner TEXT;\n",
+    /* 7 -> 8: why a queued job has not started, as the coordinator's placement last saw it */
+    "ALTER TABLE jobs ADD COLUMN waiting TEXT;\n",
 };
 
 int cdb_schema_version(sqlite3 *db) {

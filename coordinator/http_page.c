@@ -105,7 +105,10 @@ const char coord_http_page[] =
     "'</td><td class=\"num\">'+(b.n_running||0)+'</td><td class=\"num\">'+(b.n_done||0)+"
     "'</td><td "
     "class=\"num\">'+(b.n_failed||0)+'</td><td>'+ago(now,b.submitted_at)+'</td></tr>'));\n"
-    " rows('jobs',s.jobs.slice().reverse().map(j=>{const e=(j.last_error||'').split('\\n');\n"
+    " rows('jobs',s.jobs.slice().reverse().map(j=>{\n"
+    /* a queued job: why it has not started (the placement's reason) */
+    "  const e=(j.state==='queued'&&j.waiting?'waiting: '+j.waiting:(j.last_error||''))"
+    ".split('\\n');\n"
     "  return '<tr><td>j'+j.job_id+'</td><td>b'+j.batch_id+'</td><td>'+esc(j.tag)+'</td><td>'+"
     "st(j.state)+'</td><td>'+progress(j)+'</td><td>'+eta(j)+'</td><td>'+esc(j.worker_id)+"
     "'</td><td class=\"num\">'+(j.attempts||0)+'</td><td>'+media(s.media||{},j)+'</td><td "

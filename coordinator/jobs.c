@@ -202,6 +202,7 @@ int jobs_claim(sqlite3 *db, int64_t job, const char *worker_id, double lease, jo
     out->attempt = sqlite3_last_insert_rowid(db);
     if (cdb_run(db, err, errlen,
                 "UPDATE jobs SET state='running', current_attempt=?, attempts=attempts+1, "
+                "waiting=NULL, "
                 "nfe_done=0, nfe_total=0, nfe_seconds=0, elapsed_seconds=0 WHERE id=?",
                 "ii", out->attempt, out->job))
         goto fail;

@@ -1,6 +1,9 @@
 #include "place.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include "precision.h"
 
 double place_estimate(const place_worker *w, const place_job *j) {
     if (w->rate <= 0 || j->steps <= 0 || j->frames <= 0 || j->height <= 0 || j->width <= 0)
@@ -13,21 +16,67 @@ int place_has_precision(const place_worker *w, int precision) {
     return precision >= 0 && precision < 32 && (m >> precision & 1u);
 }
 
+static int has_checkpoint(const place_worker *w, const place_job *j) {
+    return !(j->checkpoint && j->checkpoint[0]) ||
+           (w->checkpoint && !strcmp(j->checkpoint, w->checkpoint)) ||
+           (w->identity && !strcmp(j->checkpoint, w->identity));
+}
+
+/* GPUs of w a job could use (in service, enough memory); a CPU worker: its one slot */
+static int usable_count(const place_worker *w, const place_job *j) {
+    int usable = 0;
+    for (int i = 0; i < w->n; i++)
+        usable += w->in_service[i] && w->memory[i] >= j->min_memory;
+    return usable;
+}
+
+int place_unfit(const place_worker *ws, int nw, const place_job *j, const char **field, char *why,
+                size_t len) {
+    int ck = 0, prec = 0, most = 0, most_any = 0;
+    for (int i = 0; i < nw; i++) {
+        if (!has_checkpoint(&ws[i], j)) continue;
+        ck++;
+        if (!place_has_precision(&ws[i], j->precision)) continue;
+        prec++;
+        int u = usable_count(&ws[i], j), n = 0;
+        for (int g = 0; g < ws[i].n; g++)
+            n += ws[i].in_service[g];
+        if (u > most) most = u;
+        if (n > most_any) most_any = n;
+        if (u >= j->gpus) return 0;
+    }
+    if (!ck) {
+        *field = "checkpoint";
+        snprintf(why, len, "no worker has checkpoint %s", j->checkpoint);
+    } else if (!prec) {
+        *field = "precision";
+        snprintf(why, len, "no worker renders precision %s%s%s",
+                 j->precision >= 0 && j->precision < VDN_PRECISION_COUNT
+                     ? vdn_precision_name((vdn_precision)j->precision)
+                     : "?",
+                 j->checkpoint && j->checkpoint[0] ? " with checkpoint " : "",
+                 j->checkpoint && j->checkpoint[0] ? j->checkpoint : "");
+    } else if (most_any < j->gpus) {
+        *field = "gpus";
+        snprintf(why, len, "no worker with %d GPU%s (the most any has in service: %d)", j->gpus,
+                 j->gpus == 1 ? "" : "s", most_any);
+    } else {
+        *field = "min_gpu_memory";
+        snprintf(why, len, "no worker with %d GPU%s of at least %.1f GiB (at most %d)", j->gpus,
+                 j->gpus == 1 ? "" : "s", (double)j->min_memory / 1073741824.0, most);
+    }
+    return 1;
+}
+
 static int fits_worker(const place_worker *w, const place_job *j) {
     if (!w->eligible) return 0;
     if (!place_has_precision(w, j->precision)) return 0;
     for (int i = 0; i < w->nblocked && j->job_class; i++)
         if (!strcmp(w->blocked[i], j->job_class)) return 0;
-    if (j->checkpoint && j->checkpoint[0] &&
-        !(w->checkpoint && !strcmp(j->checkpoint, w->checkpoint)) &&
-        !(w->identity && !strcmp(j->checkpoint, w->identity)))
-        return 0;
-    int usable = 0;
-    for (int i = 0; i < w->n; i++)
-        usable += w->in_service[i] && w->memory[i] >= j->min_memory;
+    if (!has_checkpoint(w, j)) return 0;
     /* a one-job worker (a CPU worker, an older worker) takes a job that asks for more GPUs
      * than it has only as before: never */
-    return usable >= j->gpus;
+    return usable_count(w, j) >= j->gpus;
 }
 
 static int usable_gpu(const place_worker *w, int i, const place_job *j) {

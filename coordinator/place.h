@@ -13,6 +13,7 @@
 #ifndef VDN_COORD_PLACE_H
 #define VDN_COORD_PLACE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define PLACE_MAX_GPUS 64
@@ -61,6 +62,14 @@ typedef struct {
 /* Whether w loaded the DiT at this precision (vdn_precision): a job of that precision goes only
  * to such a worker. */
 int place_has_precision(const place_worker *w, int precision);
+
+/* Whether none of the workers could ever take j, whatever they run now and whether or not they
+ * take work (draining, blocklisted): by checkpoint, DiT precision, GPU count or GPU memory, in
+ * that order. 0 when one could; 1 with *field set to the request's field that no worker meets
+ * ("checkpoint", "precision", "gpus", "min_gpu_memory") and why[] saying so ("no worker has
+ * checkpoint X", "no worker renders precision fp8", "no worker with 2 GPUs (at most 1)"). */
+int place_unfit(const place_worker *ws, int nw, const place_job *j, const char **field, char *why,
+                size_t len);
 
 /* Estimated seconds a job takes on a worker: steps x frames x height x width x rate. < 0 when
  * the job lacks a size or the worker (and the farm) has no observed rate yet. */

@@ -58,7 +58,11 @@ static const char *JOB_SQL =
     "SELECT j.id, j.batch_id, j.state, j.priority, j.tag, j.attempts, j.current_attempt, "
     "a.worker_id, j.nfe_done, j.nfe_total, j.elapsed_seconds, j.submitted_at, j.finished_at, "
     "j.object_keys, j.last_error, j.request, j.nfe_seconds, j.output_prefix, j.snapshot_step, "
-    "j.nfe_evaluated, j.job_class "
+    "j.nfe_evaluated, j.job_class, j.waiting, "
+    /* a queued job's place in the queue (priority, then submit time, then id): jobs_queue */
+    "CASE WHEN j.state='queued' THEN (SELECT count(*) FROM jobs q WHERE q.state='queued' AND "
+    "(q.priority > j.priority OR (q.priority = j.priority AND (q.submitted_at < j.submitted_at "
+    "OR (q.submitted_at = j.submitted_at AND q.id < j.id))))) END "
     "FROM jobs j LEFT JOIN attempts a ON a.id = j.current_attempt ";
 
 static Vdn__JobInfo *job_row(sqlite3_stmt *st) {
@@ -114,6 +118,22 @@ static Vdn__JobInfo *job_row(sqlite3_stmt *st) {
     j->snapshot_step = sqlite3_column_int(st, 18);
     j->nfe_evaluated = sqlite3_column_int(st, 19);
     j->job_class = cdb_col_str(st, 20);
+    if (sqlite3_column_type(st, 22) != SQLITE_NULL) {
+        j->has_ahead = 1;
+        j->ahead = sqlite3_column_int(st, 22);
+        /* the placement's reason, and how many wait before it */
+        const char *why = (const char *)sqlite3_column_text(st, 21);
+        char buf[600];
+        if (why && j->ahead)
+            snprintf(buf, sizeof buf, "%s; %d ahead", why, j->ahead);
+        else if (why)
+            snprintf(buf, sizeof buf, "%s", why);
+        else if (j->ahead)
+            snprintf(buf, sizeof buf, "not yet placed; %d ahead", j->ahead);
+        else
+            snprintf(buf, sizeof buf, "not yet placed");
+        j->waiting = vdn_xstrdup(buf);
+    }
     return j;
 }
 

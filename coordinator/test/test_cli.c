@@ -70,8 +70,13 @@ static void test_plain(void) {
     cJSON_Delete(j);
     CHECK(run_cli(out, sizeof out, "status") == 0 && strstr(out, "b1") && strstr(out, "smoke") &&
           strstr(out, "queued"));
+    /* queued jobs say why they wait (no worker has registered) */
     CHECK(run_cli(out, sizeof out, "status b1") == 0 && strstr(out, "j1") && strstr(out, "j2") &&
-          strstr(out, "runs/cat-dense"));
+              strstr(out, "waiting: "),
+          "%s", out);
+    CHECK(run_cli(out, sizeof out, "status j2") == 0 && strstr(out, "runs/cat-dense") &&
+              strstr(out, "  waiting    "),
+          "%s", out);
     CHECK(run_cli(out, sizeof out, "status j1 --json") == 0);
     j = cJSON_Parse(out);
     const cJSON *job = j ? cJSON_GetArrayItem(cJSON_GetObjectItem(j, "jobs"), 0) : NULL;
@@ -386,7 +391,7 @@ static void test_memory(void) {
     snprintf(huge2, sizeof huge2, huge, ", \"gpus\": 2");
     snprintf(text, sizeof text, "# comment\n%s%s%s", medium, hugeline, huge2);
     write_text(req, text);
-    CHECK(run_cli(out, sizeof out, "submit %s", req) == 5, "%s", out);
+    CHECK(run_cli(out, sizeof out, "submit %s --allow-wait", req) == 5, "%s", out);
     snprintf(want, sizeof want,
              "mem.jsonl:3: frames x height x width = 721 x 2176 x 3840 need at "
              "least %.1f GiB of GPU memory beside the loaded model (%lld sequence rows",
@@ -395,10 +400,17 @@ static void test_memory(void) {
               !strstr(out, "mem.jsonl:2:") && !strstr(out, "mem.jsonl:4:"),
           "wanted '%s' (and lines 2 and 4, medium and the huge one over 2 GPUs, accepted):\n%s",
           want, out);
-    /* without the refused line the batch goes in: the configured limit no longer applies */
+    /* without the refused line the batch goes in: the configured limit no longer applies
+     * (--allow-wait: no registered worker has the 2 GPUs of line 2; without it, that is said
+     * together with the memory check's findings) */
     snprintf(text, sizeof text, "%s%s", medium, huge2);
     write_text(req, text);
-    CHECK(run_cli(out, sizeof out, "submit %s", req) == 0, "%s", out);
+    CHECK(run_cli(out, sizeof out, "submit %s --allow-wait", req) == 0, "%s", out);
+    snprintf(text, sizeof text, "# comment\n%s%s%s", medium, hugeline, huge2);
+    write_text(req, text);
+    CHECK(run_cli(out, sizeof out, "submit %s", req) == 5 && strstr(out, want) &&
+              strstr(out, "mem.jsonl:4: field 'gpus': no worker with 2 GPUs"),
+          "%s", out);
     fw_close(&w);
     stop_coordinator(pid, SIGTERM);
     unsetenv("VDN_COORDINATOR");

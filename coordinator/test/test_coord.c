@@ -19,8 +19,8 @@ static vdn_client *client(void) {
     return c;
 }
 
-static uint64_t submit(vdn_client *c, int n, int priority, const char *checkpoint, int gpus,
-                       uint64_t *ids) {
+static uint64_t submit_f(vdn_client *c, int n, int priority, const char *checkpoint, int gpus,
+                         unsigned flags, uint64_t *ids) {
     vdn_job_spec s[8];
     memset(s, 0, sizeof s);
     for (int i = 0; i < n; i++) {
@@ -36,11 +36,39 @@ static uint64_t submit(vdn_client *c, int n, int priority, const char *checkpoin
     }
     uint64_t batch = 0;
     char err[VDN_ERR_LEN];
-    int rc =
-        vdn_client_submit(c, s, n, "test", priority, "test_coord", &batch, ids, err, sizeof err);
+    int rc = vdn_client_submit_flags(c, s, n, "test", priority, "test_coord", flags, &batch, ids,
+                                     err, sizeof err);
     if (rc) fprintf(stderr, "submit: %s\n", err);
     REQUIRE(rc == 0);
     return batch;
+}
+
+static uint64_t submit(vdn_client *c, int n, int priority, const char *checkpoint, int gpus,
+                       uint64_t *ids) {
+    return submit_f(c, n, priority, checkpoint, gpus, 0, ids);
+}
+
+/* A queued job's `waiting` once it contains want (the reason is written at most once a second):
+ * 1 found, 0 not within 4 s (got gets the last one seen). beat: a fake worker kept connected
+ * meanwhile (heartbeats). */
+static int waits_for(vdn_client *c, uint64_t job, const char *want, fake_worker *beat, char *got,
+                     size_t len) {
+    char t[32], err[VDN_ERR_LEN];
+    snprintf(t, sizeof t, "j%llu", (unsigned long long)job);
+    got[0] = 0;
+    for (double t0 = vdn_now(); vdn_now() - t0 < 4;) {
+        Vdn__StatusReply *r = vdn_client_status(c, t, err, sizeof err);
+        int ok = 0;
+        if (r && r->n_jobs == 1 && r->jobs[0]->waiting) {
+            snprintf(got, len, "%s", r->jobs[0]->waiting);
+            ok = strstr(got, want) != NULL;
+        }
+        vdn_client_free(r);
+        if (ok) return 1;
+        if (beat) fw_heartbeat_retries(beat, 0);
+        sleep_s(0.1);
+    }
+    return 0;
 }
 
 static Vdn__JobInfo *job(vdn_client *c, uint64_t id, Vdn__StatusReply **hold) {
@@ -368,9 +396,22 @@ static void test_failures(void) {
     fw_heartbeat_retries(&w, 7);
     check_store_columns(db, a5, a6, "w3", 7);
 
-    /* a two-GPU job goes to a two-GPU worker only */
+    /* a two-GPU job no registered worker could take (w3 has one GPU) is refused at submit,
+     * naming the field; --allow-wait queues it and its status says why it waits */
+    {
+        vdn_job_spec s2 = {0};
+        s2.prompt_cache = "/data/prompt.safetensors";
+        s2.gpus = 2;
+        uint64_t b2, id2[1];
+        CHECK(vdn_client_submit(c, &s2, 1, NULL, 0, NULL, &b2, id2, err, sizeof err) == -1 &&
+                  vdn_client_error_code(c) == VDN__ERROR__CODE__INVALID &&
+                  strstr(err, "job 1 of the batch: field 'gpus': no worker with 2 GPUs") &&
+                  strstr(err, "--allow-wait"),
+              "a 2-GPU job on a 1-GPU farm: %s", err);
+    }
     uint64_t big[1];
-    submit(c, 1, 10, NULL, 2, big);
+    submit_f(c, 1, 10, NULL, 2, VDN_SUBMIT_ALLOW_WAIT, big);
+    char why[512];
     fake_worker one, two;
     fw_open(&one, wep, "w-1gpu");
     fw_ready(&one, "tiny", 1, 80ull << 30, 0);
@@ -378,6 +419,9 @@ static void test_failures(void) {
     CHECK(e &&
           e->assign->job_id == ids3[0]); /* the 1-GPU job, although the 2-GPU one ranks higher */
     if (e) vdn__envelope__free_unpacked(e, NULL);
+    CHECK(waits_for(c, big[0], "no worker with 2 GPUs (the most any has in service: 1)", &one, why,
+                    sizeof why),
+          "waiting: '%s'", why);
     fw_open(&two, wep, "w-2gpu");
     fw_ready(&two, "tiny", 2, 80ull << 30, 0);
     e = expect_assign(&two, 3);
@@ -390,13 +434,21 @@ static void test_failures(void) {
         s.prompt_cache = "/data/prompt.safetensors";
         s.min_gpu_memory = 100ull << 30;
         uint64_t b, mem[1];
-        CHECK(vdn_client_submit(c, &s, 1, NULL, 50, NULL, &b, mem, err, sizeof err) == 0);
+        CHECK(vdn_client_submit(c, &s, 1, NULL, 50, NULL, &b, mem, err, sizeof err) == -1 &&
+                  strstr(err, "field 'min_gpu_memory'"),
+              "%s", err);
+        CHECK(vdn_client_submit_flags(c, &s, 1, NULL, 50, NULL, VDN_SUBMIT_ALLOW_WAIT, &b, mem, err,
+                                      sizeof err) == 0);
+
         fake_worker small, large;
         fw_open(&small, wep, "w-80g");
         fw_ready(&small, "tiny", 1, 80ull << 30, 0);
         e = expect_assign(&small, 0.8);
         CHECK(e == NULL || e->assign->job_id != mem[0]);
         if (e) vdn__envelope__free_unpacked(e, NULL);
+        CHECK(waits_for(c, mem[0], "no worker with 1 GPU of at least 100.0 GiB (at most 0)", &small,
+                        why, sizeof why),
+              "waiting: '%s'", why);
         fw_open(&large, wep, "w-141g");
         fw_ready(&large, "tiny", 1, 141ull << 30, 0);
         e = expect_assign(&large, 3);
@@ -439,6 +491,12 @@ static void test_cancel_drain(void) {
     CHECK(e->assign->job_id == high[0]); /* priority first */
     uint64_t a = e->assign->attempt_id;
     vdn__envelope__free_unpacked(e, NULL);
+    /* the queued ones say why they wait, and how many are ahead of them */
+    char why[512];
+    CHECK(waits_for(c, low[1], "all 1 worker busy; 1 ahead", &w, why, sizeof why), "'%s'", why);
+    CHECK(waits_for(c, low[0], "next in line: GPUs of w5 held back for it", &w, why, sizeof why) &&
+              !strstr(why, "ahead"),
+          "'%s'", why);
     char t[32];
     snprintf(t, sizeof t, "j%llu", (unsigned long long)high[0]);
     int n = 0;
@@ -461,6 +519,9 @@ static void test_cancel_drain(void) {
           vdn_client_error_code(c) == VDN__ERROR__CODE__NOT_FOUND);
     fw_result(&w, a2, "k");
     w.attempt = 0;
+    CHECK(waits_for(c, low[1], "no worker that can take it takes work now (w5 draining)", &w, why,
+                    sizeof why),
+          "'%s'", why);
     e = expect_assign(&w, 1.0);
     CHECK(e == NULL);
     if (e) vdn__envelope__free_unpacked(e, NULL);

@@ -53,13 +53,14 @@ int main(void) {
                   "VALUES(1,'w','failed',1,1,'elsewhere')",
                   "") == -1);
     CHECK(cdb_run(db, err, sizeof err, "DELETE FROM attempts", "") == 0);
-    /* pretend this database predates migration 2: the reopen applies 2 to 7 again, rows
+    /* pretend this database predates migration 2: the reopen applies 2 to 8 again, rows
      * survive */
     CHECK(cdb_run(db, err, sizeof err, "DELETE FROM schema_version WHERE version >= 2", "") == 0);
     CHECK(cdb_run(db, err, sizeof err, "DROP INDEX events_job", "") == 0);
     CHECK(cdb_run(db, err, sizeof err, "DROP INDEX attempts_job", "") == 0);
     CHECK(cdb_run(db, err, sizeof err, "DROP INDEX attempts_running", "") == 0);
-    const char *undo3[] = {"ALTER TABLE batches DROP COLUMN owner",
+    const char *undo3[] = {"ALTER TABLE jobs DROP COLUMN waiting",
+                           "ALTER TABLE batches DROP COLUMN owner",
                            "ALTER TABLE jobs DROP COLUMN worker_faults",
                            "ALTER TABLE workers DROP COLUMN precisions",
                            "ALTER TABLE attempts DROP COLUMN store_op",
@@ -75,7 +76,8 @@ int main(void) {
         CHECK(cdb_run(db, err, sizeof err, undo3[i], "") == 0, "%s: %s", undo3[i], err);
     cdb_close(db);
     db = cdb_open(path, 0, err, sizeof err);
-    CHECK(db && cdb_schema_version(db) == 7);
+    CHECK(db && cdb_schema_version(db) == 8);
+    CHECK(db && q(db, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name='waiting'") == 1);
     CHECK(db && q(db, "SELECT count(*) FROM pragma_table_info('jobs') WHERE "
                       "name='worker_faults' AND dflt_value='0'") == 1);
     CHECK(db && q(db, "SELECT count(*) FROM pragma_table_info('batches') WHERE name='owner'") == 1);

@@ -215,6 +215,45 @@ int main(void) {
         np = place_plan(ws3, 2, &j, 1, p, 64, NULL, &r);
         CHECK(np == 1 && p[0].worker == 0);
     }
+    { /* why no worker could ever take a job: checkpoint first, then precision, GPUs, memory;
+       * busy, draining or blocklisted workers still count (place_unfit is about capability) */
+        place_worker ws[2] = {worker(1, 1), worker(4, 1)};
+        ws[1].checkpoint = "big";
+        ws[1].precisions = 3u;
+        busy(&ws[0], 0, 10);
+        ws[0].eligible = 0;
+        const char *field = NULL;
+        char why[200];
+        place_job j = job(1, 1, 10);
+        CHECK(place_unfit(ws, 2, &j, &field, why, sizeof why) == 0);
+        j.checkpoint = "ckpt";
+        CHECK(place_unfit(ws, 2, &j, &field, why, sizeof why) == 0, "busy/ineligible still able");
+        j.checkpoint = "nope";
+        CHECK(place_unfit(ws, 2, &j, &field, why, sizeof why) == 1 &&
+                  !strcmp(field, "checkpoint") && !strcmp(why, "no worker has checkpoint nope"),
+              "%s: %s", field, why);
+        j.checkpoint = "ckpt";
+        j.precision = 1;
+        CHECK(place_unfit(ws, 2, &j, &field, why, sizeof why) == 1 && !strcmp(field, "precision") &&
+                  !strcmp(why, "no worker renders precision fp8 with checkpoint ckpt"),
+              "%s: %s", field, why);
+        j.checkpoint = NULL;
+        CHECK(place_unfit(ws, 2, &j, &field, why, sizeof why) == 0); /* "big" has fp8 */
+        j.precision = 0;
+        j.gpus = 5;
+        ws[1].in_service[3] = 0;
+        CHECK(place_unfit(ws, 2, &j, &field, why, sizeof why) == 1 && !strcmp(field, "gpus") &&
+                  !strcmp(why, "no worker with 5 GPUs (the most any has in service: 3)"),
+              "%s: %s", field, why);
+        j.gpus = 2;
+        j.min_memory = 100ull << 30;
+        CHECK(place_unfit(ws, 2, &j, &field, why, sizeof why) == 1 &&
+                  !strcmp(field, "min_gpu_memory") &&
+                  !strcmp(why, "no worker with 2 GPUs of at least 100.0 GiB (at most 0)"),
+              "%s: %s", field, why);
+        ws[1].memory[0] = ws[1].memory[1] = 141ull << 30;
+        CHECK(place_unfit(ws, 2, &j, &field, why, sizeof why) == 0);
+    }
     { /* estimates: rate x steps x frames x height x width; unknown without a size or a rate */
         place_worker w = worker(1, 2e-6);
         place_job j = {.id = 1, .gpus = 1, .steps = 10, .frames = 56, .height = 32, .width = 32};

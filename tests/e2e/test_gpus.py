@@ -41,15 +41,19 @@ def test(args):
         check(all(g["memory"] == 143771 * 1024 * 1024 for g in gpus), "memory %s" % gpus)
         check(all(g["name"] == "NVIDIA H200" for g in gpus), "names %s" % gpus)
 
-        # READY names the checkpoint by its directory's name: a job asking for "ckpt" runs here,
-        # one asking for another checkpoint waits for a worker that has it.
+        # READY names the checkpoint by its directory's name: a job asking for "ckpt" runs here;
+        # one asking for another checkpoint is refused at submit (no registered worker has it),
+        # and with --allow-wait waits for a worker that has it, saying so.
         req = os.path.join(farm.dir, "ck.jsonl")
         with open(req, "w") as f:
             for name, seed in (("ckpt", 1), ("some-other-model", 2)):
                 f.write(json.dumps({"prompt_cache": farm.prompt, "frames": 56, "height": 32,
                                     "width": 32, "steps": 1, "seed": seed,
                                     "checkpoint": name}) + "\n")
-        farm.run(["submit", req, "--coordinator", farm.client_ep])
+        r = farm.run(["submit", req, "--coordinator", farm.client_ep], check_rc=False)
+        check(r.returncode != 0 and "ck.jsonl:2: field 'checkpoint': no worker has checkpoint "
+              "some-other-model" in r.stderr, "not refused: %d %s" % (r.returncode, r.stderr))
+        farm.run(["submit", req, "--coordinator", farm.client_ep, "--allow-wait"])
         t0 = time.time()
         while farm.q("SELECT state FROM jobs WHERE json_extract(request, '$.seed') IN (1, '1')")[0][0] != "done":
             check(time.time() - t0 < 30, "the job naming checkpoint 'ckpt' did not run")
@@ -57,6 +61,9 @@ def test(args):
         time.sleep(2)
         other = farm.q("SELECT state FROM jobs WHERE json_extract(request, '$.seed') IN (2, '2')")
         check(other == [("queued",)], "the job naming another checkpoint is %s" % other)
+        jid = farm.q("SELECT id FROM jobs WHERE json_extract(request, '$.seed') IN (2, '2')")[0][0]
+        st = farm.run(["status", "j%d" % jid, "--coordinator", farm.client_ep]).stdout
+        check("waiting    no worker has checkpoint some-other-model" in st, "vdn status: %s" % st)
         log("checkpoint matching: 'ckpt' ran, 'some-other-model' waits")
 
         # A GPU that is not on the machine: refuse to start, naming it.

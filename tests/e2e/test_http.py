@@ -266,6 +266,24 @@ def test(args):
         farm.wait_batch(b_bad, 1, timeout=30)
         farm.prompt = good
         b = farm.submit(3)
+        # a job no worker can take (2 GPUs on a CPU worker), queued with --allow-wait: the JSON
+        # API and the page say why it waits
+        req = os.path.join(farm.dir, "two_gpus.jsonl")
+        with open(req, "w") as f:
+            f.write(json.dumps({"prompt_cache": farm.prompt, "frames": 56, "height": 32,
+                                "width": 32, "steps": 2, "gpus": 2}) + "\n")
+        r = farm.run(["submit", req, "--coordinator", farm.client_ep, "--allow-wait", "--json"])
+        stuck = int(re.search(r'"job": "j(\d+)"', r.stdout).group(1))
+        want_wait = "no worker with 2 GPUs (the most any has in service: 1)"
+        t0 = time.time()
+        while True:
+            js = json.loads(get(base + "/api/status", TOKEN)[1])
+            row = [j for j in js["jobs"] if j["job_id"] == stuck]
+            if row and want_wait in row[0].get("waiting", ""):
+                break
+            check(time.time() - t0 < 10, "/api/status: j%d never said why it waits: %s"
+                  % (stuck, row))
+            time.sleep(0.2)
 
         # while a job renders: a busy worker, NFEs per second, a running job
         t0 = time.time()
@@ -288,8 +306,10 @@ def test(args):
         problem = re.search(r'id="problem">([^<]*)<', dom)
         check(problem and not problem.group(1), "the page could not load its data: %s"
               % (problem.group(1) if problem else "no problem line in the DOM"))
-        for want in ("vdn farm", ">w<", "b%d" % b, "running", "job fault", "updated"):
+        for want in ("vdn farm", ">w<", "b%d" % b, "running", "job fault", "updated",
+                     "waiting: " + want_wait):
             check(want in dom, "the page's DOM lacks %r" % want)
+        farm.run(["cancel", "j%d" % stuck, "--coordinator", farm.client_ep])
         check(os.path.getsize(shot) > 10000, "screenshot %s missing or tiny" % shot)
         import cv2
         img = cv2.imread(shot)
@@ -317,7 +337,7 @@ def test(args):
         check(list(info) == [(("state", "idle"), ("worker", "w"))], "vdn_worker_info %s" % info)
         st, js = get(base + "/api/status", TOKEN)
         status = json.loads(js)
-        check(st == 200 and len(status["jobs"]) == 4 and status["workers"][0]["worker_id"] == "w",
+        check(st == 200 and len(status["jobs"]) == 5 and status["workers"][0]["worker_id"] == "w",
               "/api/status: %s" % js[:300])
         log("after: jobs %s, queue-wait and render histograms consistent, %d NFEs" % (jobs, total))
 

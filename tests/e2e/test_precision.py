@@ -3,9 +3,10 @@ per precision; one batch holds the same request at bf16 and at fp8 ("precision" 
 record names the precision its job asked for, and the two outputs differ (on the CPU backend fp8
 runs the quantised oracle, engine/test/test_render_fp8.py: its velocity differs from the
 unquantised one by 1e-3..7e-2 relative, so latents after two steps cannot be equal). Then a
-bf16-only farm gets an fp8 job: it is not placed, and `vdn status` and `vdn logs` say that no
-connected worker has precision fp8 loaded instead of leaving it queued in silence; likewise an
-fp8-only farm for a job that names no precision (bf16)."""
+bf16-only farm gets an fp8 job: `vdn submit` refuses it, naming the field and the reason (no
+worker renders precision fp8); with --allow-wait it is queued, not placed, and `vdn status` and
+`vdn logs` say why instead of leaving it queued in silence; likewise an fp8-only farm for a job
+that names no precision (bf16)."""
 import json
 import os
 import re
@@ -40,12 +41,12 @@ def up(vdn, d, *extra):
     return conf(os.path.join(d, "vdn.conf"))
 
 
-def submit(vdn, d, lines):
+def submit(vdn, d, lines, *extra):
     req = os.path.join(d, "requests.jsonl")
     with open(req, "w") as f:
         for x in lines:
             f.write(json.dumps(x) + "\n")
-    r = run(vdn, "submit", req, "--dir", d)
+    r = run(vdn, "submit", req, "--dir", d, *extra)
     check(r.returncode == 0, "vdn submit: %s%s" % (r.stdout, r.stderr))
     m = re.search(r"\bb?(\d+)\b", r.stdout)
     check(m, "no batch id in %r" % r.stdout)
@@ -102,9 +103,21 @@ def waits_with_reason(vdn, d, ckpt, farm, job, missing):
     whose precision `missing` none of its workers loaded."""
     up(vdn, d, "--checkpoint", ckpt, *farm)
     prompt = os.path.join(ckpt, "prompt.safetensors")
-    batch = submit(vdn, d, [dict({"prompt_cache": prompt, "frames": FRAMES, "height": 32,
-                                  "width": 32, "steps": 2, "seed": 7}, **job)])
-    want = "no connected worker has precision %s loaded" % missing
+    line = dict({"prompt_cache": prompt, "frames": FRAMES, "height": 32, "width": 32, "steps": 2,
+                 "seed": 7}, **job)
+    want = "no worker renders precision %s" % missing
+    t0 = time.time()
+    while "idle" not in run(vdn, "workers", "--dir", d).stdout:
+        check(time.time() - t0 < 60, "no worker registered")
+        time.sleep(0.3)
+    req = os.path.join(d, "refused.jsonl")
+    with open(req, "w") as f:
+        f.write(json.dumps(line) + "\n")
+    r = run(vdn, "submit", req, "--dir", d)
+    check(r.returncode != 0 and "refused.jsonl:1: field 'precision': " + want in r.stderr and
+          "--allow-wait" in r.stderr, "vdn submit did not refuse it: %d %s%s"
+          % (r.returncode, r.stdout, r.stderr))
+    batch = submit(vdn, d, [line], "--allow-wait")
     t0 = time.time()
     while True:
         st = run(vdn, "status", "b" + batch, "--dir", d)
