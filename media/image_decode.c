@@ -150,8 +150,7 @@ static const char *decoder_of(vdn_image_format f, enum AVCodecID *id) {
 
 /* One frame out of one packet holding the whole file. */
 static int decode_frame(const uint8_t *data, size_t len, const vdn_image_info *info,
-                        long long max_pixels, const char *name, AVFrame *frame, char *err,
-                        size_t errlen) {
+                        const char *name, AVFrame *frame, char *err, size_t errlen) {
     enum AVCodecID id;
     const char *fmt = decoder_of(info->format, &id);
     const AVCodec *codec = avcodec_find_decoder(id);
@@ -166,7 +165,9 @@ static int decode_frame(const uint8_t *data, size_t len, const vdn_image_info *i
         goto done;
     }
     memcpy(pkt->data, data, len);
-    dec->max_pixels = max_pixels; /* FFmpeg's own check before it allocates a frame */
+    /* FFmpeg's own check before it allocates a frame, on the header's size (already within the
+     * caller's limit) with room for the decoders' aligned strides */
+    dec->max_pixels = ((long long)info->width + 256) * ((long long)info->height + 256);
     dec->err_recognition = AV_EF_CRCCHECK | AV_EF_EXPLODE;
     dec->thread_count = 1;
     dec->idct_algo = FF_IDCT_INT; /* the IJG integer IDCT, libjpeg's own family */
@@ -207,11 +208,9 @@ int vdn_image_decode(const void *data, size_t len, const char *name, const vdn_i
     if (!name) name = "picture";
     vdn_image_info info;
     if (vdn_image_probe(data, len, name, opts, &info, err, errlen)) return -1;
-    long long limit =
-        opts && opts->max_pixels > 0 ? opts->max_pixels : VDN_IMAGE_MAX_PIXELS_DEFAULT;
     AVFrame *frame = av_frame_alloc();
     if (!frame) return vdn_fail(err, errlen, "%s: out of memory", name);
-    int rc = decode_frame(data, len, &info, limit, name, frame, err, errlen);
+    int rc = decode_frame(data, len, &info, name, frame, err, errlen);
     if (rc == 0) {
         out->rgb = vdn_xmalloc((size_t)info.width * info.height * 3);
         rc = frame_to_rgb(frame, info.format, out->rgb, name, err, errlen);

@@ -49,22 +49,27 @@ static int put_on_canvas(const vdn_image *k, int anchor, int W, int H, vdn_image
         return 0;
     }
     char e[VDN_ERR_LEN];
-    int rc;
-    if (anchor) {
-        rc = vdn_resample_u8(k->rgb, k->width, k->height, 0, 3, W, H, VDN_RESAMPLE_LANCZOS, NULL,
-                             o->rgb, e, sizeof e);
-    } else {
+    int rc, rw = W, rh = H, left = 0, top = 0;
+    if (!anchor) {
         double sw = (double)W / k->width, sh = (double)H / k->height;
         double scale = sw > sh ? sw : sh;
         double rw_f = nearbyint(k->width * scale), rh_f = nearbyint(k->height * scale);
         if (!(rw_f < 1 << 24 && rh_f < 1 << 24))
             return vdn_fail(err, errlen, "%s: a %dx%d picture cannot be cover-cropped onto %dx%d",
                             name, k->width, k->height, W, H);
-        int rw = (int)rw_f > W ? (int)rw_f : W, rh = (int)rh_f > H ? (int)rh_f : H;
-        int left = (rw - W) / 2, top = (rh - H) / 2;
-        rc = vdn_resample_u8_window(k->rgb, k->width, k->height, 0, 3, rw, rh, VDN_RESAMPLE_LANCZOS,
-                                    NULL, left, top, W, H, o->rgb, e, sizeof e);
+        rw = (int)rw_f > W ? (int)rw_f : W, rh = (int)rh_f > H ? (int)rh_f : H;
+        left = (rw - W) / 2, top = (rh - H) / 2;
     }
+    double work = vdn_resample_work(k->width, k->height, 3, rw, rh, VDN_RESAMPLE_LANCZOS, NULL,
+                                    left, top, W, H);
+    if (work > VDN_KEYFRAME_MAX_WORK)
+        return vdn_fail(err, errlen,
+                        "%s: resizing this %dx%d picture for the %dx%d canvas is %.0e "
+                        "multiply-adds, over the limit of %.0e: its aspect ratio is too far from "
+                        "the canvas's (crop it first)",
+                        name, k->width, k->height, W, H, work, VDN_KEYFRAME_MAX_WORK);
+    rc = vdn_resample_u8_window(k->rgb, k->width, k->height, 0, 3, rw, rh, VDN_RESAMPLE_LANCZOS,
+                                NULL, left, top, W, H, o->rgb, e, sizeof e);
     if (rc) return vdn_fail(err, errlen, "%s: %s", name, e);
     return 0;
 }
@@ -90,11 +95,12 @@ int vdn_keyframes_prepare(const vdn_image *keyframes, int n, int width, int heig
                             keyframes[0].name ? keyframes[0].name : "keyframe", keyframes[0].width,
                             keyframes[0].height, e);
     } else if (width < 0 || height < 0 || width % VDN_CANVAS_MULTIPLE ||
-               height % VDN_CANVAS_MULTIPLE || width > 1 << 14 || height > 1 << 14) {
+               height % VDN_CANVAS_MULTIPLE || width > VDN_CANVAS_MAX_SIDE ||
+               height > VDN_CANVAS_MAX_SIDE) {
         return vdn_fail(err, errlen,
                         "keyframes: canvas %dx%d; width and height must be positive multiples "
-                        "of %d (at most 16384)",
-                        width, height, VDN_CANVAS_MULTIPLE);
+                        "of %d (at most %d)",
+                        width, height, VDN_CANVAS_MULTIPLE, VDN_CANVAS_MAX_SIDE);
     }
     for (int i = 0; i < n; i++) {
         if (put_on_canvas(&keyframes[i], i == 0, width, height, &out[i], err, errlen)) {

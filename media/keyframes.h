@@ -23,6 +23,13 @@
 #define VDN_CANVAS_SHORT_EDGE 768
 #define VDN_CANVAS_MAX_PIXELS (768 * 1344)
 #define VDN_KEYFRAMES_MAX 2
+/* The most multiply-adds one keyframe's resize may take (resample.h vdn_resample_work): about a
+ * second of one core. A 50-megapixel photo onto the canvas takes ~1e9; what is refused is a
+ * picture stretched far out of its aspect (1 x 1,000,000 onto 1344 x 768 with --width/--height),
+ * which would take minutes to hours. */
+#define VDN_KEYFRAME_MAX_WORK 4e9
+/* The largest explicit canvas side (a user's --width/--height) */
+#define VDN_CANVAS_MAX_SIDE 4096
 
 /* resolve_canvas_size(aspect_w, aspect_h, 32, 768, 768 * 1344): the canvas of an aspect ratio
  * (a picture's width and height, or 16, 9). 0, or -1 when the ratio is not positive or outside
@@ -32,9 +39,10 @@ int vdn_canvas_size(double aspect_w, double aspect_h, int *height, int *width, c
 
 /* Put n (1..VDN_KEYFRAMES_MAX) decoded keyframes onto the canvas. width = height = 0: the canvas
  * of keyframe 0's aspect; else both positive multiples of 32 (a user's --width/--height), and
- * keyframe 0 is stretched onto that. out[0..n) get canvas-sized RGB pictures (named after their
- * sources; vdn_image_free each); *canvas_w, *canvas_h the canvas. 0, or -1 with a message naming
- * the picture. */
+ * keyframe 0 is stretched onto that (sides up to VDN_CANVAS_MAX_SIDE). out[0..n) get canvas-sized
+ * RGB pictures (named after their sources; vdn_image_free each); *canvas_w, *canvas_h the canvas.
+ * 0, or -1 with a message naming the picture (also one whose resize would exceed
+ * VDN_KEYFRAME_MAX_WORK). */
 int vdn_keyframes_prepare(const vdn_image *keyframes, int n, int width, int height, vdn_image *out,
                           int *canvas_w, int *canvas_h, char *err, size_t errlen);
 

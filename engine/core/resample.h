@@ -44,6 +44,14 @@ int vdn_resample_u8_window(const uint8_t *src, int src_w, int src_h, size_t src_
                            const vdn_resample_box *box, int win_x, int win_y, int win_w, int win_h,
                            uint8_t *dst, char *err, size_t errlen);
 
+/* The multiply-adds vdn_resample_u8_window would do for these arguments (both passes, every
+ * channel), computed without doing them: what a caller bounds to refuse a pathological resize
+ * (a 1 x 50,000,000 picture stretched onto 1344 x 768 would take an hour) before starting it.
+ * -1 when the arguments are invalid. */
+double vdn_resample_work(int src_w, int src_h, int channels, int out_w, int out_h,
+                         vdn_resample_filter filter, const vdn_resample_box *box, int win_x,
+                         int win_y, int win_w, int win_h);
+
 /* The whole output: Pillow's im.resize((out_w, out_h), filter, box). */
 int vdn_resample_u8(const uint8_t *src, int src_w, int src_h, size_t src_stride, int channels,
                     int out_w, int out_h, vdn_resample_filter filter, const vdn_resample_box *box,

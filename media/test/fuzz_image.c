@@ -14,13 +14,13 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     char err[1024];
-    vdn_image_opts opts = {.max_pixels = 1 << 18, .max_bytes = 1 << 20};
+    vdn_image_opts opts = {.max_pixels = 1 << 16, .max_bytes = 1 << 20};
     vdn_image im;
     if (vdn_image_decode(data + 1, size - 1, "fuzz", &opts, &im, err, sizeof err)) {
         if (!err[0] || im.rgb) abort();
         return 0;
     }
-    if (im.width < 1 || im.height < 1 || !im.rgb || (long long)im.width * im.height > 1 << 18 ||
+    if (im.width < 1 || im.height < 1 || !im.rgb || (long long)im.width * im.height > 1 << 16 ||
         im.width != im.info.width || im.height != im.info.height)
         abort();
     vdn_image kf[2] = {im, im}, out[2];

@@ -400,6 +400,13 @@ def part_bad():
     st.check(r.returncode == 1 and "wide.png" in r.stderr and "aspect ratio" in r.stderr, f"wide first: {r.stderr!r}")
     r = run("canvas", "cv", "ok.png", "wide.png")
     st.check(r.returncode == 0, f"wide last keyframe is cover-cropped: {r.stderr!r}")
+    # a picture stretched far out of its aspect (explicit canvas) is refused before the work starts
+    Image.new("RGB", (1, 1000000), (9, 9, 9)).save("thin.png")
+    r = run("canvas", "--size", 1344, 768, "cv", "thin.png")
+    st.check(r.returncode == 1 and "thin.png" in r.stderr and "too far from the canvas" in r.stderr,
+             f"1x1000000 onto 1344x768: {r.returncode} {r.stderr!r}")
+    r = run("canvas", "--size", 4128, 32, "cv", "ok.png")
+    st.check(r.returncode == 1 and "at most 4096" in r.stderr, f"--size 4128 32: {r.stderr!r}")
     r = run("canvas", "cv", "ok.png", "trunc.jpg")
     st.check(r.returncode == 1 and "trunc.jpg" in r.stderr, f"bad last keyframe: {r.stderr!r}")
 
