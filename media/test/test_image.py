@@ -169,6 +169,9 @@ def part_decode():
             a[: H // 2] //= 200
         open(f"{name}.png", "wb").write(png_bytes(W, H, 16, ct, [r.astype(">u2").tobytes() for r in a]))
     open("interlaced.png", "wb").write(adam7_png(rgb))
+    # image data that ends early but well formed (zlib stream and IEND whole): the missing rows
+    # come out black, in Pillow as here
+    open("short_idat.png", "wb").write(png_bytes(W, H, 8, 2, [r.tobytes() for r in rgb[: H // 2]]))
     Image.fromarray(rgb).save("lossless.webp", lossless=True)
     Image.open("rgba.png").save("lossless_alpha.webp", lossless=True)
     sm = smooth(4 * W + 1, 4 * H + 3)
@@ -177,7 +180,7 @@ def part_decode():
     sa.putalpha(Image.fromarray(rng.integers(0, 256, sm.shape[:2], dtype=np.uint8)))
     sa.save("lossy_alpha.webp", quality=85)
     Image.fromarray(smooth(W, H, 3)).save("lossy_small.webp", quality=70)
-    exact = ["interlaced.png", "rgb.png", "rgba.png", "l.png", "la.png", "p.png", "p_trns.png", "bw.png", "rgb_odd_size.png",
+    exact = ["interlaced.png", "short_idat.png", "rgb.png", "rgba.png", "l.png", "la.png", "p.png", "p_trns.png", "bw.png", "rgb_odd_size.png",
              "grey1.png", "grey2.png", "grey4.png", "pal1.png", "pal2.png", "pal4.png", "rgb16.png",
              "rgba16.png", "la16.png", "grey16.png", "lossless.webp", "lossless_alpha.webp", "lossy.webp",
              "lossy_alpha.webp", "lossy_small.webp"]
@@ -355,6 +358,11 @@ def part_bad():
     corrupt = bytearray(png)
     corrupt[60:80] = b"\x00" * 20  # inside IDAT: the CRC no longer matches
     open("corrupt.png", "wb").write(corrupt)
+    Image.fromarray(smooth(149, 95)).save("ok2.jpg", quality=92)
+    b = bytearray(open("ok2.jpg", "rb").read())  # damaged entropy-coded data FFmpeg's decoder notices
+    sos = b.index(b"\xff\xda")
+    b[sos + 300:sos + 340] = b"\x55" * 40
+    open("damaged.jpg", "wb").write(b)
     Image.fromarray(smooth(64, 48)).save("pic.gif")
     Image.fromarray(smooth(64, 48)).save("pic.bmp")
     Image.fromarray(smooth(64, 48)).save("pic.tiff")
@@ -368,6 +376,7 @@ def part_bad():
     cases = [
         ("empty.png", "empty file"), ("text.png", "not a picture"), ("trunc.png", "truncated PNG"),
         ("trunc.jpg", "truncated JPEG"), ("trunc.webp", "truncated WebP"), ("corrupt.png", "corrupt PNG"),
+        ("damaged.jpg", "corrupt JPEG"),
         ("pic.gif", "a GIF"), ("pic.bmp", "a BMP"), ("pic.tiff", "a TIFF"), ("anim.webp", "animated WebP"),
         ("anim.png", "animated PNG"), ("big.png", "100.0 megapixels, over the limit of 50.0"),
         ("missing.png", "missing.png"), (".", "directory"),
