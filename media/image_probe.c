@@ -1,7 +1,9 @@
 /* Pictures' headers (image.h): which format, what size, whether the data is whole, read from the
  * bytes alone so that a bad or oversized picture is refused before a decoder sees it. Also what
  * the loader does without FFmpeg: files in, sha256, freeing. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -287,27 +289,57 @@ int vdn_image_probe(const void *data, size_t len, const char *name, const vdn_im
     return 0;
 }
 
-/* The file's bytes, refusing what is larger than the limit before reading it. */
+/* The file's bytes, refusing what is larger than the limit: a regular file by its size before
+ * reading it, anything else (a pipe, a device) once it has given more than the limit. */
 static void *read_bounded(const char *path, const vdn_image_opts *opts, size_t *len, char *err,
                           size_t errlen) {
     size_t max = opts && opts->max_bytes ? opts->max_bytes : VDN_IMAGE_MAX_BYTES_DEFAULT;
     struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        vdn_fail(err, errlen, "%s: a directory; expected " EXPECTED, path);
+        return NULL;
+    }
     if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (unsigned long long)st.st_size > max) {
         vdn_fail(err, errlen, "%s: %lld bytes, over the limit of %zu bytes for a picture file",
                  path, (long long)st.st_size, max);
         return NULL;
     }
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        vdn_fail(err, errlen, "%s: a directory; expected " EXPECTED, path);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        vdn_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
-    char *data = vdn_read_file(path, len, err, errlen);
-    if (data && *len > max) {
-        vdn_fail(err, errlen, "%s: over the limit of %zu bytes for a picture file", path, max);
-        free(data);
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *buf = vdn_xmalloc(cap);
+    for (;;) {
+        size_t want = cap - n > max + 1 - n ? max + 1 - n : cap - n;
+        size_t got = fread(buf + n, 1, want, f);
+        n += got;
+        if (got < want || n > max) break;
+        if (n == cap) {
+            cap *= 2;
+            uint8_t *nb = realloc(buf, cap);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                vdn_fail(err, errlen, "%s: out of memory reading %zu bytes", path, n);
+                return NULL;
+            }
+            buf = nb;
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || n > max) {
+        if (bad)
+            vdn_fail(err, errlen, "%s: read error", path);
+        else
+            vdn_fail(err, errlen, "%s: over the limit of %zu bytes for a picture file", path, max);
+        free(buf);
         return NULL;
     }
-    return data;
+    *len = n;
+    return buf;
 }
 
 int vdn_image_load(const char *path, const vdn_image_opts *opts, vdn_image *out, char *err,

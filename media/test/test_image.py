@@ -398,6 +398,8 @@ def part_bad():
         st.check(r.returncode == 1 and want in r.stderr and name in r.stderr, f"{name}: {r.stderr!r}")
     r = run("decode", "--max-bytes", 1000, "ok.png", "x.raw")
     st.check(r.returncode == 1 and "over the limit of 1000 bytes" in r.stderr, f"--max-bytes 1000: {r.stderr!r}")
+    r = run("decode", "--max-bytes", 100000, "/dev/zero", "x.raw")  # no size to stat: read up to the limit
+    st.check(r.returncode == 1 and "/dev/zero: over the limit of 100000 bytes" in r.stderr, f"/dev/zero: {r.stderr!r}")
     # the limit is the caller's
     r = run("decode", "--max-pixels", 3000, "ok.png", "x.raw")
     st.check(r.returncode == 1 and "over the limit of 0.0 megapixels" in r.stderr, f"--max-pixels 3000: {r.stderr!r}")
