@@ -4,8 +4,10 @@
  * are normalised to sum to 1 in double, then rounded to 22-bit fixed point; integer sums with a
  * rounding half added, shifted and clipped to 0..255. The horizontal pass runs first (over the
  * input rows the vertical pass will read), then the vertical pass; an axis whose size and box
- * do not change is not resampled at all, as in Pillow. With the same filter, sizes and box the
- * output equals Pillow's byte for byte (media/test/test_image.py checks it).
+ * do not change is not resampled at all, as in Pillow. Channels are resampled independently (as
+ * Pillow's core does for L, La, RGB, RGBa; Image.resize premultiplies an RGBA or LA picture's
+ * colour by its alpha first, which is its caller's business). With the same filter, sizes and box
+ * the output equals Pillow's byte for byte (media/test/test_image.py checks it).
  *
  * Pure C for every room: media/ puts keyframes on the canvas with it, a model's image
  * processor (Qwen3-VL's) may resize with it. */
