@@ -149,25 +149,37 @@ static int write_audio(const char *dir, const vdn_vae_audio_config *ac, uint64_t
     return rc;
 }
 
+/* random latent statistics, so the normalisation is exercised */
+static void random_video_stats(vdn_vae_video_config *vc, uint64_t seed) {
+    uint64_t key = name_key(seed, "latents_stats");
+    for (int i = 0; i < VDN_VAE_MAX_CH; i++) {
+        vc->latents_mean[i] = (float)(0.5 * unif(key, i));
+        vc->latents_std[i] = (float)(1.0 + 0.5 * unif(key, 100 + i));
+    }
+}
+
+int vdn_vae_init_video(const char *dir, const vdn_vae_video_config *c, uint64_t seed, char *err,
+                       size_t errlen) {
+    vdn_vae_video_config vc = *c;
+    random_video_stats(&vc, seed);
+    tlist v = {.seed = seed};
+    vdn_vae_video_tensors(&vc, collect, &v);
+    char *vj = vdn_vae_video_config_json(&vc);
+    int rc = write_dir(dir, vj, &v, err, errlen);
+    free(vj);
+    tlist_free(&v);
+    return rc;
+}
+
 int vdn_vae_init(const char *root, uint64_t seed, char *err, size_t errlen) {
     char dir[4200];
     vdn_vae_video_config vc;
     vdn_vae_audio_config ac;
     vdn_vae_video_tiny(&vc);
     vdn_vae_audio_tiny(&ac);
-    uint64_t key = name_key(seed, "latents_stats");
-    for (int i = 0; i < VDN_VAE_MAX_CH; i++) {
-        vc.latents_mean[i] = (float)(0.5 * unif(key, i));
-        vc.latents_std[i] = (float)(1.0 + 0.5 * unif(key, 100 + i));
-    }
     random_audio_stats(&ac, seed);
-    tlist v = {.seed = seed};
-    vdn_vae_video_tensors(&vc, collect, &v);
-    char *vj = vdn_vae_video_config_json(&vc);
     snprintf(dir, sizeof dir, "%s/vae", root);
-    int rc = write_dir(dir, vj, &v, err, errlen);
-    free(vj);
-    tlist_free(&v);
+    int rc = vdn_vae_init_video(dir, &vc, seed, err, errlen);
     snprintf(dir, sizeof dir, "%s/audio_vae", root);
     if (!rc) rc = write_audio(dir, &ac, seed, err, errlen);
     return rc;

@@ -17,6 +17,7 @@ that drew the noise (which of torch's normal kernels ran: engine/core/torch_rng.
 Runs on torch 1.13 (Debian's python3-torch, no safetensors package: ops/reference/st_numpy.py stands
 in; nn.RMSNorm, which only the ViT decoder uses, gets a stand-in) and on torch 2.x.
 usage: vae_encoder_reference.py --ref .ref --checkpoint CKPT_ROOT --out expected_vae_encoder.safetensors
+       [--cases one,tiles]
 """
 import argparse
 import json
@@ -119,6 +120,7 @@ def main():
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--cases", default=",".join(CASES), help="which of " + ", ".join(CASES))
     a = ap.parse_args()
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     src = os.path.join(a.ref, "diffusers_src")
@@ -138,6 +140,8 @@ def main():
     g = torch.Generator().manual_seed(a.seed)
     out = {}
     for name, (H, W) in CASES.items():
+        if name not in a.cases.split(","):
+            continue
         canvas = torch.randint(0, 256, (H, W, 3), generator=g, dtype=torch.int64).to(torch.uint8)
         pixels = canvas.permute(2, 0, 1)[None, :, None]
         mean = torch.tensor(PIX_MEAN).view(1, -1, 1, 1, 1)

@@ -22,6 +22,7 @@
 
 #include "backends.h"
 #include "safetensors.h"
+#include "vae_init.h"
 #include "video_encoder.h"
 #include "vdn_util.h"
 
@@ -167,8 +168,26 @@ static void run_case(vdn_video_encoder *enc, const char *name, vdn_torch_randn_p
     free(px), free(m), free(noise), free(lat), free(ref_m), free(ref_noise), free(ref_lat);
 }
 
+/* ROOT/vae: the tiny VAE with channels that change from level to level, two resnets a level */
+static int write_wide(const char *root) {
+    vdn_vae_video_config c;
+    vdn_vae_video_tiny(&c);
+    const int boc[6] = {8, 16, 16, 24, 24, 32};
+    for (int i = 0; i < 6; i++)
+        c.block_out_channels[i] = boc[i];
+    c.layers_per_block = 2;
+    char dir[4200], err[1024];
+    snprintf(dir, sizeof dir, "%s/vae", root);
+    if (vdn_vae_init_video(dir, &c, 0, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     vdn_backends_register();
+    if (argc == 3 && !strcmp(argv[1], "--write-wide")) return write_wide(argv[2]);
     if (argc < 3) {
         fprintf(stderr, "usage: %s CKPT_ROOT EXPECTED.safetensors [cpu|cuda]\n", argv[0]);
         return 2;
@@ -205,7 +224,8 @@ int main(int argc, char **argv) {
     const double tol = gpu ? 3e-2 : 1e-5;
     printf("backend %s, noise from torch's %s kernel path\n", vdn_dev_name(dev), pname);
     run_case(enc, "one", path, tol);
-    run_case(enc, "tiles", path, tol);
+    if (vdn_st_find(expected, "tiles.canvas")) /* the wide VAE's file has "one" only (CI time) */
+        run_case(enc, "tiles", path, tol);
     vdn_video_encoder_free(enc);
     vdn_dev_close(dev);
     vdn_st_close(expected);
