@@ -3,8 +3,9 @@
  *
  * - JPEG (libjpeg-turbo, Pillow's defaults): "fancy" upsampling of subsampled chroma (a
  *   triangle filter, 3/4 of the nearer sample and 1/4 of the farther, with libjpeg's biases
- *   alternating between output columns and rows; edge samples repeated), then YCbCr -> RGB in
- *   16-bit fixed point with libjpeg's constants FIX(1.40200), FIX(0.34414), FIX(0.71414),
+ *   alternating between output columns and rows; edge samples repeated; plain replication where
+ *   a horizontally subsampled plane is at most 2 samples wide, as libjpeg does), then YCbCr -> RGB
+ * in 16-bit fixed point with libjpeg's constants FIX(1.40200), FIX(0.34414), FIX(0.71414),
  *   FIX(1.77200) and ONE_HALF rounding. What remains is the IDCT: FFmpeg's integer IDCT and
  *   libjpeg-turbo's islow differ by one level on about one sample in a hundred.
  * - WebP (libwebp): the VP8 planes are the same in every decoder (VP8 decoding is exact); the
@@ -90,7 +91,13 @@ int vdn_jpeg_ycc_to_rgb(const vdn_yuv_planes *p, uint8_t *rgb) {
             fb = p->u + (size_t)k * p->us, fr = p->v + (size_t)k * p->vs;
         }
         const uint8_t *rb = nb, *rr = nr;
-        if (p->hsub && p->vsub) {
+        if (p->hsub && cw <= 2) { /* libjpeg upsamples so narrow a chroma plane by replication */
+            for (int j = 0; j < cw; j++)
+                cb[2 * j] = cb[2 * j + 1] = nb[j];
+            for (int j = 0; j < cw; j++)
+                cr[2 * j] = cr[2 * j + 1] = nr[j];
+            rb = cb, rr = cr;
+        } else if (p->hsub && p->vsub) {
             jpeg_up_hv(nb, fb, cw, sum, cb);
             jpeg_up_hv(nr, fr, cw, sum, cr);
             rb = cb, rr = cr;

@@ -214,6 +214,19 @@ def part_decode():
                  f"{name} ({mode}): differs from Pillow's convert('RGB') by up to {d.max()} "
                  f"(mean {d.mean():.4f}); allowed {mx} (mean {mean})")
         print(f"decode: {name:22s} {mode:5s} max {d.max()} mean {d.mean():.4f}")
+    # tiny pictures: libjpeg replicates a chroma plane of at most 2 samples instead of
+    # interpolating; WebP's upsampler at its edges
+    worst = {"jpg": 0, "webp": 0}
+    for w, h in ((1, 17), (2, 5), (3, 9), (4, 1), (5, 2), (17, 3), (1, 1), (2, 2)):
+        a = np.clip(rng.normal(128, 40, (h, w, 3)), 0, 255).astype(np.uint8)
+        for name, kw in (("tiny420.jpg", {}), ("tiny422.jpg", {"subsampling": 1}), ("tiny.webp", {})):
+            Image.fromarray(a).save(name, quality=90, **kw)
+            ref = np.asarray(Image.open(name).convert("RGB")).astype(int)
+            got, err = decoded(name)
+            if ok(got is not None and got.shape == ref.shape, f"{w}x{h} {name}: {err}"):
+                worst[name[-4:].lstrip(".")] = max(worst[name[-4:].lstrip(".")], int(np.abs(got - ref).max()))
+    st.check(worst["jpg"] <= 4 and worst["webp"] == 0, f"tiny pictures differ from Pillow by up to {worst}")
+    print(f"decode: tiny pictures within {worst} of Pillow")
     # memory = file; sha256 = hashlib's
     import hashlib
     r = run("sha256", "lossy.webp")
