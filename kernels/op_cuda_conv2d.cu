@@ -78,6 +78,20 @@ __global__ void __launch_bounds__(THREADS)
     }
 }
 
+/* t[o, p] = sum_k w[o, k] col[p, k] in float32: where cuBLASLt has no algorithm for a shape */
+__global__ void __launch_bounds__(THREADS)
+    gemm_plain_k(const bf16 *w, const bf16 *col, float *t, int64_t ldt, int64_t cout, int64_t npix,
+                 int64_t kp) {
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < cout * npix;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t o = e / npix, p = e % npix;
+        float acc = 0.f;
+        for (int64_t k = 0; k < kp; k++)
+            acc += __bfloat162float(w[o * kp + k]) * __bfloat162float(col[p * kp + k]);
+        t[o * ldt + p] = acc;
+    }
+}
+
 FView offset_rows(FView v, int64_t r) {
     const size_t es = v.dt == VDN_DT_F32 ? 4 : 2;
     v.p += (size_t)(r * v.ld) * es;
@@ -127,12 +141,17 @@ int conv2d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_te
         OPL();
         const int rc = vdn_gemm_bf16_f32(cdev(d)->gc, wb, (int)kp, col, (int)kp, t, (int)ldt,
                                          (int)cout, (int)npix, (int)kp, NULL, 0, vst(d));
-        if (rc)
+        if (rc < 0)
             return vdn_dev_fault(d, VDN_DEV_FAULT_DEVICE,
-                                 "op conv2d (%s): the bf16 GEMM [%lld x %lld] x [%lld x %lld]^T %s",
+                                 "op conv2d (%s): the bf16 GEMM [%lld x %lld] x [%lld x %lld]^T "
+                                 "failed (details on stderr)",
                                  d->name, (long long)cout, (long long)kp, (long long)npix,
-                                 (long long)kp,
-                                 rc > 0 ? "has no cuBLASLt algorithm" : "failed (stderr)");
+                                 (long long)kp);
+        if (rc > 0) { /* no cuBLASLt algorithm for the shape: the same sums in a plain kernel */
+            gemm_plain_k<<<op_grid(cout * npix), THREADS, 0, cdev(d)->st>>>(wb, col, t, ldt, cout,
+                                                                            npix, kp);
+            OPL();
+        }
         FView bv = {b ? (char *)b->data : NULL, b ? (int)b->dtype : VDN_DT_F32, b ? b->ld : 0};
         conv_epilogue_k<<<op_grid(cout * npix), THREADS, 0, cdev(d)->st>>>(
             offset_rows(fview(y), img * cout), t, ldt, bv, b != NULL, cout, npix, accumulate);

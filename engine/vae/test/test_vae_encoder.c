@@ -2,8 +2,8 @@
  * (ops/reference/vae_encoder_reference.py; docs/reference-check.md): the checkpoint is the one the
  * reference read (sha256), then per case (one 64x96 tile; a 288x320 canvas of 2 x 2 blended
  * tiles):
- *  - the moments (posterior parameters after the blend) within `tol` relative to the largest
- *    reference value (CPU 1e-5; CUDA: its bf16 products, bound below);
+ *  - the moments (posterior parameters after the blend): max |error| over the largest reference
+ *    value and relative RMS (CPU 1e-5 both; CUDA, bf16 products: 5e-2 and 1e-2, argued in main);
  *  - the noise: vdn_torch_randn with the capability's kernel path equals the reference's draw bit
  *    for bit;
  *  - the sample from the REFERENCE's moments (vdn_video_encoder_sample) equals its normalised
@@ -11,8 +11,10 @@
  *    reproduces the release's on the same values;
  *  - the whole encode (u8 canvas -> latents): nearly every value equal to the reference's (our
  *    moments differ from torch's in the last float32 bits, which moves a sample to the next
- *    float16 only when it lies that close to a rounding boundary), each within one float16 step or
- *    the error the moments' error makes in the sample (near zero that spans several steps).
+ *    float16 only when it lies that close to a rounding boundary), each within one float16 step
+ *    plus the error the moments' error makes in the sample (near zero that spans several steps).
+ *    On CUDA (bf16 products) the moments' bounds are wider and the count of moved samples is
+ *    free; the bound per sample holds as on the CPU.
  * usage: test_vae_encoder CKPT_ROOT EXPECTED.safetensors [cpu|cuda] (cuda: exit 77 without a GPU)
  */
 #include <math.h>
@@ -84,8 +86,14 @@ static int same_bits(float a, float b) {
     return memcmp(&a, &b, sizeof a) == 0;
 }
 
+/* the moments' bounds: max |error| over the largest reference value, and relative RMS */
+typedef struct {
+    double max_rel, rms_rel;
+    int count_equal; /* the whole encode: at most 1% of the latents may differ at all */
+} bounds;
+
 static void run_case(vdn_video_encoder *enc, const char *name, vdn_torch_randn_path path,
-                     double tol) {
+                     bounds bd) {
     const vdn_vae_video_config *c = vdn_video_encoder_config(enc);
     char key[128], err[1024];
     snprintf(key, sizeof key, "%s.canvas", name);
@@ -109,18 +117,21 @@ static void run_case(vdn_video_encoder *enc, const char *name, vdn_torch_randn_p
     int rc = vdn_video_encoder_moments(enc, px, H, W, &opts, m, err, sizeof err);
     const double secs = vdn_now() - t0;
     CHECK(!rc, "%s: %s", name, err);
-    double md = 0, mref = 0;
+    double md = 0, mref = 0, num = 0, den = 0;
     for (int64_t i = 0; !rc && i < 2 * n; i++) {
         const double dv = fabs((double)m[i] - ref_m[i]);
         if (!(dv <= md)) md = dv;
         if (fabs(ref_m[i]) > mref) mref = fabs(ref_m[i]);
+        num += dv * dv, den += (double)ref_m[i] * ref_m[i];
     }
-    CHECK(!rc && md <= tol * mref,
-          "%s: moments max |error| %.3e, %.3e of the largest value %.3e "
-          "(bound %.1e)",
-          name, md, md / mref, mref, tol);
-    printf("%s: %dx%d canvas, moments max |error| %.3e (relative %.3e) in %.2f s\n", name, H, W, md,
-           md / mref, secs);
+    const double rms = sqrt(num / (den > 0 ? den : 1));
+    CHECK(!rc && md <= bd.max_rel * mref && rms <= bd.rms_rel,
+          "%s: moments max |error| %.3e, %.3e of the largest value %.3e (bound %.1e); relative "
+          "RMS %.3e (bound %.1e)",
+          name, md, md / mref, mref, bd.max_rel, rms, bd.rms_rel);
+    printf("%s: %dx%d canvas, moments max |error| %.3e (%.3e of the largest), relative RMS %.3e, "
+           "in %.2f s\n",
+           name, H, W, md, md / mref, rms, secs);
 
     /* the noise */
     float *noise = vdn_xmalloc(sizeof(float) * (size_t)n);
@@ -150,20 +161,20 @@ static void run_case(vdn_video_encoder *enc, const char *name, vdn_torch_randn_p
         const float s = (float)c->latents_std[ch], mu = (float)c->latents_mean[ch];
         const float ours = vdn_f16_to_f32(vdn_f32_to_f16(lat[i] * s + mu)),
                     ref = vdn_f16_to_f32(vdn_f32_to_f16(ref_lat[i] * s + mu));
-        /* allowed: one float16 step, or the sample's float32 error from the moments' (md on the
+        /* allowed: one float16 step plus the sample's float32 error from the moments' (md on the
          * mean, md / 2 on logvar scaled by std |noise|), which near zero spans several steps */
         const float step = fabsf(vdn_f16_to_f32(vdn_f32_to_f16(ref) ^ 1) - ref);
         const double sd = exp(0.5 * fmin(fmax(m[n + i], -30.0), 20.0));
-        const double allowed = fmax(step, md * (1.0 + sd * fabs(noise[i]))) * 1.001;
+        const double allowed = (step + md * (1.0 + sd * fabs(noise[i]))) * 1.001;
         moved += ours != ref;
         far += fabs((double)ours - ref) > allowed;
     }
-    CHECK(!rc && far == 0 && moved <= n / 100 + 1,
-          "%s: encode: %lld latents differ from the reference's, %lld beyond one float16 step and "
+    CHECK(!rc && far == 0 && (!bd.count_equal || moved <= n / 100 + 1),
+          "%s: encode: %lld latents differ from the reference's, %lld beyond one float16 step plus "
           "the moments' error (of %lld)",
           name, (long long)moved, (long long)far, (long long)n);
     printf("%s: encode: %lld of %lld latents equal the reference's bit for bit, the others within "
-           "one float16 step or the moments' error\n",
+           "one float16 step plus the moments' error\n",
            name, (long long)(n - moved), (long long)n);
     free(px), free(m), free(noise), free(lat), free(ref_m), free(ref_noise), free(ref_lat);
 }
@@ -218,14 +229,19 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    /* CPU: float64 sums, the reference's own float32 spread is ~1e-6 (metadata). CUDA: bf16
-     * GEMM operands (8-bit mantissas, relative rounding 2^-9 per operand) through ~20 layers of
-     * float32 storage: a few 1e-3 of the largest moment */
-    const double tol = gpu ? 3e-2 : 1e-5;
+    /* CPU: float64 sums; the reference's own float32 spread is ~1e-6 (metadata): 1e-5.
+     * CUDA: every conv multiplies bf16 operands (each rounded by up to 2^-9 relative, so a
+     * product by ~2^-8 / sqrt(3) RMS, random in sign): ~2.3e-3 relative RMS per conv; the moments
+     * are ~20 convs deep (conv_in, two a resnet, the downsamplers, conv_out, quant_conv) with
+     * GroupNorm renormalising between them, so the errors add in quadrature: sqrt(20) x 2.3e-3
+     * = 1e-2 relative RMS at most, and the largest of ~10^4 errors within 5 of those RMS: 5e-2 of
+     * the largest value. The whole encode then moves many samples by a float16 step (the count
+     * is not bounded), each within its bound from the moments' error. */
+    const bounds bd = gpu ? (bounds){5e-2, 1e-2, 0} : (bounds){1e-5, 1e-5, 1};
     printf("backend %s, noise from torch's %s kernel path\n", vdn_dev_name(dev), pname);
-    run_case(enc, "one", path, tol);
+    run_case(enc, "one", path, bd);
     if (vdn_st_find(expected, "tiles.canvas")) /* the wide VAE's file has "one" only (CI time) */
-        run_case(enc, "tiles", path, tol);
+        run_case(enc, "tiles", path, bd);
     vdn_video_encoder_free(enc);
     vdn_dev_close(dev);
     vdn_st_close(expected);
