@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "encoder.h"
 #include "prompt_pictures.h"
@@ -183,6 +184,16 @@ static int tokenize(vdn_text_prompts *p, const char *text, int32_t **ids, size_t
     return 0;
 }
 
+/* content_sha256 of a cache entry: SHA-256 of the prompt_embeds bytes followed by the
+ * text_token_tags bytes. */
+static void content_hash(const void *embeds, size_t ne, const void *tags, size_t nt, char hex[65]) {
+    uint8_t *buf = vdn_xmalloc(ne + nt + 1);
+    memcpy(buf, embeds, ne);
+    memcpy(buf + ne, tags, nt);
+    vdn_sha256_hex(buf, ne + nt, hex);
+    free(buf);
+}
+
 /* The key hashes the encoder's identity, its precision and the ids. The bf16 material is the
  * text of the keys written before fp8 existed ("v1", no precision line), so the entries already
  * in a store stay hits; any other precision adds its line and can never meet a bf16 key. A
@@ -312,10 +323,15 @@ static int write_cache(vdn_text_prompts *p, vdn_text_encoder *enc, vdn_dev *dev,
          .shape = {(int64_t)n},
          .data = tags},
     };
-    char tokens[32], layer[16];
+    char tokens[32], layer[16], content[65], key[160];
     snprintf(tokens, sizeof tokens, "%zu", n);
     snprintf(layer, sizeof layer, "%d", vdn_text_encoder_layer(enc));
-    vdn_st_kv meta[] = {{"prompt", text},
+    /* what a hit is checked against (hit_ok): the key it belongs under, its embeddings' hash */
+    content_hash(bf, 2 * n * (size_t)H, tags, sizeof(int64_t) * n, content);
+    key_of(p, pics, ids, n, key, sizeof key);
+    vdn_st_kv meta[] = {{"cache_key", key},
+                        {"content_sha256", content},
+                        {"prompt", text},
                         {"text_encoder", p->identity},
                         {"text_encoder_layer", layer},
                         {"text_encoder_precision", vdn_precision_name(p->precision)},
@@ -463,12 +479,57 @@ static void land(vdn_text_prompts *p, const char *id) {
     unlock(p);
 }
 
-/* In the store: fetch it (1), not there (0), or -1 (the store failed: info says so). */
-static int fetch(vdn_store *st, const char *key, const char *path, vdn_text_cache_info *info,
-                 char *err, size_t errlen) {
+/* Whether the entry fetched to path is what `key` stands for, before anyone renders from it:
+ * written under this key (cache_key) by an encoder of this identity and precision for n tokens,
+ * bf16 embeddings and one tag a row whose bytes hash to its content_sha256. A store that others
+ * can write to (or a torn, older or hand-made file) never feeds a render unchecked. 1 ok, else
+ * 0 with why. */
+static int hit_ok(const vdn_text_prompts *p, const char *path, const char *key, size_t n, char *why,
+                  size_t len) {
+    vdn_st_file *f = vdn_st_open(path, why, len);
+    if (!f) return 0;
+    const char *ck = vdn_st_meta(f, "cache_key"), *cs = vdn_st_meta(f, "content_sha256");
+    const char *enc = vdn_st_meta(f, "text_encoder"), *tok = vdn_st_meta(f, "tokens");
+    const char *prec = vdn_st_meta(f, "text_encoder_precision");
+    const vdn_st_entry *e = vdn_st_find(f, "prompt_embeds"), *t = vdn_st_find(f, "text_token_tags");
+    char hex[65], ntok[32];
+    snprintf(ntok, sizeof ntok, "%zu", n);
+    int ok = 0;
+    if (!ck || strcmp(ck, key))
+        snprintf(why, len, "metadata cache_key is %.100s, not this key", ck ? ck : "(none)");
+    else if (!enc || strcmp(enc, p->identity) || !prec ||
+             strcmp(prec, vdn_precision_name(p->precision)))
+        snprintf(why, len, "written by encoder %.40s at %.8s, not %.40s at %s", enc ? enc : "?",
+                 prec ? prec : "?", p->identity, vdn_precision_name(p->precision));
+    else if (!tok || strcmp(tok, ntok))
+        snprintf(why, len, "metadata tokens %.20s, the prompt has %zu", tok ? tok : "?", n);
+    else if (!e || e->dtype != VDN_DT_BF16 || e->ndim != 2 || e->shape[0] < 1 || !t ||
+             t->ndim != 1 || t->shape[0] != e->shape[0])
+        snprintf(why, len, "expected bf16 prompt_embeds (rows, hidden) and text_token_tags (rows)");
+    else if (content_hash(e->data, (size_t)e->nbytes, t->data, (size_t)t->nbytes, hex),
+             !cs || strcmp(cs, hex))
+        snprintf(why, len, "the tensors hash to %.16s..., metadata content_sha256 says %.16s...",
+                 hex, cs ? cs : "(none)");
+    else
+        ok = 1;
+    vdn_st_close(f);
+    return ok;
+}
+
+/* In the store: fetch it (1), not there or failing its check (0: encoded again and stored over
+ * it), or -1 (the store failed: info says so). */
+static int fetch(const vdn_text_prompts *p, vdn_store *st, const char *key, size_t n,
+                 const char *path, vdn_text_cache_info *info, char *err, size_t errlen) {
     int have = vdn_store_exists(st, key, NULL, err, errlen);
     if (have == 0) return 0;
-    if (have > 0 && vdn_store_get_file(st, key, path, err, errlen) == 0) return 1;
+    if (have > 0 && vdn_store_get_file(st, key, path, err, errlen) == 0) {
+        char why[VDN_ERR_LEN];
+        if (hit_ok(p, path, key, n, why, sizeof why)) return 1;
+        VDN_WARN("prompt cache %s in %s failed its check (%s): encoding it again", key,
+                 vdn_store_uri(st), why);
+        unlink(path);
+        return 0;
+    }
     info->store_failed = 1;
     return -1;
 }
@@ -485,7 +546,7 @@ static void test_delay(const vdn_text_prompts *p) {
 static int lead(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
                 const vdn_prompt_input *in, const vdn_pictures *pics, const int32_t *ids, size_t n,
                 const char *path, vdn_text_cache_info *info, char *err, size_t errlen) {
-    int got = fetch(st, info->key, path, info, err, errlen);
+    int got = fetch(p, st, info->key, n, path, info, err, errlen);
     if (got) {
         info->hit = got > 0;
         return got > 0 ? 0 : -1;
@@ -506,7 +567,7 @@ static int fetch_or_encode(vdn_text_prompts *p, const vdn_text_place *at, vdn_st
     snprintf(id, idlen, "%s\n%s", vdn_store_uri(st), info->key);
     int rc;
     for (;;) {
-        int got = fetch(st, info->key, path, info, err, errlen);
+        int got = fetch(p, st, info->key, n, path, info, err, errlen);
         if (got) {
             info->hit = got > 0;
             rc = got > 0 ? 0 : -1;

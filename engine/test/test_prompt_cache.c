@@ -378,6 +378,64 @@ done:
     vdn_store_close(st);
 }
 
+/* A hit is checked before use: an entry whose embeddings were changed (one byte), and another
+ * prompt's entry copied under this key, each fail the check, are encoded again and stored over,
+ * and the result equals the honest entry byte for byte. */
+static void tampered(vdn_dev *dev) {
+    char err[VDN_ERR_LEN], uri[4300], entry[4400], path[4300], again[4300], other[4300];
+    snprintf(uri, sizeof uri, "file://%s/store-tamper", work);
+    vdn_store *st = vdn_store_open(uri, NULL, err, sizeof err);
+    vdn_text_prompts *p =
+        vdn_text_prompts_open(ckpt, "cpu", 0, VDN_PRECISION_BF16, err, sizeof err);
+    CHECK(st && p, "%s", err);
+    if (!st || !p) goto done;
+    vdn_text_place at = {.dev = dev, .gpu = 0};
+    vdn_text_cache_info a, b, c;
+    snprintf(path, sizeof path, "%s/tamper-a.safetensors", work);
+    snprintf(other, sizeof other, "%s/tamper-b.safetensors", work);
+    snprintf(again, sizeof again, "%s/tamper-again.safetensors", work);
+    CHECK(vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = prompts[0]}, path, &a,
+                                  err, sizeof err) == 0 &&
+              vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = prompts[1]}, other,
+                                      &b, err, sizeof err) == 0,
+          "%s", err);
+    char m[200];
+    CHECK(meta_of(path, "cache_key", m, sizeof m) && !strcmp(m, a.key), "cache_key %s", m);
+    CHECK(meta_of(path, "content_sha256", m, sizeof m) && strlen(m) == 64, "content_sha256 %s", m);
+    snprintf(entry, sizeof entry, "%s/store-tamper/%s", work, a.key);
+    for (int k = 0; k < 2; k++) {
+        if (k == 0) { /* one byte of the embeddings: the last byte of the file */
+            FILE *f = fopen(entry, "r+b");
+            CHECK(f != NULL, "%s", entry);
+            if (!f) break;
+            fseek(f, -1, SEEK_END);
+            int ch = fgetc(f);
+            fseek(f, -1, SEEK_END);
+            fputc(ch ^ 0x40, f);
+            fclose(f);
+        } else { /* prompt 1's entry under prompt 0's key */
+            size_t len;
+            char *bytes = vdn_read_file(other, &len, err, sizeof err);
+            CHECK(bytes && vdn_write_file_atomic(entry, bytes, len, err, sizeof err) == 0, "%s",
+                  err);
+            free(bytes);
+        }
+        long before = vdn_text_prompts_encodes(p);
+        CHECK(vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = prompts[0]}, again,
+                                      &c, err, sizeof err) == 0,
+              "%s", err);
+        CHECK(!c.hit && vdn_text_prompts_encodes(p) == before + 1,
+              "tamper %d: hit %d, %ld encodes (was %ld): the bad entry was used", k, c.hit,
+              vdn_text_prompts_encodes(p), before);
+        CHECK(same_file(again, path) && same_file(entry, path),
+              "tamper %d: the entry was not encoded again to the honest bytes", k);
+    }
+    printf("tampered cache entries: both refused by the check, encoded again, stored over\n");
+done:
+    vdn_text_prompts_close(p);
+    vdn_store_close(st);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: test_prompt_cache CKPT WORKDIR\n");
@@ -400,6 +458,7 @@ int main(int argc, char **argv) {
     vdn_store_close(st);
     store_failures(devs[0]);
     precisions(devs[1]);
+    tampered(devs[2]);
     for (int i = 0; i < JOBS; i++)
         vdn_dev_close(devs[i]);
     return check_report("test_prompt_cache");
