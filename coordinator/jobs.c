@@ -169,8 +169,26 @@ out:
     return rc;
 }
 
+static int claim(sqlite3 *db, int64_t job, const char *worker_id, double lease, job_claim *out,
+                 char *err, size_t errlen);
+
+/* The attempt id is the fencing token, and a rowid: a claim lost to a power cut would hand the
+ * same id to the next claim while the first worker still holds it. So this one commit waits for
+ * the disk (synchronous=FULL: the WAL is fsynced before COMMIT returns, and the ASSIGN is sent
+ * only after), and the connection goes back to NORMAL for the frequent small writes (progress,
+ * heartbeats), which a power cut may lose without harm. */
 int jobs_claim(sqlite3 *db, int64_t job, const char *worker_id, double lease, job_claim *out,
                char *err, size_t errlen) {
+    char e2[VDN_ERR_LEN];
+    if (cdb_run(db, err, errlen, "PRAGMA synchronous=FULL", "")) return -1;
+    int rc = claim(db, job, worker_id, lease, out, err, errlen);
+    if (cdb_run(db, e2, sizeof e2, "PRAGMA synchronous=NORMAL", ""))
+        VDN_ERROR("claim: back to synchronous=NORMAL: %s", e2);
+    return rc;
+}
+
+static int claim(sqlite3 *db, int64_t job, const char *worker_id, double lease, job_claim *out,
+                 char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     if (cdb_begin(db, err, errlen)) return -1;
     sqlite3_stmt *st = cdb_prep(db,
