@@ -34,7 +34,8 @@ static void usage(FILE *f) {
         "                       [--max-attempts 3] [--max-worker-faults 20]\n"
         "                       [--blocklist-failures 3]\n"
         "                       [--blocklist-seconds 300] [--keys DIR]\n"
-        "                       [--gpu-memory-limit GIB]\n"
+        "                       [--gpu-memory-limit GIB] [--max-workers 1024]\n"
+        "                       [--max-jobs-per-batch 10000] [--max-prompt-chars 16384]\n"
         "                       [--http 127.0.0.1:8080 [--http-token-file FILE]\n"
         "                        [--http-cert PEM --http-key PEM] [--media-cache DIR]\n"
         "                        [--media-cache-mb 2048] [--store-retry-seconds 10]]\n"
@@ -49,6 +50,10 @@ static void usage(FILE *f) {
         "A request no registered worker's GPU can hold is refused at submit (docs/cluster.md\n"
         "\"Memory check at submit\"); --gpu-memory-limit GIB is the GPU size checked against\n"
         "while no worker advertises GPU memory (default: no check then).\n"
+        "Limits (docs/cluster.md \"Limits\"): --max-workers worker ids known at once (a new id\n"
+        "beyond it takes the place of a gone worker, else its READY is refused),\n"
+        "--max-jobs-per-batch, --max-prompt-chars (a text prompt's characters, refused at\n"
+        "submit before any worker tokenizes it).\n"
         "--http HOST:PORT serves a read-only status page (/), its JSON (/api/status),\n"
         "Prometheus metrics (/metrics) and done jobs' posters and mp4s from the --store\n"
         "(/media/jN/poster.png, /media/jN/video.mp4); off by default. Beyond loopback it needs\n"
@@ -147,6 +152,9 @@ int vdn_cmd_coordinator(int argc, char **argv) {
     o->max_worker_faults = 20;
     o->blocklist_failures = 3;
     o->blocklist_seconds = 300;
+    o->max_workers = 1024;
+    o->max_jobs_per_batch = 10000;
+    o->max_prompt_chars = 16384;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -201,6 +209,15 @@ int vdn_cmd_coordinator(int argc, char **argv) {
         } else if (!strcmp(a, "--gpu-memory-limit")) {
             if (parse_num(a, v, 1, 1 << 20, &x)) return 2;
             o->gpu_memory_limit = (uint64_t)(x * 1073741824.0);
+        } else if (!strcmp(a, "--max-workers")) {
+            if (parse_num(a, v, 1, 1000000, &x)) return 2;
+            o->max_workers = (int)x;
+        } else if (!strcmp(a, "--max-jobs-per-batch")) {
+            if (parse_num(a, v, 1, 10000000, &x)) return 2;
+            o->max_jobs_per_batch = (int)x;
+        } else if (!strcmp(a, "--max-prompt-chars")) {
+            if (parse_num(a, v, 1, 10000000, &x)) return 2;
+            o->max_prompt_chars = (int)x;
         } else if (!strcmp(a, "--blocklist-seconds")) {
             if (parse_num(a, v, 0, 86400 * 7, &o->blocklist_seconds)) return 2;
         } else {

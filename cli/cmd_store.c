@@ -25,6 +25,7 @@ static void usage(FILE *f) {
                "  --max-retries N      retries per request on 5xx/429/connection errors (8)\n"
                "  --retry-max-seconds S  cap on total backoff per request (120)\n"
                "  --part-size BYTES    multipart threshold and part size, >= 5 MiB (64 MiB)\n"
+               "  --max-body-bytes N   largest response held in memory (listings, cat) (64 MiB)\n"
                "credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.\n");
 }
 
@@ -89,6 +90,9 @@ int vdn_cmd_store(int argc, char **argv) {
             } else if (!strcmp(name, "--retry-max-seconds")) {
                 if (parse_number(name, val, &num)) return 2;
                 opts.retry_max_seconds = num;
+            } else if (!strcmp(name, "--max-body-bytes")) {
+                if (parse_number(name, val, &num)) return 2;
+                opts.max_body_bytes = (size_t)num;
             } else if (!strcmp(name, "--part-size")) {
                 if (parse_number(name, val, &num)) return 2;
                 opts.multipart_threshold = (size_t)num;

@@ -60,6 +60,10 @@ typedef struct {
 void vdn_errlist_add(vdn_errlist *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void vdn_errlist_free(vdn_errlist *e);
 
+/* A request line longer than this is refused ("FILE:LINE: ... bytes, above the limit"): a
+ * request is a few hundred bytes, its prompt at most --max-prompt-chars. */
+#define VDN_JSONL_MAX_LINE_BYTES (1u << 20)
+
 int vdn_jsonl_parse(const char *text, size_t len, const char *fname, const char *base_dir,
                     int check_files, vdn_job_spec **jobs, int *n_jobs, vdn_errlist *errs);
 int vdn_jsonl_parse_file(const char *path, int check_files, vdn_job_spec **jobs, int *n_jobs,

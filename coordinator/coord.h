@@ -25,6 +25,10 @@ typedef struct {
     /* --gpu-memory-limit: the GPU size requests are checked against at submit while no
      * registered worker advertises GPU memory (memfit.h); 0 = no check then */
     uint64_t gpu_memory_limit;
+    /* limits on what peers may make it hold (docs/cluster.md "Limits") */
+    int max_workers;        /* --max-workers: worker ids known at once */
+    int max_jobs_per_batch; /* --max-jobs-per-batch */
+    int max_prompt_chars;   /* --max-prompt-chars: a text prompt's characters (code points) */
 } coord_opts;
 
 #define COORD_MAX_GPUS 64

@@ -122,7 +122,8 @@ static void on_submit(peer *p, const Vdn__SubmitRequest *s) {
     int64_t batch = 0, *ids = NULL;
     if (allowed(p, VDN_ROLE_SUBMIT, "submit")) return;
     jobs_submitter who = {p->who.local ? NULL : p->who.name,
-                          p->who.local || p->who.role == VDN_ROLE_ADMIN};
+                          p->who.local || p->who.role == VDN_ROLE_ADMIN, p->c->o.max_jobs_per_batch,
+                          p->c->o.max_prompt_chars};
     /* jobs no registered worker could take: lines in errs, which jobs_submit then adds its own
      * findings to and refuses to insert */
     if (!(s->has_allow_wait && s->allow_wait)) coord_submit_check(p->c, s, &errs);

@@ -289,15 +289,34 @@ static void on_ready(coord *c, const uint8_t *ident, size_t n, const Vdn__Ready 
                             "READY: field 'worker_id' must be a non-empty string under 128 bytes");
         return;
     }
-    /* another live connection with this worker id: the old one is a stale socket */
     cworker *w = coord_worker_by_id(c, r->worker_id);
+    /* --max-workers: a new id beyond it takes the place of a worker that is gone and holds
+     * nothing, else it is refused (the table of workers never grows without bound) */
+    cworker *slot = NULL;
+    if (!w && c->o.max_workers > 0 && c->nw >= c->o.max_workers) {
+        for (int i = 0; i < c->nw && !slot; i++)
+            if (!c->w[i].connected && !c->w[i].nhold && !c->w[i].reserved_for) slot = &c->w[i];
+        if (!slot) {
+            snprintf(err, sizeof err,
+                     "READY refused: %d workers are connected or hold work, this coordinator's "
+                     "--max-workers",
+                     c->nw);
+            VDN_WARN("worker endpoint: worker '%.100s': %s", r->worker_id, err);
+            vdn_wire_send_error(c->wsock, ident, n, 0, VDN__ERROR__CODE__INVALID, 0, err);
+            return;
+        }
+    }
+    /* another live connection with this worker id: the old one is a stale socket */
     cworker *other = by_ident(c, ident, n);
     if (other && other != w)
         worker_lost(c, other, "its connection now speaks for another id", FAULT_TRANSIENT);
     if (!w) {
-        c->w = realloc(c->w, sizeof *c->w * (size_t)(c->nw + 1));
-        VDN_ASSERT(c->w);
-        w = &c->w[c->nw++];
+        if (!slot) {
+            c->w = realloc(c->w, sizeof *c->w * (size_t)(c->nw + 1));
+            VDN_ASSERT(c->w);
+            slot = &c->w[c->nw++];
+        }
+        w = slot;
         memset(w, 0, sizeof *w);
         snprintf(w->id, sizeof w->id, "%s", r->worker_id);
     }

@@ -42,6 +42,14 @@ static const char *system_prefix(const char *out) {
     return NULL;
 }
 
+/* Characters of UTF-8 text: the bytes that do not continue a sequence. */
+static size_t utf8_chars(const char *s) {
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
 int jobs_output_prefix(const char *out, const jobs_submitter *who, int64_t batch, int64_t job,
                        char *buf, size_t len, vdn_errlist *errs, const char *where) {
     const char *sys = out ? system_prefix(out) : NULL;
@@ -97,6 +105,13 @@ int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, uint64_t gpu_memory_
         vdn_errlist_add(errs, "submit: no jobs in the batch");
         return -1;
     }
+    if (who->max_jobs > 0 && req->n_jobs > (size_t)who->max_jobs) {
+        vdn_errlist_add(errs,
+                        "submit: %zu jobs in one batch, above this coordinator's "
+                        "--max-jobs-per-batch %d: split the file into several batches",
+                        req->n_jobs, who->max_jobs);
+        return -1;
+    }
     if (req->n_job_priorities && req->n_job_priorities != req->n_jobs)
         vdn_errlist_add(errs, "submit: %zu job_priorities for %zu jobs", req->n_job_priorities,
                         req->n_jobs);
@@ -108,9 +123,15 @@ int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, uint64_t gpu_memory_
         snprintf(where, sizeof where, "job %zu of the batch", i + 1);
         vdn_job_spec_from_proto(req->jobs[i], &specs[i]);
         char prefix[512];
-        if (vdn_job_spec_validate(&specs[i], errs, where) == 0 &&
-            jobs_output_prefix(specs[i].output_prefix, who, 0, 0, prefix, sizeof prefix, errs,
-                               where) == 0)
+        size_t chars = specs[i].prompt ? utf8_chars(specs[i].prompt) : 0;
+        if (who->max_prompt_chars > 0 && chars > (size_t)who->max_prompt_chars)
+            vdn_errlist_add(errs,
+                            "%s: field 'prompt': %zu characters, above this coordinator's "
+                            "--max-prompt-chars %d",
+                            where, chars, who->max_prompt_chars);
+        else if (vdn_job_spec_validate(&specs[i], errs, where) == 0 &&
+                 jobs_output_prefix(specs[i].output_prefix, who, 0, 0, prefix, sizeof prefix, errs,
+                                    where) == 0)
             coord_mem_check(db, &specs[i], gpu_memory_limit, errs, where);
     }
     int64_t *ids = vdn_xcalloc(req->n_jobs, sizeof *ids);

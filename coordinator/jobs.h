@@ -27,10 +27,12 @@ void jobs_class_of(const vdn_job_spec *s, char *buf, size_t len);
 void job_claim_free(job_claim *c);
 
 /* Who submits, for ownership and output namespaces: owner = the client key's name (NULL: the local
- * user of a farm without keys), admin = its role is admin (the local user is). */
+ * user of a farm without keys), admin = its role is admin (the local user is); and the limits
+ * the batch is checked against (0 = none): jobs in it, characters of a text prompt. */
 typedef struct {
     const char *owner;
     int admin;
+    int max_jobs, max_prompt_chars;
 } jobs_submitter;
 
 /* The store prefix a job writes (docs/cluster.md "Tenants"). A client with a name writes under

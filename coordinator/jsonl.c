@@ -442,6 +442,11 @@ int vdn_jsonl_parse(const char *text, size_t len, const char *fname, const char 
             b--;
         pos = end + 1;
         if (a == b || text[a] == '#') continue;
+        if (b - a > VDN_JSONL_MAX_LINE_BYTES) {
+            bad(&c, NULL, "line of %zu bytes, above the limit of %u (one request per line)", b - a,
+                VDN_JSONL_MAX_LINE_BYTES);
+            continue;
+        }
         if (memchr(text + a, 0, b - a)) {
             bad(&c, NULL, "NUL byte in line: expected UTF-8 JSON text");
             continue;

@@ -53,6 +53,8 @@ typedef struct {
     CURL *h;
     size_t sent;
     int write_failed;
+    size_t max_body; /* a 2xx body kept in memory is refused beyond this */
+    int too_big;
 } xfer;
 
 static size_t on_read(char *dst, size_t size, size_t nmemb, void *user) {
@@ -77,6 +79,10 @@ static size_t on_write(char *src, size_t size, size_t nmemb, void *user) {
         return n;
     }
     if (status >= 300 && x->r->body_in.n + n > ERROR_BODY_CAP) return n; /* keep the head */
+    if (x->r->body_in.n + n > x->max_body) { /* a store (or a proxy) that never stops talking */
+        x->too_big = 1;
+        return 0; /* makes curl stop with CURLE_WRITE_ERROR, which is not retried */
+    }
     vdn_s3_buf_add(&x->r->body_in, src, n);
     return n;
 }
@@ -128,7 +134,7 @@ static CURLcode attempt(s3_conn *c, CURL *h, s3_req *r, const char *url, const c
                         char *curl_err) {
     if (!h) return CURLE_FAILED_INIT;
     curl_easy_reset(h);
-    xfer x = {r, h, 0, 0};
+    xfer x = {r, h, 0, 0, c->max_body, 0};
     r->status = 0;
     r->etag[0] = 0;
     r->content_length = -1;
@@ -189,6 +195,11 @@ static CURLcode attempt(s3_conn *c, CURL *h, s3_req *r, const char *url, const c
     if (cc == CURLE_WRITE_ERROR && x.write_failed)
         snprintf(curl_err, CURL_ERROR_SIZE, "writing the local file failed: %s",
                  strerror(x.write_failed));
+    if (cc == CURLE_WRITE_ERROR && x.too_big)
+        snprintf(curl_err, CURL_ERROR_SIZE,
+                 "the response body is over %zu bytes, the store's limit on a body held in "
+                 "memory (max_body_bytes)",
+                 x.max_body);
     curl_slist_free_all(hdrs);
     return cc;
 }

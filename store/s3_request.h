@@ -23,6 +23,7 @@ typedef struct {
     double retry_max_seconds;
     double retry_base_seconds;
     size_t part_size;
+    size_t max_body; /* vdn_store_opts.max_body_bytes */
     /* One cached handle, reused (curl_easy_reset) so connections stay alive. A request that
      * finds it busy (another thread) uses a handle of its own: a store may be shared. */
     pthread_mutex_t curl_lock;

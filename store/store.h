@@ -18,6 +18,10 @@ typedef struct {
     int max_retries;          /* 0 = default (8) */
     double retry_max_seconds; /* cap on total backoff per request, 0 = default (120 s) */
     size_t multipart_threshold; /* 0 = default (64 MiB); parts are this size */
+    /* S3: a response body held in memory (listings, multipart answers, vdn_store_get_bytes)
+     * larger than this fails the request, not retried; 0 = default (64 MiB). Objects fetched to
+     * files (vdn_store_get_file) stream to disk and are not bounded by it. */
+    size_t max_body_bytes;
 } vdn_store_opts;
 
 typedef struct vdn_store vdn_store;

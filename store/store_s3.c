@@ -125,6 +125,7 @@ void *vdn_store_s3_open(const char *rest, const vdn_store_opts *opts, char *err,
     c->retry_max_seconds = opts->retry_max_seconds > 0 ? opts->retry_max_seconds : 120.0;
     c->retry_base_seconds = 0.25;
     c->part_size = opts->multipart_threshold ? opts->multipart_threshold : DEFAULT_PART;
+    c->max_body = opts->max_body_bytes ? opts->max_body_bytes : (size_t)64 << 20;
     if (c->part_size < MIN_PART) {
         vdn_fail(err, errlen,
                  "%s: multipart threshold %zu bytes is below S3's minimum part size of 5 MiB "

@@ -131,6 +131,20 @@ static void test_many_bad_lines_all_reported(void) {
                           &errs) == -1 &&
           has(&errs, "z.jsonl:2", "NUL"));
     vdn_errlist_free(&errs);
+    /* a line over the limit is refused by its size, before it is parsed; the next still is */
+    {
+        size_t big = VDN_JSONL_MAX_LINE_BYTES + 1, len = 0;
+        char *t = malloc(big + 64);
+        len += (size_t)sprintf(t, "{\"prompt\": \"");
+        memset(t + len, 'a', big);
+        len += big;
+        len += (size_t)sprintf(t + len, "\"}\n{\"steps\": 0, \"prompt\": \"x\"}\n");
+        CHECK(vdn_jsonl_parse(t, len, "big.jsonl", dir, 0, &jobs, &n, &errs) == -1 &&
+              has(&errs, "big.jsonl:1:", "above the limit of 1048576") &&
+              has(&errs, "big.jsonl:2: field 'steps'", NULL));
+        vdn_errlist_free(&errs);
+        free(t);
+    }
     CHECK(vdn_jsonl_parse_file("/nonexistent/r.jsonl", 1, &jobs, &n, &errs) == -1 &&
           has(&errs, "/nonexistent/r.jsonl", NULL));
     vdn_errlist_free(&errs);

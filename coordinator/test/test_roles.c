@@ -6,7 +6,8 @@
  * - roles: read only looks; submit submits and cancels/retries only its own batches; admin may
  *   touch anyone's and drain;
  * - tenants: a client's outputs go under users/NAME/, an `out` in another's folder or in the
- *   farm's own prefixes (prompt-cache/, PREFIX.snapshots/) is refused naming the field.
+ *   farm's own prefixes (prompt-cache/, PREFIX.snapshots/) is refused naming the field;
+ * - limits: workers known at once, jobs per batch, a prompt's characters.
  * Usage: test_roles PATH/TO/vdn-coord-test */
 #include <sqlite3.h>
 
@@ -201,6 +202,72 @@ static void test_shared_farm(void) {
     stop_coordinator(pid, SIGTERM);
 }
 
+/* Limits on what peers make the coordinator hold: --max-workers (a new id beyond it takes a gone
+ * worker's place, else its READY is refused), --max-jobs-per-batch, --max-prompt-chars (counted
+ * in characters, not bytes, and refused at submit). A farm without keys: the local user. */
+static void test_limits(void) {
+    char db[300], err[VDN_ERR_LEN];
+    snprintf(db, sizeof db, "%s/l.db", h_tmp);
+    pid_t pid = start_coordinator("--db", db, "--bind", wep, "--client-bind", cep,
+                                  "--heartbeat-seconds", "5", "--max-workers", "2",
+                                  "--max-jobs-per-batch", "3", "--max-prompt-chars", "10", NULL);
+    fake_worker w[3];
+    const char *ids[3] = {"l1", "l2", "l3"};
+    for (int i = 0; i < 3; i++) {
+        fw_open(&w[i], wep, ids[i]);
+        w[i].alive = i < 2; /* l3 sends no heartbeats: its only answers are to its READYs */
+        fw_ready(&w[i], "tiny", 1, 80ull << 30, 0);
+    }
+    Vdn__Envelope *e = fw_expect(&w[2], VDN__ENVELOPE__PAYLOAD_ERROR, 3);
+    CHECK(e && strstr(e->error->message, "--max-workers"), "the third worker was let in");
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    /* l1 says goodbye: l3 takes its place */
+    Vdn__Disconnect d = VDN__DISCONNECT__INIT;
+    d.reason = "test";
+    Vdn__Envelope env = VDN__ENVELOPE__INIT;
+    env.payload_case = VDN__ENVELOPE__PAYLOAD_DISCONNECT;
+    env.disconnect = &d;
+    w[0].alive = 0;
+    fw_send(&w[0], &env);
+    sleep_s(0.3);
+    fw_ready(&w[2], "tiny", 1, 80ull << 30, 0);
+    CHECK(fw_expect(&w[2], VDN__ENVELOPE__PAYLOAD_ERROR, 1.5) == NULL,
+          "l3 refused although l1 had gone");
+    vdn_client_opts o = {cep, NULL, NULL, 3000, NULL};
+    vdn_client *c = vdn_client_open(&o, err, sizeof err);
+    REQUIRE(c);
+    Vdn__WorkersReply *wr = vdn_client_workers(c, err, sizeof err);
+    int seen3 = 0;
+    for (size_t i = 0; wr && i < wr->n_workers; i++)
+        seen3 |= !strcmp(wr->workers[i]->worker_id, "l3");
+    CHECK(seen3, "l3 is not among the workers");
+    vdn_client_free(wr);
+    /* jobs per batch */
+    vdn_job_spec s[4];
+    for (int i = 0; i < 4; i++)
+        spec(&s[i], NULL);
+    uint64_t batch = 0;
+    CHECK(vdn_client_submit(c, s, 4, "t", 0, "l", &batch, NULL, err, sizeof err) != 0 &&
+              strstr(err, "4 jobs in one batch, above this coordinator's --max-jobs-per-batch 3"),
+          "%s", err);
+    CHECK(vdn_client_submit(c, s, 3, "t", 0, "l", &batch, NULL, err, sizeof err) == 0, "%s", err);
+    /* prompt characters: ten e-acutes are 20 bytes and pass, eleven are refused */
+    s[0].prompt_cache = NULL;
+    s[0].prompt =
+        "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9";
+    CHECK(vdn_client_submit(c, s, 1, "t", 0, "l", &batch, NULL, err, sizeof err) == 0, "%s", err);
+    s[0].prompt =
+        "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9!";
+    CHECK(vdn_client_submit(c, s, 1, "t", 0, "l", &batch, NULL, err, sizeof err) != 0 &&
+              strstr(err, "field 'prompt': 11 characters, above this coordinator's "
+                          "--max-prompt-chars 10"),
+          "%s", err);
+    vdn_client_close(c);
+    for (int i = 0; i < 3; i++)
+        fw_close(&w[i]);
+    stop_coordinator(pid, SIGTERM);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_roles PATH/TO/vdn-coord-test\n");
@@ -216,6 +283,7 @@ int main(int argc, char **argv) {
     snprintf(cep, sizeof cep, "tcp://127.0.0.1:%d", h_port(1));
     double t0 = vdn_now();
     test_shared_farm();
+    test_limits();
     if (failures) {
         harness_dump_log();
         fprintf(stderr, "%d checks failed\n", failures);

@@ -74,9 +74,12 @@ static int load(vdn_st_file *f, int text_dim, vdn_prompt *p, char *err, size_t e
                         "%s: tensor \"prompt_embeds\": width %" PRId64
                         " but the checkpoint's text_dim is %d",
                         path, emb->shape[1], text_dim);
-    if (emb->shape[0] > (1 << 20))
-        return vdn_fail(err, errlen, "%s: tensor \"prompt_embeds\": %" PRId64 " rows is too many",
-                        path, emb->shape[0]);
+    if (emb->shape[0] > VDN_PROMPT_MAX_ROWS || emb->shape[1] > VDN_PROMPT_MAX_DIM)
+        return vdn_fail(err, errlen,
+                        "%s: tensor \"prompt_embeds\": shape (%" PRId64 ", %" PRId64
+                        "), above the limit of %d rows of at most %d (refused before loading)",
+                        path, emb->shape[0], emb->shape[1], VDN_PROMPT_MAX_ROWS,
+                        VDN_PROMPT_MAX_DIM);
     const vdn_st_entry *tags = vdn_st_find(f, "text_token_tags");
     if (!tags) return vdn_fail(err, errlen, "%s: missing tensor \"text_token_tags\"", path);
     if (tags->ndim != 1 || tags->shape[0] != emb->shape[0])

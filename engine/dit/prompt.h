@@ -34,9 +34,15 @@ typedef struct {
     char *prompt;       /* metadata "prompt" or NULL */
 } vdn_prompt;
 
-/* text_dim: the checkpoint's prompt width (0 = accept any). Every problem (missing file or
- * tensor, wrong dtype/shape, a tag other than 0/1, keyframes that disagree) fails with a message
- * naming the file and the tensor or key. */
+/* The most rows and the widest row a prompt cache may have, checked from the file's header before
+ * anything is allocated (the embeddings are widened to float: 16384 x 5120 rows of the real
+ * encoder are 320 MiB; MiniMax-H3 prompts are at most a few thousand rows). */
+#define VDN_PROMPT_MAX_ROWS 16384
+#define VDN_PROMPT_MAX_DIM 16384
+
+/* text_dim: the checkpoint's prompt width (0 = accept any up to VDN_PROMPT_MAX_DIM). Every problem
+ * (missing file or tensor, wrong dtype/shape, a tag other than 0/1, keyframes that disagree) fails
+ * with a message naming the file and the tensor or key. */
 int vdn_prompt_load(const char *path, int text_dim, vdn_prompt *out, char *err, size_t errlen);
 void vdn_prompt_free(vdn_prompt *p);
 /* The same checks on an already open file (tests, fuzzing: vdn_st_open_mem). */

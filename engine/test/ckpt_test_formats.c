@@ -595,6 +595,26 @@ static void test_prompt(void) {
         CHECK(rc != 0 && strstr(err, shapes[i].needle), "shape case %zu: %s", i, err);
         if (!rc) vdn_prompt_free(&p);
     }
+    /* too many rows, or rows too wide: refused from the header, before the widening malloc
+     * (2^20 rows of 5120 were a 21 GB allocation that aborted the worker) */
+    {
+        const int64_t dims[2][2] = {{VDN_PROMPT_MAX_ROWS + 1, 1}, {1, VDN_PROMPT_MAX_DIM + 1}};
+        for (int k = 0; k < 2; k++) {
+            size_t n = (size_t)(dims[k][0] * dims[k][1]);
+            uint16_t *big = calloc(n, 2);
+            int64_t *bt = calloc((size_t)dims[k][0], 8);
+            for (int64_t i = 0; i < dims[k][0]; i++)
+                bt[i] = 1;
+            vdn_st_tensor t[2] = {{"prompt_embeds", VDN_DT_BF16, 2, {dims[k][0], dims[k][1]}, big},
+                                  {"text_token_tags", VDN_DT_I64, 1, {dims[k][0]}, bt}};
+            CHECK(vdn_st_write(path, t, 2, NULL, 0, err, sizeof err) == 0, "%s", err);
+            int rc = vdn_prompt_load(path, 0, &p, err, sizeof err);
+            CHECK(rc != 0 && strstr(err, "above the limit of 16384 rows"), "limit %d: %s", k, err);
+            if (!rc) vdn_prompt_free(&p);
+            free(big);
+            free(bt);
+        }
+    }
     snprintf(path, sizeof path, "%s/does-not-exist.safetensors", tmp);
     CHECK(vdn_prompt_load(path, 0, &p, err, sizeof err) != 0 && strstr(err, "does-not-exist"),
           "missing file: %s", err);
