@@ -213,10 +213,20 @@ static void test_limits(void) {
                                   "--max-jobs-per-batch", "3", "--max-prompt-chars", "10", NULL);
     fake_worker w[3];
     const char *ids[3] = {"l1", "l2", "l3"};
+    vdn_client_opts o = {cep, NULL, NULL, 3000, NULL};
+    vdn_client *c = vdn_client_open(&o, err, sizeof err);
+    REQUIRE(c);
     for (int i = 0; i < 3; i++) {
         fw_open(&w[i], wep, ids[i]);
         w[i].alive = i < 2; /* l3 sends no heartbeats: its only answers are to its READYs */
         fw_ready(&w[i], "tiny", 1, 80ull << 30, 0);
+        /* one after the other: READYs on separate connections may arrive in any order */
+        for (double end = vdn_now() + 5; i < 2 && vdn_now() < end; sleep_s(0.05)) {
+            Vdn__WorkersReply *wr = vdn_client_workers(c, err, sizeof err);
+            size_t n = wr ? wr->n_workers : 0;
+            vdn_client_free(wr);
+            if (n == (size_t)i + 1) break;
+        }
     }
     Vdn__Envelope *e = fw_expect(&w[2], VDN__ENVELOPE__PAYLOAD_ERROR, 3);
     CHECK(e && strstr(e->error->message, "--max-workers"), "the third worker was let in");
@@ -233,9 +243,6 @@ static void test_limits(void) {
     fw_ready(&w[2], "tiny", 1, 80ull << 30, 0);
     CHECK(fw_expect(&w[2], VDN__ENVELOPE__PAYLOAD_ERROR, 1.5) == NULL,
           "l3 refused although l1 had gone");
-    vdn_client_opts o = {cep, NULL, NULL, 3000, NULL};
-    vdn_client *c = vdn_client_open(&o, err, sizeof err);
-    REQUIRE(c);
     Vdn__WorkersReply *wr = vdn_client_workers(c, err, sizeof err);
     int seen3 = 0;
     for (size_t i = 0; wr && i < wr->n_workers; i++)
