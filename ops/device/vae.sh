@@ -21,6 +21,10 @@
 #   RANDN=1 (default): torch.randn on this machine's CPU for engine/core/torch_rng.c's test
 #     (ops/reference/torch_randn_reference.py -> $OUT/torch_randn_<torch version>.safetensors, to be
 #     committed under engine/test/reference/; ctest engine_torch_rng then compares it)
+#   ENC_BENCH=1: the PyTorch keyframe encode at the release's size (ops/reference/vae_encoder_bench.py:
+#     an FL2VA request's 2 keyframes on the 768 x 1344 canvas; needs .ref/ with the diffusers files
+#     of docs/reference-check.md "The keyframe encoder") -> $OUT/vae_encoder_bench_torch.json (the
+#     random full-size weights it writes for vdn's side of the comparison go to a temporary folder)
 # The tests include the keyframe encoder on CUDA (vae_encoder_cuda_vs_official_reference) and its
 # ops (conv2d, group_norm) in kernels_backend_ops.
 set -uo pipefail
@@ -42,6 +46,12 @@ if [ "${RANDN:-1}" = 1 ]; then
     --out "$OUT/torch_randn_${TV}.safetensors" 2>&1 | tee "$OUT/torch_randn.log"
   (cd "$B" && ctest -R '^engine_torch_rng$' --output-on-failure) 2>&1 | tee -a "$OUT/torch_randn.log"
   "$B/engine/test_engine_torch_rng" "$OUT" 2>&1 | tee -a "$OUT/torch_randn.log"
+fi
+if [ "${ENC_BENCH:-0}" = 1 ]; then
+  W=$(mktemp -d)
+  env -u LD_LIBRARY_PATH python3 ops/reference/vae_encoder_bench.py --ref .ref --out "$W" \
+    2> "$OUT/vae_encoder_bench_torch.err" | tee "$OUT/vae_encoder_bench_torch.json"
+  rm -rf "$W"
 fi
 if [ "${BENCH:-0}" = 1 ]; then
   W=$(mktemp -d)
