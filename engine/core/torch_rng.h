@@ -14,8 +14,10 @@
  *    divide n, 16 fresh uniforms overwrite the last 16 values and that block is transformed again;
  *  - how log, sin and cos are evaluated depends on the kernel torch dispatched to (ATen's CPU
  *    capability, torch.backends.cpu.get_cpu_capability()): the AVX2 kernel uses avx_mathfun's
- *    Cephes polynomials (log256_ps, sincos256_ps) as GCC compiles them, with mul+add pairs fused;
- *    the others (DEFAULT, and AVX512, whose kernel file has no vector Box-Muller) call the C
+ *    Cephes polynomials (log256_ps, sincos256_ps) as GCC compiles them, with mul+add pairs fused,
+ *    and it also runs on AVX-512 hosts (DistributionKernels.cpp registers normal_stub with
+ *    REGISTER_NO_AVX512_DISPATCH, so the dispatcher takes the AVX2 kernel there): every x86-64
+ *    GPU server; the DEFAULT kernel (no AVX2, or ATEN_CPU_CAPABILITY=default) calls the C
  *    library's logf/cosf/sinf, theta formed in double and rounded to float.
  * n < 16 takes another path (a double-precision Box-Muller with a cached second sample) that no
  * vdn draw needs: refused. */
@@ -26,8 +28,8 @@
 #include <stdint.h>
 
 typedef enum {
-    VDN_TORCH_RANDN_SCALAR = 0, /* DEFAULT / AVX512 capability: libm logf, cosf, sinf */
-    VDN_TORCH_RANDN_AVX2,       /* AVX2 capability: avx_mathfun's polynomials, fused */
+    VDN_TORCH_RANDN_AVX2 = 0, /* AVX2 and AVX512 capability: avx_mathfun's polynomials, fused */
+    VDN_TORCH_RANDN_SCALAR,   /* DEFAULT capability: libm logf, cosf, sinf */
 } vdn_torch_randn_path;
 
 /* The 32-bit Mersenne twister as at::mt19937 runs it. */

@@ -31,9 +31,10 @@ static int parse_key(const char *k, unsigned long long *seed, long long *n) {
 }
 
 /* the path a capability ran: torch's AVX2 kernel file is the only one with the vector
- * Box-Muller */
+ * Box-Muller, and AVX512 has no normal kernel of its own (the dispatcher takes AVX2's) */
 static vdn_torch_randn_path path_of(const char *capability) {
-    return !strcmp(capability, "AVX2") ? VDN_TORCH_RANDN_AVX2 : VDN_TORCH_RANDN_SCALAR;
+    return !strcmp(capability, "AVX2") || !strcmp(capability, "AVX512") ? VDN_TORCH_RANDN_AVX2
+                                                                        : VDN_TORCH_RANDN_SCALAR;
 }
 
 static float *draw(long long n, unsigned long long seed, vdn_torch_randn_path path) {

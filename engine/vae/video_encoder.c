@@ -434,7 +434,7 @@ int vdn_video_encoder_sample(const vdn_vae_video_config *c, const float *moments
     const int64_t n = (int64_t)C * h * w;
     const uint64_t seed = opts && (opts->seed || opts->seed_set) ? opts->seed : 42;
     const vdn_torch_randn_path path =
-        opts ? (vdn_torch_randn_path)opts->randn_path : VDN_TORCH_RANDN_SCALAR;
+        opts ? (vdn_torch_randn_path)opts->randn_path : VDN_TORCH_RANDN_AVX2;
     float *noise = vdn_xmalloc(sizeof(float) * (size_t)(n > 16 ? n : 16));
     if (vdn_torch_randn(noise, n, seed, path, err, errlen)) {
         free(noise);

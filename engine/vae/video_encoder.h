@@ -38,7 +38,7 @@ typedef struct {
     uint64_t seed;          /* the posterior's generator seed; 0: the release's 42 */
     int seed_set;           /* 1: use seed even when it is 0 */
     int randn_path;         /* vdn_torch_randn_path: which of torch's CPU kernels drew the noise
-                               (default 0 = SCALAR: what torch runs on AVX-512 and non-AVX2 hosts) */
+                               (default 0 = AVX2: what torch runs on every AVX2 or AVX-512 host) */
     int tile, tile_overlap; /* pixels; 0: the release's 256 and 64 */
 } vdn_video_encoder_opts;
 

@@ -10,7 +10,9 @@ avx512, and whatever torch picks by itself), each in a child process, and writes
   <cap>.s<seed>_n<n>          float32 [n]  the draw, for the small sizes
   metadata sha256.<cap>.s<seed>_n<n>       sha256 of the float32 bytes, for the large sizes
   metadata capability.<cap>  the capability the child reported (a request the CPU cannot run falls
-                             back); path.<cap>: "avx2" when it ran the AVX2 kernel, else "scalar"
+                             back); path.<cap>: "avx2" for AVX2 and AVX512 (normal_stub has no
+                             AVX512 kernel: DistributionKernels.cpp's REGISTER_NO_AVX512_DISPATCH),
+                             else "scalar"
   metadata torch             torch.__version__
 
 usage: torch_randn_reference.py --out engine/test/reference/torch_randn_<version>.safetensors
@@ -37,6 +39,11 @@ def cpu_has(*flags):
     except (OSError, StopIteration):
         return False
     return all(x in have for x in flags)
+
+
+def path_of(capability):
+    """which Box-Muller torch's normal kernel runs under an ATen capability (torch_rng.h)"""
+    return "avx2" if capability.upper() in ("AVX2", "AVX512") else "scalar"
 
 
 def capability():
@@ -91,7 +98,7 @@ def main():
                 res = json.load(f)
             got = res["capability"]
             meta[f"capability.{cap}"] = got
-            meta[f"path.{cap}"] = "avx2" if got.upper() == "AVX2" else "scalar"
+            meta[f"path.{cap}"] = path_of(got)
             for key, v in res["draws"].items():
                 if len(v) == 64:
                     meta[f"sha256.{cap}.{key}"] = v

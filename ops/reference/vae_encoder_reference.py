@@ -126,7 +126,7 @@ def main():
     src = os.path.join(a.ref, "diffusers_src")
     vm, encode_vae_condition, DGD = install(src)
     meta = {"torch": torch.__version__, "seed": str(a.seed), "randn_capability": trr.capability()}
-    meta["randn_path"] = "avx2" if meta["randn_capability"].upper() == "AVX2" else "scalar"
+    meta["randn_path"] = trr.path_of(meta["randn_capability"])
     commit = os.path.join(src, "COMMIT")
     if os.path.exists(commit):
         meta["diffusers_commit"] = open(commit).read().strip()
