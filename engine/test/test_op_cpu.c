@@ -534,6 +534,106 @@ static void expect_err(int rc, const char *want) {
           vdn_dev_error(D));
 }
 
+/* conv2d and group_norm (op_conv.h, the video encoder's) against loops written here: the image
+ * padded explicitly (reflect: mirror about the edge pixel; zeros), then the plain sum; GroupNorm
+ * from its definition. Views with ld > cols on every operand, a batch of 2. */
+static double pad_at(const float *img, int H, int W, int r, int c, int reflect) {
+    if (r < 0 || r >= H || c < 0 || c >= W) {
+        if (!reflect) return 0.0;
+        r = r < 0 ? -r : r >= H ? 2 * H - 2 - r : r;
+        c = c < 0 ? -c : c >= W ? 2 * W - 2 - c : c;
+    }
+    return img[r * W + c];
+}
+
+static void conv2d_case(int B, int cin, int H, int W, int cout, int K, int stride, int t, int bo,
+                        int l, int r, int reflect, int accumulate) {
+    const int Ho = (H + t + bo - K) / stride + 1, Wo = (W + l + r - K) / stride + 1;
+    float *hx, *hw, *hb, *hy;
+    vdn_tensor x = mk(B * cin, H * W, 2, 1, &hx), w = mk(cout, cin * K * K, 1, 0.3, &hw),
+               b = mk(1, cout, 0, 0.3, &hb), y = mk(B * cout, Ho * Wo, 3, 1, &hy);
+    const int pad[4] = {t, bo, l, r};
+    CHECK(vdn_op_conv2d(&y, &x, &w, &b, H, W, K, stride, pad, reflect, accumulate) == 0, "%s",
+          vdn_dev_error(D));
+    float *got = get(&y);
+    double worst = 0;
+    for (int bi = 0; bi < B; bi++)
+        for (int o = 0; o < cout; o++)
+            for (int oh = 0; oh < Ho; oh++)
+                for (int ow = 0; ow < Wo; ow++) {
+                    double v = hb[o];
+                    for (int i = 0; i < cin; i++)
+                        for (int kh = 0; kh < K; kh++)
+                            for (int kw = 0; kw < K; kw++)
+                                v += (double)hw[o * cin * K * K + (i * K + kh) * K + kw] *
+                                     pad_at(hx + (size_t)(bi * cin + i) * H * W, H, W,
+                                            oh * stride + kh - t, ow * stride + kw - l, reflect);
+                    const size_t at = (size_t)(bi * cout + o) * Ho * Wo + (size_t)oh * Wo + ow;
+                    const double want = accumulate ? (double)(float)(hy[at] + (float)v) : v;
+                    worst = fmax(worst, fabs(got[at] - want) / (1 + fabs(want)));
+                }
+    CHECK(worst < 1e-6, "conv2d %dx%d K %d stride %d pads %d %d %d %d %s%s: error %.3e", H, W, K,
+          stride, t, bo, l, r, reflect ? "reflect" : "zeros", accumulate ? " acc" : "", worst);
+    free(hx), free(hw), free(hb), free(hy), free(got);
+}
+
+static void group_norm_case(int B, int C, int L, int groups, vdn_act act) {
+    float *hx, *hw, *hb;
+    vdn_tensor x = mk(B * C, L, 1, 2, &hx), w = mk(1, C, 0, 1, &hw), b = mk(1, C, 0, 1, &hb),
+               y = mk(B * C, L, 2, 1, NULL);
+    CHECK(vdn_op_group_norm(&y, &x, &w, &b, groups, 1e-6, act) == 0, "%s", vdn_dev_error(D));
+    float *got = get(&y);
+    const int cpg = C / groups;
+    double worst = 0;
+    for (int bi = 0; bi < B; bi++)
+        for (int g = 0; g < groups; g++) {
+            double sum = 0, sq = 0;
+            const float *xg = hx + (size_t)(bi * C + g * cpg) * L;
+            for (int e = 0; e < cpg * L; e++)
+                sum += xg[e];
+            const double mean = sum / (cpg * L);
+            for (int e = 0; e < cpg * L; e++)
+                sq += (xg[e] - mean) * (xg[e] - mean);
+            const double sd = sqrt(sq / (cpg * L) + 1e-6);
+            for (int e = 0; e < cpg * L; e++) {
+                const int c = g * cpg + e / L;
+                double v = (xg[e] - mean) / sd * hw[c] + hb[c];
+                if (act == VDN_ACT_SILU) v = v / (1 + exp(-v));
+                worst = fmax(worst, fabs(got[(size_t)(bi * C + g * cpg) * L + e] - v));
+            }
+        }
+    CHECK(worst < 1e-5, "group_norm %d groups: error %.3e", groups, worst);
+    free(hx), free(hw), free(hb), free(got);
+}
+
+static void test_encoder_ops(void) {
+    conv2d_case(2, 3, 7, 9, 4, 3, 1, 1, 1, 1, 1, 1, 0); /* conv_in's reflect pad 1 */
+    conv2d_case(1, 4, 8, 6, 5, 3, 2, 0, 1, 0, 1, 1, 0); /* the downsampler */
+    conv2d_case(2, 5, 5, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1); /* the residual add */
+    conv2d_case(1, 6, 4, 5, 6, 1, 1, 0, 0, 0, 0, 1, 0); /* 1x1 */
+    conv2d_case(2, 3, 6, 8, 2, 5, 2, 2, 1, 3, 0, 0, 0); /* zero pads, asymmetric */
+    conv2d_case(1, 2, 9, 5, 3, 4, 3, 3, 2, 1, 4, 1, 1); /* reflect up to size - 1 */
+    group_norm_case(2, 8, 37, 4, VDN_ACT_SILU);
+    group_norm_case(1, 6, 50, 3, VDN_ACT_NONE);
+    group_norm_case(1, 4, 11, 1, VDN_ACT_SILU);
+    float *hx;
+    vdn_tensor x = mk(2, 12, 0, 1, &hx), w = mk(2, 2 * 9, 0, 1, NULL), y = mk(2, 12, 0, 1, NULL);
+    const int p1[4] = {1, 1, 1, 1}, p3[4] = {0, 0, 4, 4};
+    vdn_tensor gw = mk(1, 2, 0, 1, NULL);
+    CHECK(vdn_op_group_norm(&x, &x, &gw, &gw, 2, 1e-6, VDN_ACT_SILU) == 0, "in place: %s",
+          vdn_dev_error(D));
+    expect_err(vdn_op_conv2d(&y, &x, &w, NULL, 3, 4, 3, 1, p3, 1, 0),
+               "op conv2d: reflect pads 0 0 4 4 of a 3x4 image");
+    expect_err(vdn_op_conv2d(&y, &x, &w, NULL, 4, 4, 3, 1, p1, 1, 0),
+               "op conv2d: x has 12 columns, expected H x W = 16");
+    expect_err(vdn_op_conv2d(&x, &x, &w, NULL, 3, 4, 3, 1, p1, 1, 0), "op conv2d: y and x overlap");
+    expect_err(vdn_op_group_norm(&y, &x, &gw, &gw, 3, 1e-6, VDN_ACT_NONE),
+               "op group_norm: 3 groups of 2 channels");
+    expect_err(vdn_op_group_norm(&y, &x, &gw, &gw, 1, 1e-6, VDN_ACT_GELU_TANH),
+               "op group_norm: activation");
+    free(hx);
+}
+
 static void test_errors(void) {
     vdn_tensor x = mk(4, 8, 0, 1, NULL), w = mk(6, 7, 0, 1, NULL), y = mk(4, 6, 0, 1, NULL);
     expect_err(vdn_op_linear(&y, &x, &w, NULL, VDN_ACT_NONE, 0),
@@ -647,6 +747,7 @@ int main(void) {
     test_attention();
     test_diffusion();
     test_errors();
+    test_encoder_ops();
     test_lanes();
     vdn_dev_close(D);
     return test_done("test_op_cpu");

@@ -242,6 +242,15 @@ int main(int argc, char **argv) {
     run_case(enc, "one", path, bd);
     if (vdn_st_find(expected, "tiles.canvas")) /* the wide VAE's file has "one" only (CI time) */
         run_case(enc, "tiles", path, bd);
+    /* canvases the encoder cannot take are refused with the sizes named */
+    uint8_t px[40 * 48 * 3] = {0};
+    float lat[24 * 6];
+    CHECK(vdn_video_encoder_encode_u8(enc, px, 40, 48, NULL, lat, err, sizeof err) == -1 &&
+              strstr(err, "a 48x40 canvas: expected multiples of 16, at least 32"),
+          "a 48x40 canvas: %s", err);
+    CHECK(vdn_video_encoder_encode_u8(enc, px, 16, 48, NULL, lat, err, sizeof err) == -1 &&
+              strstr(err, "a 48x16 canvas"),
+          "a 48x16 canvas: %s", err);
     vdn_video_encoder_free(enc);
     vdn_dev_close(dev);
     vdn_st_close(expected);
