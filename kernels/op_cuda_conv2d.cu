@@ -1,16 +1,18 @@
 /* The video VAE encoder's ops of the conv family (engine/core/op_conv.h) on CUDA.
  *
- *   conv2d      im2col into bf16 (the padded window of every output pixel as a row, reflect or
- *               zero padding, the reduction padded to a multiple of 8 with zeros), one cuBLASLt
- *               bf16 GEMM per image with float32 accumulation into a float32 staging matrix
- *               [Cout, pixels] (the weight as the left operand, so the product comes out
- *               channels-major), then one epilogue: y = float32(v + b) (+ y's old value in float32
- *               when accumulating), stored in y's dtype.
- *   group_norm  per (image, group) float64 sums of x and x^2 over blocks of the group (atomics),
- *               then one elementwise pass: (x - mean) rsqrt(var + eps) w + b, rounded to float32,
- *               then SiLU.
- * Correctness first: the bf16 operands cost ~2^-9 relative per product (the encoder's bound is
- * argued in engine/vae/test/test_vae_encoder.c); speed is measured later. */
+ *   conv2d      im2col into bf16, k-major: row k = (input channel, kh, kw) of the kernel holds that
+ *               tap's padded input under every output pixel (reflect or zero padding), so a
+ *               warp's loads and stores run along an image row (coalesced); then one cuBLAS
+ *               bf16 GEMM per image (cublasGemmEx, float32 accumulation) of the weight [Cout, R]
+ *               and those rows [R, pixels] into a float32 staging matrix [Cout, pixels]
+ *               (channels-major, as the op's output), then one epilogue:
+ *               y = float32(v + b) (+ y's old value in float32 when accumulating), in y's dtype.
+ *   group_norm  per (image, group) float64 sums of x and x^2 over slices of the group (atomics),
+ *               then one elementwise pass: (x - mean) / sqrt(var + eps) w + b in double, rounded
+ *               to float32, then SiLU.
+ * The bf16 operands cost ~2^-9 relative each per product (the encoder's bound is argued in
+ * engine/vae/test/test_vae_encoder.c). */
+#include <cublas_v2.h>
 #include <stdint.h>
 
 #include "op_cuda.h"
@@ -30,38 +32,33 @@ __device__ __forceinline__ int src_index(int s, int n, int reflect) {
 }
 
 struct Im2col {
-    FView x;    /* the image's rows: x.p already at image b's first channel row */
-    bf16 *col;  /* [npix, kp] */
-    int64_t kp; /* the padded reduction */
-    int cin, H, W, K, stride, top, left, reflect, Wo;
-    int64_t npix;
+    FView x;     /* the image's rows: x.p already at image b's first channel row */
+    bf16 *col;   /* [R, ldc]: row k, column p */
+    int64_t ldc; /* >= npix */
+    int H, W, K, stride, top, left, reflect, Wo, npix, red;
 };
 
+/* blockIdx.y: the reduction row k (slices of it in z when R > 65535), x: output pixels */
 __global__ void __launch_bounds__(THREADS) im2col_k(Im2col a) {
-    const int64_t total = a.npix * a.kp, kk = (int64_t)a.K * a.K, red = a.cin * kk;
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
-         e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t p = e / a.kp, k = e % a.kp;
-        float v = 0.f;
-        if (k < red) {
-            const int i = (int)(k / kk), r = (int)(k % kk), kh = r / a.K, kw = r % a.K;
-            const int oh = (int)(p / a.Wo), ow = (int)(p % a.Wo);
-            const int sh = src_index(oh * a.stride + kh - a.top, a.H, a.reflect);
-            const int sw = src_index(ow * a.stride + kw - a.left, a.W, a.reflect);
-            if (sh >= 0 && sw >= 0) v = fv_get(a.x, i, (int64_t)sh * a.W + sw);
-        }
-        a.col[e] = __float2bfloat16_rn(v);
+    const int k = blockIdx.y + blockIdx.z * 65535, kk = a.K * a.K;
+    if (k >= a.red) return; /* the last z slice is partial */
+    const int i = k / kk, r = k % kk, kh = r / a.K, kw = r % a.K;
+    bf16 *row = a.col + (int64_t)k * a.ldc;
+    for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < a.npix; p += gridDim.x * blockDim.x) {
+        const int oh = p / a.Wo, ow = p - oh * a.Wo;
+        const int sh = src_index(oh * a.stride + kh - a.top, a.H, a.reflect);
+        const int sw = src_index(ow * a.stride + kw - a.left, a.W, a.reflect);
+        row[p] =
+            __float2bfloat16_rn(sh >= 0 && sw >= 0 ? fv_get(a.x, i, (int64_t)sh * a.W + sw) : 0.f);
     }
 }
 
-/* w [rows, cols] (any float dtype, strided) -> bf16 [rows, kp], zeros past cols */
+/* w [rows, cols] (any float dtype, strided) -> packed bf16 [rows, cols] */
 __global__ void __launch_bounds__(THREADS)
-    pad_bf16_k(FView w, bf16 *out, int64_t rows, int64_t cols, int64_t kp) {
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < rows * kp;
-         e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = e / kp, c = e % kp;
-        out[e] = __float2bfloat16_rn(c < cols ? fv_get(w, r, c) : 0.f);
-    }
+    to_bf16_k(FView w, bf16 *out, int64_t rows, int64_t cols) {
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < rows * cols;
+         e += (int64_t)gridDim.x * blockDim.x)
+        out[e] = __float2bfloat16_rn(fv_get(w, e / cols, e % cols));
 }
 
 /* y[o, p] = float32(t[o, p] + b[o]) (+ y[o, p] in float32), y's rows at image b's first */
@@ -78,24 +75,30 @@ __global__ void __launch_bounds__(THREADS)
     }
 }
 
-/* t[o, p] = sum_k w[o, k] col[p, k] in float32: where cuBLASLt has no algorithm for a shape */
-__global__ void __launch_bounds__(THREADS)
-    gemm_plain_k(const bf16 *w, const bf16 *col, float *t, int64_t ldt, int64_t cout, int64_t npix,
-                 int64_t kp) {
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < cout * npix;
-         e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t o = e / npix, p = e % npix;
-        float acc = 0.f;
-        for (int64_t k = 0; k < kp; k++)
-            acc += __bfloat162float(w[o * kp + k]) * __bfloat162float(col[p * kp + k]);
-        t[o * ldt + p] = acc;
-    }
-}
-
 FView offset_rows(FView v, int64_t r) {
     const size_t es = v.dt == VDN_DT_F32 ? 4 : 2;
     v.p += (size_t)(r * v.ld) * es;
     return v;
+}
+
+/* t [cout, ldt] (row-major) = w [cout, red] col [red, ldc]: in cuBLAS's column-major terms
+ * t^T (npix x cout) = col^T (npix x red, ld ldc) w^T (red x cout, ld red) */
+int gemm(vdn_dev *d, const bf16 *w, const bf16 *col, float *t, int cout, int npix, int red, int ldc,
+         int ldt) {
+    const char *OP = "conv2d";
+    cublasHandle_t h = (cublasHandle_t)cdev(d)->cb;
+    const float one = 1.f, zero = 0.f;
+    cublasStatus_t s = cublasSetStream(h, cdev(d)->st);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, npix, cout, red, &one, col, CUDA_R_16BF, ldc,
+                         w, CUDA_R_16BF, red, &zero, t, CUDA_R_32F, ldt, CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return vdn_dev_fault(
+            d, op_cuda_cublas_fault_kind((int)s),
+            "op %s (%s): cublasGemmEx (pixels %d, out %d, reduction %d): status %d", OP, d->name,
+            npix, cout, red, (int)s);
+    return 0;
 }
 
 int conv2d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_tensor *b, int H,
@@ -107,27 +110,29 @@ int conv2d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_te
     const int64_t cout = vdn_tensor_rows(w), B = vdn_tensor_rows(x) / cin;
     const int Ho = (H + pad[0] + pad[1] - K) / stride + 1,
               Wo = (W + pad[2] + pad[3] - K) / stride + 1;
-    const int64_t npix = (int64_t)Ho * Wo, kp = (red + 7) / 8 * 8, ldt = (npix + 3) / 4 * 4;
+    const int64_t npix = (int64_t)Ho * Wo, ld = (npix + 7) / 8 * 8;
     if (npix == 0 || cout == 0) return 0;
-    if (kp > INT32_MAX || npix > INT32_MAX || cout > INT32_MAX)
-        return vdn_dev_fail(d, "op conv2d: dimensions past 2^31 are not supported on cuda");
-    /* the weight as a packed bf16 [cout, kp] */
+    if (red * ld > INT32_MAX || cout * ld > INT32_MAX || (int64_t)H * W > INT32_MAX)
+        return vdn_dev_fail(d, "op conv2d: operands past 2^31 elements are not supported on cuda");
+    /* the weight as a packed bf16 [cout, red] (the encoder keeps it so) */
     const bf16 *wb = (const bf16 *)w->data;
-    if (!(is_bf16(w) && red == kp && w->ld == kp && aligned16(w->data))) {
-        bf16 *s = (bf16 *)op_cuda_scratch(d, SCR_CONV3, (size_t)(cout * kp) * 2);
+    if (!(is_bf16(w) && w->ld == red)) {
+        bf16 *s = (bf16 *)op_cuda_scratch(d, SCR_CONV3, (size_t)(cout * red) * 2);
         if (!s) return -1;
-        pad_bf16_k<<<op_grid(cout * kp), THREADS, 0, cdev(d)->st>>>(fview(w), s, cout, red, kp);
+        to_bf16_k<<<op_grid(cout * red), THREADS, 0, cdev(d)->st>>>(fview(w), s, cout, red);
         OPL();
         wb = s;
     }
-    bf16 *col = (bf16 *)op_cuda_scratch(d, SCR_CONV, (size_t)(npix * kp) * 2);
-    float *t = (float *)op_cuda_scratch(d, SCR_CONV2, (size_t)(cout * ldt) * 4);
+    bf16 *col = (bf16 *)op_cuda_scratch(d, SCR_CONV, (size_t)(red * ld) * 2);
+    float *t = (float *)op_cuda_scratch(d, SCR_CONV2, (size_t)(cout * ld) * 4);
     if (!col || !t) return -1;
+    const unsigned gx =
+        (unsigned)((npix + THREADS - 1) / THREADS < 64 ? (npix + THREADS - 1) / THREADS : 64);
+    const dim3 grid(gx, (unsigned)(red < 65535 ? red : 65535), (unsigned)((red + 65534) / 65535));
     for (int64_t img = 0; img < B; img++) {
         Im2col a = {offset_rows(fview(x), img * cin),
                     col,
-                    kp,
-                    (int)cin,
+                    ld,
                     H,
                     W,
                     K,
@@ -136,25 +141,14 @@ int conv2d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_te
                     pad[2],
                     reflect,
                     Wo,
-                    npix};
-        im2col_k<<<op_grid(npix * kp), THREADS, 0, cdev(d)->st>>>(a);
+                    (int)npix,
+                    (int)red};
+        im2col_k<<<grid, THREADS, 0, cdev(d)->st>>>(a);
         OPL();
-        const int rc = vdn_gemm_bf16_f32(cdev(d)->gc, wb, (int)kp, col, (int)kp, t, (int)ldt,
-                                         (int)cout, (int)npix, (int)kp, NULL, 0, vst(d));
-        if (rc < 0)
-            return vdn_dev_fault(d, VDN_DEV_FAULT_DEVICE,
-                                 "op conv2d (%s): the bf16 GEMM [%lld x %lld] x [%lld x %lld]^T "
-                                 "failed (details on stderr)",
-                                 d->name, (long long)cout, (long long)kp, (long long)npix,
-                                 (long long)kp);
-        if (rc > 0) { /* no cuBLASLt algorithm for the shape: the same sums in a plain kernel */
-            gemm_plain_k<<<op_grid(cout * npix), THREADS, 0, cdev(d)->st>>>(wb, col, t, ldt, cout,
-                                                                            npix, kp);
-            OPL();
-        }
+        if (gemm(d, wb, col, t, (int)cout, (int)npix, (int)red, (int)ld, (int)ld)) return -1;
         FView bv = {b ? (char *)b->data : NULL, b ? (int)b->dtype : VDN_DT_F32, b ? b->ld : 0};
         conv_epilogue_k<<<op_grid(cout * npix), THREADS, 0, cdev(d)->st>>>(
-            offset_rows(fview(y), img * cout), t, ldt, bv, b != NULL, cout, npix, accumulate);
+            offset_rows(fview(y), img * cout), t, ld, bv, b != NULL, cout, npix, accumulate);
         OPL();
     }
     return 0;
