@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "db.h"
@@ -21,6 +22,7 @@
 
 struct coord_http {
     struct MHD_Daemon *d;
+    int loopback; /* bound to a loopback address: Host must be a loopback name */
     char *db_path;
     sqlite3 *db; /* opened on the server thread at the first request */
     char *token;
@@ -97,18 +99,85 @@ static enum MHD_Result text(struct MHD_Connection *conn, unsigned status, const 
     return reply(conn, status, "text/plain; charset=utf-8", vdn_xstrdup(msg), strlen(msg));
 }
 
-/* Constant-time: how long the comparison takes says nothing about the token. */
-static int token_ok(const coord_http *h, struct MHD_Connection *conn) {
-    if (!h->token) return 1;
-    const char *given = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "token");
-    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (auth && !strncmp(auth, "Bearer ", 7)) given = auth + 7;
-    if (!given) return 0;
-    size_t n = strlen(h->token), m = strlen(given);
+/* Constant-time: how long the comparison takes says nothing about the secret. */
+static int same_secret(const char *want, const char *given) {
+    size_t n = strlen(want), m = strlen(given);
     unsigned diff = (unsigned)(n ^ m);
     for (size_t i = 0; i < n; i++)
-        diff |= (unsigned char)h->token[i] ^ (unsigned char)(i < m ? given[i] : 0);
+        diff |= (unsigned char)want[i] ^ (unsigned char)(i < m ? given[i] : 0);
     return diff == 0;
+}
+
+/* The token only from the Authorization header: a ?token= would end up in proxies' and
+ * servers' logs, browser histories and Referer headers. */
+static int token_ok(const coord_http *h, struct MHD_Connection *conn) {
+    if (!h->token) return 1;
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    return auth && !strncmp(auth, "Bearer ", 7) && same_secret(h->token, auth + 7);
+}
+
+void coord_hmac_sha256_hex(const void *key, size_t keylen, const void *msg, size_t msglen,
+                           char out[65]) {
+    uint8_t k[64] = {0}, inner[32];
+    char hex[65];
+    if (keylen > 64) { /* a long key is hashed first */
+        vdn_sha256_hex(key, keylen, hex);
+        for (int i = 0; i < 32; i++)
+            sscanf(hex + 2 * i, "%2hhx", &k[i]);
+    } else {
+        memcpy(k, key, keylen);
+    }
+    uint8_t *buf = vdn_xmalloc(64 + (msglen > 32 ? msglen : 32));
+    for (int i = 0; i < 64; i++)
+        buf[i] = k[i] ^ 0x36;
+    memcpy(buf + 64, msg, msglen);
+    vdn_sha256_hex(buf, 64 + msglen, hex);
+    for (int i = 0; i < 32; i++)
+        sscanf(hex + 2 * i, "%2hhx", &inner[i]);
+    for (int i = 0; i < 64; i++)
+        buf[i] = k[i] ^ 0x5c;
+    memcpy(buf + 64, inner, 32);
+    vdn_sha256_hex(buf, 64 + 32, out);
+    free(buf);
+}
+
+void coord_http_media_sig(const char *token, uint64_t job, long long exp, char out[65]) {
+    char msg[96];
+    int n = snprintf(msg, sizeof msg, "vdn media j%llu %lld", (unsigned long long)job, exp);
+    coord_hmac_sha256_hex(token, strlen(token), msg, (size_t)n, out);
+}
+
+/* A signed link to job's media: ?exp=EXP&sig=HMAC, unexpired and signed for this job. */
+static int link_ok(const coord_http *h, struct MHD_Connection *conn, uint64_t job) {
+    const char *exp = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "exp");
+    const char *sig = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "sig");
+    if (!h->token || !exp || !sig) return 0;
+    char *end;
+    long long e = strtoll(exp, &end, 10);
+    if (*end || end == exp || (double)e < vdn_wall()) return 0;
+    char want[65];
+    coord_http_media_sig(h->token, job, e, want);
+    return same_secret(want, sig);
+}
+
+/* DNS rebinding: a page on evil.example whose name is made to resolve to 127.0.0.1 can make the
+ * browser read a loopback server, but the browser still sends Host: evil.example. On loopback
+ * only loopback names are answered (a request without Host, HTTP/1.0, is no browser's). */
+static int host_ok(const coord_http *h, struct MHD_Connection *conn) {
+    if (!h->loopback) return 1;
+    const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host");
+    if (!host) return 1;
+    char name[256];
+    if (host[0] == '[') { /* [::1]:8080 */
+        const char *close = strchr(host, ']');
+        if (!close || close - host > 200) return 0;
+        snprintf(name, sizeof name, "%.*s", (int)(close - host + 1), host);
+    } else {
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(host, ":"), host);
+    }
+    if (!strcasecmp(name, "localhost") || !strcmp(name, "[::1]")) return 1;
+    struct in_addr a;
+    return inet_pton(AF_INET, name, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }
 
 static void add_msg(cJSON *arr, const ProtobufCMessage *m) {
@@ -153,8 +222,18 @@ static char *status_json(sqlite3 *db, const coord_http *h) {
         if (njobs >= 1000) continue; /* the page stays light on a huge farm */
         Vdn__StatusReply *s =
             query_status(db, 'b', (int64_t)l->batches[i]->batch_id, err, sizeof err);
-        for (size_t k = 0; s && k < s->n_jobs && njobs < 1000; k++, njobs++)
+        for (size_t k = 0; s && k < s->n_jobs && njobs < 1000; k++, njobs++) {
             add_msg(jobs, &s->jobs[k]->base);
+            /* with a token, the page reaches media by signed links (an <img> sends no header) */
+            if (h->token && !strcmp(s->jobs[k]->state ? s->jobs[k]->state : "", "done")) {
+                char sig[65], q[128];
+                long long exp = ((long long)vdn_wall() / 3600 + COORD_HTTP_LINK_HOURS) * 3600;
+                coord_http_media_sig(h->token, s->jobs[k]->job_id, exp, sig);
+                snprintf(q, sizeof q, "exp=%lld&sig=%s", exp, sig);
+                cJSON_AddStringToObject(cJSON_GetArrayItem(jobs, cJSON_GetArraySize(jobs) - 1),
+                                        "media_link", q);
+            }
+        }
         if (s) protobuf_c_message_free_unpacked(&s->base, NULL);
     }
     if (l) protobuf_c_message_free_unpacked(&l->base, NULL);
@@ -357,11 +436,26 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (*upload_len) return text(conn, 413, "this server takes no request bodies\n");
     if (strcmp(method, "GET") && strcmp(method, "HEAD"))
         return text(conn, 405, "read-only: GET only\n");
-    if (!token_ok(h, conn))
-        return text(conn, 401, "token required: Authorization: Bearer TOKEN or ?token=TOKEN\n");
+    if (!host_ok(h, conn)) {
+        VDN_WARN("http: refused a request for Host '%.100s' on a loopback address",
+                 MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host"));
+        return text(conn, 403,
+                    "Host refused: on a loopback address this server answers only to 127.0.0.1, "
+                    "localhost or [::1] (a DNS-rebinding guard)\n");
+    }
+    /* the page is static (its data come from /api/status with the token) */
     if (!strcmp(url, "/") || !strcmp(url, "/index.html"))
         return reply(conn, 200, "text/html; charset=utf-8", vdn_xstrdup(coord_http_page),
                      strlen(coord_http_page));
+    uint64_t job;
+    coord_media_what what;
+    int is_media = !coord_media_parse_url(url, &job, &what);
+    if (!token_ok(h, conn) && !(is_media && link_ok(h, conn, job)))
+        return text(conn, 401,
+                    is_media ? "token required: Authorization: Bearer TOKEN, or a signed link "
+                               "from /api/status that has not expired\n"
+                             : "token required: Authorization: Bearer TOKEN (a token in the URL "
+                               "is not accepted)\n");
     char err[VDN_ERR_LEN];
     if (!h->db && !(h->db = cdb_open(h->db_path, 1, err, sizeof err))) {
         VDN_WARN("http: %s", err);
@@ -375,9 +469,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         char *j = status_json(h->db, h);
         return reply(conn, 200, "application/json", j, strlen(j));
     }
-    uint64_t job;
-    coord_media_what what;
-    if (!coord_media_parse_url(url, &job, &what)) return media(h, conn, job, what, state);
+    if (is_media) return media(h, conn, job, what, state);
     return text(conn, 404, "not found: try /, /api/status, /metrics or /media/jN/poster.png\n");
 }
 
@@ -436,6 +528,8 @@ coord_http *coord_http_start(const coord_http_opts *o, char *err, size_t errlen)
     struct sockaddr_storage ss;
     if (check(o, &ss, err, errlen)) return NULL;
     coord_http *h = vdn_xcalloc(1, sizeof *h);
+    char e2[VDN_ERR_LEN];
+    parse_bind(o->bind, &ss, &h->loopback, e2, sizeof e2);
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
     h->db_path = vdn_xstrdup(o->db_path);

@@ -590,19 +590,83 @@ int main(void) {
     h = serve(dir, store, tokf, base, sizeof base);
     CHECK(get(base, "/media/j1/poster.png", NULL, &b, NULL, 0) == 401);
     CHECK(get(base, "/media/j1/poster.png", "wrong-token-0123456789", &b, NULL, 0) == 401);
-    CHECK(get(base, "/media/j1/poster.png?token=media-token-0123456789", NULL, &b, NULL, 0) ==
-              200 &&
+    CHECK(get(base, "/media/j1/poster.png", "media-token-0123456789", &b, NULL, 0) == 200 &&
           b.len == sizeof PNG);
+    /* the token only from the header: in the URL it is refused (logs, histories, Referer) */
+    CHECK(get(base, "/media/j1/poster.png?token=media-token-0123456789", NULL, &b, NULL, 0) ==
+              401 &&
+          strstr(b.data, "signed link"));
+    CHECK(get(base, "/api/status?token=media-token-0123456789", NULL, &b, NULL, 0) == 401 &&
+          strstr(b.data, "not accepted"));
+    /* the page itself is static and needs none; its data do */
+    CHECK(get(base, "/", NULL, &b, NULL, 0) == 200 && strstr(b.data, "Authorization"));
+    /* signed links: /api/status gives one per done job; it opens that job's media alone, until
+     * it expires; any change to it is refused */
+    CHECK(get(base, "/api/status", "media-token-0123456789", &b, NULL, 0) == 200);
+    char link[160] = "", path[300];
+    const char *at = b.data ? strstr(b.data, "\"job_id\":\"1\"") : NULL;
+    if (!at) at = b.data ? strstr(b.data, "\"job_id\":1,") : NULL;
+    const char *ml = at ? strstr(at, "\"media_link\":\"") : NULL;
+    if (ml) snprintf(link, sizeof link, "%.*s", (int)strcspn(ml + 14, "\""), ml + 14);
+    CHECK(!strncmp(link, "exp=", 4) && strstr(link, "&sig="), "media_link of j1: '%s' in %s", link,
+          b.data);
+    long long exp = atoll(link + 4);
+    double now = vdn_wall();
+    CHECK(exp > now + 3600 - 5 && exp <= now + 2 * 3600 + 5, "link expiry %lld, now %.0f", exp,
+          now);
+    snprintf(path, sizeof path, "/media/j1/poster.png?%s", link);
+    CHECK(get(base, path, NULL, &b, NULL, 0) == 200 && b.len == sizeof PNG, "signed link: %s",
+          path);
+    snprintf(path, sizeof path, "/media/j9/video.mp4?%s", link); /* j1's link for j9 */
+    CHECK(get(base, path, NULL, &b, NULL, 0) == 401, "j1's link opened j9");
+    char sig[65], forged[300];
+    coord_http_media_sig("media-token-0123456789", 1, (long long)now - 10, sig); /* expired */
+    snprintf(forged, sizeof forged, "/media/j1/poster.png?exp=%lld&sig=%s", (long long)now - 10,
+             sig);
+    CHECK(get(base, forged, NULL, &b, NULL, 0) == 401, "an expired link served");
+    coord_http_media_sig("media-token-0123456789", 1, exp + 3600, sig); /* a later exp, own sig */
+    snprintf(forged, sizeof forged, "/media/j1/poster.png?exp=%lld&sig=%s", exp + 3600, sig);
+    CHECK(get(base, forged, NULL, &b, NULL, 0) == 200, "a valid link for a later hour");
+    snprintf(forged, sizeof forged, "/media/j1/poster.png?exp=%lld&sig=%s", exp + 7200, sig);
+    CHECK(get(base, forged, NULL, &b, NULL, 0) == 401, "a link whose exp was moved served");
+    coord_http_media_sig("wrong-token-0123456789", 1, exp, sig);
+    snprintf(forged, sizeof forged, "/media/j1/poster.png?exp=%lld&sig=%s", exp, sig);
+    CHECK(get(base, forged, NULL, &b, NULL, 0) == 401, "a link signed with another key served");
     /* a range does not get around the token, and works with it */
     range_headers rh;
     CHECK(get_range(base, "/media/j9/video.mp4", "bytes=0-9", NULL, &b, &rh) == 401 &&
               !rh.content_range[0],
           "a range without the token: %s", rh.content_range);
-    CHECK(get_range(base, "/media/j9/video.mp4?token=media-token-0123456789", "bytes=10-19", NULL,
-                    &b, &rh) == 206 &&
+    CHECK(get_range(base, "/media/j9/video.mp4", "bytes=10-19",
+                    "Authorization: Bearer media-token-0123456789", &b, &rh) == 206 &&
               b.len == 10 && !memcmp(b.data, big_mp4() + 10, 10),
           "a range with the token: %zu bytes", b.len);
+    /* DNS rebinding: on loopback only loopback Host names are answered */
+    CHECK(get_range(base, "/", NULL, "Host: evil.example:8080", &b, &rh) == 403 &&
+              strstr(b.data, "Host refused"),
+          "Host evil.example: %s", b.data ? b.data : "");
+    CHECK(get_range(base, "/", NULL, "Host: 127.0.0.1.evil.example", &b, &rh) == 403);
+    CHECK(get_range(base, "/", NULL, "Host: localhost:1234", &b, &rh) == 200);
+    CHECK(get_range(base, "/", NULL, "Host: [::1]:1234", &b, &rh) == 200);
+    CHECK(get_range(base, "/", NULL, "Host: 127.0.0.2", &b, &rh) == 200);
     coord_http_stop(h);
+
+    /* HMAC-SHA256 against RFC 4231's test cases 1, 2 and 6 (a key longer than a block) */
+    {
+        char out[65], k1[20], k6[131];
+        memset(k1, 0x0b, sizeof k1);
+        memset(k6, 0xaa, sizeof k6);
+        coord_hmac_sha256_hex(k1, 20, "Hi There", 8, out);
+        CHECK(!strcmp(out, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"),
+              "RFC 4231 case 1: %s", out);
+        coord_hmac_sha256_hex("Jefe", 4, "what do ya want for nothing?", 28, out);
+        CHECK(!strcmp(out, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"),
+              "RFC 4231 case 2: %s", out);
+        const char *m6 = "Test Using Larger Than Block-Size Key - Hash Key First";
+        coord_hmac_sha256_hex(k6, 131, m6, strlen(m6), out);
+        CHECK(!strcmp(out, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"),
+              "RFC 4231 case 6: %s", out);
+    }
 
     check_s3(dir);
     /* no --store: nothing known */

@@ -4,6 +4,8 @@ client) while jobs run and after, checked against the database; the page loaded 
 Chromium, its live tables checked in the DOM and a screenshot kept (e2e_http_screenshot.png in
 the test's working folder); beyond loopback only with TLS and a token (a self-signed pair from
 openssl), served over HTTPS."""
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -56,6 +58,23 @@ def check_histogram(fams, name, count):
           % (name, buckets[-1], count))
     n = [s.value for s in f.samples if s.name == name + "_count"]
     check(n == [count], "%s_count %s, expected %d" % (name, n, count))
+
+
+def signed_media(body, job, token):
+    """The page's poster and mp4 links of a done job carry ?exp=&sig=, an HMAC-SHA256 of
+    "vdn media jJOB EXP" under the token (checked here with Python's hmac, not our code), good
+    for an hour or more; never the token itself. True when both links are there and right."""
+    ok = 0
+    for what, attr in (("poster.png", "src"), ("video.mp4", "href")):
+        m = re.search(r'%s="media/j%d/%s\?exp=(\d+)&amp;sig=([0-9a-f]{64})"'
+                      % (attr, job, re.escape(what)), body)
+        if not m:
+            continue
+        exp, sig = int(m.group(1)), m.group(2)
+        want = hmac.new(token.encode(), ("vdn media j%d %d" % (job, exp)).encode(),
+                        hashlib.sha256).hexdigest()
+        ok += sig == want and exp > time.time() + 3000
+    return ok == 2 and token not in body
 
 
 def chromium_page(url, shot):
@@ -153,7 +172,7 @@ def multi_gpu_worker(farm, base):
     log("4-GPU worker: GPU states %s, memory in use %s, jobs %s"
         % (state, {g: used[g][1] for g in busy}, {g: jobs[g][0]["job"] for g in busy}))
 
-    dom = chromium_page(base + "/?token=" + TOKEN, os.path.abspath("e2e_http_gpus_screenshot.png"))
+    dom = chromium_page(base + "/#token=" + TOKEN, os.path.abspath("e2e_http_gpus_screenshot.png"))
     with open(os.path.abspath("e2e_http_gpus_dom.html"), "w") as f:
         f.write(dom)
     body = dom.split("<script")[0]  # the tables, not the script that draws them
@@ -180,12 +199,12 @@ def multi_gpu_worker(farm, base):
     return batch
 
 
-def raw_get(base, path):
+def raw_get(base, path, token=TOKEN):
     """GET with the path sent exactly as written (urllib would not fold '..', but be sure)."""
     import http.client
     host, port = base[len("http://"):].split(":")
     c = http.client.HTTPConnection(host, int(port), timeout=10)
-    c.request("GET", path, headers={"Authorization": "Bearer " + TOKEN})
+    c.request("GET", path, headers={"Authorization": "Bearer " + token} if token else {})
     r = c.getresponse()
     return r.status, r.read()
 
@@ -225,12 +244,14 @@ def product(farm, base, batch):
         check(st == 404 and not body.startswith(b"SQLite") and b"\x89PNG" not in body[:8],
               "%s: HTTP %d" % (path, st))
     check(get(base + "/media/j%d/poster.png" % job)[0] == 401, "a poster served without the token")
-    dom = chromium_page(base + "/?token=" + TOKEN, os.path.abspath("e2e_http_media_screenshot.png"))
+    dom = chromium_page(base + "/#token=" + TOKEN, os.path.abspath("e2e_http_media_screenshot.png"))
     body = dom.split("<script")[0]
     for j, _ in jobs:
-        want = 'src="media/j%d/poster.png?token=%s"' % (j, TOKEN)
-        check(want in body and 'href="media/j%d/video.mp4?token=%s"' % (j, TOKEN) in body,
-              "the page shows no poster and mp4 link for j%d" % j)
+        check(signed_media(body, j, TOKEN),
+              "the page shows no signed poster and mp4 link for j%d" % j)
+    m = re.search(r'src="(media/j%d/poster.png\?[^"]*)"' % job, body)
+    check(m and raw_get(base, "/" + m.group(1).replace("&amp;", "&"), token=None)[0] == 200,
+          "the page's signed poster link does not open it without the token")
     log("posters and mp4s of %d done jobs served byte for byte and shown on the page; a job "
         "that is not done, a missing job and traversal attempts get 404" % len(jobs))
 
@@ -256,6 +277,15 @@ def test(args):
         check(st == 401, "/metrics without the token: HTTP %d, expected 401" % st)
         check(get(base + "/metrics", "wrong-token-0123456789")[0] == 401, "a wrong token passed")
         check(get(base + "/nothing", TOKEN)[0] == 404, "unknown path not 404")
+        # the token only from the header; the page from loopback names only (DNS rebinding)
+        check(get(base + "/metrics?token=" + TOKEN)[0] == 401, "a token in the URL was taken")
+        req = urllib.request.Request(base + "/api/status", headers={
+            "Host": "rebound.example:%d" % port, "Authorization": "Bearer " + TOKEN})
+        try:
+            st = urllib.request.urlopen(req, timeout=10).status
+        except urllib.error.HTTPError as e:
+            st = e.code
+        check(st == 403, "a request for Host rebound.example was answered %d" % st)
 
         farm.start_worker("w", nfe_delay_ms=250)
         bad = os.path.join(farm.dir, "garbage.safetensors")
@@ -302,7 +332,7 @@ def test(args):
 
         # the page, live: Chromium runs its script against /api/status
         shot = os.path.abspath("e2e_http_screenshot.png")
-        dom = chromium_page(base + "/?token=" + TOKEN, shot)
+        dom = chromium_page(base + "/#token=" + TOKEN, shot)
         problem = re.search(r'id="problem">([^<]*)<', dom)
         check(problem and not problem.group(1), "the page could not load its data: %s"
               % (problem.group(1) if problem else "no problem line in the DOM"))
