@@ -39,6 +39,16 @@ for seed in 3 4; do
     "$PROMPT" "$seed" >>"$REQ"
 done
 
+# One first-and-last-frame job (FL2VA) from two pictures made here: the worker encodes them
+# with the prompt (the video VAE's encoder and the text encoder's vision tower) on a 64 x 96
+# canvas (a real render leaves height/width out and takes the first picture's canvas).
+PICS=$DIR/pictures
+mkdir -p "$PICS"
+ffmpeg -v error -y -f lavfi -i "testsrc2=size=192x128:rate=1" -frames:v 1 "$PICS/first.png"
+ffmpeg -v error -y -f lavfi -i "mandelbrot=size=192x128:rate=1" -frames:v 1 "$PICS/last.png"
+printf '{"prompt": "The test card dissolves into a fractal.", "first_frame": "%s", "last_frame": "%s", "frames": 56, "height": 64, "width": 96, "steps": 4, "seed": 5}\n' \
+  "$PICS/first.png" "$PICS/last.png" >>"$REQ"
+
 echo "== submit $REQ"
 OUT=$("$VDN" submit "$REQ" --dir "$DIR")
 echo "$OUT"

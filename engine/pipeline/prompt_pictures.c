@@ -9,8 +9,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "keyframes.h"
+#include "safetensors.h"
 #include "vae.h"
 #include "vdn_util.h"
+#include "video_encoder.h"
 
 /* ---- identities ---- */
 
@@ -83,7 +86,9 @@ static int vae_identity(const char *dir, char out[65], char *err, size_t errlen)
     return rc;
 }
 
-/* A picture file's SHA-256, refusing a file that is not there or too large before reading it. */
+/* A picture file's SHA-256, after checking that it decodes (media/image.h: a file that is not
+ * there, too large, not a PNG, JPEG or WebP, truncated or over the pixel limit is the request's
+ * error, found here before any model is loaded). */
 static int picture_sha(const char *field, const char *path, char out[65], char *err,
                        size_t errlen) {
     struct stat sb;
@@ -95,9 +100,18 @@ static int picture_sha(const char *field, const char *path, char out[65], char *
     size_t len;
     char *bytes = vdn_read_file(path, &len, err, errlen);
     if (!bytes) return -1;
-    vdn_sha256_hex(bytes, len, out);
+    vdn_image_opts io = {.max_pixels = VDN_PICTURE_MAX_PIXELS,
+                         .max_bytes = (size_t)VDN_PICTURE_MAX_BYTES};
+    vdn_image im = {0};
+    char ierr[VDN_ERR_LEN];
+    int rc = vdn_image_decode(bytes, len, path, &io, &im, ierr, sizeof ierr);
+    if (rc)
+        vdn_fail(err, errlen, "%s: %s", field, ierr);
+    else
+        vdn_sha256_hex(bytes, len, out);
+    vdn_image_free(&im);
     free(bytes);
-    return 0;
+    return rc;
 }
 
 int vdn_pictures_of(const char *ckpt_root, const vdn_prompt_input *in, vdn_pictures *out, char *err,
@@ -147,13 +161,136 @@ void vdn_pictures_to_json(const vdn_pictures *pics, cJSON *o) {
     }
 }
 
+/* ---- the encode ---- */
+
+/* What one encode holds: the canvas pictures, their latents, the prompt's rows. */
+typedef struct {
+    vdn_image canvas[2];
+    int cw, ch;        /* the canvas, pixels */
+    float *latents[2]; /* [C, ch/16, cw/16] each */
+    int lc;            /* latent channels */
+    float *rows;       /* [n_rows, hidden] */
+    uint8_t *tags;     /* [n_rows] */
+    int n_rows;
+} keyframe_work;
+
+static void work_free(keyframe_work *w) {
+    for (int i = 0; i < 2; i++) {
+        vdn_image_free(&w->canvas[i]);
+        free(w->latents[i]);
+    }
+    free(w->rows);
+    free(w->tags);
+}
+
+/* The pictures decoded and put on the canvas (media/keyframes.h). */
+static int draw_canvas(const vdn_pictures *pics, keyframe_work *w, char *err, size_t errlen) {
+    vdn_image_opts io = {.max_pixels = VDN_PICTURE_MAX_PIXELS,
+                         .max_bytes = (size_t)VDN_PICTURE_MAX_BYTES};
+    return vdn_keyframes_load(pics->path, pics->n, &io, pics->width, pics->height, w->canvas,
+                              &w->cw, &w->ch, err, errlen);
+}
+
+/* Each canvas picture through the VAE's encoder (ckpt_root/vae, loaded on dev for the call). */
+static int encode_latents(const char *ckpt_root, vdn_dev *dev, const vdn_pictures *pics,
+                          keyframe_work *w, char *err, size_t errlen) {
+    char dir[4400], verr[VDN_ERR_LEN];
+    if (vdn_vae_find(ckpt_root, "vae", dir, sizeof dir))
+        return vdn_fail(err, errlen, "checkpoint %s has no vae/: keyframe pictures need it",
+                        ckpt_root);
+    vdn_video_encoder *e = vdn_video_encoder_load(dev, dir, verr, sizeof verr);
+    if (!e) return vdn_fail(err, errlen, "video VAE encoder: %s", verr);
+    w->lc = vdn_video_encoder_config(e)->latent_channels;
+    const size_t per = (size_t)w->lc * (w->ch / 16) * (w->cw / 16);
+    int rc = 0;
+    for (int i = 0; i < pics->n && !rc; i++) {
+        w->latents[i] = vdn_xmalloc(sizeof(float) * per);
+        if (vdn_video_encoder_encode_u8(e, w->canvas[i].rgb, w->ch, w->cw, NULL, w->latents[i],
+                                        verr, sizeof verr))
+            rc = vdn_fail(err, errlen, "%s: the VAE encoder: %s", pics->path[i], verr);
+    }
+    vdn_video_encoder_free(e);
+    return rc;
+}
+
+/* The prompt with its pictures through the text encoder (and its vision tower). */
+static int encode_rows(vdn_text_encoder *enc, const vdn_tokenizer *tok, const char *text,
+                       const vdn_pictures *pics, keyframe_work *w, char *err, size_t errlen) {
+    vdn_picture in[2];
+    for (int i = 0; i < pics->n; i++)
+        in[i] = (vdn_picture){
+            .rgb = w->canvas[i].rgb, .width = w->cw, .height = w->ch, .stride = (size_t)w->cw * 3};
+    return vdn_text_encode_pictures(enc, tok, text, strlen(text), in, pics->n, &w->rows, &w->tags,
+                                    &w->n_rows, err, errlen);
+}
+
+/* The cache file: prompt_embeds bf16, text_token_tags, keyframe_first / keyframe_last
+ * [1, C, 1, h, w] float32, and the metadata of docs/formats.md. */
+static int write_file(const vdn_text_encoder *enc, const char *text, const vdn_pictures *pics,
+                      const vdn_pictures_meta *meta, const keyframe_work *w, const char *path,
+                      char *err, size_t errlen) {
+    const int64_t H = vdn_text_encoder_config(enc)->hidden, L = w->n_rows;
+    uint16_t *bf = vdn_xmalloc(2 * (size_t)(L * H));
+    for (int64_t i = 0; i < L * H; i++)
+        bf[i] = vdn_f32_to_bf16(w->rows[i]);
+    int64_t *tags = vdn_xmalloc(sizeof(int64_t) * (size_t)L);
+    for (int64_t i = 0; i < L; i++)
+        tags[i] = w->tags[i];
+    vdn_st_tensor t[4] = {
+        {.name = "prompt_embeds", .dtype = VDN_DT_BF16, .ndim = 2, .shape = {L, H}, .data = bf},
+        {.name = "text_token_tags", .dtype = VDN_DT_I64, .ndim = 1, .shape = {L}, .data = tags},
+    };
+    int nt = 2;
+    for (int i = 0; i < pics->n; i++)
+        t[nt++] = (vdn_st_tensor){.name = pics->anchor_last[i] ? "keyframe_last" : "keyframe_first",
+                                  .dtype = VDN_DT_F32,
+                                  .ndim = 5,
+                                  .shape = {1, w->lc, 1, w->ch / 16, w->cw / 16},
+                                  .data = w->latents[i]};
+    char hs[16], ws[16], layer[16], files[1200] = "[", shas[300] = "[";
+    snprintf(hs, sizeof hs, "%d", w->ch);
+    snprintf(ws, sizeof ws, "%d", w->cw);
+    snprintf(layer, sizeof layer, "%d", vdn_text_encoder_layer(enc));
+    for (int i = 0; i < pics->n; i++) {
+        const char *slash = strrchr(pics->path[i], '/');
+        cJSON *name = cJSON_CreateString(slash ? slash + 1 : pics->path[i]);
+        char *quoted = cJSON_PrintUnformatted(name);
+        snprintf(files + strlen(files), sizeof files - strlen(files), "%s%.500s", i ? "," : "",
+                 quoted);
+        cJSON_free(quoted);
+        cJSON_Delete(name);
+        snprintf(shas + strlen(shas), sizeof shas - strlen(shas), "%s\"%s\"", i ? "," : "",
+                 pics->sha256[i]);
+    }
+    strcat(files, "]");
+    strcat(shas, "]");
+    const char *anchors = pics->n == 2 ? "first,last" : pics->anchor_last[0] ? "last" : "first";
+    vdn_st_kv kv[] = {{"prompt", text},
+                      {"height", hs},
+                      {"width", ws},
+                      {"keyframe_anchors", anchors},
+                      {"keyframe_files", files},
+                      {"keyframe_sha256", shas},
+                      {"vae", pics->vae},
+                      {"text_encoder", meta->identity},
+                      {"text_encoder_layer", layer},
+                      {"text_encoder_precision", vdn_precision_name(meta->precision)},
+                      {"tokenizer", meta->tokenizer_sha256}};
+    int rc = vdn_st_write(path, t, nt, kv, sizeof kv / sizeof *kv, err, errlen);
+    free(bf);
+    free(tags);
+    return rc;
+}
+
 int vdn_pictures_write_cache(const char *ckpt_root, vdn_text_encoder *enc, struct vdn_dev *dev,
                              const vdn_tokenizer *tok, const char *text, const vdn_pictures *pics,
                              const vdn_pictures_meta *meta, const char *path, char *err,
                              size_t errlen) {
-    (void)ckpt_root, (void)enc, (void)dev, (void)tok, (void)text, (void)pics, (void)meta,
-        (void)path;
-    return vdn_fail(err, errlen,
-                    "keyframe pictures: this build cannot encode them yet (the video VAE "
-                    "encoder and the vision tower are being added)");
+    keyframe_work w = {0};
+    int rc = draw_canvas(pics, &w, err, errlen);
+    if (!rc) rc = encode_latents(ckpt_root, dev, pics, &w, err, errlen);
+    if (!rc) rc = encode_rows(enc, tok, text, pics, &w, err, errlen);
+    if (!rc) rc = write_file(enc, text, pics, meta, &w, path, err, errlen);
+    work_free(&w);
+    return rc;
 }

@@ -30,7 +30,7 @@ typedef struct {
 /* The largest picture file read (bytes) and decoded (pixels): a file past either is refused,
  * naming it, before its pixels are decoded. */
 #define VDN_PICTURE_MAX_BYTES (256ll << 20)
-#define VDN_PICTURE_MAX_PIXELS (64ll << 20)
+#define VDN_PICTURE_MAX_PIXELS 50000000ll
 
 /* What identifies a prompt's pictures in its cache key and run record. */
 typedef struct {

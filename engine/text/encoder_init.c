@@ -289,7 +289,11 @@ static int write_processor(const char *root, char *err, size_t errlen) {
     char dir[4096], path[4352];
     snprintf(dir, sizeof dir, "%s/processor", root);
     if (vdn_mkdir_p(dir, err, errlen)) return -1;
-    const vdn_vision_proc p = vdn_vision_proc_default();
+    vdn_vision_proc p = vdn_vision_proc_default();
+    /* The release's smallest picture is 256 x 256 pixels (65536); a tiny checkpoint renders on
+     * canvases of a few thousand pixels (tests, the quickstart), which its processor keeps as
+     * they are at 32 x 32 (a 32-pixel multiple is all smart resize asks then). */
+    p.min_pixels = 32 * 32;
     cJSON *j = cJSON_CreateObject(), *size = cJSON_AddObjectToObject(j, "size");
     cJSON_AddNumberToObject(size, "longest_edge", (double)p.max_pixels);
     cJSON_AddNumberToObject(size, "shortest_edge", (double)p.min_pixels);
