@@ -336,11 +336,15 @@ static void check_resized(const vdn_st_file *f) {
     free(px);
 }
 
-static void check_resize_table(const vdn_st_file *f) {
+/* smart_resize's sizes under the checkpoint's processor settings, which the reference read */
+static void check_resize_table(const vdn_st_file *f, const char *ckpt) {
     const vdn_st_entry *in = vdn_st_find(f, "resize_in"), *out = vdn_st_find(f, "resize_out");
     CHECK(in && out && in->numel == out->numel, "resize_in / resize_out");
     if (!in || !out) return;
-    vdn_vision_proc proc = vdn_vision_proc_default();
+    vdn_vision_proc proc;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/processor/preprocessor_config.json", ckpt);
+    CHECK(vdn_vision_proc_load(path, &proc, err, sizeof err) == 0, "%s", err);
     for (int64_t i = 0; i < in->numel / 2; i++) {
         int h, w;
         int rc = vdn_vision_smart_resize(&proc, (int)i64_at(in, 2 * i), (int)i64_at(in, 2 * i + 1),
@@ -452,7 +456,7 @@ static int expected(vdn_text_encoder *enc, vdn_text_encoder *cpu, const vdn_toke
         if (!vdn_st_find(in.f, name)) break;
         check_processor(in.f, p);
     }
-    check_resize_table(in.f);
+    check_resize_table(in.f, ckpt);
     check_resized(in.f);
     for (int k = 0; k < cJSON_GetArraySize(in.cases); k++)
         check_case(enc, cpu, tok, in.f, cJSON_GetArrayItem(in.cases, k), k, tol, cpu != NULL);
