@@ -3,7 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "commands.h"
+#include "pictures.h"
+#include "store.h"
 #include "suite.h"
 #include "suite_init.h"
 #include "sweep.h"
@@ -14,7 +18,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: vdn eval suite init DIR --checkpoint CKPT [--prompts 103] [--frames N]\n"
             "                          [--height H] [--width W] [--seed S] [--text-dim D]\n"
-            "       vdn eval suite check SUITE.jsonl\n"
+            "       vdn eval suite check SUITE.jsonl [--store URI]\n"
             "       vdn eval sweep SUITE.jsonl --variants dense@50,vdn@8,... [...]  (--help)\n"
             "       vdn eval report SWEEP.json --out DIR [...]                      (--help)\n"
             "       vdn eval variants\n"
@@ -80,37 +84,83 @@ static int suite_init_main(int argc, char **argv) {
     return 0;
 }
 
+/* One file named by a suite line: a local file must be there (a picture must also decode within
+ * the workers' limits); a name that is no local file is looked up as a key in --store when
+ * given; other URIs (s3://) are not checked (*unchecked counts them). 0, or 1 (bad). */
+static int check_file(const vdn_suite *s, const vdn_suite_item *it, const char *field,
+                      const char *name, int picture, vdn_store *st, int *pictures, int *unchecked) {
+    char err[VDN_ERR_LEN] = "";
+    char *p = vdn_suite_resolve(s, name);
+    const char *local = !strncmp(p, "file://", 7) ? p + 7 : p;
+    int bad = 0;
+    vdn_eval_picture_info pi;
+    if (strstr(local, "://")) {
+        (*unchecked)++;
+    } else if (access(local, F_OK) == 0) {
+        bad = picture && vdn_eval_picture_check(local, &pi, err, sizeof err);
+        *pictures += picture && !bad;
+    } else if (local != p || name[0] == '/' || !st) { /* file://, an absolute path: no key */
+        snprintf(err, sizeof err, "no such file (%s)%s", local,
+                 local != p || name[0] == '/' ? ""
+                                              : "; a store key? give --store URI to look there");
+        bad = 1;
+    } else {
+        int have = vdn_store_exists(st, name, NULL, err, sizeof err);
+        if (have == 0)
+            snprintf(err, sizeof err, "no such file (%s) nor key in %s", local, vdn_store_uri(st));
+        bad = have != 1;
+    }
+    if (bad) fprintf(stderr, "%s:%d: %s '%s': %s\n", s->path, it->line, field, name, err);
+    free(p);
+    return bad;
+}
+
 static int suite_check_main(int argc, char **argv) {
-    if (argc < 3) {
+    const char *path = NULL, *store_uri = NULL;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--store") && i + 1 < argc)
+            store_uri = argv[++i];
+        else if (argv[i][0] != '-' && !path)
+            path = argv[i];
+        else {
+            fprintf(stderr, "vdn eval suite check: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!path) {
         usage(stderr);
         return 2;
     }
     char err[VDN_ERR_LEN];
     vdn_suite s;
-    if (vdn_suite_load(argv[2], &s, err, sizeof err)) {
+    if (vdn_suite_load(path, &s, err, sizeof err)) {
         fprintf(stderr, "vdn eval suite check: %s\n", err);
         return 1;
     }
-    int bad = 0, modes[4] = {0};
-    for (int i = 0; i < s.n; i++) {
-        modes[s.items[i].mode]++;
-        const char *files[2] = {s.items[i].prompt_cache, s.items[i].keyframes};
-        for (int k = 0; k < 2; k++) {
-            if (!files[k] || strstr(files[k], "://")) continue;
-            char *p = vdn_suite_resolve(&s, files[k]);
-            FILE *f = fopen(p, "rb");
-            if (!f) {
-                fprintf(stderr, "%s:%d: %s '%s': no such file (%s)\n", s.path, s.items[i].line,
-                        k ? "keyframes" : "prompt_cache", files[k], p);
-                bad++;
-            } else {
-                fclose(f);
-            }
-            free(p);
-        }
+    vdn_store *st = store_uri ? vdn_store_open(store_uri, NULL, err, sizeof err) : NULL;
+    if (store_uri && !st) {
+        fprintf(stderr, "vdn eval suite check: --store %s: %s\n", store_uri, err);
+        vdn_suite_free(&s);
+        return 1;
     }
-    printf("%s: %d prompts (t2va %d, i2va %d, l2va %d, fl2va %d)%s\n", s.path, s.n, modes[0],
-           modes[1], modes[2], modes[3], bad ? "" : ", every local file present");
+    int bad = 0, modes[4] = {0}, pictures = 0, texts = 0, unchecked = 0;
+    for (int i = 0; i < s.n; i++) {
+        const vdn_suite_item *it = &s.items[i];
+        modes[it->mode]++;
+        texts += !it->prompt_cache;
+        const char *fields[4] = {"prompt_cache", "keyframes", "first_frame", "last_frame"};
+        const char *files[4] = {it->prompt_cache, it->keyframes, it->first_frame, it->last_frame};
+        for (int k = 0; k < 4; k++)
+            if (files[k])
+                bad += check_file(&s, it, fields[k], files[k], k >= 2, st, &pictures, &unchecked);
+    }
+    printf("%s: %d prompts (t2va %d, i2va %d, l2va %d, fl2va %d), %d rendered from text, %d "
+           "pictures decoded%s",
+           s.path, s.n, modes[0], modes[1], modes[2], modes[3], texts, pictures,
+           bad ? "" : ", every file present");
+    if (unchecked) printf(" (%d URIs not checked)", unchecked);
+    printf("\n");
+    if (st) vdn_store_close(st);
     vdn_suite_free(&s);
     return bad ? 1 : 0;
 }

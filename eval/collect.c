@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "frames.h"
 #include "metrics.h"
+#include "pictures.h"
 #include "pixel_scores.h"
 #include "record_timing.h"
 #include "results.h"
@@ -36,7 +38,8 @@ typedef struct {
 /* The pixel metrics, added to the report when the first output with frames comes. */
 typedef struct {
     int psnr, end_psnr, end_ssim, flow, tdiff, tdiff_var;
-    int n_mp4, n_vae; /* outputs whose frames came from their mp4 / from --vae */
+    int kf_psnr, kf_ssim; /* against the keyframe pictures (items with pictures) */
+    int n_mp4, n_vae;     /* outputs whose frames came from their mp4 / from --vae */
 } pixel_metrics;
 
 /* --vae: the output's frames through the video VAE (CPU). A clip too short for one decoder
@@ -256,7 +259,7 @@ static void latent_scores(output *o, const vdn_suite_item *it, const vdn_suite *
     *vdn_results_at(r, m_td, v, p) = tm;
     *vdn_results_at(r, m_tv, v, p) = tvv;
     int nk = vdn_suite_mode_keyframes(it->mode);
-    if (!nk) return;
+    if (!nk || !(it->keyframes || it->prompt_cache)) return; /* pictures: the pixel pass's */
     char *kname = vdn_suite_resolve(suite, it->keyframes ? it->keyframes : it->prompt_cache);
     char kpath[4400];
     double ps = 0, ss = 0;
@@ -343,6 +346,12 @@ static void add_pixel_metrics(vdn_results *r, pixel_metrics *pm) {
     pm->end_ssim = vdn_results_add_metric(
         r, "pixel_endpoint_ssim", "Endpoint SSIM to baseline (decoded frames, keyframe modes)", "",
         1, VDN_METRIC_REFERENCE);
+    pm->kf_psnr = vdn_results_add_metric(
+        r, "keyframe_psnr", "FL2VA PSNR: end frames vs keyframe pictures (decoded frames)", "dB", 1,
+        VDN_METRIC_PAIRED);
+    pm->kf_ssim = vdn_results_add_metric(
+        r, "keyframe_ssim", "FL2VA SSIM: end frames vs keyframe pictures (decoded frames)", "", 1,
+        VDN_METRIC_PAIRED);
     pm->flow = vdn_results_add_metric(r, "pixel_motion_flow", "Mean ILK flow (decoded frames)",
                                       "px", 0, VDN_METRIC_PAIRED);
     pm->tdiff = vdn_results_add_metric(r, "pixel_temporal_diff",
@@ -353,13 +362,78 @@ static void add_pixel_metrics(vdn_results *r, pixel_metrics *pm) {
                                            0, VDN_METRIC_PAIRED);
 }
 
+/* An item's keyframe pictures on its canvas, read once per prompt for every variant. */
+typedef struct {
+    float *first, *last; /* (3, height, width), NULL where the item has none */
+    char *error;         /* why they could not be read, NULL when fine */
+} prompt_pictures;
+
+/* A picture named in the suite: a local path (relative to the suite), file://PATH, s3://BUCKET/KEY
+ * or a key in the sweep's store (a name that is no local file), fetched into dir. */
+static int picture_local(const vdn_suite *suite, vdn_store *st, const char *name, const char *dir,
+                         const char *id, const char *which, char *out, size_t outlen, char *err,
+                         size_t errlen) {
+    char *p = vdn_suite_resolve(suite, name);
+    int rc = 0;
+    const char *dot = strrchr(name, '.'), *slash = strrchr(name, '/');
+    const char *ext = dot && (!slash || dot > slash) && strlen(dot) <= 6 ? dot : "";
+    if (!strncmp(p, "file://", 7)) {
+        snprintf(out, outlen, "%s", p + 7);
+    } else if (!strncmp(p, "s3://", 5)) {
+        const char *k = strchr(p + 5, '/');
+        char uri[1024];
+        vdn_store *s3 = NULL;
+        snprintf(out, outlen, "%s/%s_%s%s", dir, id, which, ext);
+        if (!k || !k[1]) {
+            rc = vdn_fail(err, errlen, "%s: expected s3://BUCKET/KEY", p);
+        } else {
+            snprintf(uri, sizeof uri, "%.*s", (int)(k - p), p);
+            s3 = vdn_store_open(uri, NULL, err, errlen);
+            rc = s3 ? vdn_store_get_file(s3, k + 1, out, err, errlen) : -1;
+        }
+        if (s3) vdn_store_close(s3);
+    } else if (strstr(p, "://")) {
+        rc = vdn_fail(err, errlen, "%s: expected a path, a store key, file:// or s3:// URI", p);
+    } else if (access(p, F_OK) == 0) {
+        snprintf(out, outlen, "%s", p);
+    } else { /* a key in the sweep's store */
+        snprintf(out, outlen, "%s/%s_%s%s", dir, id, which, ext);
+        rc = vdn_store_get_file(st, name, out, err, errlen);
+    }
+    free(p);
+    return rc;
+}
+
+static void pictures_load(const vdn_suite *suite, const vdn_suite_item *it, vdn_store *st,
+                          const char *dir, prompt_pictures *pp) {
+    memset(pp, 0, sizeof *pp);
+    if (!it->first_frame && !it->last_frame) return;
+    char err[VDN_ERR_LEN], a[4400] = "", b[4400] = "";
+    if ((it->first_frame && picture_local(suite, st, it->first_frame, dir, it->id, "first", a,
+                                          sizeof a, err, sizeof err)) ||
+        (it->last_frame && picture_local(suite, st, it->last_frame, dir, it->id, "last", b,
+                                         sizeof b, err, sizeof err)) ||
+        vdn_eval_canvas(a[0] ? a : NULL, b[0] ? b : NULL, it->height, it->width, &pp->first,
+                        &pp->last, err, sizeof err))
+        pp->error = vdn_xstrdup(err);
+}
+
+static void pictures_free(prompt_pictures *pp) {
+    free(pp->first);
+    free(pp->last);
+    free(pp->error);
+    memset(pp, 0, sizeof *pp);
+}
+
 /* Pixel metrics of every output of one prompt with frames: its own in one pass, read in
  * lockstep with the baseline's frames for the fidelity metrics (the baseline is decoded once
  * more per variant: decoding costs far less than the flow). Endpoints: the paper compares the
  * endpoint frames with the conditioning images, which the suite holds only as latents, so
  * they are compared with the baseline's endpoint frames (docs/eval.md). */
-static void pixel_pass(output *outs, int nv, int bl, vdn_suite_mode mode, int strip_px, int tile_w,
-                       int tile_h, vdn_results *r, int p, pixel_metrics *pm) {
+static void pixel_pass(output *outs, int nv, int bl, const vdn_suite_item *it,
+                       const prompt_pictures *pics, int strip_px, int tile_w, int tile_h,
+                       vdn_results *r, int p, pixel_metrics *pm) {
+    const vdn_suite_mode mode = it->mode;
     char err[VDN_ERR_LEN];
     for (int v = 0; v < nv; v++) {
         output *o = &outs[v];
@@ -375,9 +449,14 @@ static void pixel_pass(output *outs, int nv, int bl, vdn_suite_mode mode, int st
         }
         vdn_pixel_opts po = {.first = mode == VDN_MODE_I2VA || mode == VDN_MODE_FL2VA,
                              .last = mode == VDN_MODE_L2VA || mode == VDN_MODE_FL2VA,
+                             .kf_first = pics->first,
+                             .kf_last = pics->last,
+                             .kf_h = it->height,
+                             .kf_w = it->width,
                              .strip_cols = strip_px ? 6 : 0,
                              .tile_w = tile_w,
                              .tile_h = tile_h};
+        if (pics->error) vdn_results_set_error(r, v, p, "keyframe pictures: %s", pics->error);
         if (vdn_pixel_scores_run(f, b, &po, &o->pix, err, sizeof err)) {
             vdn_results_set_error(r, v, p, "pixels of %s: %s",
                                   o->local_mp4 ? o->local_mp4 : "the --vae decode", err);
@@ -390,6 +469,8 @@ static void pixel_pass(output *outs, int nv, int bl, vdn_suite_mode mode, int st
             *vdn_results_at(r, pm->flow, v, p) = o->pix.flow;
             *vdn_results_at(r, pm->tdiff, v, p) = o->pix.tdiff;
             *vdn_results_at(r, pm->tdiff_var, v, p) = o->pix.tdiff_var;
+            *vdn_results_at(r, pm->kf_psnr, v, p) = o->pix.kf_psnr;
+            *vdn_results_at(r, pm->kf_ssim, v, p) = o->pix.kf_ssim;
             if (b) {
                 *vdn_results_at(r, pm->psnr, v, p) = o->pix.psnr;
                 *vdn_results_at(r, pm->end_psnr, v, p) = o->pix.end_psnr;
@@ -521,7 +602,8 @@ static void pixel_note(vdn_results *r, const pixel_metrics *pm) {
     snprintf(buf, sizeof buf,
              "%s%spixel metrics: frames of %d output(s) decoded from their stored mp4, %d "
              "decoded from their latents with --vae; endpoint PSNR/SSIM on pixels compare with "
-             "the baseline's endpoint frames (the suite holds the keyframes as latents only)",
+             "the baseline's endpoint frames, keyframe PSNR/SSIM with the keyframe pictures on "
+             "the canvas (items with pictures)",
              r->note ? r->note : "", r->note ? "; " : "", pm->n_mp4, pm->n_vae);
     free(r->note);
     r->note = vdn_xstrdup(buf);
@@ -685,7 +767,7 @@ int vdn_eval_report_main(int argc, char **argv) {
                                       VDN_METRIC_PAIRED);
     int m_tv = vdn_results_add_metric(&r, "temporal_diff_var", "Variance of frame-to-frame change",
                                       "", 0, VDN_METRIC_PAIRED);
-    pixel_metrics pm = {-1, -1, -1, -1, -1, -1, 0, 0};
+    pixel_metrics pm = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0};
     /* strips: the first prompt of each mode, then the next prompts in order */
     int *strip_of = vdn_xcalloc((size_t)np + 1, sizeof *strip_of), chosen = 0;
     for (int mode = 0; mode < 4 && chosen < n_strips; mode++)
@@ -734,7 +816,10 @@ int vdn_eval_report_main(int argc, char **argv) {
         }
         int strip_px = 0, tile_w = 0, tile_h = 0;
         if (strip_of[p]) strip_tiles(outs, nv, r.baseline, &strip_px, &tile_w, &tile_h);
-        pixel_pass(outs, nv, r.baseline, it->mode, strip_px, tile_w, tile_h, &r, p, &pm);
+        prompt_pictures pics;
+        pictures_load(&suite, it, st, cache_dir, &pics);
+        pixel_pass(outs, nv, r.baseline, it, &pics, strip_px, tile_w, tile_h, &r, p, &pm);
+        pictures_free(&pics);
         latent_fidelity(outs, nv, &r, p, m_l2, m_fp);
         if (strip_of[p]) add_strip(&r, outs, nv, p, strip_px, tile_w, tile_h);
         for (int v = 0; v < nv; v++) { /* local copies live only while their prompt is scored */

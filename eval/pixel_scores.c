@@ -78,6 +78,7 @@ int vdn_pixel_scores_run(vdn_frames *clip, vdn_frames *base, const vdn_pixel_opt
                          vdn_pixel_scores *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     s->flow = s->tdiff = s->tdiff_var = s->psnr = s->end_psnr = s->end_ssim = NAN;
+    s->kf_psnr = s->kf_ssim = NAN;
     int T0, H, W, bT, bH, bW;
     vdn_frames_info(clip, &T0, &H, &W);
     if (base) {
@@ -85,6 +86,9 @@ int vdn_pixel_scores_run(vdn_frames *clip, vdn_frames *base, const vdn_pixel_opt
         if (bH != H || bW != W)
             return vdn_fail(err, errlen, "frames of %dx%d, the baseline's are %dx%d", W, H, bW, bH);
     }
+    if ((o->kf_first || o->kf_last) && (o->kf_h != H || o->kf_w != W))
+        return vdn_fail(err, errlen, "frames of %dx%d, the keyframe pictures' canvas is %dx%d", W,
+                        H, o->kf_w, o->kf_h);
     size_t n = (size_t)H * W, fn = 3 * n;
     float *cur = vdn_xmalloc(fn * sizeof *cur), *prev = vdn_xmalloc(fn * sizeof *prev);
     float *bcur = base ? vdn_xmalloc(fn * sizeof *bcur) : NULL;
@@ -96,8 +100,8 @@ int vdn_pixel_scores_run(vdn_frames *clip, vdn_frames *base, const vdn_pixel_opt
     int cols = o->strip_cols > 0 && T0 > 0 ? (T0 < o->strip_cols ? T0 : o->strip_cols) : 0;
     size_t tile = (size_t)o->tile_w * o->tile_h * 3;
     if (cols) s->strip = vdn_xcalloc((size_t)cols, tile);
-    double flow_sum = 0, se = 0, ep = 0, es = 0;
-    int n_end = 0, rc = 0, t = 0;
+    double flow_sum = 0, se = 0, ep = 0, es = 0, kp = 0, ks = 0;
+    int n_end = 0, n_kf = 0, rc = 0, t = 0;
     for (;; t++) {
         int got = vdn_frames_next(clip, cur, err, errlen);
         if (got < 0) goto fail;
@@ -125,6 +129,11 @@ int vdn_pixel_scores_run(vdn_frames *clip, vdn_frames *base, const vdn_pixel_opt
             endpoint(cur, bcur, H, W, &a, &b, flow, flow + n);
             ep += a, es += b, n_end++;
         }
+        if (t == 0 && o->kf_first) {
+            double a, b;
+            endpoint(cur, o->kf_first, H, W, &a, &b, flow, flow + n);
+            kp += a, ks += b, n_kf++;
+        }
         for (int k = 0; k < cols; k++)
             if ((cols > 1 ? (int)lround((double)k * (T0 - 1) / (cols - 1)) : 0) == t) {
                 strip_tile(cur, H, W, o->tile_h, o->tile_w, s->strip + (size_t)k * tile);
@@ -151,6 +160,12 @@ int vdn_pixel_scores_run(vdn_frames *clip, vdn_frames *base, const vdn_pixel_opt
         s->tdiff = m;
         s->tdiff_var = v / (t - 1); /* population variance over the pairs */
     }
+    if (o->kf_last && t > 0) { /* prev: the last frame read */
+        double a, b;
+        endpoint(prev, o->kf_last, H, W, &a, &b, flow, flow + n);
+        kp += a, ks += b, n_kf++;
+    }
+    if (n_kf) s->kf_psnr = kp / n_kf, s->kf_ssim = ks / n_kf;
     if (base && t > 0) {
         double mse = se / ((double)fn * t);
         s->psnr = mse > 0 ? cap(-10 * log10(mse)) : PIXEL_PSNR_CAP;

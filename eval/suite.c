@@ -20,6 +20,14 @@ int vdn_suite_mode_keyframes(vdn_suite_mode m) {
     return m == VDN_MODE_T2VA ? 0 : m == VDN_MODE_FL2VA ? 2 : 1;
 }
 
+int vdn_suite_mode_first(vdn_suite_mode m) {
+    return m == VDN_MODE_I2VA || m == VDN_MODE_FL2VA;
+}
+
+int vdn_suite_mode_last(vdn_suite_mode m) {
+    return m == VDN_MODE_L2VA || m == VDN_MODE_FL2VA;
+}
+
 static const char *json_kind(const cJSON *v) {
     if (cJSON_IsString(v)) return "a string";
     if (cJSON_IsNumber(v)) return "a number";
@@ -64,12 +72,69 @@ static int get_str(const cJSON *o, const char *name, int required, char **out, c
 static void item_free(vdn_suite_item *it) {
     free(it->prompt);
     free(it->prompt_cache);
+    free(it->first_frame);
+    free(it->last_frame);
     free(it->keyframes);
     memset(it, 0, sizeof *it);
 }
 
-static const char *known_fields[] = {"id",   "mode",   "prompt", "prompt_cache", "keyframes",
-                                     "seed", "frames", "height", "width",        NULL};
+static const char *known_fields[] = {"id",          "mode",       "prompt",    "prompt_cache",
+                                     "first_frame", "last_frame", "keyframes", "seed",
+                                     "frames",      "height",     "width",     NULL};
+
+/* What renders: a prompt cache, or the text with the pictures its mode conditions on. */
+static int check_inputs(const vdn_suite_item *it, const char *where, char *err, size_t errlen) {
+    const char *names[4] = {"prompt_cache", "first_frame", "last_frame", "keyframes"};
+    const char *vals[4] = {it->prompt_cache, it->first_frame, it->last_frame, it->keyframes};
+    for (int i = 0; i < 4; i++)
+        if (vals[i] && !vals[i][0])
+            return vdn_fail(err, errlen,
+                            "%s: field '%s': expected a path or URI, got an empty string", where,
+                            names[i]);
+    const int pics = it->first_frame || it->last_frame;
+    const char *pic = it->first_frame ? "first_frame" : "last_frame";
+    const char *mode = vdn_suite_mode_name(it->mode);
+    if (it->mode == VDN_MODE_T2VA && (pics || it->keyframes))
+        return vdn_fail(err, errlen,
+                        "%s: field '%s': t2va takes no keyframes (use i2va, l2va or "
+                        "fl2va)",
+                        where, pics ? pic : "keyframes");
+    if (pics && it->prompt_cache)
+        return vdn_fail(err, errlen,
+                        "%s: field '%s': keyframe pictures go with the text 'prompt', not with a "
+                        "'prompt_cache' (which carries its keyframes already)",
+                        where, pic);
+    if (pics && it->keyframes)
+        return vdn_fail(err, errlen,
+                        "%s: field 'keyframes': names keyframe latents of a prompt cache; a line "
+                        "with pictures has none",
+                        where);
+    if (pics && !it->prompt[0])
+        return vdn_fail(err, errlen,
+                        "%s: field 'prompt': empty; keyframe pictures are encoded with the text",
+                        where);
+    if (pics && (!it->first_frame != !vdn_suite_mode_first(it->mode) ||
+                 !it->last_frame != !vdn_suite_mode_last(it->mode)))
+        return vdn_fail(err, errlen, "%s: fields 'first_frame'/'last_frame': %s takes %s, got %s",
+                        where, mode,
+                        it->mode == VDN_MODE_I2VA   ? "first_frame only"
+                        : it->mode == VDN_MODE_L2VA ? "last_frame only"
+                                                    : "both",
+                        it->first_frame && it->last_frame ? "both"
+                        : it->first_frame                 ? "first_frame only"
+                                                          : "last_frame only");
+    if (!pics && !it->prompt_cache && it->mode != VDN_MODE_T2VA)
+        return vdn_fail(err, errlen,
+                        "%s: %s needs its keyframes: fields 'first_frame'/'last_frame' (pictures "
+                        "encoded with the text) or 'prompt_cache' (missing field 'prompt_cache')",
+                        where, mode);
+    if (!it->prompt_cache && !it->prompt[0])
+        return vdn_fail(err, errlen,
+                        "%s: field 'prompt': empty and no 'prompt_cache' (missing field "
+                        "'prompt_cache'): nothing to render",
+                        where);
+    return 0;
+}
 
 static int parse_line(const char *line, size_t len, const char *where, vdn_suite_item *it,
                       char *err, size_t errlen) {
@@ -102,7 +167,7 @@ static int parse_line(const char *line, size_t len, const char *where, vdn_suite
         if (k < 0) {
             vdn_fail(err, errlen,
                      "%s: unknown field '%.80s' (expected one of id, mode, prompt, prompt_cache, "
-                     "keyframes, seed, frames, height, width)",
+                     "first_frame, last_frame, keyframes, seed, frames, height, width)",
                      where, f->string ? f->string : "");
             goto out;
         }
@@ -144,28 +209,12 @@ static int parse_line(const char *line, size_t len, const char *where, vdn_suite
     free(mode);
     it->mode = (vdn_suite_mode)m;
     if (get_str(o, "prompt", 1, &it->prompt, where, err, errlen)) goto out;
-    /* a t2va prompt may be text alone: the farm encodes it (text/prompt_text.h); keyframe modes
-     * take their keyframe latents from a cache file */
-    int text_only = it->mode == VDN_MODE_T2VA && it->prompt[0] &&
-                    !cJSON_GetObjectItemCaseSensitive(o, "prompt_cache");
-    if (!text_only && get_str(o, "prompt_cache", 1, &it->prompt_cache, where, err, errlen))
+    if (get_str(o, "prompt_cache", 0, &it->prompt_cache, where, err, errlen) ||
+        get_str(o, "first_frame", 0, &it->first_frame, where, err, errlen) ||
+        get_str(o, "last_frame", 0, &it->last_frame, where, err, errlen) ||
+        get_str(o, "keyframes", 0, &it->keyframes, where, err, errlen))
         goto out;
-    if (it->prompt_cache && !it->prompt_cache[0]) {
-        vdn_fail(err, errlen,
-                 "%s: field 'prompt_cache': expected a path or URI, got an empty string", where);
-        goto out;
-    }
-    if (get_str(o, "keyframes", 0, &it->keyframes, where, err, errlen)) goto out;
-    if (it->keyframes && it->mode == VDN_MODE_T2VA) {
-        vdn_fail(err, errlen,
-                 "%s: field 'keyframes': t2va takes no keyframes (use i2va, l2va or fl2va)", where);
-        goto out;
-    }
-    if (it->keyframes && !it->keyframes[0]) {
-        vdn_fail(err, errlen, "%s: field 'keyframes': expected a path or URI, got an empty string",
-                 where);
-        goto out;
-    }
+    if (check_inputs(it, where, err, errlen)) goto out;
     double d;
     if (get_int(o, "seed", 0, 9007199254740992.0, &d, where, err, errlen)) goto out;
     it->seed = (uint64_t)d;
@@ -282,6 +331,8 @@ char *vdn_suite_item_json(const vdn_suite_item *it) {
     cJSON_AddStringToObject(o, "mode", vdn_suite_mode_name(it->mode));
     cJSON_AddStringToObject(o, "prompt", it->prompt ? it->prompt : "");
     if (it->prompt_cache) cJSON_AddStringToObject(o, "prompt_cache", it->prompt_cache);
+    if (it->first_frame) cJSON_AddStringToObject(o, "first_frame", it->first_frame);
+    if (it->last_frame) cJSON_AddStringToObject(o, "last_frame", it->last_frame);
     if (it->keyframes) cJSON_AddStringToObject(o, "keyframes", it->keyframes);
     char seed[32]; /* raw: cJSON would print a 2^53 seed with 15 digits */
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)it->seed);

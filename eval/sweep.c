@@ -26,7 +26,8 @@ static void usage(FILE *f) {
         "writes the sweep manifest (default SUITE_DIR/sweeps/TAG.json). Re-running submits only\n"
         "pairs with no output in the store and no job still queued or running.\n"
         "--steps-override K renders every variant with K model evaluations (CI speed).\n"
-        "--upload-caches puts local prompt caches into the store so remote workers can read them.\n"
+        "--upload-caches puts local prompt caches and pictures into the store so remote workers\n"
+        "can read them.\n"
         "--wait polls until every pair is done or failed (exit 1 if any failed).\n"
         "Jobs store their mp4 and, for the report's latent metrics, their latents (save_latents);\n"
         "--no-latents stores the mp4 only (pixel metrics only; latents still where the\n"
@@ -61,13 +62,48 @@ static int pair_stored(vdn_store *st, const vdn_sweep_pair *q, char *err, size_t
     return vdn_store_exists(st, mp4, NULL, err, errlen);
 }
 
-static int upload_cache(vdn_store *st, const char *tag, const char *id, const char *local,
-                        char *key, size_t keylen, char *err, size_t errlen) {
-    snprintf(key, keylen, "eval/%s/caches/%s.safetensors", tag, id);
+/* A local input file (a prompt cache, a picture) into the store under eval/TAG/inputs/ID_WHAT
+ * + the file's extension, once; *path becomes that key. */
+static int upload_input(vdn_store *st, const char *tag, const char *id, const char *what,
+                        const char *ext, char **path, char *err, size_t errlen) {
+    char key[600];
+    if (!strcmp(what, "cache"))
+        snprintf(key, sizeof key, "eval/%s/caches/%s%s", tag, id, ext);
+    else
+        snprintf(key, sizeof key, "eval/%s/inputs/%s_%s%s", tag, id, what, ext);
     int have = vdn_store_exists(st, key, NULL, err, errlen);
     if (have < 0) return -1;
-    if (have) return 0;
-    return vdn_store_put_file(st, key, local, err, errlen);
+    if (!have && vdn_store_put_file(st, key, *path, err, errlen)) return -1;
+    free(*path);
+    *path = vdn_xstrdup(key);
+    return 0;
+}
+
+/* What a job carries for a keyframe picture of the suite: a local file as its absolute path
+ * (workers on this machine read it; --upload-caches puts it into the store and carries the key
+ * instead), a URI or store key as written. */
+static int picture_input(const vdn_suite *suite, vdn_store *st, const char *tag, const char *id,
+                         const char *which, const char *name, int upload, char **out, char *err,
+                         size_t errlen) {
+    char *p = vdn_suite_resolve(suite, name);
+    const char *local = !strncmp(p, "file://", 7) ? p + 7 : p;
+    if (strstr(local, "://") || access(local, F_OK) != 0) { /* a URI or a store key */
+        int missing = local != p || name[0] == '/'; /* file:// or an absolute path: no key */
+        free(p);
+        if (missing) return vdn_fail(err, errlen, "'%s': no such file", name);
+        *out = vdn_xstrdup(name);
+        return 0;
+    }
+    char abs[PATH_MAX];
+    if (!realpath(local, abs)) {
+        free(p);
+        return vdn_fail(err, errlen, "'%s': cannot resolve its path", name);
+    }
+    free(p);
+    *out = vdn_xstrdup(abs);
+    if (!upload) return 0;
+    const char *dot = strrchr(abs, '.'), *slash = strrchr(abs, '/');
+    return upload_input(st, tag, id, which, dot && dot > slash ? dot : "", out, err, errlen);
 }
 
 /* Jobs of this tag still queued or running, as "prompt/variant" tags. */
@@ -456,17 +492,24 @@ int vdn_eval_sweep_main(int argc, char **argv) {
         char *cache = vdn_suite_resolve(&suite, it->prompt_cache);
         if (!cache) /* a text prompt: the worker encodes it through the store's cache */
             j->prompt = vdn_xstrdup(it->prompt);
-        else if (upload && !strstr(cache, "://")) {
-            char key[512];
-            if (upload_cache(st, tag, it->id, cache, key, sizeof key, err, sizeof err)) {
-                fprintf(stderr, "vdn eval sweep: uploading %s: %s\n", cache, err);
-                free(cache);
-                goto done;
-            }
+        else if (upload && !strstr(cache, "://") &&
+                 upload_input(st, tag, it->id, "cache", ".safetensors", &cache, err, sizeof err)) {
+            fprintf(stderr, "vdn eval sweep: uploading %s: %s\n", cache, err);
             free(cache);
-            cache = vdn_xstrdup(key);
+            goto done;
         }
         j->prompt_cache = cache;
+        const char *pics[2] = {it->first_frame, it->last_frame};
+        char **dst[2] = {&j->first_frame, &j->last_frame};
+        for (int k = 0; k < 2; k++) {
+            if (!pics[k]) continue;
+            if (picture_input(&suite, st, tag, it->id, k ? "last" : "first", pics[k], upload,
+                              dst[k], err, sizeof err)) {
+                fprintf(stderr, "vdn eval sweep: %s:%d: %s: %s\n", suite.path, it->line,
+                        k ? "last_frame" : "first_frame", err);
+                goto done;
+            }
+        }
         j->frames = it->frames;
         j->height = it->height;
         j->width = it->width;

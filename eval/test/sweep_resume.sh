@@ -46,3 +46,44 @@ assert len(again) == 6 and ("p001", "vdn@8") not in again and ("p003", "vdn@8") 
 assert len(m["pairs"]) == 8 and m["baseline"] == "dense@50"
 print("ok: resumed sweep submitted exactly the 6 pairs without output")
 PY
+# Keyframe pictures travel with the text: a local picture as its absolute path, or (with
+# --upload-caches) as its key in the store, where it is uploaded once; a store key as written.
+mkdir -p "$work/pics/kf"
+"$py" - "$work/pics" <<'PY'
+import json, sys
+d = sys.argv[1]
+for n in ["a_first", "b_first", "b_last"]:
+    open(f"{d}/kf/{n}.png", "wb").write(b"\x89PNG not decoded by the sweep " + n.encode())
+base = {"seed": 1, "frames": 22, "height": 32, "width": 32}
+items = [dict(base, id="a", mode="i2va", prompt="a kite", first_frame="kf/a_first.png"),
+         dict(base, id="b", mode="fl2va", prompt="a gull", first_frame="kf/b_first.png",
+              last_frame="kf/b_last.png"),
+         dict(base, id="c", mode="l2va", prompt="a dune", last_frame="shared/c_last.png")]
+open(f"{d}/suite.jsonl", "w").write("".join(json.dumps(i) + "\n" for i in items))
+PY
+for up in "" --upload-caches; do
+  "$vdn" eval sweep "$work/pics/suite.jsonl" --variants vdn@8 --coordinator $ep \
+    --store "file://$work/store" --tag "pics$up" $up > pics$up.log 2>&1
+done
+"$py" - "$work/vdn.db" "$work/pics" "$work/store" <<'PY'
+import json, os, sqlite3, sys
+db, pics, store = sys.argv[1:]
+rows = sqlite3.connect(db).execute("SELECT tag, request FROM jobs WHERE tag LIKE '_/vdn@8'").fetchall()
+got = {}
+for tag, req in rows:
+    r = json.loads(req)
+    got.setdefault(tag, []).append((r.get("prompt"), r.get("prompt_cache"), r.get("first_frame"), r.get("last_frame")))
+want_local = {"a/vdn@8": ("a kite", None, f"{pics}/kf/a_first.png", None),
+              "b/vdn@8": ("a gull", None, f"{pics}/kf/b_first.png", f"{pics}/kf/b_last.png"),
+              "c/vdn@8": ("a dune", None, None, "shared/c_last.png")}
+up = lambda i, w: f"eval/pics--upload-caches/inputs/{i}_{w}.png"
+want_up = {"a/vdn@8": ("a kite", None, up("a", "first"), None),
+           "b/vdn@8": ("a gull", None, up("b", "first"), up("b", "last")),
+           "c/vdn@8": ("a dune", None, None, "shared/c_last.png")}
+for tag in want_local:
+    assert sorted(got.get(tag, [])) == sorted([want_local[tag], want_up[tag]]), (tag, got.get(tag))
+for k in [up("a", "first"), up("b", "first"), up("b", "last")]:
+    w = k.split("/")[-1].replace(".png", "")
+    assert open(f"{store}/{k}", "rb").read() == open(f"{pics}/kf/{w}.png", "rb").read(), k
+print("ok: sweep jobs carry the pictures (absolute paths; store keys uploaded with --upload-caches)")
+PY

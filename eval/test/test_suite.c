@@ -11,6 +11,8 @@
     "\"prompt\":\"x\",\"prompt_cache\":\"c.st\",\"seed\":1,\"frames\":22,\"height\":32,\"width\":" \
     "32"
 
+#define PIC "\"prompt\":\"x\",\"seed\":1,\"frames\":22,\"height\":32,\"width\":32"
+
 typedef struct {
     const char *text;
     const char *want[3]; /* substrings the error must contain */
@@ -58,6 +60,29 @@ static const bad_case bad[] = {
     {"[1]", {"expected a JSON object, got an array", NULL, NULL}},
     {"{\"id\":\"a\",\"id\":\"b\",\"mode\":\"t2va\"," GOOD "}", {"'id' appears twice", NULL, NULL}},
     {"# only a comment\n\n", {"no prompts", NULL, NULL}},
+    /* keyframe pictures */
+    {"{\"id\":\"a\",\"mode\":\"t2va\",\"first_frame\":\"f.png\"," PIC "}",
+     {"'first_frame'", "t2va takes no keyframes", NULL}},
+    {"{\"id\":\"a\",\"mode\":\"i2va\",\"first_frame\":\"f.png\"," GOOD "}",
+     {"'first_frame'", "not with a 'prompt_cache'", NULL}},
+    {"{\"id\":\"a\",\"mode\":\"i2va\",\"last_frame\":\"l.png\"," PIC "}",
+     {"m.jsonl:1", "i2va takes first_frame only", "got last_frame only"}},
+    {"{\"id\":\"a\",\"mode\":\"l2va\",\"first_frame\":\"f.png\",\"last_frame\":\"l.png\"," PIC "}",
+     {"l2va takes last_frame only", "got both", NULL}},
+    {"{\"id\":\"a\",\"mode\":\"fl2va\",\"first_frame\":\"f.png\"," PIC "}",
+     {"fl2va takes both", "got first_frame only", NULL}},
+    {"{\"id\":\"a\",\"mode\":\"i2va\",\"first_frame\":\"\"," PIC "}",
+     {"'first_frame'", "empty string", NULL}},
+    {"{\"id\":\"a\",\"mode\":\"i2va\",\"first_frame\":3," PIC "}",
+     {"'first_frame'", "expected a string, got a number", NULL}},
+    {"{\"id\":\"a\",\"mode\":\"i2va\",\"first_frame\":\"f.png\",\"keyframes\":\"k.st\"," PIC "}",
+     {"'keyframes'", "has none", NULL}},
+    {"{\"id\":\"a\",\"mode\":\"l2va\",\"last_frame\":\"l.png\",\"prompt\":\"\",\"seed\":1,"
+     "\"frames\":22,\"height\":32,\"width\":32}",
+     {"'prompt'", "encoded with the text", NULL}},
+    {"{\"id\":\"a\",\"mode\":\"i2va\",\"prompt\":\"x\",\"seed\":1,\"frames\":22,\"height\":32,"
+     "\"width\":32}",
+     {"i2va needs its keyframes", "'first_frame'/'last_frame'", NULL}},
 };
 
 int main(void) {
@@ -134,6 +159,35 @@ int main(void) {
         CHECK(vdn_suite_parse(line, strlen(line), "rt.jsonl", &t, err, sizeof err) == 0, "%s", err);
         if (t.n == 1) {
             CHECK(!t.items[0].prompt_cache && !strcmp(t.items[0].prompt, "a cat\non a roof"));
+            vdn_suite_free(&t);
+        }
+        free(line);
+        vdn_suite_free(&s);
+    }
+    /* keyframe pictures with the text, no cache: paths resolve against the suite's folder */
+    const char *pics = "{\"id\":\"k\",\"mode\":\"fl2va\",\"prompt\":\"a kite\","
+                       "\"first_frame\":\"kf/k_first.png\",\"last_frame\":\"s3://b/k_last.png\","
+                       "\"seed\":3,\"frames\":22,\"height\":32,\"width\":64}\n"
+                       "{\"id\":\"l\",\"mode\":\"l2va\",\"prompt\":\"a gull\","
+                       "\"last_frame\":\"/abs/l.webp\",\"seed\":4,\"frames\":22,\"height\":32,"
+                       "\"width\":32}";
+    rc = vdn_suite_parse(pics, strlen(pics), "d/p.jsonl", &s, err, sizeof err);
+    CHECK(rc == 0, "%s", err);
+    if (rc == 0) {
+        CHECK(s.n == 2 && !s.items[0].prompt_cache && !s.items[0].keyframes);
+        CHECK(!strcmp(s.items[0].first_frame, "kf/k_first.png"));
+        CHECK(!strcmp(s.items[1].last_frame, "/abs/l.webp") && !s.items[1].first_frame);
+        CHECK(vdn_suite_mode_first(s.items[0].mode) && vdn_suite_mode_last(s.items[0].mode));
+        CHECK(!vdn_suite_mode_first(s.items[1].mode) && vdn_suite_mode_last(s.items[1].mode));
+        char *p = vdn_suite_resolve(&s, s.items[0].first_frame);
+        CHECK(!strcmp(p, "d/kf/k_first.png"));
+        free(p);
+        char *line = vdn_suite_item_json(&s.items[0]);
+        vdn_suite t;
+        CHECK(vdn_suite_parse(line, strlen(line), "rt.jsonl", &t, err, sizeof err) == 0, "%s", err);
+        if (t.n == 1) {
+            CHECK(!strcmp(t.items[0].first_frame, "kf/k_first.png"));
+            CHECK(!strcmp(t.items[0].last_frame, "s3://b/k_last.png") && !t.items[0].prompt_cache);
             vdn_suite_free(&t);
         }
         free(line);
