@@ -10,20 +10,24 @@
 #include "store.h"
 #include "suite.h"
 #include "suite_init.h"
+#include "suite_keyframes.h"
 #include "sweep.h"
 #include "variants.h"
 #include "vdn_util.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: vdn eval suite init DIR --checkpoint CKPT [--prompts 103] [--frames N]\n"
-            "                          [--height H] [--width W] [--seed S] [--text-dim D]\n"
-            "       vdn eval suite check SUITE.jsonl [--store URI]\n"
-            "       vdn eval sweep SUITE.jsonl --variants dense@50,vdn@8,... [...]  (--help)\n"
-            "       vdn eval report SWEEP.json --out DIR [...]                      (--help)\n"
-            "       vdn eval variants\n"
-            "Variants: dense, vdn, vdn-no-anchors, window-only, vdn-additive, each NAME[@STEPS]\n"
-            "(default 50 steps). Metrics, statistics and the report: docs/eval.md.\n");
+    fprintf(
+        f,
+        "usage: vdn eval suite init DIR --checkpoint CKPT [--prompts 103] [--frames N]\n"
+        "                          [--height H] [--width W] [--seed S] [--text-dim D]\n"
+        "       vdn eval suite check SUITE.jsonl [--store URI]\n"
+        "       vdn eval suite keyframes SUITE.jsonl --out DIR (--from SWEEP.json [--variant V]\n"
+        "                                | --pictures PICDIR)\n"
+        "       vdn eval sweep SUITE.jsonl --variants dense@50,vdn@8,... [...]  (--help)\n"
+        "       vdn eval report SWEEP.json --out DIR [...]                      (--help)\n"
+        "       vdn eval variants\n"
+        "Variants: dense, vdn, vdn-no-anchors, window-only, vdn-additive, each NAME[@STEPS]\n"
+        "(default 50 steps). Metrics, statistics and the report: docs/eval.md.\n");
 }
 
 static int int_arg(const char *flag, const char *v, int lo, int hi, int *out) {
@@ -165,6 +169,40 @@ static int suite_check_main(int argc, char **argv) {
     return bad ? 1 : 0;
 }
 
+static int suite_keyframes_main(int argc, char **argv) {
+    vdn_suite_keyframes_opts o = {0};
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--out") && v)
+            o.out_dir = v, i++;
+        else if (!strcmp(a, "--from") && v)
+            o.from = v, i++;
+        else if (!strcmp(a, "--variant") && v)
+            o.variant = v, i++;
+        else if (!strcmp(a, "--pictures") && v)
+            o.pictures = v, i++;
+        else if (a[0] != '-' && !o.suite)
+            o.suite = a;
+        else {
+            fprintf(stderr, "vdn eval suite keyframes: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (!o.suite || !o.out_dir || !o.from == !o.pictures) {
+        usage(stderr);
+        return 2;
+    }
+    char err[VDN_ERR_LEN];
+    int n;
+    if (vdn_suite_keyframes(&o, &n, err, sizeof err)) {
+        fprintf(stderr, "vdn eval suite keyframes: %s\n", err);
+        return 1;
+    }
+    printf("suite: %s/suite.jsonl (%d keyframe lines with pictures in %s/keyframes/)\n", o.out_dir,
+           n, o.out_dir);
+    return 0;
+}
+
 int vdn_cmd_eval(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage(argc < 2 ? stderr : stdout);
@@ -173,6 +211,8 @@ int vdn_cmd_eval(int argc, char **argv) {
     if (!strcmp(argv[1], "suite")) {
         if (argc >= 3 && !strcmp(argv[2], "init")) return suite_init_main(argc - 1, argv + 1);
         if (argc >= 3 && !strcmp(argv[2], "check")) return suite_check_main(argc - 1, argv + 1);
+        if (argc >= 3 && !strcmp(argv[2], "keyframes"))
+            return suite_keyframes_main(argc - 1, argv + 1);
         usage(stderr);
         return 2;
     }

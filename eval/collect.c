@@ -3,6 +3,7 @@
  * report.c. A missing or damaged output is an error for that output only: the report still
  * comes out, with the error listed and the pair left out of the statistics. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,14 +71,16 @@ static void usage(FILE *f) {
         f,
         "usage: vdn eval report SWEEP.json --out DIR [--scorers CONF.json] [--strips N]\n"
         "                       [--baseline VARIANT] [--resamples N] [--seed S] [--title TEXT]\n"
-        "                       [--keep-outputs] [--vae DIR]\n"
+        "                       [--keep-outputs] [--vae DIR] [--videos strips|all|none]\n"
         "Reads every output of the sweep from its store, computes the metrics (docs/eval.md),\n"
         "paired statistics against the baseline, and writes DIR/report.html + DIR/report.json.\n"
         "Outputs are downloaded into DIR/outputs/ one prompt at a time and removed after scoring\n"
         "unless --keep-outputs. Pixel metrics (PSNR and endpoint PSNR/SSIM to the baseline's\n"
         "frames, motion, temporal stability) and frame strips come from each job's stored mp4;\n"
         "--vae DIR decodes, with that video VAE on the CPU, the outputs that have latents and no\n"
-        "mp4 (older runs).\n");
+        "mp4 (older runs).\n"
+        "--videos: whose mp4s the page plays side by side, kept in DIR/videos/ (default: the\n"
+        "prompts with frame strips; all: every prompt's; none).\n");
 }
 
 static double cap(double x) {
@@ -595,6 +598,32 @@ static void add_strip(vdn_results *r, const output *outs, int nv, int p, int str
     free(t);
 }
 
+/* The prompt's mp4s into OUT/videos/ID/VARIANT_KEY.mp4 (moved from the scoring folder), named in
+ * the results relative to OUT for the page's players. */
+static void keep_videos(vdn_results *r, output *outs, const vdn_sweep *sw, int p,
+                        const char *out_dir) {
+    char err[VDN_ERR_LEN], dir[4400], path[4600], rel[600];
+    snprintf(dir, sizeof dir, "%s/videos/%s", out_dir, r->prompt_ids[p]);
+    for (int v = 0; v < sw->n_variants; v++) {
+        output *o = &outs[v];
+        if (!o->local_mp4) continue;
+        if (vdn_mkdir_p(dir, err, sizeof err)) {
+            vdn_results_set_error(r, v, p, "videos: %s", err);
+            return;
+        }
+        snprintf(rel, sizeof rel, "videos/%s/%s.mp4", r->prompt_ids[p], sw->variants[v].key);
+        snprintf(path, sizeof path, "%s/%s", out_dir, rel);
+        if (rename(o->local_mp4, path) != 0) {
+            vdn_results_set_error(r, v, p, "videos: %s -> %s: %s", o->local_mp4, path,
+                                  strerror(errno));
+            continue;
+        }
+        free(o->local_mp4);
+        o->local_mp4 = NULL;
+        r->videos[(size_t)v * r->n_prompts + p] = vdn_xstrdup(rel);
+    }
+}
+
 /* Where the frames came from, on the page: a mix of mp4 and --vae frames is worth knowing (the
  * mp4s went through H.264, the --vae frames did not). */
 static void pixel_note(vdn_results *r, const pixel_metrics *pm) {
@@ -612,7 +641,7 @@ static void pixel_note(vdn_results *r, const pixel_metrics *pm) {
 int vdn_eval_report_main(int argc, char **argv) {
     const char *sweep_path = NULL, *out_dir = NULL, *scorers_path = NULL, *title = NULL,
                *baseline = NULL, *vae_dir = NULL;
-    int n_strips = 4, resamples = 10000, keep = 0;
+    int n_strips = 4, resamples = 10000, keep = 0, videos = 1; /* 0 none, 1 strips, 2 all */
     unsigned long long seed = 20261120ull;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -637,7 +666,17 @@ int vdn_eval_report_main(int argc, char **argv) {
                 title = v;
             else if (!strcmp(a, "--vae"))
                 vae_dir = v;
-            else if (!strcmp(a, "--strips"))
+            else if (!strcmp(a, "--videos")) {
+                videos = !strcmp(v, "none")     ? 0
+                         : !strcmp(v, "strips") ? 1
+                         : !strcmp(v, "all")    ? 2
+                                                : -1;
+                if (videos < 0) {
+                    fprintf(stderr,
+                            "vdn eval report: --videos '%s': expected strips, all or none\n", v);
+                    return 2;
+                }
+            } else if (!strcmp(a, "--strips"))
                 n_strips = atoi(v);
             else if (!strcmp(a, "--resamples"))
                 resamples = atoi(v);
@@ -822,6 +861,7 @@ int vdn_eval_report_main(int argc, char **argv) {
         pictures_free(&pics);
         latent_fidelity(outs, nv, &r, p, m_l2, m_fp);
         if (strip_of[p]) add_strip(&r, outs, nv, p, strip_px, tile_w, tile_h);
+        if (videos == 2 || (videos == 1 && strip_of[p])) keep_videos(&r, outs, &sw, p, out_dir);
         for (int v = 0; v < nv; v++) { /* local copies live only while their prompt is scored */
             output *o = &outs[v];
             if (!keep && o->local_video) remove(o->local_video);

@@ -1,87 +1,64 @@
-/* Keyframe pictures for eval (pictures.h). Pictures are decoded with FFmpeg's libraries through
- * media/frames.c (a PNG, JPEG or WebP is a one-frame stream to libavformat), converted to RGB as
- * the file says, which for the 8-bit RGB PNGs `vdn eval suite keyframes` writes is the file's
- * bytes. */
+/* Keyframe pictures for eval (pictures.h): decoded by media/image.h (Pillow's convert("RGB")) and
+ * put on the canvas by media/keyframes.h, the release's recipe the farm's encoder follows, with
+ * the limits the pipeline applies (engine/pipeline/prompt_pictures.h). */
 #include "pictures.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "frames.h"
+#include "image.h"
+#include "keyframes.h"
 #include "prompt_pictures.h"
 #include "vdn_util.h"
 
-/* The first frame of the picture at path into *px ((3, H, W) floats), its size into *w, *h. */
-static int decode(const char *path, float **px, int *w, int *h, char *err, size_t errlen) {
-    struct stat sb;
-    *px = NULL;
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
-        return vdn_fail(err, errlen, "%s: no such picture file", path);
-    if (sb.st_size > VDN_PICTURE_MAX_BYTES)
-        return vdn_fail(err, errlen, "%s: %lld bytes, above the %lld MiB a picture may have", path,
-                        (long long)sb.st_size, VDN_PICTURE_MAX_BYTES >> 20);
-    if (sb.st_size == 0) return vdn_fail(err, errlen, "%s: empty file; expected a picture", path);
-    char e2[VDN_ERR_LEN];
-    vdn_frames *f = vdn_frames_open_mp4(path, e2, sizeof e2);
-    if (!f) return vdn_fail(err, errlen, "%s: not a picture FFmpeg decodes (%s)", path, e2);
-    int T;
-    vdn_frames_info(f, &T, h, w);
-    int rc = 0;
-    if ((long long)*w * *h > VDN_PICTURE_MAX_PIXELS) {
-        rc = vdn_fail(err, errlen, "%s: %d x %d pixels, above the %lld a picture may have", path,
-                      *w, *h, (long long)VDN_PICTURE_MAX_PIXELS);
-    } else {
-        *px = vdn_xmalloc((size_t)3 * *w * *h * sizeof **px);
-        int got = vdn_frames_next(f, *px, e2, sizeof e2);
-        if (got != 1)
-            rc = vdn_fail(err, errlen, "%s: no picture decoded (%s)", path,
-                          got < 0 ? e2 : "no frame in the file");
-    }
-    vdn_frames_close(f);
-    if (rc) {
-        free(*px);
-        *px = NULL;
-    }
-    return rc;
-}
+static const vdn_image_opts limits = {.max_pixels = VDN_PICTURE_MAX_PIXELS,
+                                      .max_bytes = (size_t)VDN_PICTURE_MAX_BYTES};
 
 int vdn_eval_picture_check(const char *path, vdn_eval_picture_info *info, char *err,
                            size_t errlen) {
-    float *px;
     struct stat sb;
     memset(info, 0, sizeof *info);
-    if (decode(path, &px, &info->width, &info->height, err, errlen)) return -1;
-    free(px);
-    if (stat(path, &sb) == 0) info->bytes = (long long)sb.st_size;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return vdn_fail(err, errlen, "%s: no such picture file", path);
+    vdn_image im;
+    if (vdn_image_load(path, &limits, &im, err, errlen)) return -1;
+    info->bytes = (long long)sb.st_size;
+    info->width = im.width;
+    info->height = im.height;
+    vdn_image_free(&im);
     return 0;
 }
 
-/* One picture onto the canvas. A picture of the canvas's size is taken as it is by the
- * release's recipe (stretch or cover-crop to the same size is the identity). */
-static int on_canvas(const char *path, int height, int width, float **out, char *err,
-                     size_t errlen) {
-    int w, h;
-    if (decode(path, out, &w, &h, err, errlen)) return -1;
-    if (w == width && h == height) return 0;
-    free(*out);
-    *out = NULL;
-    return vdn_fail(err, errlen,
-                    "%s: %d x %d pixels on a %d x %d canvas: resizing onto the canvas (LANCZOS, as "
-                    "the encoder does) is not in this build yet; give pictures of the render's "
-                    "size",
-                    path, w, h, width, height);
+/* 8-bit interleaved RGB -> (3, H, W) floats in [0, 1]. */
+static float *planes_of(const vdn_image *im) {
+    size_t n = (size_t)im->width * im->height;
+    float *px = vdn_xmalloc(3 * n * sizeof *px);
+    for (size_t i = 0; i < n; i++)
+        for (int c = 0; c < 3; c++)
+            px[c * n + i] = im->rgb[3 * i + c] / 255.0f;
+    return px;
 }
 
 int vdn_eval_canvas(const char *first, const char *last, int height, int width, float **first_px,
                     float **last_px, char *err, size_t errlen) {
     *first_px = *last_px = NULL;
-    if (first && on_canvas(first, height, width, first_px, err, errlen)) return -1;
-    if (last && on_canvas(last, height, width, last_px, err, errlen)) {
-        free(*first_px);
-        *first_px = NULL;
-        return -1;
-    }
+    /* the release packs the keyframes it has in the order first, last: keyframe 0 (stretched)
+     * is the last frame for l2va */
+    const char *paths[2];
+    int n = 0;
+    if (first) paths[n++] = first;
+    if (last) paths[n++] = last;
+    if (!n) return 0;
+    vdn_image out[VDN_KEYFRAMES_MAX] = {{0}};
+    int cw, ch;
+    if (vdn_keyframes_load(paths, n, &limits, width, height, out, &cw, &ch, err, errlen)) return -1;
+    int k = 0;
+    if (first) *first_px = planes_of(&out[k++]);
+    if (last) *last_px = planes_of(&out[k]);
+    for (int i = 0; i < n; i++)
+        vdn_image_free(&out[i]);
     return 0;
 }

@@ -111,6 +111,9 @@ static void html_head(vdn_sb *h, const vdn_results *r) {
                   ".err{color:#b00;white-space:pre-wrap;text-align:left}\n"
                   "img.strip{image-rendering:pixelated;border:1px solid #ccc}\n"
                   ".note{color:#555;font-size:13px}\n"
+                  ".sync{display:flex;flex-wrap:wrap;gap:8px;align-items:flex-start}\n"
+                  ".sync figure{margin:0}.sync figcaption{font-size:13px;text-align:center}\n"
+                  ".sync video{max-width:420px;max-height:240px;background:#000}\n"
                   "</style></head><body>\n<h1>");
     vdn_sb_escape(h, r->title ? r->title : "vdn evaluation report");
     vdn_sb_printf(h, "</h1>\n<p class=\"note\">");
@@ -138,6 +141,107 @@ static void html_head(vdn_sb *h, const vdn_results *r) {
         "to mp4 come later); learned metrics come from configured external scorers.</p>\n",
         r->n_prompts, r->n_variants, r->alpha, r->resamples, (unsigned long long)r->seed);
 }
+
+/* Whether any output has a video to play. */
+static int any_video(const vdn_results *r) {
+    for (size_t i = 0; i < (size_t)r->n_variants * r->n_prompts; i++)
+        if (r->videos[i]) return 1;
+    return 0;
+}
+
+/* The players of one prompt: the baseline first (its clock leads), then the other variants. */
+static void html_players(vdn_sb *h, const vdn_results *r, int p) {
+    vdn_sb_printf(h, "<div class=\"sync\" data-prompt=\"");
+    vdn_sb_escape(h, r->prompt_ids[p]);
+    vdn_sb_printf(h, "\"><div><button class=\"play\">play all</button> <button "
+                     "class=\"restart\">from the start</button></div>\n");
+    for (int k = 0; k < r->n_variants; k++) {
+        int v = k == 0 ? r->baseline : k <= r->baseline ? k - 1 : k;
+        const char *src = r->videos[(size_t)v * r->n_prompts + p];
+        vdn_sb_printf(h, "<figure>");
+        if (src) {
+            vdn_sb_printf(h, "<video muted playsinline preload=\"metadata\" data-variant=\"");
+            vdn_sb_escape(h, r->variants[v]);
+            vdn_sb_printf(h, "\" src=\"");
+            vdn_sb_escape(h, src);
+            vdn_sb_printf(h, "\"></video>");
+        } else {
+            vdn_sb_printf(h, "<span class=\"err\">no mp4</span>");
+        }
+        vdn_sb_printf(h, "<figcaption>");
+        vdn_sb_escape(h, r->variants[v]);
+        vdn_sb_printf(h, "%s</figcaption></figure>\n", v == r->baseline ? " (baseline)" : "");
+    }
+    vdn_sb_printf(h, "</div>\n");
+}
+
+static void html_strip(vdn_sb *h, const vdn_results *r, const vdn_strip *st) {
+    vdn_sb_printf(h, "<p class=\"note\">frame strip: %s</p><table class=\"strip\">",
+                  st->pixels ? "decoded frames" : "latent preview");
+    for (int v = 0; v < r->n_variants; v++) {
+        vdn_sb_printf(h, "<tr><td class=\"l\">");
+        vdn_sb_escape(h, r->variants[v]);
+        vdn_sb_printf(h, "</td><td class=\"l\">");
+        uint8_t *png;
+        size_t plen;
+        char perr[VDN_ERR_LEN];
+        if (st->rgb[v] && !vdn_png_encode(st->rgb[v], vdn_strip_width(st), st->tile_h, &png, &plen,
+                                          perr, sizeof perr)) {
+            char *b64 = vdn_base64(png, plen);
+            /* tiny latents: show the pixels bigger (pixelated), at least 64 px tall */
+            int zoom = st->tile_h < 64 ? (64 + st->tile_h - 1) / st->tile_h : 1;
+            vdn_sb_printf(h,
+                          "<img class=\"strip\" alt=\"frames\" width=\"%d\" height=\"%d\" "
+                          "src=\"data:image/png;base64,%s\">",
+                          zoom * vdn_strip_width(st), zoom * st->tile_h, b64);
+            free(b64);
+            free(png);
+        } else {
+            vdn_sb_printf(h, "<span class=\"err\">no output</span>");
+        }
+        vdn_sb_printf(h, "</td></tr>\n");
+    }
+    vdn_sb_printf(h, "</table>\n");
+}
+
+/* Synced playback: "play all" seeks every player to the leader's (the baseline's) time and plays
+ * them together. While they play, every 100 ms each follower is steered to the leader's clock:
+ * a drift under half a second by its playback rate (1 + 3 x drift, within 0.5..1.5: a seek
+ * stalls a player for longer than the drift it removes), a larger one by a seek to where the leader
+ * will be once the seek is done (the last seek's duration ahead); a seek still not done after a
+ * second is asked again. Pausing or seeking the leader pauses or seeks the rest. vdnSync(group) is
+ * the page's entry point (also what the tests drive). */
+static const char sync_script[] =
+    "<script>\n"
+    "function vdnSync(g){\n"
+    "  var vs=Array.prototype.slice.call(g.querySelectorAll('video'));\n"
+    "  if(!vs.length)return null;var lead=vs[0],rest=vs.slice(1),tick=null,lag=0;\n"
+    "  "
+    "rest.forEach(function(v){v.addEventListener('seeking',function(){v.t0=performance.now();});\n"
+    "    "
+    "v.addEventListener('seeked',function(){lag=Math.min(1,(performance.now()-v.t0)/1000);});});\n"
+    "  function steer(){rest.forEach(function(v){\n"
+    "    if(v.seeking&&performance.now()-v.t0<1000)return;\n"
+    "    var d=lead.currentTime-v.currentTime;\n"
+    "    if(Math.abs(d)>0.5||v.seeking){v.playbackRate=1;v.currentTime=lead.currentTime+lag;}\n"
+    "    else v.playbackRate=Math.abs(d)<0.02?1:Math.min(1.5,Math.max(0.5,1+3*d));});}\n"
+    "  function stop(){clearInterval(tick);tick=null;rest.forEach(function(v){v.pause();"
+    "v.playbackRate=1;});}\n"
+    "  lead.addEventListener('playing',function(){if(!tick)tick=setInterval(steer,100);});\n"
+    "  lead.addEventListener('pause',stop);lead.addEventListener('ended',stop);\n"
+    "  lead.addEventListener('seeked',function(){rest.forEach(function(v){"
+    "v.currentTime=lead.currentTime;});});\n"
+    "  function play(){var "
+    "t=lead.ended?0:lead.currentTime;vs.forEach(function(v){v.currentTime=t;});"
+    "return Promise.all(vs.map(function(v){return v.play();}));}\n"
+    "  function restart(){vs.forEach(function(v){v.pause();v.currentTime=0;});return play();}\n"
+    "  function toggle(){if(lead.paused)play();else lead.pause();}\n"
+    "  g.querySelector('.play').onclick=toggle;g.querySelector('.restart').onclick=restart;\n"
+    "  vs.forEach(function(v){v.addEventListener('click',toggle);});\n"
+    "  return {play:play,restart:restart,videos:vs};\n"
+    "}\n"
+    "var vdnGroups=Array.prototype.map.call(document.querySelectorAll('.sync'),vdnSync);\n"
+    "</script>\n";
 
 int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, size_t errlen) {
     vdn_results *r = (vdn_results *)res; /* read-only use; vdn_results_at takes non-const */
@@ -258,6 +362,13 @@ int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, siz
             }
             cJSON_AddItemToObject(jf, r->variants[v], o);
         }
+    }
+    cJSON *jvid = cJSON_AddObjectToObject(root, "videos"); /* variant -> prompt -> mp4 */
+    for (int v = 0; v < nv; v++) {
+        cJSON *o = cJSON_AddObjectToObject(jvid, r->variants[v]);
+        for (int p = 0; p < np; p++)
+            if (r->videos[(size_t)v * np + p])
+                cJSON_AddStringToObject(o, r->prompt_ids[p], r->videos[(size_t)v * np + p]);
     }
     cJSON *je = cJSON_AddArrayToObject(root, "errors");
     int n_err = 0;
@@ -407,49 +518,37 @@ int vdn_report_write(const vdn_results *res, const char *out_dir, char *err, siz
     }
     vdn_sb_printf(&h, "</table>\n");
 
-    if (r->n_strips) {
+    if (r->n_strips || any_video(r)) {
         vdn_sb_printf(
-            &h, "<h2>Frame strips</h2>\n<p class=\"note\">Evenly spaced frames left to right: "
-                "decoded frames (the stored mp4, or --vae) where the outputs have them, else the "
-                "latent preview (channels in three groups as R, G, B; see docs/eval.md).</p>\n");
-        for (int s = 0; s < r->n_strips; s++) {
-            const vdn_strip *st = &r->strips[s];
+            &h,
+            "<h2>Side by side</h2>\n<p class=\"note\">The stored mp4s of the baseline and every "
+            "variant play together (one clock: the baseline's; the others follow it). Frame "
+            "strips: evenly spaced frames left to right, decoded frames (the stored mp4, or "
+            "--vae) where the outputs have them, else the latent preview (channels in three "
+            "groups as R, G, B; see docs/eval.md).</p>\n");
+        for (int p = 0; p < r->n_prompts; p++) {
+            const vdn_strip *st = NULL;
+            for (int s = 0; s < r->n_strips; s++)
+                if (r->strips[s].prompt == p) st = &r->strips[s];
+            int vids = 0;
+            for (int v = 0; v < nv; v++)
+                vids += r->videos[(size_t)v * r->n_prompts + p] != NULL;
+            if (!st && !vids) continue;
             vdn_sb_printf(&h, "<h3>");
-            vdn_sb_escape(&h, r->prompt_ids[st->prompt]);
+            vdn_sb_escape(&h, r->prompt_ids[p]);
             vdn_sb_printf(&h, " (");
-            vdn_sb_escape(&h, r->prompt_modes[st->prompt]);
-            vdn_sb_printf(&h, ", %s)</h3>\n", st->pixels ? "decoded frames" : "latent preview");
-            if (r->prompt_texts[st->prompt] && r->prompt_texts[st->prompt][0]) {
-                vdn_sb_printf(&h, "<p class=\"note\">");
-                vdn_sb_escape(&h, r->prompt_texts[st->prompt]);
-                vdn_sb_printf(&h, "</p>\n");
+            vdn_sb_escape(&h, r->prompt_modes[p]);
+            vdn_sb_printf(&h, ")</h3>\n");
+            if (r->prompt_texts[p] && r->prompt_texts[p][0]) {
+                vdn_sb_printf(&h, "<details class=\"note\"><summary>prompt</summary><pre "
+                                  "style=\"white-space:pre-wrap\">");
+                vdn_sb_escape(&h, r->prompt_texts[p]);
+                vdn_sb_printf(&h, "</pre></details>\n");
             }
-            vdn_sb_printf(&h, "<table class=\"strip\">");
-            for (int v = 0; v < nv; v++) {
-                vdn_sb_printf(&h, "<tr><td class=\"l\">");
-                vdn_sb_escape(&h, r->variants[v]);
-                vdn_sb_printf(&h, "</td><td class=\"l\">");
-                uint8_t *png;
-                size_t plen;
-                char perr[VDN_ERR_LEN];
-                if (st->rgb[v] && !vdn_png_encode(st->rgb[v], vdn_strip_width(st), st->tile_h, &png,
-                                                  &plen, perr, sizeof perr)) {
-                    char *b64 = vdn_base64(png, plen);
-                    /* tiny latents: show the pixels bigger (pixelated), at least 64 px tall */
-                    int zoom = st->tile_h < 64 ? (64 + st->tile_h - 1) / st->tile_h : 1;
-                    vdn_sb_printf(&h,
-                                  "<img class=\"strip\" alt=\"frames\" width=\"%d\" height=\"%d\" "
-                                  "src=\"data:image/png;base64,%s\">",
-                                  zoom * vdn_strip_width(st), zoom * st->tile_h, b64);
-                    free(b64);
-                    free(png);
-                } else {
-                    vdn_sb_printf(&h, "<span class=\"err\">no output</span>");
-                }
-                vdn_sb_printf(&h, "</td></tr>\n");
-            }
-            vdn_sb_printf(&h, "</table>\n");
+            if (vids) html_players(&h, r, p);
+            if (st) html_strip(&h, r, st);
         }
+        vdn_sb_printf(&h, "%s", sync_script);
     }
 
     vdn_sb_printf(&h, "<h2>Per-prompt breakdown</h2>\n");

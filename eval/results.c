@@ -17,6 +17,7 @@ void vdn_results_init(vdn_results *r, int n_prompts, int n_variants, int n_metri
     r->prompt_texts = vdn_xcalloc((size_t)n_prompts + 1, sizeof(char *));
     r->variants = vdn_xcalloc((size_t)n_variants + 1, sizeof(char *));
     r->errors = vdn_xcalloc(vp + 1, sizeof(char *));
+    r->videos = vdn_xcalloc(vp + 1, sizeof(char *));
     r->s_per_nfe = vdn_xmalloc((vp + 1) * sizeof(double));
     r->seconds_total = vdn_xmalloc((vp + 1) * sizeof(double));
     r->frame_rel_l2 = vdn_xcalloc(vp + 1, sizeof(double *));
@@ -89,6 +90,7 @@ void vdn_results_free(vdn_results *r) {
         free(r->variants[v]);
     for (size_t i = 0; i < vp; i++) {
         free(r->errors[i]);
+        free(r->videos[i]);
         free(r->frame_rel_l2[i]);
         free(r->frame_psnr[i]);
     }
@@ -108,6 +110,7 @@ void vdn_results_free(vdn_results *r) {
     free(r->prompt_texts);
     free(r->variants);
     free(r->errors);
+    free(r->videos);
     free(r->s_per_nfe);
     free(r->seconds_total);
     free(r->frame_rel_l2);

@@ -45,6 +45,9 @@ typedef struct {
     int *frame_count;      /* [variant][prompt] entries in frame_rel_l2 and frame_psnr */
     vdn_strip *strips;
     int n_strips;
+    /* [variant][prompt] -> the output's mp4 relative to the report's folder (videos/...), to
+     * play side by side, or NULL */
+    char **videos;
     char *title, *sweep_path, *store_uri, *suite_path, *checkpoint;
     char *note;    /* shown under the header, e.g. the sweep's steps override; may be NULL */
     double alpha;  /* 0.05 */

@@ -316,6 +316,26 @@ void vdn_suite_free(vdn_suite *s) {
     memset(s, 0, sizeof *s);
 }
 
+int vdn_suite_keyframe_texts(vdn_suite *s) {
+    int n = 0;
+    for (int i = 0; i < s->n; i++) {
+        vdn_suite_item *it = &s->items[i];
+        if (it->mode == VDN_MODE_T2VA || !it->prompt[0]) {
+            item_free(it);
+            continue;
+        }
+        free(it->prompt_cache);
+        free(it->keyframes);
+        free(it->first_frame);
+        free(it->last_frame);
+        it->prompt_cache = it->keyframes = it->first_frame = it->last_frame = NULL;
+        it->mode = VDN_MODE_T2VA;
+        s->items[n++] = *it;
+    }
+    s->n = n;
+    return n;
+}
+
 char *vdn_suite_resolve(const vdn_suite *s, const char *p) {
     if (!p) return NULL;
     if (p[0] == '/' || strstr(p, "://")) return vdn_xstrdup(p);

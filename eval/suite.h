@@ -65,6 +65,10 @@ void vdn_suite_free(vdn_suite *s);
  * malloc'd. */
 char *vdn_suite_resolve(const vdn_suite *s, const char *p);
 
+/* Keeps only the keyframe-mode lines that have text, as text alone (t2va: no pictures, cache or
+ * keyframes): what `vdn eval sweep --for-keyframes` renders. Returns the lines kept. */
+int vdn_suite_keyframe_texts(vdn_suite *s);
+
 /* One manifest line for item (no trailing newline), malloc'd; used by `suite init`. */
 char *vdn_suite_item_json(const vdn_suite_item *it);
 

@@ -21,7 +21,7 @@ static void usage(FILE *f) {
         "                      [--baseline NAME] [--tag TAG] [--out SWEEP.json]\n"
         "                      [--steps-override K] [--require-checkpoint NAME]\n"
         "                      [--upload-caches] [--priority P] [--wait] [--timeout SECONDS]\n"
-        "                      [--no-latents]\n"
+        "                      [--no-latents] [--for-keyframes]\n"
         "Submits every (prompt, variant) pair of SUITE (a suite.jsonl) as one tagged batch and\n"
         "writes the sweep manifest (default SUITE_DIR/sweeps/TAG.json). Re-running submits only\n"
         "pairs with no output in the store and no job still queued or running.\n"
@@ -31,7 +31,9 @@ static void usage(FILE *f) {
         "--wait polls until every pair is done or failed (exit 1 if any failed).\n"
         "Jobs store their mp4 and, for the report's latent metrics, their latents (save_latents);\n"
         "--no-latents stores the mp4 only (pixel metrics only; latents still where the\n"
-        "checkpoint has no video VAE).\n");
+        "checkpoint has no video VAE).\n"
+        "--for-keyframes renders only the keyframe-mode lines, from their text alone (no\n"
+        "pictures, no cache): the source of `vdn eval suite keyframes --from`.\n");
 }
 
 /* FNV-1a over the things that define a sweep's outputs: the default tag stays the same when the
@@ -221,7 +223,7 @@ int vdn_eval_sweep_main(int argc, char **argv) {
     const char *suite_path = NULL, *variants_arg = NULL, *ckpt = NULL, *dir = NULL, *coord = NULL,
                *store_arg = NULL, *baseline = NULL, *tag_arg = NULL, *out = NULL,
                *require_ckpt = NULL;
-    int steps_override = 0, upload = 0, wait = 0, priority = 0, no_latents = 0;
+    int steps_override = 0, upload = 0, wait = 0, priority = 0, no_latents = 0, for_kf = 0;
     double timeout_s = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -235,6 +237,8 @@ int vdn_eval_sweep_main(int argc, char **argv) {
             wait = 1;
         } else if (!strcmp(a, "--no-latents")) {
             no_latents = 1;
+        } else if (!strcmp(a, "--for-keyframes")) {
+            for_kf = 1;
         } else if (a[0] == '-' && a[1] == '-') {
             if (!v) {
                 fprintf(stderr, "vdn eval sweep: %s needs a value\n", a);
@@ -305,6 +309,12 @@ int vdn_eval_sweep_main(int argc, char **argv) {
         fprintf(stderr, "vdn eval sweep: %s\n", err);
         return 1;
     }
+    if (for_kf && vdn_suite_keyframe_texts(&suite) == 0) {
+        fprintf(stderr, "vdn eval sweep: --for-keyframes: %s has no keyframe-mode line with text\n",
+                abs_suite);
+        vdn_suite_free(&suite);
+        return 1;
+    }
     vdn_variant *vars;
     int nv;
     if (vdn_variant_list_parse(variants_arg, &vars, &nv, err, sizeof err)) {
@@ -355,6 +365,7 @@ int vdn_eval_sweep_main(int argc, char **argv) {
         for (int i = 0; i < nv; i++)
             h = fnv(h, vars[i].name, strlen(vars[i].name) + 1);
         h = fnv(h, &steps_override, sizeof steps_override);
+        if (for_kf) h = fnv(h, "for-keyframes", 13);
         const char *base = strrchr(suite.base_dir, '/');
         char dname[64] = "suite";
         if (suite.base_dir[0]) {

@@ -288,7 +288,7 @@ if f"frames of {n_mp4} output(s) decoded from their stored mp4, 0 decoded" not i
 html = open(os.path.join(out, "report.html")).read()
 if html.count("data:image/png;base64,") != 3 * 4 - 1:
     fails.append("expected frame strips for 4 prompts x 3 variants less the missing output")
-if html.count("decoded frames)</h3>") != 4:
+if html.count("frame strip: decoded frames") != 4:
     fails.append("the 4 strips (all prompts with mp4s) should show decoded frames")
 
 # --vae: outputs with latents and no mp4 are decoded (CPU); those with an mp4 still use it. The
