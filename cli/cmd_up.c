@@ -34,7 +34,7 @@
 #include "vdn_util.h"
 
 #define MAX_CHILDREN 65
-#define MAX_ARGS 40
+#define MAX_ARGS 64
 
 typedef struct {
     char name[32];
@@ -57,7 +57,9 @@ typedef struct {
     const char *gpus, *lease, *heartbeat, *max_attempts, *max_worker_faults;
     const char *http; /* --http HOST:PORT for the coordinator's status page and metrics */
     const char *text_precision, *vae_precision; /* passed to every worker (bf16 | fp8) */
-    const char *precision; /* every worker's DiT precisions (vdn worker --precision) */
+    const char *precision;     /* every worker's DiT precisions (vdn worker --precision) */
+    const char *data_roots[8]; /* --data-root: more folders requests may name files in */
+    int n_data_roots;
     child kids[MAX_CHILDREN];
     int nkids;
     int sigfd;
@@ -71,6 +73,7 @@ static const char usage[] =
     "                  [--http 127.0.0.1:8080] [--detach]\n"
     "                  [--precision bf16|fp8|bf16,fp8]\n"
     "                  [--text-precision bf16|fp8] [--vae-precision bf16|fp8]\n"
+    "                  [--data-root DIR ...]\n"
     "       vdn up DIR --stop\n"
     "Runs coordinator + N local workers (default 1) + SQLite (DIR/vdn.db) + a file store\n"
     "(DIR/store) in the foreground until Ctrl-C; --detach runs it in the background.\n"
@@ -80,7 +83,9 @@ static const char usage[] =
     "--precision: the DiT precisions every worker loads (vdn worker --precision; default\n"
     "bf16); a request line's \"precision\" picks one.\n"
     "--text-precision, --vae-precision: every worker's text encoder and video decoder\n"
-    "precision (vdn worker's options of the same names; default bf16).\n";
+    "precision (vdn worker's options of the same names; default bf16).\n"
+    "A request may name local files (prompt caches, noise) only under DIR, the checkpoint's\n"
+    "folder and each --data-root DIR (up to 8); elsewhere, name a store key or URI.\n";
 
 static void child_add(up *u, const char *name, ...) {
     child *c = &u->kids[u->nkids++];
@@ -458,7 +463,13 @@ static int parse(up *u, int argc, char **argv) {
                 u->max_worker_faults = v;
             else if (!strcmp(a, "--http"))
                 u->http = v;
-            else if (!strcmp(a, "--precision")) {
+            else if (!strcmp(a, "--data-root")) {
+                if (u->n_data_roots == 8) {
+                    fprintf(stderr, "vdn up: --data-root: at most 8\n");
+                    return -1;
+                }
+                u->data_roots[u->n_data_roots++] = v;
+            } else if (!strcmp(a, "--precision")) {
                 unsigned m;
                 if (vdn_precision_parse_list(v, &m)) {
                     fprintf(stderr,
@@ -635,8 +646,12 @@ int vdn_cmd_up(int argc, char **argv) {
         child_add(&u, id, "worker", "--connect", u.worker_ep, "--checkpoint", u.ckpt, "--store",
                   u.store, "--scratch", scratch, NULL);
         child *w = &u.kids[u.nkids - 1];
-        /* one user's farm on loopback: its workers read any local file that user names */
-        child_arg(w, "--data-root", "/");
+        /* the farm's own folders (the quickstart's prompt caches are in its checkpoint), and
+         * those the user adds: never the whole machine */
+        child_arg(w, "--data-root", u.dir);
+        child_arg(w, "--data-root", u.ckpt);
+        for (int r = 0; r < u.n_data_roots; r++)
+            child_arg(w, "--data-root", u.data_roots[r]);
         snprintf(id, sizeof id, "up-%d", k);
         child_arg(w, "--id", id);
         if (u.cpu)

@@ -15,7 +15,14 @@
 
 typedef struct {
     char *root;
+    int root_fd; /* every key is opened beneath it, following no symlink (vdn_open_beneath) */
 } file_store;
+
+/* A symlink (or "..") where a key's path goes: the store never follows one, so a link planted in
+ * its folder cannot make a put write, or a get read, a file outside it. */
+static int is_link_errno(int e) {
+    return e == ELOOP || e == ENOTDIR || e == EXDEV;
+}
 
 static char *join(const char *a, const char *b) {
     size_t la = strlen(a), lb = strlen(b);
@@ -72,29 +79,47 @@ void *vdn_store_file_open(const char *dir, char *err, size_t errlen) {
     }
     sweep_stale_temps(tmp);
     free(tmp);
+    fs->root_fd = open(fs->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fs->root_fd < 0) {
+        vdn_fail(err, errlen, "file store '%s': %s", dir, strerror(errno));
+        free(fs->root);
+        free(fs);
+        return NULL;
+    }
     return fs;
 }
 
 static void file_close(void *be) {
     file_store *fs = be;
+    close(fs->root_fd);
     free(fs->root);
     free(fs);
 }
 
-/* mkdir -p for the folders of a key (not the last segment). */
-static int make_parents(file_store *fs, const char *key, char *err, size_t errlen) {
+/* The folder a key lands in, created beneath the root as needed without following any symlink:
+ * its descriptor (AT-style: the root's own for a key without '/'), or -1 with the error. */
+static int parent_fd(file_store *fs, const char *key, const char *op, int create, char *err,
+                     size_t errlen) {
     const char *slash = strrchr(key, '/');
-    if (!slash) return 0;
+    if (!slash) return dup(fs->root_fd);
     char *rel = vdn_xmalloc((size_t)(slash - key) + 1);
     memcpy(rel, key, (size_t)(slash - key));
     rel[slash - key] = 0;
-    char *dir = join(fs->root, rel);
-    char sub[VDN_ERR_LEN];
-    int rc = vdn_mkdir_p(dir, sub, sizeof sub);
-    if (rc) vdn_fail(err, errlen, "file store %s: put %s: %s", fs->root, key, sub);
-    free(dir);
+    int fd = create ? vdn_open_beneath_walk(fs->root_fd, rel, O_RDONLY | O_DIRECTORY, 1)
+                    : vdn_open_beneath(fs->root_fd, rel, O_RDONLY | O_DIRECTORY);
+    int e = errno;
     free(rel);
-    return rc;
+    if (fd < 0) {
+        if (is_link_errno(e))
+            vdn_fail(err, errlen,
+                     "file store %s: %s %s: a symlink (or a non-folder) on the way; the file "
+                     "store follows no symlinks",
+                     fs->root, op, key);
+        else
+            vdn_fail(err, errlen, "file store %s: %s %s: %s", fs->root, op, key, strerror(e));
+        errno = e;
+    }
+    return fd;
 }
 
 typedef int (*fill_fn)(void *user, int fd, char *err, size_t errlen);
@@ -111,7 +136,6 @@ static int publish(file_store *fs, const char *key, fill_fn fill, void *user, ch
         return -1;
     }
     fchmod(fd, 0644);
-    char *dest = join(fs->root, key);
     int rc = fill(user, fd, err, errlen);
     if (rc == 0 && fsync(fd) != 0)
         rc = vdn_fail(err, errlen, "file store %s: put %s: fsync failed: %s", fs->root, key,
@@ -120,10 +144,19 @@ static int publish(file_store *fs, const char *key, fill_fn fill, void *user, ch
         rc = vdn_fail(err, errlen, "file store %s: put %s: close failed: %s", fs->root, key,
                       strerror(errno));
     /* A concurrent delete may remove an emptied parent folder between mkdir and rename. */
+    const char *base = strrchr(key, '/') ? strrchr(key, '/') + 1 : key;
     for (int attempt = 0; rc == 0; attempt++) {
-        rc = make_parents(fs, key, err, errlen);
-        if (rc) break;
-        if (rename(tmpl, dest) == 0) break;
+        int pfd = parent_fd(fs, key, "put", 1, err, errlen);
+        if (pfd < 0) {
+            rc = -1;
+            break;
+        }
+        int moved = renameat(AT_FDCWD, tmpl, pfd, base);
+        int e = errno;
+        if (moved == 0) fsync(pfd); /* make the rename durable; best effort */
+        close(pfd);
+        errno = e;
+        if (moved == 0) break;
         if (errno == ENOENT && attempt < 3) continue;
         if (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST)
             rc = vdn_fail(err, errlen, "file store %s: put %s: a folder of that name exists",
@@ -137,18 +170,7 @@ static int publish(file_store *fs, const char *key, fill_fn fill, void *user, ch
             rc = vdn_fail(err, errlen, "file store %s: put %s: rename into place failed: %s",
                           fs->root, key, strerror(errno));
     }
-    if (rc != 0) {
-        unlink(tmpl);
-    } else {
-        char *slash = strrchr(dest, '/');
-        *slash = 0;
-        int dfd = open(dest, O_RDONLY | O_DIRECTORY);
-        if (dfd >= 0) {
-            fsync(dfd); /* make the rename durable; best effort */
-            close(dfd);
-        }
-    }
-    free(dest);
+    if (rc != 0) unlink(tmpl);
     free(tmpl);
     return rc;
 }
@@ -230,16 +252,24 @@ static int file_put_bytes(void *be, const char *key, const void *data, size_t le
 /* Open DIR/KEY for reading; a missing key is an error that says so. */
 static int open_object(file_store *fs, const char *key, const char *op, char *err, size_t errlen) {
     char *path = join(fs->root, key);
-    int fd = open(path, O_RDONLY);
+    int fd = vdn_open_beneath(fs->root_fd, key, O_RDONLY | O_NONBLOCK);
     int e = errno;
+    if (fd < 0 && e == ELOOP) {
+        vdn_fail(err, errlen,
+                 "file store %s: %s %s: a symlink on the way; the file store follows no symlinks",
+                 fs->root, op, key);
+        free(path);
+        return -1;
+    }
     struct stat sb;
     if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
         close(fd);
         fd = -1;
         e = ENOENT;
     }
+    if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     if (fd < 0) {
-        if (e == ENOENT || e == ENOTDIR)
+        if (e == ENOENT || e == ENOTDIR || e == EXDEV)
             vdn_fail(err, errlen, "file store %s: %s %s: no such key", fs->root, op, key);
         else
             vdn_fail(err, errlen, "file store %s: %s %s: cannot open %s: %s", fs->root, op, key,
@@ -314,21 +344,23 @@ static int file_get_bytes(void *be, const char *key, void **data, size_t *len, c
     return 0;
 }
 
+/* A key reached through a symlink is not there (a put then replaces the link itself). */
 static int file_exists(void *be, const char *key, uint64_t *size, char *err, size_t errlen) {
     file_store *fs = be;
-    char *path = join(fs->root, key);
+    int fd = vdn_open_beneath(fs->root_fd, key, O_RDONLY | O_NONBLOCK);
+    int e = errno;
     struct stat sb;
     int rc;
-    if (stat(path, &sb) == 0) {
+    if (fd >= 0 && fstat(fd, &sb) == 0) {
         rc = S_ISREG(sb.st_mode) ? 1 : 0;
         if (rc) *size = (uint64_t)sb.st_size;
-    } else if (errno == ENOENT || errno == ENOTDIR) {
+    } else if (fd < 0 && (e == ENOENT || is_link_errno(e))) {
         rc = 0;
     } else {
-        rc = vdn_fail(err, errlen, "file store %s: exists %s: stat %s: %s", fs->root, key, path,
-                      strerror(errno));
+        rc = vdn_fail(err, errlen, "file store %s: exists %s: %s", fs->root, key,
+                      strerror(fd < 0 ? e : errno));
     }
-    free(path);
+    if (fd >= 0) close(fd);
     return rc;
 }
 
@@ -419,12 +451,22 @@ static int file_delete(void *be, const char *key, char *err, size_t errlen) {
     char *path = join(fs->root, key);
     int rc = 0;
     struct stat sb;
-    if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    const char *base = strrchr(key, '/') ? strrchr(key, '/') + 1 : key;
+    char e2[VDN_ERR_LEN];
+    int pfd = parent_fd(fs, key, "delete", 0, e2, sizeof e2);
+    if (pfd < 0) {
+        /* no such folder: nothing to delete; a symlink on the way: refused */
+        if (errno != ENOENT) rc = vdn_fail(err, errlen, "%s", e2);
+        free(path);
+        return rc;
+    }
+    if (fstatat(pfd, base, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(sb.st_mode)) {
         rc = vdn_fail(err, errlen, "file store %s: delete %s: that is a folder, not an object",
                       fs->root, key);
-    } else if (unlink(path) != 0 && errno != ENOENT && errno != ENOTDIR) {
+    } else if (unlinkat(pfd, base, 0) != 0 && errno != ENOENT && errno != ENOTDIR) {
         rc = vdn_fail(err, errlen, "file store %s: delete %s: %s", fs->root, key, strerror(errno));
     }
+    close(pfd);
     /* Drop folders the delete emptied, like S3 where folders do not exist on their own. */
     for (char *slash = strrchr(path, '/'); rc == 0 && slash && slash > path + strlen(fs->root);
          slash = strrchr(path, '/')) {

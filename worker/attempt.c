@@ -397,10 +397,12 @@ static int resolve_input(vdn_attempt *j, const char *what, const char *value, co
     if (!pc || !*pc) return vdn_fail(err, errlen, "ASSIGN request.%s: empty", what);
     if (!strncmp(pc, "file://", 7)) pc += 7;
     int is_s3 = !strncmp(pc, "s3://", 5);
-    /* a local file (an absolute path, or a name that exists here): only under --data-root */
-    if (!is_s3 && (pc[0] == '/' || access(pc, F_OK) == 0))
-        return vdn_path_in_roots(pc, j->spec.data_roots, j->spec.n_data_roots, path, pathlen, err,
-                                 errlen);
+    /* a local file (an absolute path, or a name that exists here): only under --data-root,
+     * and read from a private copy */
+    if (!is_s3 && (pc[0] == '/' || access(pc, F_OK) == 0)) {
+        snprintf(path, pathlen, "%s/%s%s", j->scratch, local, strchr(local, '.') ? "" : ext_of(pc));
+        return vdn_root_copy(pc, j->spec.data_roots, j->spec.n_data_roots, path, err, errlen);
+    }
     /* s3://bucket/dir/key -> store s3://bucket, key dir/key; a bare key -> the job's store. */
     char uri[1024] = "", key[1024];
     const char *store_uri = j->spec.store_uri;
@@ -677,6 +679,24 @@ static int job_prompt(vdn_attempt *j, vdn_store *st, vdn_pipeline *pl, job_files
     return 0;
 }
 
+/* A failure names the file the request named, not the attempt's private copy of it (a local file
+ * under --data-root is read from a copy in scratch, roots.c; a store object from its download). */
+static void name_originals(const vdn_attempt *j, const job_files *in, const char *noise_copy,
+                           char *text, size_t len) {
+    const char *copy[4] = {in->cache, in->first, in->last, noise_copy};
+    const char *orig[4] = {j->spec.prompt_cache, j->spec.first_frame, j->spec.last_frame,
+                           j->spec.noise_file};
+    for (int k = 0; k < 4; k++) {
+        char *at;
+        size_t cl = copy[k] ? strlen(copy[k]) : 0;
+        if (!cl || !orig[k] || !(at = strstr(text, copy[k]))) continue;
+        size_t ol = strlen(orig[k]), tail = strlen(at + cl);
+        if ((size_t)(at - text) + ol + tail + 1 > len) continue;
+        memmove(at + ol, at + cl, tail + 1);
+        memcpy(at, orig[k], ol);
+    }
+}
+
 static void *job_main(void *arg) {
     vdn_attempt *j = arg;
     char err[VDN_ERR_LEN], msg[VDN_ERR_LEN + 256];
@@ -715,8 +735,9 @@ static void *job_main(void *arg) {
     const char *noise = j->spec.noise_file;
     char noise_path[4096];
     if (noise && *noise) {
-        if (vdn_path_in_roots(noise, j->spec.data_roots, j->spec.n_data_roots, noise_path,
-                              sizeof noise_path, err, sizeof err)) {
+        snprintf(noise_path, sizeof noise_path, "%s/noise.safetensors", j->scratch);
+        if (vdn_root_copy(noise, j->spec.data_roots, j->spec.n_data_roots, noise_path, err,
+                          sizeof err)) {
             snprintf(msg, sizeof msg, "noise_file: %s", err);
             finish(j, 0, VDN_FAULT_JOB, msg);
             return NULL;
@@ -782,6 +803,7 @@ static void *job_main(void *arg) {
     if (resuming) vdn_snapshot_free(&resume);
     if (res.text_used) log_text_prompt(j, &res.text);
     if (rc) {
+        name_originals(j, &in, noise == noise_path ? noise_path : NULL, err, sizeof err);
         finish_pipeline(j, &res, &dg, err);
         return NULL;
     }

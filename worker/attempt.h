@@ -156,10 +156,17 @@ void vdn_attempt_free(vdn_attempt *j);
 /* Resolves the output keys of a spec: the coordinator's keys when given, else PREFIX.safetensors
  * and PREFIX.json. Picks which is the record (.json) and which the latents (.safetensors).
  * -1 with an error when the keys do not name exactly one of each. */
-/* A local path a request names, confined to the worker's --data-root folders: 0 with the
- * resolved path in `resolved`, or -1 saying why (none configured, outside them, missing). */
-int vdn_path_in_roots(const char *path, const char *const *roots, int nroots, char *resolved,
-                      size_t len, char *err, size_t errlen);
+/* A local path a request names, confined to the worker's --data-root folders (roots.c): the
+ * path must lie under a root as spelled (no "", "." or ".." parts); the file is opened from a
+ * descriptor of that root without following any symlink (openat2 RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS, else openat walks with O_NOFOLLOW), must be a regular file of at most
+ * VDN_ROOT_COPY_MAX bytes, and is copied to dest (0600, the attempt's private scratch): the
+ * render reads only that copy, so a symlink swapped in or a file truncated under the root
+ * afterwards can neither escape the root nor fault a mapping (SIGBUS). 0, or -1 saying why
+ * (none configured, outside them, a symlink on the way, missing, too big). */
+#define VDN_ROOT_COPY_MAX (4ull << 30)
+int vdn_root_copy(const char *path, const char *const *roots, int nroots, const char *dest,
+                  char *err, size_t errlen);
 
 int vdn_attempt_output_keys(const vdn_assignment *s, const char **latents_key,
                             const char **record_key, char *buf, size_t buflen, char *err,

@@ -956,9 +956,17 @@ int vdn_worker_run(const vdn_worker_opts *o) {
         VDN_INFO("worker %s: GPU %d %s, %llu MiB", o->id, w.gpus.gpu[i].index, w.gpus.gpu[i].name,
                  (unsigned long long)w.gpus.gpu[i].memory_mib);
 
-    snprintf(w.scratch, sizeof w.scratch, "%s/vdn-worker-%s", o->scratch, o->id);
-    if (vdn_mkdir_p(w.scratch, err, sizeof err)) {
+    /* a fresh folder of our own (mkdtemp: an unpredictable name, mode 0700): no other user of a
+     * shared --scratch can plant a file or a symlink where an attempt writes or reads */
+    if (vdn_mkdir_p(o->scratch, err, sizeof err)) {
         VDN_ERROR("worker: scratch: %s", err);
+        return 1;
+    }
+    snprintf(w.scratch, sizeof w.scratch, "%s/vdn-worker-%.100s-XXXXXX", o->scratch, o->id);
+    for (char *p = w.scratch + strlen(o->scratch) + 1; *p; p++)
+        if (*p == '/') *p = '_'; /* an id is a name, not a path */
+    if (!mkdtemp(w.scratch)) {
+        VDN_ERROR("worker: scratch: %s: %s", w.scratch, strerror(errno));
         return 1;
     }
     double t0 = vdn_now();
@@ -996,5 +1004,6 @@ int vdn_worker_run(const vdn_worker_opts *o) {
     zmq_ctx_term(w.ctx);
     vdn_slots_close(&w.slots);
     close(w.sigfd);
+    rmdir(w.scratch); /* empty once every attempt is freed */
     return rc;
 }

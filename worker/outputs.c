@@ -55,36 +55,3 @@ int vdn_attempt_output_keys(const vdn_assignment *s, const char **latents_key,
                         s->nkeys);
     return 0;
 }
-
-/* Both sides resolved (symlinks, "..") so a path cannot climb out of a root by spelling. */
-int vdn_path_in_roots(const char *path, const char *const *roots, int nroots, char *resolved,
-                      size_t len, char *err, size_t errlen) {
-    if (nroots == 0)
-        return vdn_fail(err, errlen,
-                        "local path '%s' refused: this worker takes no local paths (start it "
-                        "with --data-root DIR, or name a store URI: s3://BUCKET/KEY or a key in "
-                        "the job's store)",
-                        path);
-    char real[PATH_MAX], root[PATH_MAX];
-    if (!realpath(path, real))
-        return vdn_fail(err, errlen, "local path '%s': no such file on this worker (%s)", path,
-                        strerror(errno));
-    for (int i = 0; i < nroots; i++) {
-        if (!realpath(roots[i], root)) continue;
-        size_t n = strlen(root);
-        if (n == 1) n = 0; /* "/": every path is under it */
-        if (!strncmp(real, root, n) && (real[n] == '/' || real[n] == 0)) {
-            if (strlen(real) >= len)
-                return vdn_fail(err, errlen, "local path '%s': too long", path);
-            memcpy(resolved, real, strlen(real) + 1);
-            return 0;
-        }
-    }
-    char list[1024] = "";
-    for (int i = 0; i < nroots && strlen(list) < sizeof list - 64; i++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", roots[i]);
-    return vdn_fail(err, errlen,
-                    "local path '%s' refused: it is outside this worker's --data-root (%s); "
-                    "name a path under one of them or a store URI",
-                    path, list);
-}

@@ -41,6 +41,16 @@ double vdn_wall(void); /* seconds since the epoch */
 
 /* Whole file into a NUL-terminated buffer; NULL and an error naming the path on failure. */
 char *vdn_read_file(const char *path, size_t *len, char *err, size_t errlen);
+
+/* rel ('/'-separated, no leading '/') opened beneath the folder root_fd with open flags `flags`,
+ * following no symlink anywhere and never leaving the folder (beneath.c): openat2's
+ * RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS where the kernel has it (5.6+), else the walk below.
+ * -1 with errno: ELOOP, ENOTDIR or EXDEV for a symlink, ".." or an escape on the way; ENOENT. */
+int vdn_open_beneath(int root_fd, const char *rel, int flags);
+/* The walk of kernels without openat2: openat one component at a time, each O_NOFOLLOW (folders
+ * O_DIRECTORY); "", "." and ".." parts refused (EXDEV). mkdirs: rel is a folder; create it and
+ * the missing folders on the way (mode 0755), as a file store's put needs. */
+int vdn_open_beneath_walk(int root_fd, const char *rel, int flags, int mkdirs);
 /* Write atomically: PATH.tmp.PID, fsync, rename. */
 int vdn_write_file_atomic(const char *path, const void *data, size_t len, char *err, size_t errlen);
 int vdn_mkdir_p(const char *path, char *err, size_t errlen);

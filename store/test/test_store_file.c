@@ -514,6 +514,59 @@ static void test_dead_endpoint(void) {
     vdn_store_close(st);
 }
 
+/* The file store follows no symlink: a link planted under a key, or a folder on a key's way that
+ * is a link to a folder outside, makes a get fail (naming the symlink), an exists say absent, a
+ * put refuse (nothing written outside) or replace the link itself, and a delete touch nothing
+ * outside. */
+static void test_symlinks(void) {
+    char store[4200], outside[4200], secret[4300], link[4300], lnkdir[4300], err[VDN_ERR_LEN];
+    char uri[4300];
+    snprintf(store, sizeof store, "%s/sym-store", root);
+    snprintf(outside, sizeof outside, "%s/sym-outside", root);
+    snprintf(secret, sizeof secret, "%s/secret.bin", outside);
+    snprintf(link, sizeof link, "%s/a/link.bin", store);
+    snprintf(lnkdir, sizeof lnkdir, "%s/users", store);
+    snprintf(uri, sizeof uri, "file://%s", store);
+    vdn_store *st = vdn_store_open(uri, NULL, err, sizeof err);
+    CHECK(st != NULL, "%s", err);
+    if (!st) return;
+    CHECK(vdn_mkdir_p(outside, err, sizeof err) == 0);
+    write_local(secret, "secret", 6);
+    CHECK(vdn_store_put_bytes(st, "a/real.bin", "real", 4, err, sizeof err) == 0, "%s", err);
+    CHECK(symlink(secret, link) == 0 && symlink(outside, lnkdir) == 0);
+    void *data = NULL;
+    size_t len = 0;
+    uint64_t size = 0;
+    int rc = vdn_store_get_bytes(st, "a/link.bin", &data, &len, err, sizeof err);
+    CHECK(rc != 0 && strstr(err, "symlink"), "get through a link: %s", err);
+    free(rc == 0 ? data : NULL);
+    rc = vdn_store_get_bytes(st, "users/secret.bin", &data, &len, err, sizeof err);
+    CHECK(rc != 0, "get through a linked folder was served");
+    free(rc == 0 ? data : NULL);
+    CHECK(vdn_store_exists(st, "a/link.bin", &size, err, sizeof err) == 0);
+    CHECK(vdn_store_exists(st, "users/secret.bin", &size, err, sizeof err) == 0);
+    /* a put through the linked folder is refused; nothing lands outside */
+    CHECK(vdn_store_put_bytes(st, "users/new.bin", "x", 1, err, sizeof err) != 0 &&
+              strstr(err, "symlink"),
+          "put through a linked folder: %s", err);
+    char planted[4300];
+    snprintf(planted, sizeof planted, "%s/new.bin", outside);
+    struct stat sb;
+    CHECK(stat(planted, &sb) != 0, "a put wrote outside the store");
+    /* a put over a planted link replaces the link, the file it pointed to is untouched */
+    CHECK(vdn_store_put_bytes(st, "a/link.bin", "over", 4, err, sizeof err) == 0, "%s", err);
+    CHECK(lstat(link, &sb) == 0 && S_ISREG(sb.st_mode), "the link is still a link");
+    size_t n = 0;
+    char *back = vdn_read_file(secret, &n, err, sizeof err);
+    CHECK(back && n == 6 && !memcmp(back, "secret", 6), "the file outside changed");
+    free(back);
+    /* a delete through the linked folder deletes nothing outside */
+    CHECK(vdn_store_delete(st, "users/secret.bin", err, sizeof err) != 0 && strstr(err, "symlink"),
+          "delete through a linked folder: %s", err);
+    CHECK(stat(secret, &sb) == 0, "a delete removed a file outside the store");
+    vdn_store_close(st);
+}
+
 /* usage: test_store_file [STORE_URI]
  * Without an argument: everything, on a fresh file:// store in $TMPDIR. With an s3:// URI
  * (endpoint and credentials from the environment; the s3rver driver passes one): the same
@@ -547,6 +600,7 @@ int main(int argc, char **argv) {
     if (file_mode) {
         test_open_errors();
         test_dead_endpoint();
+        test_symlinks();
     }
     rm_rf(root);
     return check_report("test_store_file");

@@ -1,9 +1,12 @@
 /* Unit tests of the worker's parsers: --gpus specs, nvidia-smi output, the cluster config file,
  * and the choice of output keys. Expected values are written out by hand from the formats'
  * definitions, and every malformed input must give an error naming what was wrong. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "attempt.h"
@@ -166,44 +169,96 @@ static void test_example(const char *path) {
     vdn_conf_free(&c);
 }
 
-/* --data-root: a path counts as inside a root only after both are resolved; a root's name as a
- * mere string prefix ("/x/data" vs "/x/data2") is not inside. */
+static int same_bytes(const char *a, const char *b) {
+    char err[VDN_ERR_LEN];
+    size_t na, nb;
+    char *x = vdn_read_file(a, &na, err, sizeof err), *y = vdn_read_file(b, &nb, err, sizeof err);
+    int same = x && y && na == nb && !memcmp(x, y, na);
+    free(x);
+    free(y);
+    return same;
+}
+
+/* --data-root (roots.c): a path under a root as spelled, opened beneath the root's descriptor
+ * without following any symlink, copied privately; a root's name as a mere string prefix
+ * ("/x/data" vs "/x/data2") is not inside. */
 static void test_data_roots(void) {
-    char dir[] = "/tmp/vdn_roots_XXXXXX", p[512], out[4096], err[VDN_ERR_LEN];
+    char dir[] = "/tmp/vdn_roots_XXXXXX", p[512], err[VDN_ERR_LEN];
     if (!mkdtemp(dir)) return;
-    char root[300], root2[300], inside[400], outside[400], link[400], dotdot[500];
+    char root[300], root2[300], inside[400], outside[400], link[400], dotdot[500], dest[400];
+    char sub[400], linkdir[400], via[500], inlink[400], fifo[400];
     snprintf(root, sizeof root, "%s/data", dir);
     snprintf(root2, sizeof root2, "%s/data2", dir);
     snprintf(inside, sizeof inside, "%s/a.safetensors", root);
     snprintf(outside, sizeof outside, "%s/b.safetensors", root2);
     snprintf(link, sizeof link, "%s/link.safetensors", root);
     snprintf(dotdot, sizeof dotdot, "%s/../data2/b.safetensors", root);
-    CHECK(vdn_mkdir_p(root, err, sizeof err) == 0 && vdn_mkdir_p(root2, err, sizeof err) == 0);
-    CHECK(vdn_write_file_atomic(inside, "x", 1, err, sizeof err) == 0);
-    CHECK(vdn_write_file_atomic(outside, "x", 1, err, sizeof err) == 0);
-    CHECK(symlink(outside, link) == 0);
+    snprintf(dest, sizeof dest, "%s/copy.safetensors", dir);
+    snprintf(sub, sizeof sub, "%s/sub", root);
+    snprintf(linkdir, sizeof linkdir, "%s/linkdir", root); /* a symlink to a folder outside */
+    snprintf(via, sizeof via, "%s/linkdir/b.safetensors", root);
+    snprintf(inlink, sizeof inlink, "%s/inlink.safetensors", root); /* to a file inside */
+    snprintf(fifo, sizeof fifo, "%s/fifo", root);
+    CHECK(vdn_mkdir_p(root, err, sizeof err) == 0 && vdn_mkdir_p(root2, err, sizeof err) == 0 &&
+          vdn_mkdir_p(sub, err, sizeof err) == 0);
+    CHECK(vdn_write_file_atomic(inside, "inside bytes", 12, err, sizeof err) == 0);
+    CHECK(vdn_write_file_atomic(outside, "secret outside", 14, err, sizeof err) == 0);
+    CHECK(symlink(outside, link) == 0 && symlink(root2, linkdir) == 0 &&
+          symlink(inside, inlink) == 0 && mkfifo(fifo, 0600) == 0);
     const char *roots[1] = {root};
-    CHECK(vdn_path_in_roots(inside, roots, 1, out, sizeof out, err, sizeof err) == 0 &&
-              !strcmp(out, inside),
+    /* a file under the root: copied, byte for byte, private (0600) */
+    CHECK(vdn_root_copy(inside, roots, 1, dest, err, sizeof err) == 0 && same_bytes(dest, inside),
           "%s", err);
-    CHECK(vdn_path_in_roots(outside, roots, 1, out, sizeof out, err, sizeof err) == -1 &&
-              strstr(err, "outside") && strstr(err, outside) && strstr(err, root),
+    struct stat sb;
+    CHECK(stat(dest, &sb) == 0 && (sb.st_mode & 0777) == 0600, "copy mode %o", sb.st_mode & 0777);
+    /* the copy is the render's: truncating the original afterwards changes nothing */
+    CHECK(truncate(inside, 0) == 0 && stat(dest, &sb) == 0 && sb.st_size == 12);
+    CHECK(vdn_write_file_atomic(inside, "inside bytes", 12, err, sizeof err) == 0);
+    CHECK(vdn_root_copy(outside, roots, 1, dest, err, sizeof err) == -1 && strstr(err, "outside") &&
+              strstr(err, outside) && strstr(err, root),
           "%s", err);
-    CHECK(vdn_path_in_roots(link, roots, 1, out, sizeof out, err, sizeof err) == -1, "symlink");
-    CHECK(vdn_path_in_roots(dotdot, roots, 1, out, sizeof out, err, sizeof err) == -1, "..");
-    CHECK(vdn_path_in_roots(inside, roots, 0, out, sizeof out, err, sizeof err) == -1 &&
+    /* symlinks: to a file outside, through a folder outside, even to a file inside: refused */
+    CHECK(vdn_root_copy(link, roots, 1, dest, err, sizeof err) == -1 && strstr(err, "symlink"),
+          "symlink: %s", err);
+    CHECK(vdn_root_copy(via, roots, 1, dest, err, sizeof err) == -1 && strstr(err, "symlink"),
+          "symlinked folder: %s", err);
+    CHECK(vdn_root_copy(inlink, roots, 1, dest, err, sizeof err) == -1 && strstr(err, "symlink"),
+          "symlink inside: %s", err);
+    CHECK(vdn_root_copy(dotdot, roots, 1, dest, err, sizeof err) == -1 && strstr(err, "'..'"),
+          "..: %s", err);
+    CHECK(vdn_root_copy(fifo, roots, 1, dest, err, sizeof err) == -1 &&
+              strstr(err, "not a regular file"),
+          "fifo: %s", err);
+    CHECK(vdn_root_copy(sub, roots, 1, dest, err, sizeof err) == -1 &&
+              strstr(err, "not a regular file"),
+          "folder: %s", err);
+    CHECK(vdn_root_copy(inside, roots, 0, dest, err, sizeof err) == -1 &&
               strstr(err, "--data-root"),
           "no roots: %s", err);
     snprintf(p, sizeof p, "%s/missing.safetensors", root);
-    CHECK(vdn_path_in_roots(p, roots, 1, out, sizeof out, err, sizeof err) == -1 &&
-              strstr(err, "no such file"),
+    CHECK(vdn_root_copy(p, roots, 1, dest, err, sizeof err) == -1 && strstr(err, "no such file"),
           "missing: %s", err);
     const char *both[2] = {root2, root}, *slash[1] = {"/"};
-    CHECK(vdn_path_in_roots(outside, both, 2, out, sizeof out, err, sizeof err) == 0, "%s", err);
-    CHECK(vdn_path_in_roots(link, slash, 1, out, sizeof out, err, sizeof err) == 0 &&
-              !strcmp(out, outside),
+    CHECK(vdn_root_copy(outside, both, 2, dest, err, sizeof err) == 0 && same_bytes(dest, outside),
+          "%s", err);
+    CHECK(vdn_root_copy(link, slash, 1, dest, err, sizeof err) == -1 && strstr(err, "symlink"),
           "root /: %s", err);
-    remove(link), remove(inside), remove(outside), rmdir(root), rmdir(root2), rmdir(dir);
+    CHECK(vdn_root_copy(inside, slash, 1, dest, err, sizeof err) == 0, "root /: %s", err);
+    /* the walk older kernels get: the same refusals */
+    int rfd = open(root, O_RDONLY | O_DIRECTORY);
+    int fd = vdn_open_beneath_walk(rfd, "a.safetensors", O_RDONLY, 0);
+    CHECK(fd >= 0, "walk: %s", strerror(errno));
+    if (fd >= 0) close(fd);
+    CHECK(vdn_open_beneath_walk(rfd, "link.safetensors", O_RDONLY, 0) < 0 && errno == ELOOP,
+          "walk: link");
+    CHECK(vdn_open_beneath_walk(rfd, "linkdir/b.safetensors", O_RDONLY, 0) < 0 &&
+              (errno == ENOTDIR || errno == ELOOP),
+          "walk: linked folder");
+    CHECK(vdn_open_beneath_walk(rfd, "missing", O_RDONLY, 0) < 0 && errno == ENOENT,
+          "walk: missing");
+    close(rfd);
+    remove(link), remove(linkdir), remove(inlink), remove(fifo), remove(inside), remove(outside);
+    remove(dest), rmdir(sub), rmdir(root), rmdir(root2), rmdir(dir);
 }
 
 /* Failure blame (blame.h). The messages are the shapes the code really writes: kernels/op_cuda.h
