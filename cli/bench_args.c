@@ -364,13 +364,15 @@ int vdn_vae_bench(int argc, char **argv) {
 static void text_usage(FILE *f) {
     fprintf(f,
             "usage: vdn bench text-encoder [--tokens 512] [--layer 50] [--reps 5] [--cpu]\n"
-            "                              [--precision bf16|fp8]\n"
+            "                              [--precision bf16|fp8] [--pictures N]\n"
             "                              [--config TEXT_ENCODER_DIR] [--json FILE] [--profile]\n"
             "Encodes one prompt of --tokens tokens up to hidden_states[--layer] with random\n"
             "weights of the Qwen3-VL-32B text shapes (or DIR/config.json's), warm, and prints the\n"
             "median and best seconds. The GPU unless --cpu. --precision fp8: the Linears\n"
             "quantised to e4m3 with row scales at load (default bf16). --profile: one more\n"
-            "encode, timed op by op on the device (not in the median).\n");
+            "encode, timed op by op on the device (not in the median). --pictures N: N 768 x\n"
+            "1344 keyframes before the prompt (1014 rows each), through a random vision tower\n"
+            "of Qwen3-VL-32B's shapes.\n");
 }
 
 int vdn_text_bench(int argc, char **argv) {
@@ -396,6 +398,14 @@ int vdn_text_bench(int argc, char **argv) {
               : !strcmp(a, "--layer") ? &o.layer
                                       : &o.reps) = (int)x;
             i++;
+        } else if (v && !strcmp(a, "--pictures")) {
+            char *end;
+            long x = strtol(v, &end, 10);
+            if (*end || x < 0 || x > 16) {
+                fprintf(stderr, "vdn bench text-encoder: --pictures \"%s\": expected 0..16\n", v);
+                return 2;
+            }
+            o.pictures = (int)x, i++;
         } else if (v && !strcmp(a, "--config")) {
             o.config = v, i++;
         } else if (v && !strcmp(a, "--json")) {

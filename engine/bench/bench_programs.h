@@ -54,6 +54,7 @@ int vdn_bench_decode_run(const vdn_bench_decode_opts *o);
 /* `vdn bench text-encoder`: one prompt through the Qwen3-VL text shapes (bench_text.c) */
 typedef struct {
     int tokens, layer, reps; /* prompt length, hidden_states[layer], timed encodes */
+    int pictures;            /* 768 x 1344 keyframes before the prompt (random vision weights) */
     int cpu, profile;
     const char *config; /* a text_encoder/ folder whose config.json sets the shapes, or NULL */
     const char *json;   /* write the result there too, or NULL */

@@ -600,6 +600,22 @@ static int vision_tower(vdn_text_encoder *e, char *err, size_t errlen) {
     return 0;
 }
 
+int vdn_text_encoder_random_vision(vdn_text_encoder *e, const vdn_vision_config *vc, uint64_t seed,
+                                   char *err, size_t errlen) {
+    if (e->vision) return vdn_fail(err, errlen, "text encoder: it has a vision tower already");
+    if (vc->out_hidden != e->cfg.hidden ||
+        vc->mrope[0] + vc->mrope[1] + vc->mrope[2] != e->cfg.head_dim / 2)
+        return vdn_fail(err, errlen,
+                        "text encoder (random): the vision config's out_hidden_size %lld or rope "
+                        "sections do not fit hidden %lld, head_dim %lld",
+                        (long long)vc->out_hidden, (long long)e->cfg.hidden,
+                        (long long)e->cfg.head_dim);
+    e->vision = vdn_vision_random(vc, e->dev, seed, err, errlen);
+    if (!e->vision) return -1;
+    e->vcfg = *vc, e->proc = vdn_vision_proc_default(), e->vision_loaded = 1;
+    return 0;
+}
+
 /* Qwen3-VL's multimodal positions (get_rope_index): text tokens count on all three axes; picture
  * p's run of grid t x h/2 x w/2 <|image_pad|> tokens sits at (t, row, column) after the text
  * before it, and the text after it resumes at one past the run's largest position. pos[n, 3];

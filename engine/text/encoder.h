@@ -95,6 +95,10 @@ int vdn_text_presentation(vdn_text_encoder *e, const vdn_tokenizer *tok, const c
 int vdn_text_encoder_run_pictures(vdn_text_encoder *e, const int32_t *ids, int n,
                                   const float *pixel_rows, const int64_t (*grids)[3], int n_pics,
                                   float *out, char *err, size_t errlen);
+/* Benchmarks: random vision weights of vc's shapes on a random encoder (the processor's settings
+ * the release's). */
+int vdn_text_encoder_random_vision(vdn_text_encoder *e, const vdn_vision_config *vc, uint64_t seed,
+                                   char *err, size_t errlen);
 /* The whole keyframe step: the processor on each picture (vision_preprocess.h), the
  * presentation, the run. *rows [*n, hidden] and *tags [*n] are malloc'd. */
 int vdn_text_encode_pictures(vdn_text_encoder *e, const vdn_tokenizer *tok, const char *prompt,

@@ -20,8 +20,9 @@ struct vdn_vision {
     vdn_dev *dev;
     int hd, hp; /* head width, and padded (64 or 128) */
     vdn_tensor *patch, *patch_b, *inv;
-    const vdn_st_entry *pos_table; /* [n_pos_embed, hidden] in the file mapping */
+    const vdn_st_entry *pos_table; /* [n_pos_embed, hidden] in the file mapping, or */
     const vdn_st_file *pos_file;
+    float *pos_host; /* random weights: the table on the host, owned */
     vis_block *blocks;
     vis_merger merger, deepstack[VDN_VISION_MAX_DEEPSTACK];
 };
@@ -49,46 +50,55 @@ static const vdn_st_entry *find(const vdn_st_set *st, int block, const char *wha
     return t;
 }
 
-/* A weight [rows, cols] (a flattened ndim-D tensor of `shape`) onto the device. When `pad` > 0
- * the heads are padded: a Linear's output rows (pad_rows) or input columns (!pad_rows) come in
- * groups of v->hd, each placed at the start of a group of v->hp with zeros after it. */
+/* Host float32 values src [rows, cols] onto the device as a weight. When padding, the heads are
+ * padded: a Linear's output rows (pad_rows) or input columns (pad_cols) come in groups of v->hd,
+ * each placed at the start of a group of v->hp with zeros after it. 1-D: a vector [rows]. */
+static vdn_tensor *upload_padded(vdn_vision *v, const float *src, int64_t rows, int64_t cols,
+                                 int vector, int pad_rows, int pad_cols) {
+    const int64_t hd = v->hd, hp = v->hp;
+    int64_t R = pad_rows ? rows / hd * hp : rows, C = pad_cols ? cols / hd * hp : cols;
+    const float *dst = src;
+    float *padded = NULL;
+    if (pad_rows || pad_cols) {
+        padded = vdn_xcalloc((size_t)(R * C), sizeof(float));
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t rr = pad_rows ? r / hd * hp + r % hd : r;
+            for (int64_t c = 0; c < cols; c++) {
+                int64_t cc = pad_cols ? c / hd * hp + c % hd : c;
+                padded[rr * C + cc] = src[r * cols + c];
+            }
+        }
+        dst = padded;
+    }
+    int64_t ne[2] = {R, C};
+    vdn_dtype dt = vdn_dev_act_dtype(v->dev);
+    vdn_tensor *w = vector ? vdn_tensor_new(v->dev, dt, 1, ne) : vdn_tensor_new2(v->dev, dt, R, C);
+    if (w && vdn_tensor_set(w, dst, VDN_DT_F32)) {
+        vdn_tensor_free(w);
+        w = NULL;
+    }
+    free(padded);
+    return w;
+}
+
+/* A released weight (an ndim-D tensor of `shape`, flattened to [shape[0], the rest]) onto the
+ * device, padded as upload_padded says. */
 static vdn_tensor *load(vdn_vision *v, const vdn_st_set *st, int block, const char *what, int ndim,
                         const int64_t *shape, int pad_rows, int pad_cols, char *err,
                         size_t errlen) {
     const vdn_st_file *f;
     const vdn_st_entry *t = find(st, block, what, ndim, shape, &f, err, errlen);
     if (!t) return NULL;
-    int64_t rows = shape[0], cols = t->numel / shape[0];
     float *src = vdn_xmalloc(sizeof(float) * (size_t)t->numel);
-    if (vdn_st_to_f32(f, t, src, err, errlen)) {
-        free(src);
-        return NULL;
-    }
-    const int64_t hd = v->hd, hp = v->hp;
-    int64_t R = pad_rows ? rows / hd * hp : rows, C = pad_cols ? cols / hd * hp : cols;
-    float *dst = src;
-    if (pad_rows || pad_cols) {
-        dst = vdn_xcalloc((size_t)(R * C), sizeof(float));
-        for (int64_t r = 0; r < rows; r++) {
-            int64_t rr = pad_rows ? r / hd * hp + r % hd : r;
-            for (int64_t c = 0; c < cols; c++) {
-                int64_t cc = pad_cols ? c / hd * hp + c % hd : c;
-                dst[rr * C + cc] = src[r * cols + c];
-            }
+    vdn_tensor *w = NULL;
+    if (vdn_st_to_f32(f, t, src, err, errlen) == 0) {
+        w = upload_padded(v, src, shape[0], t->numel / shape[0], ndim == 1, pad_rows, pad_cols);
+        if (!w) {
+            char name[256];
+            vdn_vision_weight_name(name, sizeof name, block, what);
+            vdn_fail(err, errlen, "vision tower: uploading %s: %s", name, vdn_dev_error(v->dev));
         }
     }
-    int64_t ne[2] = {R, C};
-    vdn_dtype dt = vdn_dev_act_dtype(v->dev);
-    vdn_tensor *w =
-        ndim == 1 ? vdn_tensor_new(v->dev, dt, 1, ne) : vdn_tensor_new2(v->dev, dt, R, C);
-    if (!w || vdn_tensor_set(w, dst, VDN_DT_F32)) {
-        char name[256];
-        vdn_vision_weight_name(name, sizeof name, block, what);
-        vdn_fail(err, errlen, "vision tower: uploading %s: %s", name, vdn_dev_error(v->dev));
-        vdn_tensor_free(w);
-        w = NULL;
-    }
-    if (dst != src) free(dst);
     free(src);
     return w;
 }
@@ -209,7 +219,79 @@ void vdn_vision_close(vdn_vision *v) {
     vdn_tensor_free(v->patch);
     vdn_tensor_free(v->patch_b);
     vdn_tensor_free(v->inv);
+    free(v->pos_host);
     free(v);
+}
+
+/* ---- random weights (benchmarks) ---- */
+
+static uint64_t mix(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* [rows, cols] uniform with the given mean and std, key-dependent */
+static float *random_floats(int64_t rows, int64_t cols, double mean, double std, uint64_t key) {
+    float *h = vdn_xmalloc(sizeof(float) * (size_t)(rows * cols));
+    for (int64_t i = 0; i < rows * cols; i++) {
+        double u = (double)(mix(key ^ mix((uint64_t)i)) >> 11) / 9007199254740992.0;
+        h[i] = (float)(mean + std * 1.7320508075688772 * (2 * u - 1));
+    }
+    return h;
+}
+
+static vdn_tensor *random_weight(vdn_vision *v, int64_t rows, int64_t cols, int vector,
+                                 int pad_rows, int pad_cols, double mean, double std, uint64_t *key,
+                                 int *ok) {
+    float *h = random_floats(rows, cols, mean, std, ++*key);
+    vdn_tensor *w = upload_padded(v, h, rows, cols, vector, pad_rows, pad_cols);
+    free(h);
+    *ok = *ok && w;
+    return w;
+}
+
+vdn_vision *vdn_vision_random(const vdn_vision_config *c, vdn_dev *dev, uint64_t seed, char *err,
+                              size_t errlen) {
+    vdn_vision *v = vdn_xcalloc(1, sizeof *v);
+    v->c = *c, v->dev = dev;
+    v->hd = (int)(c->hidden / c->heads);
+    v->hp = v->hd <= 64 ? 64 : v->hd <= 128 ? 128 : v->hd;
+    const int64_t H = c->hidden, I = c->intermediate, M = H * c->merge * c->merge;
+    const int64_t K = 3 * (int64_t)c->temporal_patch * c->patch * c->patch, O = c->out_hidden;
+    uint64_t key = mix(seed ^ 0x766973696f6eull);
+    int ok = v->hd <= 256;
+#define RW(rows, cols, vec, pr, pc, mean, std)                                                     \
+    random_weight(v, rows, cols, vec, pr, pc, mean, std, &key, &ok)
+    v->patch = RW(H, K, 0, 0, 0, 0, 1 / sqrt((double)K));
+    v->patch_b = RW(H, 1, 1, 0, 0, 0, 0.1);
+    v->pos_host = random_floats(c->n_pos_embed, H, 0, 0.5, ++key);
+    v->blocks = vdn_xcalloc((size_t)c->depth, sizeof *v->blocks);
+    for (int b = 0; ok && b < c->depth; b++) {
+        vis_block *B = &v->blocks[b];
+        B->n1w = RW(H, 1, 1, 0, 0, 1, 0.1), B->n1b = RW(H, 1, 1, 0, 0, 0, 0.1);
+        B->qkv = RW(3 * H, H, 0, 1, 0, 0, 1 / sqrt((double)H));
+        B->qkv_b = RW(3 * H, 1, 1, 1, 0, 0, 0.1);
+        B->proj = RW(H, H, 0, 0, 1, 0, 1 / sqrt((double)H)), B->proj_b = RW(H, 1, 1, 0, 0, 0, 0.1);
+        B->n2w = RW(H, 1, 1, 0, 0, 1, 0.1), B->n2b = RW(H, 1, 1, 0, 0, 0, 0.1);
+        B->fc1 = RW(I, H, 0, 0, 0, 0, 1 / sqrt((double)H)), B->fc1_b = RW(I, 1, 1, 0, 0, 0, 0.1);
+        B->fc2 = RW(H, I, 0, 0, 0, 0, 1 / sqrt((double)I)), B->fc2_b = RW(H, 1, 1, 0, 0, 0, 0.1);
+    }
+    for (int j = -1; ok && j < c->n_deepstack; j++) {
+        vis_merger *m = j < 0 ? &v->merger : &v->deepstack[j];
+        const int64_t nw = j < 0 ? H : M;
+        m->nw = RW(nw, 1, 1, 0, 0, 1, 0.1), m->nb = RW(nw, 1, 1, 0, 0, 0, 0.1);
+        m->fc1 = RW(M, M, 0, 0, 0, 0, 1 / sqrt((double)M)), m->fc1_b = RW(M, 1, 1, 0, 0, 0, 0.1);
+        m->fc2 = RW(O, M, 0, 0, 0, 0, 1 / sqrt((double)M)), m->fc2_b = RW(O, 1, 1, 0, 0, 0, 0.1);
+    }
+#undef RW
+    if (!ok || make_inv(v, err, errlen)) {
+        if (!ok) vdn_fail(err, errlen, "vision tower (random): %s", vdn_dev_error(dev));
+        vdn_vision_close(v);
+        return NULL;
+    }
+    return v;
 }
 
 /* ---- inputs of a run: positions, the interpolated position table, the mask ---- */
@@ -289,7 +371,11 @@ static int acts_new(vdn_vision *v, const int64_t (*grids)[3], int n_pics, int64_
     double *pos = vdn_xmalloc(sizeof(double) * 3 * (size_t)N);
     float *pe = vdn_xmalloc(sizeof(float) * (size_t)(N * H));
     float *table = vdn_xmalloc(sizeof(float) * (size_t)(v->c.n_pos_embed * H));
-    int rc = vdn_st_to_f32(v->pos_file, v->pos_table, table, err, errlen);
+    int rc = 0;
+    if (v->pos_host)
+        memcpy(table, v->pos_host, sizeof(float) * (size_t)(v->c.n_pos_embed * H));
+    else
+        rc = vdn_st_to_f32(v->pos_file, v->pos_table, table, err, errlen);
     for (int64_t p = 0, r0 = 0; !rc && p < n_pics; p++) {
         const int64_t gt = grids[p][0], gh = grids[p][1], gw = grids[p][2], n = gt * gh * gw;
         for (int64_t t = 0; t < gt; t++) /* every frame pair: the same table and positions */

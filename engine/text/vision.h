@@ -28,6 +28,9 @@ typedef struct vdn_vision vdn_vision;
  * none: "tensor model.visual.patch_embed.proj.weight is missing"). */
 vdn_vision *vdn_vision_open(const vdn_st_set *st, const vdn_vision_config *c, vdn_dev *dev,
                             char *err, size_t errlen);
+/* Random weights of c's shapes (benchmarks at the real size without the checkpoint). */
+vdn_vision *vdn_vision_random(const vdn_vision_config *c, vdn_dev *dev, uint64_t seed, char *err,
+                              size_t errlen);
 void vdn_vision_close(vdn_vision *v);
 
 /* rows: host float32 [sum of t h w, 3 temporal_patch patch^2] (vision_preprocess.h), grids[i] =
