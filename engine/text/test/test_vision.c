@@ -34,6 +34,7 @@
 #include "vision_preprocess.h"
 
 static char err[VDN_ERR_LEN];
+static vdn_vision_proc ckpt_proc; /* CKPT/processor/preprocessor_config.json */
 
 static double rel_err(const float *got, const float *want, size_t n) {
     double d = 0, m = 0;
@@ -108,7 +109,7 @@ static int dump(vdn_text_encoder *enc, const vdn_tokenizer *tok, const char *in_
         int64_t grids[8][3];
         for (int i = 0; i < np; i++) {
             float *px;
-            vdn_vision_proc proc = vdn_vision_proc_default();
+            vdn_vision_proc proc = ckpt_proc;
             CHECK(vdn_vision_preprocess(&proc, pics[i].rgb, pics[i].width, pics[i].height,
                                         pics[i].stride, &px, grids[i], err, sizeof err) == 0,
                   "%s", err);
@@ -139,7 +140,7 @@ static int dump(vdn_text_encoder *enc, const vdn_tokenizer *tok, const char *in_
         if (!vdn_st_find(in.f, name)) break;
         vdn_picture pic;
         picture(in.f, p, &pic);
-        vdn_vision_proc proc = vdn_vision_proc_default();
+        vdn_vision_proc proc = ckpt_proc;
         float *px;
         int64_t g[3];
         int rc = vdn_vision_preprocess(&proc, pic.rgb, pic.width, pic.height, pic.stride, &px, g,
@@ -287,7 +288,7 @@ static void check_processor(const vdn_st_file *f, int p) {
     const vdn_st_entry *want = need(f, "pixel_values_%d", p, VDN_DT_F32);
     const vdn_st_entry *grid = need(f, "grid_%d", p, VDN_DT_I64);
     if (!want || !grid) return;
-    vdn_vision_proc proc = vdn_vision_proc_default();
+    vdn_vision_proc proc = ckpt_proc;
     float *px;
     int64_t g[3];
     int rc = vdn_vision_preprocess(&proc, pic.rgb, pic.width, pic.height, pic.stride, &px, g, err,
@@ -313,7 +314,7 @@ static void check_resized(const vdn_st_file *f) {
     const vdn_st_entry *want[2] = {vdn_st_find(f, "resized_pixel_values_0"),
                                    vdn_st_find(f, "resized_alt_pixel_values_0")};
     if (!img || img->dtype != VDN_DT_U8 || img->ndim != 3 || !want[0]) return;
-    vdn_vision_proc proc = vdn_vision_proc_default();
+    vdn_vision_proc proc = ckpt_proc;
     float *px;
     int64_t g[3];
     int rc = vdn_vision_preprocess(&proc, img->data, (int)img->shape[1], (int)img->shape[0],
@@ -337,14 +338,11 @@ static void check_resized(const vdn_st_file *f) {
 }
 
 /* smart_resize's sizes under the checkpoint's processor settings, which the reference read */
-static void check_resize_table(const vdn_st_file *f, const char *ckpt) {
+static void check_resize_table(const vdn_st_file *f) {
     const vdn_st_entry *in = vdn_st_find(f, "resize_in"), *out = vdn_st_find(f, "resize_out");
     CHECK(in && out && in->numel == out->numel, "resize_in / resize_out");
     if (!in || !out) return;
-    vdn_vision_proc proc;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/processor/preprocessor_config.json", ckpt);
-    CHECK(vdn_vision_proc_load(path, &proc, err, sizeof err) == 0, "%s", err);
+    vdn_vision_proc proc = ckpt_proc;
     for (int64_t i = 0; i < in->numel / 2; i++) {
         int h, w;
         int rc = vdn_vision_smart_resize(&proc, (int)i64_at(in, 2 * i), (int)i64_at(in, 2 * i + 1),
@@ -456,7 +454,7 @@ static int expected(vdn_text_encoder *enc, vdn_text_encoder *cpu, const vdn_toke
         if (!vdn_st_find(in.f, name)) break;
         check_processor(in.f, p);
     }
-    check_resize_table(in.f, ckpt);
+    check_resize_table(in.f);
     check_resized(in.f);
     for (int k = 0; k < cJSON_GetArraySize(in.cases); k++)
         check_case(enc, cpu, tok, in.f, cJSON_GetArrayItem(in.cases, k), k, tol, cpu != NULL);
@@ -488,6 +486,11 @@ int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s/text_encoder", argv[2]);
     vdn_text_encoder *enc = vdn_text_encoder_open(dir, dev, 0, VDN_PRECISION_BF16, err, sizeof err);
     CHECK(enc != NULL, "%s", err);
+    snprintf(dir, sizeof dir, "%s/processor/preprocessor_config.json", argv[2]);
+    if (vdn_vision_proc_load(dir, &ckpt_proc, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
     snprintf(dir, sizeof dir, "%s/tokenizer", argv[2]);
     vdn_tokenizer *tok = vdn_tokenizer_load(dir, err, sizeof err);
     CHECK(tok != NULL, "%s", err);

@@ -83,12 +83,15 @@ def smart_resize(h, w, factor=32, lo=65536, hi=16777216):
     return hb, wb
 
 
-def processor(img, patch=16, tp=2, merge=2):
-    h, w = smart_resize(*img.shape[:2])
+def processor(img, proc):
+    patch, tp, merge = proc["patch_size"], proc["temporal_patch_size"], proc["merge_size"]
+    h, w = smart_resize(*img.shape[:2], factor=patch * merge, lo=proc["size"]["shortest_edge"],
+                        hi=proc["size"]["longest_edge"])
     if (h, w) != img.shape[:2]:
         from PIL import Image
         img = np.asarray(Image.fromarray(img).resize((w, h), Image.Resampling.BICUBIC))
-    x = (img.astype(np.float64) / 255.0 - 0.5) / 0.5           # [H, W, 3]
+    mean, std = np.array(proc["image_mean"]), np.array(proc["image_std"])
+    x = (img.astype(np.float64) / 255.0 - mean) / std          # [H, W, 3]
     x = x.transpose(2, 0, 1)[None].repeat(tp, axis=0)          # [tp, 3, H, W]
     gh, gw = x.shape[2] // patch, x.shape[3] // patch
     x = x.reshape(1, tp, 3, gh // merge, merge, patch, gw // merge, merge, patch)
@@ -284,9 +287,10 @@ def main():
     layers = tc["num_hidden_layers"] - 1  # the encoder's default layer for a small checkpoint
     fails = []
 
+    proc = json.load(open(os.path.join(ckpt, "processor", "preprocessor_config.json")))
     pix, grids = [], []
     for i, im in enumerate(images):
-        p, g = processor(im)
+        p, g = processor(im, proc)
         pix.append(p), grids.append(g)
         d = np.abs(got[f"pixels_{i}"] - p).max()
         print(f"picture {i} {im.shape[1]}x{im.shape[0]}: grid {g}, processor rows max diff {d:.2e}")
