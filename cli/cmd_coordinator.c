@@ -36,6 +36,7 @@ static void usage(FILE *f) {
         "                       [--blocklist-seconds 300] [--keys DIR]\n"
         "                       [--gpu-memory-limit GIB] [--max-workers 1024]\n"
         "                       [--max-jobs-per-batch 10000] [--max-prompt-chars 16384]\n"
+        "                       [--stall-seconds 900] [--stall-factor 10]\n"
         "                       [--http 127.0.0.1:8080 [--http-token-file FILE]\n"
         "                        [--http-cert PEM --http-key PEM] [--media-cache DIR]\n"
         "                        [--media-cache-mb 2048] [--store-retry-seconds 10]]\n"
@@ -54,6 +55,9 @@ static void usage(FILE *f) {
         "beyond it takes the place of a gone worker, else its READY is refused),\n"
         "--max-jobs-per-batch, --max-prompt-chars (a text prompt's characters, refused at\n"
         "submit before any worker tokenizes it).\n"
+        "Hung renders: an attempt with no progress for max(--stall-seconds, --stall-factor x its\n"
+        "last model evaluation's time) is stopped and blamed by the evidence (0: never); one past\n"
+        "its request's \"timeout\" is stopped as the job's fault.\n"
         "--http HOST:PORT serves a read-only status page (/), its JSON (/api/status),\n"
         "Prometheus metrics (/metrics) and done jobs' posters and mp4s from the --store\n"
         "(/media/jN/poster.png, /media/jN/video.mp4); off by default. Beyond loopback it needs\n"
@@ -154,6 +158,8 @@ int vdn_cmd_coordinator(int argc, char **argv) {
     o->blocklist_failures = 3;
     o->blocklist_seconds = 300;
     o->max_workers = 1024;
+    o->stall_seconds = 900;
+    o->stall_factor = 10;
     o->max_jobs_per_batch = 10000;
     o->max_prompt_chars = 16384;
     for (int i = 1; i < argc; i++) {
@@ -210,6 +216,10 @@ int vdn_cmd_coordinator(int argc, char **argv) {
         } else if (!strcmp(a, "--gpu-memory-limit")) {
             if (parse_num(a, v, 1, 1 << 20, &x)) return 2;
             o->gpu_memory_limit = (uint64_t)(x * 1073741824.0);
+        } else if (!strcmp(a, "--stall-seconds")) {
+            if (parse_num(a, v, 0, 86400 * 7, &o->stall_seconds)) return 2;
+        } else if (!strcmp(a, "--stall-factor")) {
+            if (parse_num(a, v, 1, 1000, &o->stall_factor)) return 2;
         } else if (!strcmp(a, "--max-workers")) {
             if (parse_num(a, v, 1, 1000000, &x)) return 2;
             o->max_workers = (int)x;

@@ -33,6 +33,7 @@ typedef struct {
     char *noise_file;
     int gpus; /* 0 = 1 */
     uint64_t min_gpu_memory;
+    int timeout; /* seconds an attempt may run before the coordinator stops it; 0 = none */
     int priority;
     int has_priority; /* per-line priority overrides the batch priority */
     char *tag;        /* per-job tag (eval: "prompt/variant") */
@@ -47,7 +48,7 @@ void vdn_job_spec_free(vdn_job_spec *spec); /* frees the strings, not the struct
 /* JSONL (one request per line; blank lines and lines starting with '#' are skipped).
  * Accepted fields: prompt_cache | prompt_file, frames | num_frames, height, width,
  * steps | num_steps, seed, variant, checkpoint, priority, tag, out | output_prefix, video_shift,
- * audio_shift, noise_file, gpus, min_gpu_memory, save_latents, latents_root, record,
+ * audio_shift, noise_file, gpus, min_gpu_memory, timeout, save_latents, latents_root, record,
  * first_frame, last_frame,
  * precision ("bf16" | "fp8").
  * Every bad line is reported ("FILE:LINE: field 'steps': expected a positive integer, got ...")
@@ -59,6 +60,9 @@ typedef struct {
 } vdn_errlist;
 void vdn_errlist_add(vdn_errlist *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void vdn_errlist_free(vdn_errlist *e);
+
+/* The longest a request's "timeout" may be, in seconds (a week). */
+#define VDN_JOB_MAX_TIMEOUT 604800
 
 /* A request line longer than this is refused ("FILE:LINE: ... bytes, above the limit"): a
  * request is a few hundred bytes, its prompt at most --max-prompt-chars. */

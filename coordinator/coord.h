@@ -29,6 +29,10 @@ typedef struct {
     int max_workers;        /* --max-workers: worker ids known at once */
     int max_jobs_per_batch; /* --max-jobs-per-batch */
     int max_prompt_chars;   /* --max-prompt-chars: a text prompt's characters (code points) */
+    /* hung renders: an attempt with no PROGRESS for max(stall_seconds, stall_factor x its last
+     * NFE's seconds) is stopped and blamed by the evidence (0 = never) */
+    double stall_seconds;
+    double stall_factor;
 } coord_opts;
 
 #define COORD_MAX_GPUS 64
@@ -43,7 +47,9 @@ typedef struct {
     double est_seconds;   /* estimated render time when placed, < 0 unknown */
     double pixels;        /* frames x height x width of the request, 0 unknown */
     int nfe_done, nfe_total;
-    double nfe_seconds; /* the last NFE's */
+    double nfe_seconds;   /* the last NFE's */
+    double last_progress; /* monotonic: assigned, or its last PROGRESS */
+    int timeout;          /* the request's "timeout" in seconds, 0 = none */
 } chold;
 
 typedef struct {
@@ -68,6 +74,7 @@ typedef struct {
     uint64_t gpu_memory; /* smallest GPU */
     char checkpoint[256];
     char identity[160];
+    char backend[32];    /* READY.backend: "cpu" (stand-in GPUs too) or "cuda" */
     unsigned precisions; /* bit p: a DiT engine at precision p (READY.precisions; bf16 if none) */
     chold hold[COORD_MAX_HOLDS]; /* attempts it holds; may already be cancelled in the DB */
     int nhold;
@@ -92,7 +99,7 @@ typedef struct coord {
     cworker *w;
     int nw;
     int curve;
-    double rate; /* seconds per NFE per pixel-frame over the farm (EMA), 0 = none yet */
+    double rate;       /* seconds per NFE per pixel-frame over the farm (EMA), 0 = none yet */
     double waiting_at; /* monotonic time queued jobs' reasons were last written (waiting.h) */
 } coord;
 

@@ -45,7 +45,7 @@ static chold *add_hold(cworker *w, int64_t attempt, int64_t job, uint64_t mask) 
     h->attempt = attempt;
     h->job = job;
     h->mask = mask;
-    h->started = vdn_now();
+    h->started = h->last_progress = vdn_now();
     h->est_seconds = -1;
     return h;
 }
@@ -340,6 +340,7 @@ static void on_ready(coord *c, const uint8_t *ident, size_t n, const Vdn__Ready 
     snprintf(w->checkpoint, sizeof w->checkpoint, "%s", r->checkpoint ? r->checkpoint : "");
     snprintf(w->identity, sizeof w->identity, "%s",
              r->checkpoint_identity ? r->checkpoint_identity : "");
+    snprintf(w->backend, sizeof w->backend, "%s", r->backend ? r->backend : "");
     char precs[64];
     w->precisions = ready_precisions(r, precs, sizeof precs);
     char *gj = gpus_json(w);
@@ -438,6 +439,7 @@ static void on_progress(coord *c, cworker *w, const Vdn__Progress *p) {
                       p->snapshot_step);
     chold *h = find_hold(w, (int64_t)p->attempt_id);
     if (!h) return;
+    if (p->nfe_done > h->nfe_done || !h->nfe_done) h->last_progress = vdn_now();
     h->nfe_done = p->nfe_done;
     h->nfe_total = p->nfe_total;
     h->nfe_seconds = p->nfe_seconds;
@@ -472,8 +474,11 @@ static void on_result(coord *c, cworker *w, const Vdn__Result *r) {
 static void on_fail(coord *c, cworker *w, const Vdn__Fail *f) {
     attempt_info a;
     int64_t x = (int64_t)f->attempt_id;
-    /* the answer to our CANCEL: the job is already cancelled, just free the worker */
-    if (find_hold(w, x) && jobs_attempt(c->db, x, &a) && !strcmp(a.state, "cancelled")) {
+    /* the answer to our CANCEL: the job is already cancelled (or the attempt ended: a timeout, a
+     * stall), just free the worker */
+    chold *held = find_hold(w, x);
+    if (held && jobs_attempt(c->db, x, &a) &&
+        (!strcmp(a.state, "cancelled") || (held->cancel_sent && !a.current))) {
         drop_hold(w, x);
         send_ack(c, w, x);
         coord_worker_save(c, w);
@@ -495,6 +500,47 @@ static void on_fail(coord *c, cworker *w, const Vdn__Fail *f) {
     coord_worker_save(c, w);
 }
 
+/* Hung renders: seconds without progress an attempt may go, max(--stall-seconds, --stall-factor x
+ * its last NFE's seconds); 1 past it (why says how long), 0 not, or never with --stall-seconds 0.
+ * The floor covers what comes before the first NFE (loading, a text encode) and after the last
+ * (decoding). */
+static int stalled(const coord *c, const chold *h, double now, char *why, size_t len) {
+    if (c->o.stall_seconds <= 0 || !h->job || h->cancel_sent) return 0;
+    double limit = c->o.stall_seconds, by_nfe = c->o.stall_factor * h->nfe_seconds;
+    if (by_nfe > limit) limit = by_nfe;
+    double quiet = now - h->last_progress;
+    if (quiet <= limit) return 0;
+    if (why)
+        snprintf(why, len,
+                 "stalled: no progress for %.0f s (the limit: %.0f s, max(--stall-seconds %.0f, "
+                 "%.0f x its last model evaluation's %.1f s))",
+                 quiet, limit, c->o.stall_seconds, c->o.stall_factor, h->nfe_seconds);
+    return 1;
+}
+
+/* Whose fault a stall is, by the evidence: a GPU of the attempt out of service is the worker's;
+ * on the CPU backend (stand-in GPUs included) the device cannot hang, so the render itself is
+ * stuck: the job's; on GPUs without such evidence the GPU may have stopped answering: the
+ * worker's (requeued elsewhere). */
+static job_fault stall_blame(const cworker *w, const chold *h, char *why, size_t len) {
+    for (int p = 0; p < w->ngpus; p++)
+        if ((h->mask >> p & 1) && w->gpu[p].out_of_service) {
+            snprintf(why + strlen(why), len - strlen(why), "; GPU %d is out of service (%s)",
+                     w->gpu[p].index, w->gpu[p].fault);
+            return FAULT_WORKER;
+        }
+    if (!strcmp(w->backend, "cpu")) {
+        snprintf(why + strlen(why), len - strlen(why),
+                 "; the worker answers and renders on the CPU, which cannot hang: the render "
+                 "itself is stuck");
+        return FAULT_JOB;
+    }
+    snprintf(why + strlen(why), len - strlen(why),
+             "; the worker answers but its GPU may not (backend %s): retried elsewhere",
+             w->backend[0] ? w->backend : "unknown");
+    return FAULT_WORKER;
+}
+
 static void on_heartbeat(coord *c, cworker *w, const Vdn__Heartbeat *hb) {
     /* SIGTERM: it finishes what it has and leaves; an ASSIGN now would only come back */
     if (hb->has_draining && hb->draining && !w->stopping) {
@@ -513,7 +559,11 @@ static void on_heartbeat(coord *c, cworker *w, const Vdn__Heartbeat *hb) {
         int64_t x = (int64_t)ids[i];
         attempt_info a;
         if (jobs_attempt(c->db, x, &a) && a.current && !strcmp(a.worker, w->id)) {
-            jobs_renew(c->db, x, vdn_wall() + c->o.lease_seconds);
+            /* a lease is renewed by progress: a heartbeat carries it on only while the render
+             * has made progress within its stall limit (coord_tick ends it past that) */
+            chold *h = find_hold(w, x);
+            if (!h || !stalled(c, h, vdn_now(), NULL, 0))
+                jobs_renew(c->db, x, vdn_wall() + c->o.lease_seconds);
             continue;
         }
         /* it still renders a stale attempt: its GPUs are busy until it stops */
@@ -678,6 +728,7 @@ static void assign(coord *c, cworker *w, const job_claim *cl, uint64_t mask, dou
     if (h) {
         h->est_seconds = est;
         h->pixels = (double)specs[0].frames * specs[0].height * specs[0].width;
+        h->timeout = specs[0].timeout;
     }
     send_env(c, w, &env);
     if (!w->connected)
@@ -904,6 +955,32 @@ static void expire_one(void *user, int64_t attempt) {
     if (w && find_hold(w, attempt)) coord_send_cancel(c, attempt, w->id, "lease expired");
 }
 
+/* Past its request's timeout (the job's own limit: its fault, no retry), or stalled (blamed by
+ * the evidence): the attempt ends now and the worker is told to stop it. */
+static void police_renders(coord *c, cworker *w, double now) {
+    for (int k = w->nhold - 1; k >= 0; k--) {
+        chold *h = &w->hold[k];
+        char why[600] = "";
+        job_fault fault;
+        if (!h->job || h->cancel_sent) continue;
+        if (h->timeout > 0 && now - h->started > h->timeout) {
+            snprintf(why, sizeof why,
+                     "ran past its timeout: %.0f s, the request's \"timeout\" is %d s",
+                     now - h->started, h->timeout);
+            fault = FAULT_JOB;
+        } else if (stalled(c, h, now, why, sizeof why)) {
+            fault = stall_blame(w, h, why, sizeof why);
+        } else {
+            continue;
+        }
+        int64_t attempt = h->attempt;
+        VDN_WARN("worker %s: attempt %lld of j%lld %s", w->id, (long long)attempt,
+                 (long long)h->job, why);
+        end_attempt(c, attempt, "failed", why, fault);
+        coord_send_cancel(c, attempt, w->id, why);
+    }
+}
+
 void coord_tick(coord *c) {
     double now = vdn_now();
     for (int i = 0; i < c->nw; i++) {
@@ -919,6 +996,7 @@ void coord_tick(coord *c) {
         for (int k = w->nhold - 1; k >= 0; k--)
             if (w->hold[k].cancel_sent && now - w->hold[k].cancel_sent > c->o.lease_seconds)
                 drop_hold(w, w->hold[k].attempt);
+        police_renders(c, w, now);
         if (now - w->last_hb_sent >= c->o.heartbeat_seconds) {
             Vdn__Heartbeat hb = VDN__HEARTBEAT__INIT;
             hb.has_sent_at = 1;

@@ -232,6 +232,9 @@ int vdn_job_spec_validate(const vdn_job_spec *s, vdn_errlist *errs, const char *
         vdn_errlist_add(errs, "%s: field 'steps': expected 1..1000, got %d", where, s->steps);
     if (s->gpus < 0 || s->gpus > 64)
         vdn_errlist_add(errs, "%s: field 'gpus': expected 1..64, got %d", where, s->gpus);
+    if (s->timeout < 0 || s->timeout > VDN_JOB_MAX_TIMEOUT)
+        vdn_errlist_add(errs, "%s: field 'timeout': expected seconds in 1..%d, got %d", where,
+                        VDN_JOB_MAX_TIMEOUT, s->timeout);
     if (s->priority < -1000000 || s->priority > 1000000)
         vdn_errlist_add(errs, "%s: field 'priority': expected -1000000..1000000, got %d", where,
                         s->priority);
@@ -348,6 +351,8 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
             if (!get_int(c, v, k, 1, 64, &x)) s->gpus = (int)x;
         } else if (!strcmp(k, "min_gpu_memory")) {
             if (!get_int(c, v, k, 0, 1LL << 50, &x)) s->min_gpu_memory = (uint64_t)x;
+        } else if (!strcmp(k, "timeout")) {
+            if (!get_int(c, v, k, 1, VDN_JOB_MAX_TIMEOUT, &x)) s->timeout = (int)x;
         } else if (!strcmp(k, "save_latents")) {
             get_bool(c, v, k, &s->save_latents);
         } else if (!strcmp(k, "record")) {
@@ -370,7 +375,8 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
                 "unknown field (expected prompt_cache|prompt_file, frames|num_frames, height, "
                 "width, steps|num_steps, seed, variant, checkpoint, priority, tag, "
                 "out|output_prefix, video_shift, audio_shift, noise_file, gpus, min_gpu_memory, "
-                "save_latents, latents_root, record, precision, first_frame, last_frame)");
+                "timeout, save_latents, latents_root, record, precision, first_frame, "
+                "last_frame)");
         }
     }
     cJSON_Delete(o);
@@ -533,6 +539,7 @@ char *vdn_job_spec_to_json(const vdn_job_spec *s) {
     if (s->first_frame) cJSON_AddStringToObject(o, "first_frame", s->first_frame);
     if (s->last_frame) cJSON_AddStringToObject(o, "last_frame", s->last_frame);
     if (s->gpus) cJSON_AddNumberToObject(o, "gpus", s->gpus);
+    if (s->timeout) cJSON_AddNumberToObject(o, "timeout", s->timeout);
     if (s->min_gpu_memory) cJSON_AddNumberToObject(o, "min_gpu_memory", (double)s->min_gpu_memory);
     if (s->has_priority) cJSON_AddNumberToObject(o, "priority", s->priority);
     if (s->tag) cJSON_AddStringToObject(o, "tag", s->tag);
@@ -555,6 +562,7 @@ void vdn_job_spec_to_proto(const vdn_job_spec *s, Vdn__RenderRequest *r) {
     SETI(width);
     SETI(steps);
     SETI(gpus);
+    SETI(timeout);
     SETI(min_gpu_memory);
 #undef SETI
     if (s->has_seed) r->has_seed = 1, r->seed = s->seed;
@@ -597,6 +605,7 @@ void vdn_job_spec_from_proto(const Vdn__RenderRequest *r, vdn_job_spec *s) {
     GETI(width);
     GETI(steps);
     GETI(gpus);
+    GETI(timeout);
     GETI(min_gpu_memory);
 #undef GETI
     if (r->has_frames && r->frames <= 0) s->frames = -1;
@@ -604,6 +613,7 @@ void vdn_job_spec_from_proto(const Vdn__RenderRequest *r, vdn_job_spec *s) {
     if (r->has_width && r->width <= 0) s->width = -1;
     if (r->has_steps && r->steps <= 0) s->steps = -1;
     if (r->has_gpus && r->gpus <= 0) s->gpus = -1;
+    if (r->has_timeout && r->timeout <= 0) s->timeout = -1;
     if (r->has_seed) s->has_seed = 1, s->seed = r->seed;
     if (r->has_video_shift) s->video_shift = r->video_shift > 0 ? r->video_shift : NAN;
     if (r->has_audio_shift) s->audio_shift = r->audio_shift > 0 ? r->audio_shift : NAN;

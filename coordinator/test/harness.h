@@ -204,6 +204,7 @@ typedef struct {
     int draining;     /* those heartbeats say it is shutting down */
     uint64_t attempt; /* what those heartbeats say it runs */
     double last_hb;
+    const char *backend; /* READY.backend ("cpu", "cuda"); NULL = none */
 } fake_worker;
 
 static inline void fw_heartbeat(fake_worker *w, uint64_t attempt);
@@ -310,6 +311,7 @@ static inline void fw_ready(fake_worker *w, const char *checkpoint, int ngpus, u
     r.gpus = gp;
     r.checkpoint = (char *)checkpoint;
     r.engine_version = "test";
+    r.backend = (char *)w->backend;
     if (running) r.has_running_attempt = 1, r.running_attempt = running;
     Vdn__Envelope env = VDN__ENVELOPE__INIT;
     env.payload_case = VDN__ENVELOPE__PAYLOAD_READY;
