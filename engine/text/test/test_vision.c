@@ -5,9 +5,11 @@
  *     {"prompt": "...", "pictures": [P, ...]}. For each case k, OUT gets what
  *     vdn_text_encode_pictures makes (hidden_k F32 [L, hidden], ids_k and tags_k I32 [L]), and for
  *     each picture the processor's rows pixels_P (F32) and grid_P (I32 [3]). The float64 numpy
- *     reference (vision_numpy_ref.py) checks OUT; nothing here decides what is right. Beside it,
- *     OUT.text_only/ gets the checkpoint without model.visual.*: its text rows must equal the
- *     full checkpoint's bit for bit and a picture must be refused naming the missing tensor.
+ *     reference (vision_numpy_ref.py) checks OUT; nothing here decides what is right. Beside it:
+ *     the fp8 encoder on the case with the most pictures must stay within the bounds argued from
+ *     e4m3 (fp8_check); OUT.text_only/ gets the checkpoint without model.visual.*, whose text
+ *     rows must equal the full checkpoint's bit for bit and which must refuse a picture naming
+ *     the missing tensor.
  *
  *   test_vision expected CKPT EXPECTED.safetensors [BACKEND [TOL]]
  *     EXPECTED comes from the public transformers model on the same tiny checkpoint
@@ -164,6 +166,60 @@ static int dump(vdn_text_encoder *enc, const vdn_tokenizer *tok, const char *in_
     cJSON_Delete(in.cases);
     vdn_st_close(in.f);
     return 0;
+}
+
+/* ---- fp8 precision with pictures ---- */
+
+static double rel_l2(const float *got, const float *want, size_t n) {
+    double d = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)got[i] - want[i];
+        d += e * e;
+        m += (double)want[i] * want[i];
+    }
+    return m > 0 ? sqrt(d / m) : sqrt(d);
+}
+
+/* The fp8 encoder (its decoder Linears in e4m3; the vision tower stays float) on the case with
+ * the most pictures, against the same checkpoint at bf16 (fp32 on the CPU): relative L2 within
+ * test_encoder.c's bounds argued from e4m3's precision, [1e-2, 7.2e-2 sqrt(layers)] (the merged
+ * and DeepStack features enter the stream like the embedding rows, unquantised). */
+static void fp8_check(vdn_text_encoder *enc, vdn_dev *dev, const vdn_tokenizer *tok,
+                      const char *ckpt, const inputs *in) {
+    int best = -1, most = -1;
+    for (int k = 0; k < cJSON_GetArraySize(in->cases); k++) {
+        int idx[8], np = case_pictures(cJSON_GetArrayItem(in->cases, k), idx, 8);
+        if (np > most) most = np, best = k;
+    }
+    if (best < 0 || most < 1) return;
+    const cJSON *c = cJSON_GetArrayItem(in->cases, best);
+    const char *prompt = cJSON_GetObjectItem(c, "prompt")->valuestring;
+    int idx[8], np = case_pictures(c, idx, 8);
+    vdn_picture pics[8];
+    for (int i = 0; i < np; i++)
+        if (picture(in->f, idx[i], &pics[i])) return;
+    char dir[4352];
+    snprintf(dir, sizeof dir, "%s/text_encoder", ckpt);
+    vdn_text_encoder *e8 = vdn_text_encoder_open(dir, dev, 0, VDN_PRECISION_FP8, err, sizeof err);
+    CHECK(e8 != NULL, "fp8 encoder: %s", err);
+    if (!e8) return;
+    float *a = NULL, *b = NULL;
+    uint8_t *ta = NULL, *tb = NULL;
+    int na = 0, nb = 0;
+    int rc = vdn_text_encode_pictures(e8, tok, prompt, strlen(prompt), pics, np, &a, &ta, &na, err,
+                                      sizeof err) ||
+             vdn_text_encode_pictures(enc, tok, prompt, strlen(prompt), pics, np, &b, &tb, &nb, err,
+                                      sizeof err);
+    CHECK(rc == 0 && na == nb, "fp8 with pictures: %s", err);
+    if (rc == 0 && na == nb) {
+        const int layers = vdn_text_encoder_layer(e8);
+        double e = rel_l2(a, b, (size_t)na * (size_t)vdn_text_encoder_config(e8)->hidden);
+        printf("fp8 with %d pictures, %d rows: relative L2 %.2e from bf16 (bounds %.0e .. %.2e)\n",
+               np, na, e, 1e-2, 7.2e-2 * sqrt((double)layers));
+        CHECK(e >= 1e-2 && e <= 7.2e-2 * sqrt((double)layers), "fp8 with pictures: %.3e", e);
+    }
+    free(a), free(b), free(ta), free(tb);
+    vdn_text_encoder_close(e8);
 }
 
 /* ---- refusals: checked in every mode ---- */
@@ -508,6 +564,10 @@ int main(int argc, char **argv) {
         char out[4096];
         snprintf(out, sizeof out, "%.4000s.text_only", argv[4]);
         text_only(enc, dev, tok, argv[2], out);
+        inputs in = {0};
+        if (open_inputs(argv[3], &in) == 0) fp8_check(enc, dev, tok, argv[2], &in);
+        cJSON_Delete(in.cases);
+        vdn_st_close(in.f);
     }
     int rc =
         is_dump ? dump(enc, tok, argv[3], argv[4]) : expected(enc, cpu, tok, argv[2], argv[3], tol);
