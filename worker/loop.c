@@ -71,6 +71,7 @@ typedef struct {
 
     double last_heard, last_hb;
     int need_ready;       /* READY not yet through (the connection is still being made) */
+    int refused;          /* the coordinator refused us for our key (FORBIDDEN): we stop */
     double ready_sent_at; /* vdn_now() of the last READY that went out */
     double coord_hb_at;   /* when the coordinator's last HEARTBEAT came */
     double coord_gap; /* seconds between its heartbeats, as observed (its --heartbeat-seconds) */
@@ -618,6 +619,11 @@ static void on_message(worker *w, const void *buf, size_t len) {
             if (j) cancel_run(w, j, CANCEL_STALE, "the job was reassigned");
             outcome *o = find_outcome(w, e->attempt_id);
             if (o) drop_outcome(w, o);
+        } else if (e->code == VDN__ERROR__CODE__FORBIDDEN) {
+            /* our key does not allow what we are (another worker id): asking again changes
+             * nothing, so stop with the reason rather than knock every heartbeat */
+            VDN_ERROR("worker %s: the coordinator refuses this worker: %s; stopping", w->o->id, m);
+            w->refused = 1;
         } else if (e->code == VDN__ERROR__CODE__UNKNOWN_WORKER) {
             VDN_INFO("worker %s: coordinator does not know us (%s)", w->o->id, m);
             reregister(w, 0);
@@ -852,6 +858,10 @@ static int run_loop(worker *w) {
                 if (w->outs[i].sent_at == 0 || now - w->outs[i].sent_at > resend)
                     send_outcome(w, &w->outs[i]);
 
+        if (w->refused && !w->nrun) {
+            close_socket(w, 0);
+            return 1;
+        }
         if (w->terms && !w->nrun) {
             /* Wait a little for the coordinator to take our last reports, then leave at once:
              * it schedules right after the ACK, and our DISCONNECT hands back whatever it

@@ -65,6 +65,14 @@ def test(args):
         text = open(farm.logs["coordinator"], errors="replace").read()
         check("READY: worker id 'impostor' refused: this connection's key belongs to worker 'cw'"
               in text, "the coordinator did not say why it refused the impostor")
+        # the impostor stops, saying why, instead of knocking at every heartbeat
+        t0 = time.time()
+        while farm.procs["impostor"].poll() is None and time.time() - t0 < 20:
+            time.sleep(0.2)
+        check(farm.procs["impostor"].poll() not in (None, 0), "the refused worker kept running")
+        itext = open(farm.logs["impostor"], errors="replace").read()
+        check("the coordinator refuses this worker" in itext and "start it with --id cw" in itext,
+              "the refused worker did not say why it stopped")
         who = farm.q("SELECT DISTINCT worker_id FROM attempts")
         check(who == [("cw",)], "attempts went to %s, expected only the authorized worker" % who)
         check(not farm.q("SELECT id FROM workers WHERE id='intruder'"),
