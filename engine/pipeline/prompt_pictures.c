@@ -86,11 +86,11 @@ static int vae_identity(const char *dir, char out[65], char *err, size_t errlen)
     return rc;
 }
 
-/* A picture file's SHA-256, after checking that it decodes (media/image.h: a file that is not
- * there, too large, not a PNG, JPEG or WebP, truncated or over the pixel limit is the request's
- * error, found here before any model is loaded). */
-static int picture_sha(const char *field, const char *path, char out[65], char *err,
-                       size_t errlen) {
+/* A picture file decoded (media/image.h) and its bytes' SHA-256: a file that is not there, too
+ * large, not a PNG, JPEG or WebP, truncated or over the pixel limit is the request's error, said
+ * here, naming the field, before any model is loaded. */
+static int picture_read(const char *field, const char *path, vdn_image *im, char out[65], char *err,
+                        size_t errlen) {
     struct stat sb;
     if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
         return vdn_fail(err, errlen, "%s %s: no such picture file", field, path);
@@ -102,36 +102,53 @@ static int picture_sha(const char *field, const char *path, char out[65], char *
     if (!bytes) return -1;
     vdn_image_opts io = {.max_pixels = VDN_PICTURE_MAX_PIXELS,
                          .max_bytes = (size_t)VDN_PICTURE_MAX_BYTES};
-    vdn_image im = {0};
     char ierr[VDN_ERR_LEN];
-    int rc = vdn_image_decode(bytes, len, path, &io, &im, ierr, sizeof ierr);
+    int rc = vdn_image_decode(bytes, len, path, &io, im, ierr, sizeof ierr);
     if (rc)
         vdn_fail(err, errlen, "%s: %s", field, ierr);
     else
         vdn_sha256_hex(bytes, len, out);
-    vdn_image_free(&im);
     free(bytes);
     return rc;
+}
+
+/* The pictures on the canvas once (media/keyframes.h), so what the canvas refuses (a first
+ * keyframe outside 1:4 .. 4:1, a resize too costly) is the request's error too. */
+static int canvas_check(vdn_image *ims, int n, int width, int height, char *err, size_t errlen) {
+    vdn_image out[2] = {{0}};
+    int cw, ch;
+    char kerr[VDN_ERR_LEN];
+    int rc = vdn_keyframes_prepare(ims, n, width, height, out, &cw, &ch, kerr, sizeof kerr);
+    for (int i = 0; i < n; i++)
+        vdn_image_free(&out[i]);
+    return rc ? vdn_fail(err, errlen, "keyframe pictures: %s", kerr) : 0;
 }
 
 int vdn_pictures_of(const char *ckpt_root, const vdn_prompt_input *in, vdn_pictures *out, char *err,
                     size_t errlen) {
     memset(out, 0, sizeof *out);
+    if ((in->first_frame && in->first_frame[0]) || (in->last_frame && in->last_frame[0])) {
+        if ((in->height > 0) != (in->width > 0) || in->height < 0 || in->width < 0 ||
+            in->height % 32 || in->width % 32)
+            return vdn_fail(err, errlen,
+                            "keyframe canvas %d x %d (height x width): expected both multiples "
+                            "of 32, or neither given (the release's canvas of the first keyframe)",
+                            in->height, in->width);
+    }
     const char *files[2] = {in->first_frame, in->last_frame};
     const char *fields[2] = {"first_frame", "last_frame"};
-    for (int i = 0; i < 2; i++) {
+    vdn_image ims[2] = {{0}};
+    int rc = 0;
+    for (int i = 0; i < 2 && !rc; i++) {
         if (!files[i] || !files[i][0]) continue;
-        if (picture_sha(fields[i], files[i], out->sha256[out->n], err, errlen)) return -1;
+        rc = picture_read(fields[i], files[i], &ims[out->n], out->sha256[out->n], err, errlen);
         out->path[out->n] = files[i];
         out->anchor_last[out->n++] = i;
     }
-    if (!out->n) return 0;
-    if ((in->height > 0) != (in->width > 0) || in->height < 0 || in->width < 0 || in->height % 32 ||
-        in->width % 32)
-        return vdn_fail(err, errlen,
-                        "keyframe canvas %d x %d (height x width): expected both multiples of 32, "
-                        "or neither given (the release's canvas of the first keyframe)",
-                        in->height, in->width);
+    if (!rc && out->n) rc = canvas_check(ims, out->n, in->width, in->height, err, errlen);
+    for (int i = 0; i < 2; i++)
+        vdn_image_free(&ims[i]);
+    if (rc || !out->n) return rc;
     out->height = in->height;
     out->width = in->width;
     char dir[4400];
@@ -159,6 +176,19 @@ void vdn_pictures_to_json(const vdn_pictures *pics, cJSON *o) {
         cJSON_AddNumberToObject(c, "height", pics->height);
         cJSON_AddNumberToObject(c, "width", pics->width);
     }
+}
+
+void vdn_prompt_content_sha256(const void *const *parts, const size_t *sizes, int n, char hex[65]) {
+    size_t total = 0, at = 0;
+    for (int i = 0; i < n; i++)
+        total += sizes[i];
+    uint8_t *buf = vdn_xmalloc(total + 1);
+    for (int i = 0; i < n; i++) {
+        memcpy(buf + at, parts[i], sizes[i]);
+        at += sizes[i];
+    }
+    vdn_sha256_hex(buf, total, hex);
+    free(buf);
 }
 
 /* ---- the encode ---- */
@@ -265,7 +295,18 @@ static int write_file(const vdn_text_encoder *enc, const char *text, const vdn_p
     strcat(files, "]");
     strcat(shas, "]");
     const char *anchors = pics->n == 2 ? "first,last" : pics->anchor_last[0] ? "last" : "first";
-    vdn_st_kv kv[] = {{"prompt", text},
+    const void *parts[4] = {bf, tags};
+    size_t sizes[4] = {2 * (size_t)(L * H), sizeof(int64_t) * (size_t)L};
+    const size_t per = sizeof(float) * (size_t)w->lc * (w->ch / 16) * (w->cw / 16);
+    for (int i = 0; i < pics->n; i++)
+        parts[2 + i] = w->latents[i], sizes[2 + i] = per;
+    char content[65], tokens[32];
+    vdn_prompt_content_sha256(parts, sizes, 2 + pics->n, content);
+    snprintf(tokens, sizeof tokens, "%d", meta->tokens);
+    vdn_st_kv kv[] = {{"cache_key", meta->cache_key},
+                      {"content_sha256", content},
+                      {"tokens", tokens},
+                      {"prompt", text},
                       {"height", hs},
                       {"width", ws},
                       {"keyframe_anchors", anchors},

@@ -48,12 +48,19 @@ typedef struct {
 int vdn_pictures_of(const char *ckpt_root, const vdn_prompt_input *in, vdn_pictures *out, char *err,
                     size_t errlen);
 
-/* What the cache's metadata says of the text encoder. */
+/* What the cache's metadata says of the text encoder, and of the entry itself (what a hit is
+ * checked against: prompt_text.c). */
 typedef struct {
     const char *identity; /* the text encoder's identity */
     vdn_precision precision;
     const char *tokenizer_sha256;
+    const char *cache_key; /* the store key the entry is written for */
+    int tokens;            /* the text's token count (the prompt without its pictures) */
 } vdn_pictures_meta;
+
+/* A cache entry's content_sha256: SHA-256 of its parts' bytes in order (prompt_embeds,
+ * text_token_tags, then keyframe_first and keyframe_last where present). */
+void vdn_prompt_content_sha256(const void *const *parts, const size_t *sizes, int n, char hex[65]);
 
 /* Encodes text with pictures into a keyframe prompt cache at path: pictures on the canvas, the
  * VAE encoder (ckpt_root/vae, loaded on dev for the call) and the text encoder enc (on dev, with

@@ -184,14 +184,11 @@ static int tokenize(vdn_text_prompts *p, const char *text, int32_t **ids, size_t
     return 0;
 }
 
-/* content_sha256 of a cache entry: SHA-256 of the prompt_embeds bytes followed by the
- * text_token_tags bytes. */
+/* content_sha256 of a text entry (prompt_pictures.h vdn_prompt_content_sha256) */
 static void content_hash(const void *embeds, size_t ne, const void *tags, size_t nt, char hex[65]) {
-    uint8_t *buf = vdn_xmalloc(ne + nt + 1);
-    memcpy(buf, embeds, ne);
-    memcpy(buf + ne, tags, nt);
-    vdn_sha256_hex(buf, ne + nt, hex);
-    free(buf);
+    const void *parts[2] = {embeds, tags};
+    const size_t sizes[2] = {ne, nt};
+    vdn_prompt_content_sha256(parts, sizes, 2, hex);
 }
 
 /* The key hashes the encoder's identity, its precision and the ids. The bf16 material is the
@@ -284,9 +281,13 @@ static int write_cache(vdn_text_prompts *p, vdn_text_encoder *enc, vdn_dev *dev,
                        const vdn_prompt_input *in, const vdn_pictures *pics, const int32_t *ids,
                        size_t n, const char *path, char *err, size_t errlen) {
     if (pics->n) {
+        char key[160];
+        key_of(p, pics, ids, n, key, sizeof key);
         vdn_pictures_meta m = {.identity = p->identity,
                                .precision = p->precision,
-                               .tokenizer_sha256 = vdn_tokenizer_sha256(p->tok)};
+                               .tokenizer_sha256 = vdn_tokenizer_sha256(p->tok),
+                               .cache_key = key,
+                               .tokens = (int)n};
         if (vdn_pictures_write_cache(p->root, enc, dev, p->tok, in->text, pics, &m, path, err,
                                      errlen))
             return -1;
@@ -479,6 +480,20 @@ static void land(vdn_text_prompts *p, const char *id) {
     unlock(p);
 }
 
+/* content_sha256 of an entry as stored: its embeddings, tags and keyframe latents */
+static void entry_hash(const vdn_st_file *f, const vdn_st_entry *e, const vdn_st_entry *t,
+                       char hex[65]) {
+    const void *parts[4] = {e->data, t->data};
+    size_t sizes[4] = {(size_t)e->nbytes, (size_t)t->nbytes};
+    int n = 2;
+    const char *kf[2] = {"keyframe_first", "keyframe_last"};
+    for (int i = 0; i < 2; i++) {
+        const vdn_st_entry *k = vdn_st_find(f, kf[i]);
+        if (k) parts[n] = k->data, sizes[n++] = (size_t)k->nbytes;
+    }
+    vdn_prompt_content_sha256(parts, sizes, n, hex);
+}
+
 /* Whether the entry fetched to path is what `key` stands for, before anyone renders from it:
  * written under this key (cache_key) by an encoder of this identity and precision for n tokens,
  * bf16 embeddings and one tag a row whose bytes hash to its content_sha256. A store that others
@@ -506,8 +521,7 @@ static int hit_ok(const vdn_text_prompts *p, const char *path, const char *key, 
     else if (!e || e->dtype != VDN_DT_BF16 || e->ndim != 2 || e->shape[0] < 1 || !t ||
              t->ndim != 1 || t->shape[0] != e->shape[0])
         snprintf(why, len, "expected bf16 prompt_embeds (rows, hidden) and text_token_tags (rows)");
-    else if (content_hash(e->data, (size_t)e->nbytes, t->data, (size_t)t->nbytes, hex),
-             !cs || strcmp(cs, hex))
+    else if (entry_hash(f, e, t, hex), !cs || strcmp(cs, hex))
         snprintf(why, len, "the tensors hash to %.16s..., metadata content_sha256 says %.16s...",
                  hex, cs ? cs : "(none)");
     else

@@ -15,9 +15,11 @@ A tiny checkpoint with VAEs (their encoder too) and a text encoder with its visi
     picture: 768 x 1152);
   - `vdn render --prompt --first-frame --last-frame` renders an mp4 (ffprobe: 96 x 64, 22 frames)
     whose latents equal, bit for bit, those rendered from `vdn encode`'s cache; the record names
-    the pictures' hashes; a second render is a cache hit; another picture is another key;
+    the pictures' hashes; a second render is a cache hit; an entry whose keyframe latents were
+    changed in the store fails its check and is encoded again; another picture is another key;
   - bad pictures fail with the file named, before any model is loaded: a truncated PNG, a text
-    file, a missing file; pictures with --prompt-cache are refused.
+    file, a missing file, a first keyframe of 5:1 (outside the release's 1:4 .. 4:1); pictures with
+    --prompt-cache are refused.
 usage: test_render_pictures.py VDN TOKENIZER_JSON WORKDIR
 """
 import hashlib
@@ -155,6 +157,18 @@ run("render", *common, "--prompt", TEXT, "--first-frame", "first.png", "--last-f
     "--out", "r/again")
 tp2 = json.load(open("r/again.json")).get("text_prompt", {})
 st.check(tp2.get("cache") == "hit" and tp2.get("key") == tp.get("key"), f"second render: {tp2}")
+# an entry whose keyframe latents were changed in the store fails its check and is encoded again
+entry = os.path.join("r", tp.get("key", "?"))
+header, _, raw, start = st.read_header(entry)
+b, _ = header["keyframe_last"]["data_offsets"]
+raw = bytearray(raw)
+raw[start + b] ^= 0x40
+open(entry, "wb").write(bytes(raw))
+r = run("render", *common, "--prompt", TEXT, "--first-frame", "first.png", "--last-frame", "last.png",
+        "--out", "r/tampered")
+tp4 = json.load(open("r/tampered.json")).get("text_prompt", {})
+st.check(tp4.get("cache") == "miss" and "failed its check" in r.stderr,
+         f"a changed keyframe in the cache entry: {tp4.get('cache')} {r.stderr[-300:]!r}")
 shutil.copy("first_canvas.png", "other.png")
 run("render", *common, "--prompt", TEXT, "--first-frame", "other.png", "--last-frame", "last.png",
     "--out", "r/other")
@@ -169,6 +183,8 @@ enc = ["encode", TEXT, "--checkpoint", "ck", "--cpu", "-o", "bad.safetensors", "
 fails(enc + ["cut.png"], "cut.png")
 fails(enc + ["note.png"], "note.png")
 fails(enc + ["missing.png"], "missing.png")
+Image.fromarray(np.zeros((20, 100, 3), np.uint8)).save("wide.png")  # 5:1, outside 1:4 .. 4:1
+fails(enc + ["wide.png"], "keyframe pictures", "wide.png")
 fails(["render", *common, "--prompt-cache", "fl.safetensors", "--first-frame", "first.png", "--out", "x"],
       "--first-frame")
 if st.failures:
