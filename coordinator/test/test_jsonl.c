@@ -99,6 +99,8 @@ static void test_bad_lines(void) {
     bad_line("{\"prompt_cache\": \"p.safetensors\", \"steps\": 4, \"steps\": 5}", "steps", "twice");
     bad_line("{\"prompt_cache\": \"p.safetensors\", \"noise_file\": \"missing.st\"}", "noise_file",
              "does not exist");
+    bad_line("{\"prompt\": \"x\", \"timeout\": 0}", "timeout", "1..604800");
+    bad_line("{\"prompt\": \"x\", \"timeout\": \"1h\"}", "timeout", NULL);
 }
 
 static void test_many_bad_lines_all_reported(void) {
