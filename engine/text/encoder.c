@@ -5,51 +5,12 @@
 #include <string.h>
 
 #include "encoder.h"
+#include "encoder_internal.h"
 #include "safetensors.h"
 #include "vdn_util.h"
 #include "vision.h"
-#include "vision_preprocess.h"
 
-/* One decoder layer's weights. q/k/v are stacked into one [q + k + v, hidden] matrix and
- * gate/up into one [2 x intermediate, hidden] (gate first), so each is one GEMM. The four
- * Linears are float (the device's weight dtype) or, at fp8 precision, e4m3 carrying row scales;
- * the norms' weights are always float. */
-enum { W_QKV, W_O, W_GATE_UP, W_DOWN, N_LIN };
 static const char *const lin_name[N_LIN] = {"fused q/k/v", "o_proj", "fused gate/up", "down_proj"};
-
-typedef struct {
-    vdn_tensor *in_norm, *q_norm, *k_norm, *post_norm;
-    vdn_tensor *lin[N_LIN];   /* [out, in] */
-    vdn_tensor *scale[N_LIN]; /* fp8: the F32 row scales lin[i]->scale points into; else NULL */
-} enc_layer;
-
-struct vdn_text_encoder {
-    vdn_text_config cfg;
-    int layer; /* hidden_states[layer]: this many decoder layers run */
-    vdn_precision precision;
-    int n_fp8; /* Linears held in fp8 */
-    vdn_dev *dev;
-    vdn_st_set *st;
-    const vdn_st_entry *embed; /* [vocab, hidden] in the mapping */
-    const vdn_st_file *embed_file;
-    /* where the prompt's rows come from: the mapping's table, or random weights' own rows
-     * (a table of rand_rows rows, token i reading row i % rand_rows) */
-    const uint8_t *table;
-    vdn_dtype table_dt;
-    int64_t table_rows;
-    uint16_t *rand_table; /* random weights: bf16 [table_rows, hidden], owned */
-    enc_layer *layers;
-    vdn_tensor *inv_freq;  /* F32 [head_dim / 2] */
-    struct enc_acts *acts; /* the last run's activations, kept for the next of the same length */
-    int acts_n;
-    char identity[65];
-    /* pictures: the vision tower and the processor's settings, read on the first picture */
-    char dir[4096]; /* the text_encoder/ folder ("" for random weights) */
-    int vision_loaded;
-    vdn_vision_config vcfg;
-    vdn_vision_proc proc;
-    vdn_vision *vision;
-};
 
 /* ---- loading ---- */
 
@@ -426,15 +387,6 @@ int vdn_text_encoder_fp8_linears(const vdn_text_encoder *e) {
 
 /* ---- the forward ---- */
 
-/* Activations of one run, in the device's activation dtype (fp32 on the CPU, bf16 on a GPU as
- * the released model runs): h is the residual stream, which the o and down projections
- * accumulate into; q/k/v and gate/up are column views of the fused GEMMs' outputs. */
-typedef struct enc_acts {
-    vdn_tensor *h, *x, *qkv, *qr, *kr, *att, *gu, *act, *pos;
-    vdn_attn_mask *mask;
-    int picture_pos; /* pos holds a picture run's positions, not the text ones */
-} enc_acts;
-
 static void acts_free(struct enc_acts *a) {
     vdn_tensor *all[] = {a->h, a->x, a->qkv, a->qr, a->kr, a->att, a->gu, a->act, a->pos};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
@@ -476,7 +428,7 @@ static int acts_new(vdn_text_encoder *e, int n, enc_acts *a) {
 
 /* The prompt's rows of the embedding table onto the device, in the table's dtype (the device
  * widens or keeps them: bf16 rows go up as they are stored, half the bytes of float). */
-static int embed(vdn_text_encoder *e, const int32_t *ids, int n, vdn_tensor *h) {
+int vdn_enc_embed(vdn_text_encoder *e, const int32_t *ids, int n, vdn_tensor *h) {
     const size_t row = (size_t)e->cfg.hidden * vdn_dtype_size(e->table_dt);
     uint8_t *rows = vdn_xmalloc(row * (size_t)n);
     for (int i = 0; i < n; i++)
@@ -487,7 +439,7 @@ static int embed(vdn_text_encoder *e, const int32_t *ids, int n, vdn_tensor *h) 
 }
 
 /* rope: the positions' layout (text: every pair on axis 0, as all three axes are equal) */
-static int run_layer(vdn_text_encoder *e, const enc_layer *L, enc_acts *a, const vdn_rope *rope) {
+int vdn_enc_run_layer(vdn_text_encoder *e, const enc_layer *L, enc_acts *a, const vdn_rope *rope) {
     const vdn_text_config *c = &e->cfg;
     int hd = (int)c->head_dim;
     int64_t qd = c->heads * c->head_dim, kd = c->kv_heads * c->head_dim, I = c->intermediate;
@@ -508,8 +460,8 @@ static int run_layer(vdn_text_encoder *e, const enc_layer *L, enc_acts *a, const
     return 0;
 }
 
-static int check_ids(const vdn_text_encoder *e, const int32_t *ids, int n, char *err,
-                     size_t errlen) {
+int vdn_enc_check_ids(const vdn_text_encoder *e, const int32_t *ids, int n, char *err,
+                      size_t errlen) {
     const vdn_text_config *c = &e->cfg;
     if (n < 1) return vdn_fail(err, errlen, "text encoder: the prompt has no tokens");
     if (n > c->max_positions)
@@ -528,7 +480,7 @@ static int check_ids(const vdn_text_encoder *e, const int32_t *ids, int n, char 
 
 /* the activations stay for the next prompt of the same length (allocating and freeing them, and
  * the mask's upload, cost a device sync each) */
-static int acts_for(vdn_text_encoder *e, int n) {
+int vdn_enc_acts_for(vdn_text_encoder *e, int n) {
     if (e->acts_n == n) return 0;
     if (e->acts) acts_free(e->acts);
     free(e->acts);
@@ -538,7 +490,7 @@ static int acts_for(vdn_text_encoder *e, int n) {
 }
 
 /* a failed run leaves nothing behind */
-static int run_failed(vdn_text_encoder *e, char *err, size_t errlen) {
+int vdn_enc_run_failed(vdn_text_encoder *e, char *err, size_t errlen) {
     vdn_fail(err, errlen, "text encoder on %s: %s", vdn_dev_name(e->dev), vdn_dev_error(e->dev));
     if (e->acts) acts_free(e->acts);
     free(e->acts);
@@ -548,270 +500,15 @@ static int run_failed(vdn_text_encoder *e, char *err, size_t errlen) {
 
 int vdn_text_encoder_run(vdn_text_encoder *e, const int32_t *ids, int n, float *out, char *err,
                          size_t errlen) {
-    if (check_ids(e, ids, n, err, errlen)) return -1;
-    int rc = acts_for(e, n);
+    if (vdn_enc_check_ids(e, ids, n, err, errlen)) return -1;
+    int rc = vdn_enc_acts_for(e, n);
     enc_acts *a = e->acts;
     if (!rc && a->picture_pos) rc = text_positions(a, n);
     const int hd = (int)e->cfg.head_dim;
     vdn_rope rope = {.pos = a->pos, .inv = e->inv_freq, .n_rot = hd, .sections = {hd / 2, 0, 0}};
-    rc = rc || embed(e, ids, n, a->h);
+    rc = rc || vdn_enc_embed(e, ids, n, a->h);
     for (int l = 0; !rc && l < e->layer; l++)
-        rc = run_layer(e, &e->layers[l], a, &rope);
+        rc = vdn_enc_run_layer(e, &e->layers[l], a, &rope);
     if (!rc) rc = vdn_tensor_get(a->h, out);
-    return rc ? run_failed(e, err, errlen) : 0;
-}
-
-/* ---- pictures (MiniMax-H3's keyframe modes) ---- */
-
-/* The vision config, the processor's settings (processor/ beside text_encoder/) and the tower's
- * weights, on the first picture; a text-only checkpoint is refused here, not at open. */
-static int vision_config(vdn_text_encoder *e, char *err, size_t errlen) {
-    if (e->vision_loaded) return 0;
-    if (!e->dir[0])
-        return vdn_fail(err, errlen, "text encoder (random weights): no vision tower for pictures");
-    int rc = vdn_vision_config_load(e->dir, &e->cfg, &e->vcfg, err, errlen);
-    if (rc == 1)
-        return vdn_fail(err, errlen,
-                        "text encoder %s: config.json has no vision_config, so it cannot read "
-                        "pictures",
-                        e->dir);
-    if (rc) return -1;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/../processor/preprocessor_config.json", e->dir);
-    if (vdn_vision_proc_load(path, &e->proc, err, errlen)) return -1;
-    if (e->proc.patch != e->vcfg.patch || e->proc.merge != e->vcfg.merge ||
-        e->proc.temporal_patch != e->vcfg.temporal_patch)
-        return vdn_fail(err, errlen,
-                        "%s: patch_size %d, merge_size %d, temporal_patch_size %d: expected the "
-                        "vision_config's %d, %d, %d",
-                        path, e->proc.patch, e->proc.merge, e->proc.temporal_patch, e->vcfg.patch,
-                        e->vcfg.merge, e->vcfg.temporal_patch);
-    e->vision_loaded = 1;
-    return 0;
-}
-
-static int vision_tower(vdn_text_encoder *e, char *err, size_t errlen) {
-    if (vision_config(e, err, errlen)) return -1;
-    if (e->vision) return 0;
-    char why[VDN_ERR_LEN];
-    e->vision = vdn_vision_open(e->st, &e->vcfg, e->dev, why, sizeof why);
-    if (!e->vision)
-        return vdn_fail(err, errlen, "text encoder %s cannot read pictures: %s", e->dir, why);
-    return 0;
-}
-
-int vdn_text_encoder_random_vision(vdn_text_encoder *e, const vdn_vision_config *vc, uint64_t seed,
-                                   char *err, size_t errlen) {
-    if (e->vision) return vdn_fail(err, errlen, "text encoder: it has a vision tower already");
-    if (vc->out_hidden != e->cfg.hidden ||
-        vc->mrope[0] + vc->mrope[1] + vc->mrope[2] != e->cfg.head_dim / 2)
-        return vdn_fail(err, errlen,
-                        "text encoder (random): the vision config's out_hidden_size %lld or rope "
-                        "sections do not fit hidden %lld, head_dim %lld",
-                        (long long)vc->out_hidden, (long long)e->cfg.hidden,
-                        (long long)e->cfg.head_dim);
-    e->vision = vdn_vision_random(vc, e->dev, seed, err, errlen);
-    if (!e->vision) return -1;
-    e->vcfg = *vc, e->proc = vdn_vision_proc_default(), e->vision_loaded = 1;
-    return 0;
-}
-
-/* Qwen3-VL's multimodal positions (get_rope_index): text tokens count on all three axes; picture
- * p's run of grid t x h/2 x w/2 <|image_pad|> tokens sits at (t, row, column) after the text
- * before it, and the text after it resumes at one past the run's largest position. pos[n, 3];
- * start[p]: the row of picture p's first token. */
-static int mrope_positions(const vdn_text_encoder *e, const int32_t *ids, int n,
-                           const int64_t (*grids)[3], int n_pics, double *pos, int *start,
-                           char *err, size_t errlen) {
-    const vdn_vision_config *v = &e->vcfg;
-    int st = 0;
-    double next = 0;
-    for (int p = 0; p <= n_pics; p++) {
-        int ed = st;
-        while (ed < n && (p == n_pics || ids[ed] != v->image_token))
-            ed++;
-        if (p < n_pics && ed == n)
-            return vdn_fail(err, errlen, "text encoder: %d pictures, %d runs of <|image_pad|>",
-                            n_pics, p);
-        for (int i = st; i < ed; i++)
-            for (int a = 0; a < 3; a++)
-                pos[3 * i + a] = next + (i - st);
-        next += ed - st;
-        if (p == n_pics) {
-            for (int i = st; i < n; i++)
-                if (ids[i] == v->image_token)
-                    return vdn_fail(err, errlen,
-                                    "text encoder: <|image_pad|> at token %d, after the %d "
-                                    "pictures' runs",
-                                    i, n_pics);
-            break;
-        }
-        if (ed > 0 && ids[ed - 1] == v->image_token)
-            return vdn_fail(err, errlen,
-                            "text encoder: picture %d's <|image_pad|> run follows "
-                            "picture %d's without a token between",
-                            p, p - 1);
-        const int64_t gt = grids[p][0], gh = grids[p][1] / v->merge, gw = grids[p][2] / v->merge;
-        const int64_t count = gt * gh * gw;
-        int64_t run = 0;
-        while (ed + run < n && ids[ed + run] == v->image_token)
-            run++;
-        if (run != count)
-            return vdn_fail(err, errlen,
-                            "text encoder: picture %d's run is %lld <|image_pad|> tokens; its grid "
-                            "%lldx%lldx%lld makes %lld",
-                            p, (long long)run, (long long)grids[p][0], (long long)grids[p][1],
-                            (long long)grids[p][2], (long long)count);
-        start[p] = ed;
-        for (int64_t i = 0; i < count; i++) {
-            double *q = pos + 3 * (ed + i);
-            q[0] = next + (double)(i / (gh * gw));
-            q[1] = next + (double)(i / gw % gh);
-            q[2] = next + (double)(i % gw);
-        }
-        next += (double)(fmax((double)gt, fmax((double)gh, (double)gw)));
-        st = ed + (int)count;
-    }
-    return 0;
-}
-
-/* hidden rows of picture p's run += (or =) the vision rows [f0, f0 + count) of src */
-static int vision_rows(vdn_text_encoder *e, enc_acts *a, const vdn_tensor *src, const int *start,
-                       const int64_t (*grids)[3], int n_pics, int add) {
-    const int64_t mm = (int64_t)e->vcfg.merge * e->vcfg.merge;
-    for (int p = 0, f0 = 0; p < n_pics; p++) {
-        const int64_t count = grids[p][0] * grids[p][1] * grids[p][2] / mm;
-        vdn_tensor dst = vdn_view_rows(a->h, start[p], count);
-        vdn_tensor s = vdn_view_rows(src, f0, count);
-        if (add ? vdn_op_add(&dst, &s) : vdn_tensor_copy(&dst, &s)) return -1;
-        f0 += (int)count;
-    }
-    return 0;
-}
-
-int vdn_text_encoder_run_pictures(vdn_text_encoder *e, const int32_t *ids, int n,
-                                  const float *pixel_rows, const int64_t (*grids)[3], int n_pics,
-                                  float *out, char *err, size_t errlen) {
-    if (n_pics < 1) return vdn_text_encoder_run(e, ids, n, out, err, errlen);
-    if (check_ids(e, ids, n, err, errlen) || vision_tower(e, err, errlen)) return -1;
-    double *pos = vdn_xmalloc(sizeof(double) * 3 * (size_t)n);
-    int *start = vdn_xmalloc(sizeof(int) * (size_t)n_pics);
-    vdn_tensor *feat = NULL, *ds[VDN_VISION_MAX_DEEPSTACK] = {0};
-    const int nds = e->vcfg.n_deepstack;
-    int rc = mrope_positions(e, ids, n, grids, n_pics, pos, start, err, errlen) ||
-             vdn_vision_run(e->vision, pixel_rows, grids, n_pics, &feat, ds, err, errlen);
-    if (rc) goto done;
-    rc = acts_for(e, n);
-    enc_acts *a = e->acts;
-    const int hd = (int)e->cfg.head_dim;
-    vdn_rope rope = {.pos = a->pos,
-                     .inv = e->inv_freq,
-                     .n_rot = hd,
-                     .sections = {e->vcfg.mrope[0], e->vcfg.mrope[1], e->vcfg.mrope[2]},
-                     .interleaved = 1};
-    a->picture_pos = 1;
-    rc = rc || vdn_tensor_set(a->pos, pos, VDN_DT_F64) || embed(e, ids, n, a->h) ||
-         vision_rows(e, a, feat, start, grids, n_pics, 0);
-    /* DeepStack: after decoder layer l < n_deepstack, the l-th feature joins the picture rows
-     * (in place, so hidden_states[l + 1] holds it, as transformers records it) */
-    for (int l = 0; !rc && l < e->layer; l++)
-        rc = run_layer(e, &e->layers[l], a, &rope) ||
-             (l < nds && vision_rows(e, a, ds[l], start, grids, n_pics, 1));
-    if (!rc) rc = vdn_tensor_get(a->h, out);
-    if (rc) run_failed(e, err, errlen);
-done:
-    vdn_tensor_free(feat);
-    for (int j = 0; j < nds; j++)
-        vdn_tensor_free(ds[j]);
-    free(pos);
-    free(start);
-    return rc ? -1 : 0;
-}
-
-int vdn_text_presentation(vdn_text_encoder *e, const vdn_tokenizer *tok, const char *prompt,
-                          size_t len, const int64_t (*grids)[3], int n_pics, int32_t **ids,
-                          uint8_t **tags, int *n, char *err, size_t errlen) {
-    *ids = NULL, *tags = NULL, *n = 0;
-    if (n_pics > 0 && vision_config(e, err, errlen)) return -1;
-    const int64_t mm = (int64_t)e->vcfg.merge * e->vcfg.merge;
-    /* part 2p: picture p's label; 2p + 1: its vision block; 2 n_pics: the prompt */
-    const int parts = 2 * n_pics + 1;
-    int32_t **part = vdn_xcalloc((size_t)parts, sizeof *part);
-    size_t *len_of = vdn_xcalloc((size_t)parts, sizeof *len_of), total = 0;
-    int rc = 0;
-    for (int p = 0; !rc && p < n_pics; p++) {
-        char label[32];
-        int ll = snprintf(label, sizeof label, "<Picture %d>: ", p + 1);
-        rc = vdn_tokenize(tok, label, (size_t)ll, &part[2 * p], &len_of[2 * p], err, errlen);
-        const int64_t count = grids[p][0] * grids[p][1] * grids[p][2] / mm;
-        int32_t *b = part[2 * p + 1] = vdn_xmalloc(sizeof(int32_t) * (size_t)(count + 2));
-        b[0] = e->vcfg.vision_start_token, b[count + 1] = e->vcfg.vision_end_token;
-        for (int64_t k = 1; k <= count; k++)
-            b[k] = e->vcfg.image_token;
-        len_of[2 * p + 1] = (size_t)count + 2;
-    }
-    if (!rc) rc = vdn_tokenize(tok, prompt, len, &part[parts - 1], &len_of[parts - 1], err, errlen);
-    for (int k = 0; !rc && k < parts; k++)
-        total += len_of[k];
-    if (!rc && total > 0) {
-        *ids = vdn_xmalloc(sizeof(int32_t) * total);
-        *tags = vdn_xmalloc(total);
-        for (int k = 0, at = 0; k < parts; k++) {
-            if (len_of[k]) memcpy(*ids + at, part[k], sizeof(int32_t) * len_of[k]);
-            memset(*tags + at, k % 2 ? VDN_TEXT_TAG_VISION : VDN_TEXT_TAG_TEXT, len_of[k]);
-            at += (int)len_of[k];
-        }
-        *n = (int)total;
-    }
-    for (int k = 0; k < parts; k++)
-        free(part[k]);
-    free(part), free(len_of);
-    return rc ? -1 : 0;
-}
-
-int vdn_text_encode_pictures(vdn_text_encoder *e, const vdn_tokenizer *tok, const char *prompt,
-                             size_t len, const vdn_picture *pics, int n_pics, float **rows,
-                             uint8_t **tags, int *n, char *err, size_t errlen) {
-    *rows = NULL, *tags = NULL, *n = 0;
-    if (n_pics > 0 && vision_config(e, err, errlen)) return -1;
-    int64_t(*grids)[3] = vdn_xcalloc((size_t)(n_pics > 0 ? n_pics : 1), sizeof *grids);
-    float **px = vdn_xcalloc((size_t)(n_pics > 0 ? n_pics : 1), sizeof *px);
-    float *pixels = NULL;
-    int32_t *ids = NULL;
-    int rc = 0;
-    size_t total = 0;
-    const size_t cols =
-        3 * (size_t)e->proc.temporal_patch * (size_t)(e->proc.patch * e->proc.patch);
-    for (int p = 0; !rc && p < n_pics; p++) {
-        rc = vdn_vision_preprocess(&e->proc, pics[p].rgb, pics[p].width, pics[p].height,
-                                   pics[p].stride, &px[p], grids[p], err, errlen);
-        if (rc) {
-            size_t m = strlen(err);
-            snprintf(err + m, errlen - m, " (picture %d)", p + 1);
-        } else
-            total += (size_t)(grids[p][0] * grids[p][1] * grids[p][2]);
-    }
-    if (!rc && n_pics > 0) { /* the pictures' rows, one after another */
-        pixels = vdn_xmalloc(sizeof(float) * total * cols);
-        for (int p = 0, r = 0; p < n_pics; p++) {
-            size_t m = (size_t)(grids[p][0] * grids[p][1] * grids[p][2]);
-            memcpy(pixels + (size_t)r * cols, px[p], sizeof(float) * m * cols);
-            r += (int)m;
-        }
-    }
-    rc = rc || vdn_text_presentation(e, tok, prompt, len, (const int64_t(*)[3])grids, n_pics, &ids,
-                                     tags, n, err, errlen);
-    if (!rc) {
-        *rows = vdn_xmalloc(sizeof(float) * (size_t)*n * (size_t)e->cfg.hidden);
-        rc = vdn_text_encoder_run_pictures(e, ids, *n, pixels, (const int64_t(*)[3])grids, n_pics,
-                                           *rows, err, errlen);
-    }
-    if (rc) {
-        free(*rows), free(*tags);
-        *rows = NULL, *tags = NULL, *n = 0;
-    }
-    for (int p = 0; p < n_pics; p++)
-        free(px[p]);
-    free(px), free(grids), free(pixels), free(ids);
-    return rc ? -1 : 0;
+    return rc ? vdn_enc_run_failed(e, err, errlen) : 0;
 }
