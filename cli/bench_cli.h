@@ -16,5 +16,8 @@ int vdn_bench_int_arg(const char *cmd, const char *opt, const char *s, int lo, i
 int vdn_bench_whole(int argc, char **argv);
 int vdn_vae_bench(int argc, char **argv);
 int vdn_text_bench(int argc, char **argv);
+/* `vdn bench encode ...` (argv[0] = "encode"), `vdn bench --clip ...` (cli/bench_clip_args.c) */
+int vdn_encode_bench(int argc, char **argv);
+int vdn_clip_bench(int argc, char **argv);
 
 #endif

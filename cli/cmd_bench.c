@@ -20,6 +20,8 @@ static void usage(FILE *f) {
             "       vdn bench text-encoder --help   (the Qwen3-VL text encoder, text/)\n"
             "       vdn bench decode --help         (the video and audio VAE decoders)\n"
             "       vdn bench --whole --help        (whole model evaluations, end to end)\n"
+            "       vdn bench encode --help         (the video VAE's keyframe encoder)\n"
+            "       vdn bench --clip --help         (one whole clip: text, DiT, decode, mux)\n"
             "Times one MiniMax-H3 / VDN-H3 block op by op (CUDA events, warm, median) at the\n"
             "given workload with random weights generated on the GPU, and estimates seconds per\n"
             "model evaluation (50 blocks + embeddings and heads) for dense and VDN attention.\n"
@@ -121,6 +123,11 @@ int vdn_cmd_bench(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "decode")) {
         return vdn_vae_bench(argc - 1, argv + 1);
     }
+    if (argc >= 2 && !strcmp(argv[1], "encode")) {
+        return vdn_encode_bench(argc - 1, argv + 1);
+    }
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--clip")) return vdn_clip_bench(argc, argv);
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--whole")) return vdn_bench_whole(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "compare")) {

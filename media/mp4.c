@@ -325,6 +325,10 @@ int vdn_mp4_finish(vdn_mp4 *m, char *err, size_t errlen) {
     return 0;
 }
 
+int vdn_mp4_available(void) {
+    return 1;
+}
+
 int vdn_mp4_write(const char *path, const float *frames, int n_frames, const vdn_mp4_opts *opts,
                   char *err, size_t errlen) {
     if (n_frames <= 0) return fail(err, errlen, "%s: no frames to write", path);

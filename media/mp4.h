@@ -43,6 +43,10 @@ int vdn_mp4_frame(vdn_mp4 *m, const float *r, const float *g, const float *b, ch
 int vdn_mp4_finish(vdn_mp4 *m, char *err, size_t errlen);
 void vdn_mp4_abort(vdn_mp4 *m); /* frees m, removes the partial file */
 
+/* 1 where this build writes mp4 files, 0 in a build without FFmpeg's libraries (media/none.c),
+ * where every call above fails saying so: a caller that only times the mux asks first. */
+int vdn_mp4_available(void);
+
 /* The whole clip at once: frames (3, T, H, W) float32 in [0, 1]. */
 int vdn_mp4_write(const char *path, const float *frames, int n_frames, const vdn_mp4_opts *opts,
                   char *err, size_t errlen);

@@ -32,6 +32,10 @@ void vdn_mp4_abort(vdn_mp4 *m) {
     (void)m;
 }
 
+int vdn_mp4_available(void) {
+    return 0;
+}
+
 int vdn_mp4_write(const char *path, const float *frames, int n_frames, const vdn_mp4_opts *opts,
                   char *err, size_t errlen) {
     (void)frames, (void)n_frames, (void)opts;

@@ -61,3 +61,36 @@ int vdn_vae_peer_parse(const char *text, size_t n, const char *path, const int l
     cJSON_Delete(j);
     return rc;
 }
+
+/* the peer's whole-number field key must equal want */
+static int peer_equals(const cJSON *j, const char *path, const char *key, int want, char *err,
+                       size_t errlen) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+    if (cJSON_IsNumber(v) && v->valuedouble == want) return 0;
+    return vdn_fail(err, errlen,
+                    "%s: field \"%s\": expected %d, what this run encodes (time the peer at the "
+                    "same --keyframes/--height/--width)",
+                    path, key, want);
+}
+
+int vdn_encode_peer_parse(const char *text, size_t n, const char *path, int keyframes, int height,
+                          int width, vdn_encode_peer *out, char *err, size_t errlen) {
+    cJSON *j = cJSON_ParseWithLength(text, n);
+    int rc = 0;
+    if (!j || !cJSON_IsObject(j))
+        rc = vdn_fail(err, errlen,
+                      "%s: not a JSON object (expected ops/reference/vae_encoder_bench.py's line)",
+                      path);
+    if (!rc)
+        rc = peer_equals(j, path, "keyframes", keyframes, err, errlen) ||
+             peer_equals(j, path, "height", height, err, errlen) ||
+             peer_equals(j, path, "width", width, err, errlen);
+    if (!rc && (out->seconds = peer_time(j, "seconds")) < 0)
+        rc = vdn_fail(err, errlen, "%s: field \"seconds\": expected a positive number", path);
+    if (!rc) {
+        peer_string(j, "peer", out->peer, sizeof out->peer);
+        peer_string(j, "gpu", out->gpu, sizeof out->gpu);
+    }
+    cJSON_Delete(j);
+    return rc;
+}

@@ -17,4 +17,15 @@ typedef struct {
 int vdn_vae_peer_parse(const char *text, size_t n, const char *path, const int latents[4], int La,
                        int video, int audio, vdn_vae_peer *out, char *err, size_t errlen);
 
+/* The PyTorch keyframe encode's numbers for `vdn bench encode --peer PEER.json`: the JSON line of
+ * ops/reference/vae_encoder_bench.py ("seconds" per rep for all "keyframes" canvases of "height" x
+ * "width"). The peer must have encoded what this run encodes. 0, or -1 with a message naming
+ * path and the field. */
+typedef struct {
+    double seconds;         /* > 0 and finite */
+    char peer[96], gpu[96]; /* who timed it and where ("?" when the line does not say) */
+} vdn_encode_peer;
+int vdn_encode_peer_parse(const char *text, size_t n, const char *path, int keyframes, int height,
+                          int width, vdn_encode_peer *out, char *err, size_t errlen);
+
 #endif

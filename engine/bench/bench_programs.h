@@ -62,6 +62,43 @@ typedef struct {
 } vdn_bench_text_opts;
 int vdn_bench_text_run(const vdn_bench_text_opts *o);
 
+/* `vdn bench encode`: the video VAE's keyframe encoder on --keyframes random canvases
+ * (bench_encode.c) */
+typedef struct {
+    const char *vae;  /* the video VAE folder (with the encoder's tensors) */
+    const char *peer; /* ops/reference/vae_encoder_bench.py's JSON line, or NULL */
+    const char *json; /* write the result there too, or NULL */
+    int keyframes, height, width, reps, cpu, profile;
+} vdn_bench_encode_opts;
+int vdn_bench_encode_run(const vdn_bench_encode_opts *o);
+
+/* `vdn bench --clip`: one whole clip as `vdn render --prompt` makes it, stage by stage: text
+ * encode, the DiT's evaluations, the decoders, the mp4 mux; then the parts apart (bench_clip.c;
+ * --mux-only: bench_mux.c) */
+typedef struct {
+    const char *preset;        /* the DiT's shapes ("h3"), random weights */
+    int layers;                /* 0 = the preset's */
+    int frames, height, width; /* latent frames (5k + 2), pixels */
+    int steps;                 /* model evaluations of the clip */
+    const char *variant;       /* "vdn" */
+    const char *precision;     /* the DiT's: "bf16" | "fp8" */
+    vdn_precision text_precision, vae_precision;
+    int tokens, text_layer;      /* the prompt's tokens, hidden_states[text_layer] */
+    const char *text_config;     /* a text_encoder/ whose config.json sets the shapes; NULL:
+                                    Qwen3-VL-32B's */
+    const char *vae, *audio_vae; /* the decoders' folders; no vae: the clip stops at latents */
+    int gpus;                    /* engines of the one clip (DiT sharded, decode over the group) */
+    int cpu;
+    int warmup;           /* an untimed clip of one evaluation first */
+    int parts, parts_nfe; /* the parts apart after the clip; the DiT's evaluations then */
+    int crf;              /* -1: the mp4 writer's default */
+    uint64_t seed;
+    const char *json, *out_dir;
+    int mux_only, reps;    /* --mux-only: the mux alone, reps timed */
+    const char *frames_in; /* --mux-only: frames from `vdn decode --frames-out` */
+} vdn_bench_clip_opts;
+int vdn_bench_clip_run(const vdn_bench_clip_opts *o);
+
 /* The issue's target table (op, PyTorch peer, target, ours, met/MISSED) from a `vdn bench --json`
  * file and an h3_peers.py PEERS_JSON file of the same run (bench_compare.c; no GPU needed).
  * 0, or -1 with a message naming the file. */

@@ -170,9 +170,11 @@ static int decode_open(vdn_decoder *const *dg, int nd, vdn_st_file *lf, const vd
         goto done;
     }
     progress_ctx pv = {o->quiet, "video tile"};
+    double t0 = vdn_now();
     if (vdn_video_vae_decode_group(vv, nd, z, T, h, w, frames, on_progress, &pv,
                                    share ? &share->video : NULL, err, errlen))
         goto done;
+    if (share) share->video_s = vdn_now() - t0;
     int64_t n = 0;
     int chans = 0, rate = 0;
     if (ae) {
@@ -184,11 +186,14 @@ static int decode_open(vdn_decoder *const *dg, int nd, vdn_st_file *lf, const vd
         za = vdn_xmalloc(sizeof(float) * (size_t)ae->numel);
         wave = vdn_xmalloc(sizeof(float) * (size_t)(chans * n));
         progress_ctx pa = {o->quiet, "audio channel"};
+        t0 = vdn_now();
         if (vdn_st_to_f32(lf, ae, za, err, errlen) ||
             vdn_audio_vae_decode_group(av, nd, za, chans, La, wave, on_progress, &pa,
                                        share ? &share->audio : NULL, err, errlen))
             goto done;
+        if (share) share->audio_s = vdn_now() - t0;
     }
+    t0 = vdn_now();
     /* write: the mp4 first (the product), then the extras; a failure removes what this call wrote
      */
     if (o->mp4) {
@@ -218,6 +223,7 @@ static int decode_open(vdn_decoder *const *dg, int nd, vdn_st_file *lf, const vd
         wrote_wav = 1;
     }
     if (o->poster && vdn_poster_png3(o->poster, frames, F, H, W, err, errlen)) goto done;
+    if (share) share->write_s = vdn_now() - t0;
     if (!o->quiet)
         fprintf(stderr, "vdn decode: %d frames %dx%d%s%s\n", F, W, H,
                 wave ? ", stereo audio" : ", no audio", o->mp4 ? "" : " (no mp4 asked)");

@@ -45,9 +45,12 @@ void vdn_decoder_close(vdn_decoder *d);
 int vdn_decoder_decode(vdn_decoder *d, const vdn_decode_opts *o, char *err, size_t errlen);
 
 /* What each decoder of a group decoded: video tiles and audio channels (vae.h vdn_vae_share),
- * and whose share failed. */
+ * and whose share failed; and the wall seconds of the decode's parts (`vdn bench --clip` reports
+ * the decoders and the mux apart): the video decoders, the audio decoders, and the files written
+ * (mp4, frames, WAV, poster: the mux, for a render's decode). */
 typedef struct {
     vdn_vae_share video, audio;
+    double video_s, audio_s, write_s;
 } vdn_decode_share;
 /* One clip over the n decoders d[0..n) (a farm worker's decoders of a k-GPU job's GPUs): copies
  * of the same VAEs, each on its own device. The video's ViT passes and the audio's channels are

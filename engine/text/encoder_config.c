@@ -19,6 +19,17 @@ static int get_num(const cJSON *tc, const char *key, double lo, double hi, int w
     return 0;
 }
 
+const vdn_text_config vdn_text_qwen3_vl_32b = {.vocab = 151936,
+                                               .hidden = 5120,
+                                               .intermediate = 25600,
+                                               .head_dim = 128,
+                                               .layers = 64,
+                                               .heads = 64,
+                                               .kv_heads = 8,
+                                               .rms_eps = 1e-6,
+                                               .rope_theta = 5000000.0,
+                                               .max_positions = 262144};
+
 /* rope_theta sits in text_config (transformers 4) or in text_config.rope_parameters (5). */
 static int get_theta(const cJSON *tc, double *theta, const char *file, char *err, size_t errlen) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(tc, "rope_theta");

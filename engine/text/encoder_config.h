@@ -17,6 +17,10 @@ typedef struct {
     int64_t max_positions; /* max_position_embeddings: the longest prompt */
 } vdn_text_config;
 
+/* Qwen3-VL-32B's text_config (the release's text_encoder/config.json): the shapes the benchmarks
+ * give random weights (encoder.h vdn_text_encoder_random) when no config.json is at hand. */
+extern const vdn_text_config vdn_text_qwen3_vl_32b;
+
 /* dir: the text_encoder/ folder. Every field checked (present, positive, heads % kv_heads == 0,
  * head_dim even); errors name the file and field. */
 int vdn_text_config_load(const char *dir, vdn_text_config *c, char *err, size_t errlen);

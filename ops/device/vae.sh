@@ -21,10 +21,12 @@
 #   RANDN=1 (default): torch.randn on this machine's CPU for engine/core/torch_rng.c's test
 #     (ops/reference/torch_randn_reference.py -> $OUT/torch_randn_<torch version>.safetensors, to be
 #     committed under engine/test/reference/; ctest engine_torch_rng then compares it)
-#   ENC_BENCH=1: the PyTorch keyframe encode at the release's size (ops/reference/vae_encoder_bench.py:
-#     an FL2VA request's 2 keyframes on the 768 x 1344 canvas; needs .ref/ with the diffusers files
-#     of docs/reference-check.md "The keyframe encoder") -> $OUT/vae_encoder_bench_torch.json (the
-#     random full-size weights it writes for vdn's side of the comparison go to a temporary folder)
+#   ENC_BENCH=1: the keyframe encode at the release's size, PyTorch and vdn in the same run: the
+#     peer (ops/reference/vae_encoder_bench.py: an FL2VA request's 2 keyframes on the 768 x 1344
+#     canvas; needs .ref/ with the diffusers files of docs/reference-check.md "The keyframe
+#     encoder") -> $OUT/vae_encoder_bench_torch.json, then `vdn bench encode` on the random
+#     full-size weights it wrote (a temporary folder) with --peer -> $OUT/vae_encoder_bench_vdn.log
+#     (its JSON line there and in $OUT/vae_encoder_bench_vdn.json); ENC_REPS (5), PROFILE=1
 # The tests include the keyframe encoder on CUDA (vae_encoder_cuda_vs_official_reference) and its
 # ops (conv2d, group_norm) in kernels_backend_ops.
 set -uo pipefail
@@ -51,6 +53,10 @@ if [ "${ENC_BENCH:-0}" = 1 ]; then
   W=$(mktemp -d)
   env -u LD_LIBRARY_PATH python3 ops/reference/vae_encoder_bench.py --ref .ref --out "$W" \
     2> "$OUT/vae_encoder_bench_torch.err" | tee "$OUT/vae_encoder_bench_torch.json"
+  timeout 300 "$VDN" bench encode --vae "$W/vae" --keyframes 2 --height 768 --width 1344 \
+    --reps "${ENC_REPS:-5}" --peer "$OUT/vae_encoder_bench_torch.json" --json "$OUT/vae_encoder_bench_vdn.json" \
+    ${PROFILE:+--profile} 2>&1 | tee "$OUT/vae_encoder_bench_vdn.log"
+  echo "vae.sh: bench encode rc ${PIPESTATUS[0]}"
   rm -rf "$W"
 fi
 if [ "${BENCH:-0}" = 1 ]; then

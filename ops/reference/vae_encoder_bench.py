@@ -61,6 +61,7 @@ def main():
     torch.cuda.synchronize()
     secs = (time.time() - t) / a.reps
     print(json.dumps({"peer": "diffusers encode_vae_condition", "torch": torch.__version__,
+                      "gpu": torch.cuda.get_device_name(),
                       "keyframes": a.keyframes, "height": a.height, "width": a.width,
                       "reps": a.reps, "seconds": secs,
                       "peak_bytes": torch.cuda.max_memory_allocated()}))

@@ -1,7 +1,8 @@
-/* libFuzzer target for the PyTorch peer's JSON line of `vdn bench decode --peer` (bench_peer.h):
- * the first byte picks which decoders this run timed (bit 0 video, bit 1 audio), the rest is the
- * file. An accepted line must give times that are -1 or positive and finite, and terminated
- * strings; a refusal must say why. Corpus: corpus_bench_peer/. */
+/* libFuzzer target for the PyTorch peers' JSON lines of `vdn bench decode --peer` and `vdn bench
+ * encode --peer` (bench_peer.h): the first byte picks the parser (bit 2: the encode's) and, for
+ * the decode's, which decoders this run timed (bit 0 video, bit 1 audio); the rest is the file.
+ * An accepted line must give times that are -1 or positive and finite (the encode's: positive),
+ * and terminated strings; a refusal must say why. Corpus: corpus_bench_peer/. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,8 +10,23 @@
 
 #include "bench_peer.h"
 
+static int encode_peer(const uint8_t *data, size_t size) {
+    char err[512] = "";
+    vdn_encode_peer p;
+    memset(&p, 0x5a, sizeof p);
+    if (vdn_encode_peer_parse((const char *)data, size, "fuzz.json", 2, 768, 1344, &p, err,
+                              sizeof err)) {
+        if (!strstr(err, "fuzz.json")) abort();
+        return 0;
+    }
+    if (!(p.seconds > 0 && isfinite(p.seconds))) abort();
+    if (!memchr(p.peer, 0, sizeof p.peer) || !memchr(p.gpu, 0, sizeof p.gpu)) abort();
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
+    if (data[0] & 4) return encode_peer(data + 1, size - 1);
     static const int latents[4] = {24, 17, 48, 84};
     char err[512] = "";
     vdn_vae_peer p;
