@@ -6,6 +6,8 @@
  *           the 32B shapes or --text-config's, made on the first engine's device beforehand as a
  *           farm miss loads it) to hidden_states[50], written as a prompt cache (bf16, as
  *           prompt_text.c writes it), and the encoder freed before the render, as the farm does
+ *           (the prompt's tokenization and the cache entry's copy into a store are left out: a
+ *           tokenizer is not needed for random ids, and the entry is 5 MB)
  *   render  the DiT: --steps evaluations of the H3 workload over random weights (the engines of
  *           `vdn bench --whole`; --gpus K: one clip sharded over K engines as `--whole --gpus`
  *           renders it), from the prompt cache to the latents file
