@@ -129,10 +129,11 @@ int vdn_cmd_keygen(int argc, char **argv) {
     const char *base = strrchr(out, '/') ? strrchr(out, '/') + 1 : out;
     if (!name) name = base;
     if (keys_file && !vdn_key_name_ok(name)) {
-        fprintf(stderr,
-                "vdn keygen: name '%s': expected 1..%d of A-Z a-z 0-9 . _ - starting with a letter "
-                "or digit (--name NAME, or the last part of --out)\n",
-                name, VDN_KEY_NAME_MAX);
+        fprintf(
+            stderr,
+            "vdn keygen: name '%s': expected 1..%d of A-Z a-z 0-9 . _ - , starting with a letter "
+            "or digit (--name NAME, or the last part of --out)\n",
+            name, VDN_KEY_NAME_MAX);
         return VDN_EXIT_USAGE;
     }
     char err[VDN_ERR_LEN], dir[4096];

@@ -26,7 +26,7 @@ int vdn_role_parse(const char *s, vdn_role *out) {
 
 static int name_char(char ch, int first) {
     if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')) return 1;
-    return !first && (ch == '.' || ch == '_' || ch == '-');
+    return !first && (ch == '.' || ch == '_' || ch == '-' || ch == ',');
 }
 
 int vdn_key_name_ok(const char *s) {
@@ -112,7 +112,7 @@ static int parse_line(char *line, const char *fname, int lineno, vdn_keyset *ks,
                         where, strlen(f[0]));
     if (!vdn_key_name_ok(f[1]))
         return vdn_fail(err, errlen,
-                        "%s: field 'name': expected 1..%d of A-Z a-z 0-9 . _ - starting with a "
+                        "%s: field 'name': expected 1..%d of A-Z a-z 0-9 . _ - , starting with a "
                         "letter or digit, got \"%.70s\"",
                         where, VDN_KEY_NAME_MAX, f[1]);
     vdn_role role;
@@ -153,7 +153,7 @@ int vdn_keys_append(const char *path, const char *pub_z85, const char *name, vdn
         return vdn_fail(err, errlen, "not a 40-character Z85 public key");
     if (!vdn_key_name_ok(name))
         return vdn_fail(err, errlen,
-                        "name \"%.70s\": expected 1..%d of A-Z a-z 0-9 . _ - starting with a "
+                        "name \"%.70s\": expected 1..%d of A-Z a-z 0-9 . _ - , starting with a "
                         "letter or digit",
                         name, VDN_KEY_NAME_MAX);
     if (access(path, F_OK) == 0) {

@@ -5,9 +5,10 @@
  *   rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf gpu-node-01 worker
  *   JTKVSB%%)wK0E.X)V>+}o?pNmC{O&4W4b!Ni{Lh alice       submit
  *
+ * (A worker's name is its worker id: the systemd unit's is HOST-gSPEC, e.g. node01-g0,2,5.)
  * One entry a line, fields separated by blanks; a line starting with '#' is a comment (no valid
  * key begins with '#': Z85's '#' is digit 84, and 84 x 85^4 overflows a key's 32-bit word).
- * Names: 1..64 of [A-Za-z0-9._-], starting with a letter or digit (a name becomes a store folder,
+ * Names: 1..100 of [A-Za-z0-9._-,], starting with a letter or digit (a name becomes a store folder,
  * users/NAME/). Roles: worker (may connect as a worker, and only with the worker id NAME), read
  * (status, ls, logs, workers, watch), submit (read + submit, and cancel/retry its own batches),
  * admin (everything: anyone's batches, drain). A key may appear once; a name once per side (worker
@@ -21,7 +22,7 @@
 
 typedef enum { VDN_ROLE_WORKER, VDN_ROLE_READ, VDN_ROLE_SUBMIT, VDN_ROLE_ADMIN } vdn_role;
 
-#define VDN_KEY_NAME_MAX 64
+#define VDN_KEY_NAME_MAX 100
 
 typedef struct {
     uint8_t key[32];

@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const vdn_key_entry *e = &ks.e[i];
         if (!vdn_key_name_ok(e->name) || (unsigned)e->role > VDN_ROLE_ADMIN) __builtin_trap();
         if (vdn_keys_find(&ks, e->key) != e) __builtin_trap();
-        char user[100];
+        char user[16 + VDN_KEY_NAME_MAX];
         vdn_peer p;
         snprintf(user, sizeof user, "%s:%s", vdn_role_name(e->role), e->name);
         if (vdn_peer_parse(user, &p) || p.local || p.role != e->role || strcmp(p.name, e->name))

@@ -66,6 +66,9 @@ int main(void) {
     expect_error(text, "ak:1: field 'role': expected worker, read, submit or admin, got \"root\"");
     snprintf(text, sizeof text, "\n%s ../etc admin\n", k1);
     expect_error(text, "ak:2: field 'name'");
+    snprintf(text, sizeof text, "%s node01-g0,2,5 worker\n", k1); /* a systemd unit's worker id */
+    CHECK(parse(text, &ks, err) == 0 && ks.n == 1, "%s", err);
+    vdn_keys_free(&ks);
     snprintf(text, sizeof text, "%s .hidden admin\n", k1);
     expect_error(text, "field 'name'");
     expect_error("abc bob read\n", "ak:1: field 'public key': expected the 40-character Z85 key");
