@@ -5,8 +5,9 @@
  * clip of the workload's size: the pixel frames of --frames latent frames at --height x --width,
  * a colour gradient moving one pixel a frame under +-2 levels of noise (x264's work depends on
  * the pictures: a real render's frames are the better measure), and stereo sound of the release's
- * audio VAE (32 kHz, 800 samples a latent; vae_config.c) for the clip's length. One warm-up mux,
- * then --reps timed: median and best, the file's size and this host's cores. */
+ * audio VAE (32 kHz, 800 samples a latent; vae_config.c) for the clip's length. One warm-up mux
+ * (--warmup 0: none), then --reps timed: median and best, the file's size and this host's
+ * cores. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -123,11 +124,11 @@ int vdn_bench_mux_run(const vdn_bench_clip_opts *o) {
         sound(&m);
         snprintf(path, sizeof path, "%s/mux.mp4", dir);
         fprintf(stderr,
-                "vdn bench --clip --mux-only: %d frames %d x %d (%s), %.2f s of sound; "
-                "warm-up\n",
-                m.T, m.W, m.H, m.source, (double)m.n / m.rate);
+                "vdn bench --clip --mux-only: %d frames %d x %d (%s), %.2f s of sound; %d + %d "
+                "muxes\n",
+                m.T, m.W, m.H, m.source, (double)m.n / m.rate, o->warmup, o->reps);
     }
-    for (int r = 0; !rc && r <= o->reps; r++)
+    for (int r = o->warmup ? 0 : 1; !rc && r <= o->reps; r++) /* s[0]: the warm-up's */
         rc = mux_once(o, &m, path, &s[r], err, sizeof err);
     if (!rc) {
         stat(path, &sb);

@@ -11,7 +11,7 @@ text width). Not a timing test: the GPU numbers come from the device runs.
   - --gpus 2: one clip over 2 CPU engines (the DiT sharded, the decode over both) reports the same;
   - without --vae the clip stops at the latents and says so;
   - --mux-only times the mux of a synthetic clip of the workload's size and of --frames-in's frames
-    (where the build has FFmpeg; else it refuses, saying why);
+    (where the build has FFmpeg; else it refuses, saying why), after one untimed mux or none;
   - refusals: a text encoder of another width than the DiT's text_dim (naming both), latent frames
     not 5k + 2, --audio-vae without --vae, --frames-in without --mux-only, an unknown option.
 usage: test_bench_clip.py VDN WORKDIR
@@ -120,7 +120,9 @@ if have_mp4 and r.returncode == 0:
     st.check(0 < m["mux_best_s"] <= m["mux_s"] and m["bytes"] > 0 and m["cores"] >= 1, f"mux {m}")
     frames = np.random.default_rng(0).random((3, 5, 32, 48), dtype=np.float32)
     st.write_f32("frames.safetensors", {"frames": frames})
-    run("bench", "--clip", "--mux-only", "--frames-in", "frames.safetensors", "--reps", "1", "--json", "mux2.json")
+    r2 = run("bench", "--clip", "--mux-only", "--frames-in", "frames.safetensors", "--warmup", "0", "--reps", "1",
+             "--json", "mux2.json")
+    st.check("0 + 1 muxes" in r2.stderr and "1 + 1 muxes" in r.stderr, f"muxes: {r.stderr!r} {r2.stderr!r}")
     m2 = json.load(open("mux2.json"))
     st.check(m2["source"] == "frames.safetensors" and m2["pixel_frames"] == 5 and m2["height"] == 32
              and m2["width"] == 48, f"--frames-in: {m2}")
