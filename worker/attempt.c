@@ -285,7 +285,7 @@ static int on_stage(void *user, vdn_pipeline_stage s) {
     for (int r = 0; s == VDN_PIPELINE_DECODE && r < j->gpus.n; r++)
         if (j->gpus.dec[r] && (j->gpus.decode_fault >> r & 1))
             vdn_engine_inject_device_fault(j->gpus.eng[r]);
-    return 0;
+    return atomic_load(&j->cancel); /* cancelled: no next stage */
 }
 
 /* Where the clip decoded (decode.h vdn_decoder_decode_group: the tiles of the clip's chunks and
@@ -786,6 +786,9 @@ static void *job_main(void *arg) {
                 .snapshot_user = j,
                 .snapshot_every_nfe = j->spec.snapshot_every,
                 .snapshot_every_seconds = j->spec.snapshot_seconds,
+                /* a CANCEL or a lost lease stops the DiT between blocks and the decoders
+                 * between tiles, not only at the next NFE */
+                .cancel = &j->cancel,
             },
         .prompt_text = in.cache[0] ? NULL : j->spec.prompt,
         .first_frame = in.first[0] ? in.first : NULL,

@@ -97,6 +97,7 @@ vdn_dit_buffers *vdn_dit_buffers_new(const vdn_dit_weights *w, const vdn_dit_seq
     if (!b) return NULL;
     split(b, w, s, comm);
     b->one_lane = opts->vda_one_lane != 0;
+    b->cancel = opts->cancel;
     b->vda_heads = G;
     int rc = comm ? vdn_dit_shard_buffers(b, w, s) : G < c->heads ? group_buffers(b, w, s) : 0;
     if (rc != 0) {
@@ -417,8 +418,14 @@ static int forward(const vdn_dit_weights *w, const vdn_dit_seq *s, vdn_dit_buffe
     if (L->n_audio) OK(embed(buf, &x, L->audio_start, audio_x, w->audio_in_w, w->audio_in_b));
     OK(embed(buf, &x, L->video_start, video_x, w->proj_in_w, w->proj_in_b));
     OK(vdn_dit_time_embed(w, s, buf));
-    for (int l = 0; l < w->cfg.layers; l++)
+    for (int l = 0; l < w->cfg.layers; l++) {
+        /* a cancel stops the evaluation here, not at its end (a block of a large clip takes
+         * seconds on a CPU); a sharded rank's peers then fail their next collective */
+        if (vdn_cancelled(buf->cancel))
+            return vdn_dev_fail(w->dev, "cancelled in model evaluation at block %d of %d", l,
+                                w->cfg.layers);
         OK(dit_block(w, &w->blocks[l], s, buf));
+    }
     if (!buf->comm) return vdn_dit_final(w, s, buf, video_v, audio_v);
     /* every rank's rows through the final layer, for every rank's full outputs */
     OK(vdn_op_all_gather_rows(buf->comm, buf->Xall, &x, &buf->rows));

@@ -21,6 +21,7 @@
 #define VDN_DIT_H
 
 #include "backend.h" /* vdn_layout, vdn_attn_plan */
+#include "cancel.h"
 #include "config.h"
 #include "op.h"
 
@@ -138,6 +139,9 @@ typedef struct {
      * for measuring the overlap (docs/PERF.md: 0.6% at H3 on an H200) and for checking that both
      * give the same bits (engine_dit_lanes_cpu). */
     int vda_one_lane;
+    /* the caller's stop request (cancel.h): the forward checks it between blocks and fails
+     * with "cancelled" once set. NULL: never. Not copied by virtual buffers' ranks. */
+    const atomic_int *cancel;
 } vdn_dit_opts;
 
 /* One rank's activations for one layout, made once per render (a render's layout and plan do

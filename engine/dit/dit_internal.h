@@ -22,7 +22,8 @@ struct vdn_dit_buffers {
     vdn_comm *comm;
     vdn_split rows, heads, chans; /* rows; heads; heads * head_dim columns */
     int64_t r0, nr, h0, nh, c0, nc;
-    int one_lane; /* vdn_dit_opts.vda_one_lane */
+    int one_lane;             /* vdn_dit_opts.vda_one_lane */
+    const atomic_int *cancel; /* vdn_dit_opts.cancel */
     /* rows of this rank (activation dtype unless noted) */
     vdn_tensor *x, *h, *y;    /* [nr, hidden] residual, normalised input, block output */
     vdn_tensor *qkv;          /* [nr, ldq] fused projection */

@@ -21,11 +21,13 @@ static const vdn_st_entry *find_any(vdn_st_file *f, const char *a, const char *b
 typedef struct {
     int quiet;
     const char *what;
+    const atomic_int *cancel; /* vdn_decode_opts.cancel */
 } progress_ctx;
 
-static void on_progress(void *user, int done, int total) {
+static int on_progress(void *user, int done, int total) {
     const progress_ctx *p = user;
     if (!p->quiet) fprintf(stderr, "vdn decode: %s %d/%d\n", p->what, done, total);
+    return vdn_cancelled(p->cancel);
 }
 
 struct vdn_decoder {
@@ -169,7 +171,7 @@ static int decode_open(vdn_decoder *const *dg, int nd, vdn_st_file *lf, const vd
         vdn_fail(err, errlen, "out of memory for %d frames of %dx%d", F, W, H);
         goto done;
     }
-    progress_ctx pv = {o->quiet, "video tile"};
+    progress_ctx pv = {o->quiet, "video tile", o->cancel};
     double t0 = vdn_now();
     if (vdn_video_vae_decode_group(vv, nd, z, T, h, w, frames, on_progress, &pv,
                                    share ? &share->video : NULL, err, errlen))
@@ -185,7 +187,7 @@ static int decode_open(vdn_decoder *const *dg, int nd, vdn_st_file *lf, const vd
         rate = ac->sampling_rate;
         za = vdn_xmalloc(sizeof(float) * (size_t)ae->numel);
         wave = vdn_xmalloc(sizeof(float) * (size_t)(chans * n));
-        progress_ctx pa = {o->quiet, "audio channel"};
+        progress_ctx pa = {o->quiet, "audio channel", o->cancel};
         t0 = vdn_now();
         if (vdn_st_to_f32(lf, ae, za, err, errlen) ||
             vdn_audio_vae_decode_group(av, nd, za, chans, La, wave, on_progress, &pa,

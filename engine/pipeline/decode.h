@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "cancel.h"
 #include "vae.h" /* vdn_vae_share; vdn_vae_find locates the VAE folders beside transformer/ */
 
 typedef struct {
@@ -23,6 +24,9 @@ typedef struct {
     vdn_precision precision;   /* vdn_decode_file: the video decoder's (vae.h
                                   vdn_video_vae_load_precision); 0: bf16 */
     int quiet;                 /* no progress on stderr */
+    /* the caller's stop request (cancel.h): the decoders stop at their next tile or audio
+     * batch and the decode fails with "cancelled". NULL: never. */
+    const atomic_int *cancel;
 } vdn_decode_opts;
 
 /* 0, or -1 with a message naming the file, tensor or field; no output file is left on failure.

@@ -37,6 +37,10 @@ typedef struct {
      * vdn_comm.profile: a device sync and a barrier more per collective, so time the others);
      * the times land in vdn_engine_nfe_times. 0 = none (the worker's renders). */
     int comm_profile_last;
+    /* The caller's stop request (cancel.h), checked before each model evaluation and between the
+     * DiT's blocks: the render fails with "cancelled" within a block's time of it being set,
+     * its device memory freed. NULL: only the progress callback cancels. */
+    const atomic_int *cancel;
 } vdn_render_request;
 
 /* The sampler between two model evaluations: everything a bit-identical continuation needs

@@ -137,10 +137,13 @@ static int decode(const vdn_pipeline *p, const vdn_pipeline_request *req, vdn_pi
                          .mp4 = mp4,
                          .poster = req->poster ? png : NULL,
                          .crf = req->crf,
-                         .quiet = req->quiet};
+                         .quiet = req->quiet,
+                         .cancel = req->render.cancel};
     double t0 = vdn_now();
     if (vdn_decoder_decode_group(p->decoders, p->n_decoders, &o, &res->share, err, errlen)) {
-        res->error = VDN_PIPELINE_ERR_DECODE;
+        /* a cancel is nobody's failure: stopped, as between stages */
+        res->error =
+            vdn_cancelled(req->render.cancel) ? VDN_PIPELINE_ERR_STOPPED : VDN_PIPELINE_ERR_DECODE;
         return -1;
     }
     res->decode_seconds = vdn_now() - t0;

@@ -64,7 +64,9 @@ static int setup(vdn_engine *eng, vdn_render_loop *lp, loop_tensors *t) {
     /* activations for the forward this render runs, once: a rank's rows and heads only when
      * sharded (the whole sequence's would not fit beside the weights on many GPUs); virtual
      * ranks make their own per evaluation (a checking tool, not a production path) */
-    const vdn_dit_opts *opts = &eng->dit; /* the engine's (vdn_engine_opts.dit) */
+    vdn_dit_opts own = eng->dit; /* the engine's (vdn_engine_opts.dit), this render's cancel */
+    own.cancel = lp->req->cancel;
+    const vdn_dit_opts *opts = &own;
     if (!lp->comm && eng->ranks > 1)
         t->buf = vdn_dit_buffers_virtual(&eng->w, eng->rank_dev, eng->ranks, opts);
     else
@@ -140,6 +142,11 @@ int vdn_render_loop_ops(vdn_engine *eng, vdn_render_loop *lp, char *err, size_t 
     int rc = setup(eng, lp, &t);
     double last_snapshot = vdn_now();
     for (int k = lp->k0; k < steps && rc == 0; k++) {
+        if (vdn_cancelled(lp->req->cancel)) {
+            if (cm) vdn_comm_abort(cm);
+            release(&t);
+            return vdn_fail(err, errlen, "cancelled after %d of %d model evaluations", k, steps);
+        }
         vdn_nfe_time *tk = &eng->times[k];
         const vdn_comm before = cm ? *cm : (vdn_comm){0};
         double t0 = vdn_now();

@@ -21,8 +21,10 @@
 typedef struct vdn_video_vae vdn_video_vae;
 typedef struct vdn_audio_vae vdn_audio_vae;
 
-/* progress: units done of total (tile decodes for video, channels for audio) */
-typedef void (*vdn_vae_progress_fn)(void *user, int done, int total);
+/* progress: units done of total (tile decodes for video, channels for audio). Nonzero stops the
+ * decode (a cancel): every member stops at its next unit and the decode fails with
+ * "cancelled". */
+typedef int (*vdn_vae_progress_fn)(void *user, int done, int total);
 
 /* DIR holds config.json and diffusion_pytorch_model.safetensors (or its .index.json). Every
  * released tensor must be present with its shape (the encoder's too: a file that is not the

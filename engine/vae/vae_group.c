@@ -43,7 +43,11 @@ void vae_group_done(vae_group *g, int member, int units) {
     g->share.units[member] += units;
     for (int u = 0; u < units; u++) {
         g->done++;
-        if (g->progress) g->progress(g->user, g->done, g->total);
+        if (g->progress && g->progress(g->user, g->done, g->total) != 0 && !g->cancelled) {
+            g->cancelled = 1; /* a cancel: everyone stops at the next unit */
+            atomic_store(&g->stop, 1);
+            pthread_cond_broadcast(&g->changed);
+        }
     }
     pthread_mutex_unlock(&g->mu);
 }
@@ -112,6 +116,8 @@ int vae_group_finish(vae_group *g, vdn_dev *const *devs, vdn_vae_share *share, c
             rc = -1;
             break;
         }
+    if (!rc && g->cancelled)
+        rc = vdn_fail(err, errlen, "cancelled after %d of %d decoder units", g->done, g->total);
     if (share) *share = g->share;
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->changed);

@@ -17,7 +17,9 @@ typedef struct {
     int done, total;        /* progress units (tiles, channels) */
     vdn_vae_progress_fn progress;
     void *user;
-    atomic_int stop; /* a member failed: the others stop at their next unit */
+    atomic_int stop; /* a member failed, or progress said stop: the others stop at their next
+                        unit */
+    int cancelled;   /* progress said stop (a cancel) */
     vdn_vae_share share;
     char (*err)[VDN_ERR_LEN]; /* each member's failure */
 } vae_group;

@@ -47,14 +47,16 @@ static float *random_latents(int64_t n) {
 
 typedef struct {
     int calls, last, total, in_order;
+    int stop_at; /* a cancel: progress says stop at this unit (0: never) */
 } progress_log;
 
-static void on_progress(void *user, int done, int total) {
+static int on_progress(void *user, int done, int total) {
     progress_log *p = user;
     p->in_order = p->in_order && done == p->last + 1 && (p->total == 0 || total == p->total);
     p->calls++;
     p->last = done;
     p->total = total;
+    return p->stop_at && done >= p->stop_at;
 }
 
 /* decode over the first n decoders; frames into out */
@@ -109,6 +111,17 @@ static void video_case(vdn_video_vae **v, const char *name, int T, int h, int w,
         CHECK(pl.calls == tiles && pl.last == tiles && pl.total == tiles && pl.in_order,
               "%s on %d devices: progress %d calls, last %d of %d, in order %d", name, n, pl.calls,
               pl.last, pl.total, pl.in_order);
+    }
+    /* a cancel (progress says stop after the first unit): every member stops at its next pass
+     * and the decode fails, saying so; a clip of several chunks before its last tile (one pass
+     * may decode several tiles of a chunk at once) */
+    for (int n = 1; n <= 2; n++) {
+        pl = (progress_log){.in_order = 1, .stop_at = 1};
+        int rs = vdn_video_vae_decode_group(v, n, z, T, h, w, many, on_progress, &pl, &sh, err,
+                                            sizeof err);
+        CHECK(rs == -1 && strstr(err, "cancelled") && (strcmp(name, "chunks") || pl.last < tiles),
+              "%s cancelled on %d devices: rc %d, %d of %d tiles, '%s'", name, n, rs, pl.last,
+              tiles, err);
     }
     /* the comparison can fail: other latents, other frames */
     z[0] += 1.0f;
