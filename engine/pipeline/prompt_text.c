@@ -179,7 +179,13 @@ int vdn_text_prompts_resident(const vdn_text_prompts *p) {
 
 static int tokenize(vdn_text_prompts *p, const char *text, int32_t **ids, size_t *n, char *err,
                     size_t errlen) {
-    if (vdn_tokenize(p->tok, text, strlen(text), ids, n, err, errlen)) return -1;
+    size_t len = strlen(text);
+    if (len > VDN_TEXT_MAX_PROMPT_BYTES)
+        return vdn_fail(err, errlen,
+                        "the prompt is %zu bytes, above the limit of %d (refused before "
+                        "tokenizing)",
+                        len, VDN_TEXT_MAX_PROMPT_BYTES);
+    if (vdn_tokenize(p->tok, text, len, ids, n, err, errlen)) return -1;
     if (*n == 0) return vdn_fail(err, errlen, "the prompt is empty (no tokens)");
     return 0;
 }

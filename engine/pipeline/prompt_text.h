@@ -21,6 +21,9 @@
 struct vdn_dev;
 
 #define VDN_PROMPT_CACHE_PREFIX "prompt-cache/"
+/* A prompt's text longer than this is refused before it is tokenized (the tokenizer's work and
+ * memory grow with it; any text the coordinator's --max-prompt-chars 16384 lets through fits). */
+#define VDN_TEXT_MAX_PROMPT_BYTES (64 * 1024)
 
 typedef struct vdn_text_prompts vdn_text_prompts;
 

@@ -459,6 +459,21 @@ int main(int argc, char **argv) {
     store_failures(devs[0]);
     precisions(devs[1]);
     tampered(devs[2]);
+    {
+        /* a prompt over the byte limit is refused before the tokenizer sees it */
+        vdn_text_prompts *p =
+            vdn_text_prompts_open(ckpt, "cpu", 0, VDN_PRECISION_BF16, err, sizeof err);
+        char *big = malloc(VDN_TEXT_MAX_PROMPT_BYTES + 2), key[200];
+        memset(big, 'a', VDN_TEXT_MAX_PROMPT_BYTES + 1);
+        big[VDN_TEXT_MAX_PROMPT_BYTES + 1] = 0;
+        CHECK(p &&
+                  vdn_text_prompts_key(p, &(vdn_prompt_input){.text = big}, key, sizeof key, NULL,
+                                       err, sizeof err) != 0 &&
+                  strstr(err, "refused before tokenizing"),
+              "a 64 KiB + 1 prompt: %s", err);
+        free(big);
+        vdn_text_prompts_close(p);
+    }
     for (int i = 0; i < JOBS; i++)
         vdn_dev_close(devs[i]);
     return check_report("test_prompt_cache");
