@@ -95,7 +95,7 @@ static void clip_usage(FILE *f) {
         "                 [--tokens 500] [--text-layer 50] [--text-precision bf16|fp8]\n"
         "                 [--text-config TEXT_ENCODER_DIR] [--warmup 1] [--parts 1]\n"
         "                 [--parts-nfe 2] [--crf 18] [--seed 1] [--cpu] [--json FILE]\n"
-        "                 [--out-dir DIR]\n"
+        "                 [--out-dir DIR] [--mux-json MUX.json]\n"
         "       vdn bench --clip --mux-only [--frames-in FRAMES.safetensors] [--frames 102]\n"
         "                 [--height 768] [--width 1344] [--reps 3] [--crf 18] [--json FILE]\n"
         "Times one whole clip as `vdn render --prompt` makes it, on warm engines, stage by\n"
@@ -113,6 +113,8 @@ static void clip_usage(FILE *f) {
         "                  an untimed mux)\n"
         "  --parts 0|1     the parts apart after the clip (default 1); --parts-nfe evaluations\n"
         "                  for the DiT's\n"
+        "  --mux-json F    the mux timed apart (--mux-only --json F, on a host with FFmpeg, at\n"
+        "                  this clip's size) in place of this build's: the clip with it\n"
         "  --mux-only      the mux alone: the frames of --frames-in (`vdn decode --frames-out`)\n"
         "                  or a synthetic clip of the workload's size, with the clip's sound\n");
 }
@@ -150,6 +152,8 @@ static int clip_value(const char *a, const char *v, vdn_bench_clip_opts *o) {
         o->out_dir = v;
     else if (!strcmp(a, "--frames-in"))
         o->frames_in = v;
+    else if (!strcmp(a, "--mux-json"))
+        o->mux_json = v;
     else if (!strcmp(a, "--layers"))
         rc = vdn_bench_int_arg(cmd, a, v, 1, 1000, &o->layers);
     else if (!strcmp(a, "--frames"))
@@ -233,6 +237,11 @@ static int clip_parse(int argc, char **argv, vdn_bench_clip_opts *o) {
     if (o->audio_vae && !o->vae) {
         fprintf(stderr, "vdn bench --clip: --audio-vae without --vae: the decode needs the video "
                         "VAE\n");
+        return -1;
+    }
+    if (o->mux_json && (o->mux_only || !o->vae)) {
+        fprintf(stderr, "vdn bench --clip: --mux-json stands for the mux of a decoded clip: give "
+                        "--vae, without --mux-only\n");
         return -1;
     }
     if (o->frames_in && !o->mux_only) {

@@ -4,6 +4,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "vdn_util.h"
 
@@ -62,16 +63,16 @@ int vdn_vae_peer_parse(const char *text, size_t n, const char *path, const int l
     return rc;
 }
 
-/* the peer's whole-number field key must equal want */
-static int peer_equals(const cJSON *j, const char *path, const char *key, int want, char *err,
-                       size_t errlen) {
+/* the whole-number field key must equal want, what this run does (hint says how to match it) */
+static int peer_equals(const cJSON *j, const char *path, const char *key, int want,
+                       const char *hint, char *err, size_t errlen) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
     if (cJSON_IsNumber(v) && v->valuedouble == want) return 0;
-    return vdn_fail(err, errlen,
-                    "%s: field \"%s\": expected %d, what this run encodes (time the peer at the "
-                    "same --keyframes/--height/--width)",
-                    path, key, want);
+    return vdn_fail(err, errlen, "%s: field \"%s\": expected %d, %s", path, key, want, hint);
 }
+
+#define ENCODE_HINT "what this run encodes (time the peer at the same --keyframes/--height/--width)"
+#define MUX_HINT "this clip's (mux it at the same --frames/--height/--width)"
 
 int vdn_encode_peer_parse(const char *text, size_t n, const char *path, int keyframes, int height,
                           int width, vdn_encode_peer *out, char *err, size_t errlen) {
@@ -82,14 +83,40 @@ int vdn_encode_peer_parse(const char *text, size_t n, const char *path, int keyf
                       "%s: not a JSON object (expected ops/reference/vae_encoder_bench.py's line)",
                       path);
     if (!rc)
-        rc = peer_equals(j, path, "keyframes", keyframes, err, errlen) ||
-             peer_equals(j, path, "height", height, err, errlen) ||
-             peer_equals(j, path, "width", width, err, errlen);
+        rc = peer_equals(j, path, "keyframes", keyframes, ENCODE_HINT, err, errlen) ||
+             peer_equals(j, path, "height", height, ENCODE_HINT, err, errlen) ||
+             peer_equals(j, path, "width", width, ENCODE_HINT, err, errlen);
     if (!rc && (out->seconds = peer_time(j, "seconds")) < 0)
         rc = vdn_fail(err, errlen, "%s: field \"seconds\": expected a positive number", path);
     if (!rc) {
         peer_string(j, "peer", out->peer, sizeof out->peer);
         peer_string(j, "gpu", out->gpu, sizeof out->gpu);
+    }
+    cJSON_Delete(j);
+    return rc;
+}
+
+int vdn_mux_part_parse(const char *text, size_t n, const char *path, int frames, int height,
+                       int width, vdn_mux_part *out, char *err, size_t errlen) {
+    cJSON *j = cJSON_ParseWithLength(text, n);
+    const cJSON *op = j ? cJSON_GetObjectItemCaseSensitive(j, "op") : NULL;
+    int rc = 0;
+    if (!j || !cJSON_IsObject(j) || !cJSON_IsString(op) || !op->valuestring ||
+        strcmp(op->valuestring, "mux"))
+        rc = vdn_fail(err, errlen,
+                      "%s: expected the JSON of `vdn bench --clip --mux-only --json` (\"op\": "
+                      "\"mux\")",
+                      path);
+    if (!rc)
+        rc = peer_equals(j, path, "pixel_frames", frames, MUX_HINT, err, errlen) ||
+             peer_equals(j, path, "height", height, MUX_HINT, err, errlen) ||
+             peer_equals(j, path, "width", width, MUX_HINT, err, errlen);
+    if (!rc && (out->mux_s = peer_time(j, "mux_s")) < 0)
+        rc = vdn_fail(err, errlen, "%s: field \"mux_s\": expected a positive number", path);
+    if (!rc) {
+        const double cores = peer_time(j, "cores");
+        out->cores = cores >= 1 && cores < 1e6 ? (int)cores : 0;
+        peer_string(j, "source", out->source, sizeof out->source);
     }
     cJSON_Delete(j);
     return rc;

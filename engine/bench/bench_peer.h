@@ -28,4 +28,16 @@ typedef struct {
 int vdn_encode_peer_parse(const char *text, size_t n, const char *path, int keyframes, int height,
                           int width, vdn_encode_peer *out, char *err, size_t errlen);
 
+/* The mux timed apart for `vdn bench --clip --mux-json MUX.json`: the JSON of `vdn bench --clip
+ * --mux-only --json` on a host whose build has FFmpeg, for a clip measured where the build has
+ * none. It must have muxed the clip's pixel frames at its size. 0, or -1 with a message naming
+ * path and the field. */
+typedef struct {
+    double mux_s;    /* > 0 and finite */
+    int cores;       /* the host's (0 when the file does not say) */
+    char source[96]; /* "synthetic" or the frames' file ("?" when the file does not say) */
+} vdn_mux_part;
+int vdn_mux_part_parse(const char *text, size_t n, const char *path, int frames, int height,
+                       int width, vdn_mux_part *out, char *err, size_t errlen);
+
 #endif

@@ -94,6 +94,7 @@ typedef struct {
     int crf;              /* -1: the mp4 writer's default */
     uint64_t seed;
     const char *json, *out_dir;
+    const char *mux_json;  /* the mux timed apart (--mux-only's JSON) instead of this build's */
     int mux_only, reps;    /* --mux-only: the mux alone, reps timed */
     const char *frames_in; /* --mux-only: frames from `vdn decode --frames-out` */
 } vdn_bench_clip_opts;

@@ -17,7 +17,9 @@
 #   PRECISION (fp8): the DiT's (fp8 is the official figures' precision); PRECISIONS="fp8 bf16" runs
 #     one clip each (about 2.5 and 3 minutes on one H200)
 #   GPUS (1): engines of the clip (--gpus; NCCL over GPUs 0..GPUS-1 of an -x2/-x4/-x8 machine)
-#   CLIP_ARGS: more options of `vdn bench --clip` (e.g. "--steps 8 --parts-nfe 2 --vae-precision fp8")
+#   CLIP_ARGS: more options of `vdn bench --clip` (e.g. "--steps 8 --parts-nfe 2 --vae-precision fp8",
+#     or "--mux-json mux.json": the mux timed apart by `vdn bench --clip --mux-only --json mux.json`
+#     on a host with FFmpeg, an untracked file of the tree, for the clip with its mux)
 # Files in $OUT: build.txt, vae_bench_torch.json (the peer's tiny decode, for the record),
 # clip_<precision>.json and clip_<precision>.log.
 set -uo pipefail

@@ -10,6 +10,9 @@ text width). Not a timing test: the GPU numbers come from the device runs.
   - no published figure for a CPU run; the JSON names the workload asked;
   - --gpus 2: one clip over 2 CPU engines (the DiT sharded, the decode over both) reports the same;
   - without --vae the clip stops at the latents and says so;
+  - --mux-json takes the mux timed apart (a --mux-only JSON of the clip's size) in place of this
+    build's: the clip's own mux is null, the total with it is the clip's plus its seconds; a file
+    of another size or not a mux's is refused naming the field;
   - --mux-only times the mux of a synthetic clip of the workload's size and of --frames-in's frames
     (where the build has FFmpeg; else it refuses, saying why), after one untimed mux or none;
   - refusals: a text encoder of another width than the DiT's text_dim (naming both), latent frames
@@ -108,6 +111,24 @@ st.check("parts" not in c, "--parts 0 measured the parts")
 
 r, c = clip("--warmup", "0", "--parts", "0", json_name="latents.json")
 check_clip("no decoders", r, c, 1, False)
+
+# the mux timed apart (a --mux-only JSON of this clip's size) in place of this build's
+mux_apart = {"op": "mux", "source": "synthetic", "pixel_frames": 22, "height": 64, "width": 64,
+             "mux_s": 1.5, "mux_best_s": 1.4, "cores": 16}
+json.dump(mux_apart, open("mux_apart.json", "w"))
+r, c = clip(*vaes, "--warmup", "0", "--parts", "0", "--mux-json", "mux_apart.json", json_name="apart.json")
+st.check(c["stages"]["mux_s"] is None and c["stages"]["decode_s"] > 0, f"--mux-json: the clip muxed: {c['stages']}")
+ma = c.get("mux_apart", {})
+st.check(ma.get("mux_s") == 1.5 and ma.get("cores") == 16 and ma.get("source") == "synthetic"
+         and ma.get("file") == "mux_apart.json", f"--mux-json: {ma}")
+st.check(abs(c.get("total_with_mux_s", 0) - (c["total_s"] + 1.5)) < 1e-9, f"--mux-json: total {c}")
+st.check(re.search(r"^clip\+mux\s+[\d.]+ s", r.stdout, re.M) is not None, f"no clip+mux line: {r.stdout!r}")
+for bad, field in (({**mux_apart, "width": 96}, "width"), ({**mux_apart, "pixel_frames": 345}, "pixel_frames"),
+                   ({**mux_apart, "mux_s": 0}, "mux_s"), ({**mux_apart, "op": "clip"}, "op")):
+    json.dump(bad, open("mux_bad.json", "w"))
+    refused(f"--mux-json {field}", ["bench", "--clip", *shape, *vaes, "--mux-json", "mux_bad.json"],
+            "mux_bad.json", field)
+refused("--mux-json without --vae", ["bench", "--clip", *shape, "--mux-json", "mux_apart.json"], "--vae")
 
 # the mux alone
 r = run("bench", "--clip", "--mux-only", "--frames", "7", "--height", "64", "--width", "96", "--reps", "1",
