@@ -10,18 +10,6 @@
 #include "bench_programs.h"
 #include "vdn_util.h"
 
-/* Qwen3-VL-32B's text_config (the release's text_encoder/config.json) */
-static const vdn_text_config qwen3_vl_32b = {.vocab = 151936,
-                                             .hidden = 5120,
-                                             .intermediate = 25600,
-                                             .head_dim = 128,
-                                             .layers = 64,
-                                             .heads = 64,
-                                             .kv_heads = 8,
-                                             .rms_eps = 1e-6,
-                                             .rope_theta = 5000000.0,
-                                             .max_positions = 262144};
-
 /* Qwen3-VL-32B's vision_config and vision tokens (config.json) */
 static const vdn_vision_config qwen3_vl_32b_vision = {.depth = 27,
                                                       .heads = 16,
@@ -104,7 +92,7 @@ int vdn_bench_text_run(const vdn_bench_text_opts *o) {
     const char *backend = o->cpu ? "cpu" : "cuda", *config = o->config, *json = o->json;
     const vdn_precision precision = o->precision;
     char err[VDN_ERR_LEN];
-    vdn_text_config cfg = qwen3_vl_32b;
+    vdn_text_config cfg = vdn_text_qwen3_vl_32b; /* encoder_config.h */
     if (config && vdn_text_config_load(config, &cfg, err, sizeof err)) {
         fprintf(stderr, "vdn bench text-encoder: %s\n", err);
         return 1;
