@@ -1,6 +1,8 @@
-/* file://DIR backend: one file per key under DIR. A put writes DIR/.vdn-tmp/put-XXXXXX (same
- * filesystem), fsyncs it and renames it over DIR/KEY, so a reader sees the old object or the
- * new one, never a half one; a failed put unlinks its temp file and leaves the key untouched. */
+/* file://DIR backend: one file per key under DIR. A put writes DIR/.vdn-tmp/put-HOST.PID-XXXXXX
+ * (same filesystem), fsyncs it and renames it over DIR/KEY, so a reader sees the old object or
+ * the new one, never a half one; a failed put unlinks its temp file and leaves the key untouched.
+ * The temp file's name says which process owns it, so the temp files of a process that died (a
+ * SIGKILL mid-upload) are swept by the next one on that host. */
 #include "store_impl.h"
 #include "vdn_util.h"
 
@@ -10,13 +12,19 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdlib.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
 typedef struct {
     char *root;
-    int root_fd; /* every key is opened beneath it, following no symlink (vdn_open_beneath) */
+    int root_fd;   /* every key is opened beneath it, following no symlink (vdn_open_beneath) */
+    char host[64]; /* this host's name, as temp file names carry it */
+    time_t swept;  /* when .vdn-tmp was last swept */
 } file_store;
+
+#define SWEEP_EVERY_SECONDS 60
 
 /* A symlink (or "..") where a key's path goes: the store never follows one, so a link planted in
  * its folder cannot make a put write, or a get read, a file outside it. */
@@ -33,22 +41,45 @@ static char *join(const char *a, const char *b) {
     return p;
 }
 
+/* Whether temp file `name` (put-HOST.PID-XXXXXX) belongs to a process of this host that is gone:
+ * no live put owns it. */
+static int orphan_of_host(const char *name, const char *host) {
+    const char *hp = name + 4, *dash = strrchr(hp, '-');
+    if (!dash) return 0;
+    const char *dot = NULL;
+    for (const char *p = hp; p < dash; p++)
+        if (*p == '.') dot = p;
+    if (!dot || (size_t)(dot - hp) != strlen(host) || strncmp(hp, host, strlen(host))) return 0;
+    char *end;
+    long pid = strtol(dot + 1, &end, 10);
+    if (end != dash || pid <= 0) return 0;
+    return kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
 /* Temp files of puts whose process died stay in .vdn-tmp; nothing lists or reads them. Remove
- * the ones untouched for a day (a live put rewrites its temp file continuously). */
-static void sweep_stale_temps(const char *tmpdir) {
+ * those of this host's processes that are gone (at open and every SWEEP_EVERY_SECONDS of puts),
+ * and any untouched for a day (another host's, or an older vdn's put-XXXXXX; a live put rewrites
+ * its temp file continuously). Returns how many were removed. */
+static int sweep_stale_temps(file_store *fs, const char *tmpdir) {
     DIR *d = opendir(tmpdir);
-    if (!d) return;
+    if (!d) return 0;
     time_t now = time(NULL);
+    fs->swept = now;
+    int n = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         if (strncmp(de->d_name, "put-", 4)) continue;
         char *path = join(tmpdir, de->d_name);
         struct stat sb;
-        if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && now - sb.st_mtime > 24 * 3600)
-            unlink(path);
+        if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) &&
+            (orphan_of_host(de->d_name, fs->host) || now - sb.st_mtime > 24 * 3600) &&
+            unlink(path) == 0)
+            n++;
         free(path);
     }
     closedir(d);
+    if (n) VDN_INFO("file store %s: removed %d temp file(s) of puts that died", fs->root, n);
+    return n;
 }
 
 void *vdn_store_file_open(const char *dir, char *err, size_t errlen) {
@@ -77,7 +108,13 @@ void *vdn_store_file_open(const char *dir, char *err, size_t errlen) {
         free(fs);
         return NULL;
     }
-    sweep_stale_temps(tmp);
+    if (gethostname(fs->host, sizeof fs->host) != 0) snprintf(fs->host, sizeof fs->host, "host");
+    fs->host[sizeof fs->host - 1] = 0;
+    for (char *p = fs->host; *p; p++) /* a file name's part: letters, digits, '.', '_' */
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.'))
+            *p = '_';
+    sweep_stale_temps(fs, tmp);
     free(tmp);
     fs->root_fd = open(fs->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fs->root_fd < 0) {
@@ -127,7 +164,11 @@ typedef int (*fill_fn)(void *user, int fd, char *err, size_t errlen);
 /* The one way anything lands under a key: temp file, fsync, rename. */
 static int publish(file_store *fs, const char *key, fill_fn fill, void *user, char *err,
                    size_t errlen) {
-    char *tmpl = join(fs->root, VDN_STORE_TMP_DIR "/put-XXXXXX");
+    char *tmpdir = join(fs->root, VDN_STORE_TMP_DIR), name[128];
+    if (time(NULL) - fs->swept >= SWEEP_EVERY_SECONDS) sweep_stale_temps(fs, tmpdir);
+    snprintf(name, sizeof name, "put-%s.%ld-XXXXXX", fs->host, (long)getpid());
+    char *tmpl = join(tmpdir, name);
+    free(tmpdir);
     int fd = mkstemp(tmpl);
     if (fd < 0) {
         vdn_fail(err, errlen, "file store %s: put %s: cannot create a temp file %s: %s", fs->root,

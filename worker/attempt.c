@@ -173,22 +173,6 @@ static int load_resume(vdn_attempt *j, vdn_render_state *state) {
     return 1;
 }
 
-static int delete_key(void *user, const char *key, uint64_t size) {
-    (void)size;
-    char err[VDN_ERR_LEN];
-    if (vdn_store_delete(user, key, err, sizeof err))
-        VDN_WARN("snapshot %s not deleted: %s", key, err);
-    return 0;
-}
-
-/* The job is done: every attempt's snapshots go (they would only take space). */
-static void delete_snapshots(vdn_attempt *j, vdn_store *st) {
-    char err[VDN_ERR_LEN];
-    if (vdn_store_list(st, j->snap_prefix, delete_key, st, err, sizeof err))
-        VDN_WARN("job %llu: snapshots under %s not listed for deletion: %s",
-                 (unsigned long long)j->spec.job_id, j->snap_prefix, err);
-}
-
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb;
     (void)flag;
@@ -629,8 +613,10 @@ static void store_outputs(vdn_attempt *j, const job_outputs *o) {
         finish(j, 0, VDN_FAULT_TRANSIENT, msg);
         return;
     }
-    delete_snapshots(j, st);
     pthread_mutex_lock(&j->mu);
+    /* the snapshots go once the coordinator ACKs the RESULT (worker/loop.c), not now: a worker
+     * that dies before that leaves them for the next attempt to resume from */
+    j->outputs_store = vdn_xstrdup(vdn_store_uri(st));
     j->record_json = record;
     /* the mp4 first: `vdn status` shows a done job's first object */
     j->object_keys = vdn_xcalloc(4, sizeof *j->object_keys);
@@ -880,6 +866,7 @@ void vdn_attempt_free(vdn_attempt *j) {
     vdn_assignment_free(&j->spec);
     free(j->nfe_seconds);
     free(j->record_json);
+    free(j->outputs_store);
     for (int i = 0; i < j->n_object_keys; i++)
         free(j->object_keys[i]);
     free(j->object_keys);

@@ -131,8 +131,9 @@ typedef struct {
     int gpu_fault;         /* on failure: the GPU itself failed (blame.h): take it out of service */
     uint64_t gpu_fault_mask; /* which of gpus.eng[] failed (bit r: rank r's GPU) */
     char reason[VDN_ERR_LEN];
-    char *record_json;  /* on success */
-    char **object_keys; /* on success: the keys written */
+    char *record_json;   /* on success */
+    char *outputs_store; /* on success: the URI of the store the outputs (and snapshots) are in */
+    char **object_keys;  /* on success: the keys written */
     int n_object_keys;
 } vdn_attempt;
 

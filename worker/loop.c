@@ -8,13 +8,19 @@
  * restart. When the coordinator falls silent for `liveness` heartbeats, the socket is dropped and
  * re-made with exponential backoff; READY then re-announces the attempts still running, and the
  * coordinator decides which are current. */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -22,6 +28,7 @@
 #include "curve.h"
 #include "engine.h"
 #include "slots.h"
+#include "snapshot.h"
 #include "vdn_util.h"
 #include "wire.h"
 #include "worker.h"
@@ -38,6 +45,8 @@ typedef struct {
     int nkeys;
     char *record;
     double sent_at; /* vdn_now() of the last send, 0 = not yet sent */
+    /* a done job's snapshots, deleted once the coordinator ACKs the RESULT (NULL: none) */
+    char *snap_store, *snap_prefix;
 } outcome;
 
 /* An attempt rendering now, on the slots (GPUs) in pos[]. */
@@ -84,13 +93,106 @@ typedef struct {
     int decode_fault_index; /* VDN_TEST_DECODE_FAULT: the GPU index whose decodes fault, or -2 */
 } worker;
 
+static uint64_t sweep_bytes; /* sweep_scratch's count (nftw takes no user pointer) */
+
+static int rm_tree_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)flag;
+    (void)ftw;
+    if (S_ISREG(sb->st_mode)) sweep_bytes += (uint64_t)sb->st_size;
+    remove(path);
+    return 0;
+}
+
+/* The worker's scratch folder is its own while it holds DIR/.lock (flock; released by the
+ * kernel when the process dies, however it dies). -1 when it cannot be made (logged). */
+static int lock_scratch(const char *dir) {
+    char path[2000];
+    snprintf(path, sizeof path, "%s/.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        VDN_WARN("worker: scratch %s: cannot lock: %s", dir, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Removes the scratch folders under root of workers that are gone: any vdn-worker-* folder whose
+ * .lock nobody holds, and this worker id's folders of an older vdn that had no lock. Logged with
+ * what was removed. */
+static void sweep_scratch(const char *root, const char *id, const char *mine) {
+    DIR *d = opendir(root);
+    if (!d) return;
+    char own[200];
+    snprintf(own, sizeof own, "vdn-worker-%.100s-", id);
+    for (char *p = own + 11; *p; p++)
+        if (*p == '/') *p = '_';
+    int n = 0;
+    sweep_bytes = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, "vdn-worker-", 11)) continue;
+        char path[2000], lockf[2100];
+        snprintf(path, sizeof path, "%s/%s", root, de->d_name);
+        if (!strcmp(path, mine)) continue;
+        struct stat sb;
+        if (lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid()) continue;
+        snprintf(lockf, sizeof lockf, "%s/.lock", path);
+        int fd = open(lockf, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        int dead = fd >= 0 ? flock(fd, LOCK_EX | LOCK_NB) == 0
+                           : errno == ENOENT && !strncmp(de->d_name, own, strlen(own));
+        if (fd >= 0) close(fd);
+        if (!dead) continue;
+        nftw(path, rm_tree_entry, 16, FTW_DEPTH | FTW_PHYS);
+        n++;
+    }
+    closedir(d);
+    if (n)
+        VDN_INFO("worker %s: removed %d stale scratch folder(s) of workers that are gone (%.1f MB) "
+                 "under %s",
+                 id, n, (double)sweep_bytes / 1e6, root);
+}
+
 static void outcome_free(outcome *o) {
     free(o->reason);
     for (int i = 0; i < o->nkeys; i++)
         free(o->keys[i]);
     free(o->keys);
     free(o->record);
+    free(o->snap_store);
+    free(o->snap_prefix);
     memset(o, 0, sizeof *o);
+}
+
+typedef struct {
+    char *uri, *prefix;
+    unsigned long long job;
+    vdn_store_opts opts;
+} snap_delete;
+
+static void *snap_delete_main(void *p) {
+    snap_delete *d = p;
+    vdn_snapshots_delete(d->uri, &d->opts, d->prefix, d->job);
+    free(d->uri);
+    free(d->prefix);
+    free(d);
+    return NULL;
+}
+
+/* The coordinator accepted a done job: its snapshots go, on a thread of their own (a store that
+ * is slow or down must not hold up the heartbeats). */
+static void delete_snapshots_after_ack(worker *w, outcome *o) {
+    if (!o->ok || !o->snap_store || !o->snap_prefix) return;
+    snap_delete *d = vdn_xcalloc(1, sizeof *d);
+    d->uri = o->snap_store, d->prefix = o->snap_prefix, d->job = (unsigned long long)o->job_id;
+    o->snap_store = o->snap_prefix = NULL;
+    d->opts.retry_max_seconds = w->o->store_retry_s;
+    pthread_t t;
+    if (pthread_create(&t, NULL, snap_delete_main, d) == 0) {
+        pthread_detach(t);
+    } else {
+        snap_delete_main(d); /* no thread: here, once */
+    }
 }
 
 static outcome *find_outcome(worker *w, uint64_t attempt) {
@@ -599,6 +701,7 @@ static void on_message(worker *w, const void *buf, size_t len) {
         if (o) {
             VDN_DEBUG("worker %s: attempt %llu acknowledged", w->o->id,
                       (unsigned long long)o->attempt_id);
+            delete_snapshots_after_ack(w, o);
             drop_outcome(w, o);
             if (w->terms && !w->nrun && !w->nouts) w->leave_now = 1; /* read nothing more: go */
         }
@@ -698,6 +801,9 @@ static void finish_run(worker *w, running *j) {
             a->object_keys = NULL;
             a->n_object_keys = 0;
             a->record_json = NULL;
+            o->snap_store = a->outputs_store;
+            o->snap_prefix = vdn_xstrdup(a->snap_prefix);
+            a->outputs_store = NULL;
             VDN_INFO("worker %s: job %llu attempt %llu: done in %.1f s, uploaded %s", w->o->id,
                      (unsigned long long)o->job_id, (unsigned long long)o->attempt_id, took,
                      o->keys[0]);
@@ -979,6 +1085,10 @@ int vdn_worker_run(const vdn_worker_opts *o) {
         VDN_ERROR("worker: scratch: %s: %s", w.scratch, strerror(errno));
         return 1;
     }
+    /* ours while we live (.lock held); the folders of workers that died (SIGKILL, a crash) are
+     * removed now: nobody else would */
+    int scratch_lock = lock_scratch(w.scratch);
+    sweep_scratch(o->scratch, o->id, w.scratch);
     double t0 = vdn_now();
     const vdn_slots_opts so = {.cpu = o->cpu,
                                .checkpoint = o->checkpoint,
@@ -1014,6 +1124,10 @@ int vdn_worker_run(const vdn_worker_opts *o) {
     zmq_ctx_term(w.ctx);
     vdn_slots_close(&w.slots);
     close(w.sigfd);
+    char lockf[2000];
+    snprintf(lockf, sizeof lockf, "%s/.lock", w.scratch);
+    unlink(lockf);
+    if (scratch_lock >= 0) close(scratch_lock);
     rmdir(w.scratch); /* empty once every attempt is freed */
     return rc;
 }

@@ -98,3 +98,24 @@ void vdn_snapshot_free(vdn_render_state *st) {
     free(st->audio);
     memset(st, 0, sizeof *st);
 }
+
+static int delete_key(void *user, const char *key, uint64_t size) {
+    (void)size;
+    char err[VDN_ERR_LEN];
+    if (vdn_store_delete(user, key, err, sizeof err))
+        VDN_WARN("snapshot %s not deleted: %s", key, err);
+    return 0;
+}
+
+void vdn_snapshots_delete(const char *uri, const vdn_store_opts *opts, const char *prefix,
+                          unsigned long long job) {
+    char err[VDN_ERR_LEN];
+    vdn_store *st = vdn_store_open(uri, opts, err, sizeof err);
+    if (!st) {
+        VDN_WARN("job %llu: snapshots under %s not deleted: %s", job, prefix, err);
+        return;
+    }
+    if (vdn_store_list(st, prefix, delete_key, st, err, sizeof err))
+        VDN_WARN("job %llu: snapshots under %s not listed for deletion: %s", job, prefix, err);
+    vdn_store_close(st);
+}

@@ -9,6 +9,7 @@
 
 #include "attempt.h"
 #include "engine.h"
+#include "store.h"
 
 /* The fingerprint of a job's render on this engine (written into buf). */
 void vdn_snapshot_fingerprint(const vdn_assignment *s, const char *identity, const char *backend,
@@ -25,5 +26,12 @@ int vdn_snapshot_read(const char *path, const char *fingerprint, vdn_render_stat
 int vdn_snapshot_read_mem(const void *buf, size_t len, const char *label, const char *fingerprint,
                           vdn_render_state *st, char *err, size_t errlen);
 void vdn_snapshot_free(vdn_render_state *st);
+
+/* A done job's snapshots (every key under prefix, KEY.snapshots/) deleted from the store at uri,
+ * once the coordinator has accepted the result: until then a worker that dies after uploading
+ * leaves the newest snapshot for the next attempt to resume from. Opens its own store handle (it
+ * runs on a thread of its own, off the worker's loop); failures are logged. */
+void vdn_snapshots_delete(const char *uri, const vdn_store_opts *opts, const char *prefix,
+                          unsigned long long job);
 
 #endif

@@ -20,6 +20,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -346,6 +347,31 @@ static void test_no_half_object(vdn_store *st) {
     CHECK(stat(old_tmp, &tsb) != 0);
     CHECK(stat(new_tmp, &tsb) == 0);
     unlink(new_tmp);
+    /* A fresh temp of a process of this host that is gone (a put killed mid-upload) is swept at
+     * once; one of a live process (this one), and one of another host, are left alone. */
+    char host[64], dead_tmp[4300], live_tmp[4300], other_tmp[4300];
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = 0;
+    for (char *p = host; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.'))
+            *p = '_';
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0); /* its pid is no process now */
+    snprintf(dead_tmp, sizeof dead_tmp, "%s/put-%s.%ld-AbC123", tmpdir, host, (long)child);
+    snprintf(live_tmp, sizeof live_tmp, "%s/put-%s.%ld-AbC123", tmpdir, host, (long)getpid());
+    snprintf(other_tmp, sizeof other_tmp, "%s/put-elsewhere.%ld-AbC123", tmpdir, (long)child);
+    write_local(dead_tmp, "d", 1);
+    write_local(live_tmp, "l", 1);
+    write_local(other_tmp, "o", 1);
+    again = vdn_store_open(uri, NULL, err, sizeof err);
+    CHECK(again != NULL);
+    vdn_store_close(again);
+    CHECK(stat(dead_tmp, &tsb) != 0, "a dead process's temp file %s was kept", dead_tmp);
+    CHECK(stat(live_tmp, &tsb) == 0 && stat(other_tmp, &tsb) == 0);
+    unlink(live_tmp);
+    unlink(other_tmp);
     listing l = {0};
     CHECK(vdn_store_list(st, "new", collect, &l, err, sizeof err) == 0 && l.n == 0);
     /* And after the limit is lifted the same put succeeds. */

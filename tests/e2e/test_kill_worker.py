@@ -1,5 +1,7 @@
 """SIGKILL workers mid-render, again and again: each lost attempt is requeued and completes;
-no job is lost or completed twice."""
+no job is lost or completed twice. Nothing is left behind (issue 27): a restarted worker removes
+the scratch folders of the killed processes, so at the end the scratch root holds exactly one
+folder per live worker, and the store no temp file."""
 import os
 import signal
 import sys
@@ -56,6 +58,15 @@ def test(args):
                   % (att, w, st))
         farm.check_exactly_once(batch, N)
         farm.check_store_matches(batch)
+        scratch = os.path.join(farm.dir, "scratch")
+        left = sorted(os.listdir(scratch))
+        log("scratch after %d kills: %s" % (len(kills), left))
+        check(len(left) == len(workers) and all(
+            any(d.startswith("vdn-worker-%s-" % w) for d in left) for w in workers),
+            "stale scratch left behind: %s" % left)
+        tmp = os.path.join(farm.dir, "store", ".vdn-tmp")
+        check(not os.path.isdir(tmp) or not os.listdir(tmp),
+              "temp files left in the store: %s" % (os.listdir(tmp),))
 
 
 if __name__ == "__main__":
