@@ -368,7 +368,7 @@ static void published(const clip_ctx *c, const clip_times *ct) {
                "H3 workload on 1 and on 8 H200s, denoising only)\n");
 }
 
-static void report(const clip_ctx *c, const clip_times *ct, const clip_parts *p) {
+static void report(const clip_ctx *c, const clip_times *ct) {
     cJSON *j = c->json;
     char note[160];
     printf("%-8s %10s\n", "stage", "seconds");
@@ -416,24 +416,27 @@ static void report(const clip_ctx *c, const clip_times *ct, const clip_parts *p)
     cJSON_AddNumberToObject(r, "peak_gib", ct->r.peak_gib);
     cJSON_AddBoolToObject(j, "decoded", c->dec[0] != NULL);
     cJSON_AddBoolToObject(j, "mp4", c->dec[0] && c->mp4_ok);
-    if (p) {
-        char dec[32] = "-", mux[32] = "- (not measured)";
-        if (p->decode_s >= 0) snprintf(dec, sizeof dec, "%.3f s", p->decode_s);
-        if (p->mux_s >= 0) snprintf(mux, sizeof mux, "%.3f s", p->mux_s);
-        printf("the parts apart: text %.3f s + DiT %d x %.3f s + decode %s + mux %s = %.3f s; "
-               "the clip %.3f s is %.2fx their sum\n",
-               p->text_s, c->o->steps, p->s_per_nfe, dec, mux, p->sum_s, ct->total_s,
-               ct->total_s / p->sum_s);
-        cJSON *pj = cJSON_AddObjectToObject(j, "parts");
-        add_time(pj, "text_s", p->text_s);
-        add_time(pj, "dit_s", p->dit_s);
-        add_time(pj, "s_per_nfe", p->s_per_nfe);
-        cJSON_AddNumberToObject(pj, "nfe", c->o->parts_nfe);
-        add_time(pj, "decode_s", p->decode_s);
-        add_time(pj, "mux_s", p->mux_s);
-        cJSON_AddNumberToObject(pj, "sum_s", p->sum_s);
-    }
     published(c, ct);
+}
+
+/* the parts apart, beside the clip */
+static void report_parts(const clip_ctx *c, const clip_times *ct, const clip_parts *p) {
+    cJSON *j = c->json;
+    char dec[32] = "-", mux[32] = "- (not measured)";
+    if (p->decode_s >= 0) snprintf(dec, sizeof dec, "%.3f s", p->decode_s);
+    if (p->mux_s >= 0) snprintf(mux, sizeof mux, "%.3f s", p->mux_s);
+    printf("the parts apart: text %.3f s + DiT %d x %.3f s + decode %s + mux %s = %.3f s; "
+           "the clip %.3f s is %.2fx their sum\n",
+           p->text_s, c->o->steps, p->s_per_nfe, dec, mux, p->sum_s, ct->total_s,
+           ct->total_s / p->sum_s);
+    cJSON *pj = cJSON_AddObjectToObject(j, "parts");
+    add_time(pj, "text_s", p->text_s);
+    add_time(pj, "dit_s", p->dit_s);
+    add_time(pj, "s_per_nfe", p->s_per_nfe);
+    cJSON_AddNumberToObject(pj, "nfe", c->o->parts_nfe);
+    add_time(pj, "decode_s", p->decode_s);
+    add_time(pj, "mux_s", p->mux_s);
+    cJSON_AddNumberToObject(pj, "sum_s", p->sum_s);
 }
 
 /* ---- the run ---- */
@@ -534,8 +537,11 @@ static int run(clip_ctx *c, char *err, size_t errlen) {
     if (open_all(c, err, errlen)) return -1;
     if (o->warmup && warm_up(c, err, errlen)) return -1;
     if (clip_once(c, &ct, err, errlen)) return -1;
+    report(c, &ct);
+    fflush(stdout);
+    if (o->json) write_json(c); /* a run cut short in the parts keeps the clip */
     if (o->parts && parts_measure(c, &p, err, errlen)) return -1;
-    report(c, &ct, o->parts ? &p : NULL);
+    if (o->parts) report_parts(c, &ct, &p);
     return 0;
 }
 
