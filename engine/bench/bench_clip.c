@@ -219,14 +219,29 @@ static int decode(clip_ctx *c, const char *prefix, int mux, double *decode_s, do
 
 typedef struct {
     double text_load_s, encode_s, text_s, render_s, decode_s, mux_s, total_s, stages_s;
+    double peak_gib; /* the devices' most, every model on them counted (DiT, encoder, VAEs) */
     render_times r;
 } clip_times;
+
+/* the largest peak of the engines' devices since their last reset (the decoders and the text
+ * encoder allocate on those devices too), GiB */
+static double devices_peak_gib(const clip_ctx *c) {
+    double most = 0;
+    for (int i = 0; i < c->n; i++) {
+        size_t used, peak;
+        vdn_dev_memory(vdn_engine_device(c->eng[i]), &used, &peak);
+        most = (double)peak / GIB > most ? (double)peak / GIB : most;
+    }
+    return most;
+}
 
 static int clip_once(clip_ctx *c, clip_times *ct, char *err, size_t errlen) {
     char prompt[4200], prefix[4200];
     snprintf(prompt, sizeof prompt, "%s/clip.prompt.safetensors", c->dir);
     snprintf(prefix, sizeof prefix, "%s/clip", c->dir);
     *ct = (clip_times){.decode_s = -1, .mux_s = -1};
+    for (int i = 0; i < c->n; i++)
+        vdn_engine_memory_reset_peak(c->eng[i]);
     vdn_text_encoder *e = text_make(c, &ct->text_load_s, err, errlen);
     if (!e) return -1;
     fprintf(stderr, "vdn bench --clip: text encoder made in %.1f s; the clip starts\n",
@@ -235,6 +250,7 @@ static int clip_once(clip_ctx *c, clip_times *ct, char *err, size_t errlen) {
     if (text_stage(c, e, prompt, &ct->encode_s, err, errlen)) return -1;
     const double t1 = vdn_now();
     ct->text_s = t1 - t0;
+    ct->peak_gib = devices_peak_gib(c); /* the render resets the peaks */
     fprintf(stderr, "vdn bench --clip: text %.3f s (encode %.3f s); render, %d evaluations\n",
             ct->text_s, ct->encode_s, c->o->steps);
     if (render(c, prompt, prefix, c->o->steps, &ct->r, err, errlen)) return -1;
@@ -243,6 +259,8 @@ static int clip_once(clip_ctx *c, clip_times *ct, char *err, size_t errlen) {
     if (c->dec[0] && decode(c, prefix, c->mp4_ok, &ct->decode_s, &ct->mux_s, err, errlen))
         return -1;
     ct->total_s = vdn_now() - t0;
+    const double rest = devices_peak_gib(c);
+    ct->peak_gib = rest > ct->peak_gib ? rest : ct->peak_gib;
     ct->stages_s = ct->text_s + ct->render_s + (ct->decode_s > 0 ? ct->decode_s : 0) +
                    (ct->mux_s > 0 ? ct->mux_s : 0);
     return 0;
@@ -410,6 +428,10 @@ static void report(const clip_ctx *c, const clip_times *ct) {
     cJSON_AddNumberToObject(j, "total_s", ct->total_s);
     cJSON_AddNumberToObject(j, "stages_sum_s", ct->stages_s);
     cJSON_AddNumberToObject(j, "text_load_s", ct->text_load_s);
+    cJSON_AddNumberToObject(j, "peak_gib", ct->peak_gib);
+    printf("peak device memory %.2f GiB (DiT, text encoder and VAEs on the device%s; the render "
+           "alone %.2f GiB)\n",
+           ct->peak_gib, c->n > 1 ? "s: the largest" : "", ct->r.peak_gib);
     cJSON *r = cJSON_AddObjectToObject(j, "render");
     cJSON_AddNumberToObject(r, "median_s_per_nfe", ct->r.median_s);
     cJSON_AddNumberToObject(r, "fixed_s", ct->r.fixed_s);

@@ -85,6 +85,7 @@ def check_clip(name, r, c, gpus, decoded):
     rd = c["render"]
     st.check(0 < steps * rd["median_s_per_nfe"] <= s["render_s"] and rd["fixed_s"] >= 0 and rd["peak_gib"] > 0,
              f"{name}: render {rd} in {s['render_s']}")
+    st.check(c["peak_gib"] >= rd["peak_gib"] >= c["dit_weights_gib"] > 0, f"{name}: peaks {c['peak_gib']} {rd}")
     st.check(c["published"] == [] and "published: none" in r.stdout, f"{name}: published {c['published']}")
     for stage in ("text", "render", "decode", "mux", "clip"):
         st.check(re.search(rf"^{stage}\s", r.stdout, re.M) is not None, f"{name}: no line for {stage}: {r.stdout!r}")
