@@ -16,6 +16,8 @@
 # Switches (environment):
 #   PRECISION (fp8): the DiT's (fp8 is the official figures' precision); PRECISIONS="fp8 bf16" runs
 #     one clip each (about 2.5 and 3 minutes on one H200)
+#   T_CLIP (480): seconds for each clip's command (the call has 600 in all: on a fresh machine make
+#     the build a call of its own first; the JSON is written after the clip, before the parts)
 #   GPUS (1): engines of the clip (--gpus; NCCL over GPUs 0..GPUS-1 of an -x2/-x4/-x8 machine)
 #   CLIP_ARGS: more options of `vdn bench --clip` (e.g. "--steps 8 --parts-nfe 2 --vae-precision fp8",
 #     or "--mux-json mux.json": the mux timed apart by `vdn bench --clip --mux-only --json mux.json`
@@ -38,7 +40,7 @@ env -u LD_LIBRARY_PATH python3 ops/reference/vae_bench.py --ref .ref --out "$W" 
 echo "clip.sh: the random full-size VAEs written in $(( $(date +%s) - t0 )) s"
 summary=""
 for P in ${PRECISIONS:-${PRECISION:-fp8}}; do
-  timeout 540 "$VDN" bench --clip --vae "$W/vae" --audio-vae "$W/audio_vae" --precision "$P" \
+  timeout "${T_CLIP:-480}" "$VDN" bench --clip --vae "$W/vae" --audio-vae "$W/audio_vae" --precision "$P" \
     --gpus "${GPUS:-1}" ${CLIP_ARGS:-} --json "$OUT/clip_$P.json" 2>&1 | tee "$OUT/clip_$P.log"
   summary="$summary $P: rc=${PIPESTATUS[0]};"
 done
