@@ -20,7 +20,8 @@ static const char *BATCH_SQL =
     "SELECT b.id, b.tag, b.priority, b.submitted_at, b.source, count(j.id), "
     "coalesce(sum(j.state='queued'),0), coalesce(sum(j.state='running'),0), "
     "coalesce(sum(j.state='done'),0), coalesce(sum(j.state='failed'),0), "
-    "coalesce(sum(j.state='cancelled'),0) FROM batches b LEFT JOIN jobs j ON j.batch_id = b.id ";
+    "coalesce(sum(j.state='cancelled'),0), b.owner FROM batches b LEFT JOIN jobs j ON "
+    "j.batch_id = b.id ";
 
 static Vdn__BatchInfo *batch_row(sqlite3_stmt *st) {
     Vdn__BatchInfo *b = vdn_xmalloc(sizeof *b);
@@ -39,6 +40,7 @@ static Vdn__BatchInfo *batch_row(sqlite3_stmt *st) {
     b->n_done = sqlite3_column_int(st, 8);
     b->n_failed = sqlite3_column_int(st, 9);
     b->n_cancelled = sqlite3_column_int(st, 10);
+    b->owner = cdb_col_str(st, 11);
     const char *s;
     if (b->n_running || (b->n_queued && b->n_queued < b->n_jobs))
         s = "running";

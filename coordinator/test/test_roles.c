@@ -165,6 +165,14 @@ static void test_shared_farm(void) {
     REQUIRE(st && st->n_jobs == 1);
     CHECK(!strcmp(st->jobs[0]->state, "running")); /* none of the refusals touched it */
     vdn_client_free(st);
+    /* everyone may look, and sees whose each batch is */
+    Vdn__ListReply *lr = vdn_client_list(rita, NULL, 10, err, sizeof err);
+    int owned = 0;
+    for (size_t i = 0; lr && i < lr->n_batches; i++)
+        owned |= lr->batches[i]->batch_id == b1 && lr->batches[i]->owner &&
+                 !strcmp(lr->batches[i]->owner, "alice");
+    CHECK(owned, "b%llu is not listed as alice's", (unsigned long long)b1);
+    vdn_client_free(lr);
     /* alice's own cancel and retry work; so do an admin's */
     CHECK(vdn_client_cancel(alice, bt, &n, err, sizeof err) == 0 && n == 1);
     CHECK(vdn_client_retry(alice, bt, &n, err, sizeof err) == 0 && n == 1);
