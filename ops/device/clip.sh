@@ -16,6 +16,7 @@
 # Switches (environment):
 #   PRECISION (fp8): the DiT's (fp8 is the official figures' precision); PRECISIONS="fp8 bf16" runs
 #     one clip each (about 2.5 and 3 minutes on one H200)
+#   TESTS=0: not the ctests bench_encode_cuda and bench_clip_cuda first (tiny shapes, seconds)
 #   T_CLIP (480): seconds for each clip's command (the call has 600 in all: on a fresh machine make
 #     the build a call of its own first; the JSON is written after the clip, before the parts)
 #   GPUS (1): engines of the clip (--gpus; NCCL over GPUs 0..GPUS-1 of an -x2/-x4/-x8 machine)
@@ -33,6 +34,9 @@ B=${BUILD:-$(pwd)/build-dev}
 . "$B/env.sh"
 VDN=$B/cli/vdn
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv
+if [ "${TESTS:-1}" = 1 ]; then # the benches' CUDA paths at tiny shapes first (seconds)
+  (cd "$B" && timeout 180 ctest -R '^bench_(encode|clip)_cuda$' --output-on-failure) 2>&1 | tail -25
+fi
 W=$(mktemp -d)
 t0=$(date +%s)
 env -u LD_LIBRARY_PATH python3 ops/reference/vae_bench.py --ref .ref --out "$W" --reps 1 \

@@ -17,7 +17,10 @@ text width). Not a timing test: the GPU numbers come from the device runs.
     (where the build has FFmpeg; else it refuses, saying why), after one untimed mux or none;
   - refusals: a text encoder of another width than the DiT's text_dim (naming both), latent frames
     not 5k + 2, --audio-vae without --vae, --frames-in without --mux-only, an unknown option.
-usage: test_bench_clip.py VDN WORKDIR
+With a third argument `cuda` (ctest bench_clip_cuda, label gpu): the one-engine clip and its
+parts on the GPU at the same tiny shapes (exit 77 without a GPU), so a device's `ctest -L gpu`
+runs the bench's CUDA path before the full-size run.
+usage: test_bench_clip.py VDN WORKDIR [cuda]
 """
 import json
 import os
@@ -30,6 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import st  # noqa: E402
 
 vdn, work = sys.argv[1], sys.argv[2]
+cuda = len(sys.argv) > 3 and sys.argv[3] == "cuda"
 run = st.vdn_in(vdn, work)
 
 
@@ -40,11 +44,11 @@ def refused(why, args, *words):
         st.check(w in r.stderr, f"{why}: stderr does not name '{w}': {r.stderr!r}")
 
 
-def text_config(folder, hidden):
+def text_config(folder, hidden):  # head_dim 64: a width the CUDA attention takes (encoder_init.c)
     os.makedirs(folder, exist_ok=True)
     tc = {"vocab_size": 1000, "hidden_size": hidden, "intermediate_size": 2 * hidden,
           "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
-          "head_dim": 12, "rms_norm_eps": 1e-6, "rope_theta": 1e6, "max_position_embeddings": 4096}
+          "head_dim": 64, "rms_norm_eps": 1e-6, "rope_theta": 1e6, "max_position_embeddings": 4096}
     json.dump({"model_type": "qwen3_vl", "text_config": tc}, open(os.path.join(folder, "config.json"), "w"))
 
 
@@ -53,7 +57,8 @@ tcfg = json.load(open("ck/transformer/config.json"))
 text_dim = tcfg["text_dim"]
 text_config("te", text_dim)
 steps = 2
-shape = ["--cpu", "--preset", "tiny", "--frames", "7", "--height", "64", "--width", "64",
+shape = [] if cuda else ["--cpu"]
+shape += ["--preset", "tiny", "--frames", "7", "--height", "64", "--width", "64",
          "--steps", str(steps), "--tokens", "16", "--text-layer", "2", "--text-config", "te"]
 vaes = ["--vae", "ck/vae", "--audio-vae", "ck/audio_vae"]
 
@@ -66,7 +71,7 @@ def clip(*extra, json_name="clip.json"):
 def check_clip(name, r, c, gpus, decoded):
     st.check(c["op"] == "clip" and c["gpus"] == gpus and c["steps"] == steps and c["latent_frames"] == 7
              and c["pixel_frames"] == 22 and c["tokens"] == 16 and c["text_hidden"] == text_dim
-             and c["backend"] == "cpu" and "error" not in c, f"{name}: header {c}")
+             and c["backend"] == ("cuda" if cuda else "cpu") and "error" not in c, f"{name}: header {c}")
     s = c["stages"]
     st.check(s["text_s"] > 0 and 0 < s["text_encode_s"] <= s["text_s"] and s["render_s"] > 0,
              f"{name}: stages {s}")
@@ -91,7 +96,15 @@ def check_clip(name, r, c, gpus, decoded):
         st.check(re.search(rf"^{stage}\s", r.stdout, re.M) is not None, f"{name}: no line for {stage}: {r.stdout!r}")
 
 
-r, c = clip(*vaes)
+if cuda:
+    r = run("bench", "--clip", *shape, *vaes, "--json", "clip.json", ok=False)
+    if r.returncode != 0 and "no CUDA GPU" in r.stderr:
+        print("bench_clip_cuda: SKIP (no GPU):", r.stderr.strip()[-200:])
+        raise SystemExit(77)
+    st.check(r.returncode == 0, f"the clip on CUDA: exit {r.returncode}: {r.stderr[-2000:]}")
+    c = json.load(open("clip.json"))
+else:
+    r, c = clip(*vaes)
 check_clip("one engine", r, c, 1, True)
 have_mp4 = c["mp4"]
 p = c.get("parts")
@@ -105,6 +118,12 @@ if p:
     st.check(c["total_s"] >= 0.5 * p["sum_s"], f"the clip {c['total_s']} s is far below its parts' {p['sum_s']} s")
     st.check(re.search(r"^the parts apart: .* = [\d.]+ s; the clip [\d.]+ s is [\d.]+x their sum$", r.stdout, re.M)
              is not None, f"no parts line: {r.stdout!r}")
+
+if cuda:  # the clip and its parts on one GPU; the rest is the CPU test's
+    if st.failures:
+        raise SystemExit(f"bench_clip_cuda: {len(st.failures)} check(s) failed")
+    print("bench_clip_cuda: all checks passed")
+    raise SystemExit(0)
 
 r, c = clip(*vaes, "--gpus", "2", "--warmup", "0", "--parts", "0", json_name="clip2.json")
 check_clip("2 engines", r, c, 2, True)

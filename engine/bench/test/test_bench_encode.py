@@ -8,7 +8,9 @@
   - --peer prints PyTorch / vdn from the peer's numbers and the run's own median;
   - refusals name the problem: no --vae, a missing folder, a canvas that is not a multiple of 16,
     a peer of other keyframes or canvas, a peer file that is not JSON, unknown options, --reps 0.
-usage: test_bench_encode.py VDN WORKDIR
+With a third argument `cuda` (ctest bench_encode_cuda, label gpu): the first run and the peer's
+line on the GPU (exit 77 without a GPU).
+usage: test_bench_encode.py VDN WORKDIR [cuda]
 """
 import json
 import os
@@ -19,6 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import st  # noqa: E402
 
 vdn, work = sys.argv[1], sys.argv[2]
+cuda = len(sys.argv) > 3 and sys.argv[3] == "cuda"
 run = st.vdn_in(vdn, work)
 
 
@@ -38,12 +41,16 @@ def line_of(stdout):
 run("ckpt", "init", "--preset", "tiny", "--vae", "--out", "ck")
 C = json.load(open("ck/vae/config.json")).get("latent_channels", 24)
 H, W = 64, 96
-size = ["--cpu", "--vae", "ck/vae", "--height", str(H), "--width", str(W)]
+size = ([] if cuda else ["--cpu"]) + ["--vae", "ck/vae", "--height", str(H), "--width", str(W)]
 
-r = run("bench", "encode", *size, "--keyframes", "2", "--reps", "2", "--json", "ours.json")
+r = run("bench", "encode", *size, "--keyframes", "2", "--reps", "2", "--json", "ours.json", ok=not cuda)
+if cuda and r.returncode != 0 and "no CUDA GPU" in r.stderr:
+    print("bench_encode_cuda: SKIP (no GPU):", r.stderr.strip()[-200:])
+    raise SystemExit(77)
+st.check(r.returncode == 0, f"exit {r.returncode}: {r.stderr[-2000:]}")
 res = line_of(r.stdout)
 st.check(json.load(open("ours.json")) == res, "--json holds another line than stdout")
-st.check(res["op"] == "vae_encode" and res["backend"] == "cpu" and res["keyframes"] == 2
+st.check(res["op"] == "vae_encode" and res["backend"].startswith("cuda" if cuda else "cpu") and res["keyframes"] == 2
          and res["height"] == H and res["width"] == W and res["reps"] == 2, str(res))
 st.check(res["latents"] == [C, H // 16, W // 16], f"latents {res['latents']}, expected [{C}, {H // 16}, {W // 16}]")
 for part in ("pixels", "moments", "sample", "encode"):
@@ -59,10 +66,12 @@ for what in ("moments", "sample", "encode_u8"):
 
 # the same canvases and the release's fixed seed: the same latents; one keyframe: its RMS is the
 # first keyframe's alone, so it differs
-again = line_of(run("bench", "encode", *size, "--keyframes", "2", "--reps", "1").stdout)
-st.check(again["latent_rms"] == res["latent_rms"], f"two runs: {again['latent_rms']} vs {res['latent_rms']}")
-one = line_of(run("bench", "encode", *size, "--keyframes", "1", "--reps", "1").stdout)
-st.check(one["latents"] == res["latents"] and one["latent_rms"] != res["latent_rms"], f"one keyframe: {one}")
+# (the CPU backend's float64 sums: bit for bit; cuBLAS does not promise it)
+if not cuda:
+    again = line_of(run("bench", "encode", *size, "--keyframes", "2", "--reps", "1").stdout)
+    st.check(again["latent_rms"] == res["latent_rms"], f"two runs: {again['latent_rms']} vs {res['latent_rms']}")
+    one = line_of(run("bench", "encode", *size, "--keyframes", "1", "--reps", "1").stdout)
+    st.check(one["latents"] == res["latents"] and one["latent_rms"] != res["latent_rms"], f"one keyframe: {one}")
 
 # the comparison with a peer: PyTorch / ours
 peer = {"peer": "test peer", "gpu": "cpu", "keyframes": 2, "height": H, "width": W, "reps": 3, "seconds": 2.5}
@@ -78,6 +87,12 @@ if m:
     st.check(m.group(4) == ("faster" if x >= 1 else "slower"), m.group(0))
     st.check(abs(float(m.group(2)) - ours["encode_s"]) < 1e-4, f"{m.group(0)} vs {ours}")
 st.check("test peer on cpu" in r.stdout, f"the peer is not named: {r.stdout!r}")
+
+if cuda:  # the rest is the CPU test's
+    if st.failures:
+        raise SystemExit(f"bench_encode_cuda: {len(st.failures)} check(s) failed")
+    print("bench_encode_cuda: all checks passed")
+    raise SystemExit(0)
 
 # refusals
 refused("no --vae", ["bench", "encode", "--cpu"], "--vae")
