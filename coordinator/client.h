@@ -63,6 +63,11 @@ void vdn_errlist_free(vdn_errlist *e);
 
 /* The longest a request's "timeout" may be, in seconds (a week). */
 #define VDN_JOB_MAX_TIMEOUT 604800
+/* The largest request the parser takes (issue 27: 100,000 frames at 32 x 32, or 22 frames at
+ * 8192 x 8192, kept a worker busy for minutes before its first model evaluation): two minutes at
+ * 24 fps (the release renders 5-15 s), sides up to 4096 pixels. */
+#define VDN_JOB_MAX_FRAMES 2880
+#define VDN_JOB_MAX_SIDE 4096
 
 /* A request line longer than this is refused ("FILE:LINE: ... bytes, above the limit"): a
  * request is a few hundred bytes, its prompt at most --max-prompt-chars. */

@@ -220,14 +220,15 @@ int vdn_job_spec_validate(const vdn_job_spec *s, vdn_errlist *errs, const char *
                         "%s: field '%s': keyframe pictures go with a text 'prompt', not with a "
                         "prompt cache (which carries its keyframes already)",
                         where, s->first_frame ? "first_frame" : "last_frame");
-    if (s->frames < 0 || s->frames > 100000)
-        vdn_errlist_add(errs, "%s: field 'frames': expected 1..100000, got %d", where, s->frames);
-    if (s->height < 0 || s->height % 32 || s->height > 8192)
-        vdn_errlist_add(errs, "%s: field 'height': expected a multiple of 32 in 32..8192, got %d",
-                        where, s->height);
-    if (s->width < 0 || s->width % 32 || s->width > 8192)
-        vdn_errlist_add(errs, "%s: field 'width': expected a multiple of 32 in 32..8192, got %d",
-                        where, s->width);
+    if (s->frames < 0 || s->frames > VDN_JOB_MAX_FRAMES)
+        vdn_errlist_add(errs, "%s: field 'frames': expected 1..%d, got %d", where,
+                        VDN_JOB_MAX_FRAMES, s->frames);
+    if (s->height < 0 || s->height % 32 || s->height > VDN_JOB_MAX_SIDE)
+        vdn_errlist_add(errs, "%s: field 'height': expected a multiple of 32 in 32..%d, got %d",
+                        where, VDN_JOB_MAX_SIDE, s->height);
+    if (s->width < 0 || s->width % 32 || s->width > VDN_JOB_MAX_SIDE)
+        vdn_errlist_add(errs, "%s: field 'width': expected a multiple of 32 in 32..%d, got %d",
+                        where, VDN_JOB_MAX_SIDE, s->width);
     if (s->steps < 0 || s->steps > 1000)
         vdn_errlist_add(errs, "%s: field 'steps': expected 1..1000, got %d", where, s->steps);
     if (s->gpus < 0 || s->gpus > 64)
@@ -308,9 +309,9 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
             get_str(c, v, k, &s->prompt_cache);
         } else if (!strcmp(k, "frames") || !strcmp(k, "num_frames")) {
             if (seen_frames++) bad(c, k, "frames and num_frames both given; use one");
-            if (!get_int(c, v, k, 1, 100000, &x)) s->frames = (int)x;
+            if (!get_int(c, v, k, 1, VDN_JOB_MAX_FRAMES, &x)) s->frames = (int)x;
         } else if (!strcmp(k, "height") || !strcmp(k, "width")) {
-            if (!get_int(c, v, k, 32, 8192, &x)) {
+            if (!get_int(c, v, k, 32, VDN_JOB_MAX_SIDE, &x)) {
                 if (x % 32) bad(c, k, "expected a multiple of 32, got %lld", x);
                 *(!strcmp(k, "height") ? &s->height : &s->width) = (int)x;
             }

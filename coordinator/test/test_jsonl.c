@@ -60,7 +60,14 @@ static void test_bad_lines(void) {
     bad_line("{\"prompt_cache\": \"p.safetensors\", \"frames\": 0}", "frames", "integer");
     bad_line("{\"prompt_cache\": \"p.safetensors\", \"num_frames\": 1e9}", "num_frames", "integer");
     bad_line("{\"prompt_cache\": \"p.safetensors\", \"height\": 100}", "height", "multiple of 32");
-    bad_line("{\"prompt_cache\": \"p.safetensors\", \"width\": 16}", "width", "32..8192");
+    bad_line("{\"prompt_cache\": \"p.safetensors\", \"width\": 16}", "width", "32..4096");
+    /* absurd sizes the engine would spend minutes on before its first evaluation (issue 27) */
+    bad_line("{\"prompt_cache\": \"p.safetensors\", \"frames\": 100000, \"height\": 32, "
+             "\"width\": 32}",
+             "frames", "1..2880");
+    bad_line("{\"prompt_cache\": \"p.safetensors\", \"frames\": 22, \"height\": 8192, "
+             "\"width\": 8192}",
+             "height", "32..4096");
     /* 1000 frames (snapped to 1008) at 4096 x 4096: 1 text row + 297 latent frames x 128 x 128
      * patches + 2 x 1680 audio rows = 4869409 > 2^21 */
     bad_line("{\"prompt_cache\": \"p.safetensors\", \"frames\": 1000, \"height\": 4096, "
