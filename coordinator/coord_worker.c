@@ -520,9 +520,10 @@ static int stalled(const coord *c, const chold *h, double now, char *why, size_t
 
 /* Whose fault a stall is, by the evidence: a GPU of the attempt out of service is the worker's;
  * on the CPU backend (stand-in GPUs included) the device cannot hang, so the render itself is
- * stuck: the job's; on GPUs without such evidence the GPU may have stopped answering: the
- * worker's (requeued elsewhere). */
-static job_fault stall_blame(const cworker *w, const chold *h, char *why, size_t len) {
+ * stuck: the job's; a job that already stalled on another worker stalls wherever it goes: the
+ * job's; on GPUs without such evidence the GPU may have stopped answering: the worker's
+ * (requeued elsewhere). */
+static job_fault stall_blame(coord *c, const cworker *w, const chold *h, char *why, size_t len) {
     for (int p = 0; p < w->ngpus; p++)
         if ((h->mask >> p & 1) && w->gpu[p].out_of_service) {
             snprintf(why + strlen(why), len - strlen(why), "; GPU %d is out of service (%s)",
@@ -533,6 +534,15 @@ static job_fault stall_blame(const cworker *w, const chold *h, char *why, size_t
         snprintf(why + strlen(why), len - strlen(why),
                  "; the worker answers and renders on the CPU, which cannot hang: the render "
                  "itself is stuck");
+        return FAULT_JOB;
+    }
+    int64_t elsewhere = cdb_int(c->db, 0,
+                                "SELECT count(DISTINCT worker_id) FROM attempts WHERE job_id=? "
+                                "AND worker_id != ? AND reason LIKE 'stalled:%'",
+                                "is", h->job, w->id);
+    if (elsewhere > 0) {
+        snprintf(why + strlen(why), len - strlen(why),
+                 "; it stalled on another worker before: the job stalls wherever it runs");
         return FAULT_JOB;
     }
     snprintf(why + strlen(why), len - strlen(why),
@@ -969,7 +979,7 @@ static void police_renders(coord *c, cworker *w, double now) {
                      now - h->started, h->timeout);
             fault = FAULT_JOB;
         } else if (stalled(c, h, now, why, sizeof why)) {
-            fault = stall_blame(w, h, why, sizeof why);
+            fault = stall_blame(c, w, h, why, sizeof why);
         } else {
             continue;
         }

@@ -4,7 +4,8 @@
  * - a render that stops progressing on a CPU worker (the device cannot hang) is stopped and its
  *   job fails as the job's fault, the worker's standing untouched;
  * - the same on a GPU worker without evidence that the GPU answers: the worker's fault, the job
- *   requeued;
+ *   requeued; when it then stalls on a second GPU worker too, the job's (it stalls wherever it
+ *   runs);
  * - a render that keeps progressing is never stopped, however long it runs.
  * Usage: test_stall PATH/TO/vdn-coord-test */
 #include <sqlite3.h>
@@ -162,8 +163,26 @@ int main(int argc, char **argv) {
              "LIKE 'stalled:%%may not%%'",
              (unsigned long long)j);
     CHECK(strcmp(state, "failed") && q_int(sql) == 1, "GPU stall: job %s, %s", state, error);
+    /* requeued; the first worker leaves, the job goes to a second GPU worker, stalls there too,
+     * and now it is the job's */
+    fake_worker gpu2;
     gpu.alive = 0;
     fw_close(&gpu);
+    fw_open(&gpu2, wep, "gpu-w2");
+    gpu2.backend = "cuda";
+    fw_ready(&gpu2, "tiny", 1, 80ull << 30, 0);
+    e = render(&gpu2, 1, 0, 6);
+    CHECK(e != NULL && strstr(e->cancel->reason, "stalled"), "no CANCEL for the second stall");
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    fw_fail_fault(&gpu2, gpu2.attempt, "cancelled", VDN__FAIL__FAULT__TRANSIENT);
+    gpu2.attempt = 0;
+    sleep_s(0.3);
+    job_row(j, state, error, fault);
+    CHECK(!strcmp(state, "failed") && strstr(error, "stalls wherever it runs") &&
+              !strcmp(fault, "job"),
+          "second GPU stall: %s, %s, fault %s", state, error, fault);
+    gpu2.alive = 0;
+    fw_close(&gpu2);
 
     vdn_client_close(c);
     stop_coordinator(pid, SIGTERM);
