@@ -18,7 +18,7 @@ trap cleanup EXIT
 # quickstart's mp4 files carry sound).
 "$vdn" ckpt init --preset tiny --vdn --vae --out "$work/ckpt" >/dev/null
 rm -rf "$work/ckpt/base/audio_vae"
-"$vdn" up "$work/farm" --cpu --detach --checkpoint "$work/ckpt" >/dev/null
+"$vdn" up "$work/farm" --cpu --detach --checkpoint "$work/ckpt" --data-root "$work" >/dev/null
 "$vdn" eval suite init "$work/suite" --checkpoint "$work/ckpt" --prompts 103 --frames 39
 "$vdn" eval suite check "$work/suite/suite.jsonl"
 variants=dense@50,vdn@8,window-only@8

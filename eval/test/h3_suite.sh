@@ -25,7 +25,7 @@ grep -q "suite.jsonl:3: first_frame 'keyframes/p002_first.png': no such file" ch
 # BigVGAN would dominate)
 "$vdn" ckpt init --preset tiny --vdn --vae --text-encoder --out "$work/ckpt" >/dev/null
 rm -rf "$work/ckpt/base/audio_vae"
-"$vdn" up "$work/farm" --cpu --detach --checkpoint "$work/ckpt" >/dev/null
+"$vdn" up "$work/farm" --cpu --detach --checkpoint "$work/ckpt" --data-root "$work" >/dev/null
 mkdir -p tiny
 "$py" - "$suite" tiny/suite.jsonl <<'PY'
 import json, sys
