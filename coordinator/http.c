@@ -206,6 +206,34 @@ static void add_media(cJSON *o, const coord_http *h) {
     }
 }
 
+/* A signed media link for a done job (an <img> or <video> sends no header), when a token is
+ * set: ?exp=EXP&sig=... in o's "media_link". */
+static void add_media_link(cJSON *o, const coord_http *h, uint64_t job, const char *state) {
+    if (!h->token || !state || strcmp(state, "done")) return;
+    char sig[65], q[128];
+    long long exp = ((long long)vdn_wall() / 3600 + COORD_HTTP_LINK_HOURS) * 3600;
+    coord_http_media_sig(h->token, job, exp, sig);
+    snprintf(q, sizeof q, "exp=%lld&sig=%s", exp, sig);
+    cJSON_AddStringToObject(o, "media_link", q);
+}
+
+/* One job's page data (/api/job/N): the job with its request, every attempt (worker, state,
+ * blame, timings, NFEs), its events (the log) and how its media are served. NULL when there is
+ * no such job. */
+static char *job_json(sqlite3 *db, const coord_http *h, int64_t job) {
+    char err[VDN_ERR_LEN];
+    Vdn__LogsReply *r = query_logs(db, job, err, sizeof err);
+    if (!r) return NULL;
+    cJSON *o = vdn_pb_to_json(&r->base);
+    cJSON_AddNumberToObject(o, "now", vdn_wall());
+    add_media(o, h);
+    if (r->job) add_media_link(o, h, r->job->job_id, r->job->state);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
 /* The page's data: the newest batches with their jobs, and every worker. */
 static char *status_json(sqlite3 *db, const coord_http *h) {
     cJSON *o = cJSON_CreateObject();
@@ -225,14 +253,8 @@ static char *status_json(sqlite3 *db, const coord_http *h) {
         for (size_t k = 0; s && k < s->n_jobs && njobs < 1000; k++, njobs++) {
             add_msg(jobs, &s->jobs[k]->base);
             /* with a token, the page reaches media by signed links (an <img> sends no header) */
-            if (h->token && !strcmp(s->jobs[k]->state ? s->jobs[k]->state : "", "done")) {
-                char sig[65], q[128];
-                long long exp = ((long long)vdn_wall() / 3600 + COORD_HTTP_LINK_HOURS) * 3600;
-                coord_http_media_sig(h->token, s->jobs[k]->job_id, exp, sig);
-                snprintf(q, sizeof q, "exp=%lld&sig=%s", exp, sig);
-                cJSON_AddStringToObject(cJSON_GetArrayItem(jobs, cJSON_GetArraySize(jobs) - 1),
-                                        "media_link", q);
-            }
+            add_media_link(cJSON_GetArrayItem(jobs, cJSON_GetArraySize(jobs) - 1), h,
+                           s->jobs[k]->job_id, s->jobs[k]->state);
         }
         if (s) protobuf_c_message_free_unpacked(&s->base, NULL);
     }
@@ -447,6 +469,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (!strcmp(url, "/") || !strcmp(url, "/index.html"))
         return reply(conn, 200, "text/html; charset=utf-8", vdn_xstrdup(coord_http_page),
                      strlen(coord_http_page));
+    if (!strcmp(url, "/job")) /* one job's page: job#j=N, its data from /api/job/N */
+        return reply(conn, 200, "text/html; charset=utf-8", vdn_xstrdup(coord_http_job_page),
+                     strlen(coord_http_job_page));
     uint64_t job;
     coord_media_what what;
     int is_media = !coord_media_parse_url(url, &job, &what);
@@ -469,8 +494,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
         char *j = status_json(h->db, h);
         return reply(conn, 200, "application/json", j, strlen(j));
     }
+    if (!strncmp(url, "/api/job/", 9)) {
+        char *end;
+        long long id = strtoll(url + 9, &end, 10);
+        char *j = *end || end == url + 9 || id <= 0 ? NULL : job_json(h->db, h, id);
+        if (!j) return text(conn, 404, "no such job (expected /api/job/N)\n");
+        return reply(conn, 200, "application/json", j, strlen(j));
+    }
     if (is_media) return media(h, conn, job, what, state);
-    return text(conn, 404, "not found: try /, /api/status, /metrics or /media/jN/poster.png\n");
+    return text(conn, 404,
+                "not found: try /, /job#j=N, /api/status, /api/job/N, /metrics or "
+                "/media/jN/poster.png\n");
 }
 
 static char *read_text(const char *path, const char *what, char *err, size_t errlen) {

@@ -56,5 +56,6 @@ void coord_http_media_sig(const char *token, uint64_t job, long long exp, char o
 
 /* The page (http_page.c). */
 extern const char coord_http_page[];
+extern const char coord_http_job_page[]; /* one job: /job#j=N (http_page.c) */
 
 #endif

@@ -124,9 +124,9 @@ static int reason(const coord *c, const place_worker *pw, const place_job *pj, i
     const char *field;
     int unfit = nconn == 0 || place_unfit(conn, nconn, j, &field, why, len);
     free(conn);
-    if (nconn == 0) {
+    if (nconn == 0) { /* a farm starting, or a coordinator restarted: not worth an event */
         snprintf(why, len, "no worker connected");
-        return 1;
+        return 0;
     }
     if (unfit) return 1;
     if (res->job == k) {

@@ -254,6 +254,45 @@ def product(farm, base, batch):
           "the page's signed poster link does not open it without the token")
     log("posters and mp4s of %d done jobs served byte for byte and shown on the page; a job "
         "that is not done, a missing job and traversal attempts get 404" % len(jobs))
+    # the jobs table links each job to its own page (issue 27)
+    check('href="job#j=%d"' % job in body, "no link to j%d's page" % job)
+    job_page(farm, base, job)
+
+
+def job_page(farm, base, job):
+    """One job's page (/job#j=N): prompt and parameters, poster, an inline player for the mp4,
+    every attempt with its worker, blame and timings, the log tail; its data /api/job/N."""
+    st, js = get(base + "/api/job/%d" % job, TOKEN)
+    d = json.loads(js)
+    atts = farm.q("SELECT id, worker_id, state FROM attempts WHERE job_id=? ORDER BY id", job)
+    check(st == 200 and d["job"]["job_id"] == job and d["job"]["state"] == "done" and
+          [(a["attempt_id"], a["worker_id"], a["state"]) for a in d["attempts"]] == atts and
+          any(e["kind"] == "done" for e in d["events"]) and d.get("media_link"),
+          "/api/job/%d: %s" % (job, js[:400]))
+    check(get(base + "/api/job/%d" % job)[0] == 401, "/api/job without the token")
+    check(get(base + "/api/job/999999", TOKEN)[0] == 404, "/api/job of a missing job")
+    dom = chromium_page(base + "/job#j=%d&token=%s" % (job, TOKEN),
+                        os.path.abspath("e2e_http_job_screenshot.png"))
+    body = dom.split("<script")[0]
+    check(TOKEN not in body, "the job page shows the token")
+    prompt = d["job"]["request"]["prompt_cache"]
+    for want in ("job j%d (batch b%d): done" % (job, d["job"]["batch_id"]), esc_html(prompt),
+                 "<video controls", 'alt="poster of j%d"' % job, "media/j%d/video.mp4?" % job):
+        check(want in body, "the job page lacks %r" % want)
+    for att, w, state in atts:
+        check(re.search(r"<td>%d</td><td>%s</td><td>%s</td>" % (att, re.escape(w), state), body),
+              "the job page lacks attempt %d on %s (%s)" % (att, w, state))
+    check(re.search(r'<pre id="log">[^<]*assigned[^<]*done', body),
+          "the job page's log lacks the assigned .. done events")
+    m = re.search(r'src="(media/j%d/video.mp4\?[^"]*)"' % job, body)
+    check(m and raw_get(base, "/" + m.group(1).replace("&amp;", "&"), token=None)[0] == 200,
+          "the job page's player link does not open the mp4 without the token")
+    log("job page of j%d: request, poster, player, %d attempt(s), log (screenshot "
+        "e2e_http_job_screenshot.png)" % (job, len(atts)))
+
+
+def esc_html(s):
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def test(args):
