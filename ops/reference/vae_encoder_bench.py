@@ -11,6 +11,7 @@ it. CUDA-synchronised wall clock, one warm-up, REPS timed. Prints one JSON line.
 usage: vae_encoder_bench.py --ref .ref --out DIR [--keyframes 2 --height 768 --width 1344 --reps 3]
 """
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -43,7 +44,11 @@ def main():
         json.dump({"_class_name": "AutoencoderKLMiniMaxH3", **cfg}, f)
     save_file({k: v.detach().float().contiguous() for k, v in vae.state_dict().items()},
               os.path.join(folder, "diffusion_pytorch_model.safetensors"))
-    vae.config = types.SimpleNamespace(**cfg)  # register_to_config is a stand-in
+    # register_to_config is a stand-in: the config is the constructor's defaults (the released
+    # config: clip_length, token_drop, tiling...) with cfg over them
+    defaults = {k: p.default for k, p in inspect.signature(vm.AutoencoderKLMiniMaxH3.__init__).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    vae.config = types.SimpleNamespace(**{**defaults, **cfg})
     vae = vae.to("cuda")
     g = torch.Generator().manual_seed(1)
     frames = [torch.randint(0, 256, (a.height, a.width, 3), generator=g, dtype=torch.int64)

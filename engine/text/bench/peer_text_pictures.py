@@ -63,13 +63,14 @@ def main():
         model = m.Qwen3VLModel(config(layer)).eval()
         torch.set_default_dtype(torch.float32)
     ids, px, grid = inputs()
+    mm = (ids == IMAGE).long()  # what the processor returns beside input_ids: 1 image, 0 text
     sec = []
     with torch.no_grad():
         for r in range(2 + reps):
             torch.cuda.synchronize()
             t = time.perf_counter()
-            o = model(input_ids=ids, pixel_values=px, image_grid_thw=grid, output_hidden_states=True,
-                      use_cache=False)
+            o = model(input_ids=ids, pixel_values=px, image_grid_thw=grid, mm_token_type_ids=mm,
+                      output_hidden_states=True, use_cache=False)
             h = o.hidden_states[layer].float().cpu()  # as our run copies it back
             torch.cuda.synchronize()
             if r >= 2:
