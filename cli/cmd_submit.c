@@ -6,6 +6,7 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "memfit.h"
 #include "vdn_util.h"
 
 typedef struct {
@@ -14,6 +15,7 @@ typedef struct {
     int check_files;
     int bad;
     unsigned flags; /* VDN_SUBMIT_* */
+    int dry_run;    /* print each job's estimate, submit nothing */
 } submit_opts;
 
 static int own(void *user, int argc, char **argv, int i) {
@@ -43,6 +45,10 @@ static int own(void *user, int argc, char **argv, int i) {
         o->check_files = 0;
         return 1;
     }
+    if (!strcmp(argv[i], "--dry-run")) {
+        o->dry_run = 1;
+        return 1;
+    }
     if (!strcmp(argv[i], "--allow-wait")) {
         o->flags |= VDN_SUBMIT_ALLOW_WAIT;
         return 1;
@@ -66,18 +72,44 @@ static void print_refusals(const char *err, const char *fname, const vdn_job_spe
     }
 }
 
+/* --dry-run: what each job would cost, from the request alone (the coordinator checks the
+ * same memory against its registered workers at submit). */
+static void print_estimates(const char *fname, const vdn_job_spec *jobs, int n) {
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        const vdn_job_spec *s = &jobs[i];
+        coord_mem_need m;
+        coord_mem_need_of(s, &m);
+        const double cost = (double)s->steps * s->frames * s->height * s->width;
+        total += cost;
+        char c[64] = "cost unknown (a size or steps not given)";
+        if (cost > 0) snprintf(c, sizeof c, "cost %.4g NFE pixel-frames", cost);
+        printf("%s:%d: %d frames x %d x %d, %d steps: %s, %lld sequence rows, at least %.1f GiB "
+               "of GPU memory (%.1f GiB of H3 weights + %.1f GiB of activations over %d GPU(s) + "
+               "%.1f GiB for a feed-forward piece)\n",
+               fname, s->line_no, s->frames, s->height, s->width, s->steps, c, m.rows,
+               (m.weights + m.activations + m.ffn) / 1073741824.0, m.weights / 1073741824.0,
+               m.activations / 1073741824.0, m.gpus, m.ffn / 1073741824.0);
+    }
+    printf("%s: %d job(s), cost %.4g NFE pixel-frames in all; nothing submitted (--dry-run)\n",
+           fname, n, total);
+}
+
 int vdn_cmd_submit(int argc, char **argv) {
-    submit_opts so = {NULL, 0, 1, 0, 0};
+    submit_opts so = {NULL, 0, 1, 0, 0, 0};
     cli_args a;
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("usage: vdn submit FILE.jsonl [--tag T] [--priority P] [--no-check-files]\n"
-               "       [--allow-wait] [--coordinator EP | --dir DIR]\n"
+               "       [--allow-wait] [--dry-run] [--coordinator EP | --dir DIR]\n"
                "       [--key NAME.key --coordinator-key PUB] [--json]\n\n"
                "One render per line (official requests.jsonl fields accepted). Every bad line is\n"
                "reported with its number; nothing is submitted unless all lines are good.\n"
                "A job no registered worker could ever take (its gpus, checkpoint, precision or\n"
                "min_gpu_memory) is refused with the reason; --allow-wait queues it anyway, and\n"
-               "`vdn status` says why it waits.\n");
+               "`vdn status` says why it waits.\n"
+               "--dry-run checks the file and prints each job's cost (NFEs x frames x height x\n"
+               "width), sequence rows and least GPU memory (the H3 DiT; docs/cluster.md), and\n"
+               "submits nothing.\n");
         return 0;
     }
     if (cli_parse("submit", argc, argv, &a, own, &so)) return VDN_EXIT_USAGE;
@@ -103,6 +135,11 @@ int vdn_cmd_submit(int argc, char **argv) {
         }
         vdn_errlist_free(&errs);
         return VDN_EXIT_INVALID;
+    }
+    if (so.dry_run) {
+        print_estimates(a.pos[0], jobs, n);
+        vdn_jobs_free(jobs, n);
+        return VDN_EXIT_OK;
     }
     vdn_client *c = cli_connect("submit", &a);
     if (!c) {

@@ -357,6 +357,19 @@ static void test_memory(void) {
         1 + (long long)vdn_latent_frames(721) * 68 * 120 + 2 * vdn_audio_latents(721);
     CHECK(rows_h < (1 << 21), "the huge request must pass the row limit: %lld rows", rows_h);
 
+    /* --dry-run: the estimate of each line, nothing submitted (no coordinator asked) */
+    snprintf(text, sizeof text,
+             "%s{\"prompt_cache\": \"s3://b/p.safetensors\", \"frames\": 345, \"height\": 1088, "
+             "\"width\": 1920, \"steps\": 30}\n",
+             small);
+    write_text(req, text);
+    CHECK(run_cli(out, sizeof out, "submit %s --dry-run", req) == 0, "%s", out);
+    snprintf(want, sizeof want,
+             "mem.jsonl:2: 345 frames x 1088 x 1920, 30 steps: cost %.4g NFE pixel-frames, %lld "
+             "sequence rows, at least %.1f GiB of GPU memory",
+             30.0 * 345 * 1088 * 1920, rows_m, (weights + rows_m * per_row + piece) / gib);
+    CHECK(strstr(out, want) && strstr(out, "nothing submitted (--dry-run)"), "wanted '%s' in:\n%s",
+          want, out);
     /* no worker yet: the configured 40 GiB, the H3 weights counted */
     snprintf(text, sizeof text, "%s%s", small, medium);
     write_text(req, text);
