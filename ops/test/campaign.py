@@ -9,7 +9,8 @@ end it checks, and prints as JSON:
   - nothing left behind: one scratch folder per live worker, no temp file in the store, no
     snapshot of a done job;
   - every requeued job resumed from its latest snapshot (the run record's resumed_from_step is
-    what the earlier attempts evaluated, at most steps - 1);
+    the newest step stored under the key it resumed from, per the workers' logs, and no earlier
+    than the coordinator had heard of);
   - every mp4 read by ffprobe with the frames asked for.
 
 Extending it: a fault is a function tick(camp) in FAULTS (called every TICK seconds, it decides
@@ -185,20 +186,41 @@ def check_nothing_left(c):
 
 
 def check_resumed_from_latest(c):
-    rows = c.farm.q("SELECT j.id, j.run_record, json_extract(j.request,'$.steps') FROM jobs j "
+    """A requeued job whose earlier attempts evaluated NFEs resumed, from the newest snapshot
+    stored under the key it resumed from (the workers' logs say what they stored and what they
+    resumed from), and from no earlier step than the coordinator had heard of."""
+    import re
+    stored, resumed_from = {}, {}
+    pat_s = re.compile(r"job (\d+) attempt (\d+): snapshot after NFE (\d+)/\d+ stored as (\S+)")
+    pat_r = re.compile(r"job (\d+) attempt (\d+): resuming after NFE (\d+)/\d+ from (\S+)")
+    for w in c.workers:
+        for line in open(c.farm.logs[w], errors="replace"):
+            m = pat_s.search(line)
+            if m:
+                stored[m.group(4)] = int(m.group(3))
+            m = pat_r.search(line)
+            if m:
+                resumed_from[int(m.group(2))] = (int(m.group(3)), m.group(4))
+    rows = c.farm.q("SELECT j.id, j.run_record, json_extract(j.request,'$.steps'), "
+                    "(SELECT id FROM attempts WHERE job_id=j.id AND state='done') FROM jobs j "
                     "WHERE j.state='done' AND j.attempts > 1")
-    resumed = exact = 0
-    for job, rec, steps in rows:
-        r = json.loads(rec)
-        got = r.get("sampler", {}).get("resumed_from_step", 0) or 0
+    n = resumed = 0
+    for job, rec, steps, final in rows:
+        got = json.loads(rec).get("sampler", {}).get("resumed_from_step", 0) or 0
         before = c.farm.q("SELECT coalesce(sum(nfe_evaluated),0) FROM attempts WHERE job_id=? "
-                          "AND state!='done'", job)[0][0]
-        want = min(before, int(steps) - 1)
-        check(got == want, "j%d resumed from step %d, but the earlier attempts had evaluated %d "
-              "(latest snapshot %d)" % (job, got, before, want))
-        resumed += got > 0
-        exact += 1
-    c.stats["requeued_done"] = exact
+                          "AND id < ?", job, final)[0][0]
+        heard = min(before, int(steps) - 1)
+        n += 1
+        if got == 0:
+            check(heard == 0, "j%d rendered from the noise, but the coordinator had heard of a "
+                  "snapshot after NFE %d" % (job, heard))
+            continue
+        k, key = resumed_from.get(final, (None, None))
+        check(k == got and stored.get(key) == got and got >= heard,
+              "j%d resumed from step %d (log: %s from %s, whose newest stored step is %s); the "
+              "coordinator had heard of %d" % (job, got, k, key, stored.get(key), heard))
+        resumed += 1
+    c.stats["requeued_done"] = n
     c.stats["requeued_resumed_from_snapshot"] = resumed
 
 
