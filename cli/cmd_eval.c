@@ -220,6 +220,7 @@ int vdn_cmd_eval(int argc, char **argv) {
         return vdn_eval_sweep_main(argc - 1, argv + 1);
     }
     if (!strcmp(argv[1], "report")) return vdn_eval_report_main(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "score")) return vdn_eval_score_main(argc - 1, argv + 1);
     if (!strcmp(argv[1], "variants")) {
         const char *names[] = {"dense@50",       "vdn@50",      "vdn@8",        "vdn@4",
                                "vdn-no-anchors", "window-only", "vdn-additive", "vdn@8:fp8"};

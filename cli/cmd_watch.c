@@ -129,6 +129,33 @@ static void job_row(int cols, const Vdn__JobInfo *j, double now) {
              nfe, j->worker_id && strcmp(j->state, "queued") ? j->worker_id : "-", t, why);
 }
 
+/* An eval sweep's progress per variant: when every job's tag is PROMPT/VARIANT (the tags `vdn
+ * eval sweep` gives; a scoring job's PROMPT/VARIANT/score), "by variant: dense@50 40/103,
+ * vdn@8 38/103" (done of each); else "". */
+static void by_variant(const Vdn__StatusReply *r, char *out, size_t len) {
+    enum { MAX_GROUPS = 16 };
+    const char *name[MAX_GROUPS];
+    int done[MAX_GROUPS] = {0}, total[MAX_GROUPS] = {0}, n = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < r->n_jobs; i++) {
+        const char *t = r->jobs[i]->tag, *slash = t ? strchr(t, '/') : NULL;
+        if (!slash || !slash[1]) return;
+        int g = 0;
+        while (g < n && strcmp(name[g], slash + 1))
+            g++;
+        if (g == n) {
+            if (n == MAX_GROUPS) return;
+            name[n++] = slash + 1;
+        }
+        total[g]++;
+        done[g] += !strcmp(r->jobs[i]->state, "done");
+    }
+    size_t off = 0;
+    for (int g = 0; g < n && off + 64 < len; g++)
+        off += (size_t)snprintf(out + off, len - off, "%s%s %d/%d",
+                                g ? ", " : "by variant: ", name[g], done[g], total[g]);
+}
+
 /* The whole screen, redrawn in place: a header with the batch's bar and ETA, a row per job that
  * fits (running first), the workers. Rows that do not fit are summed up in one line. */
 static void draw_screen(const Vdn__StatusReply *r, uint64_t id, int finished, const char *etas,
@@ -170,7 +197,9 @@ static void draw_screen(const Vdn__StatusReply *r, uint64_t id, int finished, co
                  b->n_done == b->n_jobs ? "finished" : "ended", el);
     else
         put_line(cols, "[%s] %3.0f%%   elapsed %s   ETA %s", bbuf, 100 * frac, el, etas);
-    put_line(cols, "%s", "");
+    char groups[1024];
+    by_variant(r, groups, sizeof groups);
+    put_line(cols, "%s", groups);
 
     /* workers shown: those not gone */
     size_t nw = 0;
@@ -322,6 +351,10 @@ int vdn_cmd_watch(int argc, char **argv) {
                                         "; j%llu starting on %s", (unsigned long long)jj->job_id,
                                         jj->worker_id ? jj->worker_id : "?");
                 }
+            char groups[1024];
+            by_variant(r, groups, sizeof groups);
+            if (groups[0] && off < (int)sizeof line - 2)
+                snprintf(line + off, sizeof line - (size_t)off, "; %s", groups);
             if (strcmp(line, last)) {
                 printf("%s%s%s\n", line, finished ? "" : ", ETA ", finished ? "" : etas);
                 fflush(stdout);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "commands.h"
+#include "score_job.h"
 #include "vdn_util.h"
 #include "worker.h"
 
@@ -14,5 +15,6 @@ int vdn_cmd_worker(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         return 2;
     }
+    o.score = vdn_eval_score_job; /* scoring jobs: eval's work, on this worker */
     return vdn_worker_run(&o);
 }

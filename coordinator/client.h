@@ -21,6 +21,8 @@ typedef struct {
     char *prompt;       /* text; encoded on the worker (text/prompt_text.h) when no prompt_cache */
     char *first_frame;  /* keyframe pictures (path, store key or URI) encoded with the text */
     char *last_frame;   /*   prompt: I2VA (first), L2VA (last), FL2VA (both); NULL = none */
+    char *kind;         /* NULL or "render": a render; "score": an eval scoring job, which */
+    char *score;        /*   renders nothing and does the work `score` (JSON) describes */
     int frames, height, width, steps;
     uint64_t seed;
     int has_seed;
@@ -49,7 +51,7 @@ void vdn_job_spec_free(vdn_job_spec *spec); /* frees the strings, not the struct
  * Accepted fields: prompt_cache | prompt_file, frames | num_frames, height, width,
  * steps | num_steps, seed, variant, checkpoint, priority, tag, out | output_prefix, video_shift,
  * audio_shift, noise_file, gpus, min_gpu_memory, timeout, save_latents, latents_root, record,
- * first_frame, last_frame,
+ * first_frame, last_frame, kind ("render" | "score"), score (a JSON object),
  * precision ("bf16" | "fp8").
  * Every bad line is reported ("FILE:LINE: field 'steps': expected a positive integer, got ...")
  * into errs; on any error *jobs is NULL. check_files: also require prompt_cache files to exist

@@ -46,6 +46,8 @@ void vdn_job_spec_free(vdn_job_spec *s) {
     free(s->noise_file);
     free(s->first_frame);
     free(s->last_frame);
+    free(s->kind);
+    free(s->score);
     free(s->tag);
     free(s->latents_root);
     free(s->source_line);
@@ -211,7 +213,22 @@ static int prefix_ok(const char *p) {
 /* Range checks shared by the parser and the coordinator's check of wire requests. */
 int vdn_job_spec_validate(const vdn_job_spec *s, vdn_errlist *errs, const char *where) {
     int n0 = errs->n;
-    if ((!s->prompt_cache || !s->prompt_cache[0]) && (!s->prompt || !s->prompt[0]))
+    const int scoring = s->kind && !strcmp(s->kind, "score");
+    if (s->kind && !scoring && strcmp(s->kind, "render"))
+        vdn_errlist_add(errs, "%s: field 'kind': expected \"render\" or \"score\", got \"%.40s\"",
+                        where, s->kind);
+    if (scoring && (!s->score || !s->score[0]))
+        vdn_errlist_add(errs, "%s: field 'score': required with kind \"score\" (the work, JSON)",
+                        where);
+    if (scoring && s->score && s->score[0]) {
+        cJSON *sc = cJSON_Parse(s->score);
+        if (!cJSON_IsObject(sc))
+            vdn_errlist_add(errs, "%s: field 'score': expected a JSON object", where);
+        cJSON_Delete(sc);
+    }
+    if (!scoring && s->score)
+        vdn_errlist_add(errs, "%s: field 'score': only with kind \"score\"", where);
+    if (!scoring && (!s->prompt_cache || !s->prompt_cache[0]) && (!s->prompt || !s->prompt[0]))
         vdn_errlist_add(errs,
                         "%s: field 'prompt' (text) or 'prompt_cache' (or 'prompt_file'): required",
                         where);
@@ -346,6 +363,13 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
             get_shift(c, v, k, &s->audio_shift);
         } else if (!strcmp(k, "noise_file")) {
             get_str(c, v, k, &s->noise_file);
+        } else if (!strcmp(k, "kind")) {
+            get_str(c, v, k, &s->kind);
+        } else if (!strcmp(k, "score")) {
+            if (cJSON_IsObject(v))
+                s->score = cJSON_PrintUnformatted(v);
+            else
+                bad(c, k, "expected a JSON object (the scoring job's work)");
         } else if (!strcmp(k, "first_frame") || !strcmp(k, "last_frame")) {
             get_str(c, v, k, !strcmp(k, "first_frame") ? &s->first_frame : &s->last_frame);
         } else if (!strcmp(k, "gpus")) {
@@ -377,11 +401,17 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
                 "width, steps|num_steps, seed, variant, checkpoint, priority, tag, "
                 "out|output_prefix, video_shift, audio_shift, noise_file, gpus, min_gpu_memory, "
                 "timeout, save_latents, latents_root, record, precision, first_frame, "
-                "last_frame)");
+                "last_frame, kind, score)");
         }
     }
     cJSON_Delete(o);
-    if (!seen_prompt && !s->prompt)
+    const int scoring = s->kind && !strcmp(s->kind, "score"); /* renders nothing */
+    if (s->kind && !scoring && strcmp(s->kind, "render"))
+        bad(c, "kind", "expected \"render\" or \"score\", got \"%.40s\"", s->kind);
+    if (scoring && !s->score)
+        bad(c, "score", "required with kind \"score\" (the work, a JSON object)");
+    if (!scoring && s->score) bad(c, "score", "only with kind \"score\"");
+    if (!seen_prompt && !s->prompt && !scoring)
         bad(c, "prompt_cache",
             "required: a text 'prompt', or 'prompt_cache' (or the official "
             "'prompt_file')");
@@ -518,7 +548,7 @@ int vdn_jsonl_parse_file(const char *path, int check_files, vdn_job_spec **jobs,
 
 char *vdn_job_spec_to_json(const vdn_job_spec *s) {
     cJSON *o = cJSON_CreateObject();
-    if (s->prompt_cache || !s->prompt)
+    if (s->prompt_cache || (!s->prompt && !s->score)) /* a scoring job has neither */
         cJSON_AddStringToObject(o, "prompt_cache", s->prompt_cache ? s->prompt_cache : "");
     if (s->prompt) cJSON_AddStringToObject(o, "prompt", s->prompt);
     if (s->frames) cJSON_AddNumberToObject(o, "frames", s->frames);
@@ -539,6 +569,14 @@ char *vdn_job_spec_to_json(const vdn_job_spec *s) {
     if (s->noise_file) cJSON_AddStringToObject(o, "noise_file", s->noise_file);
     if (s->first_frame) cJSON_AddStringToObject(o, "first_frame", s->first_frame);
     if (s->last_frame) cJSON_AddStringToObject(o, "last_frame", s->last_frame);
+    if (s->kind) cJSON_AddStringToObject(o, "kind", s->kind);
+    if (s->score) {
+        cJSON *sc = cJSON_Parse(s->score);
+        if (sc)
+            cJSON_AddItemToObject(o, "score", sc);
+        else
+            cJSON_AddStringToObject(o, "score", s->score);
+    }
     if (s->gpus) cJSON_AddNumberToObject(o, "gpus", s->gpus);
     if (s->timeout) cJSON_AddNumberToObject(o, "timeout", s->timeout);
     if (s->min_gpu_memory) cJSON_AddNumberToObject(o, "min_gpu_memory", (double)s->min_gpu_memory);
@@ -578,6 +616,8 @@ void vdn_job_spec_to_proto(const vdn_job_spec *s, Vdn__RenderRequest *r) {
     r->noise_file = s->noise_file;
     r->first_frame = s->first_frame;
     r->last_frame = s->last_frame;
+    r->kind = s->kind;
+    r->score = s->score;
     r->latents_root = s->latents_root;
     r->source_line = s->source_line;
 }
@@ -595,6 +635,8 @@ void vdn_job_spec_from_proto(const Vdn__RenderRequest *r, vdn_job_spec *s) {
     DUP(noise_file);
     DUP(first_frame);
     DUP(last_frame);
+    DUP(kind);
+    DUP(score);
     DUP(latents_root);
     DUP(source_line);
 #undef DUP

@@ -17,6 +17,7 @@
 #include "record_timing.h"
 #include "results.h"
 #include "safetensors.h"
+#include "score_job.h"
 #include "scorer.h"
 #include "store.h"
 #include "suite.h"
@@ -33,7 +34,9 @@ typedef struct {
     float *px; /* no mp4 but --vae: the latents decoded (3, pF, pH, pW) in [0, 1], else NULL */
     int pF, pH, pW;
     char *local_video, *local_record;
-    vdn_pixel_scores pix; /* from the pixel pass (pix.T == 0: none) */
+    vdn_pixel_scores pix;  /* from the pixel pass (pix.T == 0: none) */
+    vdn_score_result farm; /* the output's scoring job's result (have_farm) */
+    int have_farm;
 } output;
 
 /* The pixel metrics, added to the report when the first output with frames comes. */
@@ -41,6 +44,7 @@ typedef struct {
     int psnr, end_psnr, end_ssim, flow, tdiff, tdiff_var;
     int kf_psnr, kf_ssim; /* against the keyframe pictures (items with pictures) */
     int n_mp4, n_vae;     /* outputs whose frames came from their mp4 / from --vae */
+    int n_farm;           /* outputs scored by a farm job (vdn eval score) */
 } pixel_metrics;
 
 /* --vae: the output's frames through the video VAE (CPU). A clip too short for one decoder
@@ -201,10 +205,6 @@ static int local_copy(const char *p, const char *dir, const char *id, char *out,
     return rc;
 }
 
-static int mode_of(const vdn_suite *s, int p) {
-    return (int)s->items[p].mode;
-}
-
 /* The mp4 of an output: its latents key with ".mp4" for ".safetensors" (worker/attempt.c
  * names the job's objects so: PREFIX.safetensors, PREFIX.mp4, PREFIX.png, PREFIX.json). */
 static void mp4_key_of(const char *latents_key, char *out, size_t len) {
@@ -217,7 +217,7 @@ static void mp4_key_of(const char *latents_key, char *out, size_t len) {
  * without a video VAE) and the mp4. Either is enough; neither, or a store error, is an error
  * for the output (-1). Latents that do not load are an error but the mp4 is still used. */
 static int fetch_output(vdn_store *st, const vdn_sweep_pair *q, const char *dir, const char *id,
-                        const char *vkey, output *o, vdn_results *r, int v, int p) {
+                        const char *vkey, int want_mp4, output *o, vdn_results *r, int v, int p) {
     char err[VDN_ERR_LEN], mkey[1100], lv[4300], lm[4300];
     mp4_key_of(q->video_key, mkey, sizeof mkey);
     int have_lat = vdn_store_exists(st, q->video_key, NULL, err, sizeof err);
@@ -239,14 +239,49 @@ static int fetch_output(vdn_store *st, const vdn_sweep_pair *q, const char *dir,
         else
             o->local_video = vdn_xstrdup(lv);
     }
-    if (have_mp4) {
+    if (have_mp4 && want_mp4) {
         snprintf(lm, sizeof lm, "%s/%s_%s.mp4", dir, id, vkey);
         if (vdn_store_get_file(st, mkey, lm, err, sizeof err))
             vdn_results_set_error(r, v, p, "%s", err);
         else
             o->local_mp4 = vdn_xstrdup(lm);
     }
-    return o->video || o->local_mp4 ? 0 : -1;
+    return o->video || o->local_mp4 || (have_mp4 && !want_mp4) ? 0 : -1;
+}
+
+static void score_key(const vdn_sweep *sw, const char *id, const char *vkey, char *key,
+                      size_t len) {
+    snprintf(key, len, "eval/%s/scores/%s/%s.json", sw->tag, id, vkey);
+}
+
+/* Whether every output of the prompt has its scoring job's result. */
+static int farm_covers(const vdn_sweep *sw, vdn_store *st, const char *id) {
+    char key[1200], err[VDN_ERR_LEN];
+    for (int v = 0; v < sw->n_variants; v++) {
+        score_key(sw, id, sw->variants[v].key, key, sizeof key);
+        if (vdn_store_exists(st, key, NULL, err, sizeof err) != 1) return 0;
+    }
+    return 1;
+}
+
+/* The output's scoring job's result (eval/TAG/scores/PROMPT/VARIANT_KEY.json), when there is
+ * one: 1 and o->farm filled, or 0 (none, or unreadable: then an error and scored here). */
+static int farm_result(vdn_store *st, const vdn_sweep *sw, const char *id, const char *vkey,
+                       const char *dir, output *o, vdn_results *r, int v, int p) {
+    char key[1200], local[4400], err[VDN_ERR_LEN];
+    score_key(sw, id, vkey, key, sizeof key);
+    if (vdn_store_exists(st, key, NULL, err, sizeof err) != 1) return 0;
+    snprintf(local, sizeof local, "%s/%s_%s_score.json", dir, id, vkey);
+    size_t len;
+    char *text = NULL;
+    int ok = vdn_store_get_file(st, key, local, err, sizeof err) == 0 &&
+             (text = vdn_read_file(local, &len, err, sizeof err)) != NULL &&
+             vdn_score_result_parse(text, len, key, &o->farm, err, sizeof err) == 0;
+    free(text);
+    remove(local);
+    if (!ok) vdn_results_set_error(r, v, p, "farm scores: %s (scored here instead)", err);
+    o->have_farm = ok;
+    return ok;
 }
 
 /* Metrics on the latents: motion and temporal change of the latent video, and, for keyframe
@@ -428,6 +463,39 @@ static void pictures_free(prompt_pictures *pp) {
     memset(pp, 0, sizeof *pp);
 }
 
+static void add_score(vdn_results *r, const char *name, int higher, double x, int v, int p) {
+    int m = vdn_results_find_metric(r, name);
+    if (m < 0) m = vdn_results_add_metric(r, name, name, "", higher ? 1 : -1, VDN_METRIC_PAIRED);
+    *vdn_results_at(r, m, v, p) = x;
+}
+
+/* An output scored by a farm job: its numbers, strip, scores and errors into the results. */
+static void farm_metrics(output *o, int is_baseline, int tile_w, int tile_h, vdn_results *r, int v,
+                         int p, pixel_metrics *pm) {
+    vdn_score_result *f = &o->farm;
+    add_pixel_metrics(r, pm);
+    pm->n_farm++;
+    *vdn_results_at(r, pm->flow, v, p) = f->pix.flow;
+    *vdn_results_at(r, pm->tdiff, v, p) = f->pix.tdiff;
+    *vdn_results_at(r, pm->tdiff_var, v, p) = f->pix.tdiff_var;
+    *vdn_results_at(r, pm->kf_psnr, v, p) = f->pix.kf_psnr;
+    *vdn_results_at(r, pm->kf_ssim, v, p) = f->pix.kf_ssim;
+    if (!is_baseline) {
+        *vdn_results_at(r, pm->psnr, v, p) = f->pix.psnr;
+        *vdn_results_at(r, pm->end_psnr, v, p) = f->pix.end_psnr;
+        *vdn_results_at(r, pm->end_ssim, v, p) = f->pix.end_ssim;
+    }
+    for (int k = 0; k < f->n_scores; k++)
+        add_score(r, f->score_keys[k], f->score_higher[k], f->score_values[k], v, p);
+    for (int k = 0; k < f->n_errors; k++)
+        vdn_results_set_error(r, v, p, "farm scoring: %s", f->errors[k]);
+    /* its strip, when it has the prompt's tile size */
+    vdn_pixel_scores_free(&o->pix);
+    o->pix = f->pix;
+    if (f->tile_w != tile_w || f->tile_h != tile_h) o->pix.strip_cols = 0;
+    memset(&f->pix, 0, sizeof f->pix);
+}
+
 /* Pixel metrics of every output of one prompt with frames: its own in one pass, read in
  * lockstep with the baseline's frames for the fidelity metrics (the baseline is decoded once
  * more per variant: decoding costs far less than the flow). Endpoints: the paper compares the
@@ -440,6 +508,10 @@ static void pixel_pass(output *outs, int nv, int bl, const vdn_suite_item *it,
     char err[VDN_ERR_LEN];
     for (int v = 0; v < nv; v++) {
         output *o = &outs[v];
+        if (o->have_farm) {
+            farm_metrics(o, v == bl, tile_w, tile_h, r, v, p, pm);
+            continue;
+        }
         if (!has_frames(o)) continue;
         vdn_frames *f = frames_of(o, err, sizeof err), *b = NULL;
         if (f && v != bl && has_frames(&outs[bl])) {
@@ -531,6 +603,13 @@ static void latent_fidelity(const output *outs, int nv, vdn_results *r, int p, i
 /* The strip's tile: decoded frames when the reference output (the baseline, else the first
  * output there is) has them, at most 96 pixels tall; else the latent preview, as before. */
 static void strip_tiles(const output *outs, int nv, int bl, int *px, int *tw, int *th) {
+    for (int k = 0; k < nv; k++) { /* the farm's strips, the baseline's first */
+        const output *f = &outs[k == 0 ? bl : k <= bl ? k - 1 : k];
+        if (f->have_farm && f->farm.pix.strip_cols) {
+            *px = 1, *tw = f->farm.tile_w, *th = f->farm.tile_h;
+            return;
+        }
+    }
     const output *ref = has_frames(&outs[bl]) || outs[bl].video ? &outs[bl] : NULL;
     for (int v = 0; v < nv && !ref; v++)
         if (has_frames(&outs[v]) || outs[v].video) ref = &outs[v];
@@ -629,11 +708,12 @@ static void keep_videos(vdn_results *r, output *outs, const vdn_sweep *sw, int p
 static void pixel_note(vdn_results *r, const pixel_metrics *pm) {
     char buf[600];
     snprintf(buf, sizeof buf,
-             "%s%spixel metrics: frames of %d output(s) decoded from their stored mp4, %d "
+             "%s%spixel metrics: %d output(s) scored by farm jobs (vdn eval score), frames of %d "
+             "output(s) decoded from their stored mp4, %d "
              "decoded from their latents with --vae; endpoint PSNR/SSIM on pixels compare with "
              "the baseline's endpoint frames, keyframe PSNR/SSIM with the keyframe pictures on "
              "the canvas (items with pictures)",
-             r->note ? r->note : "", r->note ? "; " : "", pm->n_mp4, pm->n_vae);
+             r->note ? r->note : "", r->note ? "; " : "", pm->n_farm, pm->n_mp4, pm->n_vae);
     free(r->note);
     r->note = vdn_xstrdup(buf);
 }
@@ -806,18 +886,11 @@ int vdn_eval_report_main(int argc, char **argv) {
                                       VDN_METRIC_PAIRED);
     int m_tv = vdn_results_add_metric(&r, "temporal_diff_var", "Variance of frame-to-frame change",
                                       "", 0, VDN_METRIC_PAIRED);
-    pixel_metrics pm = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0};
-    /* strips: the first prompt of each mode, then the next prompts in order */
+    pixel_metrics pm = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0};
     int *strip_of = vdn_xcalloc((size_t)np + 1, sizeof *strip_of), chosen = 0;
-    for (int mode = 0; mode < 4 && chosen < n_strips; mode++)
-        for (int p = 0; p < np; p++)
-            if (mode_of(&suite, p) == mode) {
-                strip_of[p] = 1;
-                chosen++;
-                break;
-            }
-    for (int p = 0; p < np && chosen < n_strips; p++)
-        if (!strip_of[p]) strip_of[p] = 1, chosen++;
+    vdn_eval_pick_strips(&suite, n_strips, strip_of);
+    for (int p = 0; p < np; p++)
+        chosen += strip_of[p];
     r.strips = vdn_xcalloc((size_t)chosen + 1, sizeof *r.strips);
 
     output *outs = vdn_xcalloc((size_t)nv, sizeof *outs);
@@ -833,7 +906,13 @@ int vdn_eval_report_main(int argc, char **argv) {
                                       "the sweep manifest has no pair for this prompt and variant");
                 continue;
             }
-            if (fetch_output(st, q, cache_dir, it->id, sw.variants[v].key, o, &r, v, p)) continue;
+            int farm = farm_result(st, &sw, it->id, sw.variants[v].key, cache_dir, o, &r, v, p);
+            /* the mp4 for the pixel pass (unless a farm job scored it, and every other output
+             * of the prompt: they read the baseline's frames), or for the page's players */
+            int want_mp4 = !farm || videos == 2 || (videos == 1 && strip_of[p]) ||
+                           !farm_covers(&sw, st, it->id);
+            if (fetch_output(st, q, cache_dir, it->id, sw.variants[v].key, want_mp4, o, &r, v, p))
+                continue;
             double spn, tot;
             char lr[4300];
             snprintf(lr, sizeof lr, "%s/%s_%s.json", cache_dir, it->id, sw.variants[v].key);
@@ -851,7 +930,7 @@ int vdn_eval_report_main(int argc, char **argv) {
                 if (vae && !o->local_mp4 && decode_pixels(vae, o, err, sizeof err))
                     vdn_results_set_error(&r, v, p, "%s", err);
             }
-            run_scorers(&scorers, o, it, sw.variants[v].name, &r, v, p);
+            if (!o->have_farm) run_scorers(&scorers, o, it, sw.variants[v].name, &r, v, p);
         }
         int strip_px = 0, tile_w = 0, tile_h = 0;
         if (strip_of[p]) strip_tiles(outs, nv, r.baseline, &strip_px, &tile_w, &tile_h);
@@ -873,11 +952,12 @@ int vdn_eval_report_main(int argc, char **argv) {
             free(o->local_record);
             free(o->local_mp4);
             vdn_pixel_scores_free(&o->pix);
+            vdn_score_result_free(&o->farm);
         }
         if ((p + 1) % 10 == 0 || p + 1 == np)
             fprintf(stderr, "eval report: %d/%d prompts read\n", p + 1, np);
     }
-    if (pm.n_mp4 + pm.n_vae) pixel_note(&r, &pm);
+    if (pm.n_mp4 + pm.n_vae + pm.n_farm) pixel_note(&r, &pm);
     free(outs);
     free(strip_of);
     int rc = vdn_report_write(&r, out_dir, err, sizeof err);

@@ -84,9 +84,9 @@ static int upload_input(vdn_store *st, const char *tag, const char *id, const ch
 /* What a job carries for a keyframe picture of the suite: a local file as its absolute path
  * (workers on this machine read it; --upload-caches puts it into the store and carries the key
  * instead), a URI or store key as written. */
-static int picture_input(const vdn_suite *suite, vdn_store *st, const char *tag, const char *id,
-                         const char *which, const char *name, int upload, char **out, char *err,
-                         size_t errlen) {
+int vdn_sweep_picture_input(const vdn_suite *suite, vdn_store *st, const char *tag, const char *id,
+                            const char *which, const char *name, int upload, char **out, char *err,
+                            size_t errlen) {
     char *p = vdn_suite_resolve(suite, name);
     const char *local = !strncmp(p, "file://", 7) ? p + 7 : p;
     if (strstr(local, "://") || access(local, F_OK) != 0) { /* a URI or a store key */
@@ -108,8 +108,7 @@ static int picture_input(const vdn_suite *suite, vdn_store *st, const char *tag,
     return upload_input(st, tag, id, which, dot && dot > slash ? dot : "", out, err, errlen);
 }
 
-/* Jobs of this tag still queued or running, as "prompt/variant" tags. */
-static char **inflight_tags(vdn_client *c, const char *tag, int *n, char *err, size_t errlen) {
+char **vdn_sweep_inflight_tags(vdn_client *c, const char *tag, int *n, char *err, size_t errlen) {
     *n = 0;
     Vdn__ListReply *l = vdn_client_list(c, tag, 1000, err, errlen);
     if (!l) return NULL;
@@ -469,7 +468,7 @@ int vdn_eval_sweep_main(int argc, char **argv) {
         fprintf(stderr, "vdn eval sweep: coordinator %s: %s\n", copts.endpoint, err);
         goto done;
     }
-    busy = inflight_tags(c, tag, &n_busy, err, sizeof err);
+    busy = vdn_sweep_inflight_tags(c, tag, &n_busy, err, sizeof err);
     if (!busy) {
         fprintf(stderr, "vdn eval sweep: coordinator %s: %s\n", copts.endpoint, err);
         goto done;
@@ -514,8 +513,8 @@ int vdn_eval_sweep_main(int argc, char **argv) {
         char **dst[2] = {&j->first_frame, &j->last_frame};
         for (int k = 0; k < 2; k++) {
             if (!pics[k]) continue;
-            if (picture_input(&suite, st, tag, it->id, k ? "last" : "first", pics[k], upload,
-                              dst[k], err, sizeof err)) {
+            if (vdn_sweep_picture_input(&suite, st, tag, it->id, k ? "last" : "first", pics[k],
+                                        upload, dst[k], err, sizeof err)) {
                 fprintf(stderr, "vdn eval sweep: %s:%d: %s: %s\n", suite.path, it->line,
                         k ? "last_frame" : "first_frame", err);
                 goto done;

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "store.h"
+#include "suite.h"
 #include "variants.h"
 
 typedef struct {
@@ -44,8 +46,25 @@ int vdn_sweep_save(const vdn_sweep *s, char *err, size_t errlen); /* atomic, to 
 void vdn_sweep_free(vdn_sweep *s);
 const vdn_sweep_pair *vdn_sweep_find(const vdn_sweep *s, const char *prompt, const char *variant);
 
-/* `vdn eval sweep` and `vdn eval report` (argv[0] = "sweep" / "report"). */
+/* `vdn eval sweep`, `vdn eval report` and `vdn eval score` (argv[0] = "sweep" / "report" /
+ * "score"). */
 int vdn_eval_sweep_main(int argc, char **argv);
 int vdn_eval_report_main(int argc, char **argv);
+int vdn_eval_score_main(int argc, char **argv);
+
+struct vdn_client;
+/* What a job carries for a keyframe picture named in the suite: a local file as its absolute
+ * path, or with upload its key in the store (eval/TAG/inputs/ID_WHICH.EXT, put there once); a
+ * URI or store key as written. */
+int vdn_sweep_picture_input(const vdn_suite *suite, vdn_store *st, const char *tag, const char *id,
+                            const char *which, const char *name, int upload, char **out, char *err,
+                            size_t errlen);
+/* Jobs of this batch tag still queued or running, as their job tags; NULL + err. */
+char **vdn_sweep_inflight_tags(struct vdn_client *c, const char *tag, int *n, char *err,
+                               size_t errlen);
+
+/* The prompts whose frame strips the report shows (and whose scoring jobs make them): the first
+ * prompt of each mode, then the next ones in order, n_strips in all. strip_of: n entries. */
+void vdn_eval_pick_strips(const vdn_suite *suite, int n_strips, int *strip_of);
 
 #endif

@@ -24,6 +24,8 @@ void vdn_assignment_free(vdn_assignment *s) {
     free(s->noise_file);
     free(s->first_frame);
     free(s->last_frame);
+    free(s->kind);
+    free(s->score);
     free(s->store_uri);
     free(s->output_prefix);
     free(s->resume_key);
@@ -683,6 +685,43 @@ static void name_originals(const vdn_attempt *j, const job_files *in, const char
     }
 }
 
+/* A scoring job: the worker's score function does the work into scratch/score.json, which is
+ * uploaded as the job's record once the main loop lets the attempt upload. */
+static void score_job(vdn_attempt *j, vdn_store *st, const char *record_key) {
+    char err[VDN_ERR_LEN], msg[VDN_ERR_LEN + 64], out[4200];
+    if (!j->spec.score_fn) {
+        finish(j, 0, VDN_FAULT_WORKER, "a scoring job, and this worker has no scorer");
+        return;
+    }
+    snprintf(out, sizeof out, "%s/score.json", j->scratch);
+    int rc = j->spec.score_fn(j->spec.score, st, j->scratch, out, err, sizeof err);
+    if (rc) {
+        snprintf(msg, sizeof msg, "scoring: %s", err);
+        if (rc == -2) j->store_op = VDN_STORE_OP_DOWNLOAD;
+        finish(j, 0, rc == -2 ? VDN_FAULT_TRANSIENT : VDN_FAULT_JOB, msg);
+        return;
+    }
+    if (!wait_gate(j)) {
+        finish(j, 0, VDN_FAULT_TRANSIENT, "cancelled before upload: the attempt is no longer ours");
+        return;
+    }
+    size_t len;
+    char *result = vdn_read_file(out, &len, err, sizeof err);
+    if (!result || upload(j, st, record_key, out, err, sizeof err)) {
+        free(result);
+        snprintf(msg, sizeof msg, "uploading the scores: %s", err);
+        finish(j, 0, VDN_FAULT_TRANSIENT, msg);
+        return;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->record_json = result; /* the job's record: its result */
+    j->object_keys = vdn_xcalloc(1, sizeof *j->object_keys);
+    j->object_keys[0] = vdn_xstrdup(record_key);
+    j->n_object_keys = 1;
+    pthread_mutex_unlock(&j->mu);
+    finish(j, 1, 0, NULL);
+}
+
 static void *job_main(void *arg) {
     vdn_attempt *j = arg;
     char err[VDN_ERR_LEN], msg[VDN_ERR_LEN + 256];
@@ -705,6 +744,10 @@ static void *job_main(void *arg) {
         int mine = !(j->spec.store_uri && *j->spec.store_uri) && !j->stores->default_uri;
         if (!mine) j->store_op = VDN_STORE_OP_OPEN;
         finish(j, 0, mine ? VDN_FAULT_WORKER : VDN_FAULT_TRANSIENT, msg);
+        return NULL;
+    }
+    if (j->spec.kind && !strcmp(j->spec.kind, "score")) {
+        score_job(j, st, record_key);
         return NULL;
     }
     /* VAEs that did not load at start: this worker's, and no render is spent on the job */

@@ -16,6 +16,13 @@
 #include "store.h"
 #include "vdn_util.h"
 
+/* A scoring job's work (worker.h vdn_worker_opts.score): reads what `spec` (JSON) names from the
+ * job's store st, works in scratch, writes its result to out_path (uploaded by the worker as the
+ * job's record). 0; -1 with a message: the job's fault (a missing output, a bad spec); -2: the
+ * store's (another attempt may succeed). */
+typedef int (*vdn_score_fn)(const char *spec, vdn_store *st, const char *scratch,
+                            const char *out_path, char *err, size_t errlen);
+
 /* What the coordinator asked for, copied out of the ASSIGN so the envelope can be freed. */
 typedef struct {
     uint64_t job_id, attempt_id, batch_id;
@@ -25,6 +32,8 @@ typedef struct {
     char *noise_file;    /* NULL = none */
     char *first_frame;   /* keyframe pictures, as prompt_cache: local path, URI or store key; */
     char *last_frame;    /*   NULL = none */
+    char *kind;          /* NULL / "render", or "score": an eval scoring job */
+    char *score;         /* its work (JSON) */
     char *store_uri;     /* NULL = the worker's --store */
     char *output_prefix; /* used to name keys when the coordinator sent none */
     char **keys;         /* output keys: one ending .json (run record), one .safetensors */
@@ -40,6 +49,7 @@ typedef struct {
     int snapshot_every;            /* or after every K NFEs (0 = by time only) */
     const char *const *data_roots; /* local paths a request may name live under these */
     int n_data_roots;
+    vdn_score_fn score_fn; /* scoring jobs' work; NULL: this worker takes none */
 } vdn_assignment;
 
 void vdn_assignment_free(vdn_assignment *s);

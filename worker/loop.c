@@ -554,6 +554,8 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
     s.noise_file = dup_or_null(rq->noise_file);
     s.first_frame = dup_or_null(rq->first_frame);
     s.last_frame = dup_or_null(rq->last_frame);
+    s.kind = dup_or_null(rq->kind);
+    s.score = dup_or_null(rq->score);
     s.store_uri = dup_or_null(a->store_uri);
     s.output_prefix = dup_or_null(rq->output_prefix);
     s.nkeys = (int)rq->n_output_keys;
@@ -573,6 +575,7 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
     s.snapshot_every = w->o->snapshot_every;
     s.data_roots = w->o->data_roots;
     s.n_data_roots = w->o->n_data_roots;
+    s.score_fn = w->o->score;
     /* A k-GPU job renders one clip sharded over the engines of its k GPUs (attempt.c
      * render_ranks) and decodes it over their k decoders; it keeps its store handles on the
      * first. */

@@ -5,7 +5,8 @@
 #ifndef VDN_WORKER_H
 #define VDN_WORKER_H
 
-#include "engine.h" /* vdn_precision */
+#include "attempt.h" /* vdn_score_fn */
+#include "engine.h"  /* vdn_precision */
 #include "gpus.h"
 
 typedef struct {
@@ -37,6 +38,10 @@ typedef struct {
     vdn_precision vae_precision;  /* the video decoder's: bf16 (default) or fp8 */
     unsigned precisions; /* the DiT's (--precision): bit p = an engine at vdn_precision p on every
                             GPU; default bf16 only */
+    /* Scoring jobs (request kind "score", eval's): the work is done by this function, given by
+     * the program that runs the worker (the vdn CLI gives eval's; the worker library does not
+     * know eval). NULL: such jobs fail as this worker's set-up. */
+    vdn_score_fn score;
 } vdn_worker_opts;
 
 /* Parses argv (argv[0] = "worker"). 0 ok, 1 = --help printed, -1 = error printed to err. */

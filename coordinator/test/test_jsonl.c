@@ -110,6 +110,37 @@ static void test_bad_lines(void) {
     bad_line("{\"prompt\": \"x\", \"timeout\": \"1h\"}", "timeout", NULL);
 }
 
+/* Scoring jobs (eval's, request kind "score"): their work is a JSON object, they need no prompt,
+ * and they survive the database's round trip (the request stored as JSON, parsed again). */
+static void test_score_jobs(void) {
+    bad_line("{\"kind\": \"score\"}", "score", "required with kind");
+    bad_line("{\"kind\": \"score\", \"score\": \"x\"}", "score", "expected a JSON object");
+    bad_line("{\"kind\": \"paint\", \"score\": {}}", "kind", "\"render\" or \"score\"");
+    bad_line("{\"prompt_cache\": \"p.safetensors\", \"score\": {\"v\": 1}}", "score",
+             "only with kind");
+    const char *line = "{\"kind\": \"score\", \"score\": {\"v\": 1, \"mp4\": \"a/out.mp4\"}, "
+                       "\"out\": \"eval/t/scores/p1/vdn_8\"}";
+    vdn_job_spec *jobs, *again;
+    int n, m;
+    vdn_errlist errs = {0};
+    CHECK(vdn_jsonl_parse(line, strlen(line), "s.jsonl", dir, 1, &jobs, &n, &errs) == 0 && n == 1);
+    if (n != 1) return;
+    CHECK(!strcmp(jobs[0].kind, "score") && !jobs[0].prompt && !jobs[0].prompt_cache);
+    CHECK(strstr(jobs[0].score, "\"mp4\":\"a/out.mp4\"") != NULL, "%s", jobs[0].score);
+    char *json = vdn_job_spec_to_json(&jobs[0]);
+    CHECK(vdn_jsonl_parse(json, strlen(json), "jobs.request", NULL, 0, &again, &m, &errs) == 0 &&
+              m == 1,
+          "%s: %s", json, errs.n ? errs.lines[0] : "");
+    if (m == 1) {
+        CHECK(!strcmp(again[0].kind, "score") && !strcmp(again[0].score, jobs[0].score));
+        CHECK(!again[0].prompt_cache, "a scoring job stored with a prompt_cache: %s", json);
+        vdn_jobs_free(again, m);
+    }
+    free(json);
+    vdn_jobs_free(jobs, n);
+    vdn_errlist_free(&errs);
+}
+
 static void test_many_bad_lines_all_reported(void) {
     char text[2048];
     snprintf(text, sizeof text,
@@ -303,6 +334,7 @@ int main(void) {
     char err[VDN_ERR_LEN];
     if (vdn_write_file_atomic(cache, "x", 1, err, sizeof err)) return 1;
     test_bad_lines();
+    test_score_jobs();
     test_many_bad_lines_all_reported();
     test_official_fields();
     test_wire_validation();
