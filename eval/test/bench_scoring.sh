@@ -15,7 +15,8 @@ cleanup() { "$vdn" up "$work/farm" --stop >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 "$vdn" ckpt init --preset tiny --vdn --vae --text-encoder --out ckpt >/dev/null
 rm -rf ckpt/base/audio_vae
-"$vdn" up farm --cpu --workers "$workers" --precision bf16,fp8 --detach --checkpoint "$work/ckpt" >/dev/null
+"$vdn" up farm --cpu --workers "$workers" --precision bf16,fp8 --detach --checkpoint "$work/ckpt" \
+  --data-root "$(dirname "$(readlink -f "$suite")")" >/dev/null
 python3 - "$suite" suite/suite.jsonl "$frames" "$size" <<'PY'
 import json, os, sys
 src, dst, frames, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

@@ -15,7 +15,9 @@ cleanup() { "$vdn" up "$work/farm" --stop >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 "$vdn" ckpt init --preset tiny --vdn --vae --text-encoder --out "$work/ckpt" >/dev/null
 rm -rf "$work/ckpt/base/audio_vae"
-"$vdn" up "$work/farm" --cpu --workers 3 --precision bf16,fp8 --detach --checkpoint "$work/ckpt" >/dev/null
+port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$vdn" up "$work/farm" --cpu --workers 3 --precision bf16,fp8 --detach --checkpoint "$work/ckpt" \
+  --http 127.0.0.1:$port --data-root "$work/suite" >/dev/null
 "$py" - "$work/suite" <<'PY'
 import json, sys
 import numpy as np
@@ -50,6 +52,15 @@ sweep=suite/sweeps/fs.json
 # the sweep's progress per variant in `vdn watch` (plain output: not a terminal)
 "$vdn" watch b1 --dir "$work/farm" | tee watch.log
 grep -q "by variant: dense@50 6/6, vdn@8 6/6, vdn@8:fp8 6/6" watch.log
+# and on the status page (headless Chromium; skipped without it)
+if chrome=$(command -v chromium || command -v chromium-browser); then
+  prof=$(mktemp -d)
+  timeout 120 "$chrome" --headless --no-sandbox --disable-gpu --no-first-run --user-data-dir="$prof" \
+    --virtual-time-budget=6000 --dump-dom "http://127.0.0.1:$port/" > page.html 2>/dev/null || true
+  rm -rf "$prof"
+  grep -q "by variant: dense@50 6/6, vdn@8 6/6, vdn@8:fp8 6/6" page.html ||
+    { echo "FAIL: the status page shows no per-variant progress"; exit 1; }
+fi
 t0=$(date +%s.%N)
 "$vdn" eval report $sweep --out report_local --resamples 500 --scorers scorers.json > local.log
 t1=$(date +%s.%N)
