@@ -42,7 +42,8 @@ typedef struct {
 /* The pixel metrics, added to the report when the first output with frames comes. */
 typedef struct {
     int psnr, end_psnr, end_ssim, flow, tdiff, tdiff_var;
-    int kf_psnr, kf_ssim; /* against the keyframe pictures (items with pictures) */
+    int kf_psnr, kf_ssim; /* against the keyframe pictures (-1: the suite has none) */
+    int pictures;         /* whether any line of the suite has pictures */
     int n_mp4, n_vae;     /* outputs whose frames came from their mp4 / from --vae */
     int n_farm;           /* outputs scored by a farm job (vdn eval score) */
 } pixel_metrics;
@@ -384,12 +385,14 @@ static void add_pixel_metrics(vdn_results *r, pixel_metrics *pm) {
     pm->end_ssim = vdn_results_add_metric(
         r, "pixel_endpoint_ssim", "Endpoint SSIM to baseline (decoded frames, keyframe modes)", "",
         1, VDN_METRIC_REFERENCE);
-    pm->kf_psnr = vdn_results_add_metric(
-        r, "keyframe_psnr", "FL2VA PSNR: end frames vs keyframe pictures (decoded frames)", "dB", 1,
-        VDN_METRIC_PAIRED);
-    pm->kf_ssim = vdn_results_add_metric(
-        r, "keyframe_ssim", "FL2VA SSIM: end frames vs keyframe pictures (decoded frames)", "", 1,
-        VDN_METRIC_PAIRED);
+    if (pm->pictures) /* a suite with pictures: the FL2VA fidelity */
+        pm->kf_psnr = vdn_results_add_metric(
+            r, "keyframe_psnr", "FL2VA PSNR: end frames vs keyframe pictures (decoded frames)",
+            "dB", 1, VDN_METRIC_PAIRED);
+    if (pm->pictures)
+        pm->kf_ssim = vdn_results_add_metric(
+            r, "keyframe_ssim", "FL2VA SSIM: end frames vs keyframe pictures (decoded frames)", "",
+            1, VDN_METRIC_PAIRED);
     pm->flow = vdn_results_add_metric(r, "pixel_motion_flow", "Mean ILK flow (decoded frames)",
                                       "px", 0, VDN_METRIC_PAIRED);
     pm->tdiff = vdn_results_add_metric(r, "pixel_temporal_diff",
@@ -478,8 +481,10 @@ static void farm_metrics(output *o, int is_baseline, int tile_w, int tile_h, vdn
     *vdn_results_at(r, pm->flow, v, p) = f->pix.flow;
     *vdn_results_at(r, pm->tdiff, v, p) = f->pix.tdiff;
     *vdn_results_at(r, pm->tdiff_var, v, p) = f->pix.tdiff_var;
-    *vdn_results_at(r, pm->kf_psnr, v, p) = f->pix.kf_psnr;
-    *vdn_results_at(r, pm->kf_ssim, v, p) = f->pix.kf_ssim;
+    if (pm->pictures) {
+        *vdn_results_at(r, pm->kf_psnr, v, p) = f->pix.kf_psnr;
+        *vdn_results_at(r, pm->kf_ssim, v, p) = f->pix.kf_ssim;
+    }
     if (!is_baseline) {
         *vdn_results_at(r, pm->psnr, v, p) = f->pix.psnr;
         *vdn_results_at(r, pm->end_psnr, v, p) = f->pix.end_psnr;
@@ -544,8 +549,10 @@ static void pixel_pass(output *outs, int nv, int bl, const vdn_suite_item *it,
             *vdn_results_at(r, pm->flow, v, p) = o->pix.flow;
             *vdn_results_at(r, pm->tdiff, v, p) = o->pix.tdiff;
             *vdn_results_at(r, pm->tdiff_var, v, p) = o->pix.tdiff_var;
-            *vdn_results_at(r, pm->kf_psnr, v, p) = o->pix.kf_psnr;
-            *vdn_results_at(r, pm->kf_ssim, v, p) = o->pix.kf_ssim;
+            if (pm->pictures) {
+                *vdn_results_at(r, pm->kf_psnr, v, p) = o->pix.kf_psnr;
+                *vdn_results_at(r, pm->kf_ssim, v, p) = o->pix.kf_ssim;
+            }
             if (b) {
                 *vdn_results_at(r, pm->psnr, v, p) = o->pix.psnr;
                 *vdn_results_at(r, pm->end_psnr, v, p) = o->pix.end_psnr;
@@ -886,7 +893,9 @@ int vdn_eval_report_main(int argc, char **argv) {
                                       VDN_METRIC_PAIRED);
     int m_tv = vdn_results_add_metric(&r, "temporal_diff_var", "Variance of frame-to-frame change",
                                       "", 0, VDN_METRIC_PAIRED);
-    pixel_metrics pm = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0};
+    pixel_metrics pm = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0};
+    for (int p = 0; p < np; p++)
+        pm.pictures |= suite.items[p].first_frame || suite.items[p].last_frame;
     int *strip_of = vdn_xcalloc((size_t)np + 1, sizeof *strip_of), chosen = 0;
     vdn_eval_pick_strips(&suite, n_strips, strip_of);
     for (int p = 0; p < np; p++)
