@@ -308,9 +308,12 @@ static void send_ready(worker *w) {
     w->need_ready = 0;
     w->ready_sent_at = vdn_now();
     for (int i = 0; i < w->nrun; i++) {
-        /* A coordinator that lost us lost our progress too: report the latest NFE again. */
+        /* A coordinator that lost us lost our progress too: report the latest NFE again, with
+         * the newest snapshot (the PROGRESS that named it may have gone to the coordinator that
+         * died: without it a requeued job would render from the noise) */
         running *j = &w->run[i];
         j->suspect = 1;
+        j->snap_sent = 0;
         if (j->progress_sent > 0) {
             j->progress_sent--;
             uint64_t one = 1;
