@@ -18,7 +18,7 @@ text width). Not a timing test: the GPU numbers come from the device runs.
   - refusals: a text encoder of another width than the DiT's text_dim (naming both), latent frames
     not 5k + 2, --audio-vae without --vae, --frames-in without --mux-only, an unknown option.
 With a third argument `cuda` (ctest bench_clip_cuda, label gpu): the one-engine clip and its
-parts on the GPU at the same tiny shapes (exit 77 without a GPU), so a device's `ctest -L gpu`
+parts on the GPU at the small preset's shapes (head_dim 128, which the CUDA attention takes; exit 77 without a GPU), so a device's `ctest -L gpu`
 runs the bench's CUDA path before the full-size run.
 usage: test_bench_clip.py VDN WORKDIR [cuda]
 """
@@ -52,13 +52,15 @@ def text_config(folder, hidden):  # head_dim 64: a width the CUDA attention take
     json.dump({"model_type": "qwen3_vl", "text_config": tc}, open(os.path.join(folder, "config.json"), "w"))
 
 
-run("ckpt", "init", "--preset", "tiny", "--vae", "--out", "ck")
+# the CUDA attention takes head_dim 64 or 128: the small preset (2 heads x 128) on a GPU
+preset = "small" if cuda else "tiny"
+run("ckpt", "init", "--preset", preset, "--vae", "--out", "ck")
 tcfg = json.load(open("ck/transformer/config.json"))
 text_dim = tcfg["text_dim"]
 text_config("te", text_dim)
 steps = 2
 shape = [] if cuda else ["--cpu"]
-shape += ["--preset", "tiny", "--frames", "7", "--height", "64", "--width", "64",
+shape += ["--preset", preset, "--frames", "7", "--height", "64", "--width", "64",
          "--steps", str(steps), "--tokens", "16", "--text-layer", "2", "--text-config", "te"]
 vaes = ["--vae", "ck/vae", "--audio-vae", "ck/audio_vae"]
 
