@@ -366,9 +366,10 @@ static int parse_line(line_ctx *c, const char *text, size_t len, const char *bas
         } else if (!strcmp(k, "kind")) {
             get_str(c, v, k, &s->kind);
         } else if (!strcmp(k, "score")) {
-            if (cJSON_IsObject(v))
+            if (cJSON_IsObject(v)) {
+                free(s->score); /* a second "score" (refused above as given twice) */
                 s->score = cJSON_PrintUnformatted(v);
-            else
+            } else
                 bad(c, k, "expected a JSON object (the scoring job's work)");
         } else if (!strcmp(k, "first_frame") || !strcmp(k, "last_frame")) {
             get_str(c, v, k, !strcmp(k, "first_frame") ? &s->first_frame : &s->last_frame);
