@@ -124,10 +124,12 @@ int vdn_cmd_encode(int argc, char **argv) {
     int rc = 1;
     vdn_text_prompts *p = vdn_text_prompts_open(ckpt, backend, layer, precision, err, sizeof err);
     double t0 = vdn_now();
-    if (p && vdn_text_prompts_write(p, &in, out, err, sizeof err) == 0) {
+    vdn_pictures pictures = {0}; /* read once, for the encode and its key */
+    if (p && vdn_text_prompts_pictures(p, &in, &pictures, err, sizeof err) == 0 &&
+        vdn_text_prompts_write(p, &in, &pictures, out, err, sizeof err) == 0) {
         int tokens = 0;
         char key[256];
-        vdn_text_prompts_key(p, &in, key, sizeof key, &tokens, err, sizeof err);
+        vdn_text_prompts_key(p, &in, &pictures, key, sizeof key, &tokens, err, sizeof err);
         const int pics = !!in.first_frame + !!in.last_frame;
         printf("wrote %s: %d tokens%s%s, %.2f s (encoder %.16s, %s)\n", out, tokens,
                pics ? (pics == 2        ? " + first and last frame"
@@ -143,6 +145,7 @@ int vdn_cmd_encode(int argc, char **argv) {
     } else {
         fprintf(stderr, "vdn encode: %s\n", err);
     }
+    vdn_pictures_free(&pictures);
     vdn_text_prompts_close(p);
     free(owned);
     return rc;

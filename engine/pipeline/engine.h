@@ -9,6 +9,7 @@
 #include "config.h"
 #include "dit.h" /* vdn_dit_opts */
 #include "precision.h"
+#include "prompt.h"
 #include "seq.h"
 
 typedef enum { VDN_BACKEND_AUTO = 0, VDN_BACKEND_CPU, VDN_BACKEND_CUDA } vdn_backend_kind;
@@ -16,9 +17,14 @@ typedef enum { VDN_BACKEND_AUTO = 0, VDN_BACKEND_CPU, VDN_BACKEND_CUDA } vdn_bac
 typedef struct {
     const char *prompt_cache; /* safetensors: prompt_embeds (L,text_dim), text_token_tags (L,) [+
                                  keyframes] */
-    int frames;               /* pixel frames; snapped up to 17n+5 like the official pipeline */
-    int height, width;        /* pixels, multiples of 32 */
-    int steps;                /* model evaluations (NFE); the sigma grid has steps + 1 points */
+    /* The prompt cache already loaded by the caller (dit/prompt.h vdn_prompt_load with this
+     * checkpoint's text_dim; borrowed for the call), so a job reads it once: the render then
+     * reads no file and prompt_cache only names it in messages and the run record. NULL: the
+     * render loads prompt_cache. */
+    const vdn_prompt *prompt;
+    int frames;        /* pixel frames; snapped up to 17n+5 like the official pipeline */
+    int height, width; /* pixels, multiples of 32 */
+    int steps;         /* model evaluations (NFE); the sigma grid has steps + 1 points */
     uint64_t seed;
     const char *variant;    /* "vdn" (default when the checkpoint has a branch), "dense",
                                "vdn-no-anchors", "window-only", "vdn-additive" */

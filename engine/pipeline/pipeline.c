@@ -81,17 +81,17 @@ static vdn_prompt_input prompt_input(const vdn_pipeline_request *req) {
                               .width = sized ? req->render.width : 0};
 }
 
-/* Text (and pictures) -> a prompt cache at path, through the store's content-addressed cache. */
-static int text_prompt(const vdn_pipeline *p, const vdn_pipeline_request *req, const char *path,
-                       vdn_pipeline_result *res, char *err, size_t errlen) {
+/* Text (and pictures, read once: pics) -> a prompt cache at path, through the store's
+ * content-addressed cache. */
+static int text_prompt(const vdn_pipeline *p, const vdn_pipeline_request *req,
+                       const vdn_pictures *pics, const char *path, vdn_pipeline_result *res,
+                       char *err, size_t errlen) {
     char terr[VDN_ERR_LEN], key[256];
     int tokens = 0;
     const vdn_prompt_input in = prompt_input(req);
-    res->error = VDN_PIPELINE_ERR_REQUEST; /* the tokenizer's and the pictures' refusals fail
-                                              alike everywhere */
-    if (vdn_text_prompts_key(p->text, &in, key, sizeof key, &tokens, terr, sizeof terr))
-        return vdn_fail(err, errlen, "%s prompt: %s",
-                        in.first_frame || in.last_frame ? "keyframe" : "text", terr);
+    res->error = VDN_PIPELINE_ERR_REQUEST; /* the tokenizer's refusals fail alike everywhere */
+    if (vdn_text_prompts_key(p->text, &in, pics, key, sizeof key, &tokens, terr, sizeof terr))
+        return vdn_fail(err, errlen, "%s prompt: %s", pics->n ? "keyframe" : "text", terr);
     const int64_t max = vdn_text_prompts_max_tokens(p->text);
     if (tokens > max)
         return vdn_fail(err, errlen,
@@ -100,7 +100,7 @@ static int text_prompt(const vdn_pipeline *p, const vdn_pipeline_request *req, c
                         tokens, (long long)max);
     vdn_text_place at = {.dev = vdn_engine_device(p->engines[0]), .gpu = p->text_gpu};
     res->error = VDN_PIPELINE_ERR_TEXT;
-    if (vdn_text_prompts_cached(p->text, &at, p->prompt_store, &in, path, &res->text, terr,
+    if (vdn_text_prompts_cached(p->text, &at, p->prompt_store, &in, pics, path, &res->text, terr,
                                 sizeof terr))
         return vdn_fail(err, errlen, "text prompt (cache %s in %s): %s", key,
                         vdn_store_uri(p->prompt_store), terr);
@@ -109,20 +109,19 @@ static int text_prompt(const vdn_pipeline *p, const vdn_pipeline_request *req, c
     return 0;
 }
 
-/* A prompt cache that does not load for this checkpoint fails the same way everywhere: said
- * here as the request's, before the render.
- * A render that left its size open takes the keyframes' canvas from the cache (*h, *w). */
-static int check_prompt_cache(const vdn_pipeline *p, const char *path, int *h, int *w,
-                              vdn_pipeline_result *res, char *err, size_t errlen) {
-    vdn_prompt pr;
+/* The prompt cache, read once for the job: one that does not load for this checkpoint fails the
+ * same way everywhere, said here as the request's, before the render; the render takes it as
+ * loaded (vdn_render_request.prompt). A render that left its size open takes the keyframes'
+ * canvas from the cache (*h, *w). */
+static int load_prompt_cache(const vdn_pipeline *p, const char *path, vdn_prompt *pr, int *h,
+                             int *w, vdn_pipeline_result *res, char *err, size_t errlen) {
     char perr[VDN_ERR_LEN];
-    if (vdn_prompt_load(path, vdn_engine_config(p->engines[0])->text_dim, &pr, perr, sizeof perr))
+    if (vdn_prompt_load(path, vdn_engine_config(p->engines[0])->text_dim, pr, perr, sizeof perr))
         return fail(res, VDN_PIPELINE_ERR_REQUEST, err, errlen, "bad prompt cache", perr);
-    if (pr.n_keyframes && *h <= 0 && *w <= 0) {
-        *h = pr.height;
-        *w = pr.width;
+    if (pr->n_keyframes && *h <= 0 && *w <= 0) {
+        *h = pr->height;
+        *w = pr->width;
     }
-    vdn_prompt_free(&pr);
     return 0;
 }
 
@@ -161,15 +160,18 @@ static int render_decode_record(const vdn_pipeline *p, const vdn_pipeline_reques
                                 const char *pc, vdn_pipeline_result *res, char *err,
                                 size_t errlen) {
     vdn_render_request r = req->render;
+    vdn_prompt pr;
     r.prompt_cache = pc;
-    if (check_prompt_cache(p, pc, &r.height, &r.width, res, err, errlen) ||
-        enter(req, res, VDN_PIPELINE_RENDER, err, errlen))
-        return -1;
-    if (vdn_engine_render_group(p->engines, p->n_engines, &r, req->progress, req->user, err,
-                                errlen)) {
+    r.prompt = &pr;
+    if (load_prompt_cache(p, pc, &pr, &r.height, &r.width, res, err, errlen)) return -1;
+    int rc = enter(req, res, VDN_PIPELINE_RENDER, err, errlen);
+    if (!rc && vdn_engine_render_group(p->engines, p->n_engines, &r, req->progress, req->user, err,
+                                       errlen)) {
         res->error = VDN_PIPELINE_ERR_RENDER;
-        return -1;
+        rc = -1;
     }
+    vdn_prompt_free(&pr);
+    if (rc) return -1;
     res->have_latents = 1;
     if (p->n_decoders > 0 &&
         (enter(req, res, VDN_PIPELINE_DECODE, err, errlen) || decode(p, req, res, err, errlen)))
@@ -189,15 +191,19 @@ int vdn_pipeline_render(const vdn_pipeline *p, const vdn_pipeline_request *req,
     memset(res, 0, sizeof *res);
     if (check_request(p, req, res, err, errlen)) return -1;
     const char *pc = req->render.prompt_cache;
-    char text_path[4200] = "";
-    if (!pc || !pc[0]) {
-        out_path(req, ".prompt.safetensors", text_path, sizeof text_path);
-        if (enter(req, res, VDN_PIPELINE_PROMPT, err, errlen) ||
-            text_prompt(p, req, text_path, res, err, errlen))
-            return -1;
-        pc = text_path;
-    }
-    int rc = render_decode_record(p, req, pc, res, err, errlen);
-    if (text_path[0]) unlink(text_path); /* the store keeps the entry */
-    return rc;
+    if (pc && pc[0]) return render_decode_record(p, req, pc, res, err, errlen);
+    /* A text prompt: its pictures read once here (a picture that does not decode is the
+     * request's, before any model is loaded), then keyed, fetched or encoded from them. */
+    char text_path[4200], perr[VDN_ERR_LEN];
+    const vdn_prompt_input in = prompt_input(req);
+    vdn_pictures pics;
+    if (vdn_text_prompts_pictures(p->text, &in, &pics, perr, sizeof perr))
+        return fail(res, VDN_PIPELINE_ERR_REQUEST, err, errlen, "keyframe prompt", perr);
+    out_path(req, ".prompt.safetensors", text_path, sizeof text_path);
+    int rc = enter(req, res, VDN_PIPELINE_PROMPT, err, errlen) ||
+             text_prompt(p, req, &pics, text_path, res, err, errlen);
+    vdn_pictures_free(&pics);
+    if (!rc) rc = render_decode_record(p, req, text_path, res, err, errlen);
+    unlink(text_path); /* the store keeps the entry */
+    return rc ? -1 : 0;
 }

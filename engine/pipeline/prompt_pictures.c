@@ -14,6 +14,7 @@
 #include "vae.h"
 #include "vdn_util.h"
 #include "video_encoder.h"
+#include "vision_preprocess.h"
 
 /* ---- identities ---- */
 
@@ -112,29 +113,46 @@ static int picture_read(const char *field, const char *path, vdn_image *im, char
     return rc;
 }
 
-/* The pictures on the canvas once (media/keyframes.h), so what the canvas refuses (a first
- * keyframe outside 1:4 .. 4:1, a resize too costly) is the request's error too. */
-static int canvas_check(vdn_image *ims, int n, int width, int height, char *err, size_t errlen) {
-    vdn_image out[2] = {{0}};
-    int cw, ch;
-    char kerr[VDN_ERR_LEN];
-    int rc = vdn_keyframes_prepare(ims, n, width, height, out, &cw, &ch, kerr, sizeof kerr);
-    for (int i = 0; i < n; i++)
-        vdn_image_free(&out[i]);
-    return rc ? vdn_fail(err, errlen, "keyframe pictures: %s", kerr) : 0;
+/* The image processor's settings as the text encoder reads them (processor/ beside
+ * text_encoder/), hashed in a fixed text form: what changes how a picture becomes the vision
+ * tower's rows changes the identity, a file's spacing or key order does not. */
+static int processor_identity(const char *ckpt_root, char out[65], char *err, size_t errlen) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/processor/preprocessor_config.json", ckpt_root);
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return vdn_fail(err, errlen,
+                        "checkpoint %s has no processor/preprocessor_config.json: keyframe "
+                        "pictures need the image processor's settings",
+                        ckpt_root);
+    vdn_vision_proc v;
+    if (vdn_vision_proc_load(path, &v, err, errlen)) return -1;
+    char text[512];
+    int n =
+        snprintf(text, sizeof text,
+                 "pixels %lld..%lld\npatch %d temporal %d merge %d\nmean %.9g %.9g %.9g\n"
+                 "std %.9g %.9g %.9g\nrescale %.17g\n",
+                 (long long)v.min_pixels, (long long)v.max_pixels, v.patch, v.temporal_patch,
+                 v.merge, v.mean[0], v.mean[1], v.mean[2], v.std[0], v.std[1], v.std[2], v.rescale);
+    vdn_sha256_hex(text, (size_t)n, out);
+    return 0;
 }
 
-int vdn_pictures_of(const char *ckpt_root, const vdn_prompt_input *in, vdn_pictures *out, char *err,
-                    size_t errlen) {
-    memset(out, 0, sizeof *out);
-    if ((in->first_frame && in->first_frame[0]) || (in->last_frame && in->last_frame[0])) {
-        if ((in->height > 0) != (in->width > 0) || in->height < 0 || in->width < 0 ||
-            in->height % 32 || in->width % 32)
-            return vdn_fail(err, errlen,
-                            "keyframe canvas %d x %d (height x width): expected both multiples "
-                            "of 32, or neither given (the release's canvas of the first keyframe)",
-                            in->height, in->width);
-    }
+/* The canvas asked for: both sides multiples of 32, or neither given. */
+static int canvas_asked_ok(const vdn_prompt_input *in, char *err, size_t errlen) {
+    if ((in->height > 0) != (in->width > 0) || in->height < 0 || in->width < 0 || in->height % 32 ||
+        in->width % 32)
+        return vdn_fail(err, errlen,
+                        "keyframe canvas %d x %d (height x width): expected both multiples "
+                        "of 32, or neither given (the release's canvas of the first keyframe)",
+                        in->height, in->width);
+    return 0;
+}
+
+/* Each picture decoded once and hashed, then put on the canvas (media/keyframes.h): what the
+ * canvas refuses (a first keyframe outside 1:4 .. 4:1, a resize too costly) is the request's
+ * error too. */
+static int read_pictures(const vdn_prompt_input *in, vdn_pictures *out, char *err, size_t errlen) {
     const char *files[2] = {in->first_frame, in->last_frame};
     const char *fields[2] = {"first_frame", "last_frame"};
     vdn_image ims[2] = {{0}};
@@ -145,19 +163,47 @@ int vdn_pictures_of(const char *ckpt_root, const vdn_prompt_input *in, vdn_pictu
         out->path[out->n] = files[i];
         out->anchor_last[out->n++] = i;
     }
-    if (!rc && out->n) rc = canvas_check(ims, out->n, in->width, in->height, err, errlen);
+    char kerr[VDN_ERR_LEN];
+    if (!rc && out->n &&
+        vdn_keyframes_prepare(ims, out->n, in->width, in->height, out->canvas, &out->canvas_w,
+                              &out->canvas_h, kerr, sizeof kerr))
+        rc = vdn_fail(err, errlen, "keyframe pictures: %s", kerr);
     for (int i = 0; i < 2; i++)
         vdn_image_free(&ims[i]);
-    if (rc || !out->n) return rc;
+    return rc;
+}
+
+int vdn_pictures_of(const char *ckpt_root, const vdn_prompt_input *in, vdn_pictures *out, char *err,
+                    size_t errlen) {
+    memset(out, 0, sizeof *out);
+    if (!(in->first_frame && in->first_frame[0]) && !(in->last_frame && in->last_frame[0]))
+        return 0;
+    if (canvas_asked_ok(in, err, errlen)) return -1;
     out->height = in->height;
     out->width = in->width;
     char dir[4400];
-    if (vdn_vae_find(ckpt_root, "vae", dir, sizeof dir))
-        return vdn_fail(err, errlen,
-                        "checkpoint %s has no vae/ (nor base/vae/): keyframe pictures need the "
-                        "video VAE's encoder",
-                        ckpt_root);
-    return vae_identity(dir, out->vae, err, errlen);
+    int rc = read_pictures(in, out, err, errlen);
+    if (!rc && vdn_vae_find(ckpt_root, "vae", dir, sizeof dir))
+        rc = vdn_fail(err, errlen,
+                      "checkpoint %s has no vae/ (nor base/vae/): keyframe pictures need the "
+                      "video VAE's encoder",
+                      ckpt_root);
+    if (!rc) rc = vae_identity(dir, out->vae, err, errlen);
+    if (!rc) rc = processor_identity(ckpt_root, out->processor, err, errlen);
+    if (rc) vdn_pictures_free(out);
+    return rc;
+}
+
+void vdn_pictures_free(vdn_pictures *pics) {
+    for (int i = 0; i < 2; i++)
+        vdn_image_free(&pics->canvas[i]);
+    memset(pics, 0, sizeof *pics);
+}
+
+vdn_pictures vdn_pictures_identity(const vdn_pictures *pics) {
+    vdn_pictures id = *pics;
+    memset(id.canvas, 0, sizeof id.canvas);
+    return id;
 }
 
 void vdn_pictures_to_json(const vdn_pictures *pics, cJSON *o) {
@@ -171,6 +217,7 @@ void vdn_pictures_to_json(const vdn_pictures *pics, cJSON *o) {
         cJSON_AddItemToArray(a, k);
     }
     cJSON_AddStringToObject(o, "vae", pics->vae);
+    cJSON_AddStringToObject(o, "processor", pics->processor);
     if (pics->height > 0) {
         cJSON *c = cJSON_AddObjectToObject(o, "canvas_asked");
         cJSON_AddNumberToObject(c, "height", pics->height);
@@ -193,9 +240,8 @@ void vdn_prompt_content_sha256(const void *const *parts, const size_t *sizes, in
 
 /* ---- the encode ---- */
 
-/* What one encode holds: the canvas pictures, their latents, the prompt's rows. */
+/* What one encode holds: the canvas pictures' latents, the prompt's rows. */
 typedef struct {
-    vdn_image canvas[2];
     int cw, ch;        /* the canvas, pixels */
     float *latents[2]; /* [C, ch/16, cw/16] each */
     int lc;            /* latent channels */
@@ -205,20 +251,10 @@ typedef struct {
 } keyframe_work;
 
 static void work_free(keyframe_work *w) {
-    for (int i = 0; i < 2; i++) {
-        vdn_image_free(&w->canvas[i]);
+    for (int i = 0; i < 2; i++)
         free(w->latents[i]);
-    }
     free(w->rows);
     free(w->tags);
-}
-
-/* The pictures decoded and put on the canvas (media/keyframes.h). */
-static int draw_canvas(const vdn_pictures *pics, keyframe_work *w, char *err, size_t errlen) {
-    vdn_image_opts io = {.max_pixels = VDN_PICTURE_MAX_PIXELS,
-                         .max_bytes = (size_t)VDN_PICTURE_MAX_BYTES};
-    return vdn_keyframes_load(pics->path, pics->n, &io, pics->width, pics->height, w->canvas,
-                              &w->cw, &w->ch, err, errlen);
 }
 
 /* Each canvas picture through the VAE's encoder (ckpt_root/vae, loaded on dev for the call). */
@@ -235,7 +271,7 @@ static int encode_latents(const char *ckpt_root, vdn_dev *dev, const vdn_picture
     int rc = 0;
     for (int i = 0; i < pics->n && !rc; i++) {
         w->latents[i] = vdn_xmalloc(sizeof(float) * per);
-        if (vdn_video_encoder_encode_u8(e, w->canvas[i].rgb, w->ch, w->cw, NULL, w->latents[i],
+        if (vdn_video_encoder_encode_u8(e, pics->canvas[i].rgb, w->ch, w->cw, NULL, w->latents[i],
                                         verr, sizeof verr))
             rc = vdn_fail(err, errlen, "%s: the VAE encoder: %s", pics->path[i], verr);
     }
@@ -248,8 +284,10 @@ static int encode_rows(vdn_text_encoder *enc, const vdn_tokenizer *tok, const ch
                        const vdn_pictures *pics, keyframe_work *w, char *err, size_t errlen) {
     vdn_picture in[2];
     for (int i = 0; i < pics->n; i++)
-        in[i] = (vdn_picture){
-            .rgb = w->canvas[i].rgb, .width = w->cw, .height = w->ch, .stride = (size_t)w->cw * 3};
+        in[i] = (vdn_picture){.rgb = pics->canvas[i].rgb,
+                              .width = w->cw,
+                              .height = w->ch,
+                              .stride = (size_t)w->cw * 3};
     return vdn_text_encode_pictures(enc, tok, text, strlen(text), in, pics->n, &w->rows, &w->tags,
                                     &w->n_rows, err, errlen);
 }
@@ -313,6 +351,7 @@ static int write_file(const vdn_text_encoder *enc, const char *text, const vdn_p
                       {"keyframe_files", files},
                       {"keyframe_sha256", shas},
                       {"vae", pics->vae},
+                      {"processor", pics->processor},
                       {"text_encoder", meta->identity},
                       {"text_encoder_layer", layer},
                       {"text_encoder_precision", vdn_precision_name(meta->precision)},
@@ -327,9 +366,8 @@ int vdn_pictures_write_cache(const char *ckpt_root, vdn_text_encoder *enc, struc
                              const vdn_tokenizer *tok, const char *text, const vdn_pictures *pics,
                              const vdn_pictures_meta *meta, const char *path, char *err,
                              size_t errlen) {
-    keyframe_work w = {0};
-    int rc = draw_canvas(pics, &w, err, errlen);
-    if (!rc) rc = encode_latents(ckpt_root, dev, pics, &w, err, errlen);
+    keyframe_work w = {.cw = pics->canvas_w, .ch = pics->canvas_h};
+    int rc = encode_latents(ckpt_root, dev, pics, &w, err, errlen);
     if (!rc) rc = encode_rows(enc, tok, text, pics, &w, err, errlen);
     if (!rc) rc = write_file(enc, text, pics, meta, &w, path, err, errlen);
     work_free(&w);

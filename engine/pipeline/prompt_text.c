@@ -200,20 +200,21 @@ static void content_hash(const void *embeds, size_t ne, const void *tags, size_t
 /* The key hashes the encoder's identity, its precision and the ids. The bf16 material is the
  * text of the keys written before fp8 existed ("v1", no precision line), so the entries already
  * in a store stay hits; any other precision adds its line and can never meet a bf16 key. A
- * prompt with pictures ("v2") adds the VAE's identity, the canvas asked for and each picture's
- * anchor and content hash, so it can never meet a text-only key. */
+ * prompt with pictures adds the VAE's identity, the image processor's, the canvas asked for and
+ * each picture's anchor and content hash, so it can never meet a text-only key. "v3": since the
+ * processor's line (the "v2" keys before it, which lacked it, are never asked for again). */
 static void key_of(const vdn_text_prompts *p, const vdn_pictures *pics, const int32_t *ids,
                    size_t n, char *key, size_t keylen) {
     size_t cap = 640 + 12 * n, used = 0;
     char *buf = vdn_xmalloc(cap), hex[65];
-    used += (size_t)snprintf(buf, cap, "vdn prompt cache v%d\nencoder %s\n", pics->n ? 2 : 1,
+    used += (size_t)snprintf(buf, cap, "vdn prompt cache v%d\nencoder %s\n", pics->n ? 3 : 1,
                              p->identity);
     if (p->precision != VDN_PRECISION_BF16 || pics->n)
         used += (size_t)snprintf(buf + used, cap - used, "precision %s\n",
                                  vdn_precision_name(p->precision));
     if (pics->n) {
-        used += (size_t)snprintf(buf + used, cap - used, "vae %s\ncanvas %dx%d\n", pics->vae,
-                                 pics->height, pics->width);
+        used += (size_t)snprintf(buf + used, cap - used, "vae %s\nprocessor %s\ncanvas %dx%d\n",
+                                 pics->vae, pics->processor, pics->height, pics->width);
         for (int i = 0; i < pics->n; i++)
             used += (size_t)snprintf(buf + used, cap - used, "%s %s\n",
                                      pics->anchor_last[i] ? "last" : "first", pics->sha256[i]);
@@ -226,14 +227,34 @@ static void key_of(const vdn_text_prompts *p, const vdn_pictures *pics, const in
     snprintf(key, keylen, "%s%s.safetensors", VDN_PROMPT_CACHE_PREFIX, hex);
 }
 
-int vdn_text_prompts_key(vdn_text_prompts *p, const vdn_prompt_input *in, char *key, size_t keylen,
-                         int *tokens, char *err, size_t errlen) {
+int vdn_text_prompts_pictures(const vdn_text_prompts *p, const vdn_prompt_input *in,
+                              vdn_pictures *pics, char *err, size_t errlen) {
+    return vdn_pictures_of(p->root, in, pics, err, errlen);
+}
+
+/* pics as the calls take them: NULL for a prompt without pictures, and never one that disagrees
+ * with the input (a caller's slip would key pictures under another prompt's entry). */
+static const vdn_pictures none;
+static int pictures_in(const vdn_prompt_input *in, const vdn_pictures **pics, char *err,
+                       size_t errlen) {
+    const int named =
+        (in->first_frame && in->first_frame[0]) + (in->last_frame && in->last_frame[0]);
+    if (!*pics) *pics = &none;
+    if ((*pics)->n != named)
+        return vdn_fail(err, errlen,
+                        "the prompt names %d keyframe pictures, %d were read for it "
+                        "(vdn_text_prompts_pictures)",
+                        named, (*pics)->n);
+    return 0;
+}
+
+int vdn_text_prompts_key(vdn_text_prompts *p, const vdn_prompt_input *in, const vdn_pictures *pics,
+                         char *key, size_t keylen, int *tokens, char *err, size_t errlen) {
     int32_t *ids;
     size_t n;
-    vdn_pictures pics;
-    if (vdn_pictures_of(p->root, in, &pics, err, errlen)) return -1;
+    if (pictures_in(in, &pics, err, errlen)) return -1;
     if (tokenize(p, in->text, &ids, &n, err, errlen)) return -1;
-    key_of(p, &pics, ids, n, key, keylen);
+    key_of(p, pics, ids, n, key, keylen);
     if (tokens) *tokens = (int)n;
     free(ids);
     return 0;
@@ -351,16 +372,15 @@ static int write_cache(vdn_text_prompts *p, vdn_text_encoder *enc, vdn_dev *dev,
     return rc;
 }
 
-int vdn_text_prompts_write(vdn_text_prompts *p, const vdn_prompt_input *in, const char *path,
-                           char *err, size_t errlen) {
+int vdn_text_prompts_write(vdn_text_prompts *p, const vdn_prompt_input *in,
+                           const vdn_pictures *pics, const char *path, char *err, size_t errlen) {
     int32_t *ids;
     size_t n;
-    vdn_pictures pics;
-    if (vdn_pictures_of(p->root, in, &pics, err, errlen)) return -1;
+    if (pictures_in(in, &pics, err, errlen)) return -1;
     if (tokenize(p, in->text, &ids, &n, err, errlen)) return -1;
     pthread_mutex_lock(&p->own_mu);
     int rc = load_own(p, err, errlen);
-    if (!rc) rc = write_cache(p, p->enc, p->dev, in, &pics, ids, n, path, err, errlen);
+    if (!rc) rc = write_cache(p, p->enc, p->dev, in, pics, ids, n, path, err, errlen);
     pthread_mutex_unlock(&p->own_mu);
     free(ids);
     return rc;
@@ -606,19 +626,21 @@ static int fetch_or_encode(vdn_text_prompts *p, const vdn_text_place *at, vdn_st
 }
 
 int vdn_text_prompts_cached(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
-                            const vdn_prompt_input *in, const char *local_path,
-                            vdn_text_cache_info *info, char *err, size_t errlen) {
+                            const vdn_prompt_input *in, const vdn_pictures *pics,
+                            const char *local_path, vdn_text_cache_info *info, char *err,
+                            size_t errlen) {
     double t0 = vdn_now();
     memset(info, 0, sizeof *info);
     info->gpu = at ? at->gpu : -1;
     info->precision = vdn_precision_name(p->precision);
     int32_t *ids;
     size_t n;
-    if (vdn_pictures_of(p->root, in, &info->pictures, err, errlen)) return -1;
+    if (pictures_in(in, &pics, err, errlen)) return -1;
+    info->pictures = vdn_pictures_identity(pics);
     if (tokenize(p, in->text, &ids, &n, err, errlen)) return -1;
-    key_of(p, &info->pictures, ids, n, info->key, sizeof info->key);
+    key_of(p, pics, ids, n, info->key, sizeof info->key);
     info->tokens = (int)n;
-    int rc = fetch_or_encode(p, at, st, in, &info->pictures, ids, n, local_path, info, err, errlen);
+    int rc = fetch_or_encode(p, at, st, in, pics, ids, n, local_path, info, err, errlen);
     free(ids);
     info->seconds = vdn_now() - t0;
     return rc;

@@ -2,12 +2,13 @@
  * content-addressed cache of encoded prompts in the object store.
  *
  * A cache entry's key is the SHA-256 of the encoder's identity (config, shard headers, layer),
- * its precision (bf16 or fp8) and the prompt's token ids: "prompt-cache/<sha>.safetensors". The
- * same prompt under the same encoder at the same precision is encoded once and reused by every
- * later job, in any batch; a different encoder, precision or tokenization is a different key
- * (bf16 keys are those written before fp8 existed, see key_of). The file is an ordinary prompt
- * cache (prompt_embeds bf16 [L, hidden], text_token_tags all 1, the prompt, the encoder's
- * identity, layer and precision in the metadata). */
+ * its precision (bf16 or fp8) and the prompt's token ids (with pictures: also their bytes' hashes,
+ * the canvas asked for, the video VAE's identity and the image processor's settings):
+ * "prompt-cache/<sha>.safetensors". The same prompt under the same encoder at the same precision is
+ * encoded once and reused by every later job, in any batch; a different encoder, precision or
+ * tokenization is a different key (bf16 keys are those written before fp8 existed, see key_of). The
+ * file is an ordinary prompt cache (prompt_embeds bf16 [L, hidden], text_token_tags all 1, the
+ * prompt, the encoder's identity, layer and precision in the metadata). */
 #ifndef VDN_PROMPT_TEXT_H
 #define VDN_PROMPT_TEXT_H
 
@@ -39,13 +40,20 @@ vdn_precision vdn_text_prompts_precision(const vdn_text_prompts *p);
 /* The longest prompt the encoder takes (text_config.max_position_embeddings), in tokens. */
 int64_t vdn_text_prompts_max_tokens(const vdn_text_prompts *p);
 
-/* The store key of the prompt's cache entry; *tokens (optional) gets the text's token count.
- * A prompt with pictures reads them (their bytes are part of the key). */
-int vdn_text_prompts_key(vdn_text_prompts *p, const vdn_prompt_input *in, char *key, size_t keylen,
-                         int *tokens, char *err, size_t errlen);
+/* The prompt's pictures (prompt_pictures.h vdn_pictures_of, with this checkpoint's VAE and image
+ * processor), read once per job: the calls below take them. vdn_pictures_free after. */
+int vdn_text_prompts_pictures(const vdn_text_prompts *p, const vdn_prompt_input *in,
+                              vdn_pictures *pics, char *err, size_t errlen);
+
+/* In the calls below, pics are in's pictures from vdn_text_prompts_pictures; NULL for a prompt
+ * without pictures (one that names pictures is then refused). */
+
+/* The store key of the prompt's cache entry; *tokens (optional) gets the text's token count. */
+int vdn_text_prompts_key(vdn_text_prompts *p, const vdn_prompt_input *in, const vdn_pictures *pics,
+                         char *key, size_t keylen, int *tokens, char *err, size_t errlen);
 /* Encode the prompt into a prompt cache file at path. */
-int vdn_text_prompts_write(vdn_text_prompts *p, const vdn_prompt_input *in, const char *path,
-                           char *err, size_t errlen);
+int vdn_text_prompts_write(vdn_text_prompts *p, const vdn_prompt_input *in,
+                           const vdn_pictures *pics, const char *path, char *err, size_t errlen);
 
 /* Where a miss encodes. A farm worker passes the job's first GPU: dev is that GPU's engine
  * device (engine.h vdn_engine_device), so the encoder's memory counts with the DiT's there, and
@@ -74,7 +82,8 @@ typedef struct {
     /* on failure: 1 the store's lookup or fetch failed, 2 the upload of the encoding failed, 0
      * neither (the encode, or the tokenizer) */
     int store_failed;
-    vdn_pictures pictures; /* the keyframe pictures' hashes and canvas (n 0: a text prompt) */
+    vdn_pictures pictures; /* the keyframe pictures' identity (vdn_pictures_identity: no canvas
+                              pictures to free; n 0: a text prompt) */
 } vdn_text_cache_info;
 
 /* The cache entry of text in st, fetched to local_path; on a miss, encoded at `at` (NULL: the
@@ -92,8 +101,9 @@ typedef struct {
  * VDN_TEXT_ENCODER_KEEP_FREE_GIB=G in the environment it stays resident on that device when the
  * device still reports at least G GiB free with it loaded (docs/cluster.md). */
 int vdn_text_prompts_cached(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
-                            const vdn_prompt_input *in, const char *local_path,
-                            vdn_text_cache_info *info, char *err, size_t errlen);
+                            const vdn_prompt_input *in, const vdn_pictures *pics,
+                            const char *local_path, vdn_text_cache_info *info, char *err,
+                            size_t errlen);
 long vdn_text_prompts_encodes(const vdn_text_prompts *p); /* encodes run by this instance */
 long vdn_text_prompts_loads(const vdn_text_prompts *p);   /* encoder loads onto a device */
 int vdn_text_prompts_resident(const vdn_text_prompts *p); /* devices holding an encoder now */

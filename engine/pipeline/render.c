@@ -75,7 +75,8 @@ static int render_on(vdn_engine *const *engs, int n, const vdn_render_request *r
         vdn_engine_clear_faults(engs[r]);
     if (!req->out_prefix || !req->out_prefix[0])
         return vdn_fail(err, errlen, "request: out_prefix is empty (expected PREFIX)");
-    if (!req->prompt_cache) return vdn_fail(err, errlen, "request: prompt_cache is missing");
+    if (!req->prompt_cache && !req->prompt)
+        return vdn_fail(err, errlen, "request: prompt_cache is missing");
     if (req->frames < 1 || req->frames > 100000)
         return vdn_fail(err, errlen, "request: frames = %d, expected a positive pixel frame count",
                         req->frames);
@@ -117,19 +118,25 @@ static int render_on(vdn_engine *const *engs, int n, const vdn_render_request *r
     const int px = vdn_snap_frames(req->frames), F = vdn_latent_frames(req->frames);
     const int La = vdn_audio_latents(req->frames), lh = req->height / 16, lw = req->width / 16;
     const int Cv = c->in_channels, Ca = c->audio_channels;
-    vdn_prompt pr;
-    if (vdn_prompt_load(req->prompt_cache, c->text_dim, &pr, err, errlen) != 0) return -1;
+    const char *pc_name = req->prompt_cache ? req->prompt_cache : "the request's prompt";
+    vdn_prompt loaded = {0}; /* the prompt read here when the caller did not pass it */
+    if (req->prompt && req->prompt->text_dim != c->text_dim)
+        return vdn_fail(err, errlen, "%s: prompt rows of %d, the checkpoint takes %d", pc_name,
+                        req->prompt->text_dim, c->text_dim);
+    if (!req->prompt && vdn_prompt_load(req->prompt_cache, c->text_dim, &loaded, err, errlen) != 0)
+        return -1;
+    const vdn_prompt pr = req->prompt ? *req->prompt : loaded; /* a view: never freed */
     if (pr.n_keyframes && (pr.kf_h != lh || pr.kf_w != lw)) {
         vdn_fail(err, errlen,
                  "%s: keyframes are %d x %d latents, the request needs %d x %d (%d x %d px)",
-                 req->prompt_cache, pr.kf_h, pr.kf_w, lh, lw, req->height, req->width);
-        vdn_prompt_free(&pr);
+                 pc_name, pr.kf_h, pr.kf_w, lh, lw, req->height, req->width);
+        vdn_prompt_free(&loaded);
         return -1;
     }
     if (pr.n_keyframes && Cv != VDN_LATENT_CHANNELS) {
         vdn_fail(err, errlen, "%s: keyframes have %d latent channels, the checkpoint takes %d",
-                 req->prompt_cache, VDN_LATENT_CHANNELS, Cv);
-        vdn_prompt_free(&pr);
+                 pc_name, VDN_LATENT_CHANNELS, Cv);
+        vdn_prompt_free(&loaded);
         return -1;
     }
     int8_t *tags = vdn_xmalloc((size_t)pr.n_text);
@@ -142,7 +149,7 @@ static int render_on(vdn_engine *const *engs, int n, const vdn_render_request *r
                            errlen);
     free(tags);
     if (rc != 0) {
-        vdn_prompt_free(&pr);
+        vdn_prompt_free(&loaded);
         return -1;
     }
     const vdn_layout *L = &seq.lay;
@@ -287,7 +294,7 @@ static int render_on(vdn_engine *const *engs, int n, const vdn_render_request *r
     free(sa);
     free(nfe_s);
     vdn_seq_free(&seq);
-    vdn_prompt_free(&pr);
+    vdn_prompt_free(&loaded);
     return rc;
 }
 

@@ -2,7 +2,8 @@
  * refusals typed as the request's before any work (keyframe pictures, no prompt, text without a
  * text encoder, a prompt cache that does not load) that write nothing; the stage callback hears
  * the stages that run, in order, and stops the pipeline where it says so; a latents-only render
- * reports its outputs; a cancel from the progress callback is a render failure. */
+ * reports its outputs and reads its prompt cache once; a cancel from the progress callback is a
+ * render failure. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -16,11 +17,19 @@ typedef struct {
     int stages[8], n;
     int stop_at; /* a stage to stop at, or -1 */
     int cancel_at_nfe;
+    const char *hide; /* a file moved to FILE.away as the render stage starts */
 } listener;
+
+static void move_away(const char *path, int back) {
+    char a[800];
+    snprintf(a, sizeof a, "%s.away", path);
+    CHECK(rename(back ? a : path, back ? path : a) == 0, "cannot move %s", path);
+}
 
 static int on_stage(void *user, vdn_pipeline_stage s) {
     listener *l = user;
     if (l->n < 8) l->stages[l->n++] = (int)s;
+    if (s == VDN_PIPELINE_RENDER && l->hide) move_away(l->hide, 0);
     return (int)s == l->stop_at;
 }
 
@@ -112,9 +121,11 @@ int main(int argc, char **argv) {
           "stop at the render: error %d stage %d exists %d", (int)res.error, (int)res.stage,
           exists(path));
 
-    /* a latents-only render: the render stage alone (no text prompt, no decoders) */
-    l = (listener){.stop_at = -1};
+    /* a latents-only render: the render stage alone (no text prompt, no decoders); the prompt
+     * cache is read once, before the render stage (moved away as it starts, it is not missed) */
+    l = (listener){.stop_at = -1, .hide = prompt};
     CHECK(vdn_pipeline_render(&p, &rq, &res, err, sizeof err) == 0, "render: %s", err);
+    move_away(prompt, 1);
     CHECK(l.n == 1 && l.stages[0] == VDN_PIPELINE_RENDER, "stages: %d, first %d", l.n, l.stages[0]);
     CHECK(res.error == VDN_PIPELINE_OK && res.have_latents && !res.have_mp4 && !res.text_used &&
               exists(path),

@@ -56,7 +56,7 @@ static void *run_job(void *arg) {
     pthread_barrier_wait(j->go);
     j->t0 = vdn_now();
     vdn_text_place at = {.dev = j->dev, .gpu = j->gpu};
-    j->rc = st ? vdn_text_prompts_cached(j->p, &at, st, &(vdn_prompt_input){.text = j->text},
+    j->rc = st ? vdn_text_prompts_cached(j->p, &at, st, &(vdn_prompt_input){.text = j->text}, NULL,
                                          j->path, &j->info, j->err, sizeof j->err)
                : -1;
     j->t1 = vdn_now();
@@ -134,7 +134,7 @@ static void single_flight(vdn_dev **devs, const char *store_uri) {
     for (int k = 0; k < 2 && leader[0] >= 0 && leader[1] >= 0; k++) {
         char mine[4300], err[VDN_ERR_LEN];
         snprintf(mine, sizeof mine, "%s/encode%d.safetensors", work, k);
-        CHECK(vdn_text_prompts_write(p, &(vdn_prompt_input){.text = prompts[k]}, mine, err,
+        CHECK(vdn_text_prompts_write(p, &(vdn_prompt_input){.text = prompts[k]}, NULL, mine, err,
                                      sizeof err) == 0,
               "%s", err);
         for (int i = k; i < JOBS; i += 2)
@@ -156,8 +156,8 @@ static vdn_text_cache_info one(vdn_text_prompts *p, vdn_store *st, vdn_dev *dev,
     char err[VDN_ERR_LEN], path[4300];
     snprintf(path, sizeof path, "%s/one.safetensors", work);
     vdn_text_place at = {.dev = dev, .gpu = gpu};
-    int rc = vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = text}, path, &info,
-                                     err, sizeof err);
+    int rc = vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = text}, NULL, path,
+                                     &info, err, sizeof err);
     CHECK(rc == 0, "%s: %s", text, err);
     return info;
 }
@@ -237,8 +237,8 @@ static void store_failures(vdn_dev *dev) {
     CHECK(vdn_write_file_atomic(blocker, "x", 1, err, sizeof err) == 0, "%s", err);
     vdn_store *st = vdn_store_open(uri, NULL, err, sizeof err);
     CHECK(st != NULL, "%s", err);
-    int rc = st ? vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = prompts[0]}, path,
-                                          &info, err, sizeof err)
+    int rc = st ? vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = prompts[0]}, NULL,
+                                          path, &info, err, sizeof err)
                 : 0;
     CHECK(rc == -1 && info.store_failed == 2, "blocked upload: rc %d store_failed %d (%s)", rc,
           info.store_failed, err);
@@ -251,8 +251,8 @@ static void store_failures(vdn_dev *dev) {
                         .retry_max_seconds = 0.2};
     st = vdn_store_open("s3://vdn-test/prefix", &o, err, sizeof err);
     CHECK(st != NULL, "%s", err);
-    rc = st ? vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = prompts[0]}, path,
-                                      &info, err, sizeof err)
+    rc = st ? vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = prompts[0]}, NULL,
+                                      path, &info, err, sizeof err)
             : 0;
     CHECK(rc == -1 && info.store_failed == 1, "dead endpoint: rc %d store_failed %d (%s)", rc,
           info.store_failed, err);
@@ -306,7 +306,7 @@ static void precisions(vdn_dev *dev) {
     vdn_text_cache_info info[2], again[2];
     for (int k = 0; k < 2; k++) {
         snprintf(path[k], sizeof path[k], "%s/prec%d.safetensors", work, k);
-        CHECK(vdn_text_prompts_cached(p[k], &at, st, &(vdn_prompt_input){.text = prompts[0]},
+        CHECK(vdn_text_prompts_cached(p[k], &at, st, &(vdn_prompt_input){.text = prompts[0]}, NULL,
                                       path[k], &info[k], err, sizeof err) == 0,
               "%s", err);
         CHECK(!info[k].hit, "precision %d: the first look is a miss (got a hit: shared entry?)", k);
@@ -319,8 +319,8 @@ static void precisions(vdn_dev *dev) {
     for (int k = 0; k < 2; k++) {
         char other[4300];
         snprintf(other, sizeof other, "%s/prec%d_again.safetensors", work, k);
-        CHECK(vdn_text_prompts_cached(p[k], &at, st, &(vdn_prompt_input){.text = prompts[0]}, other,
-                                      &again[k], err, sizeof err) == 0,
+        CHECK(vdn_text_prompts_cached(p[k], &at, st, &(vdn_prompt_input){.text = prompts[0]}, NULL,
+                                      other, &again[k], err, sizeof err) == 0,
               "%s", err);
         CHECK(again[k].hit && !strcmp(again[k].key, info[k].key) && same_file(other, path[k]),
               "precision %d again: hit %d, key %s (was %s)", k, again[k].hit, again[k].key,
@@ -394,10 +394,10 @@ static void tampered(vdn_dev *dev) {
     snprintf(path, sizeof path, "%s/tamper-a.safetensors", work);
     snprintf(other, sizeof other, "%s/tamper-b.safetensors", work);
     snprintf(again, sizeof again, "%s/tamper-again.safetensors", work);
-    CHECK(vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = prompts[0]}, path, &a,
-                                  err, sizeof err) == 0 &&
-              vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = prompts[1]}, other,
-                                      &b, err, sizeof err) == 0,
+    CHECK(vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = prompts[0]}, NULL, path,
+                                  &a, err, sizeof err) == 0 &&
+              vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = prompts[1]}, NULL,
+                                      other, &b, err, sizeof err) == 0,
           "%s", err);
     char m[200];
     CHECK(meta_of(path, "cache_key", m, sizeof m) && !strcmp(m, a.key), "cache_key %s", m);
@@ -421,8 +421,8 @@ static void tampered(vdn_dev *dev) {
             free(bytes);
         }
         long before = vdn_text_prompts_encodes(p);
-        CHECK(vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = prompts[0]}, again,
-                                      &c, err, sizeof err) == 0,
+        CHECK(vdn_text_prompts_cached(p, &at, st, &(vdn_prompt_input){.text = prompts[0]}, NULL,
+                                      again, &c, err, sizeof err) == 0,
               "%s", err);
         CHECK(!c.hit && vdn_text_prompts_encodes(p) == before + 1,
               "tamper %d: hit %d, %ld encodes (was %ld): the bad entry was used", k, c.hit,
@@ -467,8 +467,8 @@ int main(int argc, char **argv) {
         memset(big, 'a', VDN_TEXT_MAX_PROMPT_BYTES + 1);
         big[VDN_TEXT_MAX_PROMPT_BYTES + 1] = 0;
         CHECK(p &&
-                  vdn_text_prompts_key(p, &(vdn_prompt_input){.text = big}, key, sizeof key, NULL,
-                                       err, sizeof err) != 0 &&
+                  vdn_text_prompts_key(p, &(vdn_prompt_input){.text = big}, NULL, key, sizeof key,
+                                       NULL, err, sizeof err) != 0 &&
                   strstr(err, "refused before tokenizing"),
               "a 64 KiB + 1 prompt: %s", err);
         free(big);
