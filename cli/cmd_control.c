@@ -7,19 +7,32 @@
 #include "keys.h"
 #include "vdn_util.h"
 
-static int count_cmd(const char *cmd, int argc, char **argv,
-                     int (*fn)(vdn_client *, const char *, int *, char *, size_t),
-                     const char *verb) {
+/* `vdn retry --force`: quarantined jobs too */
+static int force_own(void *user, int argc, char **argv, int i) {
+    (void)argc;
+    if (strcmp(argv[i], "--force")) return 0;
+    *(int *)user = 1;
+    return 1;
+}
+
+/* cancel and retry: a batch or a job, and how many jobs it changed. */
+static int count_cmd(const char *cmd, int argc, char **argv, int retry, const char *verb) {
     cli_args a;
+    int force = 0;
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: vdn %s bN|jN [--json] [--coordinator EP | --dir DIR]\n", cmd);
+        printf("usage: vdn %s bN|jN%s [--json] [--coordinator EP | --dir DIR]\n", cmd,
+               retry ? " [--force]" : "");
+        if (retry)
+            printf("  failed and cancelled jobs back to the queue with fresh budgets; quarantined\n"
+                   "  jobs (they crashed the renderer on two workers) only with --force, which\n"
+                   "  also clears their crash records\n");
         return 0;
     }
-    if (cli_parse(cmd, argc, argv, &a, NULL, NULL)) return VDN_EXIT_USAGE;
+    if (cli_parse(cmd, argc, argv, &a, retry ? force_own : NULL, &force)) return VDN_EXIT_USAGE;
     char err[VDN_ERR_LEN], kind;
     uint64_t id;
     if (a.npos != 1) {
-        fprintf(stderr, "usage: vdn %s bN|jN\n", cmd);
+        fprintf(stderr, "usage: vdn %s bN|jN%s\n", cmd, retry ? " [--force]" : "");
         return VDN_EXIT_USAGE;
     }
     if (vdn_parse_target(a.pos[0], &kind, &id, err, sizeof err)) {
@@ -28,23 +41,34 @@ static int count_cmd(const char *cmd, int argc, char **argv,
     }
     vdn_client *c = cli_connect(cmd, &a);
     if (!c) return VDN_EXIT_UNREACHABLE;
-    int n = 0, rc = VDN_EXIT_OK;
-    if (fn(c, a.pos[0], &n, err, sizeof err))
+    int n = 0, q = 0, rc = VDN_EXIT_OK;
+    int bad = retry ? vdn_client_retry_force(c, a.pos[0], force, &n, &q, err, sizeof err)
+                    : vdn_client_cancel(c, a.pos[0], &n, err, sizeof err);
+    if (bad)
         rc = cli_fail(cmd, c, err);
+    else if (a.json && retry)
+        printf("{\"target\": \"%s\", \"%s\": %d, \"quarantined_left\": %d}\n", a.pos[0], verb, n,
+               q);
     else if (a.json)
         printf("{\"target\": \"%s\", \"%s\": %d}\n", a.pos[0], verb, n);
-    else
+    else {
         printf("%s %d job(s) of %s\n", verb, n, a.pos[0]);
+        if (q)
+            printf("left %d quarantined job(s) of %s alone: they crashed the renderer (on two "
+                   "workers, or --max-crashes times; vdn logs says where); vdn retry --force %s "
+                   "runs them again\n",
+                   q, a.pos[0], a.pos[0]);
+    }
     vdn_client_close(c);
     return rc;
 }
 
 int vdn_cmd_cancel(int argc, char **argv) {
-    return count_cmd("cancel", argc, argv, vdn_client_cancel, "cancelled");
+    return count_cmd("cancel", argc, argv, 0, "cancelled");
 }
 
 int vdn_cmd_retry(int argc, char **argv) {
-    return count_cmd("retry", argc, argv, vdn_client_retry, "requeued");
+    return count_cmd("retry", argc, argv, 1, "requeued");
 }
 
 static int drain_own(void *user, int argc, char **argv, int i) {

@@ -34,6 +34,7 @@ static void usage(FILE *f) {
         "                       [--max-attempts 3] [--max-worker-faults 20]\n"
         "                       [--blocklist-failures 3]\n"
         "                       [--blocklist-seconds 300] [--keys DIR]\n"
+        "                       [--max-crashes 3] [--crash-window 3600]\n"
         "                       [--gpu-memory-limit GIB] [--max-workers 1024]\n"
         "                       [--max-jobs-per-batch 10000] [--max-prompt-chars 16384]\n"
         "                       [--stall-seconds 900] [--stall-factor 10]\n"
@@ -55,6 +56,11 @@ static void usage(FILE *f) {
         "beyond it takes the place of a gone worker, else its READY is refused),\n"
         "--max-jobs-per-batch, --max-prompt-chars (a text prompt's characters, refused at\n"
         "submit before any worker tokenizes it).\n"
+        "Crash blame (docs/cluster.md \"Crash blame\"): a renderer crash ends its attempt only,\n"
+        "charged to no budget; a job that crashed renderers on two workers, or --max-crashes\n"
+        "times, is quarantined (`vdn retry --force` runs it again); a worker whose renderers\n"
+        "crashed under --blocklist-failures different jobs (at least 2) within --crash-window\n"
+        "seconds is blocklisted for --blocklist-seconds.\n"
         "Hung renders: an attempt with no progress for max(--stall-seconds, --stall-factor x its\n"
         "last model evaluation's time) is stopped and blamed by the evidence (0: never); one past\n"
         "its request's \"timeout\" is stopped as the job's fault.\n"
@@ -157,6 +163,8 @@ int vdn_cmd_coordinator(int argc, char **argv) {
     o->max_worker_faults = 20;
     o->blocklist_failures = 3;
     o->blocklist_seconds = 300;
+    o->max_crashes = 3;
+    o->crash_window = 3600;
     o->max_workers = 1024;
     o->stall_seconds = 900;
     o->stall_factor = 10;
@@ -213,6 +221,11 @@ int vdn_cmd_coordinator(int argc, char **argv) {
         } else if (!strcmp(a, "--blocklist-failures")) {
             if (parse_num(a, v, 1, 1000, &x)) return 2;
             o->blocklist_failures = (int)x;
+        } else if (!strcmp(a, "--max-crashes")) {
+            if (parse_num(a, v, 1, 1000, &x)) return 2;
+            o->max_crashes = (int)x;
+        } else if (!strcmp(a, "--crash-window")) {
+            if (parse_num(a, v, 1, 86400 * 30, &o->crash_window)) return 2;
         } else if (!strcmp(a, "--gpu-memory-limit")) {
             if (parse_num(a, v, 1, 1 << 20, &x)) return 2;
             o->gpu_memory_limit = (uint64_t)(x * 1073741824.0);

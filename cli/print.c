@@ -39,8 +39,20 @@ static const char *last_line(const char *s) {
     return nl ? nl + 1 : s;
 }
 
+/* A job's state for people: a quarantined job is failed, and says so. */
+static const char *job_state(const Vdn__JobInfo *j) {
+    return j->quarantined ? "quarantined" : j->state;
+}
+
+/* Its crash record: "A, B" (the worker of each renderer crash). */
+static void crash_list(char *buf, size_t len, const Vdn__JobInfo *j) {
+    buf[0] = 0;
+    for (size_t i = 0; i < j->n_crashed_on; i++)
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", i ? ", " : "", j->crashed_on[i]);
+}
+
 void print_jobs(FILE *f, Vdn__JobInfo **j, size_t n) {
-    fprintf(f, "%-8s %-10s %4s %-16s %-9s %-10s %s\n", "JOB", "STATE", "TRY", "WORKER", "NFE",
+    fprintf(f, "%-8s %-11s %4s %-16s %-9s %-10s %s\n", "JOB", "STATE", "TRY", "WORKER", "NFE",
             "ELAPSED", "OUTPUT / ERROR");
     for (size_t i = 0; i < n; i++) {
         char id[24], nfe[24], el[24];
@@ -60,7 +72,7 @@ void print_jobs(FILE *f, Vdn__JobInfo **j, size_t n) {
             what = last_line(j[i]->last_error);
         else if (j[i]->request && j[i]->request->output_prefix)
             what = j[i]->request->output_prefix;
-        fprintf(f, "%-8s %-10s %4d %-16s %-9s %-10s %s\n", id, j[i]->state, j[i]->attempts,
+        fprintf(f, "%-8s %-11s %4d %-16s %-9s %-10s %s\n", id, job_state(j[i]), j[i]->attempts,
                 j[i]->worker_id ? j[i]->worker_id : "-", nfe,
                 j[i]->elapsed_seconds > 0 ? fmt_duration(j[i]->elapsed_seconds, el, sizeof el)
                                           : "-",
@@ -70,8 +82,8 @@ void print_jobs(FILE *f, Vdn__JobInfo **j, size_t n) {
 
 void print_job_detail(FILE *f, const Vdn__JobInfo *j) {
     char t[40], t2[40];
-    fprintf(f, "job j%llu (batch b%llu): %s\n", (unsigned long long)j->job_id,
-            (unsigned long long)j->batch_id, j->state);
+    fprintf(f, "job j%llu (batch b%llu): %s%s\n", (unsigned long long)j->job_id,
+            (unsigned long long)j->batch_id, j->state, j->quarantined ? ", quarantined" : "");
     fprintf(f, "  priority %d, attempts %d%s%s\n", j->priority, j->attempts,
             j->worker_id ? ", on " : "", j->worker_id ? j->worker_id : "");
     if (j->tag) fprintf(f, "  tag        %s\n", j->tag);
@@ -97,6 +109,12 @@ void print_job_detail(FILE *f, const Vdn__JobInfo *j) {
             j->has_finished_at ? cli_time(j->finished_at, t2, sizeof t2) : "-");
     for (size_t i = 0; i < j->n_object_keys; i++)
         fprintf(f, "  object     %s\n", j->object_keys[i]);
+    if (j->n_crashed_on) { /* crash blame: where it crashed the renderer */
+        char who[512];
+        crash_list(who, sizeof who, j);
+        fprintf(f, "  crashes    the renderer on %s%s\n", who,
+                j->quarantined ? " (quarantined: vdn retry --force runs it again)" : "");
+    }
     if (j->last_error) {
         fprintf(f, "  errors:\n");
         const char *s = j->last_error;

@@ -364,12 +364,18 @@ Vdn__ListReply *vdn_client_list(vdn_client *c, const char *tag, int limit, char 
     return r ? detach(r, (void **)&r->list_reply) : NULL;
 }
 
-static int count_call(vdn_client *c, Vdn__Envelope *env, int *count, char *err, size_t errlen) {
+static int count_call2(vdn_client *c, Vdn__Envelope *env, int *count, int *quarantined, char *err,
+                       size_t errlen) {
     Vdn__Envelope *r = call(c, env, VDN__ENVELOPE__PAYLOAD_COUNT_REPLY, err, errlen);
     if (!r) return -1;
     if (count) *count = r->count_reply->count;
+    if (quarantined) *quarantined = r->count_reply->quarantined;
     vdn__envelope__free_unpacked(r, NULL);
     return 0;
+}
+
+static int count_call(vdn_client *c, Vdn__Envelope *env, int *count, char *err, size_t errlen) {
+    return count_call2(c, env, count, NULL, err, errlen);
 }
 
 int vdn_client_cancel(vdn_client *c, const char *target, int *count, char *err, size_t errlen) {
@@ -381,13 +387,19 @@ int vdn_client_cancel(vdn_client *c, const char *target, int *count, char *err, 
     return count_call(c, &env, count, err, errlen);
 }
 
-int vdn_client_retry(vdn_client *c, const char *target, int *count, char *err, size_t errlen) {
+int vdn_client_retry_force(vdn_client *c, const char *target, int force, int *count,
+                           int *quarantined, char *err, size_t errlen) {
     Vdn__RetryRequest q = VDN__RETRY_REQUEST__INIT;
     q.target = (char *)target;
+    if (force) q.has_force = 1, q.force = 1;
     Vdn__Envelope env = VDN__ENVELOPE__INIT;
     env.payload_case = VDN__ENVELOPE__PAYLOAD_RETRY;
     env.retry = &q;
-    return count_call(c, &env, count, err, errlen);
+    return count_call2(c, &env, count, quarantined, err, errlen);
+}
+
+int vdn_client_retry(vdn_client *c, const char *target, int *count, char *err, size_t errlen) {
+    return vdn_client_retry_force(c, target, 0, count, NULL, err, errlen);
 }
 
 int vdn_client_drain(vdn_client *c, const char *worker_id, int undo, char *err, size_t errlen) {

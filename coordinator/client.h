@@ -151,6 +151,10 @@ Vdn__ListReply *vdn_client_list(vdn_client *c, const char *tag, int limit, char 
                                 size_t errlen);
 int vdn_client_cancel(vdn_client *c, const char *target, int *count, char *err, size_t errlen);
 int vdn_client_retry(vdn_client *c, const char *target, int *count, char *err, size_t errlen);
+/* The same, and *quarantined = quarantined jobs it left alone (may be NULL); force: those too,
+ * their crash records cleared (docs/cluster.md "Crash blame"). */
+int vdn_client_retry_force(vdn_client *c, const char *target, int force, int *count,
+                           int *quarantined, char *err, size_t errlen);
 int vdn_client_drain(vdn_client *c, const char *worker_id, int undo, char *err, size_t errlen);
 Vdn__WorkersReply *vdn_client_workers(vdn_client *c, char *err, size_t errlen);
 Vdn__LogsReply *vdn_client_logs(vdn_client *c, const char *target, char *err, size_t errlen);

@@ -22,6 +22,10 @@ typedef struct {
     int max_worker_faults;  /* attempts lost with their worker (killed, vanished, GPU fault) */
     int blocklist_failures; /* consecutive failed/expired attempts before a time-out */
     double blocklist_seconds;
+    /* crash blame (docs/cluster.md "Crash blame"): crashes in a job's record that quarantine it
+     * even all on one worker; how long a worker's renderer crashes count against it */
+    int max_crashes;
+    double crash_window;
     /* --gpu-memory-limit: the GPU size requests are checked against at submit while no
      * registered worker advertises GPU memory (memfit.h); 0 = no check then */
     uint64_t gpu_memory_limit;

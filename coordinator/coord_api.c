@@ -50,14 +50,20 @@ static void reply_error(peer *p, int code, const char *msg) {
     reply(p, &env);
 }
 
-static void reply_count(peer *p, int n) {
+/* quarantined: jobs a retry left alone (-1: not a retry's reply) */
+static void reply_counts(peer *p, int n, int quarantined) {
     Vdn__CountReply r = VDN__COUNT_REPLY__INIT;
     r.has_count = 1;
     r.count = n;
+    if (quarantined >= 0) r.has_quarantined = 1, r.quarantined = quarantined;
     Vdn__Envelope env = VDN__ENVELOPE__INIT;
     env.payload_case = VDN__ENVELOPE__PAYLOAD_COUNT_REPLY;
     env.count_reply = &r;
     reply(p, &env);
+}
+
+static void reply_count(peer *p, int n) {
+    reply_counts(p, n, -1);
 }
 
 /* "b12" / "j34" -> kind and id, and it must exist. */
@@ -208,7 +214,7 @@ void coord_on_client_frames(coord *c, const uint8_t *ident, size_t ident_len, in
     Vdn__Envelope out = VDN__ENVELOPE__INIT;
     char kind;
     int64_t id;
-    int n;
+    int n, q;
     switch (env->payload_case) {
     case VDN__ENVELOPE__PAYLOAD_SUBMIT:
         on_submit(&p, env->submit);
@@ -248,10 +254,11 @@ void coord_on_client_frames(coord *c, const uint8_t *ident, size_t ident_len, in
     case VDN__ENVELOPE__PAYLOAD_RETRY:
         if (target(&p, env->retry->target, "bj", &kind, &id)) break;
         if (owns(&p, kind, id, "retry")) break;
-        if (jobs_retry(c->db, kind, id, &n, err, sizeof err))
+        if (jobs_retry(c->db, kind, id, env->retry->has_force && env->retry->force, &n, &q, err,
+                       sizeof err))
             reply_error(&p, VDN__ERROR__CODE__INTERNAL, err);
         else
-            reply_count(&p, n);
+            reply_counts(&p, n, q);
         coord_schedule(c);
         break;
     case VDN__ENVELOPE__PAYLOAD_DRAIN:

@@ -223,6 +223,40 @@ static void maybe_blocklist(coord *c, const char *worker_id, int64_t job) {
     VDN_WARN("worker %s blocklisted: %s", worker_id, detail);
 }
 
+/* Crash blame, the worker's side: its renderers crashed under --blocklist-failures different
+ * jobs (at least two: one poison job crashing it again and again is the job's, never the
+ * machine's) within --crash-window keep it from all work for --blocklist-seconds. Those crashes
+ * then leave both records: the worker's (it paid for them) and the jobs' (not their fault). */
+static void maybe_blocklist_crashes(coord *c, const char *worker_id) {
+    char err[VDN_ERR_LEN], detail[512], list[256] = "";
+    double now = vdn_wall(), since = now - c->o.crash_window;
+    int64_t jobs[8];
+    int need = c->o.blocklist_failures > 2 ? c->o.blocklist_failures : 2;
+    int n = jobs_crashed_jobs(c->db, worker_id, since, jobs, 8);
+    if (n < need) return;
+    for (int i = 0; i < n && i < 8; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%sj%lld", i ? ", " : "",
+                 (long long)jobs[i]);
+    double until = now + c->o.blocklist_seconds;
+    if (jobs_crash_blocklisted(c->db, worker_id, since, err, sizeof err) ||
+        cdb_run(c->db, err, sizeof err, "UPDATE workers SET blocked_until=? WHERE id=?", "ds",
+                until, worker_id)) {
+        VDN_ERROR("worker %s: crash blocklist: %s", worker_id, err);
+        return;
+    }
+    snprintf(detail, sizeof detail,
+             "its renderer crashed under %d different jobs (%s%s) within %.0f s; no work for "
+             "%.0f s",
+             n, list, n > 8 ? ", ..." : "", c->o.crash_window, c->o.blocklist_seconds);
+    cdb_event(c->db, 0, 0, 0, worker_id, "blocklisted", detail);
+    cworker *w = coord_worker_by_id(c, worker_id);
+    if (w) {
+        w->blocked_until = until;
+        coord_worker_save(c, w);
+    }
+    VDN_WARN("worker %s blocklisted: %s", worker_id, detail);
+}
+
 /* Ends a running attempt (lost, expired, failed) and requeues or fails its job. store_op: the
  * object-store operation a worker's FAIL says the failure came from (NULL: none). lost: the
  * attempt went with its worker (jobs.h job_budget: --max-worker-faults, not --max-attempts). */
@@ -231,7 +265,7 @@ static void end_attempt_store(coord *c, int64_t attempt, const char *state, cons
     char err[VDN_ERR_LEN], js[16];
     attempt_info a;
     if (!jobs_attempt(c->db, attempt, &a) || !a.current) return;
-    job_budget b = {c->o.max_attempts, c->o.max_worker_faults};
+    job_budget b = {c->o.max_attempts, c->o.max_worker_faults, c->o.max_crashes};
     if (jobs_end_attempt(c->db, attempt, state, reason, fault, store_op, lost, &b, js, err,
                          sizeof err)) {
         VDN_ERROR("attempt %lld: %s", (long long)attempt, err);
@@ -240,6 +274,7 @@ static void end_attempt_store(coord *c, int64_t attempt, const char *state, cons
     VDN_INFO("job j%lld attempt %lld %s (%s fault: %s): job now %s", (long long)a.job,
              (long long)attempt, state, job_fault_name(fault), reason, js);
     if (fault == FAULT_WORKER) maybe_blocklist(c, a.worker, a.job);
+    if (fault == FAULT_CRASH) maybe_blocklist_crashes(c, a.worker);
 }
 
 /* An attempt the coordinator ends itself: its worker vanished, restarted without it, let the
@@ -486,8 +521,10 @@ static void on_fail(coord *c, cworker *w, const Vdn__Fail *f) {
     }
     drop_hold(w, x);
     if (!fence(c, w, x, "FAIL", &a)) return;
-    /* an older worker says only whether to retry: a retryable failure was the machine's */
-    job_fault fault = f->has_fault                          ? (job_fault)f->fault
+    /* an older worker says only whether to retry: a retryable failure was the machine's; a
+     * fault this coordinator does not know (a newer worker's) too */
+    job_fault fault = f->has_fault && (int)f->fault >= FAULT_JOB && (int)f->fault <= FAULT_CRASH
+                          ? (job_fault)f->fault
                       : (!f->has_retryable || f->retryable) ? FAULT_WORKER
                                                             : FAULT_JOB;
     /* the store operation it came from, typed by the worker (an older one never says) */

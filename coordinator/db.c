@@ -106,6 +106,21 @@ static const char *const migrations[] = {
     "ALTER TABLE batches ADD COLUMN owner TEXT;\n",
     /* 7 -> 8: why a queued job has not started, as the coordinator's placement last saw it */
     "ALTER TABLE jobs ADD COLUMN waiting TEXT;\n",
+    /* 8 -> 9: crash blame (docs/cluster.md "Crash blame"): attempts that ended in a renderer
+     * crash, charged to neither budget of the job; each crash with what it still counts for (the
+     * job's crash record, the worker's crash blocklist); the quarantine of a job that crashed
+     * renderers on two workers */
+    "ALTER TABLE jobs ADD COLUMN crashes INTEGER NOT NULL DEFAULT 0;\n"
+    "ALTER TABLE jobs ADD COLUMN quarantined INTEGER NOT NULL DEFAULT 0;\n"
+    "CREATE TABLE crashes(\n"
+    "  attempt_id INTEGER PRIMARY KEY REFERENCES attempts(id),\n"
+    "  job_id INTEGER NOT NULL REFERENCES jobs(id),\n"
+    "  worker_id TEXT NOT NULL,\n"
+    "  at REAL NOT NULL,\n"
+    "  job_record INTEGER NOT NULL DEFAULT 1,\n"
+    "  worker_record INTEGER NOT NULL DEFAULT 1);\n"
+    "CREATE INDEX crashes_job ON crashes(job_id);\n"
+    "CREATE INDEX crashes_worker ON crashes(worker_id, at);\n",
 };
 
 int cdb_schema_version(sqlite3 *db) {

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CDB_SCHEMA_VERSION 8
+#define CDB_SCHEMA_VERSION 9
 
 /* Read-write: creates the file, enables WAL, migrates to CDB_SCHEMA_VERSION (refusing a newer
  * schema). Read-only: refuses a missing file or a schema this build does not know. */

@@ -18,7 +18,10 @@ void job_claim_free(job_claim *c) {
 }
 
 const char *job_fault_name(job_fault f) {
-    return f == FAULT_JOB ? "job" : f == FAULT_WORKER ? "worker" : "transient";
+    return f == FAULT_JOB      ? "job"
+           : f == FAULT_WORKER ? "worker"
+           : f == FAULT_CRASH  ? "crash"
+                               : "transient";
 }
 
 void jobs_class_of(const vdn_job_spec *s, char *buf, size_t len) {
@@ -409,6 +412,69 @@ const char *job_store_op_name(int op) {
     return op == 1 ? "download" : op == 2 ? "upload" : op == 3 ? "open" : NULL;
 }
 
+/* The job's crash record: the workers whose renderers it crashed, in the order of their first
+ * crash, as "A, B" into buf ("A (2x), B" when it crashed one of several more than once); returns
+ * how many crashes it holds and *workers how many distinct workers. */
+static int crash_record(sqlite3 *db, int64_t job, char *buf, size_t len, int *workers) {
+    int n = 0;
+    buf[0] = 0;
+    *workers = (int)cdb_int(db, 0,
+                            "SELECT count(DISTINCT worker_id) FROM crashes WHERE job_id=? AND "
+                            "job_record",
+                            "i", job);
+    sqlite3_stmt *st = cdb_prep(db,
+                                "SELECT worker_id, count(*) FROM crashes WHERE job_id=? AND "
+                                "job_record GROUP BY worker_id ORDER BY min(attempt_id)",
+                                "i", job);
+    while (st && sqlite3_step(st) == SQLITE_ROW) {
+        int k = sqlite3_column_int(st, 1);
+        size_t used = strlen(buf);
+        char times[24] = "";
+        if (k > 1 && *workers > 1) snprintf(times, sizeof times, " (%dx)", k);
+        snprintf(buf + used, len - used, "%s%s%s", used ? ", " : "", sqlite3_column_text(st, 0),
+                 times);
+        n += k;
+    }
+    sqlite3_finalize(st);
+    return n;
+}
+
+/* "crashed the renderer twice (workers A, B)": why a job is quarantined. */
+static void quarantine_reason(char *buf, size_t len, int crashes, int workers, const char *record) {
+    char times[24];
+    if (crashes == 2)
+        snprintf(times, sizeof times, "twice");
+    else
+        snprintf(times, sizeof times, "%d times", crashes);
+    snprintf(buf, len, "crashed the renderer %s (worker%s %s)", times, workers > 1 ? "s" : "",
+             record);
+}
+
+/* A crash joins the job's record; a record naming two workers (it crashes wherever it runs), or
+ * budget->max_crashes crashes on one (a farm of one worker cannot tell more), quarantines it.
+ * 1 quarantined (reason in why), 0 not (why: the record), -1 error. */
+static int record_crash(sqlite3 *db, const attempt_info *a, int64_t attempt, double now,
+                        const job_budget *budget, char *why, size_t whylen, char *err,
+                        size_t errlen) {
+    if (cdb_run(db, err, errlen,
+                "INSERT INTO crashes(attempt_id, job_id, worker_id, at) VALUES(?,?,?,?)", "iisd",
+                attempt, a->job, a->worker, now) ||
+        cdb_run(db, err, errlen, "UPDATE jobs SET crashes=crashes+1 WHERE id=?", "i", a->job))
+        return -1;
+    char record[512];
+    int workers, n = crash_record(db, a->job, record, sizeof record, &workers);
+    if (workers < 2 && n < budget->max_crashes) {
+        snprintf(why, whylen, "%d in its crash record (%s)", n, record);
+        return 0;
+    }
+    quarantine_reason(why, whylen, n, workers, record);
+    /* the job is the cause: its crashes no longer count against the workers it crashed */
+    if (cdb_run(db, err, errlen, "UPDATE jobs SET quarantined=1 WHERE id=?", "i", a->job) ||
+        cdb_run(db, err, errlen, "UPDATE crashes SET worker_record=0 WHERE job_id=?", "i", a->job))
+        return -1;
+    return 1;
+}
+
 int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, const char *reason,
                      job_fault fault, const char *store_op, int lost, const job_budget *budget,
                      char job_state_out[16], char *err, size_t errlen) {
@@ -417,12 +483,21 @@ int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, co
         return vdn_fail(err, errlen, "attempt %lld is not current", (long long)attempt);
     double now = vdn_wall();
     if (cdb_begin(db, err, errlen)) return -1;
-    /* jobs.attempts counts every claim, this one included; the lost ones are not the job's */
+    /* jobs.attempts counts every claim, this one included; the lost ones and the crashed ones
+     * are not the job's */
+    int crash = fault == FAULT_CRASH;
     int64_t lost_before = cdb_int(db, 0, "SELECT worker_faults FROM jobs WHERE id=?", "i", a.job);
+    int64_t crashes = cdb_int(db, 0, "SELECT crashes FROM jobs WHERE id=?", "i", a.job) + crash;
     int64_t claimed = cdb_int(db, 0, "SELECT attempts FROM jobs WHERE id=?", "i", a.job);
-    int64_t nlost = lost_before + (lost ? 1 : 0), used = claimed - nlost;
-    int final = fault == FAULT_JOB ||
-                (lost ? nlost >= budget->max_worker_faults : used >= budget->max_attempts);
+    int64_t nlost = lost_before + (lost ? 1 : 0), used = claimed - nlost - crashes;
+    char crash_why[600] = "";
+    int quarantine =
+        crash ? record_crash(db, &a, attempt, now, budget, crash_why, sizeof crash_why, err, errlen)
+              : 0;
+    if (quarantine < 0) goto fail;
+    int final =
+        fault == FAULT_JOB || quarantine ||
+        (!crash && (lost ? nlost >= budget->max_worker_faults : used >= budget->max_attempts));
     const char *js = final ? "failed" : "queued";
     char line[VDN_ERR_LEN];
     snprintf(line, sizeof line, "attempt %lld on %s %s (%s fault): %s", (long long)attempt,
@@ -436,10 +511,14 @@ int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, co
                 "UPDATE jobs SET state=?, current_attempt=NULL, finished_at=?, worker_faults=?, "
                 "last_error = CASE WHEN last_error IS NULL THEN ? ELSE last_error || char(10) || ? "
                 "END WHERE id=?",
-                "sdissi", js, final ? now : 0.0, nlost, line, line, a.job)) {
-        cdb_rollback(db);
-        return -1;
-    }
+                "sdissi", js, final ? now : 0.0, nlost, line, line, a.job))
+        goto fail;
+    /* a quarantined job's last line says why it ended */
+    if (quarantine == 1 && cdb_run(db, err, errlen,
+                                   "UPDATE jobs SET last_error = last_error || char(10) || ? "
+                                   "WHERE id=?",
+                                   "si", crash_why, a.job))
+        goto fail;
     /* only the machine's own faults count against it, overall and in the job's class */
     if (fault == FAULT_WORKER &&
         (cdb_run(db, err, errlen, "UPDATE workers SET failures=failures+1 WHERE id=?", "s",
@@ -448,14 +527,20 @@ int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, co
                  "INSERT INTO worker_blocks(worker_id, job_class, failures) SELECT ?, job_class, "
                  "1 FROM jobs WHERE id=? ON CONFLICT(worker_id, job_class) DO UPDATE SET "
                  "failures=failures+1",
-                 "si", a.worker, a.job))) {
-        cdb_rollback(db);
-        return -1;
-    }
+                 "si", a.worker, a.job)))
+        goto fail;
     if (!final) cdb_run(db, err, errlen, "UPDATE jobs SET finished_at=NULL WHERE id=?", "i", a.job);
     cdb_event(db, a.batch, a.job, attempt, a.worker, attempt_state, reason);
-    char detail[160];
-    if (fault == FAULT_JOB)
+    char detail[800];
+    const char *kind = final ? "failed" : "requeued";
+    if (quarantine == 1) {
+        kind = "quarantined";
+        snprintf(detail, sizeof detail, "%s; not retried without vdn retry --force", crash_why);
+    } else if (crash)
+        snprintf(detail, sizeof detail,
+                 "renderer crash %s; charged to no budget: %lld of %d attempts used", crash_why,
+                 (long long)used, budget->max_attempts);
+    else if (fault == FAULT_JOB)
         snprintf(detail, sizeof detail, "after %lld of %d attempts (job fault), not retried",
                  (long long)used, budget->max_attempts);
     else if (lost)
@@ -467,13 +552,35 @@ int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, co
     else
         snprintf(detail, sizeof detail, "after %lld of %d attempts (%s fault)", (long long)used,
                  budget->max_attempts, job_fault_name(fault));
-    cdb_event(db, a.batch, a.job, attempt, a.worker, final ? "failed" : "requeued", detail);
-    if (cdb_commit(db, err, errlen)) {
-        cdb_rollback(db);
-        return -1;
-    }
-    snprintf(job_state_out, 16, "%s", js);
+    cdb_event(db, a.batch, a.job, attempt, a.worker, kind, detail);
+    if (cdb_commit(db, err, errlen)) goto fail;
+    snprintf(job_state_out, 16, "%s", quarantine == 1 ? "quarantined" : js);
     return 0;
+fail:
+    cdb_rollback(db);
+    return -1;
+}
+
+int jobs_crashed_jobs(sqlite3 *db, const char *worker_id, double since, int64_t *jobs, int max) {
+    sqlite3_stmt *st = cdb_prep(db,
+                                "SELECT DISTINCT job_id FROM crashes WHERE worker_id=? AND "
+                                "worker_record AND at >= ? ORDER BY job_id",
+                                "sd", worker_id, since);
+    int n = 0;
+    while (st && sqlite3_step(st) == SQLITE_ROW) {
+        if (n < max) jobs[n] = sqlite3_column_int64(st, 0);
+        n++;
+    }
+    sqlite3_finalize(st);
+    return n;
+}
+
+int jobs_crash_blocklisted(sqlite3 *db, const char *worker_id, double since, char *err,
+                           size_t errlen) {
+    return cdb_run(db, err, errlen,
+                   "UPDATE crashes SET worker_record=0, job_record=0 WHERE worker_id=? AND "
+                   "worker_record AND at >= ?",
+                   "sd", worker_id, since);
 }
 
 static const char *target_where(char kind) {
@@ -543,19 +650,37 @@ fail:
     return -1;
 }
 
-int jobs_retry(sqlite3 *db, char kind, int64_t id, int *count, char *err, size_t errlen) {
-    char sql[512];
+int jobs_retry(sqlite3 *db, char kind, int64_t id, int force, int *count, int *quarantined,
+               char *err, size_t errlen) {
+    char sql[768], which[256];
+    *count = *quarantined = 0;
     if (cdb_begin(db, err, errlen)) return -1;
+    /* a quarantined job crashed renderers on two workers: only --force runs it again */
+    snprintf(which, sizeof which, "state IN ('failed','cancelled')%s AND %s",
+             force ? "" : " AND NOT quarantined", target_where(kind));
+    if (!force) {
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM jobs WHERE state='failed' AND quarantined AND %s",
+                 target_where(kind));
+        *quarantined = (int)cdb_int(db, 0, sql, "i", id);
+    }
     snprintf(sql, sizeof sql,
              "INSERT INTO events(at,batch_id,job_id,kind,detail) SELECT ?, batch_id, id, "
-             "'retried', 'was ' || state FROM jobs WHERE state IN ('failed','cancelled') AND %s",
-             target_where(kind));
-    if (cdb_run(db, err, errlen, sql, "di", vdn_wall(), id)) goto fail;
+             "'retried', 'was ' || CASE WHEN quarantined THEN 'quarantined' ELSE state END || "
+             "CASE WHEN ? AND EXISTS(SELECT 1 FROM crashes WHERE job_id=jobs.id AND job_record) "
+             "THEN '; its crash record cleared (--force)' ELSE '' END FROM jobs WHERE %s",
+             which);
+    if (cdb_run(db, err, errlen, sql, "dii", vdn_wall(), (int64_t)force, id)) goto fail;
+    if (force) {
+        snprintf(sql, sizeof sql,
+                 "UPDATE crashes SET job_record=0 WHERE job_id IN (SELECT id FROM jobs WHERE %s)",
+                 which);
+        if (cdb_run(db, err, errlen, sql, "i", id)) goto fail;
+    }
     snprintf(sql, sizeof sql,
-             "UPDATE jobs SET state='queued', attempts=0, worker_faults=0, finished_at=NULL, "
-             "current_attempt=NULL "
-             "WHERE state IN ('failed','cancelled') AND %s",
-             target_where(kind));
+             "UPDATE jobs SET state='queued', attempts=0, worker_faults=0, crashes=0, "
+             "quarantined=0, finished_at=NULL, current_attempt=NULL WHERE %s",
+             which);
     if (cdb_run(db, err, errlen, sql, "i", id)) goto fail;
     *count = sqlite3_changes(db);
     if (cdb_commit(db, err, errlen)) goto fail;

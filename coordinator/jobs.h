@@ -17,9 +17,10 @@ typedef struct {
 } job_claim;
 
 /* Whose fault an attempt's end was (docs/protocol.md "Failure blame"): the values of the wire's
- * Fail.Fault. Only WORKER counts toward blocklists; JOB fails the job at once. */
-typedef enum { FAULT_JOB = 1, FAULT_WORKER = 2, FAULT_TRANSIENT = 3 } job_fault;
-const char *job_fault_name(job_fault f); /* "job" "worker" "transient" */
+ * Fail.Fault. Only WORKER counts toward the fault blocklists; JOB fails the job at once; CRASH
+ * (the renderer process died under the attempt) goes to the job's crash record (jobs_crash). */
+typedef enum { FAULT_JOB = 1, FAULT_WORKER = 2, FAULT_TRANSIENT = 3, FAULT_CRASH = 4 } job_fault;
+const char *job_fault_name(job_fault f); /* "job" "worker" "transient" "crash" */
 
 /* The class a worker is blocklisted for after repeated worker faults: checkpoint, variant and
  * size class (a power of two of frames x height x width). Written into buf. */
@@ -85,14 +86,19 @@ int jobs_complete(sqlite3 *db, int64_t attempt, char **keys, size_t nkeys, const
 typedef struct {
     int max_attempts;
     int max_worker_faults;
+    int max_crashes; /* crashes in a job's record that quarantine it even all on one worker */
 } job_budget;
 
 /* Ends a running attempt as attempt_state ("failed", "expired") and requeues the job, or fails
  * it when the fault is the job's or its budget is spent (lost: the attempt was lost with its
  * worker, see job_budget; jobs.worker_faults counts those). A worker fault adds one to the
- * worker's failures and to its failures in the job's class. store_op: the object-store operation
- * the failure came from ("download", "upload", "open"; NULL = not the store's), kept in
- * attempts.store_op for vdn_store_errors_total. job_state_out gets the job's new state. */
+ * worker's failures and to its failures in the job's class. A crash is charged to neither budget
+ * (jobs.crashes counts those): it joins the job's crash record (table crashes), and a record
+ * naming two workers, or budget->max_crashes crashes, quarantines the job (failed, jobs.
+ * quarantined = 1, event `quarantined`; docs/cluster.md "Crash blame"). store_op: the
+ * object-store operation the failure came from ("download", "upload", "open"; NULL = not the
+ * store's), kept in attempts.store_op for vdn_store_errors_total. job_state_out gets the job's
+ * new state ("quarantined" for a quarantined job). */
 int jobs_end_attempt(sqlite3 *db, int64_t attempt, const char *attempt_state, const char *reason,
                      job_fault fault, const char *store_op, int lost, const job_budget *budget,
                      char job_state_out[16], char *err, size_t errlen);
@@ -104,8 +110,19 @@ const char *job_store_op_name(int op);
 int jobs_cancel(sqlite3 *db, char kind, int64_t id, int *count,
                 void (*on_running)(void *user, int64_t attempt, const char *worker), void *user,
                 char *err, size_t errlen);
-/* Retry: failed/cancelled jobs -> queued with fresh budgets (attempts and worker faults). */
-int jobs_retry(sqlite3 *db, char kind, int64_t id, int *count, char *err, size_t errlen);
+/* Retry: failed/cancelled jobs -> queued with fresh budgets (attempts, worker faults, crashes).
+ * Quarantined jobs are left alone (*quarantined counts them) unless force; force also clears the
+ * crash record of every job it requeues. The crash record otherwise survives a retry. */
+int jobs_retry(sqlite3 *db, char kind, int64_t id, int force, int *count, int *quarantined,
+               char *err, size_t errlen);
+
+/* The worker side of crash blame: the distinct jobs whose crashes on worker_id since `since`
+ * (wall clock) still count against it; their ids into jobs (up to max), the count returned.
+ * jobs_crash_blocklisted then takes those crashes off both records: the worker's (it is blocked
+ * for them now) and the jobs' (the machine, not they, was at fault). */
+int jobs_crashed_jobs(sqlite3 *db, const char *worker_id, double since, int64_t *jobs, int max);
+int jobs_crash_blocklisted(sqlite3 *db, const char *worker_id, double since, char *err,
+                           size_t errlen);
 
 /* Attempts still 'running' whose lease is past `now`: fn called for each (the caller ends
  * them). Returns how many. */

@@ -67,7 +67,21 @@ static const char *JOB_SQL =
     "OR (q.submitted_at = j.submitted_at AND q.id < j.id))))) END "
     "FROM jobs j LEFT JOIN attempts a ON a.id = j.current_attempt ";
 
-static Vdn__JobInfo *job_row(sqlite3_stmt *st) {
+/* Crash blame: the job's quarantine and its crash record, the worker of each crash (their own
+ * queries: a database older than schema 9, read with --db, has neither and shows none). */
+static void add_crashes(sqlite3 *db, Vdn__JobInfo *j) {
+    sqlite3_stmt *st = cdb_prep(db,
+                                "SELECT worker_id FROM crashes WHERE job_id=? AND job_record "
+                                "ORDER BY attempt_id",
+                                "i", (int64_t)j->job_id);
+    while (st && sqlite3_step(st) == SQLITE_ROW)
+        PUSH(j->crashed_on, j->n_crashed_on, cdb_col_str(st, 0));
+    sqlite3_finalize(st);
+    if (cdb_int(db, 0, "SELECT quarantined FROM jobs WHERE id=?", "i", (int64_t)j->job_id))
+        j->has_quarantined = j->quarantined = 1;
+}
+
+static Vdn__JobInfo *job_row(sqlite3 *db, sqlite3_stmt *st) {
     Vdn__JobInfo *j = vdn_xmalloc(sizeof *j);
     vdn__job_info__init(j);
     j->has_job_id = j->has_batch_id = j->has_priority = j->has_attempts = 1;
@@ -136,6 +150,7 @@ static Vdn__JobInfo *job_row(sqlite3_stmt *st) {
             snprintf(buf, sizeof buf, "not yet placed");
         j->waiting = vdn_xstrdup(buf);
     }
+    add_crashes(db, j);
     return j;
 }
 
@@ -144,7 +159,7 @@ static void add_jobs(sqlite3 *db, Vdn__StatusReply *r, const char *where, int64_
     snprintf(sql, sizeof sql, "%s WHERE %s ORDER BY j.id", JOB_SQL, where);
     sqlite3_stmt *st = cdb_prep(db, sql, "i", id);
     while (st && sqlite3_step(st) == SQLITE_ROW)
-        PUSH(r->jobs, r->n_jobs, job_row(st));
+        PUSH(r->jobs, r->n_jobs, job_row(db, st));
     sqlite3_finalize(st);
 }
 

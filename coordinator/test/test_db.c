@@ -53,13 +53,31 @@ int main(void) {
                   "VALUES(1,'w','failed',1,1,'elsewhere')",
                   "") == -1);
     CHECK(cdb_run(db, err, sizeof err, "DELETE FROM attempts", "") == 0);
-    /* pretend this database predates migration 2: the reopen applies 2 to 8 again, rows
+    /* schema 9: a crash belongs to an attempt, once */
+    CHECK(cdb_run(db, err, sizeof err,
+                  "INSERT INTO attempts(id,job_id,worker_id,state,started_at,lease_until,fault) "
+                  "VALUES(5,1,'w','failed',1,1,'crash')",
+                  "") == 0,
+          "%s", err);
+    CHECK(cdb_run(db, err, sizeof err,
+                  "INSERT INTO crashes(attempt_id,job_id,worker_id,at) VALUES(5,1,'w',1)", "") == 0,
+          "%s", err);
+    CHECK(cdb_run(db, err, sizeof err,
+                  "INSERT INTO crashes(attempt_id,job_id,worker_id,at) VALUES(5,1,'w',2)",
+                  "") == -1);
+    CHECK(q(db, "SELECT job_record + worker_record FROM crashes") == 2);
+    CHECK(cdb_run(db, err, sizeof err, "DELETE FROM crashes", "") == 0);
+    CHECK(cdb_run(db, err, sizeof err, "DELETE FROM attempts", "") == 0);
+    /* pretend this database predates migration 2: the reopen applies 2 to 9 again, rows
      * survive */
     CHECK(cdb_run(db, err, sizeof err, "DELETE FROM schema_version WHERE version >= 2", "") == 0);
     CHECK(cdb_run(db, err, sizeof err, "DROP INDEX events_job", "") == 0);
     CHECK(cdb_run(db, err, sizeof err, "DROP INDEX attempts_job", "") == 0);
     CHECK(cdb_run(db, err, sizeof err, "DROP INDEX attempts_running", "") == 0);
-    const char *undo3[] = {"ALTER TABLE jobs DROP COLUMN waiting",
+    const char *undo3[] = {"DROP TABLE crashes",
+                           "ALTER TABLE jobs DROP COLUMN crashes",
+                           "ALTER TABLE jobs DROP COLUMN quarantined",
+                           "ALTER TABLE jobs DROP COLUMN waiting",
                            "ALTER TABLE batches DROP COLUMN owner",
                            "ALTER TABLE jobs DROP COLUMN worker_faults",
                            "ALTER TABLE workers DROP COLUMN precisions",
@@ -76,7 +94,13 @@ int main(void) {
         CHECK(cdb_run(db, err, sizeof err, undo3[i], "") == 0, "%s: %s", undo3[i], err);
     cdb_close(db);
     db = cdb_open(path, 0, err, sizeof err);
-    CHECK(db && cdb_schema_version(db) == 8);
+    CHECK(db && cdb_schema_version(db) == 9);
+    CHECK(db && q(db, "SELECT count(*) FROM pragma_table_info('jobs') WHERE "
+                      "name IN ('crashes','quarantined') AND dflt_value='0'") == 2);
+    CHECK(db && q(db, "SELECT count(*) FROM pragma_table_info('crashes')") == 6);
+    CHECK(db && q(db, "SELECT count(*) FROM jobs WHERE crashes=0 AND NOT quarantined") == 1);
+    CHECK(db && q(db, "SELECT count(*) FROM sqlite_master WHERE type='index' AND name IN "
+                      "('crashes_job','crashes_worker')") == 2);
     CHECK(db && q(db, "SELECT count(*) FROM pragma_table_info('jobs') WHERE name='waiting'") == 1);
     CHECK(db && q(db, "SELECT count(*) FROM pragma_table_info('jobs') WHERE "
                       "name='worker_faults' AND dflt_value='0'") == 1);
