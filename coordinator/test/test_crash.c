@@ -2,7 +2,8 @@
  * with fault CRASH (the renderer process of a slot died under the attempt) ends that attempt only.
  * - a job that crashes the renderer on worker A, then on worker B, is quarantined: failed with
  *   "crashed the renderer twice (workers A, B)", shown by vdn status/logs, the JSON of the client
- *   API and of the status page; `vdn retry` leaves it alone and says so, `vdn retry --force`
+ *   API and of the status page, the status page and the job's page in headless Chromium;
+ *   `vdn retry` leaves it alone and says so, `vdn retry --force`
  *   clears its crash record and runs it again;
  * - one crash requeues the job charged to no budget (--max-attempts 1: a charged attempt would
  *   fail it), preferably on another worker; the worker's other job runs on untouched and the
@@ -170,6 +171,26 @@ static int http_get(const char *path, char *buf, size_t len) {
     return strstr(buf, " 200 ") ? 0 : -1;
 }
 
+/* The DOM of a status page after its script ran (headless Chromium, as e2e_http does), into
+ * buf: 0, or -1 without Chromium (the page check then does not run, and says so). */
+static int chromium_dom(const char *path, char *buf, size_t len) {
+    const char *chrome = access("/usr/bin/chromium", X_OK) == 0 ? "/usr/bin/chromium"
+                         : access("/usr/bin/chromium-browser", X_OK) == 0
+                             ? "/usr/bin/chromium-browser"
+                             : NULL;
+    if (!chrome) {
+        fprintf(stderr, "test_crash: no chromium: the status page's DOM is not checked\n");
+        return -1;
+    }
+    run_cli(buf, len,
+            "!%s --headless --no-sandbox --disable-gpu --no-first-run "
+            "--disable-background-networking --disable-component-update --disable-sync "
+            "--user-data-dir=%s/chrome --virtual-time-budget=3000 --dump-dom "
+            "'http://127.0.0.1:%d%s'",
+            chrome, h_tmp, http_port, path);
+    return 0;
+}
+
 /* A on A, then on B: quarantined, shown everywhere; retry leaves it, --force runs it again. */
 static void test_quarantine(void) {
     pid_t pid = start("quarantine", 1);
@@ -222,6 +243,21 @@ static void test_quarantine(void) {
           "vdn logs:\n%s", out);
     CHECK(http_get("/api/status", out, sizeof out) == 0 && json_has(out, "\"quarantined\":true"),
           "/api/status:\n%.2000s", out);
+    static char dom[1 << 17];
+    double tc = vdn_now();
+    if (chromium_dom("/", dom, sizeof dom) == 0)
+        CHECK(strstr(dom, "<span class=\"st quarantined\">quarantined</span>"),
+              "the status page shows no quarantined job:\n%.3000s", dom);
+    char page[64];
+    snprintf(page, sizeof page, "/job#j=%llu", (unsigned long long)j);
+    if (chromium_dom(page, dom, sizeof dom) == 0)
+        CHECK(strstr(dom, "): failed (quarantined)</h1>") &&
+                  strstr(dom, "<th>crashed the renderer on</th><td>wA, wB</td>"),
+              "the job page:\n%.3000s", dom);
+    fprintf(stderr, "test_crash: the pages in Chromium: %.1f s\n", vdn_now() - tc);
+    /* the workers were silent meanwhile: they say READY again */
+    fw_ready(&a, "tiny", 1, 80ull << 30, 0);
+    fw_ready(&b, "tiny", 1, 80ull << 30, 0);
     /* retry leaves it alone and says so */
     int n = -1, q = -1;
     CHECK(vdn_client_retry_force(c, t, 0, &n, &q, err, sizeof err) == 0 && n == 0 && q == 1,
