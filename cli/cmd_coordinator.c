@@ -35,7 +35,9 @@ static void usage(FILE *f) {
         "                       [--blocklist-failures 3]\n"
         "                       [--blocklist-seconds 300] [--keys DIR]\n"
         "                       [--max-crashes 3] [--crash-window 3600]\n"
-        "                       [--gpu-memory-limit GIB] [--max-workers 1024]\n"
+        "                       [--gpu-memory-limit GIB] [--max-job-seconds S]\n"
+        "                       [--max-job-memory GIB] [--job-rate MATCH[/PREC]=S ...]\n"
+        "                       [--max-workers 1024]\n"
         "                       [--max-jobs-per-batch 10000] [--max-prompt-chars 16384]\n"
         "                       [--stall-seconds 900] [--stall-factor 10]\n"
         "                       [--http 127.0.0.1:8080 [--http-token-file FILE]\n"
@@ -52,6 +54,12 @@ static void usage(FILE *f) {
         "A request no registered worker's GPU can hold is refused at submit (docs/cluster.md\n"
         "\"Memory check at submit\"); --gpu-memory-limit GIB is the GPU size checked against\n"
         "while no worker advertises GPU memory (default: no check then).\n"
+        "Sizes by cost (docs/cluster.md \"Sizes by cost\"): --max-job-seconds S refuses a\n"
+        "request estimated to take longer than S seconds on the fastest registered worker\n"
+        "kind (backend, GPU, precision), --max-job-memory GIB one needing more GPU memory (both\n"
+        "off by default); --job-rate MATCH[/bf16|/fp8]=S (repeatable) sets the rate table's\n"
+        "seconds per model evaluation at the H3 workload for GPUs whose name contains MATCH\n"
+        "(or cpu); the defaults are the H200's measured figures and the CPU backend's.\n"
         "Limits (docs/cluster.md \"Limits\"): --max-workers worker ids known at once (a new id\n"
         "beyond it takes the place of a gone worker, else its READY is refused),\n"
         "--max-jobs-per-batch, --max-prompt-chars (a text prompt's characters, refused at\n"
@@ -170,6 +178,7 @@ int vdn_cmd_coordinator(int argc, char **argv) {
     o->stall_factor = 10;
     o->max_jobs_per_batch = 10000;
     o->max_prompt_chars = 16384;
+    cost_caps_default(&o->caps);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -228,7 +237,18 @@ int vdn_cmd_coordinator(int argc, char **argv) {
             if (parse_num(a, v, 1, 86400 * 30, &o->crash_window)) return 2;
         } else if (!strcmp(a, "--gpu-memory-limit")) {
             if (parse_num(a, v, 1, 1 << 20, &x)) return 2;
-            o->gpu_memory_limit = (uint64_t)(x * 1073741824.0);
+            o->caps.gpu_memory_limit = (uint64_t)(x * 1073741824.0);
+        } else if (!strcmp(a, "--max-job-seconds")) {
+            if (parse_num(a, v, 1, 86400 * 365, &o->caps.max_job_seconds)) return 2;
+        } else if (!strcmp(a, "--max-job-memory")) {
+            if (parse_num(a, v, 0.001, 1 << 20, &x)) return 2;
+            o->caps.max_job_memory = x * 1073741824.0;
+        } else if (!strcmp(a, "--job-rate")) {
+            char rerr[VDN_ERR_LEN];
+            if (cost_rate_parse(&o->caps, v, rerr, sizeof rerr)) {
+                fprintf(stderr, "vdn coordinator: %s\n", rerr);
+                return 2;
+            }
         } else if (!strcmp(a, "--stall-seconds")) {
             if (parse_num(a, v, 0, 86400 * 7, &o->stall_seconds)) return 2;
         } else if (!strcmp(a, "--stall-factor")) {

@@ -6,7 +6,9 @@
 
 #include "cli_common.h"
 #include "commands.h"
+#include "cost.h"
 #include "memfit.h"
+#include "precision.h"
 #include "vdn_util.h"
 
 typedef struct {
@@ -72,9 +74,55 @@ static void print_refusals(const char *err, const char *fname, const vdn_job_spe
     }
 }
 
-/* --dry-run: what each job would cost, from the request alone (the coordinator checks the
- * same memory against its registered workers at submit). */
-static void print_estimates(const char *fname, const vdn_job_spec *jobs, int n) {
+/* The worker kinds the dry run estimates on: those of the workers the coordinator lists (its
+ * registered ones), else the rate table's own rows. */
+static int dry_run_kinds(const cli_args *a, const cost_caps *caps, cost_kind *k, char *from,
+                         size_t len) {
+    cli_args q = *a;
+    if (q.timeout <= 0) q.timeout = 2; /* a dry run does not wait long for a farm */
+    int n = 0;
+    char err[VDN_ERR_LEN] = "";
+    vdn_client *c = cli_connect("submit --dry-run", &q);
+    Vdn__WorkersReply *r = c ? vdn_client_workers(c, err, sizeof err) : NULL;
+    for (size_t i = 0; r && i < r->n_workers; i++) {
+        const Vdn__WorkerInfo *w = r->workers[i];
+        const char *gpu = w->n_gpus && w->gpus[0]->name ? w->gpus[0]->name : "";
+        unsigned m = 0;
+        for (size_t p = 0; p < w->n_precisions; p++) {
+            vdn_precision pp;
+            if (!vdn_precision_parse(w->precisions[p], &pp)) m |= 1u << pp;
+        }
+        if (!m) m = 1u << VDN_PRECISION_BF16;
+        for (int p = 0; p < VDN_PRECISION_COUNT; p++)
+            if (m >> p & 1) n = cost_kind_add(caps, k, n, w->backend, gpu, p);
+    }
+    if (r && n)
+        snprintf(from, len, "the %zu worker(s) registered with the coordinator", r->n_workers);
+    vdn_client_free(r);
+    vdn_client_close(c);
+    if (n) return n;
+    snprintf(from, len, "the rate table's (%s)",
+             r ? "no worker registered yet" : "no coordinator answered");
+    for (int i = 0; i < caps->nrates; i++)
+        for (int p = 0; p < VDN_PRECISION_COUNT; p++) {
+            const int cpu = !strcmp(caps->rates[i].match, "cpu");
+            n = cost_kind_add(caps, k, n, cpu ? "cpu" : "cuda", cpu ? "" : caps->rates[i].match, p);
+            k[n - 1].workers = 0;
+        }
+    return n;
+}
+
+/* --dry-run: what each job would cost, from the request alone: memory (the coordinator checks
+ * the same against its registered workers at submit) and seconds on each worker kind. */
+static void print_estimates(const char *fname, const vdn_job_spec *jobs, int n, const cli_args *a) {
+    cost_caps caps;
+    cost_caps_default(&caps);
+    cost_kind kinds[COST_MAX_KINDS];
+    char from[160];
+    const int nk = dry_run_kinds(a, &caps, kinds, from, sizeof from);
+    printf("%s: estimates on %s; the caps (--max-job-seconds, --max-job-memory) are the "
+           "coordinator's\n",
+           fname, from);
     double total = 0;
     for (int i = 0; i < n; i++) {
         const vdn_job_spec *s = &jobs[i];
@@ -85,11 +133,34 @@ static void print_estimates(const char *fname, const vdn_job_spec *jobs, int n) 
         char c[64] = "cost unknown (a size or steps not given)";
         if (cost > 0) snprintf(c, sizeof c, "cost %.4g NFE pixel-frames", cost);
         printf("%s:%d: %d frames x %d x %d, %d steps: %s, %lld sequence rows, at least %.1f GiB "
-               "of GPU memory (%.1f GiB of H3 weights + %.1f GiB of activations over %d GPU(s) + "
-               "%.1f GiB for a feed-forward piece)\n",
+               "of GPU memory (%.1f GiB of H3 %s weights + %.1f GiB of activations over %d "
+               "GPU(s) + %.1f GiB for a feed-forward piece)\n",
                fname, s->line_no, s->frames, s->height, s->width, s->steps, c, m.rows,
                (m.weights + m.activations + m.ffn) / 1073741824.0, m.weights / 1073741824.0,
-               m.activations / 1073741824.0, m.gpus, m.ffn / 1073741824.0);
+               m.precision, m.activations / 1073741824.0, m.gpus, m.ffn / 1073741824.0);
+        vdn_precision p = VDN_PRECISION_BF16;
+        if (s->precision) vdn_precision_parse(s->precision, &p);
+        for (int k = 0; k < nk; k++) {
+            if (kinds[k].precision != (int)p) continue;
+            cost_time t;
+            cost_time_of(s, &kinds[k], &t);
+            char name[100], dur[32], nfe[32], dec[32], txt[32], w[48] = "";
+            cost_kind_name(&kinds[k], name, sizeof name);
+            if (kinds[k].workers) snprintf(w, sizeof w, ", %d worker(s)", kinds[k].workers);
+            if (t.seconds < 0) {
+                printf("  %s%s: no estimate (a size or steps left to the engine)\n", name, w);
+                continue;
+            }
+            cost_duration(t.seconds, dur, sizeof dur);
+            cost_duration(t.nfe_seconds, nfe, sizeof nfe);
+            cost_duration(t.decode, dec, sizeof dec);
+            cost_duration(t.text, txt, sizeof txt);
+            printf("  %s%s: estimated %s (%s a model evaluation x %d steps + decode %s + text "
+                   "%s)%s\n",
+                   name, w, dur, nfe, s->steps, dec, txt,
+                   kinds[k].assumed_rate ? " (no rate for this GPU: the table's first assumed)"
+                                         : "");
+        }
     }
     printf("%s: %d job(s), cost %.4g NFE pixel-frames in all; nothing submitted (--dry-run)\n",
            fname, n, total);
@@ -108,7 +179,9 @@ int vdn_cmd_submit(int argc, char **argv) {
                "min_gpu_memory) is refused with the reason; --allow-wait queues it anyway, and\n"
                "`vdn status` says why it waits.\n"
                "--dry-run checks the file and prints each job's cost (NFEs x frames x height x\n"
-               "width), sequence rows and least GPU memory (the H3 DiT; docs/cluster.md), and\n"
+               "width), sequence rows, least GPU memory (the H3 DiT at its precision) and\n"
+               "estimated seconds on each worker kind the coordinator has registered (or the\n"
+               "rate table's kinds when none answers; docs/cluster.md \"Sizes by cost\"), and\n"
                "submits nothing.\n");
         return 0;
     }
@@ -137,7 +210,7 @@ int vdn_cmd_submit(int argc, char **argv) {
         return VDN_EXIT_INVALID;
     }
     if (so.dry_run) {
-        print_estimates(a.pos[0], jobs, n);
+        print_estimates(a.pos[0], jobs, n, &a);
         vdn_jobs_free(jobs, n);
         return VDN_EXIT_OK;
     }

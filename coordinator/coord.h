@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 #include <stdint.h>
 
+#include "cost.h"
 #include "vdn.pb-c.h"
 
 typedef struct {
@@ -26,9 +27,10 @@ typedef struct {
      * even all on one worker; how long a worker's renderer crashes count against it */
     int max_crashes;
     double crash_window;
-    /* --gpu-memory-limit: the GPU size requests are checked against at submit while no
-     * registered worker advertises GPU memory (memfit.h); 0 = no check then */
-    uint64_t gpu_memory_limit;
+    /* what a request may cost, checked at submit (cost.h): --gpu-memory-limit (the GPU size
+     * while no registered worker advertises GPU memory, memfit.h), --max-job-seconds,
+     * --max-job-memory, and the rate table (--job-rate) */
+    cost_caps caps;
     /* limits on what peers may make it hold (docs/cluster.md "Limits") */
     int max_workers;        /* --max-workers: worker ids known at once */
     int max_jobs_per_batch; /* --max-jobs-per-batch */

@@ -133,7 +133,7 @@ static void on_submit(peer *p, const Vdn__SubmitRequest *s) {
     /* jobs no registered worker could take: lines in errs, which jobs_submit then adds its own
      * findings to and refuses to insert */
     if (!(s->has_allow_wait && s->allow_wait)) coord_submit_check(p->c, s, &errs);
-    if (jobs_submit(p->c->db, s, p->c->o.gpu_memory_limit, &who, &batch, &ids, &errs)) {
+    if (jobs_submit(p->c->db, s, &p->c->o.caps, &who, &batch, &ids, &errs)) {
         size_t cap = 1;
         for (int i = 0; i < errs.n; i++)
             cap += strlen(errs.lines[i]) + 1;

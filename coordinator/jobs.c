@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "db.h"
-#include "memfit.h"
 #include "spec.h"
 #include "vdn_util.h"
 
@@ -100,7 +99,7 @@ int jobs_owner(sqlite3 *db, char kind, int64_t id, char *buf, size_t len) {
     return found ? 0 : -1;
 }
 
-int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, uint64_t gpu_memory_limit,
+int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, const cost_caps *caps,
                 const jobs_submitter *who, int64_t *batch, int64_t **job_ids, vdn_errlist *errs) {
     char err[VDN_ERR_LEN];
     *job_ids = NULL;
@@ -135,7 +134,7 @@ int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, uint64_t gpu_memory_
         else if (vdn_job_spec_validate(&specs[i], errs, where) == 0 &&
                  jobs_output_prefix(specs[i].output_prefix, who, 0, 0, prefix, sizeof prefix, errs,
                                     where) == 0)
-            coord_mem_check(db, &specs[i], gpu_memory_limit, errs, where);
+            cost_check(db, &specs[i], caps, errs, where);
     }
     int64_t *ids = vdn_xcalloc(req->n_jobs, sizeof *ids);
     int rc = -1;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "client.h"
+#include "cost.h"
 #include "vdn.pb-c.h"
 
 typedef struct {
@@ -45,10 +46,10 @@ typedef struct {
 int jobs_output_prefix(const char *out, const jobs_submitter *who, int64_t batch, int64_t job,
                        char *buf, size_t len, vdn_errlist *errs, const char *where);
 
-/* Validates every job (errs gets one line per problem), refuses those no registered worker's
- * GPU can hold (memfit.h; gpu_memory_limit bytes stands in while no worker advertises GPU
- * memory, 0 = no check then) and inserts all or nothing, the batch owned by who->owner. */
-int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, uint64_t gpu_memory_limit,
+/* Validates every job (errs gets one line per problem), refuses those over the caps or that no
+ * registered worker's GPU can hold (cost.h, memfit.h) and inserts all or nothing, the batch
+ * owned by who->owner. */
+int jobs_submit(sqlite3 *db, const Vdn__SubmitRequest *req, const cost_caps *caps,
                 const jobs_submitter *who, int64_t *batch, int64_t **job_ids, vdn_errlist *errs);
 
 /* The owner of batch `id` (kind 'b') or of job `id`'s batch (kind 'j'), into buf ("" = none: the

@@ -5,6 +5,7 @@
 
 #include "ckpt_init.h"
 #include "db.h"
+#include "precision.h"
 #include "spec.h"
 #include "vdn_util.h"
 
@@ -30,8 +31,15 @@ void coord_mem_need_of(const vdn_job_spec *s, coord_mem_need *n) {
     /* gate/up (2 x ffn) and the activation (ffn) of one piece of rows */
     n->ffn = BF16 * (rows < FFN_PIECE_ROWS ? rows : FFN_PIECE_ROWS) * 3 * ffn;
     /* per block q, k, v, out (4 x hidden x C) and gate, up, down (3 x hidden x ffn): 38.5 GB
-     * for H3's 50 blocks; embeddings, the refiner, adaLN and the VDN branch left out */
-    n->weights = BF16 * c.layers * (4 * hid * C + 3 * hid * ffn);
+     * for H3's 50 blocks in bf16; embeddings, the refiner, adaLN and the VDN branch left out.
+     * fp8 (e4m3, docs/engine.md "Precision") keeps one byte a weight and a float scale per
+     * output row: 19.3 GB. Activations stay bf16 at both. */
+    vdn_precision p = VDN_PRECISION_BF16;
+    if (s->precision) vdn_precision_parse(s->precision, &p);
+    n->precision = vdn_precision_name(p);
+    const double weights = c.layers * (4 * hid * C + 3 * hid * ffn);
+    const double out_rows = c.layers * (3 * C + hid + 2 * ffn + hid); /* q k v, o, gate up, down */
+    n->weights = p == VDN_PRECISION_FP8 ? weights + 4 * out_rows : BF16 * weights;
 }
 
 double coord_mem_room(sqlite3 *db, uint64_t *gpu_bytes, char *worker) {
@@ -74,7 +82,8 @@ void coord_mem_check(sqlite3 *db, const vdn_job_spec *s, uint64_t limit, vdn_err
     } else if (limit) { /* no worker measured its loaded model: count H3's weights */
         room = (double)limit;
         need += n.weights;
-        snprintf(weights, sizeof weights, "the H3 DiT's weights %.1f GiB + ", n.weights / GIB);
+        snprintf(weights, sizeof weights, "the H3 DiT's %s weights %.1f GiB + ", n.precision,
+                 n.weights / GIB);
         snprintf(against, sizeof against,
                  "the configured --gpu-memory-limit of %.1f GiB (no registered worker advertises "
                  "GPU memory)",

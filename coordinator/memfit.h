@@ -1,9 +1,10 @@
 /* Refusing at submit what no worker's GPU can hold (docs/cluster.md "Memory check at submit").
  * A request needs at least the DiT's weights plus its activations at the request's sequence
  * rows. The estimate is a lower bound, so a refused request can never fit: it counts only the
- * buffers every variant allocates for every row, in bf16 as the CUDA backend keeps them, for the
- * H3 DiT the farm serves. Workers measure what their engine keeps loaded (memory in use on a
- * free GPU: weights and VAEs), so the check takes the room a GPU has beside that. */
+ * buffers every variant allocates for every row, in bf16 as the CUDA backend keeps them at either
+ * precision, for the H3 DiT the farm serves; the weights at the request's precision. Workers
+ * measure what their engine keeps loaded (memory in use on a free GPU: weights and VAEs), so the
+ * check takes the room a GPU has beside that. */
 #ifndef VDN_COORD_MEMFIT_H
 #define VDN_COORD_MEMFIT_H
 
@@ -18,7 +19,10 @@ typedef struct {
     double per_row;     /* activation bytes per row */
     double activations; /* rows / gpus x per_row */
     double ffn;         /* the feed-forward piece (at most 16,384 rows at once) */
-    double weights;     /* the H3 DiT's block matrices in bf16, when no worker measured them */
+    double weights;     /* the H3 DiT's block matrices at the request's precision (bf16: 2 bytes a
+                           weight; fp8: 1 byte and a 4-byte scale a row), when no worker measured
+                           them */
+    const char *precision; /* "bf16" | "fp8" */
 } coord_mem_need;
 
 void coord_mem_need_of(const vdn_job_spec *s, coord_mem_need *n);

@@ -429,6 +429,76 @@ static void test_memory(void) {
     unsetenv("VDN_COORDINATOR");
 }
 
+/* Sizes by cost (cost.h) through `vdn submit`: with --max-job-seconds and --max-job-memory and
+ * one registered H200 worker (bf16 and fp8), a request over either cap is refused naming its
+ * line, the field, the estimate on that kind and the cap; one under both is accepted; --dry-run
+ * prints each job's memory and its seconds on the registered kinds. The seconds are worked out
+ * here from the H200 figures of docs/PERF.md (13.82 / 11.55 s a model evaluation at the H3
+ * workload's 103,903 rows, 10.1 s to decode its 345 frames at 768 x 1344). */
+static void test_caps(void) {
+    char wep[64], cep[64], db[300], req[300], text[2048], want[400];
+    snprintf(wep, sizeof wep, "tcp://127.0.0.1:%d", h_port(0));
+    snprintf(cep, sizeof cep, "tcp://127.0.0.1:%d", h_port(1));
+    snprintf(db, sizeof db, "%s/caps.db", h_tmp);
+    snprintf(req, sizeof req, "%s/caps.jsonl", h_tmp);
+    pid_t pid = start_coordinator("--db", db, "--bind", wep, "--client-bind", cep,
+                                  "--max-job-seconds", "3600", "--max-job-memory", "100", NULL);
+    setenv("VDN_COORDINATOR", cep, 1);
+    fake_worker w;
+    fw_open(&w, wep, "h200");
+    Vdn__Gpu g = VDN__GPU__INIT, *gp = &g;
+    g.has_index = g.has_memory_bytes = g.has_memory_used = 1;
+    g.name = "NVIDIA H200", g.memory_bytes = 141ull << 30, g.memory_used = 40ull << 30;
+    char *precs[] = {"bf16", "fp8"};
+    Vdn__Ready r = VDN__READY__INIT;
+    r.worker_id = w.id, r.n_gpus = 1, r.gpus = &gp, r.checkpoint = "VDN-H3";
+    r.engine_version = "test", r.backend = "cuda", r.n_precisions = 2, r.precisions = precs;
+    Vdn__Envelope env = VDN__ENVELOPE__INIT;
+    env.payload_case = VDN__ENVELOPE__PAYLOAD_READY, env.ready = &r;
+    fw_send(&w, &env);
+    sleep_s(0.5);
+    const char *under = "{\"prompt_cache\": \"s3://b/p.safetensors\", \"frames\": 345, "
+                        "\"height\": 768, \"width\": 1344, \"steps\": 8, \"precision\": "
+                        "\"fp8\"}\n";
+    const char *slow = "{\"prompt_cache\": \"s3://b/p.safetensors\", \"frames\": 2000, "
+                       "\"height\": 768, \"width\": 1344, \"steps\": 60, \"precision\": "
+                       "\"fp8\"}\n";
+    const char *big = "{\"prompt_cache\": \"s3://b/p.safetensors\", \"frames\": 2000, "
+                      "\"height\": 768, \"width\": 1344, \"steps\": 1}\n";
+    const double R = 1 + (double)vdn_latent_frames(2000) * 24 * 42 + 2 * vdn_audio_latents(2000);
+    const double R0 = 1 + (double)vdn_latent_frames(345) * 24 * 42 + 2 * vdn_audio_latents(345);
+    snprintf(text, sizeof text, "%s%s%s", under, slow, big);
+    write_text(req, text);
+    CHECK(run_cli(out, sizeof out, "submit %s", req) == 5, "%s", out);
+    snprintf(want, sizeof want,
+             "caps.jsonl:2: field 'frames': 2000 x 768 x 1344 x 60 steps is an estimated %.1f "
+             "min on NVIDIA H200 fp8",
+             (60 * 11.55 * R / 103903 + 10.1 * 2000 / 345) / 60);
+    CHECK(strstr(out, want) && strstr(out, "--max-job-seconds 3600") &&
+              strstr(out, "caps.jsonl:3: field 'frames': 2000 frames x 768 x 1344 need at least") &&
+              strstr(out, "--max-job-memory 100.0 GiB") && !strstr(out, "caps.jsonl:1:") &&
+              strstr(out, "nothing submitted"),
+          "wanted '%s' and line 3 over the memory cap in:\n%s", want, out);
+    write_text(req, under);
+    CHECK(run_cli(out, sizeof out, "submit %s", req) == 0, "under the caps: %s", out);
+    /* the dry run: the registered kind at each job's precision */
+    snprintf(text, sizeof text, "%s%s", under, big);
+    write_text(req, text);
+    CHECK(run_cli(out, sizeof out, "submit %s --dry-run", req) == 0, "%s", out);
+    char w1[200], w2[200];
+    snprintf(w1, sizeof w1, "  NVIDIA H200 fp8, 1 worker(s): estimated %.1f s (%.1f s a model",
+             8 * 11.55 * R0 / 103903 + 10.1, 11.55 * R0 / 103903);
+    snprintf(w2, sizeof w2, "  NVIDIA H200 bf16, 1 worker(s): estimated %.1f min (%.1f s a model",
+             (13.82 * R / 103903 + 10.1 * 2000 / 345) / 60, 13.82 * R / 103903);
+    CHECK(strstr(out, "estimates on the 1 worker(s) registered with the coordinator") &&
+              strstr(out, w1) && strstr(out, w2) && strstr(out, "of H3 fp8 weights") &&
+              strstr(out, "nothing submitted (--dry-run)"),
+          "wanted '%s' and '%s' in:\n%s", w1, w2, out);
+    fw_close(&w);
+    stop_coordinator(pid, SIGTERM);
+    unsetenv("VDN_COORDINATOR");
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_cli PATH/TO/vdn-coord-test\n");
@@ -442,6 +512,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "curve done (%.1f s)\n", vdn_now() - t0);
     test_memory();
     fprintf(stderr, "memory check done (%.1f s)\n", vdn_now() - t0);
+    test_caps();
+    fprintf(stderr, "caps done (%.1f s)\n", vdn_now() - t0);
     if (failures) {
         harness_dump_log();
         fprintf(stderr, "%d checks failed\n", failures);
