@@ -53,13 +53,20 @@ static void jobs_by_state(FILE *f, sqlite3 *db) {
         fprintf(
             f, "vdn_jobs{state=\"%s\"} %lld\n", states[i],
             (long long)cdb_int(db, 0, "SELECT count(*) FROM jobs WHERE state=?", "s", states[i]));
+    head(f, "vdn_jobs_quarantined", "gauge",
+         "Failed jobs quarantined for crashing the renderer (docs/cluster.md \"Crash blame\").");
+    fprintf(f, "vdn_jobs_quarantined %lld\n",
+            (long long)cdb_int(db, 0,
+                               "SELECT count(*) FROM jobs WHERE state='failed' AND "
+                               "quarantined",
+                               ""));
 }
 
 static void attempts_by_fault(FILE *f, sqlite3 *db) {
-    static const char *faults[] = {"job", "worker", "transient"};
+    static const char *faults[] = {"job", "worker", "transient", "crash"};
     head(f, "vdn_attempt_failures_total", "counter",
          "Attempts that ended without a result, by whose fault (docs/protocol.md).");
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         fprintf(f, "vdn_attempt_failures_total{fault=\"%s\"} %lld\n", faults[i],
                 (long long)cdb_int(db, 0, "SELECT count(*) FROM attempts WHERE fault=?", "s",
                                    faults[i]));

@@ -195,7 +195,8 @@ static int chromium_dom(const char *path, char *buf, size_t len) {
 static void test_quarantine(void) {
     pid_t pid = start("quarantine", 1);
     vdn_client *c = client();
-    char err[VDN_ERR_LEN], out[16384], t[32];
+    char err[VDN_ERR_LEN], t[32];
+    static char out[1 << 16];
     fake_worker a, b;
     open_worker(&a, "wA");
     uint64_t j = submit(c, 1), got = 0;
@@ -243,6 +244,9 @@ static void test_quarantine(void) {
           "vdn logs:\n%s", out);
     CHECK(http_get("/api/status", out, sizeof out) == 0 && json_has(out, "\"quarantined\":true"),
           "/api/status:\n%.2000s", out);
+    CHECK(http_get("/metrics", out, sizeof out) == 0 && strstr(out, "\nvdn_jobs_quarantined 1\n") &&
+              strstr(out, "\nvdn_attempt_failures_total{fault=\"crash\"} 2\n"),
+          "/metrics:\n%.3000s", out);
     static char dom[1 << 17];
     double tc = vdn_now();
     if (chromium_dom("/", dom, sizeof dom) == 0)

@@ -399,7 +399,8 @@ def test(args):
         total = samples(fams, "vdn_model_evaluations", "_total")[()]
         check(total == 3 * farm.steps, "NFEs evaluated %s, expected %d" % (total, 3 * farm.steps))
         faults = {k[0][1]: v for k, v in samples(fams, "vdn_attempt_failures", "_total").items()}
-        check(faults == {"job": 1, "worker": 0, "transient": 0}, "failures by fault %s" % faults)
+        check(faults == {"job": 1, "worker": 0, "transient": 0, "crash": 0},
+              "failures by fault %s" % faults)
         check(samples(fams, "vdn_workers")[(("state", "idle"),)] == 1, "worker not idle after")
         check(samples(fams, "vdn_gpus")[(("state", "busy"),)] == 0, "a CPU worker has no GPUs")
         info = samples(fams, "vdn_worker_info")

@@ -156,7 +156,7 @@ def test(args):
             check(errs == {"download": 1, "upload": 1, "open": 0},
                   "vdn_store_errors_total %s, expected download 1, upload 1, open 0" % errs)
             check(retries == {"w0": 1}, "vdn_store_retries_total %s, expected w0 1" % retries)
-            check(fails == {"job": 1, "worker": 0, "transient": 2},
+            check(fails == {"job": 1, "worker": 0, "transient": 2, "crash": 0},
                   "vdn_attempt_failures_total %s" % fails)
             # the 503 was answered once and retried: the proxy saw the same PUT twice
             json_puts = [s for m, p, s in proxy.log if m == "PUT" and p.endswith("/out.json")]
