@@ -25,7 +25,7 @@ static int count_cmd(const char *cmd, int argc, char **argv, int retry, const ch
         if (retry)
             printf("  failed and cancelled jobs back to the queue with fresh budgets; quarantined\n"
                    "  jobs (they crashed the renderer on two workers) only with --force, which\n"
-                   "  also clears their crash records\n");
+                   "  also clears their crash records; exit status 1 when it left any alone\n");
         return 0;
     }
     if (cli_parse(cmd, argc, argv, &a, retry ? force_own : NULL, &force)) return VDN_EXIT_USAGE;
@@ -59,6 +59,8 @@ static int count_cmd(const char *cmd, int argc, char **argv, int retry, const ch
                    "runs them again\n",
                    q, a.pos[0], a.pos[0]);
     }
+    /* jobs asked for are still failed: scripts see it as with vdn watch */
+    if (!bad && q) rc = VDN_EXIT_JOBS_FAILED;
     vdn_client_close(c);
     return rc;
 }

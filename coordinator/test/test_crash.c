@@ -266,7 +266,7 @@ static void test_quarantine(void) {
     int n = -1, q = -1;
     CHECK(vdn_client_retry_force(c, t, 0, &n, &q, err, sizeof err) == 0 && n == 0 && q == 1,
           "retry: %d requeued, %d quarantined left (%s)", n, q, err);
-    CHECK(run_cli(out, sizeof out, "retry %s --coordinator %s", t, cep) == 0 &&
+    CHECK(run_cli(out, sizeof out, "retry %s --coordinator %s", t, cep) == 1 &&
               strstr(out, "requeued 0 job(s)") && strstr(out, "left 1 quarantined job(s)") &&
               strstr(out, "--force"),
           "vdn retry:\n%s", out);
