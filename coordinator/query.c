@@ -67,9 +67,10 @@ static const char *JOB_SQL =
     "OR (q.submitted_at = j.submitted_at AND q.id < j.id))))) END "
     "FROM jobs j LEFT JOIN attempts a ON a.id = j.current_attempt ";
 
-/* Crash blame: the job's quarantine and its crash record, the worker of each crash (their own
- * queries: a database older than schema 9, read with --db, has neither and shows none). */
+/* Crash blame: the job's quarantine and its crash record, the worker of each crash (a database
+ * older than schema 9, read with --db, has neither and shows none). */
 static void add_crashes(sqlite3 *db, Vdn__JobInfo *j) {
+    if (cdb_schema_version(db) < 9) return;
     sqlite3_stmt *st = cdb_prep(db,
                                 "SELECT worker_id FROM crashes WHERE job_id=? AND job_record "
                                 "ORDER BY attempt_id",
