@@ -81,6 +81,7 @@ typedef struct vdn_worker_text {
     pthread_mutex_t mu; /* guards the open */
     const char *checkpoint;
     vdn_precision precision; /* the text encoder's (vdn worker --text-precision) */
+    int test_delay_ms;       /* test hook VDN_TEST_TEXT_ENCODE_DELAY_MS: each encode this long */
     struct vdn_text_prompts *p;
 } vdn_worker_text;
 

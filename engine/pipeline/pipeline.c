@@ -98,7 +98,8 @@ static int text_prompt(const vdn_pipeline *p, const vdn_pipeline_request *req,
                         "text prompt: %d tokens; the text encoder takes at most %lld "
                         "(text_config.max_position_embeddings)",
                         tokens, (long long)max);
-    vdn_text_place at = {.dev = vdn_engine_device(p->engines[0]), .gpu = p->text_gpu};
+    vdn_text_place at = {
+        .dev = vdn_engine_device(p->engines[0]), .gpu = p->text_gpu, .cancel = req->render.cancel};
     res->error = VDN_PIPELINE_ERR_TEXT;
     if (vdn_text_prompts_cached(p->text, &at, p->prompt_store, &in, pics, path, &res->text, terr,
                                 sizeof terr))

@@ -1,12 +1,10 @@
 /* Text prompts into prompt caches (see prompt_text.h). */
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "encoder.h"
@@ -39,7 +37,7 @@ struct vdn_text_prompts {
     char identity[65];
     vdn_text_config cfg; /* from text_encoder/config.json, read at open */
     double keep_free;    /* bytes a device must still have free to keep an encoder; < 0: never */
-    int delay_ms;        /* test hook VDN_TEST_TEXT_ENCODE_DELAY_MS: hold each encode this long */
+    int delay_ms;        /* tests: every encode takes at least this long (vdn_text_prompts_opts) */
 
     pthread_mutex_t own_mu; /* the instance's own device and encoder (dev NULL places) */
     vdn_dev *dev;           /* opened with the encoder, on the first such encode */
@@ -66,8 +64,6 @@ static void read_policy(vdn_text_prompts *p) {
         g = -1;
     }
     p->keep_free = g < 0 ? -1 : g * (double)(1ull << 30);
-    const char *delay = getenv("VDN_TEST_TEXT_ENCODE_DELAY_MS");
-    p->delay_ms = delay ? atoi(delay) : 0;
 }
 
 static int is_dir(const char *path) {
@@ -77,6 +73,15 @@ static int is_dir(const char *path) {
 
 vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const char *backend, int layer,
                                         vdn_precision precision, char *err, size_t errlen) {
+    const vdn_text_prompts_opts o = {.backend = backend, .layer = layer, .precision = precision};
+    return vdn_text_prompts_open_with(ckpt, &o, err, errlen);
+}
+
+vdn_text_prompts *vdn_text_prompts_open_with(const char *ckpt, const vdn_text_prompts_opts *o,
+                                             char *err, size_t errlen) {
+    const char *backend = o->backend;
+    const int layer = o->layer;
+    const vdn_precision precision = o->precision;
     vdn_text_prompts *p = vdn_xcalloc(1, sizeof *p);
     char dir[4352];
     snprintf(p->root, sizeof p->root, "%s", ckpt);
@@ -107,6 +112,7 @@ vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const char *backend, i
     snprintf(p->backend, sizeof p->backend, "%s", backend ? backend : "");
     p->layer = layer;
     p->precision = precision;
+    p->delay_ms = o->test_encode_delay_ms;
     pthread_mutex_init(&p->own_mu, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->landed, NULL);
@@ -304,9 +310,9 @@ static int load_own(vdn_text_prompts *p, char *err, size_t errlen) {
 
 /* The prompt's cache file at path, encoded with enc on dev: text alone here, with pictures
  * through prompt_pictures.c. */
-static int write_cache(vdn_text_prompts *p, vdn_text_encoder *enc, vdn_dev *dev,
-                       const vdn_prompt_input *in, const vdn_pictures *pics, const int32_t *ids,
-                       size_t n, const char *path, char *err, size_t errlen) {
+static int encode_to(vdn_text_prompts *p, vdn_text_encoder *enc, vdn_dev *dev,
+                     const vdn_prompt_input *in, const vdn_pictures *pics, const int32_t *ids,
+                     size_t n, const char *path, char *err, size_t errlen) {
     if (pics->n) {
         char key[160];
         key_of(p, pics, ids, n, key, sizeof key);
@@ -372,6 +378,19 @@ static int write_cache(vdn_text_prompts *p, vdn_text_encoder *enc, vdn_dev *dev,
     return rc;
 }
 
+/* encode_to with the run's options on the encoder (a resident one serves other jobs after):
+ * the caller's cancel flag, the tests' delay */
+static int write_cache(vdn_text_prompts *p, vdn_text_encoder *enc, vdn_dev *dev,
+                       const atomic_int *cancel, const vdn_prompt_input *in,
+                       const vdn_pictures *pics, const int32_t *ids, size_t n, const char *path,
+                       char *err, size_t errlen) {
+    const vdn_text_run_opts o = {.cancel = cancel, .test_delay_ms = p->delay_ms};
+    vdn_text_encoder_set_run_opts(enc, &o);
+    int rc = encode_to(p, enc, dev, in, pics, ids, n, path, err, errlen);
+    vdn_text_encoder_set_run_opts(enc, NULL);
+    return rc;
+}
+
 int vdn_text_prompts_write(vdn_text_prompts *p, const vdn_prompt_input *in,
                            const vdn_pictures *pics, const char *path, char *err, size_t errlen) {
     int32_t *ids;
@@ -380,7 +399,7 @@ int vdn_text_prompts_write(vdn_text_prompts *p, const vdn_prompt_input *in,
     if (tokenize(p, in->text, &ids, &n, err, errlen)) return -1;
     pthread_mutex_lock(&p->own_mu);
     int rc = load_own(p, err, errlen);
-    if (!rc) rc = write_cache(p, p->enc, p->dev, in, pics, ids, n, path, err, errlen);
+    if (!rc) rc = write_cache(p, p->enc, p->dev, NULL, in, pics, ids, n, path, err, errlen);
     pthread_mutex_unlock(&p->own_mu);
     free(ids);
     return rc;
@@ -445,7 +464,8 @@ static int encode_at(vdn_text_prompts *p, const vdn_text_place *at, const vdn_pr
         int rc = load_own(p, err, errlen);
         if (!rc) {
             snprintf(info->device, sizeof info->device, "%s", vdn_dev_name(p->dev));
-            rc = write_cache(p, p->enc, p->dev, in, pics, ids, n, path, err, errlen);
+            rc = write_cache(p, p->enc, p->dev, at ? at->cancel : NULL, in, pics, ids, n, path, err,
+                             errlen);
         }
         pthread_mutex_unlock(&p->own_mu);
         return rc;
@@ -456,8 +476,8 @@ static int encode_at(vdn_text_prompts *p, const vdn_text_place *at, const vdn_pr
     vdn_text_encoder *enc = take_resident(p, dev);
     info->loaded = enc == NULL;
     if (!enc && !(enc = load_on(p, dev, at, &info->load_seconds, err, errlen))) return -1;
-    int rc = write_cache(p, enc, dev, in, pics, ids, n, path, err, errlen);
-    /* an encoder whose device failed under it is not kept */
+    int rc = write_cache(p, enc, dev, at->cancel, in, pics, ids, n, path, err, errlen);
+    /* an encoder whose device failed under it, or cancelled, is not kept */
     if (rc == 0 && keep_on(p, dev, why, sizeof why) && put_resident(p, dev, enc)) {
         info->kept = 1;
         VDN_INFO("text encoder kept on %s: %s", where(at, dev, w, sizeof w), why);
@@ -574,13 +594,6 @@ static int fetch(const vdn_text_prompts *p, vdn_store *st, const char *key, size
     return -1;
 }
 
-/* Hold a leader's encode open, so that tests can make misses overlap for certain. */
-static void test_delay(const vdn_text_prompts *p) {
-    struct timespec ts = {p->delay_ms / 1000, (long)(p->delay_ms % 1000) * 1000000L};
-    while (p->delay_ms > 0 && nanosleep(&ts, &ts) < 0 && errno == EINTR) {
-    }
-}
-
 /* The flight's leader: looks once more (a flight that landed between the caller's look and its
  * boarding, or another process, may have stored it), else encodes and uploads. */
 static int lead(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
@@ -592,7 +605,6 @@ static int lead(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
         return got > 0 ? 0 : -1;
     }
     if (encode_at(p, at, in, pics, ids, n, path, info, err, errlen)) return -1;
-    test_delay(p);
     if (vdn_store_put_file(st, info->key, path, err, errlen) == 0) return 0;
     info->store_failed = 2;
     return -1;

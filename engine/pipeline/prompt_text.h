@@ -12,6 +12,7 @@
 #ifndef VDN_PROMPT_TEXT_H
 #define VDN_PROMPT_TEXT_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,6 +35,18 @@ typedef struct vdn_text_prompts vdn_text_prompts;
  * precision: the encoder's (encoder.h), at every load and in every key. */
 vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const char *backend, int layer,
                                         vdn_precision precision, char *err, size_t errlen);
+/* The same with every option. test_encode_delay_ms (tests; the worker takes it from
+ * VDN_TEST_TEXT_ENCODE_DELAY_MS): every encode takes at least this long, spread over the
+ * encoder's layers and cancellable (encoder.h vdn_text_run_opts), so tests can make misses
+ * overlap, or cancel a long encode, on a tiny checkpoint. */
+typedef struct {
+    const char *backend;
+    int layer;
+    vdn_precision precision;
+    int test_encode_delay_ms;
+} vdn_text_prompts_opts;
+vdn_text_prompts *vdn_text_prompts_open_with(const char *ckpt, const vdn_text_prompts_opts *o,
+                                             char *err, size_t errlen);
 void vdn_text_prompts_close(vdn_text_prompts *p);
 const char *vdn_text_prompts_identity(const vdn_text_prompts *p); /* the encoder's */
 vdn_precision vdn_text_prompts_precision(const vdn_text_prompts *p);
@@ -63,6 +76,9 @@ int vdn_text_prompts_write(vdn_text_prompts *p, const vdn_prompt_input *in,
 typedef struct {
     struct vdn_dev *dev;
     int gpu;
+    /* the job's cancel flag (core/cancel.h; NULL: none): a miss's encode stops between the
+     * encoder's layers when it is set, with "cancelled", and its encoder is freed */
+    const atomic_int *cancel;
 } vdn_text_place;
 
 /* What the farm did for one job's text prompt (goes into its run record). */

@@ -12,11 +12,16 @@
  *     download failure, a cache folder that cannot be made an upload failure, an encode that
  *     works neither (the worker turns these into vdn_store_errors_total's op);
  *  5. precision: one prompt at bf16 and at fp8 is two keys and two entries, never one shared
- *     entry; the bf16 key is the pre-fp8 one; files and records name the precision.
+ *     entry; the bf16 key is the pre-fp8 one; files and records name the precision;
+ *  6. cancel: a miss whose encode takes 2.5 s (the tests' delay, spread over the layers) cancelled
+ *     after 0.3 s returns "cancelled" within a second, stores nothing, keeps no encoder and
+ *     frees the device's memory; the same call without a cancel encodes.
  *
  *   test_prompt_cache CKPT WORKDIR */
 #include <cjson/cJSON.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,23 +79,26 @@ static int same_file(const char *a, const char *b) {
     return same;
 }
 
-static vdn_text_prompts *open_prompts(const char *keep_gib) {
+static vdn_text_prompts *open_delayed(const char *keep_gib, int delay_ms) {
     char err[VDN_ERR_LEN];
     if (keep_gib)
         setenv("VDN_TEXT_ENCODER_KEEP_FREE_GIB", keep_gib, 1);
     else
         unsetenv("VDN_TEXT_ENCODER_KEEP_FREE_GIB");
-    vdn_text_prompts *p =
-        vdn_text_prompts_open(ckpt, "cpu", 0, VDN_PRECISION_BF16, err, sizeof err);
+    const vdn_text_prompts_opts o = {
+        .backend = "cpu", .precision = VDN_PRECISION_BF16, .test_encode_delay_ms = delay_ms};
+    vdn_text_prompts *p = vdn_text_prompts_open_with(ckpt, &o, err, sizeof err);
     CHECK(p != NULL, "open %s: %s", ckpt, err);
     return p;
 }
 
+static vdn_text_prompts *open_prompts(const char *keep_gib) {
+    return open_delayed(keep_gib, 0);
+}
+
 static void single_flight(vdn_dev **devs, const char *store_uri) {
     /* every leader holds its encode open 400 ms, so the others surely miss while it runs */
-    setenv("VDN_TEST_TEXT_ENCODE_DELAY_MS", "400", 1);
-    vdn_text_prompts *p = open_prompts(NULL);
-    unsetenv("VDN_TEST_TEXT_ENCODE_DELAY_MS");
+    vdn_text_prompts *p = open_delayed(NULL, 400);
     if (!p) return;
     static job jobs[JOBS];
     pthread_t th[JOBS];
@@ -436,6 +444,54 @@ done:
     vdn_store_close(st);
 }
 
+static void *cancel_later(void *arg) {
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL);
+    atomic_store((atomic_int *)arg, 1);
+    return NULL;
+}
+
+static void cancel_encode(vdn_dev *dev, const char *store_uri) {
+    char err[VDN_ERR_LEN] = "", path[4300], key[200];
+    vdn_text_prompts *p = open_delayed(NULL, 2500);
+    vdn_store *st = vdn_store_open(store_uri, NULL, err, sizeof err);
+    CHECK(p && st, "%s", err);
+    if (!p || !st) return;
+    const vdn_prompt_input in = {.text = "A heron stands in the reeds; the camera does not move."};
+    snprintf(path, sizeof path, "%s/cancelled.safetensors", work);
+    size_t used0, peak;
+    vdn_dev_memory(dev, &used0, &peak);
+    atomic_int cancel;
+    atomic_init(&cancel, 0);
+    vdn_text_place at = {.dev = dev, .gpu = 3, .cancel = &cancel};
+    vdn_text_cache_info info;
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, cancel_later, &cancel) == 0);
+    double t0 = vdn_now();
+    int rc = vdn_text_prompts_cached(p, &at, st, &in, NULL, path, &info, err, sizeof err);
+    double took = vdn_now() - t0;
+    pthread_join(t, NULL);
+    size_t used;
+    vdn_dev_memory(dev, &used, &peak);
+    CHECK(rc != 0 && strstr(err, "text encoder on cpu") && strstr(err, "cancelled before layer"),
+          "rc %d: %s", rc, err);
+    CHECK(took < 1.3, "the cancelled encode returned after %.2f s (cancelled at 0.3 s)", took);
+    CHECK(used == used0, "the device holds %zu bytes after the cancel, %zu before", used, used0);
+    CHECK(vdn_text_prompts_resident(p) == 0 && vdn_text_prompts_encodes(p) == 0,
+          "an encoder kept or an encode counted");
+    CHECK(vdn_text_prompts_key(p, &in, NULL, key, sizeof key, NULL, err, sizeof err) == 0 &&
+              vdn_store_exists(st, key, NULL, err, sizeof err) == 0,
+          "the cancelled encode stored %s", key);
+    /* not cancelled: the same call takes the delay and encodes */
+    at.cancel = NULL;
+    t0 = vdn_now();
+    rc = vdn_text_prompts_cached(p, &at, st, &in, NULL, path, &info, err, sizeof err);
+    CHECK(rc == 0 && !info.hit && vdn_now() - t0 >= 2.5, "rc %d after %.2f s: %s", rc,
+          vdn_now() - t0, err);
+    vdn_store_close(st);
+    vdn_text_prompts_close(p);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: test_prompt_cache CKPT WORKDIR\n");
@@ -459,6 +515,7 @@ int main(int argc, char **argv) {
     store_failures(devs[0]);
     precisions(devs[1]);
     tampered(devs[2]);
+    cancel_encode(devs[3], store_uri);
     {
         /* a prompt over the byte limit is refused before the tokenizer sees it */
         vdn_text_prompts *p =

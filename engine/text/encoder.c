@@ -1,9 +1,12 @@
 /* The Qwen3-VL text encoder over the op layer (see encoder.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "cancel.h"
 #include "encoder.h"
 #include "encoder_internal.h"
 #include "safetensors.h"
@@ -498,6 +501,29 @@ int vdn_enc_run_failed(vdn_text_encoder *e, char *err, size_t errlen) {
     return -1;
 }
 
+void vdn_text_encoder_set_run_opts(vdn_text_encoder *e, const vdn_text_run_opts *o) {
+    e->run = o ? *o : (vdn_text_run_opts){0};
+}
+
+/* ms of waiting, in slices that each look at the cancel flag */
+static void test_wait(const vdn_text_run_opts *o, double ms) {
+    while (ms > 0 && !vdn_cancelled(o->cancel)) {
+        double slice = ms < 20 ? ms : 20;
+        struct timespec ts = {0, (long)(slice * 1e6)};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+        }
+        ms -= slice;
+    }
+}
+
+int vdn_enc_layer_gate(vdn_text_encoder *e, int l, char *err, size_t errlen) {
+    if (e->run.test_delay_ms > 0) test_wait(&e->run, (double)e->run.test_delay_ms / e->layer);
+    if (!vdn_cancelled(e->run.cancel)) return 0;
+    vdn_enc_run_failed(e, err, errlen);
+    return vdn_fail(err, errlen, "text encoder on %s: cancelled before layer %d of %d",
+                    vdn_dev_name(e->dev), l + 1, e->layer);
+}
+
 int vdn_text_encoder_run(vdn_text_encoder *e, const int32_t *ids, int n, float *out, char *err,
                          size_t errlen) {
     if (vdn_enc_check_ids(e, ids, n, err, errlen)) return -1;
@@ -507,8 +533,10 @@ int vdn_text_encoder_run(vdn_text_encoder *e, const int32_t *ids, int n, float *
     const int hd = (int)e->cfg.head_dim;
     vdn_rope rope = {.pos = a->pos, .inv = e->inv_freq, .n_rot = hd, .sections = {hd / 2, 0, 0}};
     rc = rc || vdn_enc_embed(e, ids, n, a->h);
-    for (int l = 0; !rc && l < e->layer; l++)
+    for (int l = 0; !rc && l < e->layer; l++) {
+        if (vdn_enc_layer_gate(e, l, err, errlen)) return -1;
         rc = vdn_enc_run_layer(e, &e->layers[l], a, &rope);
+    }
     if (!rc) rc = vdn_tensor_get(a->h, out);
     return rc ? vdn_enc_run_failed(e, err, errlen) : 0;
 }

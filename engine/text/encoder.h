@@ -17,6 +17,7 @@
 #ifndef VDN_TEXT_ENCODER_H
 #define VDN_TEXT_ENCODER_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,6 +62,19 @@ int vdn_text_encoder_identity_of(const char *dir, int layer, char out[65], char 
  * a run of another length or vdn_text_encoder_close. */
 int vdn_text_encoder_run(vdn_text_encoder *e, const int32_t *ids, int n, float *out, char *err,
                          size_t errlen);
+
+/* Options of the runs that follow on this encoder (one run at a time; a resident encoder is
+ * shared by jobs one after the other, so each sets its own and clears them after):
+ * cancel (core/cancel.h) is checked before every decoder layer and vision block, and a set flag
+ * ends the run at once with "text encoder: cancelled ..." and its activations freed, so a
+ * cancelled job's encode stops within a layer's time, not the whole forward's. test_delay_ms
+ * (tests: a long encode on a tiny checkpoint) makes a run take at least that long, spread over
+ * its decoder layers, waiting in slices of at most 20 ms that each check cancel. NULL: none. */
+typedef struct {
+    const atomic_int *cancel;
+    int test_delay_ms;
+} vdn_text_run_opts;
+void vdn_text_encoder_set_run_opts(vdn_text_encoder *e, const vdn_text_run_opts *o);
 
 /* ---- pictures (MiniMax-H3's keyframe modes: fl2va, i2va) ----
  * The release's presentation (diffusers MiniMaxH3FL2VATextEncoderStep, encode_keyframes.py): for

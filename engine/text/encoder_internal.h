@@ -46,6 +46,7 @@ struct vdn_text_encoder {
     vdn_vision_config vcfg;
     vdn_vision_proc proc;
     vdn_vision *vision;
+    vdn_text_run_opts run; /* vdn_text_encoder_set_run_opts */
 };
 
 /* Activations of one run, in the device's activation dtype (fp32 on the CPU, bf16 on a GPU as
@@ -68,5 +69,8 @@ int vdn_enc_embed(vdn_text_encoder *e, const int32_t *ids, int n, vdn_tensor *h)
 int vdn_enc_run_layer(vdn_text_encoder *e, const enc_layer *L, enc_acts *a, const vdn_rope *rope);
 /* the device's error into err, the activations freed; -1 */
 int vdn_enc_run_failed(vdn_text_encoder *e, char *err, size_t errlen);
+/* Before decoder layer l: the test delay's share, then the cancel flag. 0 go on; -1 cancelled,
+ * said in err ("text encoder: cancelled before layer l + 1 of L") with the activations freed. */
+int vdn_enc_layer_gate(vdn_text_encoder *e, int l, char *err, size_t errlen);
 
 #endif

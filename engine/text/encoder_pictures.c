@@ -144,8 +144,9 @@ int vdn_text_encoder_run_pictures(vdn_text_encoder *e, const int32_t *ids, int n
     int *start = vdn_xmalloc(sizeof(int) * (size_t)n_pics);
     vdn_tensor *feat = NULL, *ds[VDN_VISION_MAX_DEEPSTACK] = {0};
     const int nds = e->vcfg.n_deepstack;
-    int rc = mrope_positions(e, ids, n, grids, n_pics, pos, start, err, errlen) ||
-             vdn_vision_run(e->vision, pixel_rows, grids, n_pics, &feat, ds, err, errlen);
+    int rc =
+        mrope_positions(e, ids, n, grids, n_pics, pos, start, err, errlen) ||
+        vdn_vision_run(e->vision, pixel_rows, grids, n_pics, e->run.cancel, &feat, ds, err, errlen);
     if (rc) goto done;
     rc = vdn_enc_acts_for(e, n);
     enc_acts *a = e->acts;
@@ -160,11 +161,15 @@ int vdn_text_encoder_run_pictures(vdn_text_encoder *e, const int32_t *ids, int n
          vision_rows(e, a, feat, start, grids, n_pics, 0);
     /* DeepStack: after decoder layer l < n_deepstack, the l-th feature joins the picture rows
      * (in place, so hidden_states[l + 1] holds it, as transformers records it) */
-    for (int l = 0; !rc && l < e->layer; l++)
+    int cancelled = 0;
+    for (int l = 0; !rc && l < e->layer; l++) {
+        if ((cancelled = vdn_enc_layer_gate(e, l, err, errlen) != 0)) break;
         rc = vdn_enc_run_layer(e, &e->layers[l], a, &rope) ||
              (l < nds && vision_rows(e, a, ds[l], start, grids, n_pics, 1));
-    if (!rc) rc = vdn_tensor_get(a->h, out);
+    }
+    if (!rc && !cancelled) rc = vdn_tensor_get(a->h, out);
     if (rc) vdn_enc_run_failed(e, err, errlen);
+    rc = rc || cancelled;
 done:
     vdn_tensor_free(feat);
     for (int j = 0; j < nds; j++)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cancel.h"
 #include "vdn_util.h"
 #include "vision.h"
 
@@ -444,7 +445,8 @@ static int run_merger(vdn_vision *v, const vis_merger *m, int post_shuffle, vis_
 }
 
 int vdn_vision_run(vdn_vision *v, const float *rows, const int64_t (*grids)[3], int n_pics,
-                   vdn_tensor **feat, vdn_tensor **ds, char *err, size_t errlen) {
+                   const atomic_int *cancel, vdn_tensor **feat, vdn_tensor **ds, char *err,
+                   size_t errlen) {
     const vdn_vision_config *c = &v->c;
     const int64_t mm = (int64_t)c->merge * c->merge;
     const int64_t cols = 3 * (int64_t)c->temporal_patch * c->patch * c->patch;
@@ -474,7 +476,12 @@ int vdn_vision_run(vdn_vision *v, const float *rows, const int64_t (*grids)[3], 
     *feat = vdn_tensor_new2(v->dev, dt, N / mm, c->out_hidden);
     int rc = !px || !*feat || vdn_tensor_set(px, rows, VDN_DT_F32) ||
              vdn_op_linear(a.h, px, v->patch, v->patch_b, VDN_ACT_NONE, 0) || vdn_op_add(a.h, a.pe);
+    int stopped = -1; /* the block a cancel came before */
     for (int b = 0, j = 0; !rc && b < c->depth; b++) {
+        if (vdn_cancelled(cancel)) {
+            stopped = b, rc = 1;
+            break;
+        }
         rc = run_block(v, &v->blocks[b], &a);
         if (!rc && j < c->n_deepstack && c->deepstack[j] == b) {
             ds[j] = vdn_tensor_new2(v->dev, dt, N / mm, c->out_hidden);
@@ -486,8 +493,12 @@ int vdn_vision_run(vdn_vision *v, const float *rows, const int64_t (*grids)[3], 
     vdn_tensor_free(px);
     acts_free(&a);
     if (rc) {
-        vdn_fail(err, errlen, "vision tower on %s: %s", vdn_dev_name(v->dev),
-                 vdn_dev_error(v->dev));
+        if (stopped >= 0)
+            vdn_fail(err, errlen, "vision tower on %s: cancelled before block %d of %d",
+                     vdn_dev_name(v->dev), stopped + 1, c->depth);
+        else
+            vdn_fail(err, errlen, "vision tower on %s: %s", vdn_dev_name(v->dev),
+                     vdn_dev_error(v->dev));
         vdn_tensor_free(*feat);
         *feat = NULL;
         for (int j = 0; j < c->n_deepstack; j++) {

@@ -15,6 +15,7 @@
 #ifndef VDN_TEXT_VISION_H
 #define VDN_TEXT_VISION_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,8 +37,10 @@ void vdn_vision_close(vdn_vision *v);
 /* rows: host float32 [sum of t h w, 3 temporal_patch patch^2] (vision_preprocess.h), grids[i] =
  * (t, h, w) of picture i. On success *feat = [tokens, out_hidden] and ds[j] (j <
  * c->n_deepstack) = [tokens, out_hidden], new device tensors the caller frees, tokens = sum of
- * t h w / merge^2 in the pictures' order. */
+ * t h w / merge^2 in the pictures' order. cancel (core/cancel.h; NULL: none) is checked before
+ * every block: a set flag ends the run with "vision tower: cancelled ...", everything freed. */
 int vdn_vision_run(vdn_vision *v, const float *rows, const int64_t (*grids)[3], int n_pics,
-                   vdn_tensor **feat, vdn_tensor **ds, char *err, size_t errlen);
+                   const atomic_int *cancel, vdn_tensor **feat, vdn_tensor **ds, char *err,
+                   size_t errlen);
 
 #endif
