@@ -7,9 +7,12 @@
  *               and those rows [R, pixels] into a float32 staging matrix [Cout, pixels]
  *               (channels-major, as the op's output), then one epilogue:
  *               y = float32(v + b) (+ y's old value in float32 when accumulating), in y's dtype.
- *   group_norm  per (image, group) float64 sums of x and x^2 over slices of the group (atomics),
- *               then one elementwise pass: (x - mean) / sqrt(var + eps) w + b in double, rounded
- *               to float32, then SiLU.
+ *   group_norm  no atomics: per (row, 4096-column slice) float64 sums of x and x^2 (a block
+ *               each, its own slot), then the elementwise pass: each block sums its group's
+ *               slots in a fixed order (the same result in every block), mean and 1 / sqrt(var +
+ *               eps) once, then (x - mean) inv w + b in double, rounded to float32, then SiLU.
+ *               (It replaced float64 atomics per group and per-element 64-bit divisions with a
+ *               double division and square root: docs/PERF.md "Keyframe prompts".)
  * The bf16 operands cost ~2^-9 relative each per product (the encoder's bound is argued in
  * engine/vae/test/test_vae_encoder.c). */
 #include <cublas_v2.h>
@@ -154,43 +157,62 @@ int conv2d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_te
     return 0;
 }
 
-/* stats[2 g] += sum x, stats[2 g + 1] += sum x^2 over group g's rows (cpg rows of L columns),
- * blockIdx.x = the group (image-major), blockIdx.y = a slice of its elements */
-__global__ void __launch_bounds__(THREADS)
-    gn_stats_k(FView x, double *stats, int64_t cpg, int64_t L) {
-    const int64_t g = blockIdx.x, n = cpg * L, r0 = g * cpg;
+/* ---- group_norm ---- */
+
+constexpr int GN_SLICE = 4096; /* columns per block of either pass */
+
+/* block sum of a double (every thread gets it) */
+__device__ __forceinline__ double block_sum(double v, double *sh) {
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads(); /* sh may still be read from a previous call */
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    double t = 0;
+    for (int i = 0; i < THREADS / 32; i++)
+        t += sh[i];
+    return t;
+}
+
+/* part[(r nsl + s) 2 + {0, 1}] = sum of x, x^2 over row r's slice s (grid x: rows, y: slices) */
+__global__ void __launch_bounds__(THREADS) gn_part_k(FView x, double *part, int64_t L, int nsl) {
+    __shared__ double sh[THREADS / 32];
+    const int64_t r = blockIdx.x, c0 = (int64_t)blockIdx.y * GN_SLICE;
+    const int64_t c1 = c0 + GN_SLICE < L ? c0 + GN_SLICE : L;
     double s = 0, q = 0;
-    for (int64_t e = blockIdx.y * (int64_t)blockDim.x + threadIdx.x; e < n;
-         e += (int64_t)gridDim.y * blockDim.x) {
-        const double v = fv_get(x, r0 + e / L, e % L);
+    for (int64_t c = c0 + threadIdx.x; c < c1; c += THREADS) {
+        const double v = fv_get(x, r, c);
         s += v, q += v * v;
     }
-    __shared__ double ss[THREADS], sq[THREADS];
-    ss[threadIdx.x] = s, sq[threadIdx.x] = q;
-    __syncthreads();
-    for (int k = THREADS / 2; k > 0; k /= 2) {
-        if ((int)threadIdx.x < k)
-            ss[threadIdx.x] += ss[threadIdx.x + k], sq[threadIdx.x] += sq[threadIdx.x + k];
-        __syncthreads();
-    }
+    s = block_sum(s, sh);
+    q = block_sum(q, sh);
     if (threadIdx.x == 0) {
-        atomicAdd(&stats[2 * g], ss[0]);
-        atomicAdd(&stats[2 * g + 1], sq[0]);
+        part[(r * nsl + blockIdx.y) * 2] = s;
+        part[(r * nsl + blockIdx.y) * 2 + 1] = q;
     }
 }
 
+/* row r's slice blockIdx.y: its group's statistics from the cpg rows' slots, then the values */
 __global__ void __launch_bounds__(THREADS)
-    gn_apply_k(FView y, FView x, FView w, FView b, const double *stats, int64_t rows, int64_t C,
-               int64_t cpg, int64_t L, double eps, int silu) {
-    const double cnt = (double)(cpg * L);
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < rows * L;
-         e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t r = e / L, n = e % L, c = r % C, g = r / cpg;
-        const double mean = stats[2 * g] / cnt,
-                     var = fmax(stats[2 * g + 1] / cnt - mean * mean, 0.0);
-        float v =
-            (float)(((double)fv_get(x, r, n) - mean) / sqrt(var + eps) * (double)fv_get(w, 0, c) +
-                    (double)fv_get(b, 0, c));
+    gn_apply_k(FView y, FView x, FView w, FView b, const double *part, int64_t C, int64_t cpg,
+               int64_t L, int nsl, double eps, int silu) {
+    __shared__ double sh[THREADS / 32];
+    const int64_t r = blockIdx.x, c = r % C, r0 = r - c % cpg; /* the group's first row */
+    double s = 0, q = 0;
+    for (int64_t i = threadIdx.x; i < cpg * nsl; i += THREADS) {
+        s += part[(r0 * nsl + i) * 2];
+        q += part[(r0 * nsl + i) * 2 + 1];
+    }
+    s = block_sum(s, sh);
+    q = block_sum(q, sh);
+    const double cnt = (double)(cpg * L), mean = s / cnt;
+    const double var = fmax(q / cnt - mean * mean, 0.0), inv = 1.0 / sqrt(var + eps);
+    const double wc = fv_get(w, 0, c), bc = fv_get(b, 0, c);
+    const int64_t c0 = (int64_t)blockIdx.y * GN_SLICE;
+    const int64_t c1 = c0 + GN_SLICE < L ? c0 + GN_SLICE : L;
+    for (int64_t n = c0 + threadIdx.x; n < c1; n += THREADS) {
+        float v = (float)(((double)fv_get(x, r, n) - mean) * inv * wc + bc);
         if (silu) v = v / (1.f + expf(-v));
         fv_set(y, r, n, v);
     }
@@ -202,21 +224,21 @@ int group_norm(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vd
     const char *OP = "group_norm";
     if (op_cuda_enter(d, OP, {y, x, w, b})) return -1;
     const int64_t C = vdn_tensor_numel(w), rows = vdn_tensor_rows(x), L = vdn_tensor_cols(x);
-    const int64_t cpg = C / groups, ng = rows / cpg;
+    const int64_t cpg = C / groups;
     if (rows * L == 0) return 0;
-    if (ng > 65535)
-        return vdn_dev_fail(d, "op group_norm: %lld groups in one call (at most 65535 on cuda)",
-                            (long long)ng);
-    double *stats = (double *)op_cuda_scratch(d, SCR_GATE, (size_t)(2 * ng) * sizeof(double));
-    if (!stats) return -1;
-    OPC(cudaMemsetAsync(stats, 0, (size_t)(2 * ng) * sizeof(double), cdev(d)->st));
-    int64_t slices = (cpg * L + THREADS * 8 - 1) / (THREADS * 8);
-    slices = slices < 1 ? 1 : slices > 1024 ? 1024 : slices;
-    gn_stats_k<<<dim3((unsigned)ng, (unsigned)slices), THREADS, 0, cdev(d)->st>>>(fview(x), stats,
-                                                                                  cpg, L);
+    const int64_t nsl = (L + GN_SLICE - 1) / GN_SLICE;
+    if (rows > INT32_MAX || nsl > 65535)
+        return vdn_dev_fail(d,
+                            "op group_norm: %lld rows of %lld columns (at most 2^31 rows of "
+                            "65535 x %d columns on cuda)",
+                            (long long)rows, (long long)L, GN_SLICE);
+    double *part = (double *)op_cuda_scratch(d, SCR_GATE, (size_t)(rows * nsl * 2) * 8);
+    if (!part) return -1;
+    const dim3 grid((unsigned)rows, (unsigned)nsl);
+    gn_part_k<<<grid, THREADS, 0, cdev(d)->st>>>(fview(x), part, L, (int)nsl);
     OPL();
-    gn_apply_k<<<op_grid(rows * L), THREADS, 0, cdev(d)->st>>>(
-        fview(y), fview(x), fview(w), fview(b), stats, rows, C, cpg, L, eps, act == VDN_ACT_SILU);
+    gn_apply_k<<<grid, THREADS, 0, cdev(d)->st>>>(fview(y), fview(x), fview(w), fview(b), part, C,
+                                                  cpg, L, (int)nsl, eps, act == VDN_ACT_SILU);
     OPL();
     return 0;
 }

@@ -38,6 +38,10 @@ struct vdn_video_encoder {
     enc_conv conv_in, conv_out, quant;
     enc_level lv[VDN_VAE_MAX_LEVELS];
     vdn_tensor *now, *nob; /* norm_out */
+    /* a pass's buffers (enc_bufs: two float32, two in the activation dtype) and the canvas,
+     * kept from one encode to the next (grown when a larger canvas needs more) */
+    vdn_tensor *pass[4], *canvas;
+    int64_t pass_elems, canvas_elems;
 };
 
 const vdn_vae_video_config *vdn_video_encoder_config(const vdn_video_encoder *e) {
@@ -113,6 +117,9 @@ void vdn_video_encoder_free(vdn_video_encoder *e) {
     }
     vdn_tensor_free(e->now);
     vdn_tensor_free(e->nob);
+    for (int i = 0; i < 4; i++)
+        vdn_tensor_free(e->pass[i]);
+    vdn_tensor_free(e->canvas);
     free(e);
 }
 
@@ -212,55 +219,62 @@ static vdn_tensor view2d(const vdn_tensor *buf, int64_t rows, int64_t cols) {
     return v;
 }
 
+/* A pass: nb tiles through the network together (each op one call over all of them: the
+ * tiles are a batch of images). The residual stream lives in s[0] (float32), s[1] takes its next
+ * version (the shortcut, conv_in, the downsamplers); t1, t2 hold a resnet's inner activations in
+ * the device's activation dtype (bf16 on a GPU: conv1's output is stored rounded, the others are
+ * rounded to bf16 where a conv reads them anyway). */
 typedef struct {
-    vdn_tensor *x, *h1, *h2; /* float32 buffers of the largest activation */
-    int H, W;                /* the current image size */
+    vdn_tensor *s[2], *t1, *t2;
+    int H, W, nb; /* the current image size; tiles in the pass */
 } enc_bufs;
 
 static const int PAD_SAME[4] = {1, 1, 1, 1}, PAD_NONE[4] = {0, 0, 0, 0};
 
-/* y [cout, Ho*Wo] = conv(x [cin, H*W]); the size after it in *H, *W */
-static int conv(const enc_conv *c, const vdn_tensor *xb, vdn_tensor *yb, int H, int W, int stride,
-                const int pad[4], int accumulate, int *Ho, int *Wo) {
+/* y [nb cout, Ho*Wo] = conv(x [nb cin, H*W]); the size after it in *H, *W */
+static int conv(const enc_conv *c, const enc_bufs *B, const vdn_tensor *xb, vdn_tensor *yb,
+                int stride, const int pad[4], int accumulate, int *Ho, int *Wo) {
+    const int H = B->H, W = B->W;
     const int ho = (H + pad[0] + pad[1] - c->K) / stride + 1,
               wo = (W + pad[2] + pad[3] - c->K) / stride + 1;
-    vdn_tensor x = view2d(xb, c->cin, (int64_t)H * W), y = view2d(yb, c->cout, (int64_t)ho * wo);
+    vdn_tensor x = view2d(xb, (int64_t)B->nb * c->cin, (int64_t)H * W),
+               y = view2d(yb, (int64_t)B->nb * c->cout, (int64_t)ho * wo);
     if (vdn_op_conv2d(&y, &x, c->w, c->b, H, W, c->K, stride, pad, 1, accumulate)) return -1;
     if (Ho) *Ho = ho, *Wo = wo;
     return 0;
 }
 
-static int gn_silu(const vdn_tensor *w, const vdn_tensor *b, int groups, const vdn_tensor *xb,
-                   vdn_tensor *yb, int C, int64_t n) {
-    vdn_tensor x = view2d(xb, C, n), y = view2d(yb, C, n);
+static int gn_silu(const vdn_tensor *w, const vdn_tensor *b, int groups, const enc_bufs *B,
+                   const vdn_tensor *xb, vdn_tensor *yb, int C) {
+    const int64_t rows = (int64_t)B->nb * C, n = (int64_t)B->H * B->W;
+    vdn_tensor x = view2d(xb, rows, n), y = view2d(yb, rows, n);
     return vdn_op_group_norm(&y, &x, w, b, groups, ENC_NORM_EPS, VDN_ACT_SILU);
 }
 
-static void swap(vdn_tensor **a, vdn_tensor **b) {
-    vdn_tensor *t = *a;
-    *a = *b, *b = t;
+static void next_stream(enc_bufs *B) {
+    vdn_tensor *t = B->s[0];
+    B->s[0] = B->s[1], B->s[1] = t;
 }
 
 /* x <- resnet(x): h = conv1(silu(norm1 x)); h = conv2(silu(norm2 h)); x = shortcut(x) + h */
 static int resnet(vdn_video_encoder *e, const enc_resnet *rn, enc_bufs *B) {
     const int g = e->cfg.norm_num_groups;
-    const int64_t n = (int64_t)B->H * B->W;
-    if (gn_silu(rn->n1w, rn->n1b, g, B->x, B->h1, rn->c1.cin, n) ||
-        conv(&rn->c1, B->h1, B->h2, B->H, B->W, 1, PAD_SAME, 0, NULL, NULL) ||
-        gn_silu(rn->n2w, rn->n2b, g, B->h2, B->h2, rn->c1.cout, n))
+    if (gn_silu(rn->n1w, rn->n1b, g, B, B->s[0], B->t1, rn->c1.cin) ||
+        conv(&rn->c1, B, B->t1, B->t2, 1, PAD_SAME, 0, NULL, NULL) ||
+        gn_silu(rn->n2w, rn->n2b, g, B, B->t2, B->t2, rn->c1.cout))
         return -1;
-    if (rn->sc.w) { /* h1 is free again: the shortcut's output becomes the stream */
-        if (conv(&rn->sc, B->x, B->h1, B->H, B->W, 1, PAD_NONE, 0, NULL, NULL)) return -1;
-        swap(&B->x, &B->h1);
+    if (rn->sc.w) {
+        if (conv(&rn->sc, B, B->s[0], B->s[1], 1, PAD_NONE, 0, NULL, NULL)) return -1;
+        next_stream(B);
     }
-    return conv(&rn->c2, B->h2, B->x, B->H, B->W, 1, PAD_SAME, 1, NULL, NULL);
+    return conv(&rn->c2, B, B->t2, B->s[0], 1, PAD_SAME, 1, NULL, NULL);
 }
 
-/* pixels [3, H*W] (already in B->x) -> moments [2C, (H/16) (W/16)] in B->x */
+/* pixels [nb 3, H*W] (already in B->s[0]) -> moments [nb 2C, (H/16) (W/16)] in B->s[0] */
 static int forward(vdn_video_encoder *e, enc_bufs *B) {
     const vdn_vae_video_config *c = &e->cfg;
-    if (conv(&e->conv_in, B->x, B->h1, B->H, B->W, 1, PAD_SAME, 0, NULL, NULL)) return -1;
-    swap(&B->x, &B->h1);
+    if (conv(&e->conv_in, B, B->s[0], B->s[1], 1, PAD_SAME, 0, NULL, NULL)) return -1;
+    next_stream(B);
     for (int i = 0; i < c->n_levels; i++) {
         for (int r = 0; r < c->layers_per_block; r++)
             if (resnet(e, &e->lv[i].r[r], B)) return -1;
@@ -268,15 +282,15 @@ static int forward(vdn_video_encoder *e, enc_bufs *B) {
         if (!L->down.w) continue;
         /* a spatial stride of 2 is preceded by a reflect pad of 1 at the bottom and right */
         const int pad2[4] = {0, 1, 0, 1};
-        if (conv(&L->down, B->x, B->h1, B->H, B->W, L->sf, L->sf == 2 ? pad2 : PAD_NONE, 0, &B->H,
+        if (conv(&L->down, B, B->s[0], B->s[1], L->sf, L->sf == 2 ? pad2 : PAD_NONE, 0, &B->H,
                  &B->W))
             return -1;
-        swap(&B->x, &B->h1);
+        next_stream(B);
     }
     const int last = c->block_out_channels[c->n_levels - 1];
-    if (gn_silu(e->now, e->nob, c->norm_num_groups, B->x, B->h1, last, (int64_t)B->H * B->W) ||
-        conv(&e->conv_out, B->h1, B->h2, B->H, B->W, 1, PAD_SAME, 0, NULL, NULL) ||
-        conv(&e->quant, B->h2, B->x, B->H, B->W, 1, PAD_NONE, 0, NULL, NULL))
+    if (gn_silu(e->now, e->nob, c->norm_num_groups, B, B->s[0], B->t1, last) ||
+        conv(&e->conv_out, B, B->t1, B->t2, 1, PAD_SAME, 0, NULL, NULL) ||
+        conv(&e->quant, B, B->t2, B->s[0], 1, PAD_NONE, 0, NULL, NULL))
         return -1;
     return 0;
 }
@@ -347,9 +361,46 @@ static void blend(const float *a, float *b, int C, int h, int w, int ext, int ro
     }
 }
 
-int vdn_video_encoder_moments(vdn_video_encoder *e, const float *pixels, int H, int W,
-                              const vdn_video_encoder_opts *opts, float *moments, char *err,
-                              size_t errlen) {
+/* Device memory a pass may take for its activations (two float32 stream buffers and two in the
+ * activation dtype, per tile): the release's 768 x 1344 canvas (28 tiles of 256, ~100 MB each in
+ * bf16) goes in one pass on a GPU. The CPU runs its tiles in passes of ~512 MB (its convs are
+ * parallel over output rows already). */
+#define ENC_PASS_BYTES_GPU ((int64_t)3584 << 20)
+#define ENC_PASS_BYTES_CPU ((int64_t)512 << 20)
+
+/* Work the host does while the device runs the last pass (the posterior's noise). */
+typedef struct {
+    int (*fn)(void *ctx, char *err, size_t errlen);
+    void *ctx;
+} enc_host_work;
+
+/* the pass buffers for `elems` values each and the canvas for `canvas` (float32), grown */
+static int grow(vdn_video_encoder *e, int64_t elems, int64_t canvas) {
+    vdn_dev *d = e->dev;
+    if (e->pass_elems < elems) {
+        for (int i = 0; i < 4; i++) {
+            vdn_tensor_free(e->pass[i]);
+            e->pass[i] = NULL;
+        }
+        e->pass_elems = 0;
+        for (int i = 0; i < 4; i++)
+            if (!(e->pass[i] =
+                      vdn_tensor_new2(d, i < 2 ? VDN_DT_F32 : vdn_dev_act_dtype(d), 1, elems)))
+                return -1;
+        e->pass_elems = elems;
+    }
+    if (e->canvas_elems < canvas) {
+        vdn_tensor_free(e->canvas);
+        e->canvas_elems = 0;
+        if (!(e->canvas = vdn_tensor_new2(d, VDN_DT_F32, 1, canvas))) return -1;
+        e->canvas_elems = canvas;
+    }
+    return 0;
+}
+
+static int moments_run(vdn_video_encoder *e, const float *pixels, int H, int W,
+                       const vdn_video_encoder_opts *opts, float *moments,
+                       const enc_host_work *during, char *err, size_t errlen) {
     const vdn_vae_video_config *c = &e->cfg;
     const int sr = c->spatial_ratio, C2 = 2 * c->latent_channels;
     const int tile = opts && opts->tile ? opts->tile : 256;
@@ -367,30 +418,49 @@ int vdn_video_encoder_moments(vdn_video_encoder *e, const float *pixels, int H, 
     if (split(H, tile, ov, sr, &ty) || split(W, tile, ov, sr, &tx))
         return vdn_fail(err, errlen, "video VAE encoder: a %dx%d canvas needs over %d tiles a side",
                         W, H, ENC_MAX_TILES);
-    const int th = ty.len, tw = tx.len, lh = th / sr, lw = tw / sr;
+    const int th = ty.len, tw = tx.len, lh = th / sr, lw = tw / sr, nt = ty.n * tx.n;
     const int64_t tn = (int64_t)C2 * lh * lw, big = max_activation(c, th, tw);
     vdn_dev *d = e->dev;
-    enc_bufs B = {vdn_tensor_new2(d, VDN_DT_F32, 1, big), vdn_tensor_new2(d, VDN_DT_F32, 1, big),
-                  vdn_tensor_new2(d, VDN_DT_F32, 1, big), 0, 0};
-    float *tiles = vdn_xmalloc(sizeof(float) * (size_t)(tn * ty.n * tx.n));
-    float *crop = vdn_xmalloc(sizeof(float) * (size_t)((int64_t)3 * th * tw));
-    int rc = B.x && B.h1 && B.h2 ? 0 : -1;
-    for (int i = 0; !rc && i < ty.n; i++)
-        for (int j = 0; !rc && j < tx.n; j++) {
-            for (int ch = 0; ch < 3; ch++)
-                for (int y = 0; y < th; y++)
-                    memcpy(crop + ((int64_t)ch * th + y) * tw,
-                           pixels + ((int64_t)ch * H + ty.start[i] + y) * W + tx.start[j],
-                           sizeof(float) * (size_t)tw);
-            vdn_tensor in = view2d(B.x, 3, (int64_t)th * tw);
-            B.H = th, B.W = tw;
-            rc = vdn_tensor_set(&in, crop, VDN_DT_F32) || forward(e, &B);
-            vdn_tensor out = view2d(B.x, C2, (int64_t)lh * lw);
-            if (!rc) rc = vdn_tensor_get(&out, tiles + (i * tx.n + j) * tn);
+    /* tiles per pass: as many as the budget holds, the passes even */
+    const vdn_dtype adt = vdn_dev_act_dtype(d);
+    const int64_t per_tile = big * (int64_t)(2 * sizeof(float) + 2 * vdn_dtype_size(adt));
+    const int64_t budget = vdn_dev_is_cpu(d) ? ENC_PASS_BYTES_CPU : ENC_PASS_BYTES_GPU;
+    int nbmax = opts && opts->tiles_per_pass > 0
+                    ? opts->tiles_per_pass
+                    : (int)(budget / per_tile > 0 ? budget / per_tile : 1);
+    if (nbmax > nt) nbmax = nt;
+    const int npass = (nt + nbmax - 1) / nbmax, nb = (nt + npass - 1) / npass;
+    int rc = grow(e, (int64_t)nb * big, (int64_t)3 * H * W);
+    enc_bufs B = {{e->pass[0], e->pass[1]}, e->pass[2], e->pass[3], 0, 0, 0};
+    /* the canvas on the device once; each tile's crop is a device copy per channel */
+    vdn_tensor canvas = rc ? (vdn_tensor){0} : view2d(e->canvas, (int64_t)3 * H, W);
+    float *tiles = vdn_xmalloc(sizeof(float) * (size_t)(tn * nt));
+    if (!rc) rc = vdn_tensor_set(&canvas, pixels, VDN_DT_F32);
+    int host_rc = 0;
+    char host_err[512] = "";
+    for (int t0 = 0; !rc && t0 < nt; t0 += nb) {
+        B.nb = nt - t0 < nb ? nt - t0 : nb;
+        B.H = th, B.W = tw;
+        vdn_tensor in = view2d(B.s[0], (int64_t)B.nb * 3 * th, tw);
+        for (int k = 0; !rc && k < B.nb; k++) {
+            const int i = (t0 + k) / tx.n, j = (t0 + k) % tx.n;
+            for (int ch = 0; !rc && ch < 3; ch++) {
+                vdn_tensor dst = vdn_view_rows(&in, ((int64_t)k * 3 + ch) * th, th);
+                vdn_tensor rows = vdn_view_rows(&canvas, (int64_t)ch * H + ty.start[i], th);
+                vdn_tensor src = vdn_view_cols(&rows, tx.start[j], tw);
+                rc = vdn_tensor_copy(&dst, &src);
+            }
         }
-    if (rc) vdn_fail(err, errlen, "video VAE encoder on %s: %s", vdn_dev_name(d), vdn_dev_error(d));
-    vdn_tensor_free(B.x), vdn_tensor_free(B.h1), vdn_tensor_free(B.h2);
-    free(crop);
+        if (!rc) rc = forward(e, &B);
+        if (!rc && during && t0 + nb >= nt) /* the last pass is queued: the host's share now */
+            host_rc = during->fn(during->ctx, host_err, sizeof host_err);
+        vdn_tensor out = view2d(B.s[0], (int64_t)B.nb * C2, (int64_t)lh * lw);
+        if (!rc) rc = vdn_tensor_get(&out, tiles + t0 * tn);
+    }
+    if (rc)
+        vdn_fail(err, errlen, "video VAE encoder on %s: %s", vdn_dev_name(d), vdn_dev_error(d));
+    else if (host_rc)
+        rc = vdn_fail(err, errlen, "%s", host_err);
     /* stitch: each tile blended with the unblended tiles above and to the left, then cropped */
     const int h = H / sr, w = W / sr;
     float *t = vdn_xmalloc(sizeof(float) * (size_t)tn);
@@ -416,30 +486,37 @@ int vdn_video_encoder_moments(vdn_video_encoder *e, const float *pixels, int H, 
     return rc;
 }
 
+int vdn_video_encoder_moments(vdn_video_encoder *e, const float *pixels, int H, int W,
+                              const vdn_video_encoder_opts *opts, float *moments, char *err,
+                              size_t errlen) {
+    return moments_run(e, pixels, H, W, opts, moments, NULL, err, errlen);
+}
+
 /* ---- the recipe around it ---- */
 
 static const float PIX_MEAN[3] = {0.485f, 0.456f, 0.406f}, PIX_STD[3] = {0.229f, 0.224f, 0.225f};
 
+/* (v / 255 - mean) / std for every u8 value of every channel once (the same float32 operations,
+ * so the same bits), then a look-up per pixel in one pass over the picture */
 void vdn_video_encoder_pixels_u8(const uint8_t *rgb, int H, int W, float *pixels) {
-    const int64_t n = (int64_t)H * W;
+    float lut[3][256];
     for (int ch = 0; ch < 3; ch++)
-        for (int64_t p = 0; p < n; p++)
-            pixels[ch * n + p] = ((float)rgb[p * 3 + ch] / 255.0f - PIX_MEAN[ch]) / PIX_STD[ch];
+        for (int v = 0; v < 256; v++)
+            lut[ch][v] = ((float)v / 255.0f - PIX_MEAN[ch]) / PIX_STD[ch];
+    const int64_t n = (int64_t)H * W;
+    float *r = pixels, *g = pixels + n, *b = pixels + 2 * n;
+    for (int64_t p = 0; p < n; p++) {
+        r[p] = lut[0][rgb[p * 3]];
+        g[p] = lut[1][rgb[p * 3 + 1]];
+        b[p] = lut[2][rgb[p * 3 + 2]];
+    }
 }
 
-int vdn_video_encoder_sample(const vdn_vae_video_config *c, const float *moments, int h, int w,
-                             const vdn_video_encoder_opts *opts, float *latents, char *err,
-                             size_t errlen) {
-    const int C = c->latent_channels;
-    const int64_t n = (int64_t)C * h * w;
-    const uint64_t seed = opts && (opts->seed || opts->seed_set) ? opts->seed : 42;
-    const vdn_torch_randn_path path =
-        opts ? (vdn_torch_randn_path)opts->randn_path : VDN_TORCH_RANDN_AVX2;
-    float *noise = vdn_xmalloc(sizeof(float) * (size_t)(n > 16 ? n : 16));
-    if (vdn_torch_randn(noise, n, seed, path, err, errlen)) {
-        free(noise);
-        return -1;
-    }
+/* the sample from moments and the generator's noise (clamp, exp, mean + std * noise, float16,
+ * latents_mean / std) */
+static void sample_with(const vdn_vae_video_config *c, const float *moments, int h, int w,
+                        const float *noise, float *latents) {
+    const int64_t n = (int64_t)c->latent_channels * h * w;
     for (int64_t i = 0; i < n; i++) {
         const int ch = (int)(i / ((int64_t)h * w));
         float logvar = moments[n + i];
@@ -449,21 +526,54 @@ int vdn_video_encoder_sample(const vdn_vae_video_config *c, const float *moments
         const float x16 = vdn_f16_to_f32(vdn_f32_to_f16(x));
         latents[i] = (x16 - (float)c->latents_mean[ch]) / (float)c->latents_std[ch];
     }
-    free(noise);
-    return 0;
 }
 
+typedef struct {
+    float *noise;
+    int64_t n;
+    uint64_t seed;
+    vdn_torch_randn_path path;
+} enc_noise;
+
+static void noise_of(const vdn_video_encoder_opts *opts, enc_noise *z) {
+    z->seed = opts && (opts->seed || opts->seed_set) ? opts->seed : 42;
+    z->path = opts ? (vdn_torch_randn_path)opts->randn_path : VDN_TORCH_RANDN_AVX2;
+}
+
+static int draw_noise(void *ctx, char *err, size_t errlen) {
+    enc_noise *z = ctx;
+    return vdn_torch_randn(z->noise, z->n, z->seed, z->path, err, errlen);
+}
+
+int vdn_video_encoder_sample(const vdn_vae_video_config *c, const float *moments, int h, int w,
+                             const vdn_video_encoder_opts *opts, float *latents, char *err,
+                             size_t errlen) {
+    enc_noise z = {.n = (int64_t)c->latent_channels * h * w};
+    noise_of(opts, &z);
+    z.noise = vdn_xmalloc(sizeof(float) * (size_t)(z.n > 16 ? z.n : 16));
+    int rc = draw_noise(&z, err, errlen);
+    if (!rc) sample_with(c, moments, h, w, z.noise, latents);
+    free(z.noise);
+    return rc;
+}
+
+/* the moments on the device, the noise drawn on the host meanwhile (it does not depend on them),
+ * then the sample */
 static int encode_pixels(vdn_video_encoder *e, const float *pixels, int H, int W,
                          const vdn_video_encoder_opts *opts, float *latents, char *err,
                          size_t errlen) {
     const vdn_vae_video_config *c = &e->cfg;
     const int sr = c->spatial_ratio;
-    float *moments =
-        vdn_xmalloc(sizeof(float) * (size_t)(2 * c->latent_channels) *
-                    (size_t)(H / sr > 0 ? H / sr : 1) * (size_t)(W / sr > 0 ? W / sr : 1));
-    int rc = vdn_video_encoder_moments(e, pixels, H, W, opts, moments, err, errlen);
-    if (!rc) rc = vdn_video_encoder_sample(c, moments, H / sr, W / sr, opts, latents, err, errlen);
+    const int h = H / sr > 0 ? H / sr : 1, w = W / sr > 0 ? W / sr : 1;
+    enc_noise z = {.n = (int64_t)c->latent_channels * h * w};
+    noise_of(opts, &z);
+    z.noise = vdn_xmalloc(sizeof(float) * (size_t)(z.n > 16 ? z.n : 16));
+    float *moments = vdn_xmalloc(sizeof(float) * 2 * (size_t)z.n);
+    const enc_host_work during = {draw_noise, &z};
+    int rc = moments_run(e, pixels, H, W, opts, moments, &during, err, errlen);
+    if (!rc) sample_with(c, moments, H / sr, W / sr, z.noise, latents);
     free(moments);
+    free(z.noise);
     return rc;
 }
 

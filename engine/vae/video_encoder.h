@@ -40,6 +40,8 @@ typedef struct {
     int randn_path;         /* vdn_torch_randn_path: which of torch's CPU kernels drew the noise
                                (default 0 = AVX2: what torch runs on every AVX2 or AVX-512 host) */
     int tile, tile_overlap; /* pixels; 0: the release's 256 and 64 */
+    int tiles_per_pass;     /* tiles through the network together (a batch per op); 0: as many
+                               as the device's pass budget holds (video_encoder.c) */
 } vdn_video_encoder_opts;
 
 /* DIR holds the video VAE (config.json + safetensors, every released tensor present: the loader

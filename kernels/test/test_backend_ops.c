@@ -1349,40 +1349,48 @@ static void conv_cases(void) {
 }
 
 /* ---- the video VAE encoder's ops (op_conv.h: conv2d, group_norm) ----
- * The CUDA conv2d multiplies bf16 operands (im2col rows and the weight rounded to bf16, float32
- * accumulation in cuBLAS): about 2^-9 relative per operand, random in sign, so a relative L2
- * error of a few 1e-3 whatever the storage dtype; 1e-2 as for every bf16 result here. */
+ * The CUDA conv2d multiplies bf16 operands (the image values and the weight rounded to bf16,
+ * float32 accumulation): about 2^-9 relative per operand, random in
+ * sign, so a relative L2 error of a few 1e-3 whatever the storage dtype; 1e-2 as for every bf16
+ * result here. x in xdt, y in ydt (the encoder: bf16 -> bf16 for a resnet's conv1, bf16 -> f32
+ * accumulating for its conv2, f32 -> f32 for conv_in, the shortcut and the downsamplers). */
 static void conv2d_case(int B, int64_t cin, int H, int W, int64_t cout, int K, int stride, int t,
-                        int bo, int l, int r, int reflect, int bias, vdn_dtype dt, int accumulate) {
-    char what[160];
+                        int bo, int l, int r, int reflect, int bias, vdn_dtype xdt, vdn_dtype ydt,
+                        int accumulate) {
+    char what[192];
     const int pad[4] = {t, bo, l, r};
     const int Ho = (H + t + bo - K) / stride + 1, Wo = (W + l + r - K) / stride + 1;
-    pair x = in(dt, B * cin, (int64_t)H * W, PAD, 1.0, 0),
-         w = in(dt, cout, cin * K * K, 0, 1.0 / sqrt((double)cin * K * K), 0);
+    pair x = in(xdt, B * cin, (int64_t)H * W, PAD, 1.0, 0),
+         w = in(xdt, cout, cin * K * K, 0, 1.0 / sqrt((double)cin * K * K), 0);
     pair b = in(VDN_DT_F32, 1, cout, 0, 0.3, 0);
-    pair y = accumulate ? in(dt, B * cout, (int64_t)Ho * Wo, 1, 1.0, 0)
-                        : out(dt, B * cout, (int64_t)Ho * Wo, 1);
+    pair y = accumulate ? in(ydt, B * cout, (int64_t)Ho * Wo, 1, 1.0, 0)
+                        : out(ydt, B * cout, (int64_t)Ho * Wo, 1);
     RUN(vdn_op_conv2d(P(y), P(x), P(w), bias ? P(b) : NULL, H, W, K, stride, pad, reflect,
                       accumulate));
-    snprintf(what, sizeof what, "conv2d %s %dx[%lld,%dx%d] -> %lld K %d s %d pad %d%d%d%d %s%s%s",
-             dtn(dt), B, (long long)cin, H, W, (long long)cout, K, stride, t, bo, l, r,
+    snprintf(what, sizeof what,
+             "conv2d %s->%s %dx[%lld,%dx%d] -> %lld K %d s %d pad %d%d%d%d %s%s%s", dtn(xdt),
+             dtn(ydt), B, (long long)cin, H, W, (long long)cout, K, stride, t, bo, l, r,
              reflect ? "reflect" : "zeros", bias ? " bias" : "", accumulate ? " acc" : "");
     cmp(what, &y, 1e-2);
     release();
 }
 
-static void case_group_norm(int B, int64_t C, int64_t L, int groups, vdn_dtype dt, vdn_act act,
-                            int inplace) {
-    char what[128];
-    pair x = in(dt, B * C, L, PAD, 1.5, 0.7), w = in(VDN_DT_F32, 1, C, 0, 0.2, 1.0),
+static void group_norm_at(int B, int64_t C, int64_t L, int groups, vdn_dtype xdt, vdn_dtype ydt,
+                          vdn_act act, int inplace, double scale, double offset) {
+    char what[160];
+    pair x = in(xdt, B * C, L, PAD, scale, offset), w = in(VDN_DT_F32, 1, C, 0, 0.2, 1.0),
          b = in(VDN_DT_F32, 1, C, 0, 0.3, 0);
-    pair y = inplace ? x : out(dt, B * C, L, 1);
+    pair y = inplace ? x : out(ydt, B * C, L, 1);
     RUN(vdn_op_group_norm(P(y), P(x), P(w), P(b), groups, 1e-6, act));
-    snprintf(what, sizeof what, "group_norm %s %dx[%lld,%lld] %d groups%s%s", dtn(dt), B,
-             (long long)C, (long long)L, groups, act == VDN_ACT_SILU ? " silu" : "",
-             inplace ? " in place" : "");
-    cmp(what, &y, tol_of(dt, 2e-6));
+    snprintf(what, sizeof what, "group_norm %s->%s %dx[%lld,%lld] %d groups%s%s, x ~ %g + %g N",
+             dtn(xdt), dtn(inplace ? xdt : ydt), B, (long long)C, (long long)L, groups,
+             act == VDN_ACT_SILU ? " silu" : "", inplace ? " in place" : "", offset, scale);
+    cmp(what, &y, tol_of(inplace ? xdt : ydt, 2e-6));
     release();
+}
+static void case_group_norm(int B, int64_t C, int64_t L, int groups, vdn_dtype xdt, vdn_dtype ydt,
+                            vdn_act act, int inplace) {
+    group_norm_at(B, C, L, groups, xdt, ydt, act, inplace, 1.5, 0.7);
 }
 
 static void encoder_cases(void) {
@@ -1390,20 +1398,37 @@ static void encoder_cases(void) {
     /* the encoder's convs: 3x3 reflect pad 1 (conv_in's 3 channels: a reduction of 27), the 1x1
      * shortcut and quant_conv, the downsampler (reflect pad of 1 bottom
      * and right, stride 2), the residual add (accumulate); zero padding and odd sizes; a batch */
-    conv2d_case(1, 3, 32, 48, 8, 3, 1, 1, 1, 1, 1, 1, 1, F32, 0);
-    conv2d_case(1, 8, 17, 23, 16, 3, 1, 1, 1, 1, 1, 1, 1, F32, 0);
-    conv2d_case(2, 16, 12, 10, 8, 1, 1, 0, 0, 0, 0, 1, 1, BF, 0);
-    conv2d_case(1, 48, 6, 5, 48, 1, 1, 0, 0, 0, 0, 1, 1, F32, 0);
-    conv2d_case(1, 8, 32, 32, 8, 3, 2, 0, 1, 0, 1, 1, 1, F32, 0);
-    conv2d_case(1, 16, 20, 14, 16, 3, 1, 1, 1, 1, 1, 1, 1, F32, 1);
-    conv2d_case(2, 5, 9, 11, 7, 3, 2, 2, 1, 0, 2, 0, 0, BF, 0);
-    conv2d_case(1, 128, 64, 64, 128, 3, 1, 1, 1, 1, 1, 1, 1, F32, 1);
-    /* a reduction of 73,728 rows: past the grid's 65,535 in y, the CUDA im2col's z slices */
-    conv2d_case(1, 8192, 3, 2, 4, 3, 1, 1, 1, 1, 1, 1, 1, F32, 0);
-    case_group_norm(1, 8, 1536, 4, F32, VDN_ACT_SILU, 0);
-    case_group_norm(2, 32, 77, 8, F32, VDN_ACT_NONE, 0);
-    case_group_norm(1, 64, 4096, 32, F32, VDN_ACT_SILU, 1);
-    case_group_norm(1, 16, 300, 4, BF, VDN_ACT_SILU, 0);
+    conv2d_case(1, 3, 32, 48, 8, 3, 1, 1, 1, 1, 1, 1, 1, F32, F32, 0);
+    conv2d_case(1, 8, 17, 23, 16, 3, 1, 1, 1, 1, 1, 1, 1, F32, F32, 0);
+    conv2d_case(2, 16, 12, 10, 8, 1, 1, 0, 0, 0, 0, 1, 1, BF, BF, 0);
+    conv2d_case(1, 48, 6, 5, 48, 1, 1, 0, 0, 0, 0, 1, 1, F32, F32, 0);
+    conv2d_case(1, 8, 32, 32, 8, 3, 2, 0, 1, 0, 1, 1, 1, F32, F32, 0);
+    conv2d_case(1, 16, 20, 14, 16, 3, 1, 1, 1, 1, 1, 1, 1, F32, F32, 1);
+    conv2d_case(2, 5, 9, 11, 7, 3, 2, 2, 1, 0, 2, 0, 0, BF, BF, 0);
+    conv2d_case(1, 128, 64, 64, 128, 3, 1, 1, 1, 1, 1, 1, 1, F32, F32, 1);
+    /* a batch of tiles, bf16 in and out (conv1), output channels over two blocks of 128 with a
+     * partial one, pixels over several blocks of 128 with a partial one */
+    conv2d_case(3, 64, 20, 18, 160, 3, 1, 1, 1, 1, 1, 1, 1, BF, BF, 0);
+    /* bf16 in, float32 out accumulating (conv2's residual add), no bias */
+    conv2d_case(2, 32, 24, 20, 32, 3, 1, 1, 1, 1, 1, 1, 0, BF, F32, 1);
+    /* float32 in, the downsampler's stride 2 with the bottom/right reflect pad, odd sides */
+    conv2d_case(2, 32, 33, 31, 40, 3, 2, 0, 1, 0, 1, 1, 1, F32, F32, 0);
+    /* the shortcut's 1x1, zero pads of 2 (a 3x3 reads past one reflection's reach) */
+    conv2d_case(2, 64, 9, 7, 96, 1, 1, 0, 0, 0, 0, 1, 1, F32, F32, 0);
+    conv2d_case(1, 32, 6, 7, 24, 3, 1, 2, 2, 2, 2, 0, 1, BF, F32, 0);
+    /* a reduction of 73,728 rows */
+    conv2d_case(1, 8192, 3, 2, 4, 3, 1, 1, 1, 1, 1, 1, 1, F32, F32, 0);
+    case_group_norm(1, 8, 1536, 4, F32, F32, VDN_ACT_SILU, 0);
+    case_group_norm(2, 32, 77, 8, F32, F32, VDN_ACT_NONE, 0);
+    case_group_norm(1, 64, 4096, 32, F32, F32, VDN_ACT_SILU, 1);
+    case_group_norm(1, 16, 300, 4, BF, BF, VDN_ACT_SILU, 0);
+    /* rows past one 4096-column slice (a partial last one), float32 in, bf16 out (norm1's) */
+    case_group_norm(3, 64, 5000, 32, F32, BF, VDN_ACT_SILU, 0);
+    /* bf16 in place over slices (norm2's), and 32 channels a group over few columns */
+    case_group_norm(2, 128, 8200, 32, BF, BF, VDN_ACT_SILU, 1);
+    case_group_norm(3, 1024, 64, 32, F32, BF, VDN_ACT_SILU, 0);
+    /* a large mean over a small spread: the float64 sums keep the variance */
+    group_norm_at(2, 64, 3000, 32, F32, F32, VDN_ACT_NONE, 0, 1.0, 40.0);
 }
 
 /* ---- the video decoder's pixel ops (op_pixels.h) ----
@@ -1499,7 +1524,20 @@ static void case_lanes(int64_t rows, int64_t k, int reps, int check_workspace) {
     release();
 }
 
-int main(void) {
+static int finish(void) {
+    size_t in_use = 0, peak = 0;
+    vdn_dev_memory(dev[1], &in_use, &peak);
+    printf("cuda memory: %zu bytes in use after the cases (backend workspace and scratch), peak "
+           "%zu\n",
+           in_use, peak);
+    vdn_dev_close(dev[0]);
+    vdn_dev_close(dev[1]);
+    return check_report("test_backend_ops");
+}
+
+/* usage: test_backend_ops [encoder] (encoder: the video VAE encoder's ops only, conv2d and
+ * group_norm: the keyframe encoder's device run, ops/device/vae.sh ENC_BENCH=1) */
+int main(int argc, char **argv) {
     vdn_backends_register(); /* "cuda" where this build has it */
     char err[512];
     /* VDN_BACKEND_OPS_SELFTEST=1: the CPU against itself, to check the harness without a GPU */
@@ -1524,6 +1562,10 @@ int main(void) {
 
     case_transfers(37, 129);
     case_transfers(1, 8);
+    if (argc > 1 && !strcmp(argv[1], "encoder")) {
+        encoder_cases();
+        return finish();
+    }
 
     /* linear: cuBLASLt bf16 (fused bf16 bias, fp32 bias as epilogue), fp32 SGEMM, mixed */
     case_linear(130, 264, 96, BF, BF, VDN_ACT_NONE, 0);
@@ -1682,12 +1724,5 @@ int main(void) {
     case_lanes(256, 512, 8, !selftest);
     case_lanes(37, 136, 3, 0);
 
-    size_t in_use = 0, peak = 0;
-    vdn_dev_memory(dev[1], &in_use, &peak);
-    printf("cuda memory: %zu bytes in use after the cases (backend workspace and scratch), peak "
-           "%zu\n",
-           in_use, peak);
-    vdn_dev_close(dev[0]);
-    vdn_dev_close(dev[1]);
-    return check_report("test_backend_ops");
+    return finish();
 }

@@ -9,7 +9,8 @@
 # -L gpu`; build-dev/env.sh sets LD_LIBRARY_PATH for running them by hand.
 # Environment: BUILD (build-dev), JOBS (nproc), NCCL_ROOT (else the nvidia-nccl wheel's folder),
 # CMAKE_ARGS (more configure arguments), DEV_BARE=1 (pkg-config sees the carried prefix only: how
-# a bare machine is simulated on a machine that has the -dev packages), DEV_CUDA=OFF (no CUDA).
+# a bare machine is simulated on a machine that has the -dev packages), DEV_CUDA=OFF (no CUDA),
+# TARGETS (build only these, e.g. "vdn test_backend_ops": the tests of other binaries then fail).
 # A warm machine keeps build-dev/: a second call rebuilds only what changed.
 set -uo pipefail
 ROOT=$(pwd)
@@ -124,7 +125,8 @@ grep -E "^-- (vdn|NCCL)" "$BUILD/configure.log" | sed 's/^-- /  cmake: /'
 if [ -n "$NVCC" ] && ! grep -q "CUDA backend ON" "$BUILD/configure.log"; then
   die "cmake did not enable the CUDA backend (see $BUILD/configure.log)"
 fi
-cmake --build "$BUILD" -j "$JOBS" > "$BUILD/build.log" 2>&1 ||
+# shellcheck disable=SC2086 # TARGETS: several words
+cmake --build "$BUILD" -j "$JOBS" ${TARGETS:+--target $TARGETS} > "$BUILD/build.log" 2>&1 ||
   { grep -E "error|Error|undefined reference" "$BUILD/build.log" | head -30; die "cmake --build (log: $BUILD/build.log)"; }
 cp "$PFX/env.sh" "$BUILD/env.sh"
 echo "build.sh: built in $(($(date +%s) - t0)) s: $BUILD/cli/vdn, $(ctest --test-dir "$BUILD" -N | grep -c 'Test *#') tests ($(ctest --test-dir "$BUILD" -N -L gpu | grep -c 'Test *#') labelled gpu)"

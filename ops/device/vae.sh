@@ -29,16 +29,32 @@
 #     (its JSON line there and in $OUT/vae_encoder_bench_vdn.json); ENC_REPS (5), PROFILE=1
 # The tests include the keyframe encoder on CUDA (vae_encoder_cuda_vs_official_reference) and its
 # ops (conv2d, group_norm) in kernels_backend_ops.
+# ENC_BENCH=1 without BENCH=1 or AUDIO_BENCH=1 is the keyframe encoder's run alone: the build makes
+# only vdn and the encoder's test binaries (build.sh TARGETS), TESTS=1 runs the encoder's GPU
+# tests only (`test_backend_ops encoder`: conv2d and group_norm against the CPU oracle, and
+# vae_encoder_cuda_vs_official_reference), RANDN defaults to 0, and a summary ends the output:
+#   run(carry=[".devcarry/deb", ".ref"], command="OUT=$OUT ENC_BENCH=1 bash ops/device/vae.sh")
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 mkdir -p "$OUT"
+ENC_ONLY=0
+if [ "${ENC_BENCH:-0}" = 1 ] && [ "${BENCH:-0}" != 1 ] && [ "${AUDIO_BENCH:-0}" != 1 ]; then
+  ENC_ONLY=1
+  export TARGETS=${TARGETS:-vdn test_backend_ops test_vae_encoder}
+  RANDN=${RANDN:-0}
+fi
 bash ops/device/build.sh 2>&1 | tee "$OUT/build.txt"
 [ "${PIPESTATUS[0]}" = 0 ] || exit 1
 B=${BUILD:-$(pwd)/build-dev}
 . "$B/env.sh"
 VDN=$B/cli/vdn
 nvidia-smi -L
-if [ "${TESTS:-1}" = 1 ]; then
+if [ "${TESTS:-1}" = 1 ] && [ "$ENC_ONLY" = 1 ]; then
+  timeout 120 "$B/kernels/test_backend_ops" encoder 2>&1 | tee "$OUT/enc_ops.log"
+  echo "vae.sh: encoder ops rc ${PIPESTATUS[0]}"
+  (cd "$B" && timeout 120 ctest -R '^vae_encoder_cuda_vs_official_reference$' --output-on-failure -V) 2>&1 | tee "$OUT/vae_tests.log"
+  echo "vae.sh: tests rc ${PIPESTATUS[0]}"
+elif [ "${TESTS:-1}" = 1 ]; then
   (cd "$B" && timeout 400 ctest -R '^(vae_.*|kernels_backend_ops)$' --output-on-failure) 2>&1 | tee "$OUT/vae_tests.log"
   echo "vae.sh: tests rc ${PIPESTATUS[0]}"
 fi
@@ -84,4 +100,13 @@ if [ "${AUDIO_BENCH:-0}" = 1 ]; then
     env $AUDIO_ENV timeout 120 "$VDN" bench decode --audio-vae "$W/audio_vae" $AA ${PROFILE:+--profile} 2>&1 | tee "$OUT/audio_bench_env.log"
   fi
   rm -rf "$W"
+fi
+if [ "$ENC_ONLY" = 1 ]; then
+  echo "== vae.sh: keyframe encoder summary"
+  if [ -f "$OUT/enc_ops.log" ]; then
+    echo "encoder ops: $(grep -cE ' ok$' "$OUT/enc_ops.log") ok, $(grep -cE ' FAIL$' "$OUT/enc_ops.log") failed"
+    grep -E ' FAIL$' "$OUT/enc_ops.log"
+    grep -E 'moments max|tests passed|tests failed' "$OUT/vae_tests.log"
+  fi
+  grep -E '^(pixels|moments|sample|encode_u8|peak|encode PyTorch)' "$OUT/vae_encoder_bench_vdn.log" 2> /dev/null
 fi

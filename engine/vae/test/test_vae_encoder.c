@@ -3,7 +3,8 @@
  * reference read (sha256), then per case (one 64x96 tile; a 288x320 canvas of 2 x 2 blended
  * tiles):
  *  - the moments (posterior parameters after the blend): max |error| over the largest reference
- *    value and relative RMS (CPU 1e-5 both; CUDA, bf16 products: 5e-2 and 2e-2, argued and measured in main);
+ *    value and relative RMS (CPU 1e-5 both; CUDA, bf16 products: 5e-2 and 2e-2, argued and measured
+ * in main);
  *  - the noise: vdn_torch_randn with the capability's kernel path equals the reference's draw bit
  *    for bit;
  *  - the sample from the REFERENCE's moments (vdn_video_encoder_sample) equals its normalised
@@ -179,6 +180,32 @@ static void run_case(vdn_video_encoder *enc, const char *name, vdn_torch_randn_p
     free(px), free(m), free(noise), free(lat), free(ref_m), free(ref_noise), free(ref_lat);
 }
 
+/* a canvas's tiles through the network as one batch (the default pass) and one by one: the same
+ * bits on every backend (each op computes an image of a batch as it computes it alone) */
+static void check_batching(vdn_video_encoder *enc, const char *name) {
+    const vdn_vae_video_config *c = vdn_video_encoder_config(enc);
+    char key[128], err[1024];
+    snprintf(key, sizeof key, "%s.canvas", name);
+    const vdn_st_entry *ce = entry(key);
+    const int H = (int)ce->shape[0], W = (int)ce->shape[1];
+    const int64_t n = (int64_t)2 * c->latent_channels * (H / 16) * (W / 16);
+    float *px = vdn_xmalloc(sizeof(float) * 3 * (size_t)H * W),
+          *all = vdn_xmalloc(sizeof(float) * (size_t)n),
+          *one = vdn_xmalloc(sizeof(float) * (size_t)n);
+    vdn_video_encoder_pixels_u8(ce->data, H, W, px);
+    vdn_video_encoder_opts single = {.tiles_per_pass = 1};
+    CHECK(!vdn_video_encoder_moments(enc, px, H, W, NULL, all, err, sizeof err), "%s", err);
+    CHECK(!vdn_video_encoder_moments(enc, px, H, W, &single, one, err, sizeof err), "%s", err);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        bad += !same_bits(all[i], one[i]);
+    CHECK(!bad, "%s: the tiles as one batch and one by one differ in %lld of %lld moments", name,
+          (long long)bad, (long long)n);
+    printf("%s: the tiles as one batch and one by one: %s\n", name,
+           bad ? "different" : "the same bits");
+    free(px), free(all), free(one);
+}
+
 /* ROOT/vae: the tiny VAE with channels that change from level to level, two resnets a level */
 static int write_wide(const char *root) {
     vdn_vae_video_config c;
@@ -234,7 +261,9 @@ int main(int argc, char **argv) {
      * product by ~2^-8 / sqrt(3) RMS, random in sign): ~2.3e-3 relative RMS per conv; the moments
      * are ~20 convs deep (conv_in, two a resnet, the downsamplers, conv_out, quant_conv) with
      * GroupNorm renormalising between them, so the errors add in quadrature: sqrt(20) x 2.3e-3
-     * = 1e-2 relative RMS, the typical size rather than a ceiling (one H200, 2026-11-28: 6.8e-3
+     * = 1e-2 relative RMS (a resnet's conv1 output is also stored in bf16 since the encoder's
+     * batched passes: one more 2^-9 rounding, ~1.1e-3 RMS, at ~8 of those steps, 3e-3 in
+     * quadrature), the typical size rather than a ceiling (one H200, 2026-11-28: 6.8e-3
      * on one tile, 1.006e-2 on 2 x 2 blended tiles), so the bound is twice it, 2e-2; the largest
      * of ~10^4 errors within 5 of those RMS: 5e-2 of the largest value (measured 1.1e-2). The
      * whole encode then moves many samples by a float16 step (the count is not bounded), each
@@ -242,8 +271,10 @@ int main(int argc, char **argv) {
     const bounds bd = gpu ? (bounds){5e-2, 2e-2, 0} : (bounds){1e-5, 1e-5, 1};
     printf("backend %s, noise from torch's %s kernel path\n", vdn_dev_name(dev), pname);
     run_case(enc, "one", path, bd);
-    if (vdn_st_find(expected, "tiles.canvas")) /* the wide VAE's file has "one" only (CI time) */
+    if (vdn_st_find(expected, "tiles.canvas")) { /* the wide VAE's file has "one" only (CI) */
         run_case(enc, "tiles", path, bd);
+        check_batching(enc, "tiles");
+    }
     /* canvases the encoder cannot take are refused with the sizes named */
     uint8_t px[40 * 48 * 3] = {0};
     float lat[24 * 6];
