@@ -1,21 +1,29 @@
 /* The video VAE encoder's ops of the conv family (engine/core/op_conv.h) on CUDA.
  *
- *   conv2d      im2col into bf16, k-major: row k = (input channel, kh, kw) of the kernel holds that
- *               tap's padded input under every output pixel (reflect or zero padding), so a
- *               warp's loads and stores run along an image row (coalesced); then one cuBLAS
- *               bf16 GEMM per image (cublasGemmEx, float32 accumulation) of the weight [Cout, R]
- *               and those rows [R, pixels] into a float32 staging matrix [Cout, pixels]
- *               (channels-major, as the op's output), then one epilogue:
- *               y = float32(v + b) (+ y's old value in float32 when accumulating), in y's dtype.
+ *   conv2d      an implicit GEMM on the bf16 tensor cores (mma.sync m16n8k16, float32
+ *               accumulation): Y_b[o, p] = b[o] + sum_r A[o, r] X_b[r, p] with no im2col matrix in
+ *               memory. A is the weight, packed once per call into bf16 [Cout, Rp] (Rp: the
+ *               reduction rounded up to a stage, zeros after it); X_b[r, p] is gathered from the
+ *               image while a block loads a stage: the padded input of reduction row r's (input
+ *               channel, kernel tap) under output pixel p (reflect or zero padding), rounded to
+ *               bf16. Where Cin is a multiple of a stage (every conv of the release but conv_in
+ *               and quant_conv) the reduction runs tap-major, r = tap Cin + i, so a stage is one
+ *               tap of 32 consecutive channels: each thread finds its pixel's source offset once
+ *               per stage and its 16 loads walk down the channels (coalesced along image rows
+ *               across the warp); otherwise r = i K K + tap as torch's weight and each element
+ *               finds its own. A block owns 128 output channels x 128 pixels of one image (grid
+ *               z: the batch), 8 warps of 64 x 32; stages of 32 reduction rows in two shared
+ *               buffers: the next stage's weight tile by cp.async and its image values in
+ *               registers while the tensor cores work on the current one; ldmatrix fragments
+ *               (the X tile stored [r][p], read transposed). The epilogue writes
+ *               y = float32(sum + b) (+ y's old value in float32 when accumulating) in y's dtype.
  *   group_norm  no atomics: per (row, 4096-column slice) float64 sums of x and x^2 (a block
  *               each, its own slot), then the elementwise pass: each block sums its group's
  *               slots in a fixed order (the same result in every block), mean and 1 / sqrt(var +
  *               eps) once, then (x - mean) inv w + b in double, rounded to float32, then SiLU.
- *               (It replaced float64 atomics per group and per-element 64-bit divisions with a
- *               double division and square root: docs/PERF.md "Keyframe prompts".)
  * The bf16 operands cost ~2^-9 relative each per product (the encoder's bound is argued in
- * engine/vae/test/test_vae_encoder.c). */
-#include <cublas_v2.h>
+ * engine/vae/test/test_vae_encoder.c). What this replaced (im2col into bf16 + cublasGemmEx per
+ * image, float64 atomics): docs/PERF.md "Keyframe prompts". */
 #include <stdint.h>
 
 #include "op_cuda.h"
@@ -34,73 +42,217 @@ __device__ __forceinline__ int src_index(int s, int n, int reflect) {
     return s < 0 ? -s : 2 * (n - 1) - s;
 }
 
-struct Im2col {
-    FView x;     /* the image's rows: x.p already at image b's first channel row */
-    bf16 *col;   /* [R, ldc]: row k, column p */
-    int64_t ldc; /* >= npix */
-    int H, W, K, stride, top, left, reflect, Wo, npix, red;
+/* ---- conv2d ---- */
+
+constexpr int BM = 128, BN = 128, BK = 32; /* block tile: output channels x pixels, a stage */
+constexpr int PA = BK + 8; /* A tile row pitch (bf16): 80 bytes, ldmatrix rows on 8 bank quads */
+constexpr int PX = BN + 8; /* X tile row pitch: 272 bytes, likewise */
+constexpr int XPER = BK * BN / THREADS; /* X elements a thread gathers per stage (16) */
+constexpr int XROWS = THREADS / BN;     /* its rows are this far apart (2) */
+static_assert(XPER * THREADS == BK * BN && XROWS * BN == THREADS, "X tile shape");
+
+struct Conv2dArgs {
+    const bf16 *w; /* packed [cout, rp] */
+    int64_t rp;    /* reduction rows, a multiple of BK */
+    const char *x; /* image b's channel i at row b cin + i, ldx elements apart */
+    int64_t ldx;
+    FView y, b;
+    int has_b, accumulate;
+    int cin, cout, H, W, K, stride, top, left, reflect, Wo, npix, red;
 };
 
-/* blockIdx.y: the reduction row k (slices of it in z when R > 65535), x: output pixels */
-__global__ void __launch_bounds__(THREADS) im2col_k(Im2col a) {
-    const int k = blockIdx.y + blockIdx.z * 65535, kk = a.K * a.K;
-    if (k >= a.red) return; /* the last z slice is partial */
-    const int i = k / kk, r = k % kk, kh = r / a.K, kw = r % a.K;
-    bf16 *row = a.col + (int64_t)k * a.ldc;
-    for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < a.npix; p += gridDim.x * blockDim.x) {
-        const int oh = p / a.Wo, ow = p - oh * a.Wo;
-        const int sh = src_index(oh * a.stride + kh - a.top, a.H, a.reflect);
-        const int sw = src_index(ow * a.stride + kw - a.left, a.W, a.reflect);
-        row[p] =
-            __float2bfloat16_rn(sh >= 0 && sw >= 0 ? fv_get(a.x, i, (int64_t)sh * a.W + sw) : 0.f);
+__device__ __forceinline__ void cp_async16(void *smem, const void *g, int bytes) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(bytes));
+}
+__device__ __forceinline__ void cp_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+__device__ __forceinline__ void cp_wait_all() {
+    asm volatile("cp.async.wait_group 0;\n" ::);
+}
+__device__ __forceinline__ void ldsm_x4(unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3,
+                                        const void *p) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(s));
+}
+__device__ __forceinline__ void ldsm_x4_t(unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3,
+                                          const void *p) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(s));
+}
+__device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b0, unsigned b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* an image value as bf16 bits: XT 0 float32, 1 bf16, 2 float16 */
+template <int XT> __device__ __forceinline__ unsigned short ld_x(const char *p, int64_t i) {
+    if (XT == 0) return __bfloat16_as_ushort(__float2bfloat16_rn(((const float *)p)[i]));
+    if (XT == 1) return ((const unsigned short *)p)[i];
+    return __bfloat16_as_ushort(__float2bfloat16_rn(__half2float(((const __half *)p)[i])));
+}
+
+/* TM: tap-major reduction (cin a multiple of BK) */
+template <int XT, bool TM> __global__ void __launch_bounds__(THREADS, 2) conv2d_k(Conv2dArgs g) {
+    __shared__ __align__(16) bf16 As[2][BM * PA];
+    __shared__ __align__(16) unsigned short Xs[2][BK * PX];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp >> 2, wn = warp & 3; /* the warp's 64 x 32 of the block's 128 x 128 */
+    const int n0 = blockIdx.x * BN, o0 = blockIdx.y * BM, img = blockIdx.z;
+    const int KK = g.K * g.K, nst = (int)(g.rp / BK);
+
+    /* this thread's gathered pixel (column xn of the X tile) and its first row */
+    const int xn = tid % BN, xj0 = tid / BN, p = n0 + xn;
+    const bool pv = p < g.npix;
+    const int oh = pv ? p / g.Wo : 0, ow = pv ? p - oh * g.Wo : 0;
+    const int ih0 = oh * g.stride - g.top, iw0 = ow * g.stride - g.left;
+    const int64_t img_row = (int64_t)img * g.cin;
+
+    unsigned short xr[XPER];
+    auto load_x = [&](int s) {
+        const int r0 = s * BK;
+        if (TM) { /* one tap, channels ci0 .. ci0 + BK - 1 (all < cin) */
+            const int tap = r0 / g.cin, ci0 = r0 - tap * g.cin;
+            const int kh = tap / g.K, kw = tap - kh * g.K;
+            const int ih = src_index(ih0 + kh, g.H, g.reflect);
+            const int iw = src_index(iw0 + kw, g.W, g.reflect);
+            const bool v = pv && ih >= 0 && iw >= 0;
+            const int64_t base = (img_row + ci0 + xj0) * g.ldx + (v ? (int64_t)ih * g.W + iw : 0);
+#pragma unroll
+            for (int i = 0; i < XPER; i++)
+                xr[i] = v ? ld_x<XT>(g.x, base + (int64_t)(XROWS * i) * g.ldx) : 0;
+        } else {
+#pragma unroll
+            for (int i = 0; i < XPER; i++) {
+                const int r = r0 + xj0 + XROWS * i;
+                unsigned short e = 0;
+                if (pv && r < g.red) {
+                    const int ci = r / KK, tap = r - ci * KK, kh = tap / g.K, kw = tap - kh * g.K;
+                    const int ih = src_index(ih0 + kh, g.H, g.reflect);
+                    const int iw = src_index(iw0 + kw, g.W, g.reflect);
+                    if (ih >= 0 && iw >= 0)
+                        e = ld_x<XT>(g.x, (img_row + ci) * g.ldx + (int64_t)ih * g.W + iw);
+                }
+                xr[i] = e;
+            }
+        }
+    };
+    auto store_x = [&](int buf) {
+#pragma unroll
+        for (int i = 0; i < XPER; i++)
+            Xs[buf][(xj0 + XROWS * i) * PX + xn] = xr[i];
+    };
+    /* the weight tile: 128 rows of 32 bf16 = 4 chunks of 16 bytes each; rows past cout zeros */
+    auto load_a = [&](int s, int buf) {
+#pragma unroll
+        for (int c = tid; c < BM * BK / 8; c += THREADS) {
+            const int row = c / (BK / 8), ch = c % (BK / 8), o = o0 + row;
+            const bf16 *src = g.w + (o < g.cout ? (int64_t)o * g.rp + (int64_t)s * BK + ch * 8 : 0);
+            cp_async16(&As[buf][row * PA + ch * 8], src, o < g.cout ? 16 : 0);
+        }
+    };
+
+    float acc[4][4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+
+    load_a(0, 0);
+    cp_commit();
+    load_x(0);
+    store_x(0);
+    cp_wait_all();
+    __syncthreads();
+    for (int s = 0; s < nst; s++) {
+        const int cur = s & 1;
+        if (s + 1 < nst) { /* in flight while the tensor cores work */
+            load_a(s + 1, cur ^ 1);
+            cp_commit();
+            load_x(s + 1);
+        }
+        const bf16 *as = As[cur];
+        const unsigned short *xs = Xs[cur];
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++) {
+            unsigned a[4][4];
+#pragma unroll
+            for (int mt = 0; mt < 4; mt++)
+                ldsm_x4(a[mt][0], a[mt][1], a[mt][2], a[mt][3],
+                        as + (wm * 64 + mt * 16 + (lane & 15)) * PA + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+            for (int nt = 0; nt < 4; nt += 2) {
+                unsigned b0, b1, b2, b3;
+                ldsm_x4_t(b0, b1, b2, b3,
+                          xs + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * PX + wn * 32 +
+                              (nt + (lane >> 4)) * 8);
+#pragma unroll
+                for (int mt = 0; mt < 4; mt++) {
+                    mma16816(acc[mt][nt], a[mt], b0, b1);
+                    mma16816(acc[mt][nt + 1], a[mt], b2, b3);
+                }
+            }
+        }
+        if (s + 1 < nst) {
+            store_x(cur ^ 1);
+            cp_wait_all();
+        }
+        __syncthreads();
     }
+
+    /* accumulator (mt, nt, e): output channel row g (+8 for e >= 2), pixel 2 t4 + (e & 1) */
+    const int gq = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+            const int o = o0 + wm * 64 + mt * 16 + gq + hf * 8;
+            if (o >= g.cout) continue;
+            const float bias = g.has_b ? fv_get(g.b, 0, o) : 0.f;
+            const int64_t row = (int64_t)img * g.cout + o;
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int pc = n0 + wn * 32 + nt * 8 + 2 * t4 + e;
+                    if (pc >= g.npix) continue;
+                    float v = acc[mt][nt][hf * 2 + e];
+                    if (g.has_b) v = v + bias;
+                    if (g.accumulate) v = fv_get(g.y, row, pc) + v;
+                    fv_set(g.y, row, pc, v);
+                }
+        }
 }
 
-/* w [rows, cols] (any float dtype, strided) -> packed bf16 [rows, cols] */
+/* w [cout, red] (any float dtype, strided, torch's (i, kh, kw) order) -> packed bf16 [cout, rp]:
+ * column r = tap cin + i (tap-major) or r = i K K + tap, zeros from red on */
 __global__ void __launch_bounds__(THREADS)
-    to_bf16_k(FView w, bf16 *out, int64_t rows, int64_t cols) {
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < rows * cols;
-         e += (int64_t)gridDim.x * blockDim.x)
-        out[e] = __float2bfloat16_rn(fv_get(w, e / cols, e % cols));
-}
-
-/* y[o, p] = float32(t[o, p] + b[o]) (+ y[o, p] in float32), y's rows at image b's first */
-__global__ void __launch_bounds__(THREADS)
-    conv_epilogue_k(FView y, const float *t, int64_t ldt, FView b, int has_b, int64_t cout,
-                    int64_t npix, int accumulate) {
-    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < cout * npix;
+    pack_w_k(FView w, bf16 *out, int64_t cout, int64_t rp, int red, int cin, int KK, int tm) {
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < cout * rp;
          e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t o = e / npix, p = e % npix;
-        float v = t[o * ldt + p];
-        if (has_b) v = v + fv_get(b, 0, o);
-        if (accumulate) v = fv_get(y, o, p) + v;
-        fv_set(y, o, p, v);
+        const int64_t o = e / rp;
+        const int r = (int)(e - o * rp);
+        float v = 0.f;
+        if (r < red) v = fv_get(w, o, tm ? (r % cin) * KK + r / cin : r);
+        out[e] = __float2bfloat16_rn(v);
     }
 }
 
-FView offset_rows(FView v, int64_t r) {
-    const size_t es = v.dt == VDN_DT_F32 ? 4 : 2;
-    v.p += (size_t)(r * v.ld) * es;
-    return v;
-}
-
-/* t [cout, ldt] (row-major) = w [cout, red] col [red, ldc]: in cuBLAS's column-major terms
- * t^T (npix x cout) = col^T (npix x red, ld ldc) w^T (red x cout, ld red) */
-int gemm(vdn_dev *d, const bf16 *w, const bf16 *col, float *t, int cout, int npix, int red, int ldc,
-         int ldt) {
+template <int XT> int launch_conv2d(vdn_dev *d, const Conv2dArgs &a, int tm, dim3 grid) {
     const char *OP = "conv2d";
-    cublasHandle_t h = (cublasHandle_t)cdev(d)->cb;
-    const float one = 1.f, zero = 0.f;
-    cublasStatus_t s = cublasSetStream(h, cdev(d)->st);
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, npix, cout, red, &one, col, CUDA_R_16BF, ldc,
-                         w, CUDA_R_16BF, red, &zero, t, CUDA_R_32F, ldt, CUBLAS_COMPUTE_32F,
-                         CUBLAS_GEMM_DEFAULT);
-    if (s != CUBLAS_STATUS_SUCCESS)
-        return vdn_dev_fault(
-            d, op_cuda_cublas_fault_kind((int)s),
-            "op %s (%s): cublasGemmEx (pixels %d, out %d, reduction %d): status %d", OP, d->name,
-            npix, cout, red, (int)s);
+    if (tm)
+        conv2d_k<XT, true><<<grid, THREADS, 0, cdev(d)->st>>>(a);
+    else
+        conv2d_k<XT, false><<<grid, THREADS, 0, cdev(d)->st>>>(a);
+    OPL();
     return 0;
 }
 
@@ -113,48 +265,37 @@ int conv2d(vdn_tensor *y, const vdn_tensor *x, const vdn_tensor *w, const vdn_te
     const int64_t cout = vdn_tensor_rows(w), B = vdn_tensor_rows(x) / cin;
     const int Ho = (H + pad[0] + pad[1] - K) / stride + 1,
               Wo = (W + pad[2] + pad[3] - K) / stride + 1;
-    const int64_t npix = (int64_t)Ho * Wo, ld = (npix + 7) / 8 * 8;
-    if (npix == 0 || cout == 0) return 0;
-    if (red * ld > INT32_MAX || cout * ld > INT32_MAX || (int64_t)H * W > INT32_MAX)
+    const int64_t npix = (int64_t)Ho * Wo;
+    if (npix == 0 || cout == 0 || B == 0) return 0;
+    if (red > INT32_MAX - BK || npix > INT32_MAX - BN || (int64_t)H * W > INT32_MAX ||
+        cout > INT32_MAX - BM)
         return vdn_dev_fail(d, "op conv2d: operands past 2^31 elements are not supported on cuda");
-    /* the weight as a packed bf16 [cout, red] (the encoder keeps it so) */
-    const bf16 *wb = (const bf16 *)w->data;
-    if (!(is_bf16(w) && w->ld == red)) {
-        bf16 *s = (bf16 *)op_cuda_scratch(d, SCR_CONV3, (size_t)(cout * red) * 2);
-        if (!s) return -1;
-        to_bf16_k<<<op_grid(cout * red), THREADS, 0, cdev(d)->st>>>(fview(w), s, cout, red);
-        OPL();
-        wb = s;
-    }
-    bf16 *col = (bf16 *)op_cuda_scratch(d, SCR_CONV, (size_t)(red * ld) * 2);
-    float *t = (float *)op_cuda_scratch(d, SCR_CONV2, (size_t)(cout * ld) * 4);
-    if (!col || !t) return -1;
-    const unsigned gx =
-        (unsigned)((npix + THREADS - 1) / THREADS < 64 ? (npix + THREADS - 1) / THREADS : 64);
-    const dim3 grid(gx, (unsigned)(red < 65535 ? red : 65535), (unsigned)((red + 65534) / 65535));
-    for (int64_t img = 0; img < B; img++) {
-        Im2col a = {offset_rows(fview(x), img * cin),
-                    col,
-                    ld,
-                    H,
-                    W,
-                    K,
-                    stride,
-                    pad[0],
-                    pad[2],
-                    reflect,
-                    Wo,
-                    (int)npix,
-                    (int)red};
-        im2col_k<<<grid, THREADS, 0, cdev(d)->st>>>(a);
-        OPL();
-        if (gemm(d, wb, col, t, (int)cout, (int)npix, (int)red, (int)ld, (int)ld)) return -1;
-        FView bv = {b ? (char *)b->data : NULL, b ? (int)b->dtype : VDN_DT_F32, b ? b->ld : 0};
-        conv_epilogue_k<<<op_grid(cout * npix), THREADS, 0, cdev(d)->st>>>(
-            offset_rows(fview(y), img * cout), t, ld, bv, b != NULL, cout, npix, accumulate);
-        OPL();
-    }
-    return 0;
+    if (B > 65535 || (cout + BM - 1) / BM > 65535)
+        return vdn_dev_fail(d,
+                            "op conv2d: %lld images of %lld output channels in one call (at most "
+                            "65535 images and 65535 x %d channels on cuda)",
+                            (long long)B, (long long)cout, BM);
+    const int tm = cin % BK == 0;
+    const int64_t rp = (red + BK - 1) / BK * BK;
+    bf16 *wp = (bf16 *)op_cuda_scratch(d, SCR_CONV3, (size_t)(cout * rp) * 2);
+    if (!wp) return -1;
+    pack_w_k<<<op_grid(cout * rp), THREADS, 0, cdev(d)->st>>>(fview(w), wp, cout, rp, (int)red,
+                                                              (int)cin, (int)kk, tm);
+    OPL();
+    Conv2dArgs a;
+    a.w = wp, a.rp = rp;
+    a.x = (const char *)x->data, a.ldx = x->ld;
+    a.y = fview(y);
+    a.b = FView{b ? (char *)b->data : NULL, b ? (int)b->dtype : VDN_DT_F32, b ? b->ld : 0};
+    a.has_b = b != NULL, a.accumulate = accumulate;
+    a.cin = (int)cin, a.cout = (int)cout, a.H = H, a.W = W, a.K = K, a.stride = stride;
+    a.top = pad[0], a.left = pad[2], a.reflect = reflect, a.Wo = Wo, a.npix = (int)npix;
+    a.red = (int)red;
+    const dim3 grid((unsigned)((npix + BN - 1) / BN), (unsigned)((cout + BM - 1) / BM),
+                    (unsigned)B);
+    if (x->dtype == VDN_DT_F32) return launch_conv2d<0>(d, a, tm, grid);
+    if (x->dtype == VDN_DT_BF16) return launch_conv2d<1>(d, a, tm, grid);
+    return launch_conv2d<2>(d, a, tm, grid);
 }
 
 /* ---- group_norm ---- */

@@ -1349,8 +1349,8 @@ static void conv_cases(void) {
 }
 
 /* ---- the video VAE encoder's ops (op_conv.h: conv2d, group_norm) ----
- * The CUDA conv2d multiplies bf16 operands (the image values and the weight rounded to bf16,
- * float32 accumulation): about 2^-9 relative per operand, random in
+ * The CUDA conv2d multiplies bf16 operands (the gathered image values and the weight rounded to
+ * bf16, float32 accumulation on the tensor cores): about 2^-9 relative per operand, random in
  * sign, so a relative L2 error of a few 1e-3 whatever the storage dtype; 1e-2 as for every bf16
  * result here. x in xdt, y in ydt (the encoder: bf16 -> bf16 for a resnet's conv1, bf16 -> f32
  * accumulating for its conv2, f32 -> f32 for conv_in, the shortcut and the downsamplers). */
@@ -1397,7 +1397,9 @@ static void encoder_cases(void) {
     const vdn_dtype BF = VDN_DT_BF16, F32 = VDN_DT_F32;
     /* the encoder's convs: 3x3 reflect pad 1 (conv_in's 3 channels: a reduction of 27), the 1x1
      * shortcut and quant_conv, the downsampler (reflect pad of 1 bottom
-     * and right, stride 2), the residual add (accumulate); zero padding and odd sizes; a batch */
+     * and right, stride 2), the residual add (accumulate); zero padding and odd sizes; a batch.
+     * Input channels not a multiple of 32 take the CUDA kernel's torch-order reduction, the
+     * others its tap-major one (a stage = one tap of 32 channels). */
     conv2d_case(1, 3, 32, 48, 8, 3, 1, 1, 1, 1, 1, 1, 1, F32, F32, 0);
     conv2d_case(1, 8, 17, 23, 16, 3, 1, 1, 1, 1, 1, 1, 1, F32, F32, 0);
     conv2d_case(2, 16, 12, 10, 8, 1, 1, 0, 0, 0, 0, 1, 1, BF, BF, 0);
@@ -1406,17 +1408,17 @@ static void encoder_cases(void) {
     conv2d_case(1, 16, 20, 14, 16, 3, 1, 1, 1, 1, 1, 1, 1, F32, F32, 1);
     conv2d_case(2, 5, 9, 11, 7, 3, 2, 2, 1, 0, 2, 0, 0, BF, BF, 0);
     conv2d_case(1, 128, 64, 64, 128, 3, 1, 1, 1, 1, 1, 1, 1, F32, F32, 1);
-    /* a batch of tiles, bf16 in and out (conv1), output channels over two blocks of 128 with a
-     * partial one, pixels over several blocks of 128 with a partial one */
+    /* tap-major: a batch of tiles, bf16 in and out (conv1), output channels over two blocks of
+     * 128 with a partial one, pixels over several blocks of 128 with a partial one */
     conv2d_case(3, 64, 20, 18, 160, 3, 1, 1, 1, 1, 1, 1, 1, BF, BF, 0);
     /* bf16 in, float32 out accumulating (conv2's residual add), no bias */
     conv2d_case(2, 32, 24, 20, 32, 3, 1, 1, 1, 1, 1, 1, 0, BF, F32, 1);
     /* float32 in, the downsampler's stride 2 with the bottom/right reflect pad, odd sides */
     conv2d_case(2, 32, 33, 31, 40, 3, 2, 0, 1, 0, 1, 1, 1, F32, F32, 0);
-    /* the shortcut's 1x1, zero pads of 2 (a 3x3 reads past one reflection's reach) */
+    /* the shortcut's 1x1 tap-major, zero pads of 2 (a 3x3 reads past one reflection's reach) */
     conv2d_case(2, 64, 9, 7, 96, 1, 1, 0, 0, 0, 0, 1, 1, F32, F32, 0);
     conv2d_case(1, 32, 6, 7, 24, 3, 1, 2, 2, 2, 2, 0, 1, BF, F32, 0);
-    /* a reduction of 73,728 rows */
+    /* a reduction of 73,728 rows (2,304 stages) */
     conv2d_case(1, 8192, 3, 2, 4, 3, 1, 1, 1, 1, 1, 1, 1, F32, F32, 0);
     case_group_norm(1, 8, 1536, 4, F32, F32, VDN_ACT_SILU, 0);
     case_group_norm(2, 32, 77, 8, F32, F32, VDN_ACT_NONE, 0);
