@@ -106,7 +106,7 @@ if [ "$ENC_ONLY" = 1 ]; then
   if [ -f "$OUT/enc_ops.log" ]; then
     echo "encoder ops: $(grep -cE ' ok$' "$OUT/enc_ops.log") ok, $(grep -cE ' FAIL$' "$OUT/enc_ops.log") failed"
     grep -E ' FAIL$' "$OUT/enc_ops.log"
-    grep -E 'moments max|tests passed|tests failed' "$OUT/vae_tests.log"
+    grep -E 'moments max|one by one|FAIL|[0-9]+% tests passed' "$OUT/vae_tests.log"
   fi
   grep -E '^(pixels|moments|sample|encode_u8|peak|encode PyTorch)' "$OUT/vae_encoder_bench_vdn.log" 2> /dev/null
 fi
