@@ -63,4 +63,8 @@ int vdn_store_check_prefix(const char *prefix, char *err, size_t errlen);
  * failed a job yet (the worker reports it, /metrics exports it). */
 uint64_t vdn_store_retried_ok(void);
 
+/* Temp files of puts whose process died that the file stores of this process removed (at open
+ * and every minute of puts; store_file.c), since it started. A worker's run records say it. */
+uint64_t vdn_store_temps_swept(void);
+
 #endif

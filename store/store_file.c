@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +26,12 @@ typedef struct {
 } file_store;
 
 #define SWEEP_EVERY_SECONDS 60
+
+static atomic_ullong temps_swept; /* vdn_store_temps_swept */
+
+uint64_t vdn_store_temps_swept(void) {
+    return atomic_load(&temps_swept);
+}
 
 /* A symlink (or "..") where a key's path goes: the store never follows one, so a link planted in
  * its folder cannot make a put write, or a get read, a file outside it. */
@@ -79,6 +86,7 @@ static int sweep_stale_temps(file_store *fs, const char *tmpdir) {
     }
     closedir(d);
     if (n) VDN_INFO("file store %s: removed %d temp file(s) of puts that died", fs->root, n);
+    atomic_fetch_add(&temps_swept, (unsigned long long)n);
     return n;
 }
 

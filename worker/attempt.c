@@ -178,10 +178,13 @@ static int load_resume(vdn_attempt *j, vdn_render_state *state) {
     return 1;
 }
 
+/* bytes of files rm_entry removed on this thread (nftw takes no user pointer) */
+static _Thread_local uint64_t rm_bytes;
+
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb;
     (void)flag;
     (void)ftw;
+    if (S_ISREG(sb->st_mode)) rm_bytes += (uint64_t)sb->st_size;
     remove(path);
     return 0;
 }
@@ -360,6 +363,41 @@ static int record_gpus(const char *path, const vdn_attempt *j, int ranks, const 
     }
     cJSON_DeleteItemFromObjectCaseSensitive(r, "gpus");
     cJSON_AddItemToObject(r, "gpus", o);
+    char *out = cJSON_Print(r);
+    cJSON_Delete(r);
+    int rc = vdn_write_file_atomic(path, out, strlen(out), err, errlen);
+    cJSON_free(out);
+    return rc;
+}
+
+/* The run record's "cleaned": what was cleaned for this attempt, as far as known when the record
+ * is written. The attempt's scratch goes when the attempt ends and the snapshots once the
+ * coordinator has accepted the result, both after the record: it names them, the log says when
+ * they went. */
+static int record_cleaned(const char *path, const vdn_attempt *j, char *err, size_t errlen) {
+    size_t len;
+    char *text = vdn_read_file(path, &len, err, errlen);
+    if (!text) return -1;
+    cJSON *r = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsObject(r)) {
+        cJSON_Delete(r);
+        return vdn_fail(err, errlen, "%s: not a JSON object (a run record)", path);
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "stale_scratch_folders", j->spec.stale_scratch_folders);
+    cJSON_AddNumberToObject(o, "stale_scratch_bytes", (double)j->spec.stale_scratch_bytes);
+    const char *name = strrchr(j->scratch, '/');
+    cJSON_AddStringToObject(o, "attempt_scratch", name ? name + 1 : j->scratch);
+    cJSON_AddBoolToObject(o, "attempt_scratch_leftover", j->scratch_leftover);
+    cJSON_AddStringToObject(o, "attempt_scratch_removed", "when the attempt ends");
+    cJSON_AddNumberToObject(o, "store_temp_files", (double)vdn_store_temps_swept());
+    if (j->snap_prefix[0]) {
+        cJSON_AddStringToObject(o, "snapshots", j->snap_prefix);
+        cJSON_AddStringToObject(o, "snapshots_deleted", "once the coordinator accepts the result");
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(r, "cleaned");
+    cJSON_AddItemToObject(r, "cleaned", o);
     char *out = cJSON_Print(r);
     cJSON_Delete(r);
     int rc = vdn_write_file_atomic(path, out, strlen(out), err, errlen);
@@ -599,7 +637,8 @@ static void store_outputs(vdn_attempt *j, const job_outputs *o) {
             return;
         }
     snprintf(local, sizeof local, "%s.json", o->prefix);
-    if (record_gpus(local, j, o->ranks, o->via, o->why, have_mp4 ? o->dg : NULL, err, sizeof err)) {
+    if (record_gpus(local, j, o->ranks, o->via, o->why, have_mp4 ? o->dg : NULL, err, sizeof err) ||
+        record_cleaned(local, j, err, sizeof err)) {
         snprintf(msg, sizeof msg, "run record: %s", err);
         finish(j, 0, VDN_FAULT_WORKER, msg);
         return;
@@ -879,6 +918,8 @@ vdn_attempt *vdn_attempt_start(vdn_assignment *spec, const vdn_attempt_gpus *gpu
         goto fail;
     }
     /* A leftover dir from a killed earlier run of this attempt is stale: start clean. */
+    struct stat sb;
+    j->scratch_leftover = lstat(j->scratch, &sb) == 0;
     nftw(j->scratch, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     if (vdn_mkdir_p(j->scratch, err, errlen)) goto fail;
     if (pthread_create(&j->thread, NULL, job_main, j)) {
@@ -905,7 +946,11 @@ void vdn_attempt_gate(vdn_attempt *j, int go) {
 void vdn_attempt_free(vdn_attempt *j) {
     if (!j) return;
     pthread_join(j->thread, NULL);
+    rm_bytes = 0;
     nftw(j->scratch, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    VDN_INFO("job %llu attempt %llu: scratch %s removed (%.1f MB)",
+             (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id, j->scratch,
+             (double)rm_bytes / 1e6);
     close(j->efd);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->gate_cv);

@@ -50,6 +50,10 @@ typedef struct {
     const char *const *data_roots; /* local paths a request may name live under these */
     int n_data_roots;
     vdn_score_fn score_fn; /* scoring jobs' work; NULL: this worker takes none */
+    /* what this worker process removed at its start: scratch folders of workers that are gone
+     * (the run record's "cleaned", docs/formats.md) */
+    int stale_scratch_folders;
+    uint64_t stale_scratch_bytes;
 } vdn_assignment;
 
 void vdn_assignment_free(vdn_assignment *s);
@@ -119,6 +123,7 @@ typedef struct {
                             device faults (vdn_engine_inject_device_fault), as a GPU would */
 
     char snap_prefix[1100]; /* store prefix of the job's snapshots (KEY.snapshots/) */
+    int scratch_leftover;   /* a folder of an earlier run of this attempt was removed at start */
     char fingerprint[2048]; /* what a snapshot must match to be resumed from (snapshot.h) */
 
     pthread_t thread;

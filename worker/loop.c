@@ -94,6 +94,7 @@ typedef struct {
 } worker;
 
 static uint64_t sweep_bytes; /* sweep_scratch's count (nftw takes no user pointer) */
+static int swept_folders;    /* what sweep_scratch removed at start (the run records say it) */
 
 static int rm_tree_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)flag;
@@ -147,6 +148,7 @@ static void sweep_scratch(const char *root, const char *id, const char *mine) {
         n++;
     }
     closedir(d);
+    swept_folders = n;
     if (n)
         VDN_INFO("worker %s: removed %d stale scratch folder(s) of workers that are gone (%.1f MB) "
                  "under %s",
@@ -576,6 +578,8 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
     s.resume_key = dup_or_null(a->resume_key);
     s.snapshot_seconds = w->o->snapshot_seconds;
     s.snapshot_every = w->o->snapshot_every;
+    s.stale_scratch_folders = swept_folders;
+    s.stale_scratch_bytes = sweep_bytes;
     s.data_roots = w->o->data_roots;
     s.n_data_roots = w->o->n_data_roots;
     s.score_fn = w->o->score;

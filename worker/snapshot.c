@@ -99,11 +99,19 @@ void vdn_snapshot_free(vdn_render_state *st) {
     memset(st, 0, sizeof *st);
 }
 
+typedef struct {
+    vdn_store *st;
+    int deleted;
+} deleting;
+
 static int delete_key(void *user, const char *key, uint64_t size) {
     (void)size;
+    deleting *d = user;
     char err[VDN_ERR_LEN];
-    if (vdn_store_delete(user, key, err, sizeof err))
+    if (vdn_store_delete(d->st, key, err, sizeof err))
         VDN_WARN("snapshot %s not deleted: %s", key, err);
+    else
+        d->deleted++;
     return 0;
 }
 
@@ -115,7 +123,10 @@ void vdn_snapshots_delete(const char *uri, const vdn_store_opts *opts, const cha
         VDN_WARN("job %llu: snapshots under %s not deleted: %s", job, prefix, err);
         return;
     }
-    if (vdn_store_list(st, prefix, delete_key, st, err, sizeof err))
+    deleting d = {st, 0};
+    if (vdn_store_list(st, prefix, delete_key, &d, err, sizeof err))
         VDN_WARN("job %llu: snapshots under %s not listed for deletion: %s", job, prefix, err);
+    VDN_INFO("job %llu: %d snapshot(s) under %s deleted (the coordinator accepted the result)", job,
+             d.deleted, prefix);
     vdn_store_close(st);
 }
