@@ -1,31 +1,47 @@
 #!/usr/bin/env python3
-"""The fault campaign (issue 27): a CPU farm (one coordinator, W workers with --snapshot-every 1,
-a file store) renders N good jobs in B batches while workers are SIGKILLed mid-render and
-restarted, the coordinator is killed with -9 and restarted, and bad inputs are submitted. At the
-end it checks, and prints as JSON:
+"""The fault campaign (issues 24 and 27): a CPU farm (one coordinator, W workers of S slots each:
+a stand-in nvidia-smi lists S GPUs and the worker opens one CPU engine per GPU; --snapshot-every
+1; a file store) renders N good jobs in B batches while workers are SIGKILLed mid-render and
+restarted, the coordinator is killed with -9 and restarted, bad inputs are submitted, the
+renderer of one slot is sent SIGSEGV or SIGABRT mid-render, and a poison job (a seed the
+workers' VDN_TEST_POISON_SEED names: it aborts its renderer at its first NFE) is submitted. At
+the end it checks, and prints as JSON:
 
   - every good job done exactly once, none lost (one accepted attempt, one done event);
   - no job failed for a worker's fault (only the bad jobs failed, each as the job's fault);
+  - no innocent job charged an attempt: every attempt that ended by a renderer crash is the
+    attempt whose renderer the campaign killed, or the poison job's; every other attempt of a
+    good job ended done or with a worker the campaign SIGKILLed, and none of those counted
+    against the job's --max-attempts;
+  - the poison job quarantined after crashing renderers on two workers, not retried forever;
+  - no worker blocklisted (for bad input, for the poison job, for anything: see --help);
   - nothing left behind: one scratch folder per live worker, no temp file in the store, no
-    snapshot of a done job;
+    snapshot of a done job, no renderer process outliving its worker;
   - every requeued job resumed from its latest snapshot (the run record's resumed_from_step is
     the newest step stored under the key it resumed from, per the workers' logs, and no earlier
     than the coordinator had heard of);
   - every mp4 read by ffprobe with the frames asked for.
 
+Each fault is off when its count is 0 (--kills, --restarts, --bad, --crashes, --no-poison);
+each check can be left out with --skip-check NAME. The renderer faults need workers that render
+each slot in a process of its own (the daemon logs `renderer slot N ... pid P`): with workers
+that do not, they are skipped with a message saying so.
+
 Extending it: a fault is a function tick(camp) in FAULTS (called every TICK seconds, it decides
 itself whether to act; count what it did in camp.stats); an end check is a function
 check(camp) in CHECKS that raises TestFailure (harness.check) or records numbers in camp.stats.
 
-  ops/test/campaign.py --vdn build/cli/vdn --jobs 200 --batches 10 --kills 40 --restarts 4 \\
-      --bad 12 [--workers 3] [--steps 6] [--json out.json] [--keep]
+  ops/test/campaign.py --vdn build/cli/vdn --jobs 1000 --batches 10 --kills 100 --restarts 10 \\
+      --bad 50 --crashes 20 [--workers 3] [--slots 2] [--steps 6] [--json out.json] [--keep]
 
 CI runs a small one (ctest ops_campaign)."""
 import argparse
 import json
 import os
 import random
+import re
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -35,6 +51,58 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "e2e"))
 from harness import Farm, TestFailure, check, log  # noqa: E402
 
 TICK = 0.2
+POISON_SEED = 424242  # no good or bad job uses it
+# the fault names an attempt ended by a renderer crash may carry in the coordinator's database
+CRASH_FAULTS = ("crash",)
+PAT_RENDERER = re.compile(r"renderer slot (\d+)\b.*?\bpid (\d+)")
+PAT_START = re.compile(r"job (\d+) attempt (\d+): start on GPU ([\d,]+)")
+
+
+class WorkerLog:
+    """What a worker's log (appended over its restarts) has said so far, read incrementally:
+    its renderers' pids by slot (the current process's only) and each attempt's GPUs."""
+
+    def __init__(self, path):
+        self.path, self.off, self.rest = path, 0, ""
+        self.renderers = {}  # slot -> pid, this process's
+        self.all_renderers = set()  # every renderer pid ever logged
+        self.gpus = {}  # attempt -> [gpu]
+
+    def read(self):
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.off)
+                data = f.read()
+        except OSError:
+            return
+        self.off += len(data)
+        lines = (self.rest + data.decode("utf-8", "replace")).split("\n")
+        self.rest = lines.pop()
+        for line in lines:
+            m = PAT_RENDERER.search(line)
+            if m:
+                self.renderers[int(m.group(1))] = int(m.group(2))
+                self.all_renderers.add(int(m.group(2)))
+            m = PAT_START.search(line)
+            if m:
+                self.gpus[int(m.group(2))] = [int(g) for g in m.group(3).split(",")]
+
+    def restarted(self):
+        """The old process is gone: what it logged is read, its renderers forgotten."""
+        self.read()
+        self.renderers = {}
+
+
+def parent_of(pid):
+    """The parent pid of a live vdn process, or None (gone, or a reused pid of something else)."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            if b"vdn" not in f.read():
+                return None
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class Campaign:
@@ -42,20 +110,48 @@ class Campaign:
         self.farm, self.a = farm, a
         self.rng = random.Random(a.seed)
         self.workers = ["w%d" % i for i in range(a.workers)]
+        self.wlog = {}  # worker -> WorkerLog
         self.started_at = {}  # worker -> time of its (re)start
         self.restart_at = {}  # worker or "coordinator" -> when to start it again
+        self.killed_at = {w: [] for w in self.workers}  # worker -> times it was SIGKILLed
         self.killed_attempts = set()
+        self.crashed = {}  # attempt -> (job, worker, slot, signal) of each renderer crash
         self.good_batches = []  # (batch id, jobs)
         self.bad_jobs = []  # job ids that must fail as the job's fault
-        self.stats = {"worker_kills": 0, "coordinator_restarts": 0, "bad_refused_at_submit": 0,
-                      "bad_failed": 0}
+        self.poison_job = None
+        self.renderers = False  # whether the workers render each slot in a process of its own
+        self.skipped = []
+        self.stats = {"worker_kills": 0, "coordinator_restarts": 0, "renderer_crashes": 0,
+                      "bad_refused_at_submit": 0, "bad_failed": 0}
         self.t0 = time.time()
         self.jitter = {}
+        self.smi = None
+        if a.slots:
+            self.smi = os.path.join(farm.dir, "nvidia-smi")
+            with open(self.smi, "w") as f:
+                f.write("#!/bin/sh\n# stand-in: %d GPUs, one CPU engine each\n" % a.slots +
+                        "case \"$*\" in *--query-gpu=index,name,memory.total*) ;; *) exit 9;; "
+                        "esac\nfor i in %s; do echo \"$i, stand-in GPU, 81559\"; done\n"
+                        % " ".join(str(i) for i in range(a.slots)))
+            os.chmod(self.smi, os.stat(self.smi).st_mode | stat.S_IXUSR)
 
     def start_worker(self, w):
+        if w in self.wlog:
+            self.wlog[w].restarted()
         self.started_at[w] = time.time()
-        self.farm.start_worker(w, nfe_delay_ms=self.a.nfe_delay_ms,
-                               extra_args=["--snapshot-every", "1"])
+        env = dict(self.farm.env, VDN_TEST_NFE_DELAY_MS=str(self.a.nfe_delay_ms))
+        if self.a.poison:
+            env["VDN_TEST_POISON_SEED"] = str(POISON_SEED)
+        if self.smi:  # the stand-in GPUs: one CPU engine (slot) per listed GPU
+            env["VDN_NVIDIA_SMI"] = self.smi
+        f = self.farm
+        f.spawn(w, ["worker", "--connect", f.worker_ep, "--checkpoint", f.ckpt, "--store", f.store,
+                    "--id", w, "--scratch", os.path.join(f.dir, "scratch"),
+                    "--heartbeat-seconds", str(f.heartbeat), "--threads", "1",
+                    "--data-root", f.dir, "--snapshot-every", "1"]
+                + ([] if self.smi else ["--cpu"]), env=env)
+        if w not in self.wlog:
+            self.wlog[w] = WorkerLog(f.logs[w])
 
     def submit_lines(self, lines, name, extra=()):
         path = os.path.join(self.farm.dir, name + ".jsonl")
@@ -74,6 +170,9 @@ class Campaign:
         return {"prompt_cache": self.farm.prompt, "frames": self.a.frames, "height": 32, "width": 32,
                 "steps": self.a.steps, "seed": seed}
 
+    def good_jobs(self):
+        return sum(n for _, n in self.good_batches)
+
     def due(self, what, count):
         """Whether fault `what`'s next one is due: `count` of them spread evenly over the good
         jobs' progress (the k-th once a jittered 0.8 k/count of them are done, whatever the
@@ -83,15 +182,30 @@ class Campaign:
             return False
         # within the first 80 % of the jobs: the last ones leave little running to kill
         at = 0.8 * (k + self.jitter.setdefault((what, k), self.rng.uniform(0.2, 0.8))) / count
-        total = sum(n for _, n in self.good_batches)
+        total = self.good_jobs()
         done = self.farm.q("SELECT count(*) FROM jobs WHERE state='done'")[0][0]
         return total > 0 and done >= at * total
+
+    def wait_renderers(self):
+        """Once every worker has registered: whether each logged a renderer per slot."""
+        t0 = time.time()
+        while time.time() - t0 < 60:
+            n = self.farm.q("SELECT count(*) FROM workers")[0][0]
+            if n >= len(self.workers):
+                break
+            time.sleep(0.2)
+        time.sleep(0.5)
+        for w in self.workers:
+            self.wlog[w].read()
+        have = {w: sorted(self.wlog[w].renderers) for w in self.workers}
+        self.renderers = all(len(v) == max(1, self.a.slots) for v in have.values())
+        return have
 
 
 # ---------------------------------------------------------------- faults
 def kill_worker(c):
     """SIGKILL a worker mid-render (an attempt of its current process with an NFE done), restart
-    it a moment later."""
+    it a moment later. Every attempt it held (one per busy slot) is lost with it."""
     now = time.time()
     for w, t in list(c.restart_at.items()):
         if w != "coordinator" and now >= t:
@@ -106,6 +220,7 @@ def kill_worker(c):
         if w in c.farm.procs and w not in c.restart_at and started > c.started_at[w] and \
                 att not in c.killed_attempts:
             c.farm.kill(w, signal.SIGKILL, quiet=True)
+            c.killed_at[w].append(time.time())
             c.killed_attempts.add(att)
             c.stats["worker_kills"] += 1
             c.restart_at[w] = now + c.rng.uniform(0.3, 1.5)
@@ -126,7 +241,39 @@ def restart_coordinator(c):
     c.restart_at["coordinator"] = time.time() + 1.0
 
 
-FAULTS = [kill_worker, restart_coordinator]
+def crash_renderer(c):
+    """SIGSEGV or SIGABRT (in turn) to the renderer of one slot in the middle of a render (NFE 1
+    to steps-2 done): only that slot's attempt may end, by CRASH, charged to its job. Each crash
+    hits a different good job (a job crashed on two workers is quarantined: that is the poison
+    job's check, not this one's)."""
+    if not c.renderers or not c.due("renderer_crashes", c.a.crashes):
+        return
+    rows = c.farm.q("SELECT a.id, a.job_id, a.worker_id, a.started_at FROM attempts a JOIN jobs j "
+                    "ON j.current_attempt=a.id WHERE a.state='running' AND j.nfe_done BETWEEN 1 "
+                    "AND ?", c.a.steps - 2)
+    c.rng.shuffle(rows)
+    crashed_jobs = {j for j, _, _, _ in c.crashed.values()}
+    for att, job, w, started in rows:
+        p = c.farm.procs.get(w)
+        if job in crashed_jobs or job == c.poison_job or p is None or w in c.restart_at or \
+                started <= c.started_at[w] or att in c.killed_attempts:
+            continue
+        wl = c.wlog[w]
+        wl.read()
+        gpus = wl.gpus.get(att)
+        if not gpus or len(gpus) != 1 or gpus[0] not in wl.renderers:
+            continue
+        pid = wl.renderers[gpus[0]]
+        if parent_of(pid) != p.pid:  # not (or no longer) this worker's renderer
+            continue
+        sig = (signal.SIGSEGV, signal.SIGABRT)[c.stats["renderer_crashes"] % 2]
+        os.kill(pid, sig)
+        c.crashed[att] = (job, w, gpus[0], sig.name)
+        c.stats["renderer_crashes"] += 1
+        return
+
+
+FAULTS = [kill_worker, restart_coordinator, crash_renderer]
 
 
 def submit_bad(c, i):
@@ -142,7 +289,7 @@ def submit_bad(c, i):
     elif kind == 1:  # a file that is not there
         line["prompt_cache"] = os.path.join(c.farm.dir, "missing%d.safetensors" % i)
     elif kind == 2:  # more GPUs than any worker has: refused at submit
-        line["gpus"] = 2
+        line["gpus"] = max(2, c.a.slots + 1)
     else:  # an absurd size: refused by the parser or at submit
         line["frames"], line["height"], line["width"] = 100000, 32, 32
     r = c.submit_lines([line], "bad%d" % i)
@@ -153,22 +300,29 @@ def submit_bad(c, i):
     c.bad_jobs.append(int(job[1:]))
 
 
+def submit_poison(c):
+    r = c.submit_lines([c.good_line(POISON_SEED)], "poison")
+    check(r.returncode == 0, "the poison job was refused at submit: %s" % r.stderr)
+    c.poison_job = int(json.loads(r.stdout)["jobs"][0]["job"][1:])
+
+
 # ---------------------------------------------------------------- end checks
 def check_faults_landed(c):
-    check(c.stats["worker_kills"] == c.a.kills and
-          c.stats["coordinator_restarts"] == c.a.restarts,
-          "only %d of %d worker kills and %d of %d coordinator restarts landed" % (
-              c.stats["worker_kills"], c.a.kills, c.stats["coordinator_restarts"], c.a.restarts))
+    want = {"worker_kills": c.a.kills, "coordinator_restarts": c.a.restarts,
+            "renderer_crashes": c.a.crashes if c.renderers else 0}
+    short = ["%d of %d %s" % (c.stats[k], n, k) for k, n in want.items() if c.stats[k] != n]
+    check(not short, "only " + ", ".join(short) + " landed")
 
 
 def check_good_done_once(c):
     for b, n in c.good_batches:
         c.farm.check_exactly_once(b, n)
-    c.stats["good_done"] = sum(n for _, n in c.good_batches)
+    c.stats["good_done"] = c.good_jobs()
 
 
 def check_failures_are_bad_jobs(c):
-    failed = [j for (j,) in c.farm.q("SELECT id FROM jobs WHERE state='failed'")]
+    failed = [j for (j,) in c.farm.q("SELECT id FROM jobs WHERE state='failed'")
+              if j != c.poison_job]
     check(sorted(failed) == sorted(c.bad_jobs),
           "failed jobs %s, expected exactly the bad ones %s" % (failed, c.bad_jobs))
     for j in failed:
@@ -180,12 +334,100 @@ def check_failures_are_bad_jobs(c):
     c.stats["attempts_lost_with_worker"] = lost
 
 
+def check_no_innocent_charged(c):
+    """Every attempt of a good job ended done, or with a worker the campaign SIGKILLed while the
+    attempt was on it (not counted against the job's --max-attempts), or by the renderer crash
+    the campaign caused in that very attempt; a job with no crash of its own was charged one
+    attempt, the one that rendered it."""
+    crash_att = {att for att in c.crashed}
+    rows = c.farm.q("SELECT a.id, a.job_id, a.worker_id, a.state, coalesce(a.fault,''), "
+                    "a.started_at, coalesce(a.finished_at, 0), coalesce(a.reason,'') FROM attempts "
+                    "a JOIN jobs j ON j.id=a.job_id WHERE j.batch_id IN (%s) ORDER BY a.id"
+                    % ",".join(str(b) for b, _ in c.good_batches))
+    n_crash = n_kill = 0
+    for att, job, w, state, fault, started, finished, reason in rows:
+        if state == "done":
+            continue
+        if fault in CRASH_FAULTS:
+            check(att in crash_att, "attempt %d of j%d on %s ended by a renderer crash (%s), but "
+                  "the campaign crashed no renderer of it: an innocent job charged" % (
+                      att, job, w, reason))
+            n_crash += 1
+            continue
+        check(att not in crash_att, "attempt %d of j%d: the campaign crashed its renderer (%s), "
+              "but it ended %s as a %s fault: %s" % (att, job, c.crashed.get(att), state,
+                                                     fault or "no", reason))
+        kills = [t for t in c.killed_at.get(w, []) if started - 0.5 <= t <= finished + 0.5]
+        check(fault in ("worker", "transient") and kills,
+              "attempt %d of j%d on %s ended %s (%s fault: %s) with no SIGKILL of %s while it ran: "
+              "an innocent job charged" % (att, job, w, state, fault or "no", reason, w))
+        n_kill += 1
+    for att, (job, w, slot, sig) in c.crashed.items():
+        got = c.farm.q("SELECT state, coalesce(fault,''), coalesce(reason,'') FROM attempts "
+                       "WHERE id=?", att)[0]
+        check(got[1] in CRASH_FAULTS, "the campaign sent %s to the renderer of %s slot %d in "
+              "attempt %d of j%d; the attempt ended %s" % (sig, w, slot, att, job, got))
+    crashes = {}
+    for job, _, _, _ in c.crashed.values():
+        crashes[job] = crashes.get(job, 0) + 1
+    for job, claimed, lost in c.farm.q(
+            "SELECT id, attempts, worker_faults FROM jobs WHERE batch_id IN (%s)"
+            % ",".join(str(b) for b, _ in c.good_batches)):
+        check(claimed - lost == 1 + crashes.get(job, 0),
+              "j%d charged %d attempts (%d claimed, %d lost with a worker), expected %d" % (
+                  job, claimed - lost, claimed, lost, 1 + crashes.get(job, 0)))
+    c.stats["attempts_ended_by_worker_kill"] = n_kill
+    c.stats["attempts_ended_by_injected_crash"] = n_crash
+
+
+def check_poison_quarantined(c):
+    """The poison job crashed a renderer on two workers and was quarantined: failed for good,
+    not retried, and `vdn retry` without --force refuses it."""
+    if c.poison_job is None:
+        return
+    j = c.poison_job
+    state, err = c.farm.q("SELECT state, coalesce(last_error,'') FROM jobs WHERE id=?", j)[0]
+    atts = c.farm.q("SELECT worker_id, state, coalesce(fault,'') FROM attempts WHERE job_id=? "
+                    "ORDER BY id", j)
+    crashes = [w for w, _, f in atts if f in CRASH_FAULTS]
+    ev = [k for (k,) in c.farm.q("SELECT kind FROM events WHERE job_id=? ORDER BY id", j)]
+    quarantined = state == "quarantined" or "quarantin" in err.lower() or \
+        any("quarantin" in k for k in ev)
+    check(state not in ("queued", "running") and quarantined,
+          "poison job j%d: %s, not quarantined (attempts %s; events %s)" % (j, state, atts, ev))
+    check(len(crashes) == 2 and len(set(crashes)) == 2,
+          "poison job j%d crashed renderers on %s (expected two different workers); attempts %s"
+          % (j, crashes, atts))
+    r = c.farm.run(["retry", "j%d" % j, "--coordinator", c.farm.client_ep], check_rc=False)
+    check(r.returncode != 0, "vdn retry j%d (quarantined) without --force was accepted: %s"
+          % (j, r.stdout))
+    c.stats["poison_quarantined"] = True
+    c.stats["poison_crashes"] = len(crashes)
+
+
+def check_no_blocklist(c):
+    """No worker was blocklisted, at any time of the run (the coordinator's events) or now (`vdn
+    workers --json`): bad input is the job's fault, one poison job is one job, and the worker
+    SIGKILLs the campaign makes are above --blocklist-failures' reach (set high on purpose: they
+    are the campaign's, not a machine going bad)."""
+    ev = c.farm.q("SELECT worker_id, kind, detail FROM events WHERE kind LIKE 'blocklist%'")
+    check(not ev, "workers blocklisted during the run: %s" % ev[:5])
+    r = c.farm.run(["workers", "--json", "--coordinator", c.farm.client_ep])
+    ws = json.loads(r.stdout).get("workers", [])
+    bad = [(w.get("id"), w.get("state"), w.get("blocked_classes")) for w in ws
+           if w.get("state") == "blocked" or w.get("blocked_classes")]
+    check(not bad, "workers blocklisted at the end: %s" % bad)
+    c.stats["workers_blocklisted"] = 0
+
+
 def check_nothing_left(c):
     scratch = os.path.join(c.farm.dir, "scratch")
     left = sorted(os.listdir(scratch))
     check(len(left) == len(c.workers), "stale scratch folders: %s" % left)
     for d in left:
-        inside = [x for x in os.listdir(os.path.join(scratch, d)) if x != ".lock"]
+        # the lock, and the file of the live renderers' pids
+        inside = [x for x in os.listdir(os.path.join(scratch, d))
+                  if x != ".lock" and "renderer" not in x]
         check(not inside, "scratch %s still holds %s" % (d, inside))
     tmp = os.path.join(c.farm.store_dir(), ".vdn-tmp")
     check(not os.path.isdir(tmp) or not os.listdir(tmp), "store temp files: %s" % (
@@ -200,13 +442,28 @@ def check_nothing_left(c):
         time.sleep(0.5)
         snaps = [f for d, _, fs in os.walk(c.farm.store_dir()) if ".snapshots" in d for f in fs]
     check(not snaps, "snapshots of done jobs left: %s" % snaps[:5])
+    # a renderer dies with its worker (SIGKILLed daemons included)
+    live = {p.pid for w, p in c.farm.procs.items() if w in c.workers}
+    pids = set()
+    for w in c.workers:
+        c.wlog[w].read()
+        pids |= c.wlog[w].all_renderers
+    orphans = []
+    t0 = time.time()
+    while True:
+        orphans = [(pid, parent_of(pid)) for pid in sorted(pids)
+                   if parent_of(pid) is not None and parent_of(pid) not in live]
+        if not orphans or time.time() - t0 > 5:
+            break
+        time.sleep(0.5)
+    check(not orphans, "renderer processes outlived their worker (pid, parent): %s" % orphans)
+    c.stats["renderer_pids_seen"] = len(pids)
 
 
 def check_resumed_from_latest(c):
     """A requeued job whose earlier attempts evaluated NFEs resumed, from the newest snapshot
     stored under the key it resumed from (the workers' logs say what they stored and what they
     resumed from), and from no earlier step than the coordinator had heard of."""
-    import re
     stored, resumed_from = {}, {}
     pat_s = re.compile(r"job (\d+) attempt (\d+): snapshot after NFE (\d+)/\d+ stored as (\S+)")
     pat_r = re.compile(r"job (\d+) attempt (\d+): resuming after NFE (\d+)/\d+ from (\S+)")
@@ -258,8 +515,10 @@ def check_mp4s(c):
     c.stats["mp4_ffprobed"] = n
 
 
-CHECKS = [check_faults_landed, check_good_done_once, check_failures_are_bad_jobs, check_nothing_left,
-          check_resumed_from_latest, check_mp4s]
+CHECKS = [check_faults_landed, check_good_done_once, check_failures_are_bad_jobs,
+          check_no_innocent_charged, check_poison_quarantined, check_no_blocklist,
+          check_nothing_left, check_resumed_from_latest, check_mp4s]
+CHECK_NAMES = [f.__name__[len("check_"):] for f in CHECKS]
 
 
 def run(a):
@@ -269,10 +528,23 @@ def run(a):
         farm.run(["ckpt", "init", "--preset", "tiny", "--vdn", "--vae", "--out", ck], timeout=120)
         farm.ckpt, farm.prompt = ck, os.path.join(ck, "prompt.safetensors")
         c = Campaign(farm, a)
-        c.coord_args = ["--max-worker-faults", "50"]
+        # worker SIGKILLs are the campaign's own, many and close together (a 2-slot worker's
+        # kill loses two attempts at once): they must not blocklist it (check_no_blocklist)
+        c.coord_args = ["--max-worker-faults", "50",
+                        "--blocklist-failures", str(a.blocklist_failures)]
         farm.start_coordinator(c.coord_args)
         for w in c.workers:
             c.start_worker(w)
+        have = c.wait_renderers()
+        if not c.renderers and (a.crashes or a.poison):
+            why = ("SKIP renderer crashes and poison job: the workers logged no renderer per "
+                   "slot ('renderer slot N ... pid P'; got %s): this build renders in the worker "
+                   "daemon itself" % have)
+            log(why)
+            c.skipped.append(why)
+            a.poison = False
+        if a.crashes and c.renderers:
+            log("renderers: %s" % {w: c.wlog[w].renderers for w in c.workers})
         per = [a.jobs // a.batches + (1 if i < a.jobs % a.batches else 0)
                for i in range(a.batches)]
         seed = 1
@@ -281,10 +553,13 @@ def run(a):
             check(r.returncode == 0, "good batch %d refused: %s" % (i, r.stderr))
             c.good_batches.append((json.loads(r.stdout)["batch_id"], n))
             seed += n
+            if i == 0 and a.poison:
+                submit_poison(c)
         for i in range(a.bad):
             submit_bad(c, i)
-        log("submitted %d good jobs in %d batches, %d bad inputs (%d refused at submit)"
-            % (a.jobs, a.batches, a.bad, c.stats["bad_refused_at_submit"]))
+        log("submitted %d good jobs in %d batches, %d bad inputs (%d refused at submit)%s"
+            % (a.jobs, a.batches, a.bad, c.stats["bad_refused_at_submit"],
+               ", the poison job j%d" % c.poison_job if c.poison_job else ""))
         deadline = time.time() + a.timeout
         while True:
             for f in FAULTS:
@@ -295,13 +570,21 @@ def run(a):
             check(time.time() < deadline, "not finished after %d s: %s" % (a.timeout, states))
             time.sleep(TICK)
         c.stats["seconds"] = round(time.time() - c.t0, 1)
+        c.stats["checks_skipped"] = sorted(a.skip_check)
         for chk in CHECKS:
-            chk(c)
+            if chk.__name__[len("check_"):] not in a.skip_check:
+                chk(c)
+        if c.skipped:
+            c.stats["skipped"] = c.skipped
+        c.stats["crashed"] = ["j%d attempt %d on %s slot %d: %s" % (j, att, w, s, sig)
+                              for att, (j, w, s, sig) in sorted(c.crashed.items())]
         log("campaign: %s" % json.dumps(c.stats))
         if a.json:
             with open(a.json, "w") as f:
                 json.dump(dict(c.stats, jobs=a.jobs, batches=a.batches, workers=a.workers,
-                               steps=a.steps), f, indent=1)
+                               slots=a.slots, steps=a.steps, frames=a.frames,
+                               nfe_delay_ms=a.nfe_delay_ms, seed=a.seed,
+                               command=" ".join(sys.argv)), f, indent=1)
         return c.stats
 
 
@@ -313,10 +596,20 @@ def main():
     ap.add_argument("--frames", type=int, default=22, help="17n+5 pixel frames a job")
     ap.add_argument("--batches", type=int, default=2)
     ap.add_argument("--workers", type=int, default=3)
+    ap.add_argument("--slots", type=int, default=2,
+                    help="stand-in GPUs per worker, one CPU engine each (0: one --cpu engine)")
     ap.add_argument("--steps", type=int, default=6)
-    ap.add_argument("--kills", type=int, default=2)
-    ap.add_argument("--restarts", type=int, default=1)
-    ap.add_argument("--bad", type=int, default=4)
+    ap.add_argument("--kills", type=int, default=2, help="worker SIGKILLs")
+    ap.add_argument("--restarts", type=int, default=1, help="coordinator kill -9 restarts")
+    ap.add_argument("--bad", type=int, default=4, help="bad inputs")
+    ap.add_argument("--crashes", type=int, default=1,
+                    help="renderer crashes (SIGSEGV/SIGABRT to one slot's renderer)")
+    ap.add_argument("--no-poison", dest="poison", action="store_false",
+                    help="no poison job (VDN_TEST_POISON_SEED)")
+    ap.add_argument("--skip-check", action="append", default=[], choices=CHECK_NAMES,
+                    help="leave out an end check (repeatable)")
+    ap.add_argument("--blocklist-failures", type=int, default=1000,
+                    help="the coordinator's (the campaign's SIGKILLs must not blocklist)")
     ap.add_argument("--nfe-delay-ms", type=int, default=300)
     ap.add_argument("--lease", type=float, default=4.0)
     ap.add_argument("--timeout", type=int, default=150)
