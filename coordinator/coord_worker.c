@@ -491,6 +491,15 @@ static void on_result(coord *c, cworker *w, const Vdn__Result *r) {
     attempt_info a;
     int64_t x = (int64_t)r->attempt_id;
     drop_hold(w, x);
+    /* the RESULT again for the attempt that completed the job: our ACK was lost (the worker
+     * connected again before it came), so acknowledge it again, and the worker lets the job's
+     * snapshots go (refused as stale, they stayed in the store for good) */
+    if (jobs_attempt(c->db, x, &a) && !strcmp(a.state, "done") && !strcmp(a.worker, w->id)) {
+        send_ack(c, w, x);
+        VDN_INFO("worker %s: RESULT for attempt %lld again (j%lld already done by it): ACK", w->id,
+                 (long long)x, (long long)a.job);
+        return;
+    }
     if (!fence(c, w, x, "RESULT", &a)) return;
     char err[VDN_ERR_LEN];
     if (jobs_complete(c->db, x, r->object_keys, r->n_object_keys, r->run_record_json, err,

@@ -233,11 +233,14 @@ static int send_env(worker *w, Vdn__Envelope *env) {
     return 0;
 }
 
-/* Attempts we still render for the coordinator (a stale one is only being stopped). */
+/* Attempts that hold our GPUs, a stale one being stopped included: the coordinator keeps its
+ * GPUs busy (and CANCELs it again) while we name it. Left out, the GPUs looked free, the next
+ * ASSIGN there was refused ("worker busy") and charged to an innocent job's --max-attempts
+ * (found by the campaign: a coordinator stall, then a decode that takes seconds to stop). */
 static int running_attempts(const worker *w, uint64_t *ids) {
     int n = 0;
     for (int i = 0; i < w->nrun; i++)
-        if (w->run[i].cancel_why != CANCEL_STALE) ids[n++] = w->run[i].a->spec.attempt_id;
+        ids[n++] = w->run[i].a->spec.attempt_id;
     return n;
 }
 

@@ -211,9 +211,20 @@ static void test_lease_and_fencing(void) {
           !strcmp(j->object_keys[0], "batches/x/out.safetensors"));
     vdn_client_free(h);
 
-    /* a RESULT after done (duplicate delivery) is refused too: completed once */
+    /* a RESULT after done from the attempt that completed it (its ACK was lost: the worker
+     * connected again) is acknowledged again, so the worker lets the snapshots go, and recorded
+     * nothing: completed once, with the first RESULT's keys */
     fw_result(&w2, a2, "again.safetensors");
-    e = fw_expect(&w2, VDN__ENVELOPE__PAYLOAD_ERROR, 3);
+    e = fw_expect(&w2, VDN__ENVELOPE__PAYLOAD_ACK, 3);
+    CHECK(e && e->ack->attempt_id == a2);
+    if (e) vdn__envelope__free_unpacked(e, NULL);
+    j = job(c, ids[0], &h);
+    CHECK(!strcmp(j->state, "done") && j->n_object_keys == 1 &&
+          !strcmp(j->object_keys[0], "batches/x/out.safetensors"));
+    vdn_client_free(h);
+    /* from any other attempt it is refused */
+    fw_result(&w1, a1, "late.safetensors");
+    e = fw_expect(&w1, VDN__ENVELOPE__PAYLOAD_ERROR, 3);
     CHECK(e && e->error->code == VDN__ERROR__CODE__STALE_ATTEMPT);
     if (e) vdn__envelope__free_unpacked(e, NULL);
 

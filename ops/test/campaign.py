@@ -122,7 +122,8 @@ class Campaign:
         self.poison_job = None
         self.renderers = False  # whether the workers render each slot in a process of its own
         self.skipped = []
-        self.stats = {"worker_kills": 0, "coordinator_restarts": 0, "renderer_crashes": 0,
+        self.stats = {"worker_kills": 0, "coordinator_restarts": 0, "coordinator_stalls": 0,
+                      "renderer_crashes": 0,
                       "bad_refused_at_submit": 0, "bad_failed": 0}
         self.t0 = time.time()
         self.jitter = {}
@@ -223,7 +224,7 @@ def kill_worker(c):
     faults in a row), which is not what this campaign tests."""
     now = time.time()
     for w, t in list(c.restart_at.items()):
-        if w != "coordinator" and now >= t:
+        if w in c.workers and now >= t:
             c.start_worker(w)
             del c.restart_at[w]
     if not c.due("worker_kills", c.a.kills):
@@ -251,11 +252,32 @@ def restart_coordinator(c):
             c.start_coordinator()
             del c.restart_at["coordinator"]
         return
-    if not c.due("coordinator_restarts", c.a.restarts):
+    if "stall" in c.restart_at or not c.due("coordinator_restarts", c.a.restarts):
         return
     c.farm.kill("coordinator", signal.SIGKILL, quiet=True)
     c.stats["coordinator_restarts"] += 1
     c.restart_at["coordinator"] = time.time() + 1.0
+
+
+def stall_coordinator(c):
+    """SIGSTOP the coordinator for --stall-seconds, then SIGCONT (a long GC-like pause, a VM
+    migration, a disk that hangs: on a loaded machine it happens by itself): the workers find it
+    silent and connect again, it finds their old connections gone. No job may pay for it."""
+    if "stall" in c.restart_at:
+        if time.time() >= c.restart_at["stall"]:
+            p = c.farm.procs.get("coordinator")
+            if p is not None and p.poll() is None:
+                os.kill(p.pid, signal.SIGCONT)
+            del c.restart_at["stall"]
+        return
+    if "coordinator" in c.restart_at or not c.due("coordinator_stalls", c.a.stalls):
+        return
+    p = c.farm.procs.get("coordinator")
+    if p is None or p.poll() is not None:
+        return
+    os.kill(p.pid, signal.SIGSTOP)
+    c.stats["coordinator_stalls"] += 1
+    c.restart_at["stall"] = time.time() + c.a.stall_seconds
 
 
 def crash_renderer(c):
@@ -294,7 +316,7 @@ def crash_renderer(c):
         return
 
 
-FAULTS = [kill_worker, restart_coordinator, crash_renderer]
+FAULTS = [kill_worker, restart_coordinator, stall_coordinator, crash_renderer]
 
 
 def submit_bad(c, i):
@@ -330,6 +352,7 @@ def submit_poison(c):
 # ---------------------------------------------------------------- end checks
 def check_faults_landed(c):
     want = {"worker_kills": c.a.kills, "coordinator_restarts": c.a.restarts,
+            "coordinator_stalls": c.a.stalls,
             "renderer_crashes": c.a.crashes if c.renderers else 0}
     short = ["%d of %d %s" % (c.stats[k], n, k) for k, n in want.items() if c.stats[k] != n]
     check(not short, "only " + ", ".join(short) + " landed")
@@ -647,6 +670,9 @@ def main():
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--kills", type=int, default=2, help="worker SIGKILLs")
     ap.add_argument("--restarts", type=int, default=1, help="coordinator kill -9 restarts")
+    ap.add_argument("--stalls", type=int, default=0,
+                    help="coordinator stalls (SIGSTOP for --stall-seconds, then SIGCONT)")
+    ap.add_argument("--stall-seconds", type=float, default=4.0)
     ap.add_argument("--bad", type=int, default=4, help="bad inputs")
     ap.add_argument("--crashes", type=int, default=1,
                     help="renderer crashes (SIGSEGV/SIGABRT to one slot's renderer)")

@@ -58,8 +58,14 @@ def test(args):
             farm.start_worker("w", nfe_delay_ms=150, extra_args=worker_args)
         farm.wait_batch(b, 1, timeout=90)
         farm.check_exactly_once(b, 1)
-        left = [os.path.join(d, f) for d, _, fs in os.walk(farm.store_dir()) for f in fs
-                if ".snapshots" in d]
+        # the worker deletes them once the RESULT is ACKed, after the job reads done: a moment
+        t0 = time.time()
+        while True:
+            left = [os.path.join(d, f) for d, _, fs in os.walk(farm.store_dir()) for f in fs
+                    if ".snapshots" in d]
+            if not left or time.time() - t0 > 10:
+                break
+            time.sleep(0.2)
         check(not left, "snapshots left in the store after the job was done: %s" % left)
 
         per_attempt = farm.q("SELECT id, state, nfe_evaluated FROM attempts WHERE job_id=? "
