@@ -60,11 +60,19 @@ int cli_parse(const char *cmd, int argc, char **argv, cli_args *a,
     return 0;
 }
 
+vdn_client_env cli_env_client(void) {
+    return (vdn_client_env){.coordinator = getenv("VDN_COORDINATOR"),
+                            .dir = getenv("VDN_DIR"),
+                            .key = getenv("VDN_KEY"),
+                            .coordinator_key = getenv("VDN_COORDINATOR_KEY")};
+}
+
 vdn_client *cli_connect(const char *cmd, const cli_args *a) {
     char err[VDN_ERR_LEN];
     static vdn_client_conf conf; /* opts point into it for the life of the command */
     vdn_client_opts o;
-    if (vdn_client_resolve(a->coordinator, a->dir, a->key, a->coordinator_key, &conf, &o, err,
+    const vdn_client_env env = cli_env_client();
+    if (vdn_client_resolve(a->coordinator, a->dir, a->key, a->coordinator_key, &env, &conf, &o, err,
                            sizeof err)) {
         fprintf(stderr, "vdn %s: %s\n", cmd, err);
         return NULL;

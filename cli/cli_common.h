@@ -33,6 +33,8 @@ int cli_parse(const char *cmd, int argc, char **argv, cli_args *a,
               int (*own)(void *user, int argc, char **argv, int i), void *user);
 /* Opens the client from the parsed options; prints the error and returns NULL on failure. */
 vdn_client *cli_connect(const char *cmd, const cli_args *a);
+/* $VDN_COORDINATOR, $VDN_DIR, $VDN_KEY, $VDN_COORDINATOR_KEY (client.h vdn_client_resolve). */
+vdn_client_env cli_env_client(void);
 /* Maps the client's last error to an exit code and prints the message. */
 int cli_fail(const char *cmd, vdn_client *c, const char *err);
 void cli_print_json(const void *msg);                   /* protobuf-c message */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "env.h"
 #include "ckpt.h"
 #include "ckpt_init.h"
 #include "commands.h"
@@ -135,7 +136,9 @@ int vdn_cmd_ckpt(int argc, char **argv) {
     vdn_config cfg;
     if (text_encoder &&
         (vdn_ckpt_preset(o.preset, o.layers, &cfg, err, sizeof err) ||
-         vdn_text_encoder_init(root, o.seed, cfg.text_dim, tokenizer_json, err, sizeof err))) {
+         vdn_text_encoder_init(root, o.seed, cfg.text_dim,
+                               tokenizer_json ? tokenizer_json : cli_env_tokenizer_json(), err,
+                               sizeof err))) {
         fprintf(stderr, "vdn ckpt init: text encoder: %s\n", err);
         return 1;
     }
@@ -241,7 +244,7 @@ int vdn_cmd_inspect(int argc, char **argv) {
         return 2;
     }
     char err[VDN_ERR_LEN];
-    vdn_ckpt *ck = vdn_ckpt_open(dir, extra, n_extra, err, sizeof err);
+    vdn_ckpt *ck = vdn_ckpt_open(dir, extra, n_extra, cli_env_base_dir(), err, sizeof err);
     if (!ck) {
         fprintf(stderr, "vdn inspect: %s\n", err);
         return 1;

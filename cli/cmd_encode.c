@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "env.h"
 #include "commands.h"
 #include "prompt_text.h"
 #include "vdn_util.h"
@@ -122,7 +123,9 @@ int vdn_cmd_encode(int argc, char **argv) {
     in.text = text;
     char err[VDN_ERR_LEN];
     int rc = 1;
-    vdn_text_prompts *p = vdn_text_prompts_open(ckpt, backend, layer, precision, err, sizeof err);
+    vdn_text_prompts_opts to = {.backend = backend, .layer = layer, .precision = precision};
+    cli_env_text_prompts(&to);
+    vdn_text_prompts *p = vdn_text_prompts_open(ckpt, &to, err, sizeof err);
     double t0 = vdn_now();
     vdn_pictures pictures = {0}; /* read once, for the encode and its key */
     if (p && vdn_text_prompts_pictures(p, &in, &pictures, err, sizeof err) == 0 &&

@@ -5,6 +5,8 @@
 
 #include <unistd.h>
 
+#include "cli_common.h"
+#include "env.h"
 #include "commands.h"
 #include "pictures.h"
 #include "store.h"
@@ -78,6 +80,7 @@ static int suite_init_main(int argc, char **argv) {
         return 2;
     }
     o.seed = (uint64_t)seed;
+    o.base_dir = cli_env_base_dir();
     char err[VDN_ERR_LEN];
     if (vdn_suite_init(&o, err, sizeof err)) {
         fprintf(stderr, "vdn eval suite init: %s\n", err);
@@ -216,11 +219,10 @@ int vdn_cmd_eval(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    if (!strcmp(argv[1], "sweep")) {
-        return vdn_eval_sweep_main(argc - 1, argv + 1);
-    }
+    const vdn_client_env env = cli_env_client();
+    if (!strcmp(argv[1], "sweep")) return vdn_eval_sweep_main(argc - 1, argv + 1, &env);
     if (!strcmp(argv[1], "report")) return vdn_eval_report_main(argc - 1, argv + 1);
-    if (!strcmp(argv[1], "score")) return vdn_eval_score_main(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "score")) return vdn_eval_score_main(argc - 1, argv + 1, &env);
     if (!strcmp(argv[1], "variants")) {
         const char *names[] = {"dense@50",       "vdn@50",      "vdn@8",        "vdn@4",
                                "vdn-no-anchors", "window-only", "vdn-additive", "vdn@8:fp8"};

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "env.h"
 #include "commands.h"
 #include "decode.h"
 #include "engine.h"
@@ -330,8 +331,9 @@ typedef struct {
 static int open_text(const render_args *o, const char *out_prefix, render_parts *rp, char *err,
                      size_t errlen) {
     char e2[VDN_ERR_LEN], dir[4096];
-    rp->text =
-        vdn_text_prompts_open(o->ckpt, o->cpu ? "cpu" : NULL, 0, o->text_precision, e2, sizeof e2);
+    vdn_text_prompts_opts to = {.backend = o->cpu ? "cpu" : NULL, .precision = o->text_precision};
+    cli_env_text_prompts(&to);
+    rp->text = vdn_text_prompts_open(o->ckpt, &to, e2, sizeof e2);
     if (!rp->text) return vdn_fail(err, errlen, "--prompt: %s", e2);
     const char *uri = o->prompt_store;
     if (!uri) {
@@ -367,6 +369,7 @@ static int open_parts(const render_args *o, const vdn_render_request *rq, render
                       char *err, size_t errlen) {
     if (o->prompt_text && open_text(o, rq->out_prefix, rp, err, errlen)) return -1;
     vdn_engine_opts eo = o->engine;
+    eo.base_dir = cli_env_base_dir();
     eo.backend = o->cpu ? VDN_BACKEND_CPU : VDN_BACKEND_AUTO;
     rp->eng = vdn_engine_open(o->ckpt, o->adapters, o->n_ad, &eo, err, errlen);
     if (!rp->eng) return -1;

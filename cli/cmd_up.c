@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "env.h"
 #include "commands.h"
 #include "conf.h"
 #include "gpus.h"
@@ -212,10 +213,10 @@ static int make_checkpoint(up *u) {
     char out[PATH_MAX + 8];
     snprintf(out, sizeof out, "%s/ckpt", u->dir);
     VDN_INFO("up: no --checkpoint; making a tiny random VDN checkpoint in %s", out);
-    if (access(vdn_default_tokenizer_json(), R_OK) != 0)
+    if (access(cli_env_tokenizer_json(), R_OK) != 0)
         VDN_WARN("up: no tokenizer at %s (ops/install-deps.sh installs it): the farm takes prompt "
                  "caches only, no text prompts",
-                 vdn_default_tokenizer_json());
+                 cli_env_tokenizer_json());
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
@@ -223,7 +224,7 @@ static int make_checkpoint(up *u) {
          * requests may carry text prompts (ops/install-deps.sh installs it) */
         char *argv[] = {u->exe,  "ckpt",  "init", "--preset",       "tiny", "--vdn",
                         "--vae", "--out", out,    "--text-encoder", NULL};
-        if (access(vdn_default_tokenizer_json(), R_OK) != 0) argv[9] = NULL;
+        if (access(cli_env_tokenizer_json(), R_OK) != 0) argv[9] = NULL;
         execv(u->exe, argv);
         _exit(127);
     }

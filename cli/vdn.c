@@ -5,6 +5,7 @@
 
 #include "backends.h"
 #include "commands.h"
+#include "env.h"
 #include "engine.h" /* VDN_ENGINE_VERSION */
 
 typedef struct {
@@ -51,6 +52,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    cli_env_log_level();
     if (vdn_backends_register() != 0) {
         fprintf(stderr, "vdn: the op layer's backend registry is full\n");
         return 1;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "conf.h"
+#include "env.h"
 #include "vdn_util.h"
 #include "worker.h"
 
@@ -247,5 +248,7 @@ int vdn_worker_parse_args(int argc, char **argv, vdn_worker_opts *o, char *err, 
     if ((o->key != NULL) != (o->server_key != NULL))
         return vdn_fail(err, errlen, "vdn worker: CURVE needs both --key and --server-key");
     if (!o->scratch) o->scratch = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    cli_env_text_prompts(&o->text_prompts);
+    o->base_dir = cli_env_base_dir();
     return 0;
 }

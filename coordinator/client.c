@@ -117,13 +117,15 @@ int vdn_client_conf_read(const char *path, vdn_client_conf *conf, char *err, siz
 }
 
 int vdn_client_resolve(const char *coordinator_flag, const char *dir_flag, const char *key_flag,
-                       const char *coordinator_key_flag, vdn_client_conf *conf,
-                       vdn_client_opts *opts, char *err, size_t errlen) {
+                       const char *coordinator_key_flag, const vdn_client_env *envs,
+                       vdn_client_conf *conf, vdn_client_opts *opts, char *err, size_t errlen) {
     memset(opts, 0, sizeof *opts);
     memset(conf, 0, sizeof *conf);
-    const char *env_coord = getenv("VDN_COORDINATOR");
+    const vdn_client_env none = {0};
+    if (!envs) envs = &none;
+    const char *env_coord = envs->coordinator;
     int have_env_coord = env_coord && env_coord[0];
-    const char *dir = dir_flag ? dir_flag : getenv("VDN_DIR");
+    const char *dir = dir_flag ? dir_flag : envs->dir;
     char path[2048] = "";
     if (dir && dir[0])
         snprintf(path, sizeof path, "%s/vdn.conf", dir);
@@ -153,12 +155,11 @@ int vdn_client_resolve(const char *coordinator_flag, const char *dir_flag, const
     }
     if (key_flag)
         snprintf(conf->key, sizeof conf->key, "%s", key_flag);
-    else if ((env = getenv("VDN_KEY")) && env[0] && !(dir_flag && conf->key[0]))
+    else if ((env = envs->key) && env[0] && !(dir_flag && conf->key[0]))
         snprintf(conf->key, sizeof conf->key, "%s", env);
     if (coordinator_key_flag)
         snprintf(conf->coordinator_key, sizeof conf->coordinator_key, "%s", coordinator_key_flag);
-    else if ((env = getenv("VDN_COORDINATOR_KEY")) && env[0] &&
-             !(dir_flag && conf->coordinator_key[0]))
+    else if ((env = envs->coordinator_key) && env[0] && !(dir_flag && conf->coordinator_key[0]))
         snprintf(conf->coordinator_key, sizeof conf->coordinator_key, "%s", env);
     if (conf->key[0] && !conf->coordinator_key[0])
         return vdn_fail(err, errlen,

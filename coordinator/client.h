@@ -115,14 +115,21 @@ typedef struct {
     const char *endpoint_source; /* named in "no reply" errors (vdn_client_conf); may be NULL */
 } vdn_client_opts;
 
+/* The client commands' environment, read by the command layer (cli/): $VDN_COORDINATOR,
+ * $VDN_DIR, $VDN_KEY, $VDN_COORDINATOR_KEY; NULL or "": unset. */
+typedef struct vdn_client_env {
+    const char *coordinator, *dir, *key, *coordinator_key;
+} vdn_client_env;
+
 /* Resolves the endpoint and keys, first found wins: the flags (--coordinator, --key,
- * --coordinator-key), DIR/vdn.conf from --dir, $VDN_COORDINATOR / $VDN_KEY /
+ * --coordinator-key), DIR/vdn.conf from --dir, env's $VDN_COORDINATOR / $VDN_KEY /
  * $VDN_COORDINATOR_KEY, $VDN_DIR/vdn.conf, ./vdn.conf (when none of --coordinator, --dir,
  * $VDN_COORDINATOR, $VDN_DIR is given: a `vdn up .` farm found from its own folder), then
- * tcp://127.0.0.1:5556. Strings point into *conf; conf->endpoint_source says which won. */
+ * tcp://127.0.0.1:5556. env NULL: none set. Strings point into *conf; conf->endpoint_source says
+ * which won. */
 int vdn_client_resolve(const char *coordinator_flag, const char *dir_flag, const char *key_flag,
-                       const char *coordinator_key_flag, vdn_client_conf *conf,
-                       vdn_client_opts *opts, char *err, size_t errlen);
+                       const char *coordinator_key_flag, const vdn_client_env *env,
+                       vdn_client_conf *conf, vdn_client_opts *opts, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------ requests */
 

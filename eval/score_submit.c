@@ -128,7 +128,7 @@ static int wait_batch(vdn_client *c, uint64_t batch, double timeout_s) {
     }
 }
 
-int vdn_eval_score_main(int argc, char **argv) {
+int vdn_eval_score_main(int argc, char **argv, const vdn_client_env *env) {
     const char *sweep_path = NULL, *dir = NULL, *coord = NULL, *scorers_path = NULL;
     int n_strips = 4, wait = 0, priority = 0;
     double timeout_s = 0;
@@ -204,7 +204,7 @@ int vdn_eval_score_main(int argc, char **argv) {
     }
     vdn_client_conf conf;
     vdn_client_opts copts;
-    if (vdn_client_resolve(coord, dir, NULL, NULL, &conf, &copts, err, sizeof err)) {
+    if (vdn_client_resolve(coord, dir, NULL, NULL, env, &conf, &copts, err, sizeof err)) {
         fprintf(stderr, "vdn eval score: %s\n", err);
         goto done;
     }

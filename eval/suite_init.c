@@ -47,7 +47,7 @@ int vdn_suite_init(const vdn_suite_init_opts *o, char *err, size_t errlen) {
     int text_dim = o->text_dim;
     if (!text_dim) {
         if (!o->checkpoint) return vdn_fail(err, errlen, "--checkpoint CKPT is required");
-        vdn_ckpt *ck = vdn_ckpt_open(o->checkpoint, NULL, 0, err, errlen);
+        vdn_ckpt *ck = vdn_ckpt_open(o->checkpoint, NULL, 0, o->base_dir, err, errlen);
         if (!ck) return -1;
         text_dim = vdn_ckpt_config(ck)->text_dim;
         vdn_ckpt_close(ck);

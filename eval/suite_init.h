@@ -8,6 +8,7 @@ typedef struct {
     const char *dir;        /* writes DIR/suite.jsonl and DIR/caches/pNNN.safetensors */
     const char *checkpoint; /* text_dim comes from its config */
     int text_dim;           /* nonzero: use this instead of opening the checkpoint */
+    const char *base_dir;   /* the checkpoint's base elsewhere (ckpt.h vdn_ckpt_open), or NULL */
     int n_prompts;          /* 103 */
     int frames, height, width;
     uint64_t seed;

@@ -218,7 +218,7 @@ static int wait_for(vdn_client *c, vdn_store *st, vdn_sweep *sw, double timeout_
     return missing ? 1 : 0;
 }
 
-int vdn_eval_sweep_main(int argc, char **argv) {
+int vdn_eval_sweep_main(int argc, char **argv, const vdn_client_env *env) {
     const char *suite_path = NULL, *variants_arg = NULL, *ckpt = NULL, *dir = NULL, *coord = NULL,
                *store_arg = NULL, *baseline = NULL, *tag_arg = NULL, *out = NULL,
                *require_ckpt = NULL;
@@ -337,7 +337,7 @@ int vdn_eval_sweep_main(int argc, char **argv) {
     }
     vdn_client_conf conf;
     vdn_client_opts copts;
-    if (vdn_client_resolve(coord, dir, NULL, NULL, &conf, &copts, err, sizeof err)) {
+    if (vdn_client_resolve(coord, dir, NULL, NULL, env, &conf, &copts, err, sizeof err)) {
         fprintf(stderr, "vdn eval sweep: %s\n", err);
         free(vars);
         vdn_suite_free(&suite);

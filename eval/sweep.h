@@ -46,11 +46,12 @@ int vdn_sweep_save(const vdn_sweep *s, char *err, size_t errlen); /* atomic, to 
 void vdn_sweep_free(vdn_sweep *s);
 const vdn_sweep_pair *vdn_sweep_find(const vdn_sweep *s, const char *prompt, const char *variant);
 
+struct vdn_client_env;
 /* `vdn eval sweep`, `vdn eval report` and `vdn eval score` (argv[0] = "sweep" / "report" /
- * "score"). */
-int vdn_eval_sweep_main(int argc, char **argv);
+ * "score"); env: the client commands' environment (client.h vdn_client_resolve). */
+int vdn_eval_sweep_main(int argc, char **argv, const struct vdn_client_env *env);
 int vdn_eval_report_main(int argc, char **argv);
-int vdn_eval_score_main(int argc, char **argv);
+int vdn_eval_score_main(int argc, char **argv, const struct vdn_client_env *env);
 
 struct vdn_client;
 /* What a job carries for a keyframe picture named in the suite: a local file as its absolute

@@ -6,6 +6,8 @@ Each source file belongs to a room (its folder); a room may include only the roo
 below (and itself). Files under a room's test/ folder are that room's tests: they may also
 include the test helpers and register the backends (kernels/backends.h). The app layer (cli/)
 may include everything, and nothing may include it. The libraries' link graph must have no cycle.
+Libraries read no environment variable (getenv): options are passed when a thing is opened, and
+only the app layer (cli/) and tests read the environment; ENV_ALLOWED lists the exceptions.
 
     ops/check-layers.py ROOT            exit 0, or 1 listing every violation
     ops/check-layers.py --self-test DIR plants violations in a copy of ROOT's sources under DIR
@@ -35,6 +37,21 @@ ALLOWED = {
     "eval": {"coordinator", "proto", "store", "media", "engine/pipeline", "engine/dit",
              "engine/vae", "engine/text", "engine/core"},
     "cli": None,  # everything
+}
+# The environment variables a library still reads, file -> {getenv's argument: why}. Anything
+# else a library passes to getenv is a violation: give it an option, read in cli/ (cli/env.h).
+ENV_ALLOWED = {
+    # test hooks of the worker; the worker is being restructured (renderer processes) and takes
+    # them as vdn_worker_opts fields after that
+    "worker/gpus.c": {'"VDN_NVIDIA_SMI"': "tests: a stand-in nvidia-smi"},
+    "worker/attempt.c": {'"VDN_TEST_NFE_DELAY_MS"': "tests: slow evaluations"},
+    "worker/loop.c": {'"VDN_TEST_GPU_FAULT"': "tests: an injected device fault",
+                      '"VDN_TEST_DECODE_FAULT"': "tests: an injected decoder fault"},
+    # S3's own variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION, VDN_S3_ENDPOINT)
+    # where vdn_store_opts leaves a field NULL, as every S3 client reads them: stores are opened
+    # from URIs by workers, the coordinator and eval, and the cluster file's s3_* reach them
+    # through these variables (cli/worker_args.c)
+    "store/store_s3.c": {"env1": "S3's variables", "env2": "S3's variables"},
 }
 # the engine's own tests (engine/test) test the pipeline and everything under it
 TEST_ROOMS = {"engine": "engine/pipeline"}
@@ -123,6 +140,48 @@ def check_includes(root):
     return bad
 
 
+def code_only(text):
+    """C text without comments and string literals' insides (a getenv named in a comment or a
+    message is no call); the quotes stay, so getenv("NAME") keeps its argument."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text[i] in "\"'":
+            q, j = text[i], i + 1
+            while j < n and text[j] != q:
+                j += 2 if text[j] == "\\" else 1
+            lit = text[i:j + 1]
+            out.append(lit if re.fullmatch(r'"[A-Z0-9_]+"', lit) else q + q)
+            i = j + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def check_environment(root):
+    """getenv in the libraries, outside ENV_ALLOWED."""
+    bad = []
+    pat = re.compile(r"\b(?:secure_)?getenv\s*\(\s*([^)]*?)\s*\)")
+    for f in sources(root):
+        room, is_test = room_of(f)
+        if room is None or room == "cli" or is_test:
+            continue
+        with open(os.path.join(root, f), encoding="utf-8", errors="replace") as fh:
+            code = code_only(fh.read())
+        for m in pat.finditer(code):
+            if m.group(1) in ENV_ALLOWED.get(f, {}):
+                continue
+            bad.append(f"{f}: getenv({m.group(1)}): a library reads no environment; pass it as "
+                       f"an option when the thing is opened, read in cli/ (cli/env.h)")
+    return bad
+
+
 def check_link_cycles(root):
     """Cycles among the vdn_* libraries of every CMakeLists.txt / *.cmake."""
     edges = {}
@@ -161,7 +220,7 @@ def check_link_cycles(root):
 
 
 def run(root):
-    return check_includes(root) + check_link_cycles(root)
+    return check_includes(root) + check_environment(root) + check_link_cycles(root)
 
 
 def self_test(root, work):
@@ -184,6 +243,10 @@ def self_test(root, work):
         ("engine/core/vdn_util.c", '#include "op_cuda.h"\n', "engine/core may not include kernels"),
         ("engine/vae/video_vae.c", '#include "mp4.h"\n', "engine/vae may not include media"),
         ("store/store.c", '#include "query.h"\n', "store may not include coordinator"),
+        ("engine/core/vdn_util.c", 'static const char *e_(void) { return getenv("VDN_X"); }\n',
+         'getenv("VDN_X")'),
+        ("worker/loop.c", 'static const char *e_(void) { return getenv("VDN_Y"); }\n',
+         'getenv("VDN_Y")'),
     ]
     fails = 0
     for path, line, expect in plants:

@@ -143,8 +143,9 @@ for t in "${TARGETS[@]}"; do
     echo "ops/fuzz.sh: fuzzing $t for ${SECONDS_PER_TARGET}s"
     rc=0
     # First corpus dir = where new inputs go (temporary); the committed ones are only read.
-    # Parsers warn about what they skip; at millions of inputs that is gigabytes of log.
-    VDN_LOG_LEVEL=error ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
+    # Parsers warn about what they skip; at millions of inputs that is gigabytes of log: a
+    # VDN_FUZZ build logs errors only (CMakeLists.txt).
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
         UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
         "$exe" -max_total_time="$SECONDS_PER_TARGET" -timeout=5 -rss_limit_mb=2048 -print_final_stats=1 \
         -artifact_prefix="$art/" "$new" "${seeds[@]}" >"$log" 2>&1 || rc=$?

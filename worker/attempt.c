@@ -43,21 +43,19 @@ void vdn_worker_stores_close(vdn_worker_stores *c) {
     memset(c, 0, sizeof *c);
 }
 
-void vdn_worker_text_init(vdn_worker_text *t, const char *checkpoint, vdn_precision precision) {
+void vdn_worker_text_init(vdn_worker_text *t, const char *checkpoint, vdn_precision precision,
+                          const vdn_text_prompts_opts *opts) {
     memset(t, 0, sizeof *t);
     pthread_mutex_init(&t->mu, NULL);
     t->checkpoint = checkpoint;
-    t->precision = precision;
-    const char *delay = getenv("VDN_TEST_TEXT_ENCODE_DELAY_MS");
-    t->test_delay_ms = delay ? atoi(delay) : 0;
+    t->opts = *opts;
+    t->opts.precision = precision;
 }
 
 vdn_text_prompts *vdn_worker_text_get(vdn_worker_text *t, char *err, size_t errlen) {
     pthread_mutex_lock(&t->mu);
-    const vdn_text_prompts_opts o = {.precision = t->precision,
-                                     .test_encode_delay_ms = t->test_delay_ms};
     if (!t->p)
-        t->p = vdn_text_prompts_open_with(t->checkpoint ? t->checkpoint : "", &o, err, errlen);
+        t->p = vdn_text_prompts_open(t->checkpoint ? t->checkpoint : "", &t->opts, err, errlen);
     vdn_text_prompts *p = t->p;
     pthread_mutex_unlock(&t->mu);
     return p;

@@ -13,6 +13,7 @@
 #include "decode.h"
 #include "engine.h"
 #include "gpus.h"
+#include "prompt_text.h"
 #include "store.h"
 #include "vdn_util.h"
 
@@ -84,12 +85,12 @@ typedef struct {
 typedef struct vdn_worker_text {
     pthread_mutex_t mu; /* guards the open */
     const char *checkpoint;
-    vdn_precision precision; /* the text encoder's (vdn worker --text-precision) */
-    int test_delay_ms;       /* test hook VDN_TEST_TEXT_ENCODE_DELAY_MS: each encode this long */
+    vdn_text_prompts_opts opts; /* precision: the text encoder's (vdn worker --text-precision) */
     struct vdn_text_prompts *p;
 } vdn_worker_text;
 
-void vdn_worker_text_init(vdn_worker_text *t, const char *checkpoint, vdn_precision precision);
+void vdn_worker_text_init(vdn_worker_text *t, const char *checkpoint, vdn_precision precision,
+                          const vdn_text_prompts_opts *opts);
 /* The worker's text prompts, opened now if this is the first text prompt; NULL + err when the
  * checkpoint has no text encoder (tried again on the next text prompt). */
 struct vdn_text_prompts *vdn_worker_text_get(vdn_worker_text *t, char *err, size_t errlen);

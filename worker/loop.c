@@ -1110,6 +1110,8 @@ int vdn_worker_run(const vdn_worker_opts *o) {
                                .store_uri = o->store,
                                .store_retry_s = o->store_retry_s,
                                .text_precision = o->text_precision,
+                               .text_prompts = o->text_prompts,
+                               .base_dir = o->base_dir,
                                .vae_precision = o->vae_precision,
                                .precisions = o->precisions,
                                .threads = o->threads};

@@ -76,7 +76,8 @@ int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, const vdn_slots_opts
     if (!oo.precisions) oo.precisions = 1u << VDN_PRECISION_BF16;
     o = &oo; /* the jobs below point at it until they are joined */
     sl->precisions = oo.precisions;
-    vdn_worker_text_init(&sl->text, o->checkpoint, o->text_precision); /* tokenizer, encoder */
+    vdn_worker_text_init(&sl->text, o->checkpoint, o->text_precision,
+                         &o->text_prompts); /* tokenizer, encoder */
     const int cpu = o->cpu;
     sl->n = cpu || gpus->n == 0 ? 1 : gpus->n;
     open_job jobs[VDN_MAX_GPUS];
@@ -98,7 +99,8 @@ int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, const vdn_slots_opts
         jobs[i] = (open_job){.slot = s,
                              .eo = {.backend = s->index < 0 ? VDN_BACKEND_CPU : VDN_BACKEND_AUTO,
                                     .device = s->index < 0 ? -1 : i,
-                                    .threads = o->threads},
+                                    .threads = o->threads,
+                                    .base_dir = o->base_dir},
                              .o = o};
         /* one at a time would cost 8 x the load; the disk and the page cache are shared */
         started[i] = pthread_create(&th[i], NULL, open_thread, &jobs[i]) == 0;

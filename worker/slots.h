@@ -51,9 +51,11 @@ typedef struct {
     const char *store_uri; /* the default store */
     double store_retry_s;
     vdn_precision text_precision; /* the text encoder's (a miss's encode and every cache key) */
-    vdn_precision vae_precision;  /* the video decoder's (vae.h vdn_video_vae_load_precision) */
-    unsigned precisions;          /* the DiT's: bit p = an engine at precision p (0 = bf16 only) */
-    int threads;                  /* CPU threads (vdn_engine_opts.threads; 0 = default) */
+    vdn_text_prompts_opts text_prompts; /* their keep policy and test hook */
+    const char *base_dir;               /* vdn_engine_opts.base_dir */
+    vdn_precision vae_precision; /* the video decoder's (vae.h vdn_video_vae_load_precision) */
+    unsigned precisions;         /* the DiT's: bit p = an engine at precision p (0 = bf16 only) */
+    int threads;                 /* CPU threads (vdn_engine_opts.threads; 0 = default) */
 } vdn_slots_opts;
 
 /* The engines of every GPU of gpus (on the CPU backend when cpu is set or the build/host has

@@ -8,6 +8,7 @@
 #include "attempt.h" /* vdn_score_fn */
 #include "engine.h"  /* vdn_precision */
 #include "gpus.h"
+#include "prompt_text.h"
 
 typedef struct {
     const char *connect;         /* coordinator worker endpoint, tcp://HOST:5555 */
@@ -34,8 +35,10 @@ typedef struct {
     int snapshot_every;   /* or after every K NFEs (0 = by time only) */
     const char *data_roots[16]; /* local paths a request names must lie under one of these */
     int n_data_roots;
-    vdn_precision text_precision; /* the text encoder's: bf16 (default) or fp8 */
-    vdn_precision vae_precision;  /* the video decoder's: bf16 (default) or fp8 */
+    vdn_precision text_precision;       /* the text encoder's: bf16 (default) or fp8 */
+    vdn_text_prompts_opts text_prompts; /* their keep policy and test hook (cli/env.h) */
+    const char *base_dir;        /* a VDN checkpoint's base elsewhere (VDN_BASE_DIR; engine.h) */
+    vdn_precision vae_precision; /* the video decoder's: bf16 (default) or fp8 */
     unsigned precisions; /* the DiT's (--precision): bit p = an engine at vdn_precision p on every
                             GPU; default bf16 only */
     /* Scoring jobs (request kind "score", eval's): the work is done by this function, given by

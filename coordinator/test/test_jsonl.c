@@ -306,21 +306,28 @@ static void test_conf(void) {
     snprintf(expect_db, sizeof expect_db, "%s/state/vdn.db", dir);
     CHECK(!strcmp(conf.client_endpoint, "tcp://127.0.0.1:7001") && !strcmp(conf.db, expect_db) &&
           !strcmp(conf.store, "file:///x"));
-    unsetenv("VDN_COORDINATOR");
-    unsetenv("VDN_DIR");
-    CHECK(vdn_client_resolve(NULL, dir, NULL, NULL, &conf, &o, err, sizeof err) == 0 &&
+    CHECK(vdn_client_resolve(NULL, dir, NULL, NULL, NULL, &conf, &o, err, sizeof err) == 0 &&
           !strcmp(o.endpoint, "tcp://127.0.0.1:7001"));
-    CHECK(vdn_client_resolve("tcp://127.0.0.1:9", dir, NULL, NULL, &conf, &o, err, sizeof err) ==
-              0 &&
+    CHECK(vdn_client_resolve("tcp://127.0.0.1:9", dir, NULL, NULL, NULL, &conf, &o, err,
+                             sizeof err) == 0 &&
           !strcmp(o.endpoint, "tcp://127.0.0.1:9"));
-    setenv("VDN_COORDINATOR", "tcp://127.0.0.1:8", 1);
-    CHECK(vdn_client_resolve(NULL, NULL, NULL, NULL, &conf, &o, err, sizeof err) == 0 &&
+    const vdn_client_env env = {.coordinator = "tcp://127.0.0.1:8"}; /* $VDN_COORDINATOR */
+    CHECK(vdn_client_resolve(NULL, NULL, NULL, NULL, &env, &conf, &o, err, sizeof err) == 0 &&
+          !strcmp(o.endpoint, "tcp://127.0.0.1:8") &&
+          !strcmp(o.endpoint_source, "$VDN_COORDINATOR"));
+    const vdn_client_env env_dir = {.coordinator = "tcp://127.0.0.1:8", .dir = dir};
+    CHECK(vdn_client_resolve(NULL, NULL, NULL, NULL, &env_dir, &conf, &o, err, sizeof err) == 0 &&
           !strcmp(o.endpoint, "tcp://127.0.0.1:8"));
-    unsetenv("VDN_COORDINATOR");
-    CHECK(vdn_client_resolve(NULL, NULL, NULL, NULL, &conf, &o, err, sizeof err) == 0 &&
+    const vdn_client_env only_dir = {.dir = dir}; /* $VDN_DIR */
+    CHECK(vdn_client_resolve(NULL, NULL, NULL, NULL, &only_dir, &conf, &o, err, sizeof err) == 0 &&
+          !strcmp(o.endpoint, "tcp://127.0.0.1:7001"));
+    CHECK(vdn_client_resolve(NULL, NULL, NULL, NULL, NULL, &conf, &o, err, sizeof err) == 0 &&
           !strcmp(o.endpoint, "tcp://127.0.0.1:5556"));
-    CHECK(vdn_client_resolve(NULL, NULL, "me.key", NULL, &conf, &o, err, sizeof err) == -1 &&
+    CHECK(vdn_client_resolve(NULL, NULL, "me.key", NULL, NULL, &conf, &o, err, sizeof err) == -1 &&
           strstr(err, "coordinator-key"));
+    const vdn_client_env keys = {.key = "me.key"}; /* $VDN_KEY without $VDN_COORDINATOR_KEY */
+    CHECK(vdn_client_resolve(NULL, NULL, NULL, NULL, &keys, &conf, &o, err, sizeof err) == -1 &&
+          strstr(err, "me.key"));
     snprintf(text, sizeof text, "client_endpoint tcp://x\n");
     CHECK(vdn_write_file_atomic(path, text, strlen(text), err, sizeof err) == 0);
     CHECK(vdn_client_conf_read(path, &conf, err, sizeof err) == -1 && strstr(err, "vdn.conf:1") &&

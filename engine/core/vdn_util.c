@@ -20,20 +20,20 @@ int vdn_fail(char *err, size_t errlen, const char *fmt, ...) {
     return -1;
 }
 
-/* read from VDN_LOG_LEVEL once; threads log at once (a worker's jobs), so the cached level is
- * atomic: racing first calls compute the same value */
+/* The threshold: the program sets it (vdn_log_set_level: the vdn command from VDN_LOG_LEVEL);
+ * threads log at once (a worker's jobs), so it is atomic. A fuzzing build (VDN_FUZZ) starts at
+ * error: the parsers' warnings about what they skip, at millions of inputs, are gigabytes. */
+#ifndef VDN_LOG_DEFAULT
+#define VDN_LOG_DEFAULT VDN_LOG_INFO
+#endif
+static atomic_int threshold = VDN_LOG_DEFAULT;
+
+void vdn_log_set_level(int level) {
+    atomic_store_explicit(&threshold, level, memory_order_relaxed);
+}
+
 static int log_threshold(void) {
-    static atomic_int cached = -1;
-    int level = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (level < 0) {
-        const char *e = getenv("VDN_LOG_LEVEL");
-        level = VDN_LOG_INFO;
-        if (e && !strcmp(e, "debug")) level = VDN_LOG_DEBUG;
-        if (e && !strcmp(e, "warn")) level = VDN_LOG_WARN;
-        if (e && !strcmp(e, "error")) level = VDN_LOG_ERROR;
-        atomic_store_explicit(&cached, level, memory_order_relaxed);
-    }
-    return level;
+    return atomic_load_explicit(&threshold, memory_order_relaxed);
 }
 
 void vdn_log(int level, const char *fmt, ...) {

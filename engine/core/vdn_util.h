@@ -15,9 +15,11 @@
 /* printf-style into an error buffer; returns -1 so callers can `return vdn_fail(...)`. */
 int vdn_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* Log to stderr with a level prefix and wall-clock time. VDN_LOG_LEVEL=debug|info|warn|error. */
+/* Log to stderr with a level prefix and wall-clock time, at or above the process's threshold:
+ * info unless the program sets another (the vdn command: VDN_LOG_LEVEL=debug|info|warn|error). */
 enum { VDN_LOG_DEBUG = 0, VDN_LOG_INFO = 1, VDN_LOG_WARN = 2, VDN_LOG_ERROR = 3 };
 void vdn_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void vdn_log_set_level(int level);
 #define VDN_DEBUG(...) vdn_log(VDN_LOG_DEBUG, __VA_ARGS__)
 #define VDN_INFO(...) vdn_log(VDN_LOG_INFO, __VA_ARGS__)
 #define VDN_WARN(...) vdn_log(VDN_LOG_WARN, __VA_ARGS__)

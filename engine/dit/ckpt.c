@@ -271,10 +271,10 @@ static cJSON *read_json(const char *path, strbuf *id, char *err, size_t errlen) 
 }
 
 /* The base named by model_spec.json: base.source (+ base.subfolder) as a path, absolute or
- * relative to the VDN directory; else $VDN_BASE_DIR; else the sibling "h3-base" of the official
- * layout (ckpts/h3-base next to ckpts/stage-*). */
-static int resolve_base(const char *vdn_dir, const cJSON *base, char *out, size_t n, char *err,
-                        size_t errlen) {
+ * relative to the VDN directory; else the caller's base_dir (VDN_BASE_DIR to the vdn command);
+ * else the sibling "h3-base" of the official layout (ckpts/h3-base next to ckpts/stage-*). */
+static int resolve_base(const char *vdn_dir, const cJSON *base, const char *base_dir, char *out,
+                        size_t n, char *err, size_t errlen) {
     const cJSON *src = cJSON_GetObjectItemCaseSensitive(base, "source");
     const cJSON *sub = cJSON_GetObjectItemCaseSensitive(base, "subfolder");
     char tried[3][4096] = {"", "", ""};
@@ -296,9 +296,8 @@ static int resolve_base(const char *vdn_dir, const cJSON *base, char *out, size_
             return 0;
         }
     }
-    const char *env = getenv("VDN_BASE_DIR");
-    if (env && env[0]) {
-        snprintf(tried[1], sizeof tried[1], "%s", env);
+    if (base_dir && base_dir[0]) {
+        snprintf(tried[1], sizeof tried[1], "%s", base_dir);
         if (exists_dir(tried[1])) {
             snprintf(out, n, "%s", tried[1]);
             return 0;
@@ -374,7 +373,8 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int open_vdn(vdn_ckpt *ck, const char *dir, strbuf *id, char *err, size_t errlen) {
+static int open_vdn(vdn_ckpt *ck, const char *dir, const char *base_from, strbuf *id, char *err,
+                    size_t errlen) {
     char path[4608], base_dir[4096];
     snprintf(path, sizeof path, "%s/model_spec.json", dir);
     cJSON *spec = read_json(path, id, err, errlen);
@@ -426,7 +426,7 @@ static int open_vdn(vdn_ckpt *ck, const char *dir, strbuf *id, char *err, size_t
                  path);
         goto done;
     }
-    if (resolve_base(dir, base, base_dir, sizeof base_dir, err, errlen) ||
+    if (resolve_base(dir, base, base_from, base_dir, sizeof base_dir, err, errlen) ||
         open_base(ck, base_dir, id, err, errlen))
         goto done;
     qsort(ck->t, ck->n, sizeof *ck->t, cmp_tensor);
@@ -587,8 +587,8 @@ static int attach_adapters(vdn_ckpt *ck, char *err, size_t errlen) {
 
 /* ---- public ---- */
 
-vdn_ckpt *vdn_ckpt_open(const char *dir, const char *const *extra_adapters, int n_extra, char *err,
-                        size_t errlen) {
+vdn_ckpt *vdn_ckpt_open(const char *dir, const char *const *extra_adapters, int n_extra,
+                        const char *base_dir, char *err, size_t errlen) {
     vdn_ckpt *ck = vdn_xcalloc(1, sizeof *ck);
     pthread_mutex_init(&ck->mu, NULL);
     ck->dir = vdn_xstrdup(dir);
@@ -600,7 +600,7 @@ vdn_ckpt *vdn_ckpt_open(const char *dir, const char *const *extra_adapters, int 
     } else {
         snprintf(path, sizeof path, "%s/model_spec.json", dir);
         if (exists_file(path)) {
-            rc = open_vdn(ck, dir, &id, err, errlen);
+            rc = open_vdn(ck, dir, base_dir, &id, err, errlen);
         } else {
             rc = open_base(ck, dir, &id, err, errlen);
         }

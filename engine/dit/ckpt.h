@@ -22,9 +22,11 @@ typedef struct vdn_ckpt vdn_ckpt;
 
 /* dir: a diffusers base dir (config.json + diffusion_pytorch_model*.safetensors [+ index]), a
  * pipeline dir with transformer/, a native dir, or a VDN checkpoint dir (model_spec.json,
- * linear_branch/, adapters/<name>/). extra_adapters: more PEFT adapter dirs/files to fold. */
-vdn_ckpt *vdn_ckpt_open(const char *dir, const char *const *extra_adapters, int n_extra, char *err,
-                        size_t errlen);
+ * linear_branch/, adapters/<name>/). extra_adapters: more PEFT adapter dirs/files to fold.
+ * base_dir: where a VDN checkpoint's base is looked for when model_spec.json's base.source is not
+ * there (the vdn command gives VDN_BASE_DIR), before the sibling h3-base; NULL: not there. */
+vdn_ckpt *vdn_ckpt_open(const char *dir, const char *const *extra_adapters, int n_extra,
+                        const char *base_dir, char *err, size_t errlen);
 void vdn_ckpt_close(vdn_ckpt *ck);
 
 const vdn_config *vdn_ckpt_config(const vdn_ckpt *ck);

@@ -121,7 +121,7 @@ vdn_engine *vdn_engine_open(const char *checkpoint_dir, const char *const *extra
     if (check_opts(opts, &o, err, errlen)) return NULL;
     const char *dev_name = pick_device(o.backend, err, errlen);
     if (!dev_name) return NULL;
-    vdn_ckpt *ck = vdn_ckpt_open(checkpoint_dir, extra_adapters, n_extra, err, errlen);
+    vdn_ckpt *ck = vdn_ckpt_open(checkpoint_dir, extra_adapters, n_extra, o.base_dir, err, errlen);
     if (!ck) return NULL;
     vdn_engine *eng = vdn_xcalloc(1, sizeof *eng);
     eng->ck = ck;

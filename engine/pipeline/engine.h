@@ -95,6 +95,9 @@ typedef struct {
     /* The forward's experiment switches (dit.h: feed-forward piece rows, linear-branch heads per
      * pass, one lane), for every render of this engine; zeroed = the defaults. */
     vdn_dit_opts dit;
+    /* A VDN checkpoint's base when its model_spec.json's base.source is not there (ckpt.h
+     * vdn_ckpt_open; the vdn command gives VDN_BASE_DIR); NULL: none. */
+    const char *base_dir;
 } vdn_engine_opts;
 
 /* NULL opts = a zeroed vdn_engine_opts. */

@@ -51,37 +51,20 @@ struct vdn_text_prompts {
     long encodes, loads;
 };
 
-/* VDN_TEXT_ENCODER_KEEP_FREE_GIB=G: keep an encoder resident on a device that still reports G GiB
- * free with it loaded (unset: release it after every encode). */
-static void read_policy(vdn_text_prompts *p) {
-    const char *keep = getenv("VDN_TEXT_ENCODER_KEEP_FREE_GIB");
-    char *end = NULL;
-    double g = keep && *keep ? strtod(keep, &end) : -1;
-    if (keep && *keep && (!end || *end || g < 0)) {
-        VDN_WARN("VDN_TEXT_ENCODER_KEEP_FREE_GIB='%s' is not a number of GiB >= 0: ignored (the "
-                 "encoder is released after each encode)",
-                 keep);
-        g = -1;
-    }
-    p->keep_free = g < 0 ? -1 : g * (double)(1ull << 30);
-}
-
 static int is_dir(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const char *backend, int layer,
-                                        vdn_precision precision, char *err, size_t errlen) {
-    const vdn_text_prompts_opts o = {.backend = backend, .layer = layer, .precision = precision};
-    return vdn_text_prompts_open_with(ckpt, &o, err, errlen);
-}
-
-vdn_text_prompts *vdn_text_prompts_open_with(const char *ckpt, const vdn_text_prompts_opts *o,
-                                             char *err, size_t errlen) {
-    const char *backend = o->backend;
-    const int layer = o->layer;
-    const vdn_precision precision = o->precision;
+vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const vdn_text_prompts_opts *o, char *err,
+                                        size_t errlen) {
+    const vdn_text_prompts_opts defaults = {0};
+    if (!o) o = &defaults;
+    if (o->keep && !(o->keep_free_gib >= 0)) {
+        vdn_fail(err, errlen, "text prompts: keep_free_gib %g, expected GiB >= 0",
+                 o->keep_free_gib);
+        return NULL;
+    }
     vdn_text_prompts *p = vdn_xcalloc(1, sizeof *p);
     char dir[4352];
     snprintf(p->root, sizeof p->root, "%s", ckpt);
@@ -109,19 +92,19 @@ vdn_text_prompts *vdn_text_prompts_open_with(const char *ckpt, const vdn_text_pr
         free(p);
         return NULL;
     }
-    snprintf(p->backend, sizeof p->backend, "%s", backend ? backend : "");
-    p->layer = layer;
-    p->precision = precision;
+    snprintf(p->backend, sizeof p->backend, "%s", o->backend ? o->backend : "");
+    p->layer = o->layer;
+    p->precision = o->precision;
+    p->keep_free = o->keep ? o->keep_free_gib * (double)(1ull << 30) : -1;
     p->delay_ms = o->test_encode_delay_ms;
     pthread_mutex_init(&p->own_mu, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->landed, NULL);
-    read_policy(p);
     snprintf(dir, sizeof dir, "%s/tokenizer", p->root);
     p->tok = vdn_tokenizer_load(dir, err, errlen);
     snprintf(dir, sizeof dir, "%s/text_encoder", p->root);
     if (!p->tok || vdn_text_config_load(dir, &p->cfg, err, errlen) ||
-        vdn_text_encoder_identity_of(dir, layer, p->identity, err, errlen)) {
+        vdn_text_encoder_identity_of(dir, p->layer, p->identity, err, errlen)) {
         vdn_text_prompts_close(p);
         return NULL;
     }
@@ -433,9 +416,9 @@ void vdn_text_prompts_release(vdn_text_prompts *p, vdn_dev *dev) {
     if (p) vdn_text_encoder_close(take_resident(p, dev));
 }
 
-/* Whether the encoder may stay on dev after an encode: only when asked for
- * (VDN_TEXT_ENCODER_KEEP_FREE_GIB) and the device, with it loaded, still reports that much free
- * for the render's activations. why says which, for the log. */
+/* Whether the encoder may stay on dev after an encode: only when asked for (the keep policy,
+ * VDN_TEXT_ENCODER_KEEP_FREE_GIB to the commands) and the device, with it loaded, still reports
+ * that much free for the render's activations. why says which, for the log. */
 static int keep_on(vdn_text_prompts *p, vdn_dev *dev, char *why, size_t len) {
     if (p->keep_free < 0) {
         snprintf(why, len,

@@ -29,24 +29,28 @@ struct vdn_dev;
 
 typedef struct vdn_text_prompts vdn_text_prompts;
 
-/* ckpt: a checkpoint holding tokenizer/ and text_encoder/ (directly, or in base/ for a VDN
- * checkpoint). backend: "cpu", "cuda" or NULL (the GPU when there is one). The encoder's weights
- * are loaded on the first encode, not here. layer 0: the default (hidden_states[50]).
- * precision: the encoder's (encoder.h), at every load and in every key. */
-vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const char *backend, int layer,
-                                        vdn_precision precision, char *err, size_t errlen);
-/* The same with every option. test_encode_delay_ms (tests; the worker takes it from
- * VDN_TEST_TEXT_ENCODE_DELAY_MS): every encode takes at least this long, spread over the
- * encoder's layers and cancellable (encoder.h vdn_text_run_opts), so tests can make misses
- * overlap, or cancel a long encode, on a tiny checkpoint. */
+/* How the text prompts open; zeroed: the defaults. The command layer fills it (cli/: its flags,
+ * and the environment variables the docs name), never the library. */
 typedef struct {
-    const char *backend;
-    int layer;
-    vdn_precision precision;
+    const char *backend;     /* "cpu", "cuda" or NULL (the GPU when there is one) */
+    int layer;               /* 0: the default (hidden_states[50]) */
+    vdn_precision precision; /* the encoder's (encoder.h), at every load and in every key */
+    /* The keep policy (vdn_text_prompts_cached): keep 0 releases the encoder after every encode
+     * on a caller's device; keep 1 leaves it there while the device still reports keep_free_gib
+     * GiB free with it loaded (VDN_TEXT_ENCODER_KEEP_FREE_GIB=G in the command's environment). */
+    int keep;
+    double keep_free_gib;
+    /* tests (VDN_TEST_TEXT_ENCODE_DELAY_MS to the commands): every encode takes at least this
+     * long, spread over the encoder's layers and cancellable (encoder.h vdn_text_run_opts), so
+     * tests can make misses overlap, or cancel a long encode, on a tiny checkpoint */
     int test_encode_delay_ms;
 } vdn_text_prompts_opts;
-vdn_text_prompts *vdn_text_prompts_open_with(const char *ckpt, const vdn_text_prompts_opts *o,
-                                             char *err, size_t errlen);
+
+/* ckpt: a checkpoint holding tokenizer/ and text_encoder/ (directly, or in base/ for a VDN
+ * checkpoint). The encoder's weights are loaded on the first encode, not here. o NULL: the
+ * defaults. */
+vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const vdn_text_prompts_opts *o, char *err,
+                                        size_t errlen);
 void vdn_text_prompts_close(vdn_text_prompts *p);
 const char *vdn_text_prompts_identity(const vdn_text_prompts *p); /* the encoder's */
 vdn_precision vdn_text_prompts_precision(const vdn_text_prompts *p);
@@ -113,9 +117,9 @@ typedef struct {
  *
  * Memory: the encoder is loaded on at->dev for the miss and released after it, so the render
  * that follows has the device to itself (real sizes: 46 GiB of encoder beside 66 GiB of DiT
- * weights and 32 GiB of H3 activations do not fit a 141 GB H200 together). With
- * VDN_TEXT_ENCODER_KEEP_FREE_GIB=G in the environment it stays resident on that device when the
- * device still reports at least G GiB free with it loaded (docs/cluster.md). */
+ * weights and 32 GiB of H3 activations do not fit a 141 GB H200 together). With the keep policy
+ * (vdn_text_prompts_opts.keep) it stays resident on that device when the device still reports at
+ * least keep_free_gib GiB free with it loaded (docs/cluster.md). */
 int vdn_text_prompts_cached(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
                             const vdn_prompt_input *in, const vdn_pictures *pics,
                             const char *local_path, vdn_text_cache_info *info, char *err,

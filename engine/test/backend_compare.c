@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
         printf("skip: backend '%s' not available here: %s\n", name, err);
         return 77;
     }
-    vdn_ckpt *ck = vdn_ckpt_open(ckdir, NULL, 0, err, sizeof err);
+    vdn_ckpt *ck = vdn_ckpt_open(ckdir, NULL, 0, NULL, err, sizeof err);
     if (!ck) {
         fprintf(stderr, "%s\n", err);
         return 1;

