@@ -9,21 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../ops/test/check.h"
 #include "safetensors.h"
 #include "torch_rng.h"
 #include "vdn_util.h"
 
-static int failures, checked;
-
-#define CHECK(c, ...)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
+static int checked; /* draws compared */
 
 /* "s<seed>_n<n>" */
 static int parse_key(const char *k, unsigned long long *seed, long long *n) {
@@ -144,6 +135,6 @@ int main(int argc, char **argv) {
     CHECK(vdn_torch_randn(small, 15, 42, VDN_TORCH_RANDN_SCALAR, err, sizeof err) == -1 &&
               strstr(err, "15 values"),
           "n = 15 not refused with a message: %s", err);
-    printf("%d file(s), %d draws compared bit for bit, %d failure(s)\n", files, checked, failures);
-    return failures ? 1 : 0;
+    printf("%d file(s), %d draws compared bit for bit\n", files, checked);
+    return check_report("test_torch_rng");
 }

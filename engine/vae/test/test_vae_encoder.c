@@ -23,24 +23,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../../ops/test/check.h"
+#include "../../../ops/test/reference_files.h"
 #include "backends.h"
 #include "safetensors.h"
 #include "vae_init.h"
 #include "video_encoder.h"
 #include "vdn_util.h"
 
-static int failures;
 static vdn_st_file *expected;
-
-#define CHECK(c, ...)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            failures++;                                                                            \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
 
 static const vdn_st_entry *entry(const char *name) {
     const vdn_st_entry *e = vdn_st_find(expected, name);
@@ -65,22 +56,7 @@ static float *f32_of(const char *name, int64_t *n) {
 
 static void check_hashes(const char *root) {
     const char *files[2] = {"vae/config.json", "vae/diffusion_pytorch_model.safetensors"};
-    for (int i = 0; i < 2; i++) {
-        char path[4200], key[128], err[512], hex[65];
-        snprintf(path, sizeof path, "%s/%s", root, files[i]);
-        snprintf(key, sizeof key, "sha256.%s", files[i]);
-        size_t len;
-        char *data = vdn_read_file(path, &len, err, sizeof err);
-        CHECK(data != NULL, "%s", err);
-        if (!data) continue;
-        vdn_sha256_hex(data, len, hex);
-        free(data);
-        const char *want = vdn_st_meta(expected, key);
-        CHECK(want && !strcmp(want, hex),
-              "%s changed (sha256 %s, the reference read %s): `vdn ckpt init --vae` no longer "
-              "writes what the expected values were made from; re-run docs/reference-check.md",
-              path, hex, want ? want : "?");
-    }
+    check_reference_hashes(expected, root, files, 2);
 }
 
 static int same_bits(float a, float b) {
@@ -287,6 +263,5 @@ int main(int argc, char **argv) {
     vdn_video_encoder_free(enc);
     vdn_dev_close(dev);
     vdn_st_close(expected);
-    printf("%s\n", failures ? "FAILED" : "ok");
-    return failures ? 1 : 0;
+    return check_report("test_vae_encoder");
 }

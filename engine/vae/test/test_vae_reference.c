@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../../../ops/test/check.h"
+#include "../../../ops/test/reference_files.h"
 #include "backends.h"
 #include "safetensors.h"
 #include "vae.h"
@@ -47,22 +48,7 @@ static void check_hashes(const char *root) {
     const char *files[4] = {"vae/config.json", "vae/diffusion_pytorch_model.safetensors",
                             "audio_vae/config.json",
                             "audio_vae/diffusion_pytorch_model.safetensors"};
-    for (int i = 0; i < 4; i++) {
-        char path[4200], key[128], err[512], hex[65];
-        snprintf(path, sizeof path, "%s/%s", root, files[i]);
-        snprintf(key, sizeof key, "sha256.%s", files[i]);
-        size_t len;
-        char *data = vdn_read_file(path, &len, err, sizeof err);
-        CHECK(data != NULL, "%s", err);
-        if (!data) continue;
-        vdn_sha256_hex(data, len, hex);
-        free(data);
-        const char *want = vdn_st_meta(expected, key);
-        CHECK(want && !strcmp(want, hex),
-              "%s changed (sha256 %s, the reference read %s): `vdn ckpt init --vae` no longer "
-              "writes what the expected values were made from; re-run docs/reference-check.md",
-              path, hex, want ? want : "?");
-    }
+    check_reference_hashes(expected, root, files, 4);
 }
 
 /* decode video case NAME; compare full frames or the 4x4 pooled frames and the kept frames */
