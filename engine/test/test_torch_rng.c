@@ -16,9 +16,13 @@
 
 static int checked; /* draws compared */
 
-/* "s<seed>_n<n>" */
-static int parse_key(const char *k, unsigned long long *seed, long long *n) {
-    return sscanf(k, "s%llu_n%lld", seed, n) == 2 ? 0 : -1;
+/* "<cap>.s<seed>_n<n>": the capability, seed and count of a draw */
+static int parse_key(const char *k, char cap[64], unsigned long long *seed, long long *n) {
+    const char *dot = strchr(k, '.');
+    if (!dot || dot - k >= 64 || sscanf(dot + 1, "s%llu_n%lld", seed, n) != 2) return -1;
+    memcpy(cap, k, (size_t)(dot - k));
+    cap[dot - k] = 0;
+    return 0;
 }
 
 /* the path a capability ran: torch's AVX2 kernel file is the only one with the vector
@@ -55,16 +59,12 @@ static void check_file(const char *path) {
     for (int i = 0; i < vdn_st_count(f); i++) { /* "<cap>.s<seed>_n<n>": the values */
         const vdn_st_entry *e = vdn_st_at(f, i);
         char cap[64];
-        const char *dot = strchr(e->name, '.');
         unsigned long long seed;
         long long n;
-        if (!dot || dot - e->name >= (long)sizeof cap || parse_key(dot + 1, &seed, &n) ||
-            e->dtype != VDN_DT_F32 || e->numel != n) {
+        if (parse_key(e->name, cap, &seed, &n) || e->dtype != VDN_DT_F32 || e->numel != n) {
             CHECK(0, "%s: tensor %s is not a <cap>.s<seed>_n<n> float32 draw", path, e->name);
             continue;
         }
-        memcpy(cap, e->name, (size_t)(dot - e->name));
-        cap[dot - e->name] = 0;
         float *ours = draw(n, seed, path_of(cap_path(f, cap)));
         long long bad = 0;
         for (long long k = 0; k < n; k++)
@@ -79,15 +79,12 @@ static void check_file(const char *path) {
         vdn_st_meta_at(f, i, &k, &v);
         if (strncmp(k, "sha256.", 7)) continue;
         char cap[64];
-        const char *dot = strchr(k + 7, '.');
         unsigned long long seed;
         long long n;
-        if (!dot || dot - (k + 7) >= (long)sizeof cap || parse_key(dot + 1, &seed, &n)) {
+        if (parse_key(k + 7, cap, &seed, &n)) {
             CHECK(0, "%s: metadata %s is not sha256.<cap>.s<seed>_n<n>", path, k);
             continue;
         }
-        memcpy(cap, k + 7, (size_t)(dot - (k + 7)));
-        cap[dot - (k + 7)] = 0;
         float *ours = draw(n, seed, path_of(cap_path(f, cap)));
         char hex[65];
         vdn_sha256_hex(ours, sizeof(float) * (size_t)n, hex);
