@@ -11,7 +11,12 @@
  *   PREFIX.png          with decoders and req->poster: the first, middle and last frame
  *   PREFIX.safetensors  the latents: kept with req->save_latents or when there is no mp4
  * A text prompt's cache entry is fetched or encoded to PREFIX.prompt.safetensors while the
- * pipeline needs it, and removed after (it lives on in the store). */
+ * pipeline needs it, and removed after (it lives on in the store).
+ *
+ * Each input is read once a job: keyframe pictures before the prompt stage (decoded, hashed, put
+ * on the canvas, with the VAE's and the image processor's identities), and the key, the store
+ * lookup and a miss's encode take that reading (prompt_text.h); the prompt cache before the
+ * render stage, and the render takes it as loaded (engine.h vdn_render_request.prompt). */
 #ifndef VDN_PIPELINE_H
 #define VDN_PIPELINE_H
 

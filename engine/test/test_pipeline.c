@@ -3,7 +3,7 @@
  * text encoder, a prompt cache that does not load) that write nothing; the stage callback hears
  * the stages that run, in order, and stops the pipeline where it says so; a latents-only render
  * reports its outputs and reads its prompt cache once; a cancel from the progress callback is a
- * render failure. */
+ * render failure; the engine renders from a prompt its caller loaded, checking its width. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -138,6 +138,21 @@ int main(int argc, char **argv) {
     CHECK(vdn_pipeline_render(&p, &rq, &res, err, sizeof err) != 0 &&
               res.error == VDN_PIPELINE_ERR_RENDER && strstr(err, "cancelled"),
           "cancel: error %d '%s'", (int)res.error, err);
+
+    /* the engine takes a prompt its caller loaded (vdn_render_request.prompt) and opens no file:
+     * none is named; one of another width is refused, naming both */
+    vdn_prompt pr;
+    CHECK(vdn_prompt_load(prompt, 0, &pr, err, sizeof err) == 0, "load: %s", err);
+    vdn_render_request r = base.render;
+    r.prompt_cache = NULL;
+    r.prompt = &pr;
+    CHECK(vdn_engine_render(eng, &r, NULL, NULL, err, sizeof err) == 0, "preloaded: %s", err);
+    pr.text_dim++;
+    CHECK(vdn_engine_render(eng, &r, NULL, NULL, err, sizeof err) != 0 &&
+              strstr(err, "prompt rows of"),
+          "a prompt of another width: '%s'", err);
+    pr.text_dim--;
+    vdn_prompt_free(&pr);
     vdn_engine_close(eng);
     return test_done("test_pipeline");
 }
