@@ -56,6 +56,31 @@ static int is_dir(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* The folder holding tokenizer/ and text_encoder/: ckpt itself, or its base/ (a VDN checkpoint). */
+static int find_root(const char *ckpt, char root[4096], char *err, size_t errlen) {
+    char dir[4352];
+    snprintf(root, 4096, "%s", ckpt);
+    snprintf(dir, sizeof dir, "%s/text_encoder", ckpt);
+    if (!is_dir(dir)) {
+        snprintf(root, 4096, "%s/base", ckpt);
+        snprintf(dir, sizeof dir, "%s/text_encoder", root);
+    }
+    if (!is_dir(dir))
+        return vdn_fail(err, errlen,
+                        "checkpoint %s has no text_encoder/ (nor base/text_encoder/): text prompts "
+                        "need the release's text_encoder/ and tokenizer/ (`vdn ckpt init "
+                        "--text-encoder` writes tiny ones)",
+                        ckpt);
+    snprintf(dir, sizeof dir, "%s/tokenizer", root);
+    if (!is_dir(dir))
+        return vdn_fail(err, errlen,
+                        "checkpoint %s has a text_encoder/ but no tokenizer/ beside it (%s): text "
+                        "prompts need the release's tokenizer/ (`vdn ckpt init --text-encoder` "
+                        "copies a real one)",
+                        ckpt, dir);
+    return 0;
+}
+
 vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const vdn_text_prompts_opts *o, char *err,
                                         size_t errlen) {
     const vdn_text_prompts_opts defaults = {0};
@@ -66,29 +91,7 @@ vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const vdn_text_prompts
         return NULL;
     }
     vdn_text_prompts *p = vdn_xcalloc(1, sizeof *p);
-    char dir[4352];
-    snprintf(p->root, sizeof p->root, "%s", ckpt);
-    snprintf(dir, sizeof dir, "%s/text_encoder", ckpt);
-    if (!is_dir(dir)) {
-        snprintf(p->root, sizeof p->root, "%s/base", ckpt);
-        snprintf(dir, sizeof dir, "%s/text_encoder", p->root);
-    }
-    if (!is_dir(dir)) {
-        vdn_fail(err, errlen,
-                 "checkpoint %s has no text_encoder/ (nor base/text_encoder/): text prompts need "
-                 "the release's text_encoder/ and tokenizer/ (`vdn ckpt init --text-encoder` "
-                 "writes tiny ones)",
-                 ckpt);
-        free(p);
-        return NULL;
-    }
-    snprintf(dir, sizeof dir, "%s/tokenizer", p->root);
-    if (!is_dir(dir)) {
-        vdn_fail(err, errlen,
-                 "checkpoint %s has a text_encoder/ but no tokenizer/ beside it (%s): text "
-                 "prompts need the release's tokenizer/ (`vdn ckpt init --text-encoder` copies a "
-                 "real one)",
-                 ckpt, dir);
+    if (find_root(ckpt, p->root, err, errlen)) {
         free(p);
         return NULL;
     }
@@ -100,6 +103,7 @@ vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const vdn_text_prompts
     pthread_mutex_init(&p->own_mu, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->landed, NULL);
+    char dir[4352];
     snprintf(dir, sizeof dir, "%s/tokenizer", p->root);
     p->tok = vdn_tokenizer_load(dir, err, errlen);
     snprintf(dir, sizeof dir, "%s/text_encoder", p->root);
