@@ -18,7 +18,7 @@
 static void ckpt_usage(FILE *f) {
     fprintf(f, "usage: vdn ckpt init --preset tiny|small|h3 --out DIR [--seed S] [--vdn]\n"
                "                     [--adapters default,turbo|none] [--layout diffusers|native]\n"
-               "                     [--layers N] [--shard-mb MB] [--prompt-tokens L]\n"
+               "                     [--layers N] [--heads N] [--shard-mb MB] [--prompt-tokens L]\n"
                "                     [--text-encoder [--tokenizer-json FILE]] [--vae]\n"
                "Writes a random checkpoint in the released layouts (docs/formats.md) plus\n"
                "DIR/prompt.safetensors and DIR/prompt_fl2va.safetensors.\n"
@@ -97,6 +97,12 @@ int vdn_cmd_ckpt(int argc, char **argv) {
                 return 2;
             }
             o.layers = (int)n;
+        } else if (!strcmp(a, "--heads")) {
+            if (parse_u64(a, v, &n) || n < 1 || n > 256) {
+                fprintf(stderr, "vdn ckpt init: --heads: expected 1..256\n");
+                return 2;
+            }
+            o.heads = (int)n;
         } else if (!strcmp(a, "--shard-mb")) {
             char *end;
             o.shard_mb = strtod(v, &end);

@@ -1,7 +1,8 @@
 /* The NCCL communicator (engine/comm.h): one rank per GPU, on the rank's CUDA device stream.
  * Built only where nccl.h is found (optional in CMake; on the GPU machine the nvidia-nccl wheel
- * ships it). Pieces of strided views are packed into one contiguous staging buffer per direction
- * with 2-D copies on the stream, exchanged with grouped ncclSend/ncclRecv, and unpacked. */
+ * ships it). Pieces of strided views (of one tensor, or of several: rows_to_cols_parts) are packed
+ * into one contiguous staging buffer per direction with 2-D copies on the stream, exchanged with
+ * grouped ncclSend/ncclRecv (one message per peer), and unpacked. */
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -31,8 +32,8 @@ cudaStream_t stream_of(vdn_comm *c) {
 
 int fail_nccl(vdn_comm *c, const char *what, ncclResult_t r) {
     c->failed = 1;
-    return vdn_dev_fault(c->dev, VDN_DEV_FAULT_DEVICE, "comm nccl (rank %d of %d): %s: %s",
-                         c->rank, c->size, what, ncclGetErrorString(r));
+    return vdn_dev_fault(c->dev, VDN_DEV_FAULT_DEVICE, "comm nccl (rank %d of %d): %s: %s", c->rank,
+                         c->size, what, ncclGetErrorString(r));
 }
 
 int fail_cuda(vdn_comm *c, const char *what, cudaError_t e) {
@@ -65,27 +66,36 @@ Block block(const vdn_tensor *t, int64_t r0, int64_t rows, int64_t c0, int64_t c
     return b;
 }
 
-/* One exchange: to each peer q a block of `in` (send[q]) and from it a block of `out` (recv[q]),
- * both given by callbacks of (q) -> Block; packed, sent, unpacked on the stream. */
-template <class SendF, class RecvF> int exchange(vdn_comm *c, SendF send_block, RecvF recv_block) {
+/* One exchange: to each peer q the blocks send_block(q, i) of `in` tensors, i < n, and from it the
+ * blocks recv_block(q, i) of `out` tensors (callbacks of (q, i) -> Block); a peer's blocks are
+ * packed one after another into one message, sent, and unpacked, all on the stream. */
+template <class SendF, class RecvF>
+int exchange(vdn_comm *c, int n, SendF send_block, RecvF recv_block) {
     NcclState *s = ns(c);
     cudaStream_t st = stream_of(c);
     const int P = c->size;
     size_t soff[VDN_COMM_MAX_RANKS + 1] = {0}, roff[VDN_COMM_MAX_RANKS + 1] = {0};
     for (int q = 0; q < P; q++) {
-        Block sb = send_block(q), rb = recv_block(q);
-        soff[q + 1] = soff[q] + sb.width * (size_t)sb.rows;
-        roff[q + 1] = roff[q] + rb.width * (size_t)rb.rows;
+        soff[q + 1] = soff[q], roff[q + 1] = roff[q];
+        for (int i = 0; i < n; i++) {
+            Block sb = send_block(q, i), rb = recv_block(q, i);
+            soff[q + 1] += sb.width * (size_t)sb.rows;
+            roff[q + 1] += rb.width * (size_t)rb.rows;
+        }
     }
     if (grow(c, &s->send, &s->send_bytes, soff[P] ? soff[P] : 1) ||
         grow(c, &s->recv, &s->recv_bytes, roff[P] ? roff[P] : 1))
         return -1;
     for (int q = 0; q < P; q++) {
-        Block b = send_block(q);
-        if (b.rows && b.width) {
-            cudaError_t e = cudaMemcpy2DAsync(s->send + soff[q], b.width, b.ptr, b.pitch, b.width,
-                                              (size_t)b.rows, cudaMemcpyDeviceToDevice, st);
-            if (e != cudaSuccess) return fail_cuda(c, "pack", e);
+        size_t at = soff[q];
+        for (int i = 0; i < n; i++) {
+            Block b = send_block(q, i);
+            if (b.rows && b.width) {
+                cudaError_t e = cudaMemcpy2DAsync(s->send + at, b.width, b.ptr, b.pitch, b.width,
+                                                  (size_t)b.rows, cudaMemcpyDeviceToDevice, st);
+                if (e != cudaSuccess) return fail_cuda(c, "pack", e);
+            }
+            at += b.width * (size_t)b.rows;
         }
     }
     ncclResult_t r = ncclGroupStart();
@@ -99,11 +109,15 @@ template <class SendF, class RecvF> int exchange(vdn_comm *c, SendF send_block, 
     if (r != ncclSuccess || r2 != ncclSuccess)
         return fail_nccl(c, "send/recv", r != ncclSuccess ? r : r2);
     for (int q = 0; q < P; q++) {
-        Block b = recv_block(q);
-        if (b.rows && b.width) {
-            cudaError_t e = cudaMemcpy2DAsync(b.ptr, b.pitch, s->recv + roff[q], b.width, b.width,
-                                              (size_t)b.rows, cudaMemcpyDeviceToDevice, st);
-            if (e != cudaSuccess) return fail_cuda(c, "unpack", e);
+        size_t at = roff[q];
+        for (int i = 0; i < n; i++) {
+            Block b = recv_block(q, i);
+            if (b.rows && b.width) {
+                cudaError_t e = cudaMemcpy2DAsync(b.ptr, b.pitch, s->recv + at, b.width, b.width,
+                                                  (size_t)b.rows, cudaMemcpyDeviceToDevice, st);
+                if (e != cudaSuccess) return fail_cuda(c, "unpack", e);
+            }
+            at += b.width * (size_t)b.rows;
         }
     }
     return 0;
@@ -116,17 +130,26 @@ int refuse(vdn_comm *c) {
     return -1;
 }
 
-int n_rows_to_cols(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in, const vdn_split *rows,
-                   const vdn_split *cols) {
-    if (!out) return refuse(c);
+/* part i's columns for rank q: its split's, or (cols NULL: gathered) all of them */
+int64_t part_col0(const vdn_comm_part *p, int q) {
+    return p->cols ? p->cols->off[q] : 0;
+}
+int64_t part_ncols(const vdn_comm_part *p, int q) {
+    return p->cols ? vdn_split_len(p->cols, q) : vdn_tensor_cols(p->in);
+}
+
+int n_rows_to_cols_parts(vdn_comm *c, const vdn_comm_part *parts, int n, const vdn_split *rows) {
+    if (!parts) return refuse(c);
     const int me = c->rank;
     return exchange(
-        c,
-        [&](int q) {
-            return block(in, 0, vdn_split_len(rows, me), cols->off[q], vdn_split_len(cols, q));
+        c, n,
+        [&](int q, int i) {
+            const vdn_comm_part *p = &parts[i];
+            return block(p->in, 0, vdn_split_len(rows, me), part_col0(p, q), part_ncols(p, q));
         },
-        [&](int q) {
-            return block(out, rows->off[q], vdn_split_len(rows, q), 0, vdn_split_len(cols, me));
+        [&](int q, int i) {
+            const vdn_comm_part *p = &parts[i];
+            return block(p->out, rows->off[q], vdn_split_len(rows, q), 0, part_ncols(p, me));
         });
 }
 
@@ -135,22 +158,13 @@ int n_cols_to_rows(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in, const vdn
     if (!out) return refuse(c);
     const int me = c->rank;
     return exchange(
-        c,
-        [&](int q) {
+        c, 1,
+        [&](int q, int) {
             return block(in, rows->off[q], vdn_split_len(rows, q), 0, vdn_split_len(cols, me));
         },
-        [&](int q) {
+        [&](int q, int) {
             return block(out, 0, vdn_split_len(rows, me), cols->off[q], vdn_split_len(cols, q));
         });
-}
-
-int n_all_gather_rows(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in, const vdn_split *rows) {
-    if (!out) return refuse(c);
-    const int me = c->rank;
-    const int64_t C = vdn_tensor_cols(in);
-    return exchange(
-        c, [&](int) { return block(in, 0, vdn_split_len(rows, me), 0, C); },
-        [&](int q) { return block(out, rows->off[q], vdn_split_len(rows, q), 0, C); });
 }
 
 int n_all_reduce_sum(vdn_comm *c, vdn_tensor *x) {
@@ -161,8 +175,10 @@ int n_all_reduce_sum(vdn_comm *c, vdn_tensor *x) {
                         : x->dtype == VDN_DT_BF16 ? ncclBfloat16
                         : x->dtype == VDN_DT_F64  ? ncclFloat64
                                                   : ncclInt32;
-    ncclResult_t r = ncclAllReduce(x->data, x->data, (size_t)vdn_tensor_numel(x), dt, ncclSum,
-                                   ns(c)->comm, stream_of(c));
+    const size_t n = (size_t)vdn_tensor_numel(x);
+    ncclResult_t r = ncclAllReduce(x->data, x->data, n, dt, ncclSum, ns(c)->comm, stream_of(c));
+    /* what a ring all-reduce receives: (P - 1) / P of the data twice (reduce, then gather) */
+    c->bytes += 2 * (uint64_t)(c->size - 1) * n * vdn_dtype_size(x->dtype) / (uint64_t)c->size;
     return r == ncclSuccess ? 0 : fail_nccl(c, "all-reduce", r);
 }
 
@@ -191,8 +207,7 @@ void n_free(vdn_comm *c) {
 }
 
 const vdn_comm_impl nccl_impl = {
-    "nccl",           n_rows_to_cols, n_cols_to_rows, n_all_gather_rows,
-    n_all_reduce_sum, n_barrier,      n_abort,        n_free};
+    "nccl", n_rows_to_cols_parts, n_cols_to_rows, n_all_reduce_sum, n_barrier, n_abort, n_free};
 
 } // namespace
 

@@ -74,21 +74,39 @@ static int prof_leave(vdn_comm *c, int rc, double t_start) {
     return rc;
 }
 
+/* one part of a rows-to-columns exchange, checked on this rank */
+static int check_part(vdn_comm *c, const char *op, const vdn_comm_part *p, const vdn_split *rows) {
+    if (p->cols && check_split(c, op, "column", p->cols)) return -1;
+    const int64_t C = p->cols ? p->cols->off[c->size] : p->in ? vdn_tensor_cols(p->in) : 0;
+    const int64_t nc = p->cols ? vdn_split_len(p->cols, c->rank) : C;
+    return check_2d(c, op, "in", p->in, vdn_split_len(rows, c->rank), C) ||
+           check_2d(c, op, "out", p->out, rows->off[c->size], nc) ||
+           same_dtype(c, op, p->out, p->in);
+}
+
 /* The shape checks fail this rank; the implementation still runs its barriers with the failure,
  * so every rank of the collective fails together instead of waiting. */
+static int parts_op(vdn_comm *c, const char *op, const vdn_comm_part *parts, int n,
+                    const vdn_split *rows) {
+    double t = 0;
+    int bad = prof_enter(c, &t) || check_split(c, op, "row", rows);
+    if (!bad && (n < 1 || n > VDN_COMM_MAX_PARTS))
+        bad = vdn_dev_fail(c->dev, "op %s: %d parts, expected 1..%d", op, n, VDN_COMM_MAX_PARTS);
+    for (int i = 0; i < n && !bad; i++)
+        bad = check_part(c, op, &parts[i], rows);
+    return prof_leave(c, c->impl->rows_to_cols_parts(c, bad ? NULL : parts, n, rows), t);
+}
+
 int vdn_op_rows_to_cols(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in, const vdn_split *rows,
                         const vdn_split *cols) {
-    const char *op = "rows_to_cols";
-    double t = 0;
-    int bad =
-        prof_enter(c, &t) || check_split(c, op, "row", rows) || check_split(c, op, "column", cols);
-    if (!bad) {
-        const int64_t S = rows->off[c->size], C = cols->off[c->size];
-        bad = check_2d(c, op, "in", in, vdn_split_len(rows, c->rank), C) ||
-              check_2d(c, op, "out", out, S, vdn_split_len(cols, c->rank)) ||
-              same_dtype(c, op, out, in);
-    }
-    return prof_leave(c, c->impl->rows_to_cols(c, bad ? NULL : out, in, rows, cols), t);
+    static const vdn_split none = {0}; /* no split: fails the checks, still collectively */
+    const vdn_comm_part p = {out, in, cols ? cols : &none};
+    return parts_op(c, "rows_to_cols", &p, 1, rows);
+}
+
+int vdn_op_rows_to_cols_parts(vdn_comm *c, const vdn_comm_part *parts, int n,
+                              const vdn_split *rows) {
+    return parts_op(c, "rows_to_cols_parts", parts, n, rows);
 }
 
 int vdn_op_cols_to_rows(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in, const vdn_split *rows,
@@ -108,15 +126,8 @@ int vdn_op_cols_to_rows(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in, cons
 
 int vdn_op_all_gather_rows(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in,
                            const vdn_split *rows) {
-    const char *op = "all_gather_rows";
-    double t = 0;
-    int bad = prof_enter(c, &t) || check_split(c, op, "row", rows);
-    if (!bad) {
-        const int64_t C = in ? vdn_tensor_cols(in) : 0;
-        bad = check_2d(c, op, "in", in, vdn_split_len(rows, c->rank), C) ||
-              check_2d(c, op, "out", out, rows->off[c->size], C) || same_dtype(c, op, out, in);
-    }
-    return prof_leave(c, c->impl->all_gather_rows(c, bad ? NULL : out, in, rows), t);
+    const vdn_comm_part p = {out, in, NULL};
+    return parts_op(c, "all_gather_rows", &p, 1, rows);
 }
 
 int vdn_op_all_reduce_sum(vdn_comm *c, vdn_tensor *x) {
@@ -145,7 +156,8 @@ struct vdn_comm_group {
     pthread_cond_t cv;
     int arrived, generation, all_ok, last_ok;
     int aborted;      /* a rank called vdn_comm_abort: every barrier fails from now on */
-    vdn_tensor *slot; /* [size] the tensor each rank published for the current collective */
+    vdn_tensor *slot; /* [size][VDN_COMM_MAX_PARTS] what each rank published for the current
+                       * collective */
 };
 
 vdn_comm_group *vdn_comm_group_new(int size, char *err, size_t errlen) {
@@ -158,7 +170,7 @@ vdn_comm_group *vdn_comm_group_new(int size, char *err, size_t errlen) {
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
     g->all_ok = 1;
-    g->slot = vdn_xcalloc((size_t)size, sizeof *g->slot);
+    g->slot = vdn_xcalloc((size_t)size * VDN_COMM_MAX_PARTS, sizeof *g->slot);
     return g;
 }
 
@@ -193,11 +205,18 @@ static int group_barrier(vdn_comm_group *g, int ok) {
     return all;
 }
 
-/* Publish t (NULL: this rank failed), wait for all; 0 when every rank is ready to be read. */
-static int publish(vdn_comm *c, const vdn_tensor *t) {
+/* tensor i that rank r published */
+static vdn_tensor *slot(vdn_comm_group *g, int r, int i) {
+    return &g->slot[r * VDN_COMM_MAX_PARTS + i];
+}
+
+/* Publish n tensors (t NULL: this rank failed), wait for all; 0 when every rank is ready to be
+ * read. */
+static int publish(vdn_comm *c, const vdn_tensor *t, int n) {
     vdn_comm_group *g = c->state;
     int ok = t != NULL && vdn_dev_sync(c->dev) == 0;
-    if (ok) g->slot[c->rank] = *t;
+    for (int i = 0; i < n && ok; i++)
+        *slot(g, c->rank, i) = t[i];
     if (!group_barrier(g, ok)) {
         c->failed = 1;
         return t && ok ? vdn_dev_fail(c->dev, "comm: another rank failed this collective") : -1;
@@ -242,42 +261,36 @@ static vdn_tensor cols_of(const vdn_tensor *t, int64_t c0, int64_t n) {
     return vdn_view_cols(t, c0, n);
 }
 
-static int ip_rows_to_cols(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in,
-                           const vdn_split *rows, const vdn_split *cols) {
-    if (publish(c, out ? in : NULL) != 0) return finish(c, 0), -1;
+static int ip_rows_to_cols_parts(vdn_comm *c, const vdn_comm_part *parts, int n,
+                                 const vdn_split *rows) {
+    vdn_tensor in[VDN_COMM_MAX_PARTS];
+    for (int i = 0; parts && i < n; i++)
+        in[i] = *parts[i].in;
+    if (publish(c, parts ? in : NULL, n) != 0) return finish(c, 0), -1;
     vdn_comm_group *g = c->state;
     const int me = c->rank;
     int ok = 1;
-    for (int q = 0; q < c->size && ok; q++) {
-        vdn_tensor dst = rows_of(out, rows->off[q], vdn_split_len(rows, q));
-        vdn_tensor src = cols_of(&g->slot[q], cols->off[me], vdn_split_len(cols, me));
-        ok = pull(c, &dst, src, q) == 0;
-    }
+    for (int q = 0; q < c->size && ok; q++)
+        for (int i = 0; i < n && ok; i++) {
+            const vdn_split *cols = parts[i].cols;
+            vdn_tensor dst = rows_of(parts[i].out, rows->off[q], vdn_split_len(rows, q));
+            vdn_tensor src = cols ? cols_of(slot(g, q, i), cols->off[me], vdn_split_len(cols, me))
+                                  : *slot(g, q, i);
+            ok = pull(c, &dst, src, q) == 0;
+        }
     return finish(c, ok);
 }
 
 static int ip_cols_to_rows(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in,
                            const vdn_split *rows, const vdn_split *cols) {
-    if (publish(c, out ? in : NULL) != 0) return finish(c, 0), -1;
+    if (publish(c, out ? in : NULL, 1) != 0) return finish(c, 0), -1;
     vdn_comm_group *g = c->state;
     const int me = c->rank;
     int ok = 1;
     for (int q = 0; q < c->size && ok; q++) {
         vdn_tensor dst = cols_of(out, cols->off[q], vdn_split_len(cols, q));
-        vdn_tensor src = rows_of(&g->slot[q], rows->off[me], vdn_split_len(rows, me));
+        vdn_tensor src = rows_of(slot(g, q, 0), rows->off[me], vdn_split_len(rows, me));
         ok = pull(c, &dst, src, q) == 0;
-    }
-    return finish(c, ok);
-}
-
-static int ip_all_gather_rows(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in,
-                              const vdn_split *rows) {
-    if (publish(c, out ? in : NULL) != 0) return finish(c, 0), -1;
-    vdn_comm_group *g = c->state;
-    int ok = 1;
-    for (int q = 0; q < c->size && ok; q++) {
-        vdn_tensor dst = rows_of(out, rows->off[q], vdn_split_len(rows, q));
-        ok = pull(c, &dst, g->slot[q], q) == 0;
     }
     return finish(c, ok);
 }
@@ -285,14 +298,14 @@ static int ip_all_gather_rows(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in
 /* Every rank sums the published tensors in rank order, so every rank holds the same bits. */
 static int ip_all_reduce_sum(vdn_comm *c, vdn_tensor *x) {
     vdn_tensor *acc = x ? vdn_tensor_new(c->dev, x->dtype, x->ndim, x->ne) : NULL;
-    if (publish(c, acc ? x : NULL) != 0) {
+    if (publish(c, acc ? x : NULL, 1) != 0) {
         vdn_tensor_free(acc);
         return finish(c, 0), -1;
     }
     vdn_comm_group *g = c->state;
-    int ok = pull(c, acc, g->slot[0], 0) == 0;
+    int ok = pull(c, acc, *slot(g, 0, 0), 0) == 0;
     for (int q = 1; q < c->size && ok; q++) {
-        vdn_tensor src = g->slot[q];
+        vdn_tensor src = *slot(g, q, 0);
         src.dev = c->dev;
         if (q != c->rank) c->bytes += (uint64_t)vdn_tensor_numel(x) * vdn_dtype_size(x->dtype);
         ok = vdn_op_add(acc, &src) == 0;
@@ -321,9 +334,8 @@ static void ip_free(vdn_comm *c) {
 }
 
 static const vdn_comm_impl inproc_impl = {.name = "inproc",
-                                          .rows_to_cols = ip_rows_to_cols,
+                                          .rows_to_cols_parts = ip_rows_to_cols_parts,
                                           .cols_to_rows = ip_cols_to_rows,
-                                          .all_gather_rows = ip_all_gather_rows,
                                           .all_reduce_sum = ip_all_reduce_sum,
                                           .barrier = ip_barrier,
                                           .abort = ip_abort,

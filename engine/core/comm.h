@@ -6,7 +6,9 @@
  *  - row-sharded: rank r holds rows [row0(r), row0(r+1)) with every column;
  *  - column-sharded (head-sharded): rank r holds every row with columns [col0(r), col0(r+1)).
  * vdn_op_rows_to_cols and vdn_op_cols_to_rows are the all-to-alls between them;
- * vdn_op_all_gather_rows restores the full sequence on every rank.
+ * vdn_op_all_gather_rows restores the full sequence on every rank; vdn_op_rows_to_cols_parts moves
+ * several row-sharded tensors (some column-split, some gathered whole) in one exchange: one
+ * message per pair of ranks instead of one per tensor.
  *
  * Implementations (a table, so that engine/ never depends on NCCL):
  *  - in-process (engine/comm.c): P ranks are threads of one process; each rank's tensors are
@@ -47,17 +49,25 @@ static inline int64_t vdn_split_len(const vdn_split *sp, int r) {
 
 typedef struct vdn_comm vdn_comm;
 
+/* One tensor of vdn_op_rows_to_cols_parts: in [nrows(me), C] -> out [S, ncols(me)] with the
+ * columns split by cols, or (cols NULL) out [S, C]: every rank gets every column, an all-gather. */
+typedef struct {
+    vdn_tensor *out;
+    const vdn_tensor *in;
+    const vdn_split *cols;
+} vdn_comm_part;
+#define VDN_COMM_MAX_PARTS 8
+
 /* What an implementation provides. Tensors are already checked by the front end (comm.c). */
 typedef struct {
     const char *name; /* "inproc", "nccl" */
-    /* out (column-sharded, [S, ncols(me)]) from in (row-sharded, [nrows(me), C]) */
-    int (*rows_to_cols)(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in, const vdn_split *rows,
-                        const vdn_split *cols);
+    /* n parts (1..VDN_COMM_MAX_PARTS), each row-sharded by rows, to their column-sharded (or
+     * gathered) outs in one exchange; rows_to_cols and all_gather_rows are its one-part cases.
+     * parts NULL: this rank's shapes were wrong (fail the group's collective) */
+    int (*rows_to_cols_parts)(vdn_comm *c, const vdn_comm_part *parts, int n,
+                              const vdn_split *rows);
     int (*cols_to_rows)(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in, const vdn_split *rows,
                         const vdn_split *cols);
-    /* out [S, C] on every rank from in [nrows(me), C] */
-    int (*all_gather_rows)(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in,
-                           const vdn_split *rows);
     /* x [n, C] summed over ranks, in place (float) */
     int (*all_reduce_sum)(vdn_comm *c, vdn_tensor *x);
     int (*barrier)(vdn_comm *c);
@@ -69,11 +79,14 @@ typedef struct {
 struct vdn_comm {
     const vdn_comm_impl *impl;
     int rank, size;
-    vdn_dev *dev;   /* this rank's device */
-    uint64_t bytes; /* payload bytes this rank received from other ranks (all collectives) */
-    int failed;     /* a collective failed on some rank: the group is unusable */
-    void *state;    /* the implementation's */
-    int64_t calls;  /* collectives this rank entered (all four kinds) */
+    vdn_dev *dev; /* this rank's device */
+    /* payload bytes this rank received from other ranks (all collectives): the peers' pieces of
+     * an all-to-all or all-gather; for an all-reduce of n bytes, (P - 1) n in-process (it reads
+     * every peer's tensor) and a ring's 2 (P - 1) / P n over NCCL */
+    uint64_t bytes;
+    int failed;    /* a collective failed on some rank: the group is unusable */
+    void *state;   /* the implementation's */
+    int64_t calls; /* collectives this rank entered (all four kinds) */
     /* Profiling (`vdn bench --whole --comm-profile`). When set, each collective first syncs this
      * rank's device (its queued compute ends outside the collective), then waits in a barrier for
      * every rank (wait_s: the time the slowest peer took to arrive), then runs and syncs again
@@ -112,6 +125,9 @@ int vdn_op_cols_to_rows(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in, cons
                         const vdn_split *cols);
 int vdn_op_all_gather_rows(vdn_comm *c, vdn_tensor *out, const vdn_tensor *in,
                            const vdn_split *rows);
+/* every part's rows_to_cols (or, cols NULL, all_gather_rows) in one exchange */
+int vdn_op_rows_to_cols_parts(vdn_comm *c, const vdn_comm_part *parts, int n,
+                              const vdn_split *rows);
 int vdn_op_all_reduce_sum(vdn_comm *c, vdn_tensor *x);
 
 #ifdef __cplusplus

@@ -810,6 +810,8 @@ static void remove_previous(const char *out) {
 int vdn_ckpt_init(const vdn_ckpt_init_opts *o, char *err, size_t errlen) {
     vdn_config cfg;
     if (vdn_ckpt_preset(o->preset, o->layers, &cfg, err, errlen)) return -1;
+    if (o->heads > 0)
+        cfg.heads = o->heads; /* C = heads head_dim need not be hidden (H3's is not) */
     if (!o->out || !o->out[0]) return vdn_fail(err, errlen, "ckpt init: --out DIR is required");
     remove_previous(o->out);
     if (vdn_mkdir_p(o->out, err, errlen)) return -1;

@@ -18,6 +18,7 @@ typedef struct {
     const char *adapters; /* comma list of "default", "turbo" ("none" or NULL: default when vdn) */
     int native;           /* base in the native MiniMaxH3DiTModel layout */
     int layers;           /* 0 = the preset's */
+    int heads;            /* 0 = the preset's (tests of heads that do not divide over ranks) */
     double shard_mb;      /* shard the base above this size (0 = 10000 MB, like diffusers) */
     int prompt_tokens;    /* 0 = preset's */
 } vdn_ckpt_init_opts;

@@ -284,29 +284,34 @@ int vdn_dit_ada_table(const vdn_dit_weights *w, const vdn_dit_block *b, const vd
     return 0;
 }
 
-/* q, k (norm + RoPE) and the softmax gate of this rank's rows from the fused projection, and at
- * P > 1 their move to the head-sharded layout */
-static int softmax_in(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
-                      vdn_dit_buffers *buf, const vdn_tensor *qkv) {
+int vdn_dit_qk_norm_rope(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                         int64_t r0, vdn_tensor *q, vdn_tensor *k, const vdn_tensor *qraw,
+                         const vdn_tensor *kraw) {
     const vdn_config *c = &w->cfg;
-    const int64_t H = c->heads, C = H * c->head_dim, nr = buf->nr;
-    vdn_tensor q = cols(qkv, 0, C), k = cols(qkv, C, C);
-    vdn_tensor pos = rows(s->pos, buf->r0, nr);
+    vdn_tensor pos = rows(s->pos, r0, vdn_tensor_rows(q));
     const vdn_rope rope = {&pos,
                            w->rope_inv,
                            6 * c->rope_freq_dim,
                            {c->rope_freq_dim, c->rope_freq_dim, c->rope_freq_dim},
                            0};
+    return vdn_op_qk_norm_rope(q, k, qraw, kraw, b->norm_q, b->norm_k, c->head_dim, c->norm_eps,
+                               &rope);
+}
+
+/* P = 1: q, k (norm + RoPE) and the softmax gate of every row from the fused projection (at
+ * P > 1 each rank makes them for its heads after the all-to-all: vdn_dit_heads_softmax) */
+static int softmax_in(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                      vdn_dit_buffers *buf, const vdn_tensor *qkv) {
+    const vdn_config *c = &w->cfg;
+    const int64_t H = c->heads, C = H * c->head_dim, nr = buf->nr;
+    vdn_tensor q = cols(qkv, 0, C), k = cols(qkv, C, C);
     vdn_tensor qr = vdn_dit_narrow_rows(buf->qr, nr), kr = vdn_dit_narrow_rows(buf->kr, nr);
-    OK(vdn_op_qk_norm_rope(&qr, &kr, &q, &k, b->norm_q, b->norm_k, c->head_dim, c->norm_eps,
-                           &rope));
-    vdn_tensor sg = {0};
+    OK(vdn_dit_qk_norm_rope(w, b, s, buf->r0, &qr, &kr, &q, &k));
     if (c->has_vdn && s->plan.softmax_gate) { /* per-head sigmoid gate on every row */
-        vdn_tensor g = cols(qkv, w->col_sgate, H);
-        sg = vdn_dit_narrow_rows(buf->sgate, nr);
+        vdn_tensor g = cols(qkv, w->col_sgate, H), sg = vdn_dit_narrow_rows(buf->sgate, nr);
         OK(vdn_op_act(&sg, &g, VDN_ACT_SIGMOID));
     }
-    return buf->comm ? vdn_dit_heads_softmax(w, buf, &qr, &kr, qkv, sg.data ? &sg : NULL) : 0;
+    return 0;
 }
 
 /* the window+anchor (or dense) softmax attention of every row on this rank's heads */
@@ -329,10 +334,11 @@ static int softmax_out(const vdn_dit_block *b, vdn_dit_buffers *buf, vdn_dit_hea
 }
 
 /* The attention of a block and its linear branch into y. The branch reads only h and the fused
- * projection, so it is forked to lane 1 beside the softmax once those are queued (the next writes
- * of h and qkv come after the join). At P = 1 the whole softmax runs on lane 0 beside it; at
- * P > 1 the collectives stay on lane 0 before the fork and after the join, in the same order on
- * every rank. */
+ * projection (P = 1) or what the all-to-all brought (P > 1), so it is forked to lane 1 beside the
+ * softmax once those are queued (the next writes of h and qkv come after the join). At P = 1 the
+ * whole softmax runs on lane 0 beside it; at P > 1 the collectives stay on lane 0 before the fork
+ * and after the join, in the same order on every rank, and lane 0 makes the softmax's q, k and
+ * gate from the moved raw ones beside the branch. */
 static int mixers(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
                   vdn_dit_buffers *buf, const vdn_tensor *h, const vdn_tensor *qkv, vdn_tensor *y) {
     const vdn_config *c = &w->cfg;
@@ -341,8 +347,7 @@ static int mixers(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_di
     const int local = buf->comm == NULL;
     vdn_dit_heads hv;
     vdn_dit_heads_views(w, buf, h, qkv, &hv);
-    if (!local) OK(softmax_in(w, b, s, buf, qkv));
-    if (!local && linear) OK(vdn_dit_heads_branch(w, buf, h, qkv));
+    if (!local) OK(vdn_dit_heads_in(w, b, s, buf, h, qkv, linear));
     const int side = linear && buf->nh > 0 && !buf->one_lane;
     vdn_dev *d = buf->dev;
     int rc = 0;
@@ -351,7 +356,8 @@ static int mixers(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_di
         rc = vdn_dit_branch(w, b, s, buf, &hv);
         (void)vdn_dev_lane(d, 0); /* lane 0 is always valid */
     }
-    if (rc == 0 && local) rc = softmax_in(w, b, s, buf, qkv);
+    if (rc == 0)
+        rc = local ? softmax_in(w, b, s, buf, qkv) : vdn_dit_heads_softmax(w, b, s, buf, &hv);
     if (rc == 0) rc = attention(w, s, buf, &hv);
     if (rc == 0 && local) rc = softmax_out(b, buf, &hv, y);
     if (side && vdn_dev_join(d) != 0) rc = -1; /* joined on failure too: no fork stays open */

@@ -54,10 +54,16 @@ struct vdn_dit_buffers {
     vdn_tensor *beta_t;       /* F32 [n_text, heads] */
     vdn_vda_feats tfeats;     /* [H n_text, hd], no q */
     vdn_tensor *At, *Bt, *S0; /* [H hd, hd] */
-    /* P > 1 only (dit_shard.c): every row for own heads, [S, nc] ([S, nh]), filled by the
-     * block's all-to-alls; at P = 1 views of the row-wise tensors stand in for them */
-    vdn_tensor *Qh, *Kh, *Vh, *Gh, *Aoh, *Qrh, *Krh, *Bh, *LinH;
-    vdn_tensor *GD, *Hall;    /* [S, gate_rank], [S, hidden]: all-gathered for the branch */
+    /* P > 1 only (dit_shard.c): every row for own heads, [S, nc] ([S, nh]): raw q, k, v, the
+     * softmax gate's logits and beta (Qrh, Krh, Vh, Glh, Bh) filled by the block's one
+     * all-to-all, the softmax's q, k and gate (Qh, Kh, Gh) made from them on this rank, the
+     * outputs (Aoh, LinH); at P = 1 views of the row-wise tensors stand in for them */
+    vdn_tensor *Qh, *Kh, *Vh, *Gh, *Glh, *Aoh, *Qrh, *Krh, *Bh, *LinH;
+    vdn_tensor *GD; /* [S, gate_rank]: the output gate's hidden, every row (in the all-to-all) */
+    /* the branch's frame means (dit_shard.c shard_alpha): msum F32 [F', hidden] those of the
+     * frames this rank holds whole (zero elsewhere), Fsplit [k S, hidden] the k frames a rank
+     * boundary cuts, put together whole */
+    vdn_tensor *msum, *Fsplit;
     vdn_tensor *Xall, *Hfull; /* [S, hidden]: the final layer's input */
     /* vdn_dit_buffers_virtual: none of the above; the forward runs vranks virtual ranks */
     int vranks;
@@ -80,25 +86,35 @@ vdn_tensor vdn_dit_narrow_rows(const vdn_tensor *t, int64_t n);
 int vdn_dit_branch_frames(const vdn_dit_seq *s, int64_t *row0);
 
 /* Every row of the sequence for this rank's heads: what the softmax attention and the linear
- * branch read. P > 1: the head-sharded buffers, filled by vdn_dit_softmax_in and
- * vdn_dit_branch_in; P = 1: views of the row-wise tensors (no copy, no collective). */
+ * branch read. P > 1: the head-sharded buffers, filled by vdn_dit_heads_in and
+ * vdn_dit_heads_softmax; P = 1: views of the row-wise tensors (no copy, no collective). */
 typedef struct {
     vdn_tensor q, k, v;          /* [S, nc] after norm + RoPE (q, k), v */
     vdn_tensor gate;             /* F32 [S, nh] softmax gate (VDN with plan.softmax_gate) */
     vdn_tensor ao;               /* [S, nc] attention output */
     vdn_tensor qraw, kraw, beta; /* the branch's: q, k before the norms, beta pre-sigmoid */
-    vdn_tensor h, gd;            /* [S, hidden] modulated input, [S, gate_rank] gate hidden */
+    vdn_tensor gd;               /* [S, gate_rank] output gate hidden */
+    vdn_tensor h; /* P = 1: [S, hidden] modulated input (the decay's frame means); P > 1: unset,
+                   * the decay is made before the fork (vdn_dit_heads_in) */
 } vdn_dit_heads;
 /* dit_shard.c: the head-sharded buffers of a rank of P > 1 */
 int vdn_dit_shard_buffers(vdn_dit_buffers *b, const vdn_dit_weights *w, const vdn_dit_seq *s);
 void vdn_dit_heads_views(const vdn_dit_weights *w, const vdn_dit_buffers *buf, const vdn_tensor *h,
                          const vdn_tensor *qkv, vdn_dit_heads *hv);
-/* P > 1: own rows, every head -> every row, own heads (the softmax's q, k, v, gate; the branch's
- * raw q, k, beta) and every row's h and gate hidden (all-gathered) */
-int vdn_dit_heads_softmax(const vdn_dit_weights *w, vdn_dit_buffers *buf, const vdn_tensor *qr,
-                          const vdn_tensor *kr, const vdn_tensor *qkv, const vdn_tensor *sg);
-int vdn_dit_heads_branch(const vdn_dit_weights *w, vdn_dit_buffers *buf, const vdn_tensor *h,
-                         const vdn_tensor *qkv);
+/* P > 1, the block's collectives before the attention (on lane 0, before the fork): with the
+ * linear branch (linear), its decay from the all-reduced frame sums of h into buf->alpha; then
+ * the one all-to-all of own rows, every head -> every row, own heads: raw q, k, v, the softmax
+ * gate's logits, and with the branch beta's logits and the output gate hidden (all of it) */
+int vdn_dit_heads_in(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                     vdn_dit_buffers *buf, const vdn_tensor *h, const vdn_tensor *qkv, int linear);
+/* P > 1, after vdn_dit_heads_in (no collective; lane 0 beside the branch): the softmax's q, k
+ * (norm + RoPE of the raw ones) and gate (sigmoid of its logits) of own heads on every row */
+int vdn_dit_heads_softmax(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                          vdn_dit_buffers *buf, vdn_dit_heads *hv);
+/* dit.c: q, k norm + RoPE of rows [r0, r0 + rows) of the sequence, any heads (the widths) */
+int vdn_dit_qk_norm_rope(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                         int64_t r0, vdn_tensor *q, vdn_tensor *k, const vdn_tensor *qraw,
+                         const vdn_tensor *kraw);
 /* the forward over vdn_dit_buffers_virtual's ranks */
 int vdn_dit_virtual_forward(const vdn_dit_weights *w, const vdn_dit_seq *s,
                             const vdn_dit_buffers *vb, const vdn_tensor *text,
@@ -130,17 +146,20 @@ int vdn_dit_vda_core(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn
                      vdn_dit_buffers *buf, const vdn_dit_vda_in *in);
 int vdn_dit_vda_alpha(const vdn_dit_block *b, vdn_dit_buffers *buf, const vdn_tensor *hv,
                       int frames);
+/* the decay buf->alpha from the frame means already in buf->means */
+int vdn_dit_vda_decay(const vdn_dit_block *b, vdn_dit_buffers *buf);
 /* a view of items [i0, i0+n) of t's outermost dim (per-channel weights of a head range) */
 vdn_tensor vdn_dit_outer_slice(const vdn_tensor *t, int64_t i0, int64_t n);
 
 /* The linear branch of one block on this rank's heads over every branch row, from hv (read
  * nothing else the block writes: it may run on the device's lane 1 beside the softmax), in passes
  * of buf->vda_heads heads, into its output (the head-sharded LinH at P > 1, lin or lin_all at
- * P = 1); no collective. */
+ * P = 1); no collective (at P > 1 the decay is already made). */
 int vdn_dit_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
                    vdn_dit_buffers *buf, const vdn_dit_heads *hv);
 /* to_out_linear of the branch output of this rank's rows, added into y ([nr, hidden]); at P > 1
- * first the reverse all-to-all of the branch output into kr (free by then) */
+ * first the reverse all-to-all of the branch output (the branch's rows only) into kr (free by
+ * then) */
 int vdn_dit_branch_out(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
                        vdn_dit_buffers *buf, vdn_tensor *y);
 /* both at P = 1 on buf->h and buf->qkv into buf->y (test_vda.c) */

@@ -5,13 +5,22 @@
  *
  * Rank r owns the packed rows [row0(r), row0(r+1)) (ceil(S/P) each, the remainder on the last) and
  * the heads [head0(r), head0(r+1)) (balanced). Embeddings, the time embedding, the adaLN
- * modulation, QKV, the q/k norms + RoPE, to_out, to_out_linear and the FFN run on own rows; one
- * all-to-all per block moves q, k, v (+ the softmax gate, and for the linear branch raw q, k and
- * beta) to the head-sharded layout, where the window+anchor softmax and the VDA linear branch run
- * over every row for own heads; one reverse all-to-all (two with the linear branch) brings the
- * outputs back. The branch's decay needs frame means of the modulated input and its output gate
- * the 128-wide gate hidden of every row: both are all-gathered. One all-gather of the residual
- * before the final layer. The block is dit.c's, the branch dit_vda.c's (dit_internal.h). */
+ * modulation, the fused projection, to_out, to_out_linear and the FFN run on own rows. Per block,
+ * Ulysses style (the paper's 8-GPU inference, both branches sharded by heads):
+ *  - the linear branch's decay needs the frame means of the modulated input: each rank sums its
+ *    own rows of each frame and the [F', hidden] sums are all-reduced (not the input gathered);
+ *  - ONE all-to-all (vdn_op_rows_to_cols_parts) moves the raw q, k and v of own rows to every row
+ *    of own heads, with the softmax gate's and beta's logits (own heads) and the output gate's
+ *    128-wide hidden (every rank gets all of it): the softmax's q, k (norm + RoPE) are made on the
+ *    head side from the same raw q, k the linear branch reads, so they cross once;
+ *  - the window+anchor softmax and the whole linear branch (features, statistics, states, scans,
+ *    readout, epilogue) run over every row for own heads;
+ *  - the reverse all-to-alls bring the attention output (every row) and the branch output (the
+ *    branch's rows) back to their owners.
+ * What a rank receives per block is then the Ulysses floor for a model with two attention outputs
+ * (3 C wide forward, 2 C back, of (P - 1)/P of the rows over P) plus the small parts
+ * (docs/PERF.md, "Bytes per evaluation"). One all-gather of the residual before the final layer.
+ * The block is dit.c's, the branch dit_vda.c's (dit_internal.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,24 +49,58 @@ vdn_tensor vdn_dit_narrow_rows(const vdn_tensor *t, int64_t n) {
     return v;
 }
 
+/* The frames of the branch that a rank boundary cuts (in order, each once; at most P - 1): their
+ * rows belong to two ranks or more. The same list on every rank. */
+static int split_frames(const vdn_dit_buffers *b, const vdn_dit_seq *s, int *frames) {
+    int64_t row0;
+    const int Fp = vdn_dit_branch_frames(s, &row0);
+    const int64_t T = s->lay.tokens_per_frame;
+    int n = 0;
+    for (int r = 1; r < b->rows.parts; r++) {
+        const int64_t at = b->rows.off[r] - row0; /* a boundary inside a frame of the branch */
+        if (at <= 0 || at >= Fp * T || at % T == 0) continue;
+        if (n == 0 || frames[n - 1] != (int)(at / T)) frames[n++] = (int)(at / T);
+    }
+    return n;
+}
+
+/* the rows of the branch's frames this rank owns, [*i0, *i1) (empty: i1 <= i0), the branch's
+ * first row, and F' */
+static int own_branch_rows(const vdn_dit_buffers *b, const vdn_dit_seq *s, int64_t *row0,
+                           int64_t *i0, int64_t *i1) {
+    const int Fp = vdn_dit_branch_frames(s, row0);
+    const int64_t end = *row0 + (int64_t)Fp * s->lay.tokens_per_frame;
+    *i0 = *row0 > b->r0 ? *row0 : b->r0, *i1 = end < b->r0 + b->nr ? end : b->r0 + b->nr;
+    return Fp;
+}
+
 int vdn_dit_shard_buffers(vdn_dit_buffers *b, const vdn_dit_weights *w, const vdn_dit_seq *s) {
     const vdn_config *c = &w->cfg;
     const vdn_dtype A = vdn_dev_act_dtype(w->dev), F32 = VDN_DT_F32;
     const int64_t S = s->lay.n_rows, nc1 = b->nc ? b->nc : 1, nh1 = b->nh ? b->nh : 1;
     int fail = 0;
     b->Qh = vdn_dit_own(b, A, S, nc1, &fail), b->Kh = vdn_dit_own(b, A, S, nc1, &fail);
+    b->Qrh = vdn_dit_own(b, A, S, nc1, &fail), b->Krh = vdn_dit_own(b, A, S, nc1, &fail);
     b->Vh = vdn_dit_own(b, A, S, nc1, &fail), b->Aoh = vdn_dit_own(b, A, S, nc1, &fail);
-    b->Gh = vdn_dit_own(b, F32, S, nh1, &fail);
+    if (c->has_vdn) {
+        b->Glh = vdn_dit_own(b, A, S, nh1, &fail);
+        b->Gh = vdn_dit_own(b, F32, S, nh1, &fail);
+    }
     b->Xall = vdn_dit_own(b, A, S, c->hidden, &fail);
     b->Hfull = vdn_dit_own(b, A, S, c->hidden, &fail);
     int64_t row0;
     const int Fp = vdn_dit_branch_frames(s, &row0);
     if (c->has_vdn && s->plan.linear && Fp > 0) {
-        b->Qrh = vdn_dit_own(b, A, S, nc1, &fail), b->Krh = vdn_dit_own(b, A, S, nc1, &fail);
+        const int64_t T = s->lay.tokens_per_frame;
         b->Bh = vdn_dit_own(b, A, S, nh1, &fail), b->LinH = vdn_dit_own(b, A, S, nc1, &fail);
         b->GD = vdn_dit_own(b, A, S, c->gate_rank, &fail);
-        b->Hall = vdn_dit_own(b, A, S, c->hidden, &fail);
         b->alpha_g = vdn_dit_own(b, vdn_vda_state_dtype(w->dev), Fp, nc1, &fail);
+        /* the frame means: own whole frames' (zero elsewhere), the split frames' rows */
+        b->msum = vdn_dit_own(b, F32, Fp, c->hidden, &fail);
+        if (!fail && vdn_tensor_fill(b->msum, 0) != 0) fail = 1;
+        int split[VDN_COMM_MAX_RANKS];
+        const int ns = split_frames(b, s, split);
+        if (ns) b->Fsplit = vdn_dit_own(b, A, (int64_t)ns * T, c->hidden, &fail);
     }
     return fail ? -1 : 0;
 }
@@ -81,49 +124,89 @@ void vdn_dit_heads_views(const vdn_dit_weights *w, const vdn_dit_buffers *buf, c
     }
     hv->q = vdn_dit_narrow_cols(buf->Qh, nc), hv->k = vdn_dit_narrow_cols(buf->Kh, nc);
     hv->v = vdn_dit_narrow_cols(buf->Vh, nc), hv->ao = vdn_dit_narrow_cols(buf->Aoh, nc);
-    hv->gate = vdn_dit_narrow_cols(buf->Gh, nh);
-    if (buf->Qrh) { /* the linear branch's */
-        hv->qraw = vdn_dit_narrow_cols(buf->Qrh, nc), hv->kraw = vdn_dit_narrow_cols(buf->Krh, nc);
+    hv->qraw = vdn_dit_narrow_cols(buf->Qrh, nc), hv->kraw = vdn_dit_narrow_cols(buf->Krh, nc);
+    if (buf->Gh) hv->gate = vdn_dit_narrow_cols(buf->Gh, nh);
+    if (buf->Bh) { /* the linear branch's; its decay is made before (vdn_dit_heads_in) */
         hv->beta = vdn_dit_narrow_cols(buf->Bh, nh);
-        hv->h = *buf->Hall, hv->gd = *buf->GD;
-        hv->h.owned = hv->gd.owned = 0;
+        hv->gd = *buf->GD;
+        hv->gd.owned = 0;
     }
 }
 
-int vdn_dit_heads_softmax(const vdn_dit_weights *w, vdn_dit_buffers *buf, const vdn_tensor *qr,
-                          const vdn_tensor *kr, const vdn_tensor *qkv, const vdn_tensor *sg) {
-    const int64_t C = (int64_t)w->cfg.heads * w->cfg.head_dim;
-    vdn_comm *cm = buf->comm;
-    vdn_tensor Qh = vdn_dit_narrow_cols(buf->Qh, buf->nc),
-               Kh = vdn_dit_narrow_cols(buf->Kh, buf->nc),
-               Vh = vdn_dit_narrow_cols(buf->Vh, buf->nc), v = vdn_view_cols(qkv, 2 * C, C);
-    OK(vdn_op_rows_to_cols(cm, &Qh, qr, &buf->rows, &buf->chans));
-    OK(vdn_op_rows_to_cols(cm, &Kh, kr, &buf->rows, &buf->chans));
-    OK(vdn_op_rows_to_cols(cm, &Vh, &v, &buf->rows, &buf->chans));
-    if (!sg) return 0;
-    vdn_tensor Gh = vdn_dit_narrow_cols(buf->Gh, buf->nh);
-    return vdn_op_rows_to_cols(cm, &Gh, sg, &buf->rows, &buf->heads);
+/* The branch's decay from the frame means of every rank's rows, the same bits as one rank's:
+ * each rank takes the means of the frames it holds whole (zeros elsewhere: the all-reduce adds
+ * exact zeros); the frames a rank boundary cuts are put together whole on every rank (each rank
+ * writes its rows into zeroed copies, all-reduced: again x + 0) and their means taken there. */
+static int shard_alpha(const vdn_dit_block *b, const vdn_dit_seq *s, vdn_dit_buffers *buf,
+                       const vdn_tensor *h) {
+    int64_t row0, i0, i1;
+    own_branch_rows(buf, s, &row0, &i0, &i1);
+    const int64_t T = s->lay.tokens_per_frame;
+    if (i1 > i0) {
+        const int64_t wa = (i0 - row0 + T - 1) / T, wb = (i1 - row0) / T; /* whole frames */
+        if (wb > wa) {
+            vdn_tensor m = vdn_view_rows(buf->msum, wa, wb - wa),
+                       x = vdn_view_rows(h, row0 + wa * T - buf->r0, (wb - wa) * T);
+            OK(vdn_op_frame_means(&m, &x, (int)(wb - wa)));
+        }
+    }
+    OK(vdn_tensor_copy(buf->means, buf->msum));
+    OK(vdn_op_all_reduce_sum(buf->comm, buf->means));
+    int split[VDN_COMM_MAX_RANKS];
+    const int ns = split_frames(buf, s, split);
+    if (ns == 0) return vdn_dit_vda_decay(b, buf);
+    OK(vdn_tensor_fill(buf->Fsplit, 0));
+    for (int j = 0; j < ns; j++) { /* own rows of split frame j into its copy */
+        const int64_t f0 = row0 + split[j] * T, a = f0 > i0 ? f0 : i0,
+                      e = f0 + T < i1 ? f0 + T : i1;
+        if (e <= a) continue;
+        vdn_tensor dst = vdn_view_rows(buf->Fsplit, j * T + (a - f0), e - a),
+                   src = vdn_view_rows(h, a - buf->r0, e - a);
+        OK(vdn_tensor_copy(&dst, &src));
+    }
+    OK(vdn_op_all_reduce_sum(buf->comm, buf->Fsplit));
+    for (int j = 0; j < ns; j++) {
+        vdn_tensor m = vdn_view_rows(buf->means, split[j], 1),
+                   x = vdn_view_rows(buf->Fsplit, j * T, T);
+        OK(vdn_op_frame_means(&m, &x, 1));
+    }
+    return vdn_dit_vda_decay(b, buf);
 }
 
-/* what the linear branch on own heads reads besides v (moved with the softmax's): raw q, k and
- * beta of own rows to own heads, every row's modulated input (frame means for alpha) and
- * 128-wide gate hidden */
-int vdn_dit_heads_branch(const vdn_dit_weights *w, vdn_dit_buffers *buf, const vdn_tensor *h,
-                         const vdn_tensor *qkv) {
+int vdn_dit_heads_in(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                     vdn_dit_buffers *buf, const vdn_tensor *h, const vdn_tensor *qkv, int linear) {
     const vdn_config *c = &w->cfg;
     const int64_t H = c->heads, C = H * c->head_dim;
-    vdn_comm *cm = buf->comm;
-    vdn_tensor q = vdn_view_cols(qkv, 0, C), k = vdn_view_cols(qkv, C, C);
-    vdn_tensor beta = vdn_view_cols(qkv, w->col_beta, H);
-    vdn_tensor Qrh = vdn_dit_narrow_cols(buf->Qrh, buf->nc),
-               Krh = vdn_dit_narrow_cols(buf->Krh, buf->nc);
-    vdn_tensor Bh = vdn_dit_narrow_cols(buf->Bh, buf->nh);
-    OK(vdn_op_rows_to_cols(cm, &Qrh, &q, &buf->rows, &buf->chans));
-    OK(vdn_op_rows_to_cols(cm, &Krh, &k, &buf->rows, &buf->chans));
-    OK(vdn_op_rows_to_cols(cm, &Bh, &beta, &buf->rows, &buf->heads));
-    vdn_tensor gd = vdn_view_cols(qkv, w->col_gate_down, c->gate_rank);
-    OK(vdn_op_all_gather_rows(cm, buf->Hall, h, &buf->rows));
-    return vdn_op_all_gather_rows(cm, buf->GD, &gd, &buf->rows);
+    if (linear) OK(shard_alpha(b, s, buf, h));
+    vdn_tensor q = vdn_view_cols(qkv, 0, C), k = vdn_view_cols(qkv, C, C),
+               v = vdn_view_cols(qkv, 2 * C, C);
+    vdn_tensor Qr = vdn_dit_narrow_cols(buf->Qrh, buf->nc),
+               Kr = vdn_dit_narrow_cols(buf->Krh, buf->nc),
+               Vh = vdn_dit_narrow_cols(buf->Vh, buf->nc);
+    vdn_comm_part parts[VDN_COMM_MAX_PARTS] = {
+        {&Qr, &q, &buf->chans}, {&Kr, &k, &buf->chans}, {&Vh, &v, &buf->chans}};
+    int n = 3;
+    vdn_tensor gl, Gl, beta, Bh, gd;
+    if (c->has_vdn && s->plan.softmax_gate) { /* the sigmoid is taken on the head side */
+        gl = vdn_view_cols(qkv, w->col_sgate, H), Gl = vdn_dit_narrow_cols(buf->Glh, buf->nh);
+        parts[n++] = (vdn_comm_part){&Gl, &gl, &buf->heads};
+    }
+    if (linear) {
+        beta = vdn_view_cols(qkv, w->col_beta, H), Bh = vdn_dit_narrow_cols(buf->Bh, buf->nh);
+        gd = vdn_view_cols(qkv, w->col_gate_down, c->gate_rank);
+        parts[n++] = (vdn_comm_part){&Bh, &beta, &buf->heads};
+        parts[n++] = (vdn_comm_part){buf->GD, &gd, NULL}; /* every rank: all 128 columns */
+    }
+    return vdn_op_rows_to_cols_parts(buf->comm, parts, n, &buf->rows);
+}
+
+int vdn_dit_heads_softmax(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
+                          vdn_dit_buffers *buf, vdn_dit_heads *hv) {
+    if (buf->nh == 0) return 0; /* more ranks than heads */
+    OK(vdn_dit_qk_norm_rope(w, b, s, 0, &hv->q, &hv->k, &hv->qraw, &hv->kraw));
+    if (!(w->cfg.has_vdn && s->plan.softmax_gate)) return 0;
+    vdn_tensor Gl = vdn_dit_narrow_cols(buf->Glh, buf->nh);
+    return vdn_op_act(&hv->gate, &Gl, VDN_ACT_SIGMOID);
 }
 
 /* ---- P virtual ranks in one address space sharing one copy of everything ---- */

@@ -67,6 +67,10 @@ int vdn_dit_vda_core(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn
 int vdn_dit_vda_alpha(const vdn_dit_block *b, vdn_dit_buffers *buf, const vdn_tensor *hv,
                       int frames) {
     OK(vdn_op_frame_means(buf->means, hv, frames));
+    return vdn_dit_vda_decay(b, buf);
+}
+
+int vdn_dit_vda_decay(const vdn_dit_block *b, vdn_dit_buffers *buf) {
     OK(vdn_op_linear(buf->dvec, buf->means, b->alpha_down, NULL, VDN_ACT_NONE, 0));
     OK(vdn_op_linear(buf->uvec, buf->dvec, b->alpha_up, NULL, VDN_ACT_NONE, 0));
     return vdn_op_alpha_finish(buf->alpha, buf->uvec, b->dt_bias, b->A_log);
@@ -129,8 +133,10 @@ int vdn_dit_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_d
     const int Fp = vdn_dit_branch_frames(s, &row0), G = buf->vda_heads, nh = (int)buf->nh;
     const int64_t nl = (int64_t)Fp * s->lay.tokens_per_frame, hd = w->cfg.head_dim;
     if (Fp == 0 || nh == 0) return 0; /* a clip of anchors only; a rank without heads */
-    vdn_tensor hrows = vdn_view_rows(&hv->h, row0, nl);
-    OK(vdn_dit_vda_alpha(b, buf, &hrows, Fp));
+    if (!buf->comm) { /* P > 1: made from the all-reduced frame sums (vdn_dit_heads_in) */
+        vdn_tensor hrows = vdn_view_rows(&hv->h, row0, nl);
+        OK(vdn_dit_vda_alpha(b, buf, &hrows, Fp));
+    }
     vdn_tensor out = branch_lin(buf, row0, nl);
     for (int g0 = 0; g0 < nh; g0 += G) { /* G divides nh */
         OK(branch_heads(w, b, s, buf, hv, g0, G, G < nh ? buf->lin : &out));
@@ -151,12 +157,19 @@ int vdn_dit_branch_out(const vdn_dit_weights *w, const vdn_dit_block *b, const v
     if (Fp == 0) return 0;
     vdn_tensor src = branch_lin(buf, row0, nl); /* rows from row0 (P = 1) */
     int64_t base = row0;
-    if (buf->comm) { /* every row, own heads -> own rows, every head; kr is free by now */
-        vdn_tensor all = vdn_dit_narrow_cols(buf->LinH, buf->nc);
-        src = vdn_dit_narrow_rows(buf->kr, nr), base = r0;
-        OK(vdn_op_cols_to_rows(buf->comm, &src, &all, &buf->rows, &buf->chans));
-    }
     const int64_t i0 = row0 > r0 ? row0 : r0, i1 = row0 + nl < r0 + nr ? row0 + nl : r0 + nr;
+    if (buf->comm) { /* the branch's rows, own heads -> own rows of them, every head, into kr
+                      * (free by now); each rank's share is its rows clamped to the branch's */
+        vdn_split brows = buf->rows;
+        for (int q = 0; q <= brows.parts; q++) {
+            const int64_t o = brows.off[q];
+            brows.off[q] = (o < row0 ? row0 : o > row0 + nl ? row0 + nl : o) - row0;
+        }
+        vdn_tensor all = vdn_dit_narrow_cols(buf->LinH, buf->nc);
+        vdn_tensor lin = vdn_view_rows(&all, row0, nl);
+        src = vdn_dit_narrow_rows(buf->kr, i1 > i0 ? i1 - i0 : 0), base = i0;
+        OK(vdn_op_cols_to_rows(buf->comm, &src, &lin, &brows, &buf->chans));
+    }
     if (i1 <= i0) return 0;
     vdn_tensor yv = vdn_view_rows(y, i0 - r0, i1 - i0),
                lv = vdn_view_rows(&src, i0 - base, i1 - i0);

@@ -28,6 +28,10 @@
  * --pieces: also every run again with the feed-forward and the output heads in pieces of 5 rows
  * (vdn_dit_opts.chunk_rows), and with the linear branch one head per pass (.vda_heads; the plain
  * forward's): the same bits on the CPU.
+ *
+ * --bytes: every rank's received bytes of the evaluation (vdn_comm.bytes) printed, and checked
+ * against expected_bytes below: the count of what sequence parallelism must move, written from
+ * the layout, so a change that gathers or moves more than that fails here.
  */
 #include <math.h>
 #include <stdio.h>
@@ -57,6 +61,7 @@ typedef struct {
     vdn_comm_group *g; /* in-process, or NULL: the backend's (NCCL) over id */
     char id[VDN_COMM_ID_BYTES];
     char (*err)[VDN_ERR_LEN];
+    uint64_t *bytes; /* [P] received by each rank, or NULL */
 } gpus_job;
 
 static int gpus_rank(int r, void *arg) {
@@ -72,6 +77,7 @@ static int gpus_rank(int r, void *arg) {
     int rc = vdn_dit_forward_host(j->w[r], cm, j->opts, j->text, j->in, j->sv[r], j->sa[r], 0, NULL,
                                   e, sizeof e);
     if (rc) snprintf(j->err[r], VDN_ERR_LEN, "rank %d %s", r, e);
+    if (j->bytes) j->bytes[r] = cm->bytes;
     vdn_comm_free(cm);
     return rc;
 }
@@ -80,8 +86,9 @@ static int gpus_rank(int r, void *arg) {
  * backend's; 0, or -1 with the first rank's own message (not "another rank failed") in err */
 static int forward_ranks(vdn_dit_weights *const *w, int P, int inproc, const vdn_dit_opts *opts,
                          const float *text, const vdn_step_inputs *in, float *const *sv,
-                         float *const *sa, char *err, size_t errlen) {
-    gpus_job j = {.w = w, .P = P, .text = text, .in = in, .sv = sv, .sa = sa, .opts = opts};
+                         float *const *sa, uint64_t *bytes, char *err, size_t errlen) {
+    gpus_job j = {
+        .w = w, .P = P, .text = text, .in = in, .sv = sv, .sa = sa, .opts = opts, .bytes = bytes};
     if (inproc) {
         if (!(j.g = vdn_comm_group_new(P, err, errlen))) return -1;
     } else if (vdn_dev_comm_unique_id(w[0]->dev, j.id, err, errlen) != 0) {
@@ -129,9 +136,46 @@ static double rel(const float *ref, const float *out, size_t n) {
 
 enum { MAX_P = 16 };
 
+/* What rank `me` of P must receive in one evaluation (activations of `a` bytes): per block, the
+ * one all-to-all of own heads' raw q, k, v (C wide, split by heads), the softmax gate's logits
+ * (gated), beta's logits and the output gate's hidden (linear: heads split; gate_rank, whole)
+ * from every other rank's rows; the linear branch's frame means (F32 [F', hidden]) and the rows
+ * of the frames a rank boundary cuts (k S rows), each from every other rank (the in-process
+ * all-reduce reads every peer's tensor); the attention output of own rows
+ * and the branch output of own branch rows from the other ranks' heads; and once the residual of
+ * every other rank's rows for the final layer. Rows: ceil(n/P) each, the rest on the last; heads
+ * balanced (comm.h). */
+static uint64_t expected_bytes(const vdn_config *c, const vdn_layout *L, const vdn_attn_plan *pl,
+                               int P, int me, uint64_t a) {
+    const int64_t N = L->n_rows, per = (N + P - 1) / P, hd = c->head_dim, C = c->heads * hd;
+    const int64_t r0 = me * per < N ? me * per : N, r1 = (me + 1) * per < N ? (me + 1) * per : N;
+    const int64_t nr = r1 - r0, nh = c->heads / P + (me < c->heads % P), nc = nh * hd;
+    const int f0 = pl->skip_ends ? 1 : 0, Fp = L->frames - 2 * f0;
+    const int64_t row0 = L->video_start + (int64_t)f0 * L->tokens_per_frame,
+                  nl = (int64_t)Fp * L->tokens_per_frame;
+    const int linear = c->has_vdn && pl->linear && Fp > 0, gated = c->has_vdn && pl->softmax_gate;
+    const int64_t b0 = r0 > row0 ? r0 : row0, b1 = r1 < row0 + nl ? r1 : row0 + nl;
+    const uint64_t nb = b1 > b0 ? (uint64_t)(b1 - b0) : 0;
+    uint64_t block = (uint64_t)(N - nr) * a * (uint64_t)(3 * nc + (gated ? nh : 0));
+    if (linear) {
+        int64_t split = 0, last = -1; /* frames a rank boundary cuts: all-reduced whole */
+        for (int r = 1; r < P; r++) {
+            const int64_t at = (r * per < N ? r * per : N) - row0;
+            if (at > 0 && at < nl && at % L->tokens_per_frame && at / L->tokens_per_frame != last)
+                split++, last = at / L->tokens_per_frame;
+        }
+        block += (uint64_t)(N - nr) * a * (uint64_t)(nh + c->gate_rank);
+        block += (uint64_t)(P - 1) * (uint64_t)Fp * (uint64_t)c->hidden * 4;
+        block += (uint64_t)(P - 1) * (uint64_t)(split * L->tokens_per_frame * c->hidden) * a;
+        block += nb * (uint64_t)(C - nc) * a;
+    }
+    block += (uint64_t)nr * (uint64_t)(C - nc) * a;
+    return (uint64_t)c->layers * block + (uint64_t)(N - nr) * (uint64_t)c->hidden * a;
+}
+
 int main(int argc, char **argv) {
     const char *name = "cpu", *ckdir = NULL, *prompts[8], *ranks_arg = "2,3,4,7,8";
-    int np = 0, F = 17, reps = 0, nccl = 0, ph = 0, pw = 0, gpus = 0, n_alt = 0;
+    int np = 0, F = 17, reps = 0, nccl = 0, ph = 0, pw = 0, gpus = 0, n_alt = 0, check_bytes = 0;
     alt_opts alts[3];
     const char *modes = NULL;
     double tol = 1e-6;
@@ -154,6 +198,8 @@ int main(int argc, char **argv) {
             modes = argv[++i];
         else if (!strcmp(argv[i], "--nccl"))
             nccl = 1;
+        else if (!strcmp(argv[i], "--bytes"))
+            check_bytes = 1;
         else if (!strcmp(argv[i], "--lanes"))
             alts[n_alt++] = (alt_opts){"one lane", {.vda_one_lane = 1}};
         else if (!strcmp(argv[i], "--pieces")) {
@@ -176,7 +222,7 @@ int main(int argc, char **argv) {
     if (!ckdir || np == 0 || nplist == 0) {
         fprintf(stderr, "usage: dit_shard_compare CKPT_DIR PROMPT... [--backend NAME] "
                         "[--ranks 2,3 | --gpus 2,4,8] [--tol X] [--frames F] [--lanes] "
-                        "[--pieces]\n");
+                        "[--pieces] [--bytes]\n");
         return 2;
     }
     for (int i = 0; i < nplist; i++)
@@ -288,8 +334,9 @@ int main(int argc, char **argv) {
             for (int k = 0; k < nplist; k++) {
                 const int P = plist[k];
                 runs++;
+                uint64_t got[MAX_P];
                 const int rc =
-                    forward_ranks(wp, P, inproc, NULL, text, &in, sv, sa, err, sizeof err);
+                    forward_ranks(wp, P, inproc, NULL, text, &in, sv, sa, got, err, sizeof err);
                 if (rc) {
                     printf("%-28s %-15s P=%d%s: %s FAIL\n", prompts[p], vdn_attn_mode_name(mode), P,
                            gpus ? " devices" : "", err);
@@ -307,10 +354,18 @@ int main(int argc, char **argv) {
                 printf("%-28s %-15s P=%d%s (%d rows): video %.2e audio %.2e %s\n", prompts[p],
                        vdn_attn_mode_name(mode), P, gpus ? " devices" : "", L->n_rows, worst_v,
                        worst_a, ok ? "ok" : "FAIL");
+                for (int r = 0; r < P && check_bytes; r++) {
+                    const uint64_t want = expected_bytes(c, L, &in.plan, P, r,
+                                                         vdn_dtype_size(vdn_dev_act_dtype(dev[0])));
+                    fails += got[r] != want, runs++;
+                    printf("%-28s %-15s P=%d rank %d received %llu bytes, expected %llu %s\n",
+                           prompts[p], vdn_attn_mode_name(mode), P, r, (unsigned long long)got[r],
+                           (unsigned long long)want, got[r] == want ? "ok" : "FAIL");
+                }
                 for (int a = 0; a < n_alt; a++) { /* every rank again switched: the same bits */
                     const char *an = alts[a].name;
-                    int rc2 = forward_ranks(wp, P, inproc, &alts[a].opts, text, &in, ov, oa, err,
-                                            sizeof err);
+                    int rc2 = forward_ranks(wp, P, inproc, &alts[a].opts, text, &in, ov, oa, NULL,
+                                            err, sizeof err);
                     int same = rc2 == 0;
                     for (int r = 0; r < P && same; r++)
                         same = same_bits("sharded video", an, sv[r], ov[r], nv) &&

@@ -86,6 +86,23 @@ static int rank_fn(int rank, void *arg) {
             float av[S * C];
             vdn_tensor_get(all, av);
             CHECK(memcmp(av, j->full, sizeof av) == 0, "P=%d rank %d all-gather", j->P, rank);
+            /* both in one exchange: the same results, and the bytes of both from the peers */
+            vdn_tensor_fill(&h, -1), vdn_tensor_fill(all, -1);
+            const uint64_t before = c->bytes;
+            const vdn_comm_part parts[2] = {{&h, &m, &cols}, {all, &m, NULL}};
+            fails += vdn_op_rows_to_cols_parts(c, parts, 2, &rows) != 0;
+            const uint64_t want = (uint64_t)(S - nr) * (uint64_t)(nc + C) * sizeof(float);
+            CHECK(c->bytes - before == want, "P=%d rank %d parts: %llu bytes, expected %llu", j->P,
+                  rank, (unsigned long long)(c->bytes - before), (unsigned long long)want);
+            float *hv = malloc(sizeof(float) * S * (nc ? nc : 1));
+            if (nc) vdn_tensor_get(&h, hv);
+            for (int r = 0; r < S && nc; r++)
+                for (int k = 0; k < nc; k++)
+                    CHECK(hv[r * nc + k] == j->full[r * C + c0 + k], "P=%d rank %d parts heads",
+                          j->P, rank);
+            free(hv);
+            vdn_tensor_get(all, av);
+            CHECK(memcmp(av, j->full, sizeof av) == 0, "P=%d rank %d parts gathered", j->P, rank);
         }
     }
     const float part[6] = {(float)rank, 1, 2, 3, 4, (float)(rank * rank)};
@@ -150,7 +167,7 @@ static void test_profile_and_abort(void) {
             j.full[i] = (float)i;
         CHECK(vdn_comm_run_ranks(3, rank_fn, &j) == 0, "profiled ranks ran");
         for (int r = 0; r < 3; r++) {
-            CHECK(j.failures[r] == 0 && j.calls[r] == 4, "profiled rank %d: %d failed, %lld calls",
+            CHECK(j.failures[r] == 0 && j.calls[r] == 5, "profiled rank %d: %d failed, %lld calls",
                   r, j.failures[r], (long long)j.calls[r]);
             CHECK(j.wait_s[r] >= 0 && j.collective_s[r] >= 0, "profiled rank %d: negative times",
                   r);
@@ -166,7 +183,7 @@ static void test_profile_and_abort(void) {
         job j = {.P = 2, .bad_rank = -1, .late_rank = -1};
         j.g = vdn_comm_group_new(2, err, sizeof err);
         CHECK(vdn_comm_run_ranks(2, rank_fn, &j) == 0, "unprofiled ranks ran");
-        CHECK(j.calls[1] == 4 && j.wait_s[1] == 0 && j.collective_s[1] == 0,
+        CHECK(j.calls[1] == 5 && j.wait_s[1] == 0 && j.collective_s[1] == 0,
               "unprofiled: %lld calls, wait %g, collective %g", (long long)j.calls[1], j.wait_s[1],
               j.collective_s[1]);
         vdn_comm_group_free(j.g);
