@@ -56,6 +56,7 @@ typedef struct {
     char worker_ep[64], client_ep[64];
     int workers, cpu, detach, stop, port;
     const char *gpus, *lease, *heartbeat, *max_attempts, *max_worker_faults;
+    const char *max_job_seconds, *max_job_memory; /* the coordinator's caps (cost.h) */
     const char *http; /* --http HOST:PORT for the coordinator's status page and metrics */
     const char *text_precision, *vae_precision; /* passed to every worker (bf16 | fp8) */
     const char *precision;     /* every worker's DiT precisions (vdn worker --precision) */
@@ -71,6 +72,7 @@ static const char usage[] =
     "usage: vdn up DIR [--workers N] [--cpu] [--store URI] [--checkpoint DIR] [--port P]\n"
     "                  [--gpus SPEC] [--lease-seconds S] [--heartbeat-seconds S]\n"
     "                  [--max-attempts N] [--max-worker-faults N]\n"
+    "                  [--max-job-seconds S] [--max-job-memory GIB]\n"
     "                  [--http 127.0.0.1:8080] [--detach]\n"
     "                  [--precision bf16|fp8|bf16,fp8]\n"
     "                  [--text-precision bf16|fp8] [--vae-precision bf16|fp8]\n"
@@ -81,6 +83,8 @@ static const char usage[] =
     "Without --checkpoint a tiny random VDN checkpoint is made in DIR/ckpt.\n"
     "Then: vdn submit requests.jsonl --dir DIR; vdn watch BATCH --dir DIR.\n"
     "--http: the coordinator serves a live status page and Prometheus /metrics there.\n"
+    "--max-job-seconds, --max-job-memory: the coordinator's caps on a request's estimated\n"
+    "seconds and GPU memory, checked at submit (docs/cluster.md \"Sizes by cost\").\n"
     "--precision: the DiT precisions every worker loads (vdn worker --precision; default\n"
     "bf16); a request line's \"precision\" picks one.\n"
     "--text-precision, --vae-precision: every worker's text encoder and video decoder\n"
@@ -480,6 +484,17 @@ static int parse(up *u, int argc, char **argv) {
                     return -1;
                 }
                 u->precision = v;
+            } else if (!strcmp(a, "--max-job-seconds") || !strcmp(a, "--max-job-memory")) {
+                /* the coordinator's own bounds, so that it never refuses them at start */
+                const int secs = a[10] == 's';
+                const double lo = secs ? 1 : 0.001, hi = secs ? 86400.0 * 365 : 1 << 20;
+                char *end;
+                double x = strtod(v, &end);
+                if (end == v || *end || !(x >= lo && x <= hi)) {
+                    fprintf(stderr, "vdn up: %s '%s': expected a number in %g..%g\n", a, v, lo, hi);
+                    return -1;
+                }
+                *(secs ? &u->max_job_seconds : &u->max_job_memory) = v;
             } else if (!strcmp(a, "--text-precision") || !strcmp(a, "--vae-precision")) {
                 vdn_precision p;
                 if (vdn_precision_parse(v, &p)) {
@@ -636,6 +651,8 @@ int vdn_cmd_up(int argc, char **argv) {
     if (u.heartbeat) child_arg(co, "--heartbeat-seconds", u.heartbeat);
     if (u.max_attempts) child_arg(co, "--max-attempts", u.max_attempts);
     if (u.max_worker_faults) child_arg(co, "--max-worker-faults", u.max_worker_faults);
+    if (u.max_job_seconds) child_arg(co, "--max-job-seconds", u.max_job_seconds);
+    if (u.max_job_memory) child_arg(co, "--max-job-memory", u.max_job_memory);
     if (u.http) child_arg(co, "--http", u.http);
     vdn_gpu_list gpus = {0};
     if (!u.cpu && !u.gpus) {

@@ -116,8 +116,13 @@ def test(args):
               "vdn up --vae-precision fp9: %d %s" % (bad.returncode, bad.stderr))
         check(not os.path.exists(os.path.join(d + "-bad", "vdn.conf")),
               "a refused vdn up wrote a vdn.conf")
+        bad = subprocess.run([vdn, "up", d + "-bad", "--cpu", "--max-job-seconds", "0.5"],
+                             capture_output=True, text=True, timeout=60)
+        check(bad.returncode != 0 and "--max-job-seconds '0.5': expected a number in 1.." in
+              bad.stderr, "vdn up --max-job-seconds 0.5: %d %s" % (bad.returncode, bad.stderr))
         r = subprocess.run([vdn, "up", d, "--detach", "--cpu", "--workers", "2", "--http",
-                            "127.0.0.1:%d" % http_port, "--vae-precision", "fp8"],
+                            "127.0.0.1:%d" % http_port, "--vae-precision", "fp8",
+                            "--max-job-seconds", "86400", "--max-job-memory", "120"],
                            capture_output=True, text=True, timeout=120)
         check(r.returncode == 0, "vdn up --detach exited %d: %s%s" % (r.returncode, r.stdout,
                                                                       r.stderr))
@@ -134,6 +139,11 @@ def test(args):
                 check(b"--vae-precision" in argv and
                       argv[argv.index(b"--vae-precision") + 1] == b"fp8",
                       "worker %d argv lacks --vae-precision fp8: %s" % (k, argv))
+            else:  # the coordinator: the caps
+                check(argv[argv.index(b"--max-job-seconds") + 1] == b"86400" and
+                      argv[argv.index(b"--max-job-memory") + 1] == b"120"
+                      if b"--max-job-seconds" in argv and b"--max-job-memory" in argv else False,
+                      "the coordinator's argv lacks the caps: %s" % argv)
         check(sum(1 for k in kids if b"worker" in open("/proc/%d/cmdline" % k, "rb").read()
                   .split(b"\0")[1:2]) == 2, "two worker children expected")
         for k in ("client_endpoint", "worker_endpoint", "db", "store", "checkpoint"):
