@@ -336,9 +336,12 @@ static int softmax_out(const vdn_dit_block *b, vdn_dit_buffers *buf, vdn_dit_hea
 /* The attention of a block and its linear branch into y. The branch reads only h and the fused
  * projection (P = 1) or what the all-to-all brought (P > 1), so it is forked to lane 1 beside the
  * softmax once those are queued (the next writes of h and qkv come after the join). At P = 1 the
- * whole softmax runs on lane 0 beside it; at P > 1 the collectives stay on lane 0 before the fork
- * and after the join, in the same order on every rank, and lane 0 makes the softmax's q, k and
- * gate from the moved raw ones beside the branch. */
+ * whole softmax runs on lane 0 beside it. At P > 1 lane 0 makes the softmax's q, k and gate from
+ * the moved raw ones beside the branch, and the branch's output goes back to its rows' owners
+ * on lane 1 as soon as it is made, overlapping the softmax (the longer of the two); the other
+ * collectives run on lane 0 before the fork and after the join. Every rank issues them in the
+ * same order (the branch's return before the softmax's, with one lane or without heads too).
+ * y = to_out(softmax) first, then += to_out_linear(branch). */
 static int mixers(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
                   vdn_dit_buffers *buf, const vdn_tensor *h, const vdn_tensor *qkv, vdn_tensor *y) {
     const vdn_config *c = &w->cfg;
@@ -354,6 +357,7 @@ static int mixers(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_di
     if (side) {
         OK(vdn_dev_fork(d));
         rc = vdn_dit_branch(w, b, s, buf, &hv);
+        if (rc == 0 && !local) rc = vdn_dit_branch_back(s, buf);
         (void)vdn_dev_lane(d, 0); /* lane 0 is always valid */
     }
     if (rc == 0)
@@ -362,7 +366,10 @@ static int mixers(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_di
     if (rc == 0 && local) rc = softmax_out(b, buf, &hv, y);
     if (side && vdn_dev_join(d) != 0) rc = -1; /* joined on failure too: no fork stays open */
     OK(rc);
-    if (linear && !side) OK(vdn_dit_branch(w, b, s, buf, &hv));
+    if (linear && !side) {
+        OK(vdn_dit_branch(w, b, s, buf, &hv));
+        if (!local) OK(vdn_dit_branch_back(s, buf));
+    }
     if (!local) OK(softmax_out(b, buf, &hv, y));
     return linear ? vdn_dit_branch_out(w, b, s, buf, y) : 0;
 }

@@ -157,9 +157,13 @@ vdn_tensor vdn_dit_outer_slice(const vdn_tensor *t, int64_t i0, int64_t n);
  * P = 1); no collective (at P > 1 the decay is already made). */
 int vdn_dit_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
                    vdn_dit_buffers *buf, const vdn_dit_heads *hv);
-/* to_out_linear of the branch output of this rank's rows, added into y ([nr, hidden]); at P > 1
- * first the reverse all-to-all of the branch output (the branch's rows only) into kr (free by
- * then) */
+/* P > 1: the reverse all-to-all of the branch output (the branch's rows only: every rank's rows
+ * clamped to them) into the row-wise kr (unused at P > 1), for vdn_dit_branch_out. A collective:
+ * every rank, after vdn_dit_branch, before the softmax output's (on lane 1 beside the softmax, or
+ * after it with one lane) */
+int vdn_dit_branch_back(const vdn_dit_seq *s, vdn_dit_buffers *buf);
+/* to_out_linear of the branch output of this rank's rows (P > 1: brought back into kr), added
+ * into y ([nr, hidden]) */
 int vdn_dit_branch_out(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
                        vdn_dit_buffers *buf, vdn_tensor *y);
 /* both at P = 1 on buf->h and buf->qkv into buf->y (test_vda.c) */

@@ -148,30 +148,39 @@ int vdn_dit_branch(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_d
     return 0;
 }
 
+/* the rows of the branch this rank owns, [*i0, *i1) (empty: i1 <= i0); F' */
+static int own_rows(const vdn_dit_buffers *buf, const vdn_dit_seq *s, int64_t *row0, int64_t *nl,
+                    int64_t *i0, int64_t *i1) {
+    const int Fp = vdn_dit_branch_frames(s, row0);
+    const int64_t r0 = buf->r0, nr = buf->nr;
+    *nl = (int64_t)Fp * s->lay.tokens_per_frame;
+    *i0 = *row0 > r0 ? *row0 : r0, *i1 = *row0 + *nl < r0 + nr ? *row0 + *nl : r0 + nr;
+    return Fp;
+}
+
+int vdn_dit_branch_back(const vdn_dit_seq *s, vdn_dit_buffers *buf) {
+    int64_t row0, nl, i0, i1;
+    if (own_rows(buf, s, &row0, &nl, &i0, &i1) == 0) return 0;
+    vdn_split brows = buf->rows; /* each rank's rows clamped to the branch's */
+    for (int q = 0; q <= brows.parts; q++) {
+        const int64_t o = brows.off[q];
+        brows.off[q] = (o < row0 ? row0 : o > row0 + nl ? row0 + nl : o) - row0;
+    }
+    vdn_tensor all = vdn_dit_narrow_cols(buf->LinH, buf->nc);
+    vdn_tensor lin = vdn_view_rows(&all, row0, nl),
+               dst = vdn_dit_narrow_rows(buf->kr, i1 > i0 ? i1 - i0 : 0);
+    return vdn_op_cols_to_rows(buf->comm, &dst, &lin, &brows, &buf->chans);
+}
+
 int vdn_dit_branch_out(const vdn_dit_weights *w, const vdn_dit_block *b, const vdn_dit_seq *s,
                        vdn_dit_buffers *buf, vdn_tensor *y) {
     (void)w;
-    int64_t row0;
-    const int Fp = vdn_dit_branch_frames(s, &row0);
-    const int64_t nl = (int64_t)Fp * s->lay.tokens_per_frame, r0 = buf->r0, nr = buf->nr;
-    if (Fp == 0) return 0;
-    vdn_tensor src = branch_lin(buf, row0, nl); /* rows from row0 (P = 1) */
-    int64_t base = row0;
-    const int64_t i0 = row0 > r0 ? row0 : r0, i1 = row0 + nl < r0 + nr ? row0 + nl : r0 + nr;
-    if (buf->comm) { /* the branch's rows, own heads -> own rows of them, every head, into kr
-                      * (free by now); each rank's share is its rows clamped to the branch's */
-        vdn_split brows = buf->rows;
-        for (int q = 0; q <= brows.parts; q++) {
-            const int64_t o = brows.off[q];
-            brows.off[q] = (o < row0 ? row0 : o > row0 + nl ? row0 + nl : o) - row0;
-        }
-        vdn_tensor all = vdn_dit_narrow_cols(buf->LinH, buf->nc);
-        vdn_tensor lin = vdn_view_rows(&all, row0, nl);
-        src = vdn_dit_narrow_rows(buf->kr, i1 > i0 ? i1 - i0 : 0), base = i0;
-        OK(vdn_op_cols_to_rows(buf->comm, &src, &lin, &brows, &buf->chans));
-    }
-    if (i1 <= i0) return 0;
-    vdn_tensor yv = vdn_view_rows(y, i0 - r0, i1 - i0),
+    int64_t row0, nl, i0, i1;
+    if (own_rows(buf, s, &row0, &nl, &i0, &i1) == 0 || i1 <= i0) return 0;
+    /* P = 1: the branch's output from row0; P > 1: own rows of it, brought back into kr */
+    vdn_tensor src = buf->comm ? vdn_dit_narrow_rows(buf->kr, i1 - i0) : branch_lin(buf, row0, nl);
+    const int64_t base = buf->comm ? i0 : row0;
+    vdn_tensor yv = vdn_view_rows(y, i0 - buf->r0, i1 - i0),
                lv = vdn_view_rows(&src, i0 - base, i1 - i0);
     return vdn_op_linear(&yv, &lv, b->to_out_linear, NULL, VDN_ACT_NONE, 1);
 }
