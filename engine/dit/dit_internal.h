@@ -62,8 +62,8 @@ struct vdn_dit_buffers {
     vdn_tensor *GD; /* [S, gate_rank]: the output gate's hidden, every row (in the all-to-all) */
     /* the branch's frame means (dit_shard.c shard_alpha): msum F32 [F', hidden] those of the
      * frames this rank holds whole (zero elsewhere), Fsplit [k S, hidden] the k frames a rank
-     * boundary cuts, put together whole */
-    vdn_tensor *msum, *Fsplit;
+     * boundary cuts, gathered whole from every rank's rows of them (this rank's: Fmine) */
+    vdn_tensor *msum, *Fsplit, *Fmine;
     vdn_tensor *Xall, *Hfull; /* [S, hidden]: the final layer's input */
     /* vdn_dit_buffers_virtual: none of the above; the forward runs vranks virtual ranks */
     int vranks;

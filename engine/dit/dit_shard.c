@@ -64,6 +64,26 @@ static int split_frames(const vdn_dit_buffers *b, const vdn_dit_seq *s, int *fra
     return n;
 }
 
+/* Each rank's rows of those frames (ns of them, frames[]) as a split of their ns S rows laid end
+ * to end: a rank meets cut frames only at its two ends (a frame inside its rows has no boundary
+ * in it), the end of one frame and the start of the next, so its rows are one range there. */
+static void cut_rows(const vdn_dit_buffers *b, const vdn_dit_seq *s, const int *frames, int ns,
+                     vdn_split *cs) {
+    int64_t row0;
+    vdn_dit_branch_frames(s, &row0);
+    const int64_t T = s->lay.tokens_per_frame;
+    cs->parts = b->rows.parts, cs->off[0] = 0;
+    for (int q = 0; q < b->rows.parts; q++) {
+        int64_t n = 0;
+        for (int j = 0; j < ns; j++) {
+            const int64_t f0 = row0 + frames[j] * T, a = f0 > b->rows.off[q] ? f0 : b->rows.off[q],
+                          e = f0 + T < b->rows.off[q + 1] ? f0 + T : b->rows.off[q + 1];
+            n += e > a ? e - a : 0;
+        }
+        cs->off[q + 1] = cs->off[q] + n;
+    }
+}
+
 /* the rows of the branch's frames this rank owns, [*i0, *i1) (empty: i1 <= i0), the branch's
  * first row, and F' */
 static int own_branch_rows(const vdn_dit_buffers *b, const vdn_dit_seq *s, int64_t *row0,
@@ -100,7 +120,13 @@ int vdn_dit_shard_buffers(vdn_dit_buffers *b, const vdn_dit_weights *w, const vd
         if (!fail && vdn_tensor_fill(b->msum, 0) != 0) fail = 1;
         int split[VDN_COMM_MAX_RANKS];
         const int ns = split_frames(b, s, split);
-        if (ns) b->Fsplit = vdn_dit_own(b, A, (int64_t)ns * T, c->hidden, &fail);
+        if (ns) {
+            vdn_split cs;
+            cut_rows(b, s, split, ns, &cs);
+            const int64_t mine = vdn_split_len(&cs, b->comm->rank);
+            b->Fsplit = vdn_dit_own(b, A, (int64_t)ns * T, c->hidden, &fail);
+            b->Fmine = vdn_dit_own(b, A, mine ? mine : 1, c->hidden, &fail);
+        }
     }
     return fail ? -1 : 0;
 }
@@ -135,8 +161,8 @@ void vdn_dit_heads_views(const vdn_dit_weights *w, const vdn_dit_buffers *buf, c
 
 /* The branch's decay from the frame means of every rank's rows, the same bits as one rank's:
  * each rank takes the means of the frames it holds whole (zeros elsewhere: the all-reduce adds
- * exact zeros); the frames a rank boundary cuts are put together whole on every rank (each rank
- * writes its rows into zeroed copies, all-reduced: again x + 0) and their means taken there. */
+ * exact zeros); the frames a rank boundary cuts are put together whole on every rank (an
+ * all-gather of each rank's rows of them) and their means taken there. */
 static int shard_alpha(const vdn_dit_block *b, const vdn_dit_seq *s, vdn_dit_buffers *buf,
                        const vdn_tensor *h) {
     int64_t row0, i0, i1;
@@ -155,16 +181,19 @@ static int shard_alpha(const vdn_dit_block *b, const vdn_dit_seq *s, vdn_dit_buf
     int split[VDN_COMM_MAX_RANKS];
     const int ns = split_frames(buf, s, split);
     if (ns == 0) return vdn_dit_vda_decay(b, buf);
-    OK(vdn_tensor_fill(buf->Fsplit, 0));
-    for (int j = 0; j < ns; j++) { /* own rows of split frame j into its copy */
+    vdn_split cs; /* own rows of the cut frames into Fmine, every rank's gathered in Fsplit */
+    cut_rows(buf, s, split, ns, &cs);
+    const int64_t at = cs.off[buf->comm->rank];
+    for (int j = 0; j < ns; j++) {
         const int64_t f0 = row0 + split[j] * T, a = f0 > i0 ? f0 : i0,
                       e = f0 + T < i1 ? f0 + T : i1;
         if (e <= a) continue;
-        vdn_tensor dst = vdn_view_rows(buf->Fsplit, j * T + (a - f0), e - a),
+        vdn_tensor dst = vdn_view_rows(buf->Fmine, j * T + (a - f0) - at, e - a),
                    src = vdn_view_rows(h, a - buf->r0, e - a);
         OK(vdn_tensor_copy(&dst, &src));
     }
-    OK(vdn_op_all_reduce_sum(buf->comm, buf->Fsplit));
+    vdn_tensor mine = vdn_dit_narrow_rows(buf->Fmine, vdn_split_len(&cs, buf->comm->rank));
+    OK(vdn_op_all_gather_rows(buf->comm, buf->Fsplit, &mine, &cs));
     for (int j = 0; j < ns; j++) {
         vdn_tensor m = vdn_view_rows(buf->means, split[j], 1),
                    x = vdn_view_rows(buf->Fsplit, j * T, T);

@@ -139,9 +139,9 @@ enum { MAX_P = 16 };
 /* What rank `me` of P must receive in one evaluation (activations of `a` bytes): per block, the
  * one all-to-all of own heads' raw q, k, v (C wide, split by heads), the softmax gate's logits
  * (gated), beta's logits and the output gate's hidden (linear: heads split; gate_rank, whole)
- * from every other rank's rows; the linear branch's frame means (F32 [F', hidden]) and the rows
- * of the frames a rank boundary cuts (k S rows), each from every other rank (the in-process
- * all-reduce reads every peer's tensor); the attention output of own rows
+ * from every other rank's rows; the linear branch's frame means (F32 [F', hidden]) from each
+ * other rank (the in-process all-reduce reads every peer's tensor) and the other ranks' rows of
+ * the frames a rank boundary cuts; the attention output of own rows
  * and the branch output of own branch rows from the other ranks' heads; and once the residual of
  * every other rank's rows for the final layer. Rows: ceil(n/P) each, the rest on the last; heads
  * balanced (comm.h). */
@@ -158,15 +158,19 @@ static uint64_t expected_bytes(const vdn_config *c, const vdn_layout *L, const v
     const uint64_t nb = b1 > b0 ? (uint64_t)(b1 - b0) : 0;
     uint64_t block = (uint64_t)(N - nr) * a * (uint64_t)(3 * nc + (gated ? nh : 0));
     if (linear) {
-        int64_t split = 0, last = -1; /* frames a rank boundary cuts: all-reduced whole */
+        const int64_t T = L->tokens_per_frame;
+        int64_t cut = 0, last = -1, mine = 0; /* frames a rank boundary cuts, own rows of them */
         for (int r = 1; r < P; r++) {
             const int64_t at = (r * per < N ? r * per : N) - row0;
-            if (at > 0 && at < nl && at % L->tokens_per_frame && at / L->tokens_per_frame != last)
-                split++, last = at / L->tokens_per_frame;
+            if (at <= 0 || at >= nl || at % T == 0 || at / T == last) continue;
+            last = at / T, cut++;
+            const int64_t f0 = row0 + last * T, x0 = f0 > r0 ? f0 : r0,
+                          x1 = f0 + T < r1 ? f0 + T : r1;
+            mine += x1 > x0 ? x1 - x0 : 0;
         }
         block += (uint64_t)(N - nr) * a * (uint64_t)(nh + c->gate_rank);
         block += (uint64_t)(P - 1) * (uint64_t)Fp * (uint64_t)c->hidden * 4;
-        block += (uint64_t)(P - 1) * (uint64_t)(split * L->tokens_per_frame * c->hidden) * a;
+        block += (uint64_t)(cut * T - mine) * (uint64_t)c->hidden * a;
         block += nb * (uint64_t)(C - nc) * a;
     }
     block += (uint64_t)nr * (uint64_t)(C - nc) * a;

@@ -133,8 +133,8 @@ if rc == 0:
                   f"{tag}: latents differ from the one-engine render's")
     # 2 blocks: dense has one all-to-all in (q, k, v) and one out per block and the residual's
     # all-gather; vdn adds the frame means' all-reduce and the branch output's all-to-all per block
-    # (and one all-reduce more where a rank boundary cuts a frame of the branch: not in this
-    # layout) (docs/engine.md "Sequence parallelism")
+    # (and the cut frames' all-gather where a rank boundary cuts a frame of the branch: not in
+    # this layout) (docs/engine.md "Sequence parallelism")
     for k in (2, 3):
         check(calls["dense", k] == 2 * 2 + 1 and calls["vdn", k] == 2 * (2 + 2) + 1,
               f"collectives per evaluation over {k}: vdn {calls['vdn', k]}, "
