@@ -7,8 +7,9 @@
  * the heads [head0(r), head0(r+1)) (balanced). Embeddings, the time embedding, the adaLN
  * modulation, the fused projection, to_out, to_out_linear and the FFN run on own rows. Per block,
  * Ulysses style (the paper's 8-GPU inference, both branches sharded by heads):
- *  - the linear branch's decay needs the frame means of the modulated input: each rank sums its
- *    own rows of each frame and the [F', hidden] sums are all-reduced (not the input gathered);
+ *  - the linear branch's decay needs the frame means of the modulated input: each rank takes the
+ *    means of the frames it holds whole, all-reduced, and the few frames a rank boundary cuts
+ *    are all-gathered whole (not the input gathered; the same bits as one rank, shard_alpha);
  *  - ONE all-to-all (vdn_op_rows_to_cols_parts) moves the raw q, k and v of own rows to every row
  *    of own heads, with the softmax gate's and beta's logits (own heads) and the output gate's
  *    128-wide hidden (every rank gets all of it): the softmax's q, k (norm + RoPE) are made on the
@@ -84,14 +85,13 @@ static void cut_rows(const vdn_dit_buffers *b, const vdn_dit_seq *s, const int *
     }
 }
 
-/* the rows of the branch's frames this rank owns, [*i0, *i1) (empty: i1 <= i0), the branch's
- * first row, and F' */
-static int own_branch_rows(const vdn_dit_buffers *b, const vdn_dit_seq *s, int64_t *row0,
-                           int64_t *i0, int64_t *i1) {
+/* the rows of the branch's frames this rank owns, [*i0, *i1) (empty: i1 <= i0), and the
+ * branch's first row */
+static void own_branch_rows(const vdn_dit_buffers *b, const vdn_dit_seq *s, int64_t *row0,
+                            int64_t *i0, int64_t *i1) {
     const int Fp = vdn_dit_branch_frames(s, row0);
     const int64_t end = *row0 + (int64_t)Fp * s->lay.tokens_per_frame;
     *i0 = *row0 > b->r0 ? *row0 : b->r0, *i1 = end < b->r0 + b->nr ? end : b->r0 + b->nr;
-    return Fp;
 }
 
 int vdn_dit_shard_buffers(vdn_dit_buffers *b, const vdn_dit_weights *w, const vdn_dit_seq *s) {
@@ -115,7 +115,7 @@ int vdn_dit_shard_buffers(vdn_dit_buffers *b, const vdn_dit_weights *w, const vd
         b->Bh = vdn_dit_own(b, A, S, nh1, &fail), b->LinH = vdn_dit_own(b, A, S, nc1, &fail);
         b->GD = vdn_dit_own(b, A, S, c->gate_rank, &fail);
         b->alpha_g = vdn_dit_own(b, vdn_vda_state_dtype(w->dev), Fp, nc1, &fail);
-        /* the frame means: own whole frames' (zero elsewhere), the split frames' rows */
+        /* the frame means: own whole frames' (zero elsewhere), the cut frames' rows */
         b->msum = vdn_dit_own(b, F32, Fp, c->hidden, &fail);
         if (!fail && vdn_tensor_fill(b->msum, 0) != 0) fail = 1;
         int split[VDN_COMM_MAX_RANKS];
