@@ -22,10 +22,10 @@ the end it checks, and prints as JSON:
     than the coordinator had heard of);
   - every mp4 read by ffprobe with the frames asked for.
 
-Each fault is off when its count is 0 (--kills, --restarts, --bad, --crashes, --no-poison);
-each check can be left out with --skip-check NAME. The renderer faults need workers that render
-each slot in a process of its own (the daemon logs `renderer slot N ... pid P`): with workers
-that do not, they are skipped with a message saying so.
+Each fault is off when its count is 0 (--kills, --restarts, --stalls, --bad, --crashes,
+--no-poison); each check can be left out with --skip-check NAME. The renderer faults need
+workers that render each slot in a process of its own (the daemon logs `renderer slot S (gpu G)
+pid P started`): with workers that do not, they are skipped with a message saying so.
 
 Extending it: a fault is a function tick(camp) in FAULTS (called every TICK seconds, it decides
 itself whether to act; count what it did in camp.stats); an end check is a function
@@ -54,17 +54,18 @@ TICK = 0.2
 POISON_SEED = 424242  # no good or bad job uses it
 # the fault names an attempt ended by a renderer crash may carry in the coordinator's database
 CRASH_FAULTS = ("crash",)
-PAT_RENDERER = re.compile(r"renderer slot (\d+)\b.*?\bpid (\d+)")
+# `renderer slot S (gpu G) pid P started` (`(cpu)` for a CPU slot): keyed by G, else S
+PAT_RENDERER = re.compile(r"renderer slot (\d+) \((?:gpu (\d+)|cpu)\) pid (\d+)")
 PAT_START = re.compile(r"job (\d+) attempt (\d+): start on GPU ([\d,]+)")
 
 
 class WorkerLog:
     """What a worker's log (appended over its restarts) has said so far, read incrementally:
-    its renderers' pids by slot (the current process's only) and each attempt's GPUs."""
+    its renderers' pids by GPU (the current process's only) and each attempt's GPUs."""
 
     def __init__(self, path):
         self.path, self.off, self.rest = path, 0, ""
-        self.renderers = {}  # slot -> pid, this process's
+        self.renderers = {}  # GPU index -> pid, this process's
         self.all_renderers = set()  # every renderer pid ever logged
         self.gpus = {}  # attempt -> [gpu]
 
@@ -81,8 +82,9 @@ class WorkerLog:
         for line in lines:
             m = PAT_RENDERER.search(line)
             if m:
-                self.renderers[int(m.group(1))] = int(m.group(2))
-                self.all_renderers.add(int(m.group(2)))
+                pid = int(m.group(3))
+                self.renderers[int(m.group(2) or m.group(1))] = pid
+                self.all_renderers.add(pid)
             m = PAT_START.search(line)
             if m:
                 self.gpus[int(m.group(2))] = [int(g) for g in m.group(3).split(",")]
@@ -597,8 +599,8 @@ def run(a):
         have = c.wait_renderers()
         if not c.renderers and (a.crashes or a.poison):
             why = ("SKIP renderer crashes and poison job: the workers logged no renderer per "
-                   "slot ('renderer slot N ... pid P'; got %s): this build renders in the worker "
-                   "daemon itself" % have)
+                   "slot ('renderer slot S (gpu G) pid P started'; got %s): this build renders "
+                   "in the worker daemon itself" % have)
             log(why)
             c.skipped.append(why)
             a.poison = False
