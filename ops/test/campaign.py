@@ -475,8 +475,10 @@ def check_no_blocklist(c):
     check(not ev, "workers blocklisted during the run: %s" % ev[:5])
     r = c.farm.run(["workers", "--json", "--coordinator", c.farm.client_ep])
     ws = json.loads(r.stdout).get("workers", [])
-    bad = [(w.get("id"), w.get("state"), w.get("blocked_classes")) for w in ws
-           if w.get("state") == "blocked" or w.get("blocked_classes")]
+    bad = [(w.get("worker_id"), w.get("state"), w.get("blocked_classes")) for w in ws
+           if w.get("state") == "blocked" or w.get("blocked_classes") or
+           w.get("blocked_until", 0) > time.time()]
+    check(len(ws) == len(c.workers), "vdn workers --json lists %d workers" % len(ws))
     check(not bad, "workers blocklisted at the end: %s" % bad)
     c.stats["workers_blocklisted"] = 0
 
