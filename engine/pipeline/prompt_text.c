@@ -1,9 +1,12 @@
 /* Text prompts into prompt caches (see prompt_text.h). */
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,6 +41,7 @@ struct vdn_text_prompts {
     vdn_text_config cfg; /* from text_encoder/config.json, read at open */
     double keep_free;    /* bytes a device must still have free to keep an encoder; < 0: never */
     int delay_ms;        /* tests: every encode takes at least this long (vdn_text_prompts_opts) */
+    char flight_dir[4096]; /* "" or the folder of the flight locks shared with other processes */
 
     pthread_mutex_t own_mu; /* the instance's own device and encoder (dev NULL places) */
     vdn_dev *dev;           /* opened with the encoder, on the first such encode */
@@ -100,6 +104,7 @@ vdn_text_prompts *vdn_text_prompts_open(const char *ckpt, const vdn_text_prompts
     p->precision = o->precision;
     p->keep_free = o->keep ? o->keep_free_gib * (double)(1ull << 30) : -1;
     p->delay_ms = o->test_encode_delay_ms;
+    snprintf(p->flight_dir, sizeof p->flight_dir, "%s", o->flight_dir ? o->flight_dir : "");
     pthread_mutex_init(&p->own_mu, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->landed, NULL);
@@ -597,6 +602,29 @@ static int lead(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
     return -1;
 }
 
+/* The flight across processes (vdn_text_prompts_opts.flight_dir): an flock on a file named by
+ * the flight's id. The descriptor holding it (its path in lock_path: the leader removes the file
+ * when it lands), -1 when flights are not shared or the file does not open (then each process
+ * encodes on its own, harmless: the store's publish is atomic), or -2 after waiting for another
+ * process's flight to land (look in the store again; a process that takes the lock of a file
+ * already removed leads, and lead() looks in the store before it encodes). */
+static int board_across(const vdn_text_prompts *p, const char *id, vdn_text_cache_info *info,
+                        char *lock_path, size_t len) {
+    if (!p->flight_dir[0]) return -1;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a: a file name for the id */
+    for (const char *c = id; *c; c++)
+        h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    snprintf(lock_path, len, "%s/text-flight-%016llx.lock", p->flight_dir, (unsigned long long)h);
+    int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return -1;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+    info->waited = 1;
+    while (flock(fd, LOCK_EX) < 0 && errno == EINTR) {
+    }
+    close(fd); /* closing releases it: the store has the entry now, or the leader failed */
+    return -2;
+}
+
 static int fetch_or_encode(vdn_text_prompts *p, const vdn_text_place *at, vdn_store *st,
                            const vdn_prompt_input *in, const vdn_pictures *pics, const int32_t *ids,
                            size_t n, const char *path, vdn_text_cache_info *info, char *err,
@@ -616,7 +644,17 @@ static int fetch_or_encode(vdn_text_prompts *p, const vdn_text_place *at, vdn_st
         int leader = board_or_wait(p, id, info);
         unlock(p);
         if (!leader) continue; /* its result is in the store now; or it failed: try ourselves */
+        char lock_path[4200];
+        int across = board_across(p, id, info, lock_path, sizeof lock_path);
+        if (across == -2) {
+            land(p, id);
+            continue;
+        }
         rc = lead(p, at, st, in, pics, ids, n, path, info, err, errlen);
+        if (across >= 0) {
+            unlink(lock_path); /* nothing left behind; a late opener leads and finds the entry */
+            close(across);
+        }
         land(p, id);
         break;
     }

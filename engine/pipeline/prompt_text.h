@@ -44,6 +44,11 @@ typedef struct {
      * long, spread over the encoder's layers and cancellable (encoder.h vdn_text_run_opts), so
      * tests can make misses overlap, or cancel a long encode, on a tiny checkpoint */
     int test_encode_delay_ms;
+    /* Single flight across processes too (a worker's renderer processes, worker/renderer.h): a
+     * miss is encoded by one process at a time per key, the others wait for it (an flock on
+     * text-flight-HASH.lock in this folder, released by the kernel however the holder ends,
+     * removed when the flight lands). NULL: this process only. */
+    const char *flight_dir;
 } vdn_text_prompts_opts;
 
 /* ckpt: a checkpoint holding tokenizer/ and text_encoder/ (directly, or in base/ for a VDN
@@ -92,7 +97,8 @@ typedef struct {
     int tokens;
     const char *precision; /* "bf16" | "fp8": the encoder's, part of the key */
     double seconds; /* tokenize + fetch or encode + upload (+ waiting for another job's encode) */
-    int waited;     /* 1: another job of this process was encoding it; this one took its result */
+    int waited;     /* 1: another job (of this process, or one sharing its flights) was encoding it;
+                       this one took its result */
     int gpu;        /* the place's gpu */
     /* a miss only: */
     char device[32];     /* the op-layer device it encoded on ("cuda:2", "cpu") */
@@ -112,8 +118,9 @@ typedef struct {
  * Single flight: while one call of this instance encodes a key of a store, every other call
  * missing that key waits for it and then fetches its result (a hit with waited = 1), so
  * concurrent jobs with one prompt encode it once; other keys go on meanwhile, each on its own
- * device. If the encode fails, a waiter tries it itself. (Across processes the store's atomic
- * publish makes a duplicate encode harmless: both write the same bytes under the same key.)
+ * device. If the encode fails, a waiter tries it itself. Processes that share a flight folder
+ * (vdn_text_prompts_opts.flight_dir) take turns the same way; others may encode the same key at
+ * once, which the store's atomic publish makes harmless (the same bytes under the same key).
  *
  * Memory: the encoder is loaded on at->dev for the miss and released after it, so the render
  * that follows has the device to itself (real sizes: 46 GiB of encoder beside 66 GiB of DiT
