@@ -91,6 +91,15 @@ static void wake(vdn_attempt *j) {
     }
 }
 
+/* Test hook VDN_TEST_POISON_SEED: the renderer dies at the job's first NFE, before its snapshot
+ * or its progress goes out (as a crash in the forward would). */
+static void poison_abort(const vdn_attempt *j, int nfe) {
+    VDN_ERROR("job %llu attempt %llu: test hook VDN_TEST_POISON_SEED: aborting the renderer at NFE "
+              "%d",
+              (unsigned long long)j->spec.job_id, (unsigned long long)j->spec.attempt_id, nfe);
+    abort();
+}
+
 static int on_progress(void *user, int nfe_done, int nfe_total, double nfe_seconds) {
     vdn_attempt *j = user;
     if (j->nfe_delay_ms > 0) {
@@ -98,6 +107,7 @@ static int on_progress(void *user, int nfe_done, int nfe_total, double nfe_secon
         while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
         }
     }
+    if (j->poison && nfe_done >= 1) poison_abort(j, nfe_done);
     /* the next op fails inside the backend, typed as a device fault, as a real one would */
     if (j->inject_fault && nfe_done >= 1) vdn_engine_inject_device_fault(j->eng);
     pthread_mutex_lock(&j->mu);
@@ -128,6 +138,7 @@ static void snapshot_prefix(const char *latents_key, char *buf, size_t len) {
 
 static int on_snapshot(void *user, const vdn_render_state *state) {
     vdn_attempt *j = user;
+    if (j->poison) poison_abort(j, state->step);
     char path[2200], key[1200], err[VDN_ERR_LEN];
     double t0 = vdn_now();
     snprintf(path, sizeof path, "%s/snapshot.safetensors", j->scratch);

@@ -1,7 +1,7 @@
-/* One attempt of one job, run on its own thread: fetch the prompt cache, render with the engine,
- * upload the outputs through the store. The worker's main loop owns the ZeroMQ socket; this thread
- * never touches it. It publishes progress and its outcome under a mutex and wakes the main loop
- * through an eventfd that zmq_poll watches. */
+/* One attempt of one job, run on its own thread of a renderer process (renderer.h): fetch the
+ * prompt cache, render with the engine, upload the outputs through the store. It publishes
+ * progress and its outcome under a mutex and wakes the renderer's loop through an eventfd; the
+ * renderer relays them to the worker daemon, which alone talks to the coordinator. */
 #ifndef VDN_WORKER_ATTEMPT_H
 #define VDN_WORKER_ATTEMPT_H
 
@@ -77,9 +77,10 @@ typedef struct {
     struct vdn_worker_text *text; /* the worker's text prompts (shared by its slots, not owned) */
 } vdn_worker_stores;
 
-/* Text prompts (text/prompt_text.h), one set per worker, shared by all its slots: one tokenizer
- * and one table of the prompts being encoded, so jobs on different GPUs missing the same prompt
- * at once encode it once. Each miss encodes on the job's own first GPU (its engine's device).
+/* Text prompts (text/prompt_text.h), one set per renderer process, shared by all its slots: one
+ * tokenizer and one table of the prompts being encoded, so jobs on different GPUs missing the
+ * same prompt at once encode it once (across the worker's renderer processes through flight
+ * locks in its scratch). Each miss encodes on the job's own first GPU (its engine's device).
  * Opened on the first text prompt from the checkpoint's tokenizer/ and text_encoder/; owned and
  * closed by vdn_slots, before the engines whose devices it may hold an encoder on. */
 typedef struct vdn_worker_text {
@@ -120,6 +121,8 @@ typedef struct {
     char scratch[2048];  /* this attempt's private directory, removed at the end */
     int upload_attempts; /* whole-upload retries on top of the store's own retries */
     int nfe_delay_ms;    /* test hook: sleep after each NFE so tests can hit a live render */
+    int poison;          /* test hook (VDN_TEST_POISON_SEED): abort() the process at the first
+                            NFE, as a renderer crash would (docs/cluster.md "Crash blame") */
     int inject_fault;    /* test hook (VDN_TEST_GPU_FAULT): after the first NFE the engine's
                             device faults (vdn_engine_inject_device_fault), as a GPU would */
 

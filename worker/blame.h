@@ -8,8 +8,14 @@
 #include "engine.h"
 
 /* The wire's Fail.Fault values. The job's fails it at once; only the worker's counts toward its
- * blocklist; transient counts for nobody. */
-typedef enum { VDN_FAULT_JOB = 1, VDN_FAULT_WORKER = 2, VDN_FAULT_TRANSIENT = 3 } vdn_fault;
+ * blocklist; transient counts for nobody; a crash (the renderer process died under the attempt,
+ * renderer.h) counts toward the job's crash count. */
+typedef enum {
+    VDN_FAULT_JOB = 1,
+    VDN_FAULT_WORKER = 2,
+    VDN_FAULT_TRANSIENT = 3,
+    VDN_FAULT_CRASH = 4
+} vdn_fault;
 
 /* The wire's Fail.StoreOp: a failure that came from the object store, and in which operation,
  * said where the store call failed (never guessed from the message). NONE: not the store's. */

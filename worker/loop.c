@@ -1,18 +1,21 @@
 /* The worker's main loop: the only thread that touches the ZeroMQ socket.
  *
- * A worker drives every GPU it is given (slots.h): one engine per GPU, and one render thread per
- * running attempt, each on the GPUs its ASSIGN names. The loop polls the DEALER socket to the
- * coordinator, each running attempt's eventfd (progress and outcome from its render thread) and
- * a signalfd (SIGTERM/SIGINT). Every outcome (RESULT or FAIL) is kept until the coordinator ACKs
- * it, and re-sent after a reconnect, so a finished render is never lost to a coordinator
- * restart. When the coordinator falls silent for `liveness` heartbeats, the socket is dropped and
- * re-made with exponential backoff; READY then re-announces the attempts still running, and the
- * coordinator decides which are current. */
+ * A worker drives every GPU it is given (slots.h), through renderer processes (renderer.h): one
+ * per group of slots, a slot each at start, that hold the engines and run the attempts, each on
+ * the GPUs its ASSIGN names. The loop polls the DEALER socket to the coordinator, each renderer's
+ * relay socket (progress and outcome of the attempts in it, relay.h) and a signalfd
+ * (SIGTERM/SIGINT). A renderer that dies fails only the attempts in it (fault CRASH) and is
+ * started again (docs/cluster.md "Crash blame"). Every outcome (RESULT or FAIL) is kept until the
+ * coordinator ACKs it, and re-sent after a reconnect, so a finished render is never lost to a
+ * coordinator restart. When the coordinator falls silent for `liveness` heartbeats, the socket is
+ * dropped and re-made with exponential backoff; READY then re-announces the attempts still running,
+ * and the coordinator decides which are current. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,8 +27,11 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include <cjson/cJSON.h>
+
 #include "attempt.h"
 #include "curve.h"
+#include "renderer.h"
 #include "engine.h"
 #include "slots.h"
 #include "snapshot.h"
@@ -49,13 +55,27 @@ typedef struct {
     char *snap_store, *snap_prefix;
 } outcome;
 
+/* The daemon's view of an attempt that runs in a renderer process: what the renderer relayed. */
+typedef struct {
+    struct {
+        uint64_t job_id, attempt_id;
+    } spec;
+    double started;
+    int rend; /* its renderer (worker.rend[]) */
+    int phase, nfe_done, nfe_total, resumed_from, snap_step;
+    char snap_key[1200];
+    double *nfe_seconds; /* per NFE, grown as the renderer reports */
+    int nfe_cap;
+    vdn_relay_state out; /* once phase is FINISHED: the outcome */
+} proxy;
+
 /* An attempt rendering now, on the slots (GPUs) in pos[]. */
 typedef struct {
-    vdn_attempt *a;
+    proxy *a;
     int pos[VDN_MAX_GPUS];
     int npos;
     int cancel_why;
-    /* Upload gate (see vdn_attempt_gate): `suspect` is set when, since the attempt began, we
+    /* Upload gate (see gate_send): `suspect` is set when, since the attempt began, we
      * were frozen, lost the connection or stopped hearing the coordinator's heartbeats; then
      * the outputs wait for a fresh heartbeat of a coordinator that still counts us in. */
     int suspect;
@@ -88,9 +108,14 @@ typedef struct {
     int sigfd;
     int terms;
     double term_at;
-    int leave_now;   /* shutting down and nothing left to report */
-    int fault_index; /* test hook VDN_TEST_GPU_FAULT: the GPU index whose renders fault, or -2 */
-    int decode_fault_index; /* VDN_TEST_DECODE_FAULT: the GPU index whose decodes fault, or -2 */
+    int leave_now;         /* shutting down and nothing left to report */
+    vdn_relay_config rcfg; /* what every renderer is given (its GPUs filled in per renderer) */
+    const char *renderer_exe;
+    const char *const *renderer_argv;
+    vdn_renderer rend[VDN_MAX_GPUS]; /* pid 0: a free entry */
+    int slot_rend[VDN_MAX_GPUS];     /* the renderer of each slot, -1: none */
+    char identity[128], backend[32]; /* the engines', from the first renderer's hello */
+    uint64_t store_retries_gone;     /* of renderers that ended */
 } worker;
 
 static uint64_t sweep_bytes; /* sweep_scratch's count (nftw takes no user pointer) */
@@ -210,6 +235,15 @@ static void drop_outcome(worker *w, outcome *o) {
     w->nouts--;
 }
 
+/* Store operations that failed and then succeeded on a retry: the daemon's own (snapshot
+ * deletion) plus every renderer's, those that ended included. */
+static uint64_t store_retries(const worker *w) {
+    uint64_t n = vdn_worker_store_retries() + w->store_retries_gone;
+    for (int r = 0; r < VDN_MAX_GPUS; r++)
+        if (w->rend[r].pid > 0) n += w->rend[r].store_retries;
+    return n;
+}
+
 static running *find_run(worker *w, uint64_t attempt) {
     for (int i = 0; i < w->nrun; i++)
         if (w->run[i].a->spec.attempt_id == attempt) return &w->run[i];
@@ -260,9 +294,7 @@ static size_t gpu_states(worker *w, Vdn__Gpu *g, Vdn__Gpu **gp) {
         g[n].attempt_id = s->attempt;
         g[n].out_of_service = s->out_of_service;
         if (s->out_of_service) g[n].fault = (char *)s->fault;
-        g[n].memory_used = 0;
-        for (int p = 0; p < VDN_PRECISION_COUNT; p++) /* every engine's weights on this GPU */
-            if (s->by_precision[p]) g[n].memory_used += vdn_engine_memory_used(s->by_precision[p]);
+        g[n].memory_used = s->memory_used; /* its renderer's engines' weights on this GPU */
         gp[n] = &g[n];
         n++;
     }
@@ -270,6 +302,8 @@ static size_t gpu_states(worker *w, Vdn__Gpu *g, Vdn__Gpu **gp) {
 }
 
 static void send_outcome(worker *w, outcome *o);
+static void send_progress(worker *w, running *j);
+static int renderer_for(worker *w, running *j, uint64_t attempt, char *why, size_t len);
 
 static void send_ready(worker *w) {
     Vdn__Envelope env = VDN__ENVELOPE__INIT;
@@ -277,14 +311,13 @@ static void send_ready(worker *w) {
     Vdn__Gpu g[VDN_MAX_GPUS], *gp[VDN_MAX_GPUS];
     uint64_t ids[2 * VDN_MAX_GPUS + 64];
     char *prec[VDN_PRECISION_COUNT];
-    vdn_engine *eng = vdn_slots_engine(&w->slots);
     r.worker_id = (char *)w->o->id;
     r.n_gpus = gpu_states(w, g, gp);
     r.gpus = gp;
     r.checkpoint = (char *)w->o->checkpoint_name;
-    r.checkpoint_identity = (char *)vdn_engine_identity(eng);
+    r.checkpoint_identity = w->identity;
     r.engine_version = VDN_ENGINE_VERSION;
-    r.backend = (char *)vdn_engine_backend_name(eng);
+    r.backend = w->backend;
     r.hostname = w->hostname;
     /* running ones, then the finished ones whose report is not ACKed yet */
     size_t n = (size_t)running_attempts(w, ids);
@@ -299,7 +332,7 @@ static void send_ready(worker *w) {
     r.has_draining = 1;
     r.draining = w->terms > 0; /* re-registering while shutting down: no new work */
     r.has_store_retries = 1;
-    r.store_retries = vdn_worker_store_retries();
+    r.store_retries = store_retries(w);
     for (int p = 0; p < VDN_PRECISION_COUNT; p++)
         if (vdn_slots_precisions(&w->slots) >> p & 1u)
             prec[r.n_precisions++] = (char *)vdn_precision_name((vdn_precision)p);
@@ -321,8 +354,7 @@ static void send_ready(worker *w) {
         j->snap_sent = 0;
         if (j->progress_sent > 0) {
             j->progress_sent--;
-            uint64_t one = 1;
-            if (write(j->a->efd, &one, sizeof one) < 0) VDN_DEBUG("worker: eventfd write failed");
+            send_progress(w, j);
         }
     }
     if (n)
@@ -394,7 +426,7 @@ static void send_heartbeat(worker *w) {
     h.has_draining = 1;
     h.draining = w->terms > 0;
     h.has_store_retries = 1;
-    h.store_retries = vdn_worker_store_retries();
+    h.store_retries = store_retries(w);
     env.payload_case = VDN__ENVELOPE__PAYLOAD_HEARTBEAT;
     env.heartbeat = &h;
     send_env(w, &env);
@@ -579,16 +611,9 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
     s.video_shift = rq->has_video_shift ? rq->video_shift : 0;
     s.audio_shift = rq->has_audio_shift ? rq->audio_shift : 0;
     s.resume_key = dup_or_null(a->resume_key);
-    s.snapshot_seconds = w->o->snapshot_seconds;
-    s.snapshot_every = w->o->snapshot_every;
-    s.stale_scratch_folders = swept_folders;
-    s.stale_scratch_bytes = sweep_bytes;
-    s.data_roots = w->o->data_roots;
-    s.n_data_roots = w->o->n_data_roots;
-    s.score_fn = w->o->score;
     /* A k-GPU job renders one clip sharded over the engines of its k GPUs (attempt.c
-     * render_ranks) and decodes it over their k decoders; it keeps its store handles on the
-     * first. */
+     * render_ranks) and decodes it over their k decoders, in one renderer process that holds
+     * them all; it keeps its store handles on the first. */
     vdn_slot *first = &w->slots.s[j->pos[0]];
     char gl[256] = "";
     for (int i = 0; i < j->npos; i++)
@@ -604,22 +629,25 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
              s.frames, s.height, s.width, s.steps, (unsigned long long)s.seed,
              vdn_precision_name(prec));
     uint64_t attempt = s.attempt_id;
-    vdn_attempt_gpus g = {.n = j->npos, .dec_err = first->dec_err};
-    for (int i = 0; i < j->npos; i++) {
-        g.eng[i] = w->slots.s[j->pos[i]].by_precision[prec];
-        g.index[i] = w->slots.s[j->pos[i]].index;
-        g.dec[i] = w->slots.s[j->pos[i]].dec;
-        if (w->decode_fault_index != -2 && g.index[i] == w->decode_fault_index)
-            g.decode_fault |= 1ull << i;
-    }
-    j->a = vdn_attempt_start(&s, &g, &first->stores, w->scratch, w->o->upload_attempts, err,
-                             sizeof err);
-    if (!j->a) {
-        VDN_ERROR("worker %s: attempt %llu: %s", w->o->id, (unsigned long long)attempt, err);
-        send_fail_now(w, attempt, err, VDN_FAULT_WORKER);
+    int ri = renderer_for(w, j, attempt, err, sizeof err);
+    if (ri < 0) {
+        VDN_WARN("worker %s: attempt %llu refused: %s", w->o->id, (unsigned long long)attempt, err);
+        vdn_assignment_free(&s);
+        send_fail_now(w, attempt, err, VDN_FAULT_TRANSIENT);
         return;
     }
-    if (w->fault_index != -2 && first->index == w->fault_index) j->a->inject_fault = 1;
+    /* a renderer still loading reads it once its engines are there */
+    cJSON *m = vdn_relay_start_json(&s, j->pos, j->npos, (int)prec);
+    vdn_relay_send(w->rend[ri].fd, m); /* a renderer gone: its end of file fails the attempt */
+    cJSON_Delete(m);
+    proxy *px = vdn_xcalloc(1, sizeof *px);
+    px->spec.job_id = s.job_id;
+    px->spec.attempt_id = attempt;
+    px->started = vdn_now();
+    px->rend = ri;
+    vdn_assignment_free(&s);
+    j->a = px;
+    w->rend[ri].attempts++;
     for (int i = 0; i < j->npos; i++)
         w->slots.s[j->pos[i]].attempt = attempt;
     w->nrun++;
@@ -653,10 +681,20 @@ static void reregister(worker *w, int asked) {
     if (!w->need_ready) send_outcomes(w);
 }
 
+/* Main loop -> renderer: may the attempt's outputs go to the store (1) or not (0)? Granted only
+ * while we believe the attempt is still ours: a worker that was frozen or cut off past its
+ * lease must not overwrite the objects of the attempt that replaced it. */
+static void gate_send(worker *w, running *j, int go) {
+    cJSON *m = vdn_relay_gate_json(j->a->spec.attempt_id, go);
+    vdn_relay_send(w->rend[j->a->rend].fd, m);
+    cJSON_Delete(m);
+}
+
 static void cancel_run(worker *w, running *j, int why, const char *log_reason) {
     if (j->cancel_why == CANCEL_NONE || why == CANCEL_STALE) j->cancel_why = why;
-    atomic_store(&j->a->cancel, 1);
-    vdn_attempt_gate(j->a, 0);
+    cJSON *m = vdn_relay_cancel_json(j->a->spec.attempt_id);
+    vdn_relay_send(w->rend[j->a->rend].fd, m);
+    cJSON_Delete(m);
     VDN_INFO("worker %s: attempt %llu: cancelling (%s)", w->o->id,
              (unsigned long long)j->a->spec.attempt_id, log_reason);
 }
@@ -680,7 +718,7 @@ static void on_heartbeat(worker *w) {
             VDN_INFO("worker %s: attempt %llu is still ours; uploading", w->o->id,
                      (unsigned long long)j->a->spec.attempt_id);
             j->gate_state = 2;
-            vdn_attempt_gate(j->a, 1);
+            gate_send(w, j, 1);
         }
     }
 }
@@ -770,16 +808,16 @@ static void drain_socket(worker *w) {
 }
 
 /* The upload gate of a rendered attempt: go at once when we heard the coordinator all along,
- * else ask it first (see vdn_attempt_gate). */
+ * else ask it first (see gate_send). */
 static void open_gate(worker *w, running *j) {
     double now = vdn_now();
     if (j->cancel_why != CANCEL_NONE) {
         j->gate_state = 2;
-        vdn_attempt_gate(j->a, 0);
+        gate_send(w, j, 0);
     } else if (!j->suspect && w->sock && !w->need_ready && w->coord_hb_at > 0 &&
                now - w->coord_hb_at <= 2 * w->coord_gap) {
         j->gate_state = 2; /* heard from the coordinator all along: ours */
-        vdn_attempt_gate(j->a, 1);
+        gate_send(w, j, 1);
     } else {
         VDN_INFO("worker %s: attempt %llu rendered after a gap in contact; checking with the "
                  "coordinator before uploading",
@@ -791,23 +829,25 @@ static void open_gate(worker *w, running *j) {
 }
 
 /* A finished attempt: keep its report until ACKed, free its GPUs (taking them out of service
- * when the render failed on a GPU fault), forget the render thread. */
+ * when the render failed on a GPU fault), forget its proxy. */
 static void finish_run(worker *w, running *j) {
-    vdn_attempt *a = j->a;
-    double took = vdn_now() - a->started;
+    proxy *px = j->a;
+    vdn_relay_state *a = &px->out;
+    double took = vdn_now() - px->started;
     int fault = 0;
     if (j->cancel_why == CANCEL_STALE) {
         VDN_INFO("worker %s: job %llu attempt %llu: dropped (stale) after %.1f s", w->o->id,
-                 (unsigned long long)a->spec.job_id, (unsigned long long)a->spec.attempt_id, took);
+                 (unsigned long long)px->spec.job_id, (unsigned long long)px->spec.attempt_id,
+                 took);
     } else {
         w->outs = realloc(w->outs, sizeof *w->outs * (size_t)(w->nouts + 1));
         VDN_ASSERT(w->outs);
         outcome *o = &w->outs[w->nouts++];
         memset(o, 0, sizeof *o);
-        o->attempt_id = a->spec.attempt_id;
-        o->job_id = a->spec.job_id;
-        o->ok = a->ok;
-        if (a->ok) {
+        o->attempt_id = px->spec.attempt_id;
+        o->job_id = px->spec.job_id;
+        o->ok = a->ok && a->n_object_keys > 0;
+        if (o->ok) {
             o->keys = a->object_keys;
             o->nkeys = a->n_object_keys;
             o->record = a->record_json;
@@ -815,15 +855,15 @@ static void finish_run(worker *w, running *j) {
             a->n_object_keys = 0;
             a->record_json = NULL;
             o->snap_store = a->outputs_store;
-            o->snap_prefix = vdn_xstrdup(a->snap_prefix);
-            a->outputs_store = NULL;
+            o->snap_prefix = a->snap_prefix;
+            a->outputs_store = a->snap_prefix = NULL;
             VDN_INFO("worker %s: job %llu attempt %llu: done in %.1f s, uploaded %s", w->o->id,
                      (unsigned long long)o->job_id, (unsigned long long)o->attempt_id, took,
                      o->keys[0]);
         } else {
             char reason[VDN_ERR_LEN + 64];
             o->retryable = a->retryable;
-            o->fault = a->fault;
+            o->fault = a->fault ? a->fault : VDN_FAULT_WORKER;
             o->store_op = a->store_op;
             fault = a->gpu_fault; /* typed by the engine's devices (blame.h), cancelled or not */
             if (j->cancel_why == CANCEL_BY_COORDINATOR) {
@@ -853,6 +893,7 @@ static void finish_run(worker *w, running *j) {
                      took,
                      o->fault == VDN_FAULT_JOB      ? "job"
                      : o->fault == VDN_FAULT_WORKER ? "worker"
+                     : o->fault == VDN_FAULT_CRASH  ? "crash"
                                                     : "transient",
                      reason);
         }
@@ -860,35 +901,20 @@ static void finish_run(worker *w, running *j) {
     }
     for (int i = 0; i < j->npos; i++)
         w->slots.s[j->pos[i]].attempt = 0;
-    vdn_attempt_free(a);
+    if (px->rend >= 0 && w->rend[px->rend].attempts > 0) w->rend[px->rend].attempts--;
+    vdn_relay_state_free(a);
+    free(px->nfe_seconds);
+    free(px);
     *j = w->run[--w->nrun];
 }
 
-/* Progress and the outcome from one render thread. Returns 1 when the attempt finished (the
- * run[] entry was removed). */
-static int on_attempt_event(worker *w, running *j) {
-    vdn_attempt *a = j->a;
-    uint64_t n;
-    while (read(a->efd, &n, sizeof n) > 0) {
-    }
-    int first = j->progress_sent, done, total, finished, phase, resumed, snap_step;
-    double secs[64];
-    char snap_key[sizeof a->snap_key];
-    pthread_mutex_lock(&a->mu);
-    resumed = a->resumed_from;
+/* PROGRESS for the NFEs the coordinator has not heard of yet. */
+static void send_progress(worker *w, running *j) {
+    proxy *a = j->a;
+    int first = j->progress_sent, done = a->nfe_done, resumed = a->resumed_from;
     if (first < resumed) first = resumed; /* those came from the snapshot */
-    snap_step = a->snap_step;
-    memcpy(snap_key, a->snap_key, sizeof snap_key);
-    done = a->nfe_done;
-    total = a->nfe_total;
-    finished = a->phase == VDN_ATTEMPT_FINISHED;
-    phase = a->phase;
     /* More than 64 NFEs between two polls: report the latest ones; the count says the rest. */
     if (done - first > 64) first = done - 64;
-    for (int k = first; k < done; k++)
-        secs[k - first] = a->nfe_seconds[k];
-    pthread_mutex_unlock(&a->mu);
-
     if (j->cancel_why != CANCEL_STALE) {
         for (int k = first + 1; k <= done; k++) {
             Vdn__Envelope env = VDN__ENVELOPE__INIT;
@@ -897,28 +923,317 @@ static int on_attempt_event(worker *w, running *j) {
             p.has_nfe_seconds = p.has_elapsed_seconds = 1;
             p.attempt_id = a->spec.attempt_id;
             p.nfe_done = k;
-            p.nfe_total = total;
-            p.nfe_seconds = secs[k - 1 - first];
+            p.nfe_total = a->nfe_total;
+            p.nfe_seconds = k - 1 < a->nfe_cap ? a->nfe_seconds[k - 1] : 0;
             p.elapsed_seconds = vdn_now() - a->started;
             p.has_nfe_evaluated = 1;
             p.nfe_evaluated = k - resumed;
             /* the snapshot taken after NFE k (it is stored before NFE k is reported) */
-            if (snap_step > j->snap_sent && snap_step <= k) {
-                p.snapshot_key = snap_key;
+            if (a->snap_step > j->snap_sent && a->snap_step <= k) {
+                p.snapshot_key = a->snap_key;
                 p.has_snapshot_step = 1;
-                p.snapshot_step = snap_step;
-                j->snap_sent = snap_step;
+                p.snapshot_step = a->snap_step;
+                j->snap_sent = a->snap_step;
             }
             env.payload_case = VDN__ENVELOPE__PAYLOAD_PROGRESS;
             env.progress = &p;
             send_env(w, &env);
         }
     }
-    j->progress_sent = done;
-    if (phase == VDN_ATTEMPT_UPLOAD_WAIT && j->gate_state == 0) open_gate(w, j);
-    if (!finished) return 0;
-    finish_run(w, j);
-    return 1;
+    if (done > j->progress_sent) j->progress_sent = done;
+}
+
+/* Progress and the outcome of one attempt, as its renderer relayed them. */
+static void on_attempt_event(worker *w, running *j) {
+    send_progress(w, j);
+    if (j->a->phase == VDN_ATTEMPT_UPLOAD_WAIT && j->gate_state == 0) open_gate(w, j);
+    if (j->a->phase == VDN_ATTEMPT_FINISHED) finish_run(w, j);
+}
+
+/* ---- renderer processes (renderer.h) ---- */
+
+static const char *slot_name(const worker *w, int pos, char *buf, size_t len) {
+    const vdn_slot *s = &w->slots.s[pos];
+    if (s->index < 0)
+        snprintf(buf, len, "cpu");
+    else
+        snprintf(buf, len, "gpu %d", s->index);
+    return buf;
+}
+
+/* SCRATCH/renderers.json: each slot's renderer pid, for tests and operators (docs/cluster.md
+ * "Crash blame"): {"worker": ID, "slots": [{"slot", "gpu", "pid", "group": [slots]}]}; pid 0:
+ * none (out of service). */
+static void write_renderers(worker *w) {
+    cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "slots");
+    cJSON_AddStringToObject(o, "worker", w->o->id);
+    for (int i = 0; i < w->slots.n; i++) {
+        cJSON *e = cJSON_CreateObject(), *g = cJSON_AddArrayToObject(e, "group");
+        int r = w->slot_rend[i];
+        cJSON_AddNumberToObject(e, "slot", i);
+        cJSON_AddNumberToObject(e, "gpu", w->slots.s[i].index);
+        cJSON_AddNumberToObject(e, "pid", r >= 0 ? w->rend[r].pid : 0);
+        for (int k = 0; r >= 0 && k < w->rend[r].npos; k++)
+            cJSON_AddItemToArray(g, cJSON_CreateNumber(w->rend[r].pos[k]));
+        cJSON_AddItemToArray(a, e);
+    }
+    char *text = cJSON_Print(o), path[2000], err[VDN_ERR_LEN];
+    cJSON_Delete(o);
+    snprintf(path, sizeof path, "%s/renderers.json", w->scratch);
+    if (vdn_write_file_atomic(path, text, strlen(text), err, sizeof err))
+        VDN_WARN("worker %s: %s", w->o->id, err);
+    free(text);
+}
+
+/* A renderer over slots pos[]; its index, or -1 (logged; the slots then have none). */
+static int spawn_renderer(worker *w, const int *pos, int npos, const char *why) {
+    char err[VDN_ERR_LEN], nm[32];
+    int r = 0;
+    while (r < VDN_MAX_GPUS && w->rend[r].pid > 0)
+        r++;
+    VDN_ASSERT(r < VDN_MAX_GPUS);
+    if (vdn_renderer_spawn(&w->rend[r], w->renderer_exe, w->renderer_argv, pos, npos, &w->rcfg,
+                           &w->gpus, err, sizeof err)) {
+        VDN_ERROR("worker %s: cannot start a renderer for slot %d: %s", w->o->id, pos[0], err);
+        for (int i = 0; i < npos; i++)
+            w->slot_rend[pos[i]] = -1;
+        return -1;
+    }
+    for (int i = 0; i < npos; i++) {
+        w->slot_rend[pos[i]] = r;
+        VDN_INFO("worker %s: renderer slot %d (%s) pid %d started%s%s", w->o->id, pos[i],
+                 slot_name(w, pos[i], nm, sizeof nm), (int)w->rend[r].pid, why ? ": " : "",
+                 why ? why : "");
+    }
+    write_renderers(w);
+    return r;
+}
+
+/* Slots pos[] leave service: no renderer will run on them until the worker restarts. */
+static void slots_out(worker *w, const int *pos, int npos, const char *reason) {
+    for (int i = 0; i < npos; i++) {
+        w->slot_rend[pos[i]] = -1;
+        vdn_slot_fault(&w->slots, pos[i], w->o->id, reason);
+    }
+    write_renderers(w);
+    send_heartbeat(w);
+}
+
+/* The renderer for a job on j's slots: the one over exactly them, or a new one (the renderers
+ * it replaces must be idle: their weights load again, logged). -1 with why. */
+static int renderer_for(worker *w, running *j, uint64_t attempt, char *why, size_t len) {
+    int r0 = w->slot_rend[j->pos[0]];
+    if (r0 >= 0 && w->rend[r0].npos == j->npos) {
+        int same = 1;
+        for (int i = 0; i < j->npos; i++)
+            same &= w->slot_rend[j->pos[i]] == r0;
+        if (same) return r0;
+    }
+    int old[VDN_MAX_GPUS], nold = 0, left[VDN_MAX_GPUS], nleft = 0;
+    for (int i = 0; i < j->npos; i++) {
+        int r = w->slot_rend[j->pos[i]], seen = 0;
+        for (int k = 0; k < nold; k++)
+            seen |= old[k] == r;
+        if (r < 0 || seen) continue;
+        if (w->rend[r].attempts) {
+            snprintf(why, len,
+                     "GPU %d shares a renderer with GPUs busy with another attempt; "
+                     "regrouping waits for it",
+                     w->slots.s[j->pos[i]].index);
+            return -1;
+        }
+        old[nold++] = r;
+    }
+    char gl[256] = "";
+    for (int i = 0; i < j->npos; i++)
+        snprintf(gl + strlen(gl), sizeof gl - strlen(gl), "%s%d", i ? "," : "",
+                 w->slots.s[j->pos[i]].index);
+    VDN_INFO("worker %s: attempt %llu: slots regrouped, one renderer over GPU(s) %s (their "
+             "engines load again)",
+             w->o->id, (unsigned long long)attempt, gl);
+    for (int k = 0; k < nold; k++) {
+        vdn_renderer *r = &w->rend[old[k]];
+        for (int i = 0; i < r->npos; i++) {
+            int mine = 0;
+            for (int q = 0; q < j->npos; q++)
+                mine |= j->pos[q] == r->pos[i];
+            if (!mine) left[nleft++] = r->pos[i];
+            w->slot_rend[r->pos[i]] = -1;
+        }
+        w->store_retries_gone += r->store_retries;
+        vdn_renderer_stop(r, 30.0, NULL, 0);
+    }
+    for (int i = 0; i < nleft; i++) /* the slots left over render alone again */
+        if (spawn_renderer(w, &left[i], 1, "regrouped") < 0)
+            slots_out(w, &left[i], 1, "its renderer could not be started");
+    int r = spawn_renderer(w, j->pos, j->npos, "regrouped");
+    if (r < 0) {
+        slots_out(w, j->pos, j->npos, "its renderer could not be started");
+        snprintf(why, len, "the renderer for GPU(s) %s could not be started", gl);
+    }
+    return r;
+}
+
+/* Its engines loaded (or not). */
+static void on_hello(worker *w, int ri, const cJSON *m) {
+    vdn_renderer *r = &w->rend[ri];
+    vdn_relay_hello h;
+    char err[VDN_ERR_LEN];
+    if (vdn_relay_hello_parse(m, &h, err, sizeof err)) {
+        snprintf(h.error, sizeof h.error, "%s", err);
+        h.n = 0;
+    }
+    if (h.error[0]) { /* it exits: on_renderer_gone takes the slots out of service */
+        VDN_ERROR("worker %s: renderer pid %d: engines did not load: %s", w->o->id, (int)r->pid,
+                  h.error);
+        return;
+    }
+    r->hello = 1;
+    if (!w->identity[0]) {
+        snprintf(w->identity, sizeof w->identity, "%s", h.identity);
+        snprintf(w->backend, sizeof w->backend, "%s", h.backend);
+    }
+    w->slots.precisions = h.precisions;
+    for (int i = 0; i < h.n && i < r->npos; i++) {
+        vdn_slot *s = &w->slots.s[r->pos[i]];
+        s->memory_used = h.slot[i].memory_used;
+        if (h.slot[i].out_of_service && !s->out_of_service) {
+            s->out_of_service = 1;
+            snprintf(s->fault, sizeof s->fault, "%s", h.slot[i].fault);
+        }
+    }
+    VDN_DEBUG("worker %s: renderer pid %d ready in %.1f s", w->o->id, (int)r->pid,
+              vdn_now() - r->started);
+}
+
+static void on_state(worker *w, int ri, const cJSON *m) {
+    vdn_relay_state s;
+    char err[VDN_ERR_LEN];
+    if (vdn_relay_state_parse(m, &s, err, sizeof err)) {
+        VDN_ERROR("worker %s: renderer pid %d: %s", w->o->id, (int)w->rend[ri].pid, err);
+        return;
+    }
+    w->rend[ri].store_retries = s.store_retries;
+    running *j = find_run(w, s.attempt_id);
+    if (!j || j->a->rend != ri) {
+        vdn_relay_state_free(&s);
+        return;
+    }
+    proxy *a = j->a;
+    if (s.nfe_done > a->nfe_cap) {
+        int cap = s.nfe_total > s.nfe_done ? s.nfe_total : s.nfe_done;
+        a->nfe_seconds = realloc(a->nfe_seconds, (size_t)cap * sizeof *a->nfe_seconds);
+        VDN_ASSERT(a->nfe_seconds);
+        memset(a->nfe_seconds + a->nfe_cap, 0, (size_t)(cap - a->nfe_cap) * sizeof(double));
+        a->nfe_cap = cap;
+    }
+    for (int k = 0; k < s.n_nfe; k++)
+        a->nfe_seconds[s.nfe_from + k] = s.nfe_seconds[k];
+    a->phase = s.phase;
+    a->nfe_done = s.nfe_done;
+    a->nfe_total = s.nfe_total;
+    a->resumed_from = s.resumed_from;
+    a->snap_step = s.snap_step;
+    snprintf(a->snap_key, sizeof a->snap_key, "%s", s.snap_key);
+    if (s.phase == VDN_ATTEMPT_FINISHED) {
+        a->out = s; /* takes its strings */
+    } else {
+        vdn_relay_state_free(&s);
+    }
+    on_attempt_event(w, j);
+}
+
+static int rm_tree(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* Its relay reached end of file: the process ended. The attempts in it fail (CRASH when it died
+ * under them; a renderer that never loaded is this worker's), and it is started again over the
+ * same slots, unless it never loaded or keeps dying idle: then its slots leave service. */
+static void on_renderer_gone(worker *w, int ri) {
+    vdn_renderer *r = &w->rend[ri];
+    char how[160], nm[32];
+    const pid_t pid = r->pid;
+    const int loaded = r->hello, had = r->attempts, crashed = vdn_renderer_reap(r, how, sizeof how);
+    int pos[VDN_MAX_GPUS], npos = r->npos;
+    memcpy(pos, r->pos, sizeof pos);
+    w->store_retries_gone += r->store_retries;
+    r->store_retries = 0;
+    for (int i = w->nrun - 1; i >= 0; i--) {
+        running *j = &w->run[i];
+        if (j->a->rend != ri) continue;
+        proxy *a = j->a;
+        vdn_relay_state *o = &a->out;
+        o->phase = VDN_ATTEMPT_FINISHED;
+        o->ok = 0;
+        o->retryable = 1;
+        o->fault = loaded ? VDN_FAULT_CRASH : VDN_FAULT_WORKER;
+        if (loaded && a->nfe_total > 0)
+            snprintf(o->reason, sizeof o->reason, "renderer %s: %s at NFE %d/%d",
+                     crashed ? "crashed" : "ended", how, a->nfe_done, a->nfe_total);
+        else if (loaded)
+            snprintf(o->reason, sizeof o->reason, "renderer %s: %s before any NFE was reported",
+                     crashed ? "crashed" : "ended", how);
+        else
+            snprintf(o->reason, sizeof o->reason, "renderer died loading the checkpoint: %s", how);
+        char dir[2100]; /* what it left in scratch */
+        snprintf(dir, sizeof dir, "%s/a%llu", w->scratch, (unsigned long long)a->spec.attempt_id);
+        nftw(dir, rm_tree, 16, FTW_DEPTH | FTW_PHYS);
+        finish_run(w, j);
+    }
+    r->attempts = 0;
+    VDN_WARN("worker %s: renderer pid %d of slot(s) %d%s (%s) %s: %s; %d attempt(s) in it failed",
+             w->o->id, (int)pid, pos[0], npos > 1 ? ",..." : "",
+             slot_name(w, pos[0], nm, sizeof nm), crashed ? "died" : "ended", how, had);
+    r->idle_deaths = had ? 0 : r->idle_deaths + 1;
+    const int idle_deaths = r->idle_deaths;
+    for (int i = 0; i < npos; i++)
+        w->slot_rend[pos[i]] = -1;
+    if (w->terms) { /* shutting down: no new work comes */
+        write_renderers(w);
+        return;
+    }
+    char reason[300];
+    if (!loaded || idle_deaths >= 3) {
+        snprintf(reason, sizeof reason, "its renderer %s: %s",
+                 loaded ? "keeps dying idle" : "did not load the checkpoint", how);
+        slots_out(w, pos, npos, reason);
+        return;
+    }
+    snprintf(reason, sizeof reason, "restarted after %s", how);
+    int nr = spawn_renderer(w, pos, npos, reason);
+    if (nr < 0) {
+        slots_out(w, pos, npos, "its renderer could not be restarted");
+        return;
+    }
+    w->rend[nr].idle_deaths = idle_deaths;
+}
+
+/* What one renderer's relay has for us. */
+static void on_renderer(worker *w, int ri) {
+    vdn_renderer *r = &w->rend[ri];
+    int rc = vdn_relay_fill(r->fd, &r->rb);
+    char err[VDN_ERR_LEN];
+    cJSON *m;
+    while (r->pid > 0 && (m = vdn_relay_next(&r->rb, err, sizeof err)) != NULL) {
+        const char *t = vdn_relay_type(m);
+        if (!strcmp(t, "hello"))
+            on_hello(w, ri, m);
+        else if (!strcmp(t, "state"))
+            on_state(w, ri, m);
+        else
+            VDN_WARN("worker %s: renderer pid %d: unknown relay message \"%.40s\"", w->o->id,
+                     (int)r->pid, t);
+        cJSON_Delete(m);
+    }
+    if (r->pid > 0 && err[0]) { /* a stream we cannot read further: the renderer is of no use */
+        VDN_ERROR("worker %s: renderer pid %d: %s; stopping it", w->o->id, (int)r->pid, err);
+        kill(r->pid, SIGKILL);
+        rc = 0;
+    }
+    if (r->pid > 0 && rc <= 0) on_renderer_gone(w, ri);
 }
 
 static void on_signal(worker *w) {
@@ -999,16 +1314,19 @@ static int run_loop(worker *w) {
         }
 
         zmq_pollitem_t items[VDN_MAX_GPUS + 2];
-        uint64_t polled[VDN_MAX_GPUS];
-        int n = 0, i_sock = -1, i_att = -1, i_sig, nrun = w->nrun;
+        int polled[VDN_MAX_GPUS];
+        pid_t polled_pid[VDN_MAX_GPUS];
+        int n = 0, i_sock = -1, i_rend = -1, i_sig, nrend = 0;
         if (w->sock) {
             items[n] = (zmq_pollitem_t){.socket = w->sock, .events = ZMQ_POLLIN};
             i_sock = n++;
         }
-        i_att = n;
-        for (int i = 0; i < nrun; i++) {
-            items[n++] = (zmq_pollitem_t){.fd = w->run[i].a->efd, .events = ZMQ_POLLIN};
-            polled[i] = w->run[i].a->spec.attempt_id;
+        i_rend = n;
+        for (int r = 0; r < VDN_MAX_GPUS; r++) {
+            if (w->rend[r].pid <= 0) continue;
+            items[n++] = (zmq_pollitem_t){.fd = w->rend[r].fd, .events = ZMQ_POLLIN};
+            polled[nrend] = r;
+            polled_pid[nrend++] = w->rend[r].pid;
         }
         items[n] = (zmq_pollitem_t){.fd = w->sigfd, .events = ZMQ_POLLIN};
         i_sig = n++;
@@ -1031,26 +1349,106 @@ static int run_loop(worker *w) {
                 w->run[i].suspect = 1;
         }
         if (items[i_sig].revents & ZMQ_POLLIN) on_signal(w);
-        /* by attempt id: finishing one moves another into its place in run[] */
-        for (int i = 0; i < nrun; i++) {
-            if (!(items[i_att + i].revents & ZMQ_POLLIN)) continue;
-            running *j = find_run(w, polled[i]);
-            if (j) on_attempt_event(w, j);
-        }
+        /* by pid: a renderer that died may have been replaced meanwhile */
+        for (int i = 0; i < nrend; i++)
+            if (items[i_rend + i].revents && w->rend[polled[i]].pid == polled_pid[i])
+                on_renderer(w, polled[i]);
         if (i_sock >= 0 && (items[i_sock].revents & ZMQ_POLLIN)) drain_socket(w);
     }
 }
 
+/* Starts a renderer per slot and waits until each has loaded its engines or died. 0, or -1
+ * with the first error when none loaded. */
+static int start_renderers(worker *w, char *err, size_t errlen) {
+    const vdn_worker_opts *o = w->o;
+    vdn_relay_config *c = &w->rcfg;
+    c->checkpoint = o->checkpoint;
+    for (int i = 0; i < o->n_adapters && i < 16; i++)
+        c->adapters[c->n_adapters++] = o->adapters[i];
+    c->store = o->store;
+    c->store_retry_s = o->store_retry_s;
+    c->scratch = w->scratch;
+    c->cpu = w->slots.s[0].index < 0;
+    c->text_precision = (int)o->text_precision;
+    c->text_keep = o->text_prompts.keep;
+    c->text_keep_free_gib = o->text_prompts.keep_free_gib;
+    c->text_encode_delay_ms = o->text_prompts.test_encode_delay_ms;
+    c->base_dir = o->base_dir;
+    c->vae_precision = (int)o->vae_precision;
+    c->precisions = o->precisions;
+    c->threads = o->threads;
+    c->upload_attempts = o->upload_attempts;
+    c->snapshot_seconds = o->snapshot_seconds;
+    c->snapshot_every = o->snapshot_every;
+    for (int i = 0; i < o->n_data_roots && i < 16; i++)
+        c->data_roots[c->n_data_roots++] = o->data_roots[i];
+    c->stale_scratch_folders = swept_folders;
+    c->stale_scratch_bytes = sweep_bytes;
+    w->renderer_exe = o->renderer_exe;
+    w->renderer_argv = o->renderer_argv;
+    if (!w->renderer_exe || !w->renderer_argv || !w->renderer_argv[0])
+        return vdn_fail(err, errlen, "no command to start renderers with (renderer_argv)");
+    for (int i = 0; i < w->slots.n; i++)
+        if (spawn_renderer(w, &i, 1, NULL) < 0) slots_out(w, &i, 1, "its renderer did not start");
+    /* they load in parallel (the disk and the page cache are shared) */
+    for (;;) {
+        struct pollfd p[VDN_MAX_GPUS];
+        int idx[VDN_MAX_GPUS], n = 0;
+        for (int r = 0; r < VDN_MAX_GPUS; r++)
+            if (w->rend[r].pid > 0 && !w->rend[r].hello) {
+                p[n] = (struct pollfd){.fd = w->rend[r].fd, .events = POLLIN};
+                idx[n++] = r;
+            }
+        if (!n) break;
+        if (poll(p, (nfds_t)n, -1) < 0 && errno != EINTR)
+            return vdn_fail(err, errlen, "poll: %s", strerror(errno));
+        for (int i = 0; i < n; i++)
+            if (p[i].revents) on_renderer(w, idx[i]);
+    }
+    int ok = 0;
+    for (int i = 0; i < w->slots.n; i++)
+        ok += !w->slots.s[i].out_of_service;
+    if (!ok)
+        return vdn_fail(err, errlen, "no renderer loaded it (%s)",
+                        w->slots.s[0].fault[0] ? w->slots.s[0].fault : "see above");
+    return 0;
+}
+
+/* Stops every renderer: each cancels what still runs in it and exits (all asked at once, then
+ * waited for). */
+static void stop_renderers(worker *w) {
+    for (int r = 0; r < VDN_MAX_GPUS; r++)
+        if (w->rend[r].pid > 0 && w->rend[r].fd >= 0) {
+            close(w->rend[r].fd);
+            w->rend[r].fd = -1;
+        }
+    for (int r = 0; r < VDN_MAX_GPUS; r++)
+        if (w->rend[r].pid > 0) {
+            char how[160];
+            pid_t pid = w->rend[r].pid;
+            vdn_renderer_stop(&w->rend[r], 30.0, how, sizeof how);
+            VDN_DEBUG("worker %s: renderer pid %d stopped (%s)", w->o->id, (int)pid, how);
+        }
+    for (int i = 0; i < w->slots.n; i++)
+        w->slot_rend[i] = -1;
+}
+
 int vdn_worker_run(const vdn_worker_opts *o) {
     char err[VDN_ERR_LEN];
-    worker w = {.o = o, .sigfd = -1, .fault_index = -2, .decode_fault_index = -2};
+    worker w = {.o = o, .sigfd = -1, .rcfg = {.fault_index = -2, .decode_fault_index = -2}};
     gethostname(w.hostname, sizeof w.hostname - 1);
     /* via 64 bits: milliseconds since 1970 do not fit an unsigned int (UB as a direct cast) */
     srand((unsigned)getpid() ^ (unsigned)(unsigned long long)(vdn_wall() * 1000));
+    /* test hooks, handed to the renderers: the GPU index whose renders (decodes) fault; a seed
+     * whose job aborts the renderer at its first NFE (docs/cluster.md "Crash blame") */
     const char *fault = getenv("VDN_TEST_GPU_FAULT");
-    if (fault && *fault) w.fault_index = atoi(fault);
+    if (fault && *fault) w.rcfg.fault_index = atoi(fault);
     const char *dfault = getenv("VDN_TEST_DECODE_FAULT");
-    if (dfault && *dfault) w.decode_fault_index = atoi(dfault);
+    if (dfault && *dfault) w.rcfg.decode_fault_index = atoi(dfault);
+    w.rcfg.has_poison = o->test_poison;
+    w.rcfg.poison_seed = o->test_poison_seed;
+    for (int i = 0; i < VDN_MAX_GPUS; i++)
+        w.slot_rend[i] = -1;
 
     /* Signals arrive through a signalfd in this loop. Block them before any thread exists
      * (the render threads, ZeroMQ's I/O threads) so none of those is picked to take one. */
@@ -1103,42 +1501,35 @@ int vdn_worker_run(const vdn_worker_opts *o) {
     int scratch_lock = lock_scratch(w.scratch);
     sweep_scratch(o->scratch, o->id, w.scratch);
     double t0 = vdn_now();
-    const vdn_slots_opts so = {.cpu = o->cpu,
-                               .checkpoint = o->checkpoint,
-                               .adapters = o->adapters,
-                               .n_adapters = o->n_adapters,
-                               .store_uri = o->store,
-                               .store_retry_s = o->store_retry_s,
-                               .text_precision = o->text_precision,
-                               .text_prompts = o->text_prompts,
-                               .base_dir = o->base_dir,
-                               .vae_precision = o->vae_precision,
-                               .precisions = o->precisions,
-                               .threads = o->threads};
-    if (vdn_slots_open(&w.slots, &w.gpus, &so, err, sizeof err)) {
+    vdn_slots_describe(&w.slots, &w.gpus, o->cpu);
+    if (start_renderers(&w, err, sizeof err)) {
         VDN_ERROR("worker: cannot load checkpoint %s: %s", o->checkpoint, err);
+        stop_renderers(&w);
         return 1;
     }
-    vdn_engine *eng = vdn_slots_engine(&w.slots);
     VDN_INFO("worker %s: loaded %s %d time(s) in %.1f s (identity %.16s, backend %s): %d job(s) "
-             "at once",
-             o->id, o->checkpoint, w.slots.n, vdn_now() - t0, vdn_engine_identity(eng),
-             vdn_engine_backend_name(eng), vdn_slots_free(&w.slots));
+             "at once, each slot in a renderer process of its own",
+             o->id, o->checkpoint, w.slots.n, vdn_now() - t0, w.identity, w.backend,
+             vdn_slots_free(&w.slots));
 
     w.ctx = zmq_ctx_new();
     int rc = run_loop(&w);
 
-    for (int i = 0; i < w.nrun; i++) { /* only on a poll failure */
-        atomic_store(&w.run[i].a->cancel, 1);
-        vdn_attempt_free(w.run[i].a);
+    stop_renderers(&w); /* each cancels what still runs in it (only on a poll failure) */
+    for (int i = 0; i < w.nrun; i++) {
+        vdn_relay_state_free(&w.run[i].a->out);
+        free(w.run[i].a->nfe_seconds);
+        free(w.run[i].a);
     }
     for (int i = 0; i < w.nouts; i++)
         outcome_free(&w.outs[i]);
     free(w.outs);
     close_socket(&w, 0);
     zmq_ctx_term(w.ctx);
-    vdn_slots_close(&w.slots);
     close(w.sigfd);
+    char rj[2000];
+    snprintf(rj, sizeof rj, "%s/renderers.json", w.scratch);
+    unlink(rj);
     char lockf[2000];
     snprintf(lockf, sizeof lockf, "%s/.lock", w.scratch);
     unlink(lockf);

@@ -98,7 +98,9 @@ int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, const vdn_slots_opts
         s->stores.text = &sl->text;
         jobs[i] = (open_job){.slot = s,
                              .eo = {.backend = s->index < 0 ? VDN_BACKEND_CPU : VDN_BACKEND_AUTO,
-                                    .device = s->index < 0 ? -1 : i,
+                                    .device = s->index < 0 ? -1
+                                              : o->devices ? o->devices[i]
+                                                           : i,
                                     .threads = o->threads,
                                     .base_dir = o->base_dir},
                              .o = o};
@@ -134,6 +136,22 @@ int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, const vdn_slots_opts
             VDN_DEBUG("worker: GPU %d (%s): engine on %s", sl->s[i].index, sl->s[i].name,
                       vdn_engine_backend_name(sl->s[i].eng));
     return 0;
+}
+
+void vdn_slots_describe(vdn_slots *sl, const vdn_gpu_list *gpus, int cpu) {
+    memset(sl, 0, sizeof *sl);
+    sl->n = cpu || gpus->n == 0 ? 1 : gpus->n;
+    for (int i = 0; i < sl->n; i++) {
+        vdn_slot *s = &sl->s[i];
+        if (cpu || gpus->n == 0) {
+            s->index = -1;
+            snprintf(s->name, sizeof s->name, "cpu");
+        } else {
+            s->index = gpus->gpu[i].index;
+            snprintf(s->name, sizeof s->name, "%s", gpus->gpu[i].name);
+            s->memory = gpus->gpu[i].memory_mib << 20;
+        }
+    }
 }
 
 void vdn_slots_close(vdn_slots *sl) {

@@ -1,5 +1,8 @@
 /* The worker's GPUs as render slots: one engine (one copy of the weights) per GPU and DiT
- * precision the worker loads (--precision), loaded once at start, and which attempt runs on each.
+ * precision the worker loads (--precision), and which attempt runs on each. The engines live in
+ * the renderer processes (renderer.h: each opens the slots of its GPUs, at its start); the
+ * daemon keeps the same table without engines (vdn_slots_describe) for READY, HEARTBEAT and
+ * placement.
  * The VAEs live on the first engine's device; a job's render, and a text prompt it encodes, on
  * the device of its precision's engine (the slot runs one job at a time). A GPU whose render hit a
  * CUDA error is taken out of service (its engine's context may be poisoned); the other GPUs keep
@@ -30,8 +33,9 @@ typedef struct {
      * only), or they did not load (dec_err says why; such a slot's jobs fail at decode). */
     vdn_decoder *dec;
     char dec_err[256];
-    uint64_t attempt;   /* running on it now, 0 = free */
-    int out_of_service; /* a CUDA error happened on it: no more work until a restart */
+    uint64_t memory_used; /* the daemon's table: what its renderer's engines hold there */
+    uint64_t attempt;     /* running on it now, 0 = free */
+    int out_of_service;   /* a CUDA error happened on it: no more work until a restart */
     char fault[256];
     vdn_worker_stores stores; /* store handles of the job running here (one thread at a time) */
 } vdn_slot;
@@ -56,6 +60,8 @@ typedef struct {
     vdn_precision vae_precision; /* the video decoder's (vae.h vdn_video_vae_load_precision) */
     unsigned precisions;         /* the DiT's: bit p = an engine at precision p (0 = bf16 only) */
     int threads;                 /* CPU threads (vdn_engine_opts.threads; 0 = default) */
+    const int *devices; /* CUDA device of gpus->gpu[i] (a renderer holds some of the worker's
+                           GPUs, each keeps its worker-wide ordinal); NULL = i */
 } vdn_slots_opts;
 
 /* The engines of every GPU of gpus (on the CPU backend when cpu is set or the build/host has
@@ -64,6 +70,9 @@ typedef struct {
  * (then -1 with the first error). */
 int vdn_slots_open(vdn_slots *sl, const vdn_gpu_list *gpus, const vdn_slots_opts *o, char *err,
                    size_t errlen);
+/* The worker daemon's table of its slots (renderer processes hold the engines, renderer.h):
+ * the GPUs of gpus, or the CPU slot, with no engine opened. */
+void vdn_slots_describe(vdn_slots *sl, const vdn_gpu_list *gpus, int cpu);
 /* The precisions every slot loaded (o->precisions, bf16 when it was 0). */
 unsigned vdn_slots_precisions(const vdn_slots *sl);
 void vdn_slots_close(vdn_slots *sl);

@@ -1,7 +1,8 @@
 /* The worker daemon: one process drives every GPU it is given, one engine per GPU (slots.h), and
  * runs a job per GPU set at once. The main loop (loop.c) is the only thread that touches the
- * ZeroMQ socket; each render runs on its own attempt thread (attempt.c). See docs/protocol.md for
- * the conversation and docs/cluster.md to deploy. */
+ * ZeroMQ socket; the engines and renders live in renderer processes it supervises (renderer.h),
+ * one per group of GPUs, so that a crash costs only the job that was in it. See docs/protocol.md
+ * for the conversation and docs/cluster.md to deploy. */
 #ifndef VDN_WORKER_H
 #define VDN_WORKER_H
 
@@ -45,6 +46,17 @@ typedef struct {
      * the program that runs the worker (the vdn CLI gives eval's; the worker library does not
      * know eval). NULL: such jobs fail as this worker's set-up. */
     vdn_score_fn score;
+    /* The command that runs a renderer process (renderer.h): renderer_exe (this program again:
+     * /proc/self/exe, the very binary even when the file was replaced since) with renderer_argv
+     * (argv[0] first: what ps shows), in the mode that calls vdn_worker_renderer with the two
+     * arguments the daemon appends (its relay fd and its own pid). Given by the program (the vdn
+     * CLI: vdn worker --renderer). */
+    const char *renderer_exe;
+    const char *const *renderer_argv;
+    /* tests (VDN_TEST_POISON_SEED to `vdn worker`): a job with this seed makes the renderer it
+     * lands on abort() at its first NFE (docs/cluster.md "Crash blame") */
+    int test_poison;
+    uint64_t test_poison_seed;
 } vdn_worker_opts;
 
 /* Parses argv (argv[0] = "worker"). 0 ok, 1 = --help printed, -1 = error printed to err. */
