@@ -12,8 +12,9 @@ the worker's SCRATCH/renderers.json, the documented test hook):
   "renderer slot S (gpu G) pid P started: restarted after signal 11 ...").
 Then a poison job (VDN_TEST_POISON_SEED: the renderer aborts at the job's first NFE) crashes the
 renderer it lands on (signal 6, fault crash) each time it is placed, until the coordinator gives
-up on it, while the other GPU's job goes on untouched. Last, the worker is
-SIGKILLed: its renderers die with it (PR_SET_PDEATHSIG), no orphan left.
+up on it, while the other GPU's job goes on untouched. Then SIGTERM stops the idle worker: exit
+0, its renderers stopped, its scratch folder removed. Last, a worker is SIGKILLed: its renderers
+die with it (PR_SET_PDEATHSIG), no orphan left.
 """
 import glob
 import json
@@ -164,8 +165,23 @@ def test(args):
                                        r"before any NFE was reported)$", r)
             for s, f, r in p_atts), "poison job attempts: %s" % p_atts)
 
-        # ---- 3. the worker SIGKILLed: no renderer outlives it
+        # ---- 3. SIGTERM to the idle worker: it stops its renderers and leaves no scratch
         pids = [p for p in renderers(farm).values() if p > 0]
+        scratch = glob.glob(os.path.join(farm.dir, "scratch", "vdn-worker-w2-*"))
+        farm.kill("w2", signal.SIGTERM)
+        rc = farm.wait_exit("w2", 30)
+        check(rc == 0, "the worker exited %d on SIGTERM" % rc)
+        check(not any(alive(p) for p in pids), "renderers %s outlived a SIGTERMed worker" % pids)
+        check(not any(os.path.exists(d) for d in scratch), "scratch left: %s" % scratch)
+        log("worker SIGTERMed: exit 0, its renderers %s stopped, its scratch removed" % pids)
+
+        # ---- 4. a worker SIGKILLed: no renderer outlives it (PR_SET_PDEATHSIG)
+        farm.spawn("w2", ["worker", "--connect", farm.worker_ep, "--checkpoint", farm.ckpt,
+                          "--store", farm.store, "--id", "w2", "--scratch",
+                          os.path.join(farm.dir, "scratch"), "--threads", "1"], env=env)
+        pids = wait_for("the new worker's renderers", lambda: (
+            glob.glob(os.path.join(farm.dir, "scratch", "vdn-worker-w2-*", "renderers.json"))
+            and all(renderers(farm).values()) and list(renderers(farm).values())), 30)
         farm.kill("w2", signal.SIGKILL)
         wait_for("renderers %s gone with the worker" % pids,
                  lambda: not any(alive(p) for p in pids), 10)
