@@ -5,17 +5,16 @@
  * the GPUs its ASSIGN names. The loop polls the DEALER socket to the coordinator, each renderer's
  * relay socket (progress and outcome of the attempts in it, relay.h) and a signalfd
  * (SIGTERM/SIGINT). A renderer that dies fails only the attempts in it (fault CRASH) and is
- * started again (docs/cluster.md "Crash blame"). Every outcome (RESULT or FAIL) is kept until the
- * coordinator ACKs it, and re-sent after a reconnect, so a finished render is never lost to a
- * coordinator restart. When the coordinator falls silent for `liveness` heartbeats, the socket is
- * dropped and re-made with exponential backoff; READY then re-announces the attempts still running,
- * and the coordinator decides which are current. */
+ * started again (supervise.c; docs/cluster.md "Crash blame"). Every outcome (RESULT or FAIL) is
+ * kept until the coordinator ACKs it, and re-sent after a reconnect, so a finished render is never
+ * lost to a coordinator restart. When the coordinator falls silent for `liveness` heartbeats, the
+ * socket is dropped and re-made with exponential backoff; READY then re-announces the attempts
+ * still running, and the coordinator decides which are current. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -39,84 +38,7 @@
 #include "wire.h"
 #include "worker.h"
 
-enum { CANCEL_NONE = 0, CANCEL_BY_COORDINATOR, CANCEL_STALE, CANCEL_SHUTDOWN };
-
-/* A finished attempt's report, kept until ACKed. */
-typedef struct {
-    uint64_t attempt_id, job_id;
-    int ok, retryable, fault;
-    int store_op; /* vdn_store_op: the store operation a failure came from, 0 = none */
-    char *reason;
-    char **keys;
-    int nkeys;
-    char *record;
-    double sent_at; /* vdn_now() of the last send, 0 = not yet sent */
-    /* a done job's snapshots, deleted once the coordinator ACKs the RESULT (NULL: none) */
-    char *snap_store, *snap_prefix;
-} outcome;
-
-/* The daemon's view of an attempt that runs in a renderer process: what the renderer relayed. */
-typedef struct {
-    struct {
-        uint64_t job_id, attempt_id;
-    } spec;
-    double started;
-    int rend; /* its renderer (worker.rend[]) */
-    int phase, nfe_done, nfe_total, resumed_from, snap_step;
-    char snap_key[1200];
-    double *nfe_seconds; /* per NFE, grown as the renderer reports */
-    int nfe_cap;
-    vdn_relay_state out; /* once phase is FINISHED: the outcome */
-} proxy;
-
-/* An attempt rendering now, on the slots (GPUs) in pos[]. */
-typedef struct {
-    proxy *a;
-    int pos[VDN_MAX_GPUS];
-    int npos;
-    int cancel_why;
-    /* Upload gate (see gate_send): `suspect` is set when, since the attempt began, we
-     * were frozen, lost the connection or stopped hearing the coordinator's heartbeats; then
-     * the outputs wait for a fresh heartbeat of a coordinator that still counts us in. */
-    int suspect;
-    int gate_state; /* 0 = not asked, 1 = waiting for a heartbeat, 2 = answered */
-    double gate_since;
-    int progress_sent; /* NFEs already reported */
-    int snap_sent;     /* step of its newest snapshot already reported */
-} running;
-
-typedef struct {
-    const vdn_worker_opts *o;
-    void *ctx, *sock;
-    vdn_slots slots;
-    vdn_gpu_list gpus;
-    char scratch[1900];
-    char hostname[256];
-
-    running run[VDN_MAX_GPUS];
-    int nrun;
-    outcome *outs; /* reports waiting for their ACK */
-    int nouts;
-
-    double last_heard, last_hb;
-    int need_ready;       /* READY not yet through (the connection is still being made) */
-    int refused;          /* the coordinator refused us for our key (FORBIDDEN): we stop */
-    double ready_sent_at; /* vdn_now() of the last READY that went out */
-    double coord_hb_at;   /* when the coordinator's last HEARTBEAT came */
-    double coord_gap; /* seconds between its heartbeats, as observed (its --heartbeat-seconds) */
-    double backoff, reconnect_at;
-    int sigfd;
-    int terms;
-    double term_at;
-    int leave_now;         /* shutting down and nothing left to report */
-    vdn_relay_config rcfg; /* what every renderer is given (its GPUs filled in per renderer) */
-    const char *renderer_exe;
-    const char *const *renderer_argv;
-    vdn_renderer rend[VDN_MAX_GPUS]; /* pid 0: a free entry */
-    int slot_rend[VDN_MAX_GPUS];     /* the renderer of each slot, -1: none */
-    char identity[128], backend[32]; /* the engines', from the first renderer's hello */
-    uint64_t store_retries_gone;     /* of renderers that ended */
-} worker;
+#include "daemon.h"
 
 static uint64_t sweep_bytes; /* sweep_scratch's count (nftw takes no user pointer) */
 static int swept_folders;    /* what sweep_scratch removed at start (the run records say it) */
@@ -244,7 +166,7 @@ static uint64_t store_retries(const worker *w) {
     return n;
 }
 
-static running *find_run(worker *w, uint64_t attempt) {
+running *daemon_find_run(worker *w, uint64_t attempt) {
     for (int i = 0; i < w->nrun; i++)
         if (w->run[i].a->spec.attempt_id == attempt) return &w->run[i];
     return NULL;
@@ -303,7 +225,6 @@ static size_t gpu_states(worker *w, Vdn__Gpu *g, Vdn__Gpu **gp) {
 
 static void send_outcome(worker *w, outcome *o);
 static void send_progress(worker *w, running *j);
-static int renderer_for(worker *w, running *j, uint64_t attempt, char *why, size_t len);
 
 static void send_ready(worker *w) {
     Vdn__Envelope env = VDN__ENVELOPE__INIT;
@@ -410,7 +331,7 @@ static void send_fail_now(worker *w, uint64_t attempt, const char *reason, vdn_f
     send_env(w, &env);
 }
 
-static void send_heartbeat(worker *w) {
+void daemon_send_heartbeat(worker *w) {
     Vdn__Envelope env = VDN__ENVELOPE__INIT;
     Vdn__Heartbeat h = VDN__HEARTBEAT__INIT;
     Vdn__Gpu g[VDN_MAX_GPUS], *gp[VDN_MAX_GPUS];
@@ -629,7 +550,7 @@ static void start_attempt(worker *w, const Vdn__Assign *a) {
              s.frames, s.height, s.width, s.steps, (unsigned long long)s.seed,
              vdn_precision_name(prec));
     uint64_t attempt = s.attempt_id;
-    int ri = renderer_for(w, j, attempt, err, sizeof err);
+    int ri = renderers_for(w, j, attempt, err, sizeof err);
     if (ri < 0) {
         VDN_WARN("worker %s: attempt %llu refused: %s", w->o->id, (unsigned long long)attempt, err);
         vdn_assignment_free(&s);
@@ -662,7 +583,7 @@ static void on_assign(worker *w, const Vdn__Assign *a) {
         if (!w->nrun && !w->nouts) w->leave_now = 1;
         return;
     }
-    if (find_run(w, a->attempt_id)) return; /* repeated ASSIGN */
+    if (daemon_find_run(w, a->attempt_id)) return; /* repeated ASSIGN */
     outcome *o = find_outcome(w, a->attempt_id);
     if (o) {
         send_outcome(w, o); /* it is done already; say so again */
@@ -741,7 +662,7 @@ static void on_message(worker *w, const void *buf, size_t len) {
         on_assign(w, env->assign);
         break;
     case VDN__ENVELOPE__PAYLOAD_CANCEL: {
-        running *j = find_run(w, env->cancel->attempt_id);
+        running *j = daemon_find_run(w, env->cancel->attempt_id);
         if (j)
             cancel_run(w, j, CANCEL_BY_COORDINATOR,
                        env->cancel->reason ? env->cancel->reason : "coordinator CANCEL");
@@ -769,7 +690,7 @@ static void on_message(worker *w, const void *buf, size_t len) {
         if (e->code == VDN__ERROR__CODE__STALE_ATTEMPT) {
             VDN_WARN("worker %s: coordinator refused attempt %llu as stale: %s", w->o->id,
                      (unsigned long long)e->attempt_id, m);
-            running *j = find_run(w, e->attempt_id);
+            running *j = daemon_find_run(w, e->attempt_id);
             if (j) cancel_run(w, j, CANCEL_STALE, "the job was reassigned");
             outcome *o = find_outcome(w, e->attempt_id);
             if (o) drop_outcome(w, o);
@@ -824,13 +745,13 @@ static void open_gate(worker *w, running *j) {
                  w->o->id, (unsigned long long)j->a->spec.attempt_id);
         j->gate_state = 1;
         j->gate_since = now;
-        send_heartbeat(w); /* names the attempt: a stale one draws a CANCEL */
+        daemon_send_heartbeat(w); /* names the attempt: a stale one draws a CANCEL */
     }
 }
 
 /* A finished attempt: keep its report until ACKed, free its GPUs (taking them out of service
  * when the render failed on a GPU fault), forget its proxy. */
-static void finish_run(worker *w, running *j) {
+void daemon_finish_run(worker *w, running *j) {
     proxy *px = j->a;
     vdn_relay_state *a = &px->out;
     double took = vdn_now() - px->started;
@@ -885,7 +806,7 @@ static void finish_run(worker *w, running *j) {
                 for (int i = 0; i < j->npos; i++)
                     if (a->gpu_fault_mask >> i & 1)
                         vdn_slot_fault(&w->slots, j->pos[i], w->o->id, a->reason);
-                send_heartbeat(w);
+                daemon_send_heartbeat(w);
             }
             o->reason = vdn_xstrdup(reason);
             VDN_WARN("worker %s: job %llu attempt %llu: failed after %.1f s (%s fault): %s",
@@ -944,296 +865,10 @@ static void send_progress(worker *w, running *j) {
 }
 
 /* Progress and the outcome of one attempt, as its renderer relayed them. */
-static void on_attempt_event(worker *w, running *j) {
+void daemon_attempt_event(worker *w, running *j) {
     send_progress(w, j);
     if (j->a->phase == VDN_ATTEMPT_UPLOAD_WAIT && j->gate_state == 0) open_gate(w, j);
-    if (j->a->phase == VDN_ATTEMPT_FINISHED) finish_run(w, j);
-}
-
-/* ---- renderer processes (renderer.h) ---- */
-
-static const char *slot_name(const worker *w, int pos, char *buf, size_t len) {
-    const vdn_slot *s = &w->slots.s[pos];
-    if (s->index < 0)
-        snprintf(buf, len, "cpu");
-    else
-        snprintf(buf, len, "gpu %d", s->index);
-    return buf;
-}
-
-/* SCRATCH/renderers.json: each slot's renderer pid, for tests and operators (docs/cluster.md
- * "Crash blame"): {"worker": ID, "slots": [{"slot", "gpu", "pid", "group": [slots]}]}; pid 0:
- * none (out of service). */
-static void write_renderers(worker *w) {
-    cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "slots");
-    cJSON_AddStringToObject(o, "worker", w->o->id);
-    for (int i = 0; i < w->slots.n; i++) {
-        cJSON *e = cJSON_CreateObject(), *g = cJSON_AddArrayToObject(e, "group");
-        int r = w->slot_rend[i];
-        cJSON_AddNumberToObject(e, "slot", i);
-        cJSON_AddNumberToObject(e, "gpu", w->slots.s[i].index);
-        cJSON_AddNumberToObject(e, "pid", r >= 0 ? w->rend[r].pid : 0);
-        for (int k = 0; r >= 0 && k < w->rend[r].npos; k++)
-            cJSON_AddItemToArray(g, cJSON_CreateNumber(w->rend[r].pos[k]));
-        cJSON_AddItemToArray(a, e);
-    }
-    char *text = cJSON_Print(o), path[2000], err[VDN_ERR_LEN];
-    cJSON_Delete(o);
-    snprintf(path, sizeof path, "%s/renderers.json", w->scratch);
-    if (vdn_write_file_atomic(path, text, strlen(text), err, sizeof err))
-        VDN_WARN("worker %s: %s", w->o->id, err);
-    free(text);
-}
-
-/* A renderer over slots pos[]; its index, or -1 (logged; the slots then have none). */
-static int spawn_renderer(worker *w, const int *pos, int npos, const char *why) {
-    char err[VDN_ERR_LEN], nm[32];
-    int r = 0;
-    while (r < VDN_MAX_GPUS && w->rend[r].pid > 0)
-        r++;
-    VDN_ASSERT(r < VDN_MAX_GPUS);
-    if (vdn_renderer_spawn(&w->rend[r], w->renderer_exe, w->renderer_argv, pos, npos, &w->rcfg,
-                           &w->gpus, err, sizeof err)) {
-        VDN_ERROR("worker %s: cannot start a renderer for slot %d: %s", w->o->id, pos[0], err);
-        for (int i = 0; i < npos; i++)
-            w->slot_rend[pos[i]] = -1;
-        return -1;
-    }
-    for (int i = 0; i < npos; i++) {
-        w->slot_rend[pos[i]] = r;
-        VDN_INFO("worker %s: renderer slot %d (%s) pid %d started%s%s", w->o->id, pos[i],
-                 slot_name(w, pos[i], nm, sizeof nm), (int)w->rend[r].pid, why ? ": " : "",
-                 why ? why : "");
-    }
-    write_renderers(w);
-    return r;
-}
-
-/* Slots pos[] leave service: no renderer will run on them until the worker restarts. */
-static void slots_out(worker *w, const int *pos, int npos, const char *reason) {
-    for (int i = 0; i < npos; i++) {
-        w->slot_rend[pos[i]] = -1;
-        vdn_slot_fault(&w->slots, pos[i], w->o->id, reason);
-    }
-    write_renderers(w);
-    send_heartbeat(w);
-}
-
-/* The renderer for a job on j's slots: the one over exactly them, or a new one (the renderers
- * it replaces must be idle: their weights load again, logged). -1 with why. */
-static int renderer_for(worker *w, running *j, uint64_t attempt, char *why, size_t len) {
-    int r0 = w->slot_rend[j->pos[0]];
-    if (r0 >= 0 && w->rend[r0].npos == j->npos) {
-        int same = 1;
-        for (int i = 0; i < j->npos; i++)
-            same &= w->slot_rend[j->pos[i]] == r0;
-        if (same) return r0;
-    }
-    int old[VDN_MAX_GPUS], nold = 0, left[VDN_MAX_GPUS], nleft = 0;
-    for (int i = 0; i < j->npos; i++) {
-        int r = w->slot_rend[j->pos[i]], seen = 0;
-        for (int k = 0; k < nold; k++)
-            seen |= old[k] == r;
-        if (r < 0 || seen) continue;
-        if (w->rend[r].attempts) {
-            snprintf(why, len,
-                     "GPU %d shares a renderer with GPUs busy with another attempt; "
-                     "regrouping waits for it",
-                     w->slots.s[j->pos[i]].index);
-            return -1;
-        }
-        old[nold++] = r;
-    }
-    char gl[256] = "";
-    for (int i = 0; i < j->npos; i++)
-        snprintf(gl + strlen(gl), sizeof gl - strlen(gl), "%s%d", i ? "," : "",
-                 w->slots.s[j->pos[i]].index);
-    VDN_INFO("worker %s: attempt %llu: slots regrouped, one renderer over GPU(s) %s (their "
-             "engines load again)",
-             w->o->id, (unsigned long long)attempt, gl);
-    for (int k = 0; k < nold; k++) {
-        vdn_renderer *r = &w->rend[old[k]];
-        for (int i = 0; i < r->npos; i++) {
-            int mine = 0;
-            for (int q = 0; q < j->npos; q++)
-                mine |= j->pos[q] == r->pos[i];
-            if (!mine) left[nleft++] = r->pos[i];
-            w->slot_rend[r->pos[i]] = -1;
-        }
-        w->store_retries_gone += r->store_retries;
-        vdn_renderer_stop(r, 30.0, NULL, 0);
-    }
-    for (int i = 0; i < nleft; i++) /* the slots left over render alone again */
-        if (spawn_renderer(w, &left[i], 1, "regrouped") < 0)
-            slots_out(w, &left[i], 1, "its renderer could not be started");
-    int r = spawn_renderer(w, j->pos, j->npos, "regrouped");
-    if (r < 0) {
-        slots_out(w, j->pos, j->npos, "its renderer could not be started");
-        snprintf(why, len, "the renderer for GPU(s) %s could not be started", gl);
-    }
-    return r;
-}
-
-/* Its engines loaded (or not). */
-static void on_hello(worker *w, int ri, const cJSON *m) {
-    vdn_renderer *r = &w->rend[ri];
-    vdn_relay_hello h;
-    char err[VDN_ERR_LEN];
-    if (vdn_relay_hello_parse(m, &h, err, sizeof err)) {
-        snprintf(h.error, sizeof h.error, "%s", err);
-        h.n = 0;
-    }
-    if (h.error[0]) { /* it exits: on_renderer_gone takes the slots out of service */
-        VDN_ERROR("worker %s: renderer pid %d: engines did not load: %s", w->o->id, (int)r->pid,
-                  h.error);
-        return;
-    }
-    r->hello = 1;
-    if (!w->identity[0]) {
-        snprintf(w->identity, sizeof w->identity, "%s", h.identity);
-        snprintf(w->backend, sizeof w->backend, "%s", h.backend);
-    }
-    w->slots.precisions = h.precisions;
-    for (int i = 0; i < h.n && i < r->npos; i++) {
-        vdn_slot *s = &w->slots.s[r->pos[i]];
-        s->memory_used = h.slot[i].memory_used;
-        if (h.slot[i].out_of_service && !s->out_of_service) {
-            s->out_of_service = 1;
-            snprintf(s->fault, sizeof s->fault, "%s", h.slot[i].fault);
-        }
-    }
-    VDN_DEBUG("worker %s: renderer pid %d ready in %.1f s", w->o->id, (int)r->pid,
-              vdn_now() - r->started);
-}
-
-static void on_state(worker *w, int ri, const cJSON *m) {
-    vdn_relay_state s;
-    char err[VDN_ERR_LEN];
-    if (vdn_relay_state_parse(m, &s, err, sizeof err)) {
-        VDN_ERROR("worker %s: renderer pid %d: %s", w->o->id, (int)w->rend[ri].pid, err);
-        return;
-    }
-    w->rend[ri].store_retries = s.store_retries;
-    running *j = find_run(w, s.attempt_id);
-    if (!j || j->a->rend != ri) {
-        vdn_relay_state_free(&s);
-        return;
-    }
-    proxy *a = j->a;
-    if (s.nfe_done > a->nfe_cap) {
-        int cap = s.nfe_total > s.nfe_done ? s.nfe_total : s.nfe_done;
-        a->nfe_seconds = realloc(a->nfe_seconds, (size_t)cap * sizeof *a->nfe_seconds);
-        VDN_ASSERT(a->nfe_seconds);
-        memset(a->nfe_seconds + a->nfe_cap, 0, (size_t)(cap - a->nfe_cap) * sizeof(double));
-        a->nfe_cap = cap;
-    }
-    for (int k = 0; k < s.n_nfe; k++)
-        a->nfe_seconds[s.nfe_from + k] = s.nfe_seconds[k];
-    a->phase = s.phase;
-    a->nfe_done = s.nfe_done;
-    a->nfe_total = s.nfe_total;
-    a->resumed_from = s.resumed_from;
-    a->snap_step = s.snap_step;
-    snprintf(a->snap_key, sizeof a->snap_key, "%s", s.snap_key);
-    if (s.phase == VDN_ATTEMPT_FINISHED) {
-        a->out = s; /* takes its strings */
-    } else {
-        vdn_relay_state_free(&s);
-    }
-    on_attempt_event(w, j);
-}
-
-static int rm_tree(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb, (void)flag, (void)ftw;
-    remove(path);
-    return 0;
-}
-
-/* Its relay reached end of file: the process ended. The attempts in it fail (CRASH when it died
- * under them; a renderer that never loaded is this worker's), and it is started again over the
- * same slots, unless it never loaded or keeps dying idle: then its slots leave service. */
-static void on_renderer_gone(worker *w, int ri) {
-    vdn_renderer *r = &w->rend[ri];
-    char how[160], nm[32];
-    const pid_t pid = r->pid;
-    const int loaded = r->hello, had = r->attempts, crashed = vdn_renderer_reap(r, how, sizeof how);
-    int pos[VDN_MAX_GPUS], npos = r->npos;
-    memcpy(pos, r->pos, sizeof pos);
-    w->store_retries_gone += r->store_retries;
-    r->store_retries = 0;
-    for (int i = w->nrun - 1; i >= 0; i--) {
-        running *j = &w->run[i];
-        if (j->a->rend != ri) continue;
-        proxy *a = j->a;
-        vdn_relay_state *o = &a->out;
-        o->phase = VDN_ATTEMPT_FINISHED;
-        o->ok = 0;
-        o->retryable = 1;
-        o->fault = loaded ? VDN_FAULT_CRASH : VDN_FAULT_WORKER;
-        if (loaded && a->nfe_total > 0)
-            snprintf(o->reason, sizeof o->reason, "renderer %s: %s at NFE %d/%d",
-                     crashed ? "crashed" : "ended", how, a->nfe_done, a->nfe_total);
-        else if (loaded)
-            snprintf(o->reason, sizeof o->reason, "renderer %s: %s before any NFE was reported",
-                     crashed ? "crashed" : "ended", how);
-        else
-            snprintf(o->reason, sizeof o->reason, "renderer died loading the checkpoint: %s", how);
-        char dir[2100]; /* what it left in scratch */
-        snprintf(dir, sizeof dir, "%s/a%llu", w->scratch, (unsigned long long)a->spec.attempt_id);
-        nftw(dir, rm_tree, 16, FTW_DEPTH | FTW_PHYS);
-        finish_run(w, j);
-    }
-    r->attempts = 0;
-    VDN_WARN("worker %s: renderer pid %d of slot(s) %d%s (%s) %s: %s; %d attempt(s) in it failed",
-             w->o->id, (int)pid, pos[0], npos > 1 ? ",..." : "",
-             slot_name(w, pos[0], nm, sizeof nm), crashed ? "died" : "ended", how, had);
-    r->idle_deaths = had ? 0 : r->idle_deaths + 1;
-    const int idle_deaths = r->idle_deaths;
-    for (int i = 0; i < npos; i++)
-        w->slot_rend[pos[i]] = -1;
-    if (w->terms) { /* shutting down: no new work comes */
-        write_renderers(w);
-        return;
-    }
-    char reason[300];
-    if (!loaded || idle_deaths >= 3) {
-        snprintf(reason, sizeof reason, "its renderer %s: %s",
-                 loaded ? "keeps dying idle" : "did not load the checkpoint", how);
-        slots_out(w, pos, npos, reason);
-        return;
-    }
-    snprintf(reason, sizeof reason, "restarted after %s", how);
-    int nr = spawn_renderer(w, pos, npos, reason);
-    if (nr < 0) {
-        slots_out(w, pos, npos, "its renderer could not be restarted");
-        return;
-    }
-    w->rend[nr].idle_deaths = idle_deaths;
-}
-
-/* What one renderer's relay has for us. */
-static void on_renderer(worker *w, int ri) {
-    vdn_renderer *r = &w->rend[ri];
-    int rc = vdn_relay_fill(r->fd, &r->rb);
-    char err[VDN_ERR_LEN];
-    cJSON *m;
-    while (r->pid > 0 && (m = vdn_relay_next(&r->rb, err, sizeof err)) != NULL) {
-        const char *t = vdn_relay_type(m);
-        if (!strcmp(t, "hello"))
-            on_hello(w, ri, m);
-        else if (!strcmp(t, "state"))
-            on_state(w, ri, m);
-        else
-            VDN_WARN("worker %s: renderer pid %d: unknown relay message \"%.40s\"", w->o->id,
-                     (int)r->pid, t);
-        cJSON_Delete(m);
-    }
-    if (r->pid > 0 && err[0]) { /* a stream we cannot read further: the renderer is of no use */
-        VDN_ERROR("worker %s: renderer pid %d: %s; stopping it", w->o->id, (int)r->pid, err);
-        kill(r->pid, SIGKILL);
-        rc = 0;
-    }
-    if (r->pid > 0 && rc <= 0) on_renderer_gone(w, ri);
+    if (j->a->phase == VDN_ATTEMPT_FINISHED) daemon_finish_run(w, j);
 }
 
 static void on_signal(worker *w) {
@@ -1243,7 +878,7 @@ static void on_signal(worker *w) {
         w->terms++;
         if (w->terms == 1) {
             w->term_at = vdn_now();
-            send_heartbeat(w); /* says "draining" now, before our RESULT invites an ASSIGN */
+            daemon_send_heartbeat(w); /* says "draining" now, before our RESULT invites an ASSIGN */
             if (w->nrun)
                 VDN_INFO("worker %s: %s: finishing %d attempt(s) (first %llu), then exiting "
                          "(signal again to hand them back now)",
@@ -1286,7 +921,7 @@ static int run_loop(worker *w) {
             send_ready(w);
             if (!w->need_ready) send_outcomes(w); /* anything finished while we were away */
         }
-        if (w->sock && !w->need_ready && now - w->last_hb >= hb) send_heartbeat(w);
+        if (w->sock && !w->need_ready && now - w->last_hb >= hb) daemon_send_heartbeat(w);
         if (w->sock && !w->need_ready)
             for (int i = 0; i < w->nouts; i++)
                 if (w->outs[i].sent_at == 0 || now - w->outs[i].sent_at > resend)
@@ -1352,85 +987,9 @@ static int run_loop(worker *w) {
         /* by pid: a renderer that died may have been replaced meanwhile */
         for (int i = 0; i < nrend; i++)
             if (items[i_rend + i].revents && w->rend[polled[i]].pid == polled_pid[i])
-                on_renderer(w, polled[i]);
+                renderers_readable(w, polled[i]);
         if (i_sock >= 0 && (items[i_sock].revents & ZMQ_POLLIN)) drain_socket(w);
     }
-}
-
-/* Starts a renderer per slot and waits until each has loaded its engines or died. 0, or -1
- * with the first error when none loaded. */
-static int start_renderers(worker *w, char *err, size_t errlen) {
-    const vdn_worker_opts *o = w->o;
-    vdn_relay_config *c = &w->rcfg;
-    c->checkpoint = o->checkpoint;
-    for (int i = 0; i < o->n_adapters && i < 16; i++)
-        c->adapters[c->n_adapters++] = o->adapters[i];
-    c->store = o->store;
-    c->store_retry_s = o->store_retry_s;
-    c->scratch = w->scratch;
-    c->cpu = w->slots.s[0].index < 0;
-    c->text_precision = (int)o->text_precision;
-    c->text_keep = o->text_prompts.keep;
-    c->text_keep_free_gib = o->text_prompts.keep_free_gib;
-    c->text_encode_delay_ms = o->text_prompts.test_encode_delay_ms;
-    c->base_dir = o->base_dir;
-    c->vae_precision = (int)o->vae_precision;
-    c->precisions = o->precisions;
-    c->threads = o->threads;
-    c->upload_attempts = o->upload_attempts;
-    c->snapshot_seconds = o->snapshot_seconds;
-    c->snapshot_every = o->snapshot_every;
-    for (int i = 0; i < o->n_data_roots && i < 16; i++)
-        c->data_roots[c->n_data_roots++] = o->data_roots[i];
-    c->stale_scratch_folders = swept_folders;
-    c->stale_scratch_bytes = sweep_bytes;
-    w->renderer_exe = o->renderer_exe;
-    w->renderer_argv = o->renderer_argv;
-    if (!w->renderer_exe || !w->renderer_argv || !w->renderer_argv[0])
-        return vdn_fail(err, errlen, "no command to start renderers with (renderer_argv)");
-    for (int i = 0; i < w->slots.n; i++)
-        if (spawn_renderer(w, &i, 1, NULL) < 0) slots_out(w, &i, 1, "its renderer did not start");
-    /* they load in parallel (the disk and the page cache are shared) */
-    for (;;) {
-        struct pollfd p[VDN_MAX_GPUS];
-        int idx[VDN_MAX_GPUS], n = 0;
-        for (int r = 0; r < VDN_MAX_GPUS; r++)
-            if (w->rend[r].pid > 0 && !w->rend[r].hello) {
-                p[n] = (struct pollfd){.fd = w->rend[r].fd, .events = POLLIN};
-                idx[n++] = r;
-            }
-        if (!n) break;
-        if (poll(p, (nfds_t)n, -1) < 0 && errno != EINTR)
-            return vdn_fail(err, errlen, "poll: %s", strerror(errno));
-        for (int i = 0; i < n; i++)
-            if (p[i].revents) on_renderer(w, idx[i]);
-    }
-    int ok = 0;
-    for (int i = 0; i < w->slots.n; i++)
-        ok += !w->slots.s[i].out_of_service;
-    if (!ok)
-        return vdn_fail(err, errlen, "no renderer loaded it (%s)",
-                        w->slots.s[0].fault[0] ? w->slots.s[0].fault : "see above");
-    return 0;
-}
-
-/* Stops every renderer: each cancels what still runs in it and exits (all asked at once, then
- * waited for). */
-static void stop_renderers(worker *w) {
-    for (int r = 0; r < VDN_MAX_GPUS; r++)
-        if (w->rend[r].pid > 0 && w->rend[r].fd >= 0) {
-            close(w->rend[r].fd);
-            w->rend[r].fd = -1;
-        }
-    for (int r = 0; r < VDN_MAX_GPUS; r++)
-        if (w->rend[r].pid > 0) {
-            char how[160];
-            pid_t pid = w->rend[r].pid;
-            vdn_renderer_stop(&w->rend[r], 30.0, how, sizeof how);
-            VDN_DEBUG("worker %s: renderer pid %d stopped (%s)", w->o->id, (int)pid, how);
-        }
-    for (int i = 0; i < w->slots.n; i++)
-        w->slot_rend[i] = -1;
 }
 
 int vdn_worker_run(const vdn_worker_opts *o) {
@@ -1502,9 +1061,11 @@ int vdn_worker_run(const vdn_worker_opts *o) {
     sweep_scratch(o->scratch, o->id, w.scratch);
     double t0 = vdn_now();
     vdn_slots_describe(&w.slots, &w.gpus, o->cpu);
-    if (start_renderers(&w, err, sizeof err)) {
+    w.rcfg.stale_scratch_folders = swept_folders; /* each run record says it */
+    w.rcfg.stale_scratch_bytes = sweep_bytes;
+    if (renderers_start(&w, err, sizeof err)) {
         VDN_ERROR("worker: cannot load checkpoint %s: %s", o->checkpoint, err);
-        stop_renderers(&w);
+        renderers_stop(&w);
         return 1;
     }
     VDN_INFO("worker %s: loaded %s %d time(s) in %.1f s (identity %.16s, backend %s): %d job(s) "
@@ -1515,7 +1076,7 @@ int vdn_worker_run(const vdn_worker_opts *o) {
     w.ctx = zmq_ctx_new();
     int rc = run_loop(&w);
 
-    stop_renderers(&w); /* each cancels what still runs in it (only on a poll failure) */
+    renderers_stop(&w); /* each cancels what still runs in it (only on a poll failure) */
     for (int i = 0; i < w.nrun; i++) {
         vdn_relay_state_free(&w.run[i].a->out);
         free(w.run[i].a->nfe_seconds);
