@@ -122,7 +122,9 @@ int renderers_for(worker *w, running *j, uint64_t attempt, char *why, size_t len
             w->slot_rend[r->pos[i]] = -1;
         }
         w->store_retries_gone += r->store_retries;
-        vdn_renderer_stop(r, 30.0, NULL, 0);
+        /* idle: 2 s to close its engines, then SIGKILL (the main loop, heartbeats included, waits)
+         */
+        vdn_renderer_stop(r, 2.0, NULL, 0);
     }
     for (int i = 0; i < nleft; i++) /* the slots left over render alone again */
         if (spawn_renderer(w, &left[i], 1, "regrouped") < 0)
