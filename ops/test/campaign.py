@@ -713,7 +713,7 @@ def main():
                     help="the coordinator's niceness (default: the campaign's)")
     ap.add_argument("--nfe-delay-ms", type=int, default=300)
     ap.add_argument("--lease", type=float, default=4.0)
-    ap.add_argument("--timeout", type=int, default=150)
+    ap.add_argument("--timeout", type=int, default=240)
     ap.add_argument("--seed", type=int, default=27)
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep", action="store_true")
