@@ -40,6 +40,7 @@ declare -A CORPUS=(
     [fuzz_engine_noise]=@noise # derived below from the safetensors entries of ckpt_corpus
     [fuzz_worker_conf]=worker/test/corpus_conf
     [fuzz_worker_snapshot]=worker/test/corpus_snapshot
+    [fuzz_worker_relay]=worker/test/corpus_relay
     [fuzz_s3_xml]=store/test/corpus_s3_xml
     [fuzz_eval_suite]=eval/test/corpus_suite
     [fuzz_eval_configs]=eval/test/corpus_configs
