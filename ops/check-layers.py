@@ -78,7 +78,7 @@ def room_of(path):
 def sources(root):
     out = []
     for d, dirs, files in os.walk(root):
-        dirs[:] = [x for x in dirs if x not in SKIP_DIRS and not x.startswith("build")]
+        dirs[:] = [x for x in dirs if x not in SKIP_DIRS and not x.startswith(("build", "."))]
         for f in files:
             if f.endswith(SOURCE_EXT):
                 out.append(os.path.relpath(os.path.join(d, f), root))
@@ -187,7 +187,7 @@ def check_link_cycles(root):
     edges = {}
     libs = set()
     for d, dirs, files in os.walk(root):
-        dirs[:] = [x for x in dirs if x not in SKIP_DIRS and not x.startswith("build")]
+        dirs[:] = [x for x in dirs if x not in SKIP_DIRS and not x.startswith(("build", "."))]
         for f in files:
             if f != "CMakeLists.txt" and not f.endswith(".cmake"):
                 continue
@@ -223,13 +223,20 @@ def run(root):
     return check_includes(root) + check_environment(root) + check_link_cycles(root)
 
 
+def hidden_or_built(rel):
+    """A folder of the walk the checks leave out: build trees, ops/node, and hidden folders
+    (.git, and ignored copies such as .devcarry/old, an older tree carried to the GPU machine)."""
+    return rel != "." and (rel.startswith(("build", "ops/node")) or
+                           any(p.startswith(".") for p in rel.split(os.sep)))
+
+
 def self_test(root, work):
     """Copy the sources and CMake files, plant one violation at a time, expect it caught."""
     shutil.rmtree(work, ignore_errors=True)
     for f in sources(root) + [os.path.relpath(os.path.join(d, x), root)
                               for d, ds, fs in os.walk(root) for x in fs
                               if (x == "CMakeLists.txt" or x.endswith(".cmake"))
-                              and not os.path.relpath(d, root).startswith(("build", ".git", "ops/node"))]:
+                              and not hidden_or_built(os.path.relpath(d, root))]:
         dst = os.path.join(work, f)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         shutil.copyfile(os.path.join(root, f), dst)
