@@ -26,6 +26,7 @@
  * image, float64 atomics): docs/PERF.md "Keyframe prompts". */
 #include <stdint.h>
 
+#include "mma_sync.cuh"
 #include "op_cuda.h"
 extern "C" {
 #include "op_conv.h"
@@ -61,36 +62,6 @@ struct Conv2dArgs {
     int cin, cout, H, W, K, stride, top, left, reflect, Wo, npix, red;
 };
 
-__device__ __forceinline__ void cp_async16(void *smem, const void *g, int bytes) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(g), "r"(bytes));
-}
-__device__ __forceinline__ void cp_commit() {
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-__device__ __forceinline__ void cp_wait_all() {
-    asm volatile("cp.async.wait_group 0;\n" ::);
-}
-__device__ __forceinline__ void ldsm_x4(unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3,
-                                        const void *p) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(s));
-}
-__device__ __forceinline__ void ldsm_x4_t(unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3,
-                                          const void *p) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(s));
-}
-__device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 /* an image value as bf16 bits: XT 0 float32, 1 bf16, 2 float16 */
 template <int XT> __device__ __forceinline__ unsigned short ld_x(const char *p, int64_t i) {
@@ -170,7 +141,7 @@ template <int XT, bool TM> __global__ void __launch_bounds__(THREADS, 2) conv2d_
     cp_commit();
     load_x(0);
     store_x(0);
-    cp_wait_all();
+    cp_wait<0>();
     __syncthreads();
     for (int s = 0; s < nst; s++) {
         const int cur = s & 1;
@@ -203,7 +174,7 @@ template <int XT, bool TM> __global__ void __launch_bounds__(THREADS, 2) conv2d_
         }
         if (s + 1 < nst) {
             store_x(cur ^ 1);
-            cp_wait_all();
+            cp_wait<0>();
         }
         __syncthreads();
     }

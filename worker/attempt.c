@@ -333,19 +333,34 @@ static vdn_engine_fault decode_fault(vdn_attempt *j, const decode_group *g) {
     return worst;
 }
 
-/* The run record's "gpus": what the job held, what rendered it and (dg: NULL when it stored
- * latents only) which GPUs decoded how much of it. */
-static int record_gpus(const char *path, const vdn_attempt *j, int ranks, const char *via,
-                       const char *why, const decode_group *dg, char *err, size_t errlen) {
+/* Sets (replaces) the run record's member `key` to o (taken over, freed on every path). */
+static int record_set(const char *path, const char *key, cJSON *o, char *err, size_t errlen) {
     size_t len;
     char *text = vdn_read_file(path, &len, err, errlen);
-    if (!text) return -1;
+    if (!text) {
+        cJSON_Delete(o);
+        return -1;
+    }
     cJSON *r = cJSON_ParseWithLength(text, len);
     free(text);
     if (!cJSON_IsObject(r)) {
         cJSON_Delete(r);
+        cJSON_Delete(o);
         return vdn_fail(err, errlen, "%s: not a JSON object (a run record)", path);
     }
+    cJSON_DeleteItemFromObjectCaseSensitive(r, key);
+    cJSON_AddItemToObject(r, key, o);
+    char *out = cJSON_Print(r);
+    cJSON_Delete(r);
+    int rc = vdn_write_file_atomic(path, out, strlen(out), err, errlen);
+    cJSON_free(out);
+    return rc;
+}
+
+/* The run record's "gpus": what the job held, what rendered it and (dg: NULL when it stored
+ * latents only) which GPUs decoded how much of it. */
+static int record_gpus(const char *path, const vdn_attempt *j, int ranks, const char *via,
+                       const char *why, const decode_group *dg, char *err, size_t errlen) {
     cJSON *o = cJSON_CreateObject(), *held = cJSON_CreateArray(), *used = cJSON_CreateArray();
     for (int i = 0; i < j->gpus.n; i++) {
         cJSON_AddItemToArray(held, cJSON_CreateNumber(j->gpus.index[i]));
@@ -370,13 +385,7 @@ static int record_gpus(const char *path, const vdn_attempt *j, int ranks, const 
         cJSON_AddItemToObject(o, "decode_audio_channels", ac);
         cJSON_AddStringToObject(o, "decode_precision", vdn_precision_name(dg->precision));
     }
-    cJSON_DeleteItemFromObjectCaseSensitive(r, "gpus");
-    cJSON_AddItemToObject(r, "gpus", o);
-    char *out = cJSON_Print(r);
-    cJSON_Delete(r);
-    int rc = vdn_write_file_atomic(path, out, strlen(out), err, errlen);
-    cJSON_free(out);
-    return rc;
+    return record_set(path, "gpus", o, err, errlen);
 }
 
 /* The run record's "cleaned": what was cleaned for this attempt, as far as known when the record
@@ -384,15 +393,6 @@ static int record_gpus(const char *path, const vdn_attempt *j, int ranks, const 
  * coordinator has accepted the result, both after the record: it names them, the log says when
  * they went. */
 static int record_cleaned(const char *path, const vdn_attempt *j, char *err, size_t errlen) {
-    size_t len;
-    char *text = vdn_read_file(path, &len, err, errlen);
-    if (!text) return -1;
-    cJSON *r = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!cJSON_IsObject(r)) {
-        cJSON_Delete(r);
-        return vdn_fail(err, errlen, "%s: not a JSON object (a run record)", path);
-    }
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "stale_scratch_folders", j->spec.stale_scratch_folders);
     cJSON_AddNumberToObject(o, "stale_scratch_bytes", (double)j->spec.stale_scratch_bytes);
@@ -405,13 +405,7 @@ static int record_cleaned(const char *path, const vdn_attempt *j, char *err, siz
         cJSON_AddStringToObject(o, "snapshots", j->snap_prefix);
         cJSON_AddStringToObject(o, "snapshots_deleted", "once the coordinator accepts the result");
     }
-    cJSON_DeleteItemFromObjectCaseSensitive(r, "cleaned");
-    cJSON_AddItemToObject(r, "cleaned", o);
-    char *out = cJSON_Print(r);
-    cJSON_Delete(r);
-    int rc = vdn_write_file_atomic(path, out, strlen(out), err, errlen);
-    cJSON_free(out);
-    return rc;
+    return record_set(path, "cleaned", o, err, errlen);
 }
 
 /* The file extension of a key or path (".png"), or "" (kept on downloads: image decoders look at
