@@ -62,7 +62,6 @@ struct Conv2dArgs {
     int cin, cout, H, W, K, stride, top, left, reflect, Wo, npix, red;
 };
 
-
 /* an image value as bf16 bits: XT 0 float32, 1 bf16, 2 float16 */
 template <int XT> __device__ __forceinline__ unsigned short ld_x(const char *p, int64_t i) {
     if (XT == 0) return __bfloat16_as_ushort(__float2bfloat16_rn(((const float *)p)[i]));
