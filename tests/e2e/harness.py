@@ -45,6 +45,17 @@ def check(cond, msg):
         raise TestFailure(msg)
 
 
+def wait_for(what, cond, timeout):
+    """cond()'s first true value, polled every 0.1 s; fails naming `what` after timeout s."""
+    t0 = time.time()
+    while True:
+        v = cond()
+        if v:
+            return v
+        check(time.time() - t0 < timeout, "timed out after %d s waiting for %s" % (timeout, what))
+        time.sleep(0.1)
+
+
 class Farm:
     """One coordinator + workers in a temp dir. Use as a context manager."""
 

@@ -13,7 +13,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Farm, check, log, main
+from harness import Farm, check, log, main, wait_for
 
 
 def test(args):
@@ -85,14 +85,6 @@ def test(args):
     test_worker_deaths(args)
 
 
-def wait_for(what, cond, timeout):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        r = cond()
-        if r:
-            return r
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def test_worker_deaths(args):

@@ -14,19 +14,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import Farm, TestFailure, check, log, main
+from harness import Farm, check, log, main, wait_for
 
 POISON = 4242
 
 
-def wait_for(what, cond, timeout):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        r = cond()
-        if r:
-            return r
-        time.sleep(0.1)
-    raise TestFailure("timed out waiting for " + what)
 
 
 def test(args):

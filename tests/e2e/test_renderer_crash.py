@@ -25,7 +25,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import FRAMES, Farm, check, log, main
+from harness import FRAMES, Farm, check, log, main, wait_for
 from test_gpu_jobs import stand_in_gpus, submit
 
 POISON = 666
@@ -54,14 +54,6 @@ def alive(pid):
         return False
 
 
-def wait_for(what, cond, timeout):
-    t0 = time.time()
-    while True:
-        v = cond()
-        if v:
-            return v
-        check(time.time() - t0 < timeout, "%s: not after %d s" % (what, timeout))
-        time.sleep(0.1)
 
 
 def start_gpus(wlog):
